@@ -1,0 +1,67 @@
+# hero_transformer — every command a student, a TA or CI needs.
+# The first command that needs Python creates .venv (CPU torch, pinned below 2.14).
+
+VENV   ?= .venv
+PYTHON := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+CH     ?=
+SUB    ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test student check grade demo bench mutants micro train sample submit clean
+
+help:
+	@echo "make demo            grade the reference and typical wrong submissions (start here)"
+	@echo "make check [CH=05]   run the public checks on ./hero_transformer (students)"
+	@echo "make grade SUB=path  grade a submission folder or .zip with hidden checks (TAs)"
+	@echo "make test            the kit's own test suite"
+	@echo "make student         regenerate hero_transformer/ from solutions/"
+	@echo "make mutants         the grader's catch rate on known-wrong implementations"
+	@echo "make bench           grading speed and model speed figures"
+	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
+	@echo "make submit          pack hero_transformer/ into submission.zip for upload"
+
+$(STAMP): pyproject.toml
+	@test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet ".[dev]"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(PYTHON) -m pytest
+
+student: $(STAMP)
+	$(PYTHON) -m grader.student_copy
+
+check: $(STAMP)
+	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH))
+
+grade: $(STAMP)
+	@test -n "$(SUB)" || { echo "usage: make grade SUB=path/to/submission (folder or .zip)"; exit 2; }
+	$(PYTHON) -m grader grade "$(SUB)" --json results.json $(if $(CH),--chapters $(CH))
+
+demo: $(STAMP)
+	$(PYTHON) -m grader demo
+
+bench: $(STAMP)
+	$(PYTHON) -m grader.bench
+
+mutants: $(STAMP)
+	$(PYTHON) -m grader.mutants
+
+micro: $(STAMP)
+	$(PYTHON) -m solutions.hero_transformer.micro
+
+train: $(STAMP)
+	$(PYTHON) -m solutions.hero_transformer.train
+
+sample: $(STAMP)
+	$(PYTHON) -m solutions.hero_transformer.sample
+
+submit: $(STAMP)
+	$(PYTHON) -m grader submit hero_transformer
+
+clean:
+	rm -rf $(VENV) .pytest_cache results.json submission.zip
