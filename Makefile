@@ -52,13 +52,13 @@ mutants: $(STAMP)
 	$(PYTHON) -m grader.mutants
 
 micro: $(STAMP)
-	$(PYTHON) -m solutions.hero_transformer.micro
+	PYTHONPATH=solutions $(PYTHON) -m hero_transformer.micro
 
 train: $(STAMP)
-	$(PYTHON) -m solutions.hero_transformer.train
+	PYTHONPATH=solutions $(PYTHON) -m hero_transformer.train
 
 sample: $(STAMP)
-	$(PYTHON) -m solutions.hero_transformer.sample
+	PYTHONPATH=solutions $(PYTHON) -m hero_transformer.sample
 
 submit: $(STAMP)
 	$(PYTHON) -m grader submit hero_transformer
