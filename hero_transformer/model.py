@@ -154,11 +154,10 @@ class TransformerBlock(nn.Module):
     """Pre-LN decoder block: U = X + A(LN1(X)); Y = U + F(LN2(U))."""
 
     def __init__(self, cfg: Config):
+        """Two separate LayerNorms, the attention and the feed-forward, named
+        ln_attention, attention, ln_feedforward, feedforward."""
         super().__init__()
-        self.ln_attention = LayerNorm(cfg.d_model)
-        self.attention = CausalSelfAttention(cfg)
-        self.ln_feedforward = LayerNorm(cfg.d_model)
-        self.feedforward = FeedForward(cfg)
+        raise NotImplementedError("block_init")
         self.residual_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, hidden, past_key_value=None, use_cache=False):

@@ -1,0 +1,139 @@
+"""Plain-data messages between the grader and the sandboxed worker.
+
+A frame is an 8-byte big-endian length and a UTF-8 JSON body. Tensors travel as
+{"__tensor__": [dtype, shape, base64 bytes]}; the reader rebuilds them from raw
+bytes with a dtype whitelist, so nothing the worker sends can run code in the
+grader (no pickle anywhere).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import struct
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+_HEADER = struct.Struct(">Q")
+_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+class WireError(Exception):
+    """The other side sent something that is not a well-formed frame."""
+
+
+def encode(value, _depth=0):
+    """Turn results into JSON-ready data; anything unknown becomes a short repr."""
+    if _depth > 64:
+        return {"__repr__": "<nested too deeply>"}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, (list, tuple)):
+        return [encode(v, _depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {str(k): encode(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, BaseException):
+        return {"__exception__": [type(value).__name__, str(value)[:2000]]}
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - the worker always has torch
+        torch = None
+    if torch is not None and isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        if dtype not in _DTYPES:
+            tensor, dtype = tensor.to(torch.float64), "float64"
+        raw = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        return {"__tensor__": [dtype, list(tensor.shape), base64.b64encode(raw).decode("ascii")]}
+    if torch is not None and isinstance(value, (torch.Size,)):
+        return list(value)
+    return {"__repr__": repr(value)[:500]}
+
+
+def _decode_object(obj):
+    if "__tensor__" in obj:
+        return _decode_tensor(obj["__tensor__"])
+    if "__float__" in obj:
+        text = obj["__float__"]
+        if text not in ("nan", "inf", "-inf"):
+            raise WireError(f"bad float {text!r}")
+        return float(text)
+    if "__exception__" in obj:
+        kind, message = obj["__exception__"]
+        return RemoteError(str(kind), str(message))
+    if "__repr__" in obj:
+        return Opaque(str(obj["__repr__"]))
+    return obj
+
+
+def _decode_tensor(spec):
+    import torch
+
+    dtype, shape, data = spec
+    if dtype not in _DTYPES:
+        raise WireError(f"dtype {dtype!r} is not accepted")
+    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise WireError("a tensor shape must be a list of non-negative integers")
+    torch_dtype = getattr(torch, dtype)
+    raw = base64.b64decode(data, validate=True)
+    count = math.prod(shape)
+    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+    if len(raw) != count * itemsize:
+        raise WireError("tensor bytes do not match its shape")
+    if count == 0:
+        return torch.empty(shape, dtype=torch_dtype)
+    return torch.frombuffer(bytearray(raw), dtype=torch_dtype).reshape(shape).clone()
+
+
+def decode(body: bytes):
+    try:
+        return json.loads(body.decode("utf-8"), object_hook=_decode_object)
+    except WireError:
+        raise
+    except (ValueError, TypeError, KeyError) as error:
+        raise WireError(f"malformed message: {error}") from None
+
+
+class RemoteError:
+    """An exception raised in the worker, as data: its type name and message."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind, self.message = kind, message
+
+    def __repr__(self):
+        return f"{self.kind}: {self.message}"
+
+
+class Opaque:
+    """A value the worker could not express as plain data; only its repr came back."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def send(sock, value) -> None:
+    body = json.dumps(encode(value), allow_nan=False).encode("utf-8")
+    sock.sendall(_HEADER.pack(len(body)) + body)
+
+
+def _recv_exact(sock, size: int) -> bytes:
+    chunks, remaining = [], size
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the channel")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv(sock):
+    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+    if size > MAX_FRAME_BYTES:
+        raise WireError(f"a {size}-byte message is over the {MAX_FRAME_BYTES}-byte limit")
+    return decode(_recv_exact(sock, size))

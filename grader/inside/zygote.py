@@ -1,0 +1,285 @@
+"""The sandboxed side of grading.
+
+The zygote imports torch once, then forks one worker per request. It never reads a
+request itself: the grader hands it a fresh socket for each worker (SCM_RIGHTS), so
+no submission's or certified part's source ever sits in the zygote's memory for a
+later worker to find. A worker loads the student's package and the certified parts
+from source text, builds the hybrid the task is graded on, runs probes one at a
+time, and answers with plain data.
+
+    python -I zygote.py CONTROL_FD SANDBOX_ROOT
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+import traceback
+import types
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    sys.path.insert(0, sys.argv[2])
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    from grader.inside import wire  # noqa: F401  (warm the import for every worker)
+    import grader.checks  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers
+    children: set[int] = set()
+    control.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(control, 4096, 2)
+        except (ConnectionError, OSError):
+            return
+        if not message:
+            return
+        command = json.loads(message)
+        if command["op"] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                status = 0
+                try:
+                    serve_worker(*fds)
+                except BaseException:  # noqa: BLE001 - the worker must end here, whatever happened
+                    status = 70
+                os._exit(status)
+            for fd in fds:
+                os.close(fd)
+            children.add(pid)
+            control.send(json.dumps({"pid": pid}).encode())
+        elif command["op"] == "kill":
+            pid = int(command["pid"])
+            if pid in children:
+                children.discard(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+# ------------------------------------------------------------------------ worker
+
+
+def _apply_limits(limits: dict) -> None:
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def serve_worker(channel_fd: int, output_fd: int) -> None:
+    from grader.inside import wire
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.close(output_fd)
+    sys.stdin = open(0, closefd=False)
+    channel = socket.socket(fileno=channel_fd)
+    request = wire.recv(channel)
+    _apply_limits(request.get("limits", {}))
+    tripped: list[str] = []
+    _set_tripwires(request.get("tripwires", []), tripped)
+    try:
+        namespace = build_namespace(request)
+    except BaseException as error:  # noqa: BLE001 - any failure is the submission's
+        wire.send(channel, {"setup_error": _describe(error)})
+        return
+    wire.send(channel, {"ready": True})
+    while True:
+        try:
+            call = wire.recv(channel)
+        except EOFError:
+            return
+        if call.get("op") == "exit":
+            return
+        tripped.clear()
+        try:
+            module = importlib.import_module(f"grader.checks.{call['module']}")
+            probe = getattr(module, call["probe"])
+            result = probe(namespace, **call["inputs"])
+            reply = {"result": result}
+        except BaseException as error:  # noqa: BLE001
+            if isinstance(error, SystemExit):
+                error = RuntimeError(f"the code called sys.exit({error.code!r})")
+            reply = {"error": _describe(error)}
+        reply["forbidden_calls"] = list(tripped)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        wire.send(channel, reply)
+
+
+def _describe(error: BaseException) -> dict:
+    frames = traceback.extract_tb(error.__traceback__)
+    # Only frames from the submission are worth showing a student.
+    student = [f for f in frames if f.filename.startswith("submission/")]
+    where = f"{student[-1].filename}:{student[-1].lineno}" if student else None
+    line = student[-1].line if student else None
+    if isinstance(error, SyntaxError):
+        where, line = f"{error.filename}:{error.lineno}", (error.text or "").strip()
+    return {
+        "type": type(error).__name__,
+        "message": str(error)[:1000],
+        "where": where,
+        "not_implemented": isinstance(error, NotImplementedError),
+        "line": line,
+    }
+
+
+# ---------------------------------------------------------- tripwires (forbidden calls)
+
+
+class ForbiddenCall(RuntimeError):
+    pass
+
+
+def _set_tripwires(dotted_names: list[str], tripped: list[str]) -> None:
+    for dotted in dotted_names:
+        owner_path, _, attr = dotted.rpartition(".")
+        try:
+            owner = importlib.import_module(owner_path)
+        except ImportError:
+            parent_path, _, class_name = owner_path.rpartition(".")
+            owner = getattr(importlib.import_module(parent_path), class_name)
+
+        def tripwire(*args, _name=dotted, **kwargs):
+            tripped.append(_name)
+            raise ForbiddenCall(f"{_name} is not allowed in this task")
+
+        setattr(owner, attr, tripwire)
+
+
+# ------------------------------------------------------------- packages from source
+
+
+class _SourcePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves one package's modules from a dict of source texts."""
+
+    def __init__(self, name: str, sources: dict[str, str], label: str):
+        self.name, self.sources, self.label = name, sources, label
+
+    def _key(self, fullname: str):
+        if fullname == self.name:
+            return "__init__.py", True
+        if not fullname.startswith(self.name + "."):
+            return None, False
+        rel = fullname[len(self.name) + 1 :].replace(".", "/")
+        if rel + ".py" in self.sources:
+            return rel + ".py", False
+        if rel + "/__init__.py" in self.sources:
+            return rel + "/__init__.py", True
+        return None, False
+
+    def find_spec(self, fullname, path=None, target=None):
+        key, is_package = self._key(fullname)
+        if key is None and fullname != self.name:
+            return None
+        spec = importlib.util.spec_from_loader(fullname, self, origin=f"{self.label}/{key}", is_package=is_package)
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        key, _ = self._key(module.__name__)
+        source = self.sources.get(key, "") if key else ""
+        module.__file__ = f"{self.label}/{key}"
+        exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
+
+
+STUDENT_PACKAGE = "hero_transformer"
+CERTIFIED_PACKAGE = "_certified_hero_transformer"
+
+
+def _load(name: str, sources: dict[str, str], label: str, broken: dict) -> dict[str, types.ModuleType]:
+    """Import every module of the package; a module that fails is noted in `broken`
+    so that only the tasks that need it fail."""
+    sys.meta_path.insert(0, _SourcePackage(name, sources, label))
+    importlib.import_module(name)
+    modules = {}
+    for key in sorted(sources):
+        if key.endswith(".py") and key != "__init__.py":
+            short = key[:-3].replace("/", ".").removesuffix(".__init__")
+            try:
+                modules[short] = importlib.import_module(f"{name}.{short}")
+            except Exception as error:  # noqa: BLE001 - a student's module may fail to import
+                broken[short] = error
+    return modules
+
+
+def build_namespace(request: dict) -> types.SimpleNamespace:
+    """The student's package, with every task but the graded one replaced by its
+    certified version, and the certified code calling back into the student's objects."""
+    broken: dict[str, BaseException] = {}
+    student = _load(STUDENT_PACKAGE, request["student"], "submission", broken)
+    certified = _load(CERTIFIED_PACKAGE, request["certified"], "certified", {}) if request.get("certified") else {}
+    graded = request["task"]
+    for module in request.get("needs", []):
+        if module in broken:
+            raise broken[module]
+        if module not in student:
+            raise ModuleNotFoundError(f"the submission has no {module}.py")
+    replaced_functions = {}
+    for region in request["regions"]:
+        module, qualname = region["module"], region["qualname"]
+        if region["task"] == graded or module not in certified or module not in student:
+            continue
+        *class_path, attr = qualname.split(".")
+        source_owner = _walk(certified[module], class_path)
+        target_owner = _walk(student[module], class_path)
+        if source_owner is None or target_owner is None:
+            continue
+        original = getattr(target_owner, attr, None)
+        setattr(target_owner, attr, _rebind(getattr(source_owner, attr), target_owner))
+        if not class_path and original is not None:
+            replaced_functions[id(original)] = getattr(source_owner, attr)
+    # Aliases (`from .model import gelu`) must see the certified function too.
+    for module in student.values():
+        for key, value in list(vars(module).items()):
+            if id(value) in replaced_functions:
+                setattr(module, key, replaced_functions[id(value)])
+    # Certified code looks names up in its own module: point them at the student's objects.
+    owners = {(r["module"], r["qualname"].split(".")[0]) for r in request["regions"]}
+    for module, top in owners:
+        if module in certified and module in student and hasattr(student[module], top):
+            setattr(certified[module], top, getattr(student[module], top))
+    return types.SimpleNamespace(task=graded, **student)
+
+
+def _rebind(function, owner):
+    """A certified method moved onto the student's class: its zero-argument super()
+    must now mean the student's class, so give it a fresh __class__ cell."""
+    code = getattr(function, "__code__", None)
+    if code is None or not isinstance(owner, type) or "__class__" not in code.co_freevars:
+        return function
+    closure = tuple(types.CellType(owner) if name == "__class__" else cell
+                    for name, cell in zip(code.co_freevars, function.__closure__))
+    moved = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__, closure)
+    moved.__kwdefaults__ = function.__kwdefaults__
+    moved.__qualname__, moved.__doc__ = function.__qualname__, function.__doc__
+    return moved
+
+
+def _walk(module, class_path):
+    owner = module
+    for part in class_path:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            return None
+    return owner
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""Running untrusted code: the grader's side of the zygote (grader/inside/zygote.py).
+
+Where bubblewrap works, the zygote runs in it as an unprivileged user with no network,
+a fresh /tmp, and only the Python install, the venv and grader/{inside,checks} visible:
+the reference, the hidden checks' scoring, the submission on disk and the results file
+are not in its filesystem at all. Elsewhere it runs as a plain child process (as
+`nobody` when the grader is root) with the same resource limits; `Sandbox.kind` says
+which, and the report shows it.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.inside import wire
+
+GRADER_DIR = Path(__file__).resolve().parent
+SANDBOX_ROOT = "/sandbox"
+NOBODY = 65534
+GIB = 1024**3
+
+
+@dataclass
+class Limits:
+    memory_bytes: int = 4 * GIB  # address space; torch alone maps ~0.7 GB
+    cpu_seconds: int = 120  # per worker, a backstop behind the wall-clock timeouts
+    file_bytes: int = 16 * 1024 * 1024
+    open_files: int = 256
+    check_seconds: float = 10.0
+    setup_seconds: float = 30.0
+
+    def rlimits(self) -> dict:
+        return {
+            "RLIMIT_AS": self.memory_bytes,
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_FSIZE": self.file_bytes,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_CORE": 0,
+        }
+
+
+class WorkerFailed(Exception):
+    """The worker did not answer: it hung, died or sent garbage. `status` is one of
+    timeout / crashed / garbage; `output` is the tail of what it printed."""
+
+    def __init__(self, status: str, reason: str, output: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.output = status, reason, output
+
+
+class _OutputTail:
+    """Drains a worker's stdout/stderr so it can never block on a full pipe, keeping
+    only the first and last few hundred characters."""
+
+    def __init__(self, fd: int, keep: int = 600):
+        self.head, self.tail, self.keep, self.total = bytearray(), collections.deque(maxlen=keep), keep, 0
+        self.thread = threading.Thread(target=self._drain, args=(fd,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, fd):
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            while chunk := stream.read(65536):
+                self.total += len(chunk)
+                room = self.keep - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail.extend(chunk)
+
+    def text(self, wait: float = 0.2) -> str:
+        self.thread.join(wait)
+        head = self.head.decode("utf-8", "replace")
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        if not tail:
+            return head
+        skipped = self.total - len(self.head) - len(self.tail)
+        return head + (f"\n… ({skipped} characters skipped) …\n" if skipped > 0 else "") + tail
+
+
+class Worker:
+    def __init__(self, sandbox: "Sandbox", pid: int, channel: socket.socket, output: _OutputTail):
+        self.sandbox, self.pid, self.channel, self.output = sandbox, pid, channel, output
+        self.alive = True
+
+    def _exchange(self, message, timeout: float, sending: bool = True):
+        try:
+            if sending:
+                self.channel.settimeout(timeout)
+                wire.send(self.channel, message)
+            deadline = time.monotonic() + timeout
+            self.channel.settimeout(max(0.01, deadline - time.monotonic()))
+            return wire.recv(self.channel)
+        except (socket.timeout, TimeoutError):
+            self.kill()
+            raise WorkerFailed("timeout", f"no answer within {timeout:g} s (an endless loop, or far too slow)",
+                               self.output.text()) from None
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            self.kill()
+            raise WorkerFailed("crashed", "the process running the code ended without answering "
+                               "(a crash, os._exit/sys.exit at import, or the memory limit)",
+                               self.output.text()) from None
+        except wire.WireError as error:
+            self.kill()
+            raise WorkerFailed("garbage", f"the process sent a malformed answer: {error}", self.output.text()) from None
+
+    def start(self, request: dict, timeout: float):
+        return self._exchange(request, timeout)
+
+    def call(self, module: str, probe: str, inputs: dict, timeout: float):
+        return self._exchange({"module": module, "probe": probe, "inputs": inputs}, timeout)
+
+    def kill(self):
+        if self.alive:
+            self.alive = False
+            self.sandbox._kill(self.pid)
+            try:
+                self.channel.close()
+            except OSError:
+                pass
+
+    def close(self):
+        if self.alive:
+            try:
+                self.channel.settimeout(1.0)
+                wire.send(self.channel, {"op": "exit"})
+            except OSError:
+                pass
+            self.kill()
+
+
+def bwrap_works() -> bool:
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False
+    try:
+        done = subprocess.run(_bwrap_prefix(exe) + [sys.executable, "-I", "-c", "pass"],
+                              capture_output=True, timeout=30)
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _python_roots() -> list[str]:
+    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+             os.path.realpath(os.path.dirname(os.path.realpath(sys.executable)) + "/..")}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(os.path.realpath(path))
+    # Keep only the outermost folders; bind each once.
+    ordered = sorted(roots, key=len)
+    return [r for i, r in enumerate(ordered) if not any(r.startswith(o + "/") for o in ordered[:i])]
+
+
+def _bwrap_prefix(exe: str) -> list[str]:
+    args = [exe, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
+            "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+            "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
+            "--chdir", "/tmp"]
+    for link in ("/lib", "/lib64", "/bin", "/sbin"):
+        if os.path.islink(link):
+            args += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            args += ["--ro-bind", link, link]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/passwd", "/etc/group"):
+        if os.path.exists(etc):
+            args += ["--ro-bind", etc, etc]
+    for root in _python_roots():
+        args += ["--ro-bind", root, root]
+    # Only the sandbox-side code of the grader: never grader/ as a whole, never solutions/.
+    args += ["--ro-bind", str(GRADER_DIR / "__init__.py"), f"{SANDBOX_ROOT}/grader/__init__.py",
+             "--ro-bind", str(GRADER_DIR / "inside"), f"{SANDBOX_ROOT}/grader/inside",
+             "--ro-bind", str(GRADER_DIR / "checks"), f"{SANDBOX_ROOT}/grader/checks"]
+    return args
+
+
+class Sandbox:
+    """One zygote, restarted whenever it dies; `worker()` forks a fresh worker."""
+
+    def __init__(self, limits: Limits | None = None, isolation: str = "auto"):
+        self.limits = limits or Limits()
+        if isolation == "auto":
+            isolation = "bwrap" if bwrap_works() else "process"
+        self.kind = isolation
+        self._process = None
+        self._control = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        if self.kind == "bwrap":
+            return "bubblewrap (no network, own /tmp, reference and grader files not visible, user nobody)"
+        who = "user nobody" if os.geteuid() == 0 else "the current user"
+        return f"separate process as {who} with resource limits (bubblewrap unavailable)"
+
+    def _start(self):
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fd = child_end.fileno()
+        if self.kind == "bwrap":
+            root = SANDBOX_ROOT
+            command = _bwrap_prefix(shutil.which("bwrap")) + [
+                sys.executable, "-I", f"{root}/grader/inside/zygote.py", str(fd), root]
+            preexec, env, cwd = None, None, "/"
+        else:
+            root = str(GRADER_DIR.parent)
+            command = [sys.executable, "-I", str(GRADER_DIR / "inside" / "zygote.py"), str(fd), root]
+            env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            preexec, cwd = (_drop_to_nobody if os.geteuid() == 0 else None), "/tmp"
+        self._process = subprocess.Popen(command, pass_fds=[fd], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         env=env, cwd=cwd, preexec_fn=preexec)
+        child_end.close()
+        parent_end.settimeout(self.limits.setup_seconds + 30)
+        try:
+            ready = json.loads(parent_end.recv(4096) or b"{}")
+        except (OSError, ValueError):
+            ready = {}
+        if not ready.get("ready"):
+            self._process.kill()
+            error = (self._process.stderr.read() or b"").decode("utf-8", "replace")[-2000:]
+            raise RuntimeError(f"the sandbox did not start ({self.kind}): {error}")
+        parent_end.settimeout(30)
+        self._control = parent_end
+
+    def _ensure(self):
+        if self._process is None or self._process.poll() is not None:
+            self._start()
+
+    def worker(self) -> Worker:
+        with self._lock:
+            for attempt in range(2):
+                self._ensure()
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                out_read, out_write = os.pipe()
+                try:
+                    socket.send_fds(self._control, [json.dumps({"op": "fork"}).encode()], [theirs.fileno(), out_write])
+                    reply = json.loads(self._control.recv(4096) or b"{}")
+                    pid = int(reply["pid"])
+                except (OSError, ValueError, KeyError):
+                    # The zygote died (perhaps a worker killed it): start a new one.
+                    ours.close()
+                    os.close(out_read)
+                    self._shutdown_process()
+                    if attempt:
+                        raise
+                    continue
+                finally:
+                    theirs.close()
+                    os.close(out_write)
+                return Worker(self, pid, ours, _OutputTail(out_read))
+
+    def _kill(self, pid: int):
+        with self._lock:
+            if self._control is not None and self._process is not None and self._process.poll() is None:
+                try:
+                    self._control.send(json.dumps({"op": "kill", "pid": pid}).encode())
+                except OSError:
+                    pass
+
+    def _shutdown_process(self):
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+        if self._control is not None:
+            self._control.close()
+        self._process = self._control = None
+
+    def close(self):
+        with self._lock:
+            self._shutdown_process()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _drop_to_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
