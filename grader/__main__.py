@@ -1,0 +1,106 @@
+"""python -m grader {grade,check,demo,submit} — see `python -m grader --help`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+import zipfile
+from pathlib import Path
+
+from rich.console import Console
+
+from grader import catalogue
+
+
+def _chapters(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    known = {c.number for c in catalogue.chapters()}
+    chosen = []
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        number = part.lower().removeprefix("ch").zfill(2)
+        if number not in known:
+            raise SystemExit(f"error: there is no chapter {part!r}; chapters with checks: {', '.join(sorted(known))}")
+        chosen.append(number)
+    return chosen
+
+
+def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
+                seed: int | None = None, use_reference: bool = True):
+    from grader.engine import GradeReport, grade
+    from grader.report import render, results_json, write_json
+    from grader.submission import SubmissionError, load
+
+    report = None
+    try:
+        submission = load(path)
+        with console.status("grading…"):
+            report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference)
+    except SubmissionError as problem:
+        report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
+    except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
+        report = GradeReport(str(path), [], "not started", "none",
+                             problem=f"the grader hit an internal error; please report it: {crash!r}")
+        traceback.print_exc()
+    finally:
+        if json_path and report is not None:
+            write_json(results_json(report), json_path)
+    render(report, console)
+    if json_path:
+        console.print(f"[dim]results written to {json_path}[/]")
+    return report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader", description="Grade hero_transformer submissions.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help="grade a submission folder or .zip (all checks, TA)")
+    g.add_argument("submission")
+    g.add_argument("--chapters", help="e.g. 05,07 (default: all)")
+    g.add_argument("--json", help="write Gradescope results.json here")
+    g.add_argument("--public-only", action="store_true", help="skip the hidden checks")
+    g.add_argument("--seed", type=int, help="fix the hidden checks' random inputs")
+    c = sub.add_parser("check", help="public checks on your own package (students)")
+    c.add_argument("package", nargs="?", default="hero_transformer")
+    c.add_argument("--chapters")
+    sub.add_parser("demo", help="grade the reference and typical wrong submissions")
+    s = sub.add_parser("submit", help="pack your package into submission.zip")
+    s.add_argument("package", nargs="?", default="hero_transformer")
+    s.add_argument("--output", default="submission.zip")
+    args = parser.parse_args(argv)
+    console = Console()
+
+    if args.command == "grade":
+        report = run_grading(args.submission, _chapters(args.chapters), args.public_only, args.json, console, args.seed)
+        return 0 if not report.problem else 1
+    if args.command == "check":
+        # The student's own package, with their own code for every part (no certified parts
+        # are needed to run public checks, and a student copy may not ship them).
+        report = run_grading(args.package, _chapters(args.chapters), True, None, console)
+        return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
+    if args.command == "demo":
+        from grader.demo import run_demo
+
+        return run_demo(console)
+    if args.command == "submit":
+        return _submit(Path(args.package), Path(args.output), console)
+    return 2
+
+
+def _submit(package: Path, output: Path, console: Console) -> int:
+    files = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts) if package.is_dir() else []
+    if not files:
+        console.print(f"[red]{package}/ has no Python files; run this from the course folder.[/]")
+        return 1
+    with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in files:
+            archive.write(file, Path("hero_transformer") / file.relative_to(package))
+    console.print(f"packed {len(files)} files into [bold]{output}[/]: upload it to your course's page")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""How a grading run is shown: a rich terminal report and Gradescope's results.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from grader import catalogue
+from grader.engine import PASSED, GradeReport
+
+STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
+         "not implemented": "yellow", "forbidden": "red bold"}
+
+
+def _chapter_titles() -> dict[str, str]:
+    return {c.number: c.title for c in catalogue.chapters()}
+
+
+def _by_chapter(report: GradeReport):
+    grouped = defaultdict(list)
+    for result in report.results:
+        grouped[result.check.chapter].append(result)
+    return dict(sorted(grouped.items()))
+
+
+def render(report: GradeReport, console: Console | None = None, show_hidden_details: bool = True) -> None:
+    console = console or Console()
+    if report.problem:
+        console.print(Panel(Text(report.problem), title="[red]The submission could not be graded", border_style="red"))
+    titles = _chapter_titles()
+    for chapter, results in _by_chapter(report).items():
+        table = Table(title=f"Chapter {chapter} — {titles.get(chapter, '')}", title_justify="left",
+                      show_lines=False, expand=True)
+        table.add_column("check", ratio=3)
+        table.add_column("points", justify="right", width=9)
+        table.add_column("status", width=16)
+        for result in results:
+            check = result.check
+            label = Text(check.name.split(".", 1)[1])
+            if check.hidden:
+                label.append("  (hidden)", style="dim")
+            table.add_row(label, f"{result.score:g}/{check.points:g}",
+                          Text(result.status, style=STYLE.get(result.status, "")))
+            if result.status != PASSED:
+                note = Text("  ↳ " + (result.diagnosis or check.summary), style="dim" if result.status == "not implemented" else "")
+                if result.output:
+                    excerpt = result.output.strip().splitlines()[-3:]
+                    note.append("\n    printed: " + " | ".join(excerpt)[:300], style="dim")
+                table.add_row(note, "", "")
+        earned = sum(r.score for r in results)
+        possible = sum(r.check.points for r in results)
+        table.add_section()
+        table.add_row(Text("chapter total", style="bold"), f"{earned:g}/{possible:g}", "")
+        console.print(table)
+    failed = sum(1 for r in report.results if r.status != PASSED)
+    summary = Text()
+    summary.append(f"Total: {report.score:g} / {report.max_score:g} points", style="bold")
+    summary.append(f"   ({len(report.results) - failed} of {len(report.results)} checks passed, {report.elapsed:.1f} s)\n")
+    summary.append(f"Certified parts: {report.certified}\n", style="dim")
+    summary.append(f"Sandbox: {report.sandbox}", style="dim")
+    console.print(Panel(summary, border_style="green" if failed == 0 and report.results else "yellow"))
+
+
+def _test_output(result) -> str:
+    check = result.check
+    lines = [f"**{result.status}** — {check.summary}"]
+    if result.status != PASSED and result.diagnosis:
+        lines.append("")
+        lines.append(result.diagnosis)
+    if result.output and result.status != PASSED:
+        lines += ["", "Your code printed (excerpt):", "```", result.output.strip()[-800:], "```"]
+    return "\n".join(lines)
+
+
+def results_json(report: GradeReport) -> dict:
+    """Gradescope's results.json: score, execution_time, output, tests, extra_data."""
+    tests = []
+    for number, result in enumerate(report.results, start=1):
+        check = result.check
+        tests.append({
+            "name": check.name,
+            "number": str(number),
+            "score": result.score,
+            "max_score": check.points,
+            "status": "passed" if result.status == PASSED else "failed",
+            "output": _test_output(result),
+            "output_format": "md",
+            "visibility": "after_published" if check.hidden else "visible",
+            "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status],
+        })
+    chapters = {}
+    for chapter, results in _by_chapter(report).items():
+        chapters[chapter] = {"score": sum(r.score for r in results),
+                             "max_score": sum(r.check.points for r in results),
+                             "passed": sum(r.status == PASSED for r in results), "checks": len(results)}
+    output = [f"{report.score:g} / {report.max_score:g} points."]
+    if report.problem:
+        output.insert(0, report.problem)
+    return {
+        "score": report.score,
+        "execution_time": round(report.elapsed, 3),
+        "output": "\n".join(output),
+        "output_format": "md",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {"chapters": chapters, "max_score": report.max_score, "sandbox": report.sandbox,
+                       "certified": report.certified, "submission": report.submission},
+    }
+
+
+def write_json(data: dict, path: str | Path) -> None:
+    """Write atomically, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(data, out, indent=2)
+    os.replace(tmp, path)
