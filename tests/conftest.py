@@ -1,0 +1,101 @@
+"""Shared set-up for the kit's own tests.
+
+`import hero_transformer` must give the REFERENCE (solutions/hero_transformer), never the
+student copy that sits at the repository root, so solutions/ goes first on sys.path.
+The repository root is on sys.path too, for `import grader`. The student copy is loaded
+on demand by the `student_package` fixture under its own module name, so both can live
+in sys.modules at the same time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS_ROOT = REPO_ROOT / "solutions"
+REFERENCE_PACKAGE = SOLUTIONS_ROOT / "hero_transformer"
+STUDENT_PACKAGE = REPO_ROOT / "hero_transformer"
+STUDENT_MODULE_NAME = "student_hero_transformer"
+
+
+def _put_first(path: Path) -> None:
+    text = str(path)
+    while text in sys.path:
+        sys.path.remove(text)
+    sys.path.insert(0, text)
+
+
+# Root first, then solutions in front of it: `python -m pytest` also puts the working
+# directory (the root, which holds the student copy) at the head of sys.path.
+_put_first(REPO_ROOT)
+_put_first(SOLUTIONS_ROOT)
+
+# If anything imported the student copy as `hero_transformer` before us, forget it.
+_loaded = sys.modules.get("hero_transformer")
+if _loaded is not None and Path(_loaded.__file__).resolve().parent != REFERENCE_PACKAGE:
+    for _name in [n for n in sys.modules if n == "hero_transformer" or n.startswith("hero_transformer.")]:
+        del sys.modules[_name]
+
+import hero_transformer  # noqa: E402
+
+assert Path(hero_transformer.__file__).resolve().parent == REFERENCE_PACKAGE, (
+    f"`import hero_transformer` resolved to {hero_transformer.__file__}, not the reference"
+)
+
+
+def load_student_package(name: str = STUDENT_MODULE_NAME, root: Path = STUDENT_PACKAGE):
+    """Import the package folder `root` as top-level module `name` (no sys.path change)."""
+    spec = importlib.util.spec_from_file_location(
+        name, root / "__init__.py", submodule_search_locations=[str(root)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def unload(name: str) -> None:
+    for loaded in [n for n in sys.modules if n == name or n.startswith(name + ".")]:
+        del sys.modules[loaded]
+
+
+@pytest.fixture(scope="session")
+def student_package():
+    """The student copy hero_transformer/ imported as `student_hero_transformer`."""
+    unload(STUDENT_MODULE_NAME)
+    package = load_student_package()
+    yield package
+    unload(STUDENT_MODULE_NAME)
+
+
+@pytest.fixture(scope="session")
+def student_module(student_package):
+    """student_module("model") -> the student copy's hero_transformer/model.py."""
+
+    def get(submodule: str):
+        return importlib.import_module(f"{STUDENT_MODULE_NAME}.{submodule}")
+
+    return get
+
+
+@pytest.fixture
+def f64():
+    """Run a test with float64 as torch's default dtype and a fixed seed."""
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    try:
+        yield torch.float64
+    finally:
+        torch.set_default_dtype(previous)
