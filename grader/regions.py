@@ -63,13 +63,15 @@ def find_regions(source: str, path: str = "<source>") -> list[Region]:
             regions.append((open_task, open_at, number))
             open_at = None
         elif "BEGIN SOLUTION" in line and line.strip().startswith("###"):
-            raise RegionError(f"{path}:{number}: a BEGIN SOLUTION marker needs a task id")
+            raise RegionError(f"{path}:{number}: write the marker as '### BEGIN SOLUTION <task_id>' "
+                              f"(a Python identifier, nothing after it)")
     if open_at is not None:
         raise RegionError(f"{path}:{open_at}: region '{open_task}' is never closed")
     spans = _enclosing_functions(source)
     found = []
     for task, begin, end in regions:
-        owners = [s for s in spans if s[0] < begin and end <= s[1]]
+        # A function's end_lineno is its last statement; a trailing END comment lies past it.
+        owners = [s for s in spans if s[0] < begin <= s[1]]
         if not owners:
             raise RegionError(f"{path}:{begin}: region '{task}' is not inside a function")
         innermost = max(owners, key=lambda s: s[0])
@@ -108,7 +110,9 @@ def all_regions(root: Path) -> dict[str, Region]:
     regions: dict[str, Region] = {}
     for rel, source in package_sources(root).items():
         for region in find_regions(source, rel):
-            if region.task in regions and regions[region.task].qualname != region.qualname:
-                raise RegionError(f"task '{region.task}' appears in two functions")
+            earlier = regions.get(region.task)
+            if earlier and (earlier.qualname, earlier.path) != (region.qualname, region.path):
+                raise RegionError(f"task '{region.task}' appears in {earlier.path}:{earlier.qualname} "
+                                  f"and {region.path}:{region.qualname}; a task id names one function")
             regions.setdefault(region.task, region)
     return regions

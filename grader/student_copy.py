@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from grader.regions import STUDENT_HEADER, package_sources, strip
+from grader.regions import STUDENT_HEADER, RegionError, all_regions, package_sources, strip
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION_PACKAGE = ROOT / "solutions" / "hero_transformer"
@@ -18,6 +18,7 @@ STUDENT_PACKAGE = ROOT / "hero_transformer"
 
 
 def generate(solution_root: Path = SOLUTION_PACKAGE) -> dict[str, str]:
+    all_regions(solution_root)  # malformed markers stop here, before any file is written
     return {rel: STUDENT_HEADER + strip(source) for rel, source in package_sources(solution_root).items()}
 
 
@@ -51,7 +52,11 @@ def main(argv=None) -> int:
             return 1
         print("hero_transformer/ is in sync with solutions/")
         return 0
-    changed = write()
+    try:
+        changed = write()
+    except RegionError as error:
+        print(f"solutions/ has a malformed solution marker: {error}")
+        return 1
     print(f"regenerated hero_transformer/ from solutions/ ({len(changed)} file(s) changed)")
     return 0
 

@@ -38,7 +38,7 @@ class Config:
                 f"Config.n_heads={self.n_heads} does not divide d_model={self.d_model}: "
                 f"every head needs the same width d_model / n_heads"
             )
-        if not 0.0 <= self.dropout < 1.0:
+        if not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"Config.dropout must satisfy 0 <= dropout < 1, got {self.dropout!r}")
 
     @property

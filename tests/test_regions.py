@@ -172,7 +172,7 @@ def test_end_without_begin_is_an_error():
 @pytest.mark.parametrize("marker", ["### BEGIN SOLUTION", "### BEGIN SOLUTION   ", "### BEGIN SOLUTION 9lives"])
 def test_begin_without_a_task_id_is_an_error(marker):
     bad = f"def f():\n    {marker}\n    x = 1\n    ### END SOLUTION\n    return x\n"
-    with pytest.raises(RegionError, match=r"f\.py:2: a BEGIN SOLUTION marker needs a task id"):
+    with pytest.raises(RegionError, match=r"f\.py:2: write the marker as .### BEGIN SOLUTION <task_id>."):
         find_regions(bad, "f.py")
 
 
@@ -321,7 +321,7 @@ def test_all_regions_rejects_one_task_in_two_functions(tmp_path):
         """
     )
     root = _write_package(tmp_path / "pkg", {"m.py": twice})
-    with pytest.raises(RegionError, match="task 'same' appears in two functions"):
+    with pytest.raises(RegionError, match="task 'same' appears in m.py:f and m.py:g"):
         all_regions(root)
 
 

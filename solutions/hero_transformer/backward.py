@@ -24,9 +24,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=LAYER_NORM_EPS):
     centred = x - mean
     inv_std = 1.0 / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)
     normalised = centred * inv_std
-    reduce_dims = tuple(range(x.dim() - 1))
-    dgamma = (grad_out * normalised).sum(dim=reduce_dims)
-    dbeta = grad_out.sum(dim=reduce_dims)
+    dgamma = (grad_out * normalised).reshape(-1, d).sum(dim=0)
+    dbeta = grad_out.reshape(-1, d).sum(dim=0)
     dnorm = grad_out * gamma
     # The mean and the variance both depend on every feature: two correction terms.
     dx = inv_std / d * (

@@ -36,7 +36,7 @@ class Config:
                 f"Config.n_heads={self.n_heads} does not divide d_model={self.d_model}: "
                 f"every head needs the same width d_model / n_heads"
             )
-        if not 0.0 <= self.dropout < 1.0:
+        if not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"Config.dropout must satisfy 0 <= dropout < 1, got {self.dropout!r}")
 
     @property
@@ -87,6 +87,8 @@ class PositionEmbedding(nn.Module):
         ### BEGIN SOLUTION positions
         T = hidden.shape[1]
         block_size = self.weight.shape[0]
+        if past_length < 0:
+            raise ValueError(f"past_length must be >= 0, got {past_length}")
         if past_length + T > block_size:
             raise ValueError(
                 f"sequence reaches position {past_length + T - 1} but block_size is {block_size}: "
