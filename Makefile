@@ -52,13 +52,13 @@ mutants: $(STAMP)
 	$(PYTHON) -m grader.mutants
 
 micro: $(STAMP)
-	PYTHONPATH=solutions $(PYTHON) -m hero_transformer.micro
+	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro
 
 train: $(STAMP)
-	PYTHONPATH=solutions $(PYTHON) -m hero_transformer.train
+	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.train
 
 sample: $(STAMP)
-	PYTHONPATH=solutions $(PYTHON) -m hero_transformer.sample
+	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.sample
 
 submit: $(STAMP)
 	$(PYTHON) -m grader submit hero_transformer

@@ -148,6 +148,21 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
     }
 
 
+def _start_worker(task, submission, reference, sandbox):
+    """A ready worker, or (None, failure) when the submission or the sandbox can't load."""
+    try:
+        worker = sandbox.worker()
+    except (RuntimeError, OSError) as broken:
+        return None, (ERROR, f"the grader could not start a sandboxed process: {broken}", "")
+    ready = worker.start(_worker_request(task, submission, reference, sandbox.limits), sandbox.limits.setup_seconds)
+    if "setup_error" in ready:
+        status, reason = _remote_failure(task, ready["setup_error"])
+        worker.close()
+        return None, (ERROR if status == NOT_IMPLEMENTED else status,
+                      f"the submission could not be loaded: {reason}", worker.output.text())
+    return worker, None
+
+
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
                sandbox: Sandbox, seed: int) -> list[CheckResult]:
     source = submission.sources.get(f"{task.module}.py", "")
@@ -156,33 +171,27 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
     results: list[CheckResult] = []
-    worker = None
-    setup_failure: tuple[str, str, str] | None = None
+    worker, setup_failure = None, None
+    timeout_cap = sandbox.limits.check_seconds
     for check in checks:
         generator = torch.Generator().manual_seed(seed + sum(map(ord, check.name)))
         inputs = check.make_inputs(generator)
-        if setup_failure:
-            results.append(CheckResult(check, *setup_failure))
-            continue
+        expected = check.expect(reference.modules, inputs) if (check.expect and reference) else None
+        sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
         try:
-            if worker is None:
-                worker = sandbox.worker()
-                ready = worker.start(_worker_request(task, submission, reference, sandbox.limits),
-                                     sandbox.limits.setup_seconds)
-                if "setup_error" in ready:
-                    status, reason = _remote_failure(task, ready["setup_error"])
-                    if status == NOT_IMPLEMENTED:
-                        status = ERROR
-                    setup_failure = (status, f"the submission could not be loaded: {reason}", worker.output.text())
-                    results.append(CheckResult(check, *setup_failure))
-                    continue
-            expected = check.expect(reference.modules, inputs) if (check.expect and reference) else None
-            sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
+            if worker is None and setup_failure is None:
+                worker, setup_failure = _start_worker(task, submission, reference, sandbox)
+            if setup_failure:
+                results.append(CheckResult(check, *setup_failure))
+                continue
             reply = worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__, sent,
-                                check.timeout)
+                                min(check.timeout, timeout_cap))
         except WorkerFailed as failure:
             worker = None  # it was killed; the next check gets a fresh one
             status = TIMEOUT if failure.status == "timeout" else ERROR
+            if status == TIMEOUT:
+                # Code that hung once will most likely hang again: don't wait as long twice.
+                timeout_cap = min(timeout_cap, 2.0)
             results.append(CheckResult(check, status, failure.reason, failure.output))
             continue
         status, diagnosis = _judge(check, task, reply, inputs, expected)

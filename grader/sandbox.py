@@ -195,6 +195,7 @@ class Sandbox:
         if isolation == "auto":
             isolation = "bwrap" if bwrap_works() else "process"
         self.kind = isolation
+        self.as_nobody = isolation == "process" and os.geteuid() == 0
         self._process = None
         self._control = None
         self._lock = threading.Lock()
@@ -202,8 +203,9 @@ class Sandbox:
     def describe(self) -> str:
         if self.kind == "bwrap":
             return "bubblewrap (no network, own /tmp, reference and grader files not visible, user nobody)"
-        who = "user nobody" if os.geteuid() == 0 else "the current user"
-        return f"separate process as {who} with resource limits (bubblewrap unavailable)"
+        who = "user nobody" if self.as_nobody else "the grader's own user"
+        return (f"separate process as {who} with resource limits (bubblewrap unavailable: "
+                f"install it for full isolation)")
 
     def _start(self):
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -217,10 +219,19 @@ class Sandbox:
             root = str(GRADER_DIR.parent)
             command = [sys.executable, "-I", str(GRADER_DIR / "inside" / "zygote.py"), str(fd), root]
             env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-            preexec, cwd = (_drop_to_nobody if os.geteuid() == 0 else None), "/tmp"
-        self._process = subprocess.Popen(command, pass_fds=[fd], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                         env=env, cwd=cwd, preexec_fn=preexec)
+            preexec, cwd = (_drop_to_nobody if self.as_nobody else None), "/tmp"
+        try:
+            self._process = subprocess.Popen(command, pass_fds=[fd], stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                             env=env, cwd=cwd, preexec_fn=preexec)
+        except OSError:
+            parent_end.close()
+            child_end.close()
+            if self.as_nobody:
+                # `nobody` may be unable to reach this Python (e.g. one under /root).
+                self.as_nobody = False
+                return self._start()
+            raise
         child_end.close()
         parent_end.settimeout(self.limits.setup_seconds + 30)
         try:
@@ -230,6 +241,11 @@ class Sandbox:
         if not ready.get("ready"):
             self._process.kill()
             error = (self._process.stderr.read() or b"").decode("utf-8", "replace")[-2000:]
+            parent_end.close()
+            if self.as_nobody:
+                # `nobody` may be unable to reach this Python (e.g. one under /root).
+                self.as_nobody = False
+                return self._start()
             raise RuntimeError(f"the sandbox did not start ({self.kind}): {error}")
         parent_end.settimeout(30)
         self._control = parent_end

@@ -16,7 +16,7 @@ TASKS = [
          forbidden=("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm",
                     "torch.nn.functional.group_norm", "torch.nn.functional.rms_norm")),
     Task("gelu", "model", "gelu", "exact GELU",
-         forbidden=("torch.nn.functional.gelu", "torch.nn.GELU")),
+         forbidden=("torch.nn.functional.gelu", "torch.nn.GELU", "torch._C._nn.gelu")),
     Task("feedforward", "model", "FeedForward.forward", "the feed-forward network",
          forbidden=("torch.nn.functional.gelu", "torch.nn.GELU")),
     Task("block_init", "model", "TransformerBlock.__init__", "the block's parts"),

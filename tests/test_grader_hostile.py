@@ -1,0 +1,252 @@
+"""Hostile submissions: each must score no point it did not earn, and the run must finish.
+
+Each one is the reference with one task's body replaced by an attack (or a broken file),
+graded on that task's checks in the real sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader import catalogue
+from grader.accuracy import apply
+from grader.engine import PASSED, Reference, grade, grade_task
+from grader.report import results_json, write_json
+from grader.sandbox import Limits, Sandbox, bwrap_works
+from grader.submission import Submission
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions" / "hero_transformer"
+
+needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return Reference()
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(Limits(check_seconds=3.0, memory_bytes=3 * 1024**3)) as box:
+        yield box
+
+
+def run(reference, sandbox, task_name, body, sources=None):
+    task = catalogue.tasks()[task_name]
+    sources = apply(sources or reference.sources, task.module, task.name, body)
+    checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
+    return grade_task(task, checks, Submission("hostile", sources), reference, sandbox, seed=7)
+
+
+def assert_no_points(results):
+    assert results, "no checks ran"
+    earned = [r.check.name for r in results if r.status == PASSED]
+    assert not earned, f"a hostile submission earned points on {earned}"
+
+
+def test_syntax_error_in_model_fails_only_model_tasks(reference, sandbox):
+    sources = dict(reference.sources)
+    sources["model.py"] = sources["model.py"].replace("class LayerNorm(nn.Module):", "class LayerNorm(nn.Module)")
+    submission = Submission("syntax-error", sources)
+    report = grade(submission, chapters=["05"], sandbox=sandbox, seed=1)
+    assert_no_points(report.results)
+    assert all(r.status == "error" for r in report.results)
+    assert "SyntaxError" in report.results[0].diagnosis and "model.py" in report.results[0].diagnosis
+
+
+def test_endless_loop_times_out(reference, sandbox):
+    results = run(reference, sandbox, "gelu", "while True:\n    pass")
+    assert_no_points(results)
+    assert {r.status for r in results} == {"timeout"}
+
+
+def test_sleeping_forever_times_out(reference, sandbox):
+    results = run(reference, sandbox, "gelu", "import time\ntime.sleep(10**6)")
+    assert {r.status for r in results} == {"timeout"}
+
+
+def test_huge_allocation_is_refused(reference, sandbox):
+    results = run(reference, sandbox, "gelu", "big = torch.empty(30 * 1024**3 // 8, dtype=torch.float64)\nbig.fill_(1.0)\nreturn x")
+    assert_no_points(results)
+    assert all(r.status == "error" for r in results)
+
+
+def test_os_exit_at_import(reference, sandbox):
+    sources = dict(reference.sources)
+    sources["model.py"] = sources["model.py"].replace("import torch\n", "import torch\nimport os\nos._exit(0)\n", 1)
+    report = grade(Submission("exit", sources), chapters=["05"], sandbox=sandbox, seed=1)
+    assert_no_points(report.results)
+    assert all(r.status == "error" for r in report.results)
+    assert "ended without answering" in report.results[0].diagnosis
+
+
+def test_sys_exit_inside_a_check(reference, sandbox):
+    results = run(reference, sandbox, "gelu", "import sys\nsys.exit(0)")
+    assert_no_points(results)
+    assert "sys.exit" in results[0].diagnosis
+
+
+def test_monkeypatched_comparisons_cannot_agree(reference, sandbox):
+    body = """
+        torch.allclose = lambda *a, **k: True
+        torch.testing.assert_close = lambda *a, **k: None
+        torch.Tensor.__eq__ = lambda self, other: True
+        torch.equal = lambda *a, **k: True
+        return x
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+
+
+def test_fake_results_file_is_overwritten(reference, sandbox, tmp_path):
+    out = tmp_path / "results.json"
+    body = f"""
+        import json
+        for path in [{str(out)!r}, "results.json", "/autograder/results/results.json", "/tmp/results.json"]:
+            try:
+                with open(path, "w") as handle:
+                    json.dump({{"score": 1000, "tests": []}}, handle)
+            except OSError:
+                pass
+        return x
+    """
+    task = catalogue.tasks()["gelu"]
+    sources = apply(reference.sources, task.module, task.name, textwrap.dedent(body))
+    report = grade(Submission("fake", sources), chapters=["05"], sandbox=sandbox, seed=1)
+    write_json(results_json(report), out)
+    data = json.loads(out.read_text())
+    assert data["score"] == report.score < report.max_score
+    assert len(data["tests"]) == len(report.results)
+
+
+@needs_bwrap
+def test_grader_and_solution_files_are_invisible(reference, sandbox):
+    paths = [str(SOLUTIONS / "model.py"), str(ROOT / "grader" / "engine.py"), str(ROOT / "Makefile")]
+    body = f"""
+        import os
+        seen = []
+        for path in {paths!r}:
+            try:
+                seen.append(open(path).read())
+            except OSError:
+                pass
+        for root, dirs, files in os.walk("/"):
+            if root.startswith(("/proc", "/sys", "/dev")):
+                dirs[:] = []
+                continue
+            for name in files:
+                if name in ("model.py", "engine.py", "Makefile"):
+                    try:
+                        text = open(os.path.join(root, name), errors="ignore").read()
+                    except OSError:
+                        continue
+                    if "BEGIN SOLUTION" in text or "def grade_task" in text or "hero_transformer" in text:
+                        seen.append(os.path.join(root, name))
+        if seen:
+            return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        raise RuntimeError("nothing to steal")
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert all("nothing to steal" in r.diagnosis for r in results)
+
+
+def test_reference_of_the_graded_task_is_not_in_memory(reference, sandbox):
+    # Look through every loaded module for another gelu and call it.
+    body = """
+        import sys
+        own = sys.modules[__name__].gelu
+        for name, module in list(sys.modules.items()):
+            candidate = getattr(module, "gelu", None)
+            if name.startswith("torch"):
+                continue  # torch's own gelu is a forbidden call, caught separately
+            if callable(candidate) and candidate is not own:
+                try:
+                    return candidate(x)
+                except Exception:
+                    continue
+        raise RuntimeError("no reference found")
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+
+
+def test_reference_source_is_not_in_memory(reference, sandbox):
+    # Search every string reachable from loaded modules for the reference body.
+    body = """
+        import gc
+        for obj in gc.get_objects():
+            if isinstance(obj, dict):
+                for value in list(obj.values()):
+                    if isinstance(value, str) and "torch.erf(x / math.sqrt(2.0))" in value and "def gelu" in value:
+                        raise RuntimeError("found the reference source")
+        raise RuntimeError("reference source not found")
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert all("not found" in r.diagnosis for r in results), [r.diagnosis for r in results]
+
+
+def test_unpicklable_output_never_runs_in_the_grader(reference, sandbox, tmp_path):
+    marker = tmp_path / "pwned"
+    body = f"""
+        class Evil:
+            def __reduce__(self):
+                import os
+                return (os.system, ("touch {marker}",))
+        class Output(dict):
+            pass
+        return Evil()
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert not marker.exists()
+
+
+def test_killing_the_parent_only_fails_that_task(reference, sandbox):
+    body = """
+        import os, signal
+        os.kill(os.getppid(), signal.SIGKILL)
+        return x
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    # The grader goes on: the next task still grades normally on a fresh zygote.
+    task = catalogue.tasks()["layer_norm"]
+    checks = [c for c in catalogue.chapter_of_task()["layer_norm"].checks if c.task == "layer_norm"]
+    after = grade_task(task, checks, Submission("reference", reference.sources), reference, sandbox, seed=7)
+    assert all(r.status == PASSED for r in after)
+
+
+def test_flooding_stdout_does_not_block(reference, sandbox):
+    results = run(reference, sandbox, "gelu", "print('x' * 10_000_000)\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))")
+    assert all(r.status == PASSED for r in results)
+
+
+def test_garbage_on_the_channel_fails_cleanly(reference, sandbox):
+    body = """
+        import os
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x05{{{{{")
+            except OSError:
+                pass
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+
+
+def test_forbidden_library_call_scores_zero(reference, sandbox):
+    results = run(reference, sandbox, "gelu", "return torch.nn.functional.gelu(x)")
+    assert {r.status for r in results} == {"forbidden"}
+    hidden = run(reference, sandbox, "gelu", "return getattr(torch.nn.functional, 'ge' + 'lu')(x)")
+    assert {r.status for r in hidden} == {"forbidden"}
+    low_level = run(reference, sandbox, "gelu", "return torch._C._nn.gelu(x)")
+    assert {r.status for r in low_level} == {"forbidden"}
