@@ -1,0 +1,271 @@
+"""Chapter 03: learned absolute positions, offset by the length of the KV cache.
+
+The contract the checks pin: forward(hidden [B, T, d], past_length) returns
+hidden + rows past_length .. past_length + T - 1 of the position table, the same rows
+for every sequence of the batch; past_length + T > block_size is a ValueError (there
+is no row to add), never a silent wrap to the first rows or an opaque broadcasting
+error; past_length + T == block_size fits exactly; the gradient reaches the rows used.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, compare, matches, shape_problem
+
+CHAPTER, TITLE = "03", "Learned absolute positions"
+
+TASKS = [
+    Task("positions", "model", "PositionEmbedding.forward", "position rows offset by the cache length"),
+]
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _attempt(function, *args):
+    """{'value': result} or {'raised': {...}}; NotImplementedError still propagates."""
+    try:
+        return {"value": function(*args)}
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the student's error is the data here
+        if type(error).__name__ == "ForbiddenCall":
+            raise
+        return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
+                           "message": str(error)[:500]}}
+
+
+def _positions(ns, weight):
+    C, d = weight.shape
+    module = ns.model.PositionEmbedding(C, d).double()
+    with torch.no_grad():
+        module.weight.copy_(weight)
+    return module
+
+
+def _distinct_weight(C, d):
+    """Row p = 100 (p + 1) + j: every row different, so a wrong row shows."""
+    return (100.0 * torch.arange(1, C + 1, dtype=torch.float64)[:, None]
+            + torch.arange(d, dtype=torch.float64)[None, :])
+
+
+def _rows(weight, rows):
+    """hidden-shaped [B, T, d] position rows from a [B, T] list of row numbers."""
+    return weight[torch.tensor(rows, dtype=torch.long)]
+
+
+def _position_mistakes(hidden, weight, past):
+    """(explanation, output) of the classic wrong position embeddings."""
+    B, T, _ = hidden.shape
+    C = weight.shape[0]
+    mistakes = []
+
+    def add(text, rows):
+        if all(0 <= r < C for row in rows for r in row):
+            mistakes.append((text, hidden + _rows(weight, rows)))
+
+    if past:
+        add("past_length is ignored: rows 0..T-1 were added, but the first of these tokens sits at position "
+            "past_length (after the cached tokens)", [list(range(T))] * B)
+    add("the rows are off by one: token t of this call gets row past_length + t, starting at row past_length",
+        [list(range(past + 1, past + T + 1))] * B)
+    if B > 1:
+        add("positions are counted over the flattened B*T tokens, so batch element b gets rows b*T..: "
+            "every sequence of the batch starts at position past_length",
+            [list(range(past + b * T, past + (b + 1) * T)) for b in range(B)])
+        add("the position rows follow the batch index, not the time index: token t gets row past_length + t",
+            [[past + b] * T for b in range(B)])
+    add("the rows come from the end of the table: token t gets row past_length + t",
+        [list(range(C - T, C))] * B)
+    mistakes.append(("only the position rows are returned: add them to hidden (hidden + rows)",
+                     _rows(weight, [list(range(past, past + T))] * B) if past + T <= C else hidden))
+    mistakes.append(("hidden is returned unchanged: the position rows were not added", hidden))
+    return mistakes
+
+
+def _diagnose(y, hidden, weight, past, what) -> "str | None":
+    B, T, d = hidden.shape
+    if problem := shape_problem(y, hidden.shape, what):
+        return f"{problem}: adding positions keeps hidden's shape [B, T, d]"
+    right = hidden + weight[past : past + T]
+    if compare(y, right, atol=1e-9, rtol=0) is None:
+        return None
+    for text, wrong in _position_mistakes(hidden, weight, past):
+        if matches(y, wrong, atol=1e-9, rtol=0):
+            return text
+    return compare(y, right, what, atol=1e-9, rtol=0)
+
+
+# ----------------------------------------------------------------- adding rows
+
+
+def probe_positions(ns, weight, cases):
+    module = _positions(ns, weight)
+    results = []
+    for hidden, past in cases:
+        attempt = _attempt(module, hidden.clone(), past)
+        if "value" in attempt:
+            value = attempt["value"]
+            attempt["value"] = value.detach() if isinstance(value, torch.Tensor) else repr(value)[:80]
+        results.append(attempt)
+    return results
+
+
+def _span(past, T) -> str:
+    return f"position {past} has a row" if T == 1 else f"positions {past}..{past + T - 1} all have rows"
+
+
+def _raised_on_valid(raised, T, past, C) -> str:
+    if raised["value_error"] and past + T == C:
+        return (f"raised ValueError, but {_span(past, T)}: the length check is off by one "
+                f"(past_length + T == block_size fits; only past_length + T > block_size is too long)")
+    return f"raised {raised['type']} ({raised['message'][:160]!r}), though {_span(past, T)}"
+
+
+def judge_positions(out, inputs, expected):
+    weight = inputs["weight"]
+    C = weight.shape[0]
+    for (hidden, past), result in zip(inputs["cases"], out):
+        B, T, _ = hidden.shape
+        where = f"hidden [{B}, {T}, d] with past_length={past} and block_size={C}"
+        if "raised" in result:
+            return f"{where}: {_raised_on_valid(result['raised'], T, past, C)}"
+        if problem := _diagnose(result["value"], hidden, weight, past, "the output"):
+            return f"{where}: {problem}"
+    return None
+
+
+def judge_positions_reference(out, inputs, expected):
+    weight = inputs["weight"]
+    for number, ((hidden, past), result, right) in enumerate(zip(inputs["cases"], out, expected)):
+        if "raised" in result:
+            return (f"random case {number + 1}: raised {result['raised']['type']} although every position fits "
+                    f"in block_size")
+        y = result["value"]
+        if compare(y, right, atol=1e-9, rtol=1e-9) is None:
+            continue
+        for text, wrong in _position_mistakes(hidden, weight, past):
+            if matches(y, wrong, atol=1e-9, rtol=0):
+                return f"random case {number + 1}: {text}"
+        return f"random case {number + 1}: " + compare(y, right, "the output", atol=1e-9, rtol=1e-9)
+    return None
+
+
+def _random_position_inputs(g):
+    C = int(torch.randint(4, 17, (1,), generator=g))
+    d = int(torch.randint(2, 9, (1,), generator=g))
+    cases = []
+    for _ in range(4):
+        T = int(torch.randint(1, C + 1, (1,), generator=g))
+        past = int(torch.randint(0, C - T + 1, (1,), generator=g))
+        B = int(torch.randint(1, 4, (1,), generator=g))
+        cases.append([torch.randn(B, T, d, generator=g, dtype=torch.float64), past])
+    return {"weight": torch.randn(C, d, generator=g, dtype=torch.float64), "cases": cases}
+
+
+def _expect_positions(ref, inputs):
+    module = ref.model.PositionEmbedding(*inputs["weight"].shape).double()
+    with torch.no_grad():
+        module.weight.copy_(inputs["weight"])
+        return [module(hidden, past) for hidden, past in inputs["cases"]]
+
+
+# -------------------------------------------------------------- too long / fits
+
+
+def judge_too_long(out, inputs, expected):
+    weight = inputs["weight"]
+    C = weight.shape[0]
+    for (hidden, past), result in zip(inputs["cases"], out):
+        T = hidden.shape[1]
+        where = f"T={T} with past_length={past} and block_size={C} (positions up to {past + T - 1})"
+        if "raised" in result:
+            raised = result["raised"]
+            if raised["value_error"]:
+                if not raised["message"].strip():
+                    return f"{where}: the ValueError has no message; say which position is past block_size"
+                continue
+            return (f"{where} raised {raised['type']} ({raised['message'][:120]!r}): the too-long input reached "
+                    f"torch; check past_length + T <= block_size first and raise a clear ValueError")
+        y = result["value"]
+        if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(hidden.shape):
+            return f"{where} returned something instead of raising a ValueError: there is no row past {C - 1}"
+        positions = torch.arange(past, past + T)
+        if matches(y, hidden + weight[positions % C], atol=1e-9, rtol=0):
+            return (f"{where} wrapped round to the first rows (modulo block_size) silently: positions past "
+                    f"block_size have no row; raise a ValueError")
+        if matches(y, hidden + weight[positions.clamp(max=C - 1)], atol=1e-9, rtol=0):
+            return (f"{where} reused the last row for every position past the table (clamped) silently: "
+                    f"raise a ValueError")
+        return f"{where} returned an output without error: there is no row past {C - 1}; raise a ValueError"
+    return None
+
+
+# ------------------------------------------------------------------- gradient
+
+
+def probe_gradient(ns, weight, hidden, past):
+    module = _positions(ns, weight)
+    y = module(hidden.clone(), past)
+    if not isinstance(y, torch.Tensor) or not y.requires_grad:
+        return {"grad": None}
+    y.sum().backward()
+    return {"grad": None if module.weight.grad is None else module.weight.grad.clone()}
+
+
+def judge_gradient(out, inputs, expected):
+    hidden, past, weight = inputs["hidden"], inputs["past"], inputs["weight"]
+    B, T, _ = hidden.shape
+    if out["grad"] is None:
+        return ("no gradient reaches the position table: add rows of self.weight itself "
+                "(not self.weight.data, .detach(), a copy or torch.no_grad()), or the positions cannot learn")
+    right = torch.zeros_like(weight)
+    right[past : past + T] = B
+    if problem := compare(out["grad"], right, "the position table's gradient", atol=1e-12, rtol=0):
+        return (f"{problem}: with loss = sum of the output, rows {past}..{past + T - 1} should each get "
+                f"{B} (one per sequence of the batch) and the others 0")
+    return None
+
+
+# ----------------------------------------------------------------------- checks
+
+WEIGHT6, WEIGHT8, WEIGHT4 = _distinct_weight(6, 4), _distinct_weight(8, 4), _distinct_weight(4, 3)
+
+
+def _h(g, B, T, d):
+    return torch.randn(B, T, d, generator=g, dtype=torch.float64)
+
+
+CHECKS = [
+    check("ch03.positions.adds_rows", "positions", 3,
+          "block_size 6, hidden [2, 3, 4]: the output keeps the shape and is hidden + rows 0, 1, 2",
+          probe_positions, judge_positions,
+          inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]}),
+    check("ch03.positions.cache_offset", "positions", 2,
+          "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
+          "one new token after 7 gives row 7",
+          probe_positions, judge_positions,
+          inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]}),
+    check("ch03.positions.same_rows_per_batch", "positions", 2,
+          "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
+          probe_positions, judge_positions,
+          inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]}),
+    check("ch03.positions.too_long", "positions", 2,
+          "block_size 4: T=5, or T=2 after 3 cached, or T=1 after 4 raise a clear ValueError, not a silent wrap",
+          probe_positions, judge_too_long,
+          inputs=lambda g: {"weight": WEIGHT4.clone(),
+                            "cases": [[_h(g, 1, 5, 3), 0], [_h(g, 2, 2, 3), 3], [_h(g, 1, 1, 3), 4]]}),
+    check("ch03.positions.full_context", "positions", 1,
+          "block_size 4: T=4, T=2 after 2 cached and T=1 after 3 fit exactly (past_length + T == block_size)",
+          probe_positions, judge_positions,
+          inputs=lambda g: {"weight": WEIGHT4.clone(),
+                            "cases": [[_h(g, 2, 4, 3), 0], [_h(g, 1, 2, 3), 2], [_h(g, 2, 1, 3), 3]]}),
+    check("ch03.positions.gradient", "positions", 1,
+          "the gradient reaches exactly the rows used, once per sequence of the batch",
+          probe_gradient, judge_gradient,
+          inputs=lambda g: {"weight": WEIGHT8.clone(), "hidden": _h(g, 3, 2, 4), "past": 4}),
+    check("ch03.positions.matches_reference", "positions", 2,
+          "random tables, batches, lengths and cache offsets give the reference output",
+          probe_positions, judge_positions_reference, inputs=_random_position_inputs, expect=_expect_positions,
+          hidden=True),
+]
