@@ -30,6 +30,10 @@ def _chapters(text: str | None) -> list[str] | None:
 
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
                 seed: int | None = None, use_reference: bool = True):
+    from grader.sandbox import Limits, Sandbox
+
+    # Boot the sandbox first: it imports torch while this process does the same.
+    sandbox = Sandbox(Limits()).start()
     from grader.engine import GradeReport, grade
     from grader.report import render, results_json, write_json
     from grader.submission import SubmissionError, load
@@ -38,7 +42,8 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     try:
         submission = load(path)
         with console.status("grading…"):
-            report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference)
+            report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
+                           sandbox=sandbox)
     except SubmissionError as problem:
         report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
     except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
@@ -46,6 +51,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
                              problem=f"the grader hit an internal error; please report it: {crash!r}")
         traceback.print_exc()
     finally:
+        sandbox.close()
         if json_path and report is not None:
             write_json(results_json(report), json_path)
     render(report, console)

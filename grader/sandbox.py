@@ -190,14 +190,18 @@ def _bwrap_prefix(exe: str) -> list[str]:
 class Sandbox:
     """One zygote, restarted whenever it dies; `worker()` forks a fresh worker."""
 
-    def __init__(self, limits: Limits | None = None, isolation: str = "auto"):
+    def __init__(self, limits: Limits | None = None, isolation: str = "auto", reuse_zygote: bool = True):
         self.limits = limits or Limits()
+        # reuse_zygote=False starts a fresh interpreter (and torch import) for every
+        # worker: slower, kept to measure what the zygote saves (`make bench`).
+        self.reuse_zygote = reuse_zygote
         if isolation == "auto":
             isolation = "bwrap" if bwrap_works() else "process"
         self.kind = isolation
         self.as_nobody = isolation == "process" and os.geteuid() == 0
         self._process = None
         self._control = None
+        self._ready = False
         self._lock = threading.Lock()
 
     def describe(self) -> str:
@@ -207,7 +211,19 @@ class Sandbox:
         return (f"separate process as {who} with resource limits (bubblewrap unavailable: "
                 f"install it for full isolation)")
 
+    def start(self) -> "Sandbox":
+        """Begin booting the zygote now (it imports torch, ~1 s) without waiting for it,
+        so that the grader's own start-up overlaps with it."""
+        with self._lock:
+            if self._process is None:
+                self._spawn()
+        return self
+
     def _start(self):
+        self._spawn()
+        self._await_ready()
+
+    def _spawn(self):
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fd = child_end.fileno()
         if self.kind == "bwrap":
@@ -230,9 +246,14 @@ class Sandbox:
             if self.as_nobody:
                 # `nobody` may be unable to reach this Python (e.g. one under /root).
                 self.as_nobody = False
-                return self._start()
+                return self._spawn()
             raise
         child_end.close()
+        self._control = parent_end
+        self._ready = False
+
+    def _await_ready(self):
+        parent_end = self._control
         parent_end.settimeout(self.limits.setup_seconds + 30)
         try:
             ready = json.loads(parent_end.recv(4096) or b"{}")
@@ -242,21 +263,27 @@ class Sandbox:
             self._process.kill()
             error = (self._process.stderr.read() or b"").decode("utf-8", "replace")[-2000:]
             parent_end.close()
+            self._process = self._control = None
             if self.as_nobody:
                 # `nobody` may be unable to reach this Python (e.g. one under /root).
                 self.as_nobody = False
                 return self._start()
             raise RuntimeError(f"the sandbox did not start ({self.kind}): {error}")
         parent_end.settimeout(30)
-        self._control = parent_end
+        self._ready = True
 
     def _ensure(self):
         if self._process is None or self._process.poll() is not None:
+            self._shutdown_process()
             self._start()
+        elif not self._ready:
+            self._await_ready()
 
     def worker(self) -> Worker:
         with self._lock:
             for attempt in range(2):
+                if not self.reuse_zygote:
+                    self._shutdown_process()
                 self._ensure()
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 out_read, out_write = os.pipe()
@@ -292,6 +319,7 @@ class Sandbox:
         if self._control is not None:
             self._control.close()
         self._process = self._control = None
+        self._ready = False
 
     def close(self):
         with self._lock:

@@ -13,7 +13,10 @@ from typing import Iterable
 
 
 class CharTokenizer:
-    """Ids 0..K-1 are the corpus characters in sorted order; BOS is id K."""
+    """Ids 0..K-1 are the corpus characters in sorted order; BOS is id K.
+
+    Attributes: chars (the K characters, sorted), stoi (character -> id) and bos_id.
+    """
 
     def __init__(self, documents: Iterable[str]):
         raise NotImplementedError("build_vocab")
