@@ -45,7 +45,7 @@ def encode(value, _depth=0):
         dtype = str(tensor.dtype).removeprefix("torch.")
         if dtype not in _DTYPES:
             tensor, dtype = tensor.to(torch.float64), "float64"
-        raw = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        raw = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
         return {"__tensor__": [dtype, list(tensor.shape), base64.b64encode(raw).decode("ascii")]}
     if torch is not None and isinstance(value, (torch.Size,)):
         return list(value)
