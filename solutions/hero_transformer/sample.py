@@ -1,0 +1,201 @@
+"""Chapter 09: sampling from the trained model with the KV cache.
+
+sample_next turns one step's logits into ids (temperature, top-k, a seeded
+torch.Generator); generate feeds the prompt once and then one new token at a time,
+reusing every earlier key and value from the cache instead of recomputing them.
+
+    PYTHONPATH=solutions python -m hero_transformer.sample     # what `make sample` runs
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from .model import TransformerLM
+
+
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Draw one id per row from logits [B, V] (any leading shape [..., V] works) and
+    return the ids [B] (int64).
+
+    temperature: the logits are divided by it before the softmax; 0 means greedy
+    (the argmax, no randomness), and a temperature close to 0 approaches greedy.
+    top_k: keep only the k largest logits of each row (exactly k, even with ties);
+    None keeps all. Draws use torch.multinomial with `generator`, so a generator
+    seeded the same way gives the same ids."""
+    ### BEGIN SOLUTION sample_next
+    if logits.dim() == 0:
+        raise ValueError("sample_next needs logits of shape [..., V], got a scalar")
+    if not temperature >= 0.0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    lead, V = logits.shape[:-1], logits.shape[-1]
+    rows = logits.detach().reshape(-1, V).double()
+    if top_k is not None and top_k < V:
+        keep = torch.topk(rows, top_k, dim=-1).indices
+        masked = torch.full_like(rows, float("-inf"))
+        rows = masked.scatter(-1, keep, rows.gather(-1, keep))
+    if temperature == 0.0:
+        return rows.argmax(dim=-1).reshape(lead)
+    # Subtract each row's maximum first: the best logit becomes 0 and every other one
+    # negative, so even a tiny temperature gives -inf (probability 0), never NaN.
+    scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+    probs = torch.softmax(scaled, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).reshape(lead)
+    ### END SOLUTION
+
+
+@torch.no_grad()
+def generate(
+    model: TransformerLM,
+    prompt_ids,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+    stop_id: int | None = None,
+    return_logits: bool = False,
+    stop_at_block_size: bool = False,
+):
+    """Continue prompt_ids ([T] or [B, T] ids, or a list) by up to max_new_tokens ids.
+
+    The prompt goes through the model once (use_cache=True); after that each new id
+    is fed alone, with past_key_values, so step i costs one position, not i.
+    Each new id is sample_next of the last position's logits.
+
+    stop_id: a row stops once it has produced this id (BOS ends a name); it is kept
+    in the output, and a finished row is padded with stop_id while the others go on.
+    Generation ends when every row has stopped.
+
+    The context: every id that is fed needs a position, so prompt length plus
+    max_new_tokens may be at most block_size + 1 (the last new id is predicted, never
+    fed). Asking for more raises a ValueError, unless stop_at_block_size=True, which
+    asks to stop at that limit instead.
+
+    Returns the ids, prompt included ([B, T + n] or [T + n] like the prompt); with
+    return_logits=True also the logits each new id was drawn from, [B, n, V] (or
+    [n, V]). Runs in eval mode and restores the model's mode afterwards."""
+    ### BEGIN SOLUTION generate
+    ids = torch.as_tensor(prompt_ids, dtype=torch.long)
+    single = ids.dim() == 1
+    if single:
+        ids = ids.unsqueeze(0)
+    if ids.dim() != 2 or ids.shape[1] == 0:
+        raise ValueError(f"the prompt must be [T] or [B, T] ids with T >= 1, got shape {tuple(ids.shape)}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    block_size = model.cfg.block_size
+    prompt_length = ids.shape[1]
+    if prompt_length > block_size:
+        raise ValueError(
+            f"the prompt has {prompt_length} ids but block_size is {block_size}: it does not fit the context"
+        )
+    room = block_size + 1 - prompt_length  # new ids that fit: all but the last are fed back
+    if max_new_tokens > room:
+        if not stop_at_block_size:
+            raise ValueError(
+                f"prompt ({prompt_length} ids) + max_new_tokens ({max_new_tokens}) needs "
+                f"{prompt_length + max_new_tokens - 1} positions but block_size is {block_size}: "
+                f"ask for at most {room} new ids, or pass stop_at_block_size=True to stop at the limit"
+            )
+        max_new_tokens = room
+
+    was_training = model.training
+    model.eval()
+    try:
+        B = ids.shape[0]
+        pieces, step_logits = [ids], []
+        finished = torch.zeros(B, dtype=torch.bool)
+        if max_new_tokens > 0:
+            logits, _, past = model(ids, use_cache=True)
+            for step in range(max_new_tokens):
+                last = logits[:, -1, :]
+                step_logits.append(last)
+                next_ids = sample_next(last, temperature, top_k, generator)
+                if stop_id is not None:
+                    next_ids = torch.where(finished, torch.full_like(next_ids, stop_id), next_ids)
+                    finished |= next_ids == stop_id
+                pieces.append(next_ids.unsqueeze(1))
+                if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.all())):
+                    break
+                logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
+    finally:
+        model.train(was_training)
+
+    out = torch.cat(pieces, dim=1)
+    V = model.cfg.vocab_size
+    all_logits = torch.stack(step_logits, dim=1) if step_logits else torch.zeros(B, 0, V)
+    if single:
+        out, all_logits = out[0], all_logits[0]
+    return (out, all_logits) if return_logits else out
+    ### END SOLUTION
+
+
+# ------------------------------------------------------------------------ main
+
+
+def main(argv=None) -> int:
+    from rich.console import Console
+
+    from .train import CHECKPOINT_NAME, DEFAULT_RUN_DIR, load_checkpoint
+
+    parser = argparse.ArgumentParser(description="Print names sampled from the model `make train` saved.")
+    parser.add_argument("--checkpoint", type=Path, default=DEFAULT_RUN_DIR / CHECKPOINT_NAME)
+    parser.add_argument("-n", "--num", type=int, default=20, help="how many names")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    console = Console()
+    if not args.checkpoint.exists():
+        console.print(f"[red]no checkpoint at {args.checkpoint}[/red]: run `make train` first (about a minute)")
+        return 1
+    model, tokenizer, saved = load_checkpoint(args.checkpoint)
+    generator = torch.Generator().manual_seed(args.seed)
+    bos = tokenizer.bos_id
+    prompt = torch.full((args.num, 1), bos, dtype=torch.long)
+    out = generate(
+        model, prompt, max_new_tokens=model.cfg.block_size, temperature=args.temperature,
+        top_k=args.top_k, generator=generator, stop_id=bos,
+    )
+    try:
+        from .data import load_names
+
+        known = set(load_names())
+    except Exception:  # the corpus is only needed to mark names the model made up
+        known = None
+    val = saved.get("val_loss")
+    console.print(
+        f"{args.num} names from {args.checkpoint}"
+        + (f" (validation loss {val:.4f} nats/char)" if val is not None else "")
+        + f", temperature {args.temperature}, top-k {args.top_k}, seed {args.seed}:"
+    )
+    novel = 0
+    for row in out.tolist():
+        body = row[1:]
+        ended = bos in body
+        name = tokenizer.decode(body[: body.index(bos)] if ended else body)
+        tags = []
+        if known is not None and name not in known:
+            novel += 1
+            tags.append("[cyan]new[/cyan]")
+        if not ended:
+            tags.append("[yellow]reached block_size[/yellow]")
+        console.print(f"  {name or '(empty)'}  {' '.join(tags)}".rstrip())
+    if known is not None:
+        console.print(f"{novel} of {args.num} are not in the 2017 names list")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
