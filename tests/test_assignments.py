@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,8 @@ from grader import assignments, catalogue
 from grader.checks._api import Check, Task
 from grader.regions import find_regions
 
-from conftest import REFERENCE_PACKAGE, REPO_ROOT
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REFERENCE_PACKAGE = REPO_ROOT / "solutions" / "hero_transformer"
 
 LESSONS = {name: assignments.ASSIGNMENTS / name / "README.md" for name in assignments.CHAPTER_FOLDERS}
 
