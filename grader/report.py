@@ -42,8 +42,20 @@ def render(report: GradeReport, console: Console | None = None, show_hidden_deta
         table.add_column("check", ratio=3)
         table.add_column("points", justify="right", width=9)
         table.add_column("status", width=16)
+        collapsed = set()
         for result in results:
             check = result.check
+            same_task = [r for r in results if r.check.task == check.task]
+            if all(r.status == "not implemented" for r in same_task):
+                # A task not started yet is one line, not one line per check.
+                if check.task not in collapsed:
+                    collapsed.add(check.task)
+                    qualname = catalogue.tasks()[check.task].qualname if check.task in catalogue.tasks() else check.task
+                    possible = sum(r.check.points for r in same_task)
+                    checks = "1 check" if len(same_task) == 1 else f"{len(same_task)} checks"
+                    table.add_row(Text(f"{check.task} ({checks}): fill in {qualname}", style="dim"),
+                                  f"0/{possible:g}", Text("not implemented", style=STYLE["not implemented"]))
+                continue
             label = Text(check.name.split(".", 1)[1])
             if check.hidden:
                 label.append("  (hidden)", style="dim")
