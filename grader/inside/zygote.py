@@ -148,11 +148,16 @@ class ForbiddenCall(RuntimeError):
 def _set_tripwires(dotted_names: list[str], tripped: list[str]) -> None:
     for dotted in dotted_names:
         owner_path, _, attr = dotted.rpartition(".")
+        if not owner_path:
+            continue  # a whole module cannot be tripwired; the static scan covers it
         try:
             owner = importlib.import_module(owner_path)
         except ImportError:
             parent_path, _, class_name = owner_path.rpartition(".")
-            owner = getattr(importlib.import_module(parent_path), class_name)
+            try:
+                owner = getattr(importlib.import_module(parent_path), class_name)
+            except (ImportError, AttributeError, ValueError):
+                continue
 
         def tripwire(*args, _name=dotted, **kwargs):
             tripped.append(_name)
