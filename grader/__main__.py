@@ -72,6 +72,13 @@ def main(argv=None) -> int:
     c = sub.add_parser("check", help="public checks on your own package (students)")
     c.add_argument("package", nargs="?", default="hero_transformer")
     c.add_argument("--chapters")
+    k = sub.add_parser("grade-class", help="grade every upload in a folder into a gradebook CSV (TA)")
+    k.add_argument("folder")
+    k.add_argument("--csv", default="gradebook.csv")
+    k.add_argument("--json-dir", help="also write each student's results.json here")
+    k.add_argument("--chapters")
+    k.add_argument("--public-only", action="store_true")
+    k.add_argument("--seed", type=int)
     sub.add_parser("demo", help="grade the reference and typical wrong submissions")
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
@@ -87,6 +94,18 @@ def main(argv=None) -> int:
         # are needed to run public checks, and a student copy may not ship them).
         report = run_grading(args.package, _chapters(args.chapters), True, None, console)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
+    if args.command == "grade-class":
+        from grader.gradebook import grade_class
+        from grader.submission import SubmissionError
+
+        try:
+            rows = grade_class(Path(args.folder), Path(args.csv), Path(args.json_dir) if args.json_dir else None,
+                               _chapters(args.chapters), args.public_only, args.seed, console)
+        except SubmissionError as problem:
+            console.print(f"[red]{problem}[/]")
+            return 1
+        console.print(f"graded {len(rows)} uploads → [bold]{args.csv}[/]")
+        return 0
     if args.command == "demo":
         from grader.demo import run_demo
 

@@ -216,6 +216,10 @@ def select_checks(chapters: list[str] | None, public_only: bool) -> list[tuple[T
     return plan
 
 
+def possible_points(chapters: list[str] | None = None, public_only: bool = False) -> float:
+    return sum(c.points for _, checks in select_checks(chapters, public_only) for c in checks)
+
+
 def grade(submission: Submission, chapters: list[str] | None = None, public_only: bool = False,
           sandbox: Sandbox | None = None, seed: int | None = None, parallel: int | None = None,
           use_reference: bool = True, progress=None) -> GradeReport:

@@ -50,7 +50,8 @@ def load(path: str | Path) -> Submission:
 def _from_folder(root: Path) -> Submission:
     roots = [PurePosixPath(p.relative_to(root).as_posix()) for p in root.rglob(PACKAGE)
              if p.is_dir() and not _skip(p.relative_to(root).parts) and any(p.glob("*.py"))]
-    if root.name == PACKAGE and any(root.glob("*.py")):
+    if not roots and any(root.glob("*.py")):
+        # The package's own files, uploaded in a folder of another name.
         roots.append(PurePosixPath("."))
     package = root / _pick(roots, str(root))
     sources, total = {}, 0

@@ -169,3 +169,24 @@ def test_submit_packs_the_package(tmp_path, monkeypatch):
     with zipfile.ZipFile(out) as z:
         assert "hero_transformer/model.py" in z.namelist()
     assert "model.py" in load(out).sources
+
+
+def test_grade_class_writes_a_gradebook(tmp_path):
+    import csv
+    import shutil
+
+    from grader.gradebook import grade_class
+
+    uploads = tmp_path / "uploads"
+    shutil.copytree(SOLUTIONS, uploads / "alice")  # the package's files in a folder of another name
+    shutil.copytree(STUDENT, uploads / "bob" / "hero_transformer")
+    (uploads / "carol.zip").write_text("not a zip")
+    rows = grade_class(uploads, tmp_path / "gradebook.csv", tmp_path / "json", chapters=["05"])
+    with (tmp_path / "gradebook.csv").open() as f:
+        table = {row["student"]: row for row in csv.DictReader(f)}
+    assert set(table) == {"alice", "bob", "carol"}
+    assert float(table["alice"]["total"]) == float(table["alice"]["max"]) == float(table["alice"]["ch05"]) > 0
+    assert float(table["bob"]["total"]) == 0 and float(table["bob"]["max"]) > 0
+    assert table["carol"]["note"] and float(table["carol"]["total"]) == 0
+    assert {p.name for p in (tmp_path / "json").iterdir()} == {"alice.json", "bob.json", "carol.json"}
+    assert len(rows) == 3
