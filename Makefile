@@ -49,7 +49,7 @@ bench: $(STAMP)
 	$(PYTHON) -m grader.bench
 
 mutants: $(STAMP)
-	$(PYTHON) -m grader.mutants
+	$(PYTHON) -m grader.mutants --write-docs
 
 micro: $(STAMP)
 	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro
