@@ -15,7 +15,7 @@ help:
 	@echo "make check [CH=05]   run the public checks on ./hero_transformer (students)"
 	@echo "make grade SUB=path  grade a submission folder or .zip with hidden checks (TAs)"
 	@echo "make test            the kit's own test suite"
-	@echo "make student         regenerate hero_transformer/ from solutions/"
+	@echo "make student         regenerate hero_transformer/ and the lessons' check tables"
 	@echo "make mutants         the grader's catch rate on known-wrong implementations"
 	@echo "make bench           grading speed and model speed figures"
 	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
@@ -34,6 +34,7 @@ test: $(STAMP)
 
 student: $(STAMP)
 	$(PYTHON) -m grader.student_copy
+	$(PYTHON) -m grader.assignments
 
 check: $(STAMP)
 	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH))

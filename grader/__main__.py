@@ -90,8 +90,8 @@ def main(argv=None) -> int:
         report = run_grading(args.submission, _chapters(args.chapters), args.public_only, args.json, console, args.seed)
         return 0 if not report.problem else 1
     if args.command == "check":
-        # The student's own package, with their own code for every part (no certified parts
-        # are needed to run public checks, and a student copy may not ship them).
+        # Public checks only. Where solutions/ is present the other parts are certified;
+        # in a student's release without it, their own code stands in (the report says which).
         report = run_grading(args.package, _chapters(args.chapters), True, None, console)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
     if args.command == "grade-class":
