@@ -10,6 +10,7 @@ on the same functions to catch calls the scan cannot see (getattr tricks).
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 
 def _imports(tree: ast.Module) -> dict[str, str]:
@@ -54,18 +55,27 @@ def _normal(name: str) -> str:
     return name.replace("torch.nn.modules.normalization.", "torch.nn.").replace("torch.nn.modules.activation.", "torch.nn.")
 
 
+@lru_cache(maxsize=32)
+def _parse(source: str):
+    # Every task of a module scans the same file: parse it once.
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    return tree, _imports(tree)
+
+
 def scan(source: str, qualname: str, forbidden: tuple[str, ...], forbidden_methods: tuple[str, ...] = ()) -> list[str]:
     """The forbidden uses in the function `qualname` of `source`, as 'line N: name'."""
     if not forbidden and not forbidden_methods:
         return []
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    parsed = _parse(source)
+    if parsed is None:
         return []
+    tree, aliases = parsed
     function = _find(tree, qualname)
     if function is None:
         return []
-    aliases = _imports(tree)
     hits = []
     for node in ast.walk(function):
         if isinstance(node, (ast.Attribute, ast.Name)):
