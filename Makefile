@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: $(STAMP)
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -q
 
 student: $(STAMP)
 	$(PYTHON) -m grader.student_copy
