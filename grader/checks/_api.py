@@ -109,3 +109,35 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
 
 def error_text(value) -> str:
     return f"{value.kind}: {value.message}" if hasattr(value, "kind") else repr(value)
+
+
+# ------------------------------------------------------------------ probing helpers
+
+
+def try_call(function, *args, **kwargs) -> dict:
+    """Run student code whose error is itself the answer (a bad id must raise a clear
+    ValueError, say): {'value': result} or {'raised': {type, value_error, message}}.
+    NotImplementedError and forbidden calls still propagate, so an unfinished task
+    scores 'not implemented' and a shortcut 'forbidden', not a wrong answer."""
+    try:
+        return {"value": function(*args, **kwargs)}
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the student's error is the data here
+        if type(error).__name__ == "ForbiddenCall":
+            raise
+        return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
+                           "message": str(error)[:500]}}
+
+
+def causal_diagnosis(y, y_changed, first_changed: int, what: str) -> "str | None":
+    """None when positions before first_changed are the same in both outputs [B, T, ...];
+    otherwise names the first position the future leaked into."""
+    if not isinstance(y, torch.Tensor) or not isinstance(y_changed, torch.Tensor) or y.shape != y_changed.shape:
+        return f"{what} did not return two outputs of the same shape"
+    before = (y[:, :first_changed] - y_changed[:, :first_changed]).abs()
+    if before.numel() and before.max() > 1e-10:
+        position = int(torch.nonzero(before.amax(dim=tuple(i for i in range(before.dim()) if i != 1)) > 1e-10)[0])
+        return (f"position {position} changed when only tokens from position {first_changed} on changed: "
+                f"{what} lets the future leak in")
+    return None

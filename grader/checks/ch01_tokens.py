@@ -14,7 +14,7 @@ import string
 
 import torch
 
-from grader.checks._api import Task, check
+from grader.checks._api import Task, check, try_call
 
 CHAPTER, TITLE = "01", "Tokens and training windows"
 
@@ -49,20 +49,6 @@ def _plain_ints(value):
             out.append(int(v))
         return out
     return {"unreadable": f"a {type(value).__name__}, not a list of ints"}
-
-
-def _attempt(function, *args):
-    """{'value': result} or {'raised': {...}}; NotImplementedError still propagates, so
-    an unfinished task scores 'not implemented' rather than a wrong answer."""
-    try:
-        return {"value": function(*args)}
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the student's error is the data here
-        if type(error).__name__ == "ForbiddenCall":
-            raise
-        return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
-                           "message": str(error)[:500]}}
 
 
 def _raised_text(raised: dict) -> str:
@@ -198,15 +184,15 @@ def probe_encode(ns, corpus, texts):
     tok = ns.tokenizer.CharTokenizer(list(corpus))
     results = []
     for text in texts:
-        ids = _attempt(tok.encode, text)
+        ids = try_call(tok.encode, text)
         if "value" in ids:
             ids["value"] = _plain_ints(ids["value"])
-        document = _attempt(tok.encode_document, text)
+        document = try_call(tok.encode_document, text)
         if "value" in document:
             document["value"] = _plain_ints(document["value"])
         round_trip = None
         if isinstance(ids.get("value"), list):
-            round_trip = _attempt(tok.decode, ids["value"])
+            round_trip = try_call(tok.decode, ids["value"])
         results.append({"ids": ids, "document": document, "round_trip": round_trip})
     return {"results": results, "bos_id": tok.bos_id, "stoi": [[k, int(v)] for k, v in tok.stoi.items()]}
 
@@ -293,7 +279,7 @@ def probe_encode_unknown(ns, corpus, texts):
     tok = ns.tokenizer.CharTokenizer(list(corpus))
     results = []
     for text in texts:
-        attempt = _attempt(tok.encode, text)
+        attempt = try_call(tok.encode, text)
         if "value" in attempt:
             attempt["value"] = _plain_ints(attempt["value"])
         results.append(attempt)
@@ -328,7 +314,7 @@ def judge_encode_unknown(out, inputs, expected):
 
 def probe_decode(ns, corpus, id_lists):
     tok = ns.tokenizer.CharTokenizer(list(corpus))
-    return {"results": [_attempt(tok.decode, list(ids)) for ids in id_lists],
+    return {"results": [try_call(tok.decode, list(ids)) for ids in id_lists],
             "chars": list(tok.chars), "bos_id": tok.bos_id}
 
 
@@ -396,7 +382,7 @@ def _expect_decode(ref, inputs):
 def probe_windows(ns, cases):
     results = []
     for ids, block_size in cases:
-        attempt = _attempt(ns.tokenizer.training_windows, list(ids), block_size)
+        attempt = try_call(ns.tokenizer.training_windows, list(ids), block_size)
         if "value" in attempt:
             value = attempt["value"]
             if isinstance(value, (tuple, list)) and len(value) == 2:

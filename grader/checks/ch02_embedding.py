@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, matches, shape_problem
+from grader.checks._api import Task, check, compare, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "02", "Token embedding"
 
@@ -25,19 +25,6 @@ TASKS = [
 ]
 
 # ----------------------------------------------------------------------- helpers
-
-
-def _attempt(function, *args):
-    """{'value': result} or {'raised': {...}}; NotImplementedError still propagates."""
-    try:
-        return {"value": function(*args)}
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the student's error is the data here
-        if type(error).__name__ == "ForbiddenCall":
-            raise
-        return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
-                           "message": str(error)[:500]}}
 
 
 def _embedding(ns, weight):
@@ -151,7 +138,7 @@ def probe_bad_ids(ns, weight, cases):
     emb = _embedding(ns, weight)
     results = []
     for idx in cases:
-        attempt = _attempt(emb, idx.clone())
+        attempt = try_call(emb, idx.clone())
         if "value" in attempt:
             value = attempt["value"]
             attempt["value"] = value.detach() if isinstance(value, torch.Tensor) else repr(value)[:80]

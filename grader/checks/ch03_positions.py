@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, matches, shape_problem
+from grader.checks._api import Task, check, compare, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "03", "Learned absolute positions"
 
@@ -20,19 +20,6 @@ TASKS = [
 ]
 
 # ----------------------------------------------------------------------- helpers
-
-
-def _attempt(function, *args):
-    """{'value': result} or {'raised': {...}}; NotImplementedError still propagates."""
-    try:
-        return {"value": function(*args)}
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the student's error is the data here
-        if type(error).__name__ == "ForbiddenCall":
-            raise
-        return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
-                           "message": str(error)[:500]}}
 
 
 def _positions(ns, weight):
@@ -103,7 +90,7 @@ def probe_positions(ns, weight, cases):
     module = _positions(ns, weight)
     results = []
     for hidden, past in cases:
-        attempt = _attempt(module, hidden.clone(), past)
+        attempt = try_call(module, hidden.clone(), past)
         if "value" in attempt:
             value = attempt["value"]
             attempt["value"] = value.detach() if isinstance(value, torch.Tensor) else repr(value)[:80]

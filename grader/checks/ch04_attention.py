@@ -15,7 +15,7 @@ import math
 import torch
 from torch.overrides import TorchFunctionMode
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
 
 CHAPTER, TITLE = "04", "causal multi-head attention with a KV cache"
 
@@ -430,17 +430,6 @@ def probe_attention_causal(ns, x, changed, sizes, state):
     module = _attention(ns, sizes, state)
     with torch.no_grad():
         return {"y": module(x.clone())[0], "y_changed": module(changed.clone())[0]}
-
-
-def causal_diagnosis(y, y_changed, first_changed: int, what: str) -> "str | None":
-    if not isinstance(y, torch.Tensor) or not isinstance(y_changed, torch.Tensor) or y.shape != y_changed.shape:
-        return f"{what} did not return two outputs of the same shape"
-    before = (y[:, :first_changed] - y_changed[:, :first_changed]).abs()
-    if before.numel() and before.max() > 1e-10:
-        position = int(torch.nonzero(before.amax(dim=tuple(i for i in range(before.dim()) if i != 1)) > 1e-10)[0])
-        return (f"position {position} changed when only tokens from position {first_changed} on changed: "
-                f"{what} lets the future leak in")
-    return None
 
 
 def judge_attention_causal(out, inputs, expected):

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
 
 CHAPTER, TITLE = "05", "LayerNorm, GELU, feed-forward, pre-LN block"
 EPS = 1e-5
@@ -354,17 +354,6 @@ def probe_block_causal(ns, x, changed, sizes, state):
     block = _block(ns, sizes, state)
     with torch.no_grad():
         return {"y": block(x.clone())[0], "y_changed": block(changed.clone())[0]}
-
-
-def causal_diagnosis(y, y_changed, first_changed: int, what: str) -> "str | None":
-    if not isinstance(y, torch.Tensor) or not isinstance(y_changed, torch.Tensor) or y.shape != y_changed.shape:
-        return f"{what} did not return two outputs of the same shape"
-    before = (y[:, :first_changed] - y_changed[:, :first_changed]).abs()
-    if before.numel() and before.max() > 1e-10:
-        position = int(torch.nonzero(before.amax(dim=tuple(i for i in range(before.dim()) if i != 1)) > 1e-10)[0])
-        return (f"position {position} changed when only tokens from position {first_changed} on changed: "
-                f"{what} lets the future leak in")
-    return None
 
 
 def judge_block_causal(out, inputs, expected):

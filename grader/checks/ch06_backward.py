@@ -78,26 +78,12 @@ def _directional(forward, grad_out, tensors, which, direction, h=1e-6):
         return ((grad_out * (forward(*plus) - forward(*minus))).sum() / (2 * h)).item()
 
 
-def _ship(value):
-    """0-dimensional tensors travel as one-element tensors (the wire encoder cannot view a
-    0-dim tensor as bytes); _land restores them in the judge."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0:
-        return {"zero_dim": value.reshape(1)}
-    return value
-
-
-def _land(value):
-    if isinstance(value, dict) and isinstance(value.get("zero_dim"), torch.Tensor):
-        return value["zero_dim"].reshape(())
-    return value
-
-
 def _shipped(out):
-    return {"grads": [_ship(v) for v in out] if isinstance(out, (tuple, list)) else _ship(out)}
+    return {"grads": [v for v in out] if isinstance(out, (tuple, list)) else out}
 
 
 def _returned(out, names: tuple[str, ...], function: str) -> "str | None":
-    grads = out["grads"] = [_land(v) for v in out["grads"]] if isinstance(out["grads"], list) else _land(out["grads"])
+    grads = out["grads"] = [v for v in out["grads"]] if isinstance(out["grads"], list) else out["grads"]
     if len(names) == 1:
         return None if isinstance(grads, torch.Tensor) else f"{names[0]} should be a tensor, got {type(grads).__name__}"
     if not isinstance(grads, list) or len(grads) != len(names):
@@ -325,7 +311,7 @@ def judge_gelu_reference(out, inputs, expected):
 def judge_gelu_key_values(out, inputs, expected):
     # grad_out = 1: the derivative itself. GELU'(0) = 1/2, GELU'(±1) = Φ(±1) ± φ(1), → 1 and → 0 far out.
     figures = torch.tensor([0.5, 1.0833154705876864, -0.0833154705876864, 1.0, 0.0], dtype=torch.float64)
-    dx = _land(out["grads"])
+    dx = out["grads"]
     if problem := shape_problem(dx, figures.shape, "dx"):
         return problem
     if matches(dx, figures, atol=1e-9, rtol=0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
 
 CHAPTER, TITLE = "07", "the full language model"
 
@@ -151,36 +151,11 @@ def _cross_entropy_mistakes(logits, targets):
     return mistakes
 
 
-def _ship(value):
-    """0-dimensional tensors travel as one-element tensors (the wire encoder cannot view a
-    0-dim tensor as bytes); _land restores them in the judge."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0:
-        return {"zero_dim": value.reshape(1)}
-    return value
-
-
-def _land(value):
-    if isinstance(value, dict) and isinstance(value.get("zero_dim"), torch.Tensor):
-        return value["zero_dim"].reshape(())
-    return value
-
-
-def causal_diagnosis(y, y_changed, first_changed: int, what: str) -> "str | None":
-    if not isinstance(y, torch.Tensor) or not isinstance(y_changed, torch.Tensor) or y.shape != y_changed.shape:
-        return f"{what} did not return two outputs of the same shape"
-    before = (y[:, :first_changed] - y_changed[:, :first_changed]).abs()
-    if before.numel() and before.max() > 1e-10:
-        position = int(torch.nonzero(before.amax(dim=tuple(i for i in range(before.dim()) if i != 1)) > 1e-10)[0])
-        return (f"position {position} changed when only tokens from position {first_changed} on changed: "
-                f"{what} lets the future leak in")
-    return None
-
-
 # --------------------------------------------------------------- cross-entropy
 
 
 def probe_cross_entropy(ns, logits, targets):
-    return {"loss": _ship(ns.model.cross_entropy(logits.clone(), targets.clone()))}
+    return {"loss": ns.model.cross_entropy(logits.clone(), targets.clone())}
 
 
 def _judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | None":
@@ -203,15 +178,15 @@ def _judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | N
 
 
 def judge_cross_entropy(out, inputs, expected):
-    return _judge_loss(_land(out["loss"]), inputs["logits"], inputs["targets"])
+    return _judge_loss(out["loss"], inputs["logits"], inputs["targets"])
 
 
 def judge_cross_entropy_hidden(out, inputs, expected):
-    return _judge_loss(_land(out["loss"]), inputs["logits"], inputs["targets"], reveal=False)
+    return _judge_loss(out["loss"], inputs["logits"], inputs["targets"], reveal=False)
 
 
 def judge_cross_entropy_uniform(out, inputs, expected):
-    loss, V = _land(out["loss"]), inputs["logits"].shape[-1]
+    loss, V = out["loss"], inputs["logits"].shape[-1]
     if problem := shape_problem(loss, (), "the loss"):
         return problem
     figure = torch.tensor(V, dtype=torch.float64).log()
@@ -223,7 +198,7 @@ def judge_cross_entropy_uniform(out, inputs, expected):
 
 
 def judge_cross_entropy_huge(out, inputs, expected):
-    loss, logits, targets = _land(out["loss"]), inputs["logits"], inputs["targets"]
+    loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
     if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
         return ("the loss is NaN or inf for logits around ±1e4: there is no max subtraction, so exp overflows "
                 "(exp(1e4) = inf) or underflows to log(0). Subtract each row's own maximum before exp: "
@@ -498,14 +473,14 @@ def probe_lm_forward(ns, sizes, state, idx, targets):
     with torch.no_grad():
         plain = model(idx.clone())
         scored = model(idx.clone(), targets.clone())
-    as_list = lambda value: [_ship(v) for v in value] if isinstance(value, (tuple, list)) else value  # noqa: E731
+    as_list = lambda value: [v for v in value] if isinstance(value, (tuple, list)) else value  # noqa: E731
     return {"plain": as_list(plain), "scored": as_list(scored)}
 
 
 def _triple(value, what):
     if not isinstance(value, list) or len(value) != 3:
         return f"{what} should return (logits, loss, presents), got {type(value).__name__}"
-    value[:] = [_land(v) for v in value]
+    value[:] = [v for v in value]
     return None
 
 

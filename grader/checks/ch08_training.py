@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "08", "training: AdamW, clipping, batches, the loop"
 
@@ -76,19 +76,6 @@ def random_lm_state(g, sizes, scale=1.0):
                       p + "feedforward.fc2.weight": r(d, f, s=0.5), p + "feedforward.fc2.bias": r(d, s=0.5)})
     state.update({"ln_final.weight": 1 + r(d, s=0.3), "ln_final.bias": r(d, s=0.3), "head.weight": r(V, d, s=0.5)})
     return state
-
-
-def _attempt(function, *args, **kwargs):
-    """{'value': result} or {'raised': {...}}; NotImplementedError still propagates."""
-    try:
-        return {"value": function(*args, **kwargs)}
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the student's error is the data here
-        if type(error).__name__ == "ForbiddenCall":
-            raise
-        return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
-                           "message": str(error)[:500]}}
 
 
 def _is_float(value) -> bool:
@@ -443,9 +430,9 @@ def judge_adamw_init_model(out, inputs, expected):
 def probe_adamw_rejects(ns):
     good = torch.zeros(2, dtype=F64, requires_grad=True)
     frozen = torch.zeros(3, dtype=F64)
-    return {"frozen": _attempt(lambda: ns.train.AdamW([good, frozen]) and None),
-            "empty": _attempt(lambda: ns.train.AdamW([]) and None),
-            "fine": _attempt(lambda: ns.train.AdamW([good]) and None)}
+    return {"frozen": try_call(lambda: ns.train.AdamW([good, frozen]) and None),
+            "empty": try_call(lambda: ns.train.AdamW([]) and None),
+            "fine": try_call(lambda: ns.train.AdamW([good]) and None)}
 
 
 def judge_adamw_rejects(out, inputs, expected):
@@ -1348,7 +1335,7 @@ BIGRAM_MISTAKES = [
 
 def probe_bigram(ns, vocab_docs, calls):
     tokenizer = ns.tokenizer.CharTokenizer(vocab_docs)
-    return [_attempt(ns.train.bigram_baseline, call["train"], call["val"], tokenizer,
+    return [try_call(ns.train.bigram_baseline, call["train"], call["val"], tokenizer,
                      block_size=call["block_size"], smoothing=call["k"]) for call in calls]
 
 

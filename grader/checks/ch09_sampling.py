@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, compare, matches, shape_problem
+from grader.checks._api import Task, check, compare, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "09", "sampling with the KV cache"
 
@@ -32,19 +32,6 @@ F64 = torch.float64
 DRAWS, FREQUENCY_TOLERANCE = 20000, 0.02
 
 # ----------------------------------------------------------------------- helpers
-
-
-def _attempt(function, *args, **kwargs):
-    """{'value': result} or {'raised': {...}}; NotImplementedError still propagates."""
-    try:
-        return {"value": function(*args, **kwargs)}
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the student's error is the data here
-        if type(error).__name__ == "ForbiddenCall":
-            raise
-        return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
-                           "message": str(error)[:500]}}
 
 
 def _raised(result, what):
@@ -94,7 +81,7 @@ def probe_sample_calls(ns, logits, calls, repeat=1):
     for call in calls:
         generator = _generator(call["seed"]) if call.get("seed") is not None else None
         before = torch.random.get_rng_state()
-        result = _attempt(ns.sample.sample_next, rows.clone(), temperature=call["temperature"],
+        result = try_call(ns.sample.sample_next, rows.clone(), temperature=call["temperature"],
                           top_k=call.get("top_k"), generator=generator)
         result["global_rng_touched"] = not torch.equal(before, torch.random.get_rng_state())
         if call.get("advance_global"):
@@ -500,11 +487,11 @@ def probe_generate_stop(ns, sizes, state, prompt, max_new_tokens, seed, stop_id)
         model.ln_final.bias[0] = 1.0
         model.head.weight.zero_()
         model.head.weight[stop_id, 0] = 50.0
-    return {"stopped": _attempt(ns.sample.generate, model, prompt.clone(), max_new_tokens, generator=_generator(seed),
+    return {"stopped": try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, generator=_generator(seed),
                                 stop_id=stop_id),
-            "batch": _attempt(ns.sample.generate, model, torch.stack([prompt, prompt.flip(0)]), max_new_tokens,
+            "batch": try_call(ns.sample.generate, model, torch.stack([prompt, prompt.flip(0)]), max_new_tokens,
                               generator=_generator(seed), stop_id=stop_id),
-            "no_stop": _attempt(ns.sample.generate, model, prompt.clone(), max_new_tokens, generator=_generator(seed))}
+            "no_stop": try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, generator=_generator(seed))}
 
 
 def judge_generate_stop(out, inputs, expected):
@@ -541,7 +528,7 @@ def _stop_inputs(g):
 
 def probe_generate_rows(ns, sizes, state, prompt, max_new_tokens, seed, stop_id, temperature):
     model = _model(ns, sizes, state)
-    return _attempt(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=temperature,
+    return try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=temperature,
                     generator=_generator(seed), stop_id=stop_id)
 
 
@@ -578,11 +565,11 @@ def _rows_inputs(g):
 def probe_generate_limit(ns, sizes, state, bos):
     model = _model(ns, dict(sizes, block_size=6), state)
     greedy = dict(temperature=0.0)
-    return {"fits": _attempt(ns.sample.generate, model, [bos, 1], 5, **greedy),
-            "one_more": _attempt(ns.sample.generate, model, [bos, 1], 6, **greedy),
-            "long_prompt": _attempt(ns.sample.generate, model, [bos] * 7, 1, **greedy),
-            "asked_to_stop": _attempt(ns.sample.generate, model, [bos, 1], 50, stop_at_block_size=True, **greedy),
-            "nothing": _attempt(ns.sample.generate, model, [bos, 2], 0, **greedy)}
+    return {"fits": try_call(ns.sample.generate, model, [bos, 1], 5, **greedy),
+            "one_more": try_call(ns.sample.generate, model, [bos, 1], 6, **greedy),
+            "long_prompt": try_call(ns.sample.generate, model, [bos] * 7, 1, **greedy),
+            "asked_to_stop": try_call(ns.sample.generate, model, [bos, 1], 50, stop_at_block_size=True, **greedy),
+            "nothing": try_call(ns.sample.generate, model, [bos, 2], 0, **greedy)}
 
 
 def judge_generate_limit(out, inputs, expected):
@@ -642,10 +629,10 @@ def _seeded_generate_inputs(g):
 
 def probe_generate_mode(ns, sizes, state, bos, seed):
     model = _model(ns, sizes, state).train()
-    out = _attempt(ns.sample.generate, model, [bos], 4, generator=_generator(seed), return_logits=True)
+    out = try_call(ns.sample.generate, model, [bos], 4, generator=_generator(seed), return_logits=True)
     in_train = model.training
     model.eval()
-    _attempt(ns.sample.generate, model, [bos, 2], 2, generator=_generator(seed))
+    try_call(ns.sample.generate, model, [bos, 2], 2, generator=_generator(seed))
     return {"out": out, "after_train": in_train, "after_eval": model.training,
             "grad": bool("value" in out and isinstance(out["value"], (tuple, list)) and len(out["value"]) == 2
                          and isinstance(out["value"][1], torch.Tensor) and out["value"][1].requires_grad)}
