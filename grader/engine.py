@@ -40,6 +40,7 @@ class CheckResult:
     status: str
     diagnosis: str = ""
     output: str = ""  # an excerpt of what the student's code printed
+    certified: tuple[str, ...] = ()  # the tasks whose reference stood in while this ran
 
     @property
     def score(self) -> float:
@@ -160,6 +161,7 @@ def _start_worker(task, submission, reference, sandbox):
         worker.close()
         return None, (ERROR if status == NOT_IMPLEMENTED else status,
                       f"the submission could not be loaded: {reason}", worker.output.text())
+    worker.certified = tuple(ready.get("certified") or ())
     return worker, None
 
 
@@ -195,7 +197,7 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
             results.append(CheckResult(check, status, failure.reason, failure.output))
             continue
         status, diagnosis = _judge(check, task, reply, inputs, expected)
-        results.append(CheckResult(check, status, diagnosis))
+        results.append(CheckResult(check, status, diagnosis, certified=getattr(worker, "certified", ())))
     if worker is not None:
         output = worker.output.text(wait=0.0)
         worker.close()

@@ -72,6 +72,10 @@ def render(report: GradeReport, console: Console | None = None, show_hidden_deta
         table.add_section()
         table.add_row(Text("chapter total", style="bold"), f"{earned:g}/{possible:g}", "")
         console.print(table)
+        own = {r.check.task for r in results}
+        stood_in = sorted({t for r in results for t in r.certified} - own)
+        if stood_in:
+            console.print(Text(f"  certified parts used by this chapter's checks: {', '.join(stood_in)}", style="dim"))
     failed = sum(1 for r in report.results if r.status != PASSED)
     summary = Text()
     summary.append(f"Total: {report.score:g} / {report.max_score:g} points", style="bold")
@@ -110,9 +114,11 @@ def results_json(report: GradeReport) -> dict:
         })
     chapters = {}
     for chapter, results in _by_chapter(report).items():
+        own = {r.check.task for r in results}
         chapters[chapter] = {"score": sum(r.score for r in results),
                              "max_score": sum(r.check.points for r in results),
-                             "passed": sum(r.status == PASSED for r in results), "checks": len(results)}
+                             "passed": sum(r.status == PASSED for r in results), "checks": len(results),
+                             "certified": sorted({t for r in results for t in r.certified} - own)}
     output = [f"{report.score:g} / {report.max_score:g} points."]
     if report.problem:
         output.insert(0, report.problem)

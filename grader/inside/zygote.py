@@ -106,7 +106,7 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
     except BaseException as error:  # noqa: BLE001 - any failure is the submission's
         wire.send(channel, {"setup_error": _describe(error)})
         return
-    wire.send(channel, {"ready": True})
+    wire.send(channel, {"ready": True, "certified": namespace.certified_tasks})
     while True:
         try:
             call = wire.recv(channel)
@@ -247,7 +247,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
             raise broken[module]
         if module not in student:
             raise ModuleNotFoundError(f"the submission has no {module}.py")
-    replaced_functions = {}
+    replaced_functions, installed = {}, []
     for region in request["regions"]:
         module, qualname = region["module"], region["qualname"]
         if region["task"] == graded or module not in certified or module not in student:
@@ -259,6 +259,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
             continue
         original = getattr(target_owner, attr, None)
         setattr(target_owner, attr, _rebind(getattr(source_owner, attr), target_owner))
+        installed.append(region["task"])
         if not class_path and original is not None:
             replaced_functions[id(original)] = getattr(source_owner, attr)
     # Aliases (`from .model import gelu`) must see the certified function too.
@@ -271,7 +272,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
     for module, top in owners:
         if module in certified and module in student and hasattr(student[module], top):
             setattr(certified[module], top, getattr(student[module], top))
-    return types.SimpleNamespace(task=graded, **student)
+    return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
 
 
 def _rebind(function, owner):
