@@ -35,6 +35,7 @@ test: $(STAMP)
 student: $(STAMP)
 	$(PYTHON) -m grader.student_copy
 	$(PYTHON) -m grader.assignments
+	$(PYTHON) -m grader.notebooks
 
 check: $(STAMP)
 	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH))

@@ -1,0 +1,96 @@
+"""nbgrader notebooks, one per chapter, generated from the lessons and the catalogue.
+
+    python -m grader.notebooks            write assignments/chNN_*/chNN_*.ipynb
+    python -m grader.notebooks --check    exit 1 when a notebook is out of date
+
+Each notebook is an nbgrader *source* notebook: the lesson as a read-only markdown
+cell, a read-only set-up cell, and per task one read-only "autograder tests" cell
+worth the task's points. That cell calls `score_task`, which grades the student's
+hero_transformer/ package with the same sandboxed engine as `make grade` and prints
+the report; its value (the points earned) is what nbgrader records as partial credit.
+Students write their code in hero_transformer/, not in the notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from grader import catalogue
+from grader.assignments import ASSIGNMENTS, CHAPTER_FOLDERS
+
+SETUP = '''\
+# Finds the course folder (the one holding grader/) so the grader can be imported.
+import sys
+from pathlib import Path
+
+course = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "grader" / "engine.py").exists())
+sys.path.insert(0, str(course))
+from grader.notebook import score_task'''
+
+
+def _locked(grade_id: str, points: float | None = None) -> dict:
+    meta = {"grade_id": grade_id, "locked": True, "schema_version": 3, "solution": False, "task": False,
+            "grade": points is not None}
+    if points is not None:
+        meta["points"] = points
+    return {"nbgrader": meta}
+
+
+def build(folder: str) -> nbformat.NotebookNode:
+    number = folder[2:4]
+    chapter = next(c for c in catalogue.chapters() if c.number == number)
+    lesson = (ASSIGNMENTS / folder / "README.md").read_text(encoding="utf-8")
+    cells = [new_markdown_cell(lesson, metadata=_locked(f"ch{number}-lesson")),
+             new_code_cell(SETUP, metadata=_locked(f"ch{number}-setup"))]
+    for task in chapter.tasks:
+        points = sum(c.points for c in chapter.checks if c.task == task.name)
+        cells.append(new_markdown_cell(
+            f"### Task `{task.name}` — {task.title}\n\nFill in `{task.qualname}` in "
+            f"`hero_transformer/{task.module}.py`, then run the cell below ({points:g} points).",
+            metadata=_locked(f"ch{number}-{task.name}-about")))
+        cells.append(new_code_cell(f'score_task("{task.name}")', metadata=_locked(f"ch{number}-{task.name}", points)))
+    for cell in cells:
+        cell["id"] = cell.metadata["nbgrader"]["grade_id"]  # stable ids: regenerating changes nothing
+    notebook = new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"}})
+    nbformat.validate(notebook)
+    return notebook
+
+
+def path_of(folder: str) -> Path:
+    return ASSIGNMENTS / folder / f"{folder}.ipynb"
+
+
+def render(folder: str) -> str:
+    return nbformat.writes(build(folder)) + "\n"
+
+
+def stale() -> list[str]:
+    known = {c.number for c in catalogue.chapters()}
+    return [folder for folder in CHAPTER_FOLDERS if folder[2:4] in known
+            and (not path_of(folder).exists() or path_of(folder).read_text(encoding="utf-8") != render(folder))]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    out_of_date = stale()
+    if args.check:
+        for folder in out_of_date:
+            print(f"{path_of(folder).relative_to(ASSIGNMENTS.parent)} is out of date: run `make student`")
+        return 1 if out_of_date else 0
+    for folder in out_of_date:
+        path_of(folder).write_text(render(folder), encoding="utf-8")
+    print(f"wrote {len(out_of_date)} notebook(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
