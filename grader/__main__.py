@@ -28,19 +28,26 @@ def _chapters(text: str | None) -> list[str] | None:
     return chosen
 
 
+WEAK_SANDBOX = ("bubblewrap is not usable here, and without it the code being graded could read "
+                "solutions/ and the grader's files. Install it (`apt-get install bubblewrap`), or pass "
+                "--allow-weak-sandbox to grade anyway with process isolation only.")
+
+
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
-                seed: int | None = None, use_reference: bool = True):
+                seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True):
     from grader.sandbox import Limits, Sandbox
 
     # Boot the sandbox first: it imports torch while this process does the same.
     sandbox = Sandbox(Limits()).start()
-    from grader.engine import GradeReport, grade
+    from grader.engine import GradeReport, Reference, grade
     from grader.report import render, results_json, write_json
     from grader.submission import SubmissionError, load
 
     report = None
     try:
         submission = load(path)
+        if sandbox.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.available():
+            raise SubmissionError(WEAK_SANDBOX)
         with console.status("grading…"):
             report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
                            sandbox=sandbox)
@@ -69,6 +76,8 @@ def main(argv=None) -> int:
     g.add_argument("--json", help="write Gradescope results.json here")
     g.add_argument("--public-only", action="store_true", help="skip the hidden checks")
     g.add_argument("--seed", type=int, help="fix the hidden checks' random inputs")
+    g.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="grade even where bubblewrap is unavailable (the code could read solutions/)")
     c = sub.add_parser("check", help="public checks on your own package (students)")
     c.add_argument("package", nargs="?", default="hero_transformer")
     c.add_argument("--chapters")
@@ -79,6 +88,7 @@ def main(argv=None) -> int:
     k.add_argument("--chapters")
     k.add_argument("--public-only", action="store_true")
     k.add_argument("--seed", type=int)
+    k.add_argument("--allow-weak-sandbox", action="store_true")
     sub.add_parser("demo", help="grade the reference and typical wrong submissions")
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
@@ -87,7 +97,8 @@ def main(argv=None) -> int:
     console = Console()
 
     if args.command == "grade":
-        report = run_grading(args.submission, _chapters(args.chapters), args.public_only, args.json, console, args.seed)
+        report = run_grading(args.submission, _chapters(args.chapters), args.public_only, args.json, console, args.seed,
+                             allow_weak_sandbox=args.allow_weak_sandbox)
         return 0 if not report.problem else 1
     if args.command == "check":
         # Public checks only. Where solutions/ is present the other parts are certified;
@@ -98,6 +109,11 @@ def main(argv=None) -> int:
         from grader.gradebook import grade_class
         from grader.submission import SubmissionError
 
+        from grader.sandbox import Sandbox
+
+        if not args.allow_weak_sandbox and Sandbox().kind != "bwrap":
+            console.print(f"[red]{WEAK_SANDBOX}[/]")
+            return 1
         try:
             rows = grade_class(Path(args.folder), Path(args.csv), Path(args.json_dir) if args.json_dir else None,
                                _chapters(args.chapters), args.public_only, args.seed, console)

@@ -26,6 +26,7 @@ from grader.inside.wire import Opaque, RemoteError
 from grader.regions import package_sources, strip
 from grader.sandbox import Limits, Sandbox, WorkerFailed
 from grader.submission import Submission
+from grader.tamper import scan_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_PACKAGE = ROOT / "solutions" / "hero_transformer"
@@ -108,10 +109,14 @@ class Reference:
 # ---------------------------------------------------------------------- grading
 
 
+def _text(value, limit: int = 600) -> str:
+    return (value if isinstance(value, str) else repr(value))[:limit]
+
+
 def _remote_failure(task: Task, error: dict) -> tuple[str, str]:
-    kind, message, where = error.get("type"), error.get("message", ""), error.get("where")
-    at = f" ({where}: {error['line']})" if where and error.get("line") else (f" ({where})" if where else "")
-    if error.get("not_implemented"):
+    kind, message, where, line = (_text(error.get(k, "")) for k in ("type", "message", "where", "line"))
+    at = f" ({where}: {line})" if where and line else (f" ({where})" if where else "")
+    if error.get("not_implemented") is True:
         if message.strip("'\"") == task.name:
             return NOT_IMPLEMENTED, f"{task.qualname} still raises NotImplementedError"
         return ERROR, (f"it needs '{message.strip(chr(39) + chr(34))}', which is not implemented yet"
@@ -121,19 +126,34 @@ def _remote_failure(task: Task, error: dict) -> tuple[str, str]:
     return ERROR, f"{kind}: {message}{at}"
 
 
+def _check_reply(reply) -> dict:
+    """Replies are data the submission could have written itself: take only their shape."""
+    if not isinstance(reply, dict) or not ({"result", "error"} & reply.keys()):
+        raise WorkerFailed("garbage", "the process answered with something that is not a probe result")
+    calls = reply.get("forbidden_calls", [])
+    if not isinstance(calls, list) or not all(isinstance(c, str) for c in calls):
+        raise WorkerFailed("garbage", "the process answered with a malformed list of forbidden calls")
+    if "error" in reply and not isinstance(reply["error"], dict):
+        raise WorkerFailed("garbage", "the process answered with a malformed error")
+    if reply.get("tampered"):
+        raise WorkerFailed("tampered", f"the grader's probe code was changed while the submission ran "
+                                       f"({_text(reply['tampered'], 200)})")
+    return reply
+
+
 def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected) -> tuple[str, str]:
     if reply.get("forbidden_calls"):
-        return FORBIDDEN, f"calls {reply['forbidden_calls'][0]}, the library function this task asks you to write"
+        return FORBIDDEN, f"calls {reply['forbidden_calls'][0][:200]}, the library function this task asks you to write"
     if "error" in reply:
         return _remote_failure(task, reply["error"])
     result = reply.get("result")
+    if isinstance(result, (RemoteError, Opaque)):
+        return FAILED, f"the output does not have the expected form: {_text(result, 300)}"
     try:
         diagnosis = check.judge(result, inputs, expected)
-    except (TypeError, KeyError, IndexError, AttributeError, ValueError, RuntimeError) as error:
-        return FAILED, f"the output does not have the expected form ({type(error).__name__}: {error})"
-    if isinstance(result, (RemoteError, Opaque)):
-        return FAILED, f"the output does not have the expected form: {result!r}"
-    return (PASSED, "") if diagnosis is None else (FAILED, diagnosis)
+    except Exception as error:  # noqa: BLE001 - whatever came back, it is the submission's answer
+        return FAILED, f"the output does not have the expected form ({type(error).__name__}: {_text(error, 300)})"
+    return (PASSED, "") if diagnosis is None else (FAILED, str(diagnosis))
 
 
 def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits) -> dict:
@@ -155,54 +175,96 @@ def _start_worker(task, submission, reference, sandbox):
         worker = sandbox.worker()
     except (RuntimeError, OSError) as broken:
         return None, (ERROR, f"the grader could not start a sandboxed process: {broken}", "")
-    ready = worker.start(_worker_request(task, submission, reference, sandbox.limits), sandbox.limits.setup_seconds)
-    if "setup_error" in ready:
+    try:
+        ready = worker.start(_worker_request(task, submission, reference, sandbox.limits),
+                             sandbox.limits.setup_seconds)
+    except WorkerFailed as failure:
+        # A module that hangs or dies at import does so for every check: say it once.
+        status = TIMEOUT if failure.status == "timeout" else ERROR
+        return None, (status, f"loading the submission failed: {failure.reason}", failure.output)
+    if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
         status, reason = _remote_failure(task, ready["setup_error"])
         worker.close()
         return None, (ERROR if status == NOT_IMPLEMENTED else status,
                       f"the submission could not be loaded: {reason}", worker.output.text())
-    worker.certified = tuple(ready.get("certified") or ())
+    if not isinstance(ready, dict) or ready.get("ready") is not True:
+        worker.kill()
+        return None, (ERROR, "the process running the submission answered its start-up with garbage",
+                      worker.output.text())
+    # Only names the grader knows: the worker's list is a hint, never text to echo.
+    known = catalogue.tasks()
+    claimed = ready.get("certified") if isinstance(ready.get("certified"), list) else []
+    worker.certified = tuple(sorted({t for t in claimed if isinstance(t, str) and t in known and t != task.name}))
     return worker, None
 
 
+class _TaskRun:
+    """One task's checks, run one at a time on a worker; after any failure the next
+    check gets a fresh worker."""
+
+    def __init__(self, task, submission, reference, sandbox, seed):
+        self.task, self.submission, self.reference, self.sandbox, self.seed = task, submission, reference, sandbox, seed
+        self.worker = None
+        self.setup_failure = None
+        self.timeout_cap = sandbox.limits.check_seconds
+
+    def run(self, check: Check) -> CheckResult:
+        generator = torch.Generator().manual_seed(self.seed + sum(map(ord, check.name)))
+        inputs = check.make_inputs(generator)
+        expected = check.expect(self.reference.modules, inputs) if (check.expect and self.reference) else None
+        sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
+        if self.worker is None and self.setup_failure is None:
+            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox)
+        if self.setup_failure:
+            return CheckResult(check, *self.setup_failure)
+        try:
+            reply = _check_reply(self.worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__,
+                                                  sent, min(check.timeout, self.timeout_cap)))
+        except WorkerFailed as failure:
+            self.drop_worker()
+            if failure.status == "timeout":
+                # Code that hung once will most likely hang again: don't wait as long twice.
+                self.timeout_cap = min(self.timeout_cap, 2.0)
+            status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
+            return CheckResult(check, status, failure.reason, failure.output)
+        status, diagnosis = _judge(check, self.task, reply, inputs, expected)
+        return CheckResult(check, status, diagnosis, certified=self.worker.certified)
+
+    def drop_worker(self):
+        if self.worker is not None:
+            self.worker.kill()
+        self.worker = None
+
+    def finish(self, results: list[CheckResult]):
+        if self.worker is not None:
+            output = self.worker.output.text(wait=0.0)
+            self.worker.close()
+            if output and results:
+                results[-1].output = results[-1].output or output
+
+
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
-               sandbox: Sandbox, seed: int) -> list[CheckResult]:
-    source = submission.sources.get(f"{task.module}.py", "")
-    hits = scan(source, task.qualname, task.forbidden, task.forbidden_methods)
+               sandbox: Sandbox, seed: int, scan_for_tampering: bool = True) -> list[CheckResult]:
+    """Grade one task's checks. Never raises: every failure is a check status.
+    (scan_for_tampering=False lets tests reach the layers behind the static scan.)"""
+    tampering = scan_submission(submission.sources) if scan_for_tampering else []
+    if tampering:
+        reason = (f"the submission reaches into the grader or the interpreter's machinery ({tampering[0]}); "
+                  f"no task may do that — remove it")
+        return [CheckResult(c, FORBIDDEN, reason) for c in checks]
+    hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden, task.forbidden_methods)
     if hits:
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
-    results: list[CheckResult] = []
-    worker, setup_failure = None, None
-    timeout_cap = sandbox.limits.check_seconds
+    run, results = _TaskRun(task, submission, reference, sandbox, seed), []
     for check in checks:
-        generator = torch.Generator().manual_seed(seed + sum(map(ord, check.name)))
-        inputs = check.make_inputs(generator)
-        expected = check.expect(reference.modules, inputs) if (check.expect and reference) else None
-        sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
         try:
-            if worker is None and setup_failure is None:
-                worker, setup_failure = _start_worker(task, submission, reference, sandbox)
-            if setup_failure:
-                results.append(CheckResult(check, *setup_failure))
-                continue
-            reply = worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__, sent,
-                                min(check.timeout, timeout_cap))
-        except WorkerFailed as failure:
-            worker = None  # it was killed; the next check gets a fresh one
-            status = TIMEOUT if failure.status == "timeout" else ERROR
-            if status == TIMEOUT:
-                # Code that hung once will most likely hang again: don't wait as long twice.
-                timeout_cap = min(timeout_cap, 2.0)
-            results.append(CheckResult(check, status, failure.reason, failure.output))
-            continue
-        status, diagnosis = _judge(check, task, reply, inputs, expected)
-        results.append(CheckResult(check, status, diagnosis, certified=getattr(worker, "certified", ())))
-    if worker is not None:
-        output = worker.output.text(wait=0.0)
-        worker.close()
-        if output and results:
-            results[-1].output = results[-1].output or output
+            results.append(run.run(check))
+        except Exception as error:  # noqa: BLE001 - a grader bug must cost one check, not the run
+            run.drop_worker()
+            results.append(CheckResult(check, ERROR, f"the grader failed on this check; please report it "
+                                                     f"({type(error).__name__}: {_text(error, 300)})"))
+    run.finish(results)
     return results
 
 

@@ -5,7 +5,7 @@
 The CSV has one row per student (the upload's name without .zip), the total, the
 maximum, one column per chapter, and a note when the upload could not be graded;
 Canvas and Moodle import it as a gradebook. Each student's Gradescope-shaped
-results.json goes into --json-dir. One sandbox serves the whole class.
+results.json goes into --json-dir. Each student gets a fresh sandbox.
 """
 
 from __future__ import annotations
@@ -42,17 +42,22 @@ def grade_class(folder: Path, csv_path: Path, json_dir: Path | None = None, chap
         raise SubmissionError(f"{folder} holds no upload folders or .zip files")
     numbers = [c.number for c in catalogue.chapters() if not chapters or c.number in chapters]
     rows = []
-    with Sandbox(Limits()).start() as sandbox, Progress(
+    with Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=console) as progress:
         bar = progress.add_task("grading", total=len(found))
         for upload in found:
             name = student_id(upload)
             progress.update(bar, description=f"grading {name}")
-            try:
-                report = grade(load(upload), chapters, public_only=public_only, sandbox=sandbox, seed=seed)
-            except SubmissionError as problem:
-                report = GradeReport(str(upload), [], sandbox.describe(), "none", problem=str(problem))
+            # A fresh sandbox per student: nothing one upload leaves behind reaches the next.
+            with Sandbox(Limits()).start() as sandbox:
+                try:
+                    report = grade(load(upload), chapters, public_only=public_only, sandbox=sandbox, seed=seed)
+                except SubmissionError as problem:
+                    report = GradeReport(str(upload), [], sandbox.describe(), "none", problem=str(problem))
+                except Exception as crash:  # noqa: BLE001 - one upload must never cost the class its gradebook
+                    report = GradeReport(str(upload), [], sandbox.describe(), "none",
+                                         problem=f"the grader hit an internal error on this upload: {crash!r}")
             if json_dir is not None:
                 write_json(results_json(report), json_dir / f"{name}.json")
             per_chapter = results_json(report)["extra_data"]["chapters"]

@@ -166,7 +166,8 @@ def _python_roots() -> list[str]:
 def _bwrap_prefix(exe: str) -> list[str]:
     args = [exe, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
             "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            # /tmp is an empty, read-only tmpfs: nothing a worker writes can reach a later one.
+            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/tmp",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
             "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
             "--chdir", "/tmp"]
@@ -206,7 +207,7 @@ class Sandbox:
 
     def describe(self) -> str:
         if self.kind == "bwrap":
-            return "bubblewrap (no network, own /tmp, reference and grader files not visible, user nobody)"
+            return "bubblewrap (no network, empty read-only /tmp, reference and grader files not visible, user nobody)"
         who = "user nobody" if self.as_nobody else "the grader's own user"
         return (f"separate process as {who} with resource limits (bubblewrap unavailable: "
                 f"install it for full isolation)")

@@ -38,10 +38,14 @@ def sandbox():
 
 
 def run(reference, sandbox, task_name, body, sources=None):
+    """Grade one task of the reference with `body` in place of the task's own. The static
+    tamper scan is off: these attacks test the sandbox and the wire behind it (the scan
+    has its own tests below)."""
     task = catalogue.tasks()[task_name]
     sources = apply(sources or reference.sources, task.module, task.name, body)
     checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
-    return grade_task(task, checks, Submission("hostile", sources), reference, sandbox, seed=7)
+    return grade_task(task, checks, Submission("hostile", sources), reference, sandbox, seed=7,
+                      scan_for_tampering=False)
 
 
 def assert_no_points(results):
@@ -250,3 +254,36 @@ def test_forbidden_library_call_scores_zero(reference, sandbox):
     assert {r.status for r in hidden} == {"forbidden"}
     low_level = run(reference, sandbox, "gelu", "return torch._C._nn.gelu(x)")
     assert {r.status for r in low_level} == {"forbidden"}
+
+
+@pytest.mark.parametrize("line", [
+    "import sys\nsys.modules['grader.checks.ch05_block'].probe_gelu = None",
+    "from grader.inside import wire",
+    "import gc\nobjects = gc.get_objects()",
+    "import inspect",
+    "import ctypes",
+    "frame = __import__('sys')._getframe(1)",
+    "code = gelu.__code__",
+    "path = '/proc/1/mem'",
+    "import os\nos.kill(1, 9)",
+    "import subprocess",
+])
+def test_reaching_into_the_grader_scores_forbidden_everywhere(reference, sandbox, line):
+    sources = dict(reference.sources)
+    sources["tokenizer.py"] += "\n" + line + "\n"
+    report = grade(Submission("tamper", sources), chapters=["05"], sandbox=sandbox, seed=1)
+    assert {r.status for r in report.results} == {"forbidden"}
+    assert "tokenizer.py line" in report.results[0].diagnosis
+
+
+def test_the_worker_notices_probe_code_replaced_at_run_time(reference, sandbox):
+    # With the static scan off, the worker's own check still sees the probe replaced.
+    body = """
+        import importlib
+        module = importlib.import_module("grader.checks.ch05_block")
+        module.probe_gelu_odd_part = lambda ns, a: {"plus": a, "minus": a * 0}
+        return x
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results)

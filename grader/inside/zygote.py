@@ -42,6 +42,8 @@ def main() -> None:
 
     for info in pkgutil.iter_modules(grader.checks.__path__):
         importlib.import_module(f"grader.checks.{info.name}")
+    _snapshot_grader_code()
+    _harden_process()
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers
     children: set[int] = set()
@@ -54,6 +56,11 @@ def main() -> None:
         if not message:
             return
         command = json.loads(message)
+        children = _kill_strays(children)
+        if command["op"] == "fork" and len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return  # the grader sees the zygote gone and starts a new one
         if command["op"] == "fork":
             pid = os.fork()
             if pid == 0:
@@ -76,6 +83,87 @@ def main() -> None:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+# ------------------------------------------------------------ keeping workers apart
+
+_LIBC = None
+
+
+def _prctl(option: int, value: int) -> None:
+    global _LIBC
+    import ctypes
+
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    _LIBC.prctl(option, value, 0, 0, 0)
+
+
+def _harden_process() -> None:
+    """Not dumpable: no worker can open another's (or the zygote's) /proc/PID/mem.
+    Child subreaper: a worker's double-forked leftovers become the zygote's children,
+    so _kill_strays can end them before they touch the next worker."""
+    PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
+    try:
+        _prctl(PR_SET_DUMPABLE, 0)
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError:
+        pass
+
+
+def _kill_strays(workers: set[int]) -> set[int]:
+    """SIGKILL every child of the zygote that is not a live worker; returns the live workers."""
+    me, alive = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) != me or fields[0] == b"Z":
+            continue
+        pid = int(entry)
+        if pid in workers:
+            alive.add(pid)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return alive
+
+
+# The probe code as imported before any student code ran, to notice it being replaced.
+_GRADER_CODE: dict = {}
+
+
+def _snapshot_grader_code() -> None:
+    for name, module in list(sys.modules.items()):
+        if name.startswith("grader."):
+            for attr, value in vars(module).items():
+                if isinstance(value, types.FunctionType):
+                    _GRADER_CODE[(name, attr)] = (value, value.__code__, value.__defaults__)
+
+
+def _original_send():
+    """wire.send as imported before any student code ran, even if it was replaced since."""
+    function, code, defaults = _GRADER_CODE.get(("grader.inside.wire", "send"), (None, None, None))
+    if function is None:
+        from grader.inside import wire
+
+        return wire.send
+    return types.FunctionType(code, function.__globals__, "send", defaults)
+
+
+def _grader_code_changed() -> str | None:
+    for (name, attr), (function, code, defaults) in _GRADER_CODE.items():
+        module = sys.modules.get(name)
+        current = getattr(module, attr, None) if module is not None else None
+        if current is not function or function.__code__ is not code or function.__defaults__ is not defaults:
+            return f"{name}.{attr}"
+    return None
 
 
 # ------------------------------------------------------------------------ worker
@@ -125,9 +213,12 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
                 error = RuntimeError(f"the code called sys.exit({error.code!r})")
             reply = {"error": _describe(error)}
         reply["forbidden_calls"] = list(tripped)
+        changed = _grader_code_changed()
+        if changed:
+            reply = {"tampered": changed, "error": {"type": "Tampering", "message": changed}}
         sys.stdout.flush()
         sys.stderr.flush()
-        wire.send(channel, reply)
+        _original_send()(channel, reply)
 
 
 def _describe(error: BaseException) -> dict:
