@@ -5,6 +5,7 @@ credit for the cell."""
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 from rich.console import Console
@@ -42,7 +43,9 @@ def score_task(task_name: str, package: str | Path | None = None) -> float:
     if _sandbox is None:
         _sandbox = Sandbox(Limits())
     submission = load(package or _package())
-    results = grade_task(task, checks, submission, reference, _sandbox, seed=0)
+    # A fresh random seed per call: the hidden checks' inputs cannot be computed in
+    # advance from grader/checks (which students have) and looked up.
+    results = grade_task(task, checks, submission, reference, _sandbox, seed=secrets.randbelow(2**31))
     report = GradeReport(submission.label, results, _sandbox.describe(),
                          "the reference" if reference else "none (public checks only)")
     render(report, Console(force_jupyter=False, width=100))

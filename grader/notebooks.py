@@ -24,13 +24,45 @@ from grader import catalogue
 from grader.assignments import ASSIGNMENTS, CHAPTER_FOLDERS
 
 SETUP = '''\
-# Finds the course folder (the one holding grader/) so the grader can be imported.
+# Imports the grader from the course folder (the one holding grader/). To autograde,
+# the instructor sets HERO_TRANSFORMER_COURSE to that folder's absolute path. Without
+# it the folders above this notebook's are searched (never the notebook's own folder,
+# which is the submission) and the scores are advisory only.
+import os
 import sys
 from pathlib import Path
 
-course = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "grader" / "engine.py").exists())
-sys.path.insert(0, str(course))
-from grader.notebook import score_task'''
+
+def _hero_transformer_course():
+    named = os.environ.get("HERO_TRANSFORMER_COURSE", "")
+    if named:
+        if not Path(named).is_absolute() or not (Path(named) / "grader" / "engine.py").is_file():
+            raise RuntimeError(f"HERO_TRANSFORMER_COURSE={named!r} is not the absolute path of a folder holding grader/")
+        return Path(named).resolve()
+    found = next((p for p in Path.cwd().resolve().parents if (p / "grader" / "engine.py").is_file()), None)
+    if found is None:
+        raise RuntimeError("no grader/ above this notebook's folder: set HERO_TRANSFORMER_COURSE to the course folder")
+    print(f"WARNING: HERO_TRANSFORMER_COURSE is not set, so the grader found in {found} is used: "
+          "the scores below are advisory, not grades.")
+    return found
+
+
+def _hero_transformer_import(course):
+    # Only the course's grader: nothing of the same name from the notebook's own folder.
+    here, saved = Path.cwd().resolve(), list(sys.path)
+    for name in [m for m in sys.modules if m == "grader" or m.startswith("grader.")]:
+        del sys.modules[name]
+    sys.path[:] = [str(course)] + [p for p in saved if Path(p or ".").resolve() != here]
+    try:
+        import grader.notebook
+    finally:
+        sys.path[:] = saved
+    if Path(grader.notebook.__file__).resolve().parent != (course / "grader").resolve():
+        raise RuntimeError(f"grader was imported from {grader.notebook.__file__}, not from {course}")
+    return grader.notebook.score_task
+
+
+score_task = _hero_transformer_import(_hero_transformer_course())'''
 
 
 def _locked(grade_id: str, points: float | None = None) -> dict:

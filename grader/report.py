@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -18,6 +19,36 @@ from grader.engine import PASSED, GradeReport
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
          "not implemented": "yellow", "forbidden": "red bold"}
+
+# C0 controls but tab and newline, DEL, C1 controls (ESC/CSI/OSC start terminal escape
+# sequences: cursor moves, erased lines, window titles, clipboard writes), and the Unicode
+# bidi overrides/isolates that reorder what a line appears to say.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Markdown that could turn student text into emphasis, links, HTML, headings or tables.
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
+_LINE_START = re.compile(r"^(\s*)([-+=])", re.MULTILINE)
+
+
+def plain(text) -> str:
+    """Student-influenced text (diagnoses quoting exception messages, printed output, file
+    and label names) with every control character removed, safe to show in a terminal."""
+    return _CONTROL.sub("", str(text))
+
+
+def markdown_text(text) -> str:
+    """plain(text) with markdown's syntax escaped: it renders as the characters it holds."""
+    return _LINE_START.sub(r"\1\\\2", _MARKDOWN.sub(r"\\\1", plain(text)))
+
+
+def code_block(text) -> list[str]:
+    """plain(text) as a fenced code block whose fence is longer than any run of backticks
+    inside, so the text cannot close it and write markdown of its own after it. Each line
+    is also indented by two spaces: read as plain text (or by a renderer that ignores
+    the fence's length) no line of it can pass for one of the grader's own lines."""
+    text = plain(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, *("  " + line for line in text.splitlines()), fence]
 
 
 def _chapter_titles() -> dict[str, str]:
@@ -34,7 +65,7 @@ def _by_chapter(report: GradeReport):
 def render(report: GradeReport, console: Console | None = None, show_hidden_details: bool = True) -> None:
     console = console or Console()
     if report.problem:
-        console.print(Panel(Text(report.problem), title="[red]The submission could not be graded", border_style="red"))
+        console.print(Panel(Text(plain(report.problem)), title="[red]The submission could not be graded", border_style="red"))
     titles = _chapter_titles()
     for chapter, results in _by_chapter(report).items():
         table = Table(title=f"Chapter {chapter} — {titles.get(chapter, '')}", title_justify="left",
@@ -62,9 +93,9 @@ def render(report: GradeReport, console: Console | None = None, show_hidden_deta
             table.add_row(label, f"{result.score:g}/{check.points:g}",
                           Text(result.status, style=STYLE.get(result.status, "")))
             if result.status != PASSED:
-                note = Text("  ↳ " + (result.diagnosis or check.summary), style="dim" if result.status == "not implemented" else "")
+                note = Text("  ↳ " + plain(result.diagnosis or check.summary), style="dim" if result.status == "not implemented" else "")
                 if result.output:
-                    excerpt = result.output.strip().splitlines()[-3:]
+                    excerpt = plain(result.output).strip().splitlines()[-3:]
                     note.append("\n    printed: " + " | ".join(excerpt)[:300], style="dim")
                 table.add_row(note, "", "")
         earned = sum(r.score for r in results)
@@ -75,24 +106,29 @@ def render(report: GradeReport, console: Console | None = None, show_hidden_deta
         own = {r.check.task for r in results}
         stood_in = sorted({t for r in results for t in r.certified} - own)
         if stood_in:
-            console.print(Text(f"  certified parts used by this chapter's checks: {', '.join(stood_in)}", style="dim"))
+            console.print(Text(plain(f"  certified parts used by this chapter's checks: {', '.join(map(str, stood_in))}"),
+                               style="dim"))
     failed = sum(1 for r in report.results if r.status != PASSED)
     summary = Text()
+    if report.submission:
+        summary.append(plain(f"Submission: {report.submission}") + "\n", style="dim")
     summary.append(f"Total: {report.score:g} / {report.max_score:g} points", style="bold")
     summary.append(f"   ({len(report.results) - failed} of {len(report.results)} checks passed, {report.elapsed:.1f} s)\n")
-    summary.append(f"Certified parts: {report.certified}\n", style="dim")
+    summary.append(plain(f"Certified parts: {report.certified}") + "\n", style="dim")
     summary.append(f"Sandbox: {report.sandbox}", style="dim")
     console.print(Panel(summary, border_style="green" if failed == 0 and report.results else "yellow"))
 
 
 def _test_output(result) -> str:
+    """Markdown: the status line first, then the diagnosis as escaped text and what the
+    code printed in a fence it cannot close, so no part of it can pass for a status line."""
     check = result.check
     lines = [f"**{result.status}** — {check.summary}"]
     if result.status != PASSED and result.diagnosis:
         lines.append("")
-        lines.append(result.diagnosis)
+        lines.append(markdown_text(result.diagnosis))
     if result.output and result.status != PASSED:
-        lines += ["", "Your code printed (excerpt):", "```", result.output.strip()[-800:], "```"]
+        lines += ["", "Your code printed (excerpt):", *code_block(plain(result.output).strip()[-800:])]
     return "\n".join(lines)
 
 
@@ -121,7 +157,7 @@ def results_json(report: GradeReport) -> dict:
                              "certified": sorted({t for r in results for t in r.certified} - own)}
     output = [f"{report.score:g} / {report.max_score:g} points."]
     if report.problem:
-        output.insert(0, report.problem)
+        output.insert(0, markdown_text(report.problem))
     return {
         "score": report.score,
         "execution_time": round(report.elapsed, 3),
@@ -131,7 +167,7 @@ def results_json(report: GradeReport) -> dict:
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {"chapters": chapters, "max_score": report.max_score, "sandbox": report.sandbox,
-                       "certified": report.certified, "submission": report.submission},
+                       "certified": report.certified, "submission": plain(report.submission)},
     }
 
 

@@ -1,9 +1,18 @@
 """Finding the hero_transformer/ package in what a student uploaded: a folder or a
-.zip, at any depth (a zip of the repo, of the package, of a folder holding it)."""
+.zip, at any depth (a zip of the repo, of the package, of a folder holding it).
+
+An upload is read as data and nothing else: symbolic links (in a folder or stored in
+a zip) are refused, never followed, so no file outside the upload can be read through
+one; only regular files are opened; a damaged, encrypted or oddly compressed zip is a
+SubmissionError with a message, never a crash.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -47,34 +56,105 @@ def load(path: str | Path) -> Submission:
     raise SubmissionError(f"{path} is neither a folder nor a .zip file; upload {PACKAGE}/ or a .zip of it")
 
 
+def _walk(root: Path):
+    """(relative path, is_dir, is_symlink) of everything under root that _skip keeps,
+    symbolic links listed but never followed."""
+    for here, dirs, files in os.walk(root, followlinks=False):
+        base = Path(here)
+        kept = []
+        for name in sorted(dirs):
+            rel, link = (base / name).relative_to(root), (base / name).is_symlink()
+            if not _skip(rel.parts):
+                yield rel, True, link
+                if not link:
+                    kept.append(name)
+        dirs[:] = kept
+        for name in sorted(files):
+            rel = (base / name).relative_to(root)
+            if not _skip(rel.parts):
+                yield rel, False, (base / name).is_symlink()
+
+
+def _refuse_links(links: list[str], label: str) -> None:
+    if links:
+        shown = ", ".join(links[:5]) + (f" and {len(links) - 5} more" if len(links) > 5 else "")
+        raise SubmissionError(
+            f"{label} holds symbolic links ({shown}); links are not followed. Upload the files themselves "
+            f"(`make submit` builds a .zip of them).")
+
+
+def _read_regular(file: Path, root: Path, rel: PurePosixPath) -> bytes:
+    """The bytes of a regular file inside root; never through a link, never a pipe or device."""
+    try:
+        if root not in file.resolve().parents:
+            raise SubmissionError(f"{rel} lies outside the upload")
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise SubmissionError(f"{rel} cannot be read ({error.strerror or error})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise SubmissionError(f"{rel} is not a regular file")
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise SubmissionError(f"{rel} makes the submission too large (limit {MAX_FILE_BYTES // 1024} KiB a file)")
+    return data
+
+
 def _from_folder(root: Path) -> Submission:
-    roots = [PurePosixPath(p.relative_to(root).as_posix()) for p in root.rglob(PACKAGE)
-             if p.is_dir() and not _skip(p.relative_to(root).parts) and any(p.glob("*.py"))]
-    if not roots and any(root.glob("*.py")):
+    label = str(root)
+    root = root.resolve()  # the upload itself, as the TA named it; nothing inside is followed
+    entries = list(_walk(root))
+    holding_py = {rel.parent for rel, is_dir, _ in entries if not is_dir and rel.suffix == ".py"}
+    roots = [PurePosixPath(rel.as_posix()) for rel, is_dir, is_link in entries
+             if is_dir and not is_link and rel.name == PACKAGE and rel in holding_py]
+    if not roots and Path(".") in holding_py:
         # The package's own files, uploaded in a folder of another name.
         roots.append(PurePosixPath("."))
-    package = root / _pick(roots, str(root))
+    if not roots:  # a package that is only a link (to solutions/, say) is refused as such
+        _refuse_links([rel.as_posix() for rel, is_dir, is_link in entries
+                       if is_link and (is_dir or rel.suffix == ".py")], label)
+    chosen = Path(_pick(roots, label))
+    inside = [(rel if chosen == Path(".") else rel.relative_to(chosen), is_dir, is_link)
+              for rel, is_dir, is_link in entries if chosen == Path(".") or chosen in rel.parents]
+    _refuse_links([f"{PACKAGE}/{rel.as_posix()}" for rel, is_dir, is_link in inside
+                   if is_link and (is_dir or rel.suffix == ".py")], label)
     sources, total = {}, 0
-    for file in sorted(package.rglob("*.py")):
-        rel = file.relative_to(package)
-        if _skip(rel.parts):
+    for rel, is_dir, is_link in sorted(inside):
+        if is_dir or is_link or rel.suffix != ".py":
             continue
-        size = file.stat().st_size
-        total += size
-        if size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
-            raise SubmissionError(f"{rel} makes the submission too large (limit {MAX_FILE_BYTES // 1024} KiB a file)")
-        sources[rel.as_posix()] = file.read_text(encoding="utf-8", errors="replace")
-    return Submission(str(root), sources)
+        data = _read_regular(root / chosen / rel, root, PurePosixPath(rel.as_posix()))
+        total += len(data)
+        if total > MAX_TOTAL_BYTES:
+            raise SubmissionError(f"{rel} makes the submission too large (limit {MAX_TOTAL_BYTES // 1024 // 1024} MiB "
+                                  f"in all)")
+        sources[rel.as_posix()] = data.decode("utf-8", errors="replace")
+    return Submission(label, sources)
+
+
+# Everything a damaged archive can raise while it is opened or read: a bad CRC or
+# header (BadZipFile), an encrypted member (RuntimeError), an unknown compression
+# (NotImplementedError), a truncated stream (EOFError, zlib.error), a read error.
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error,
+               OSError, ValueError, KeyError, UnicodeDecodeError)
+
+
+def _is_symlink(info: zipfile.ZipInfo) -> bool:
+    return info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16)  # 3: made on Unix
 
 
 def _from_zip(path: Path) -> Submission:
     try:
         archive = zipfile.ZipFile(path)
-        names = [n for n in archive.namelist() if not n.endswith("/")]
-    except (zipfile.BadZipFile, OSError) as error:
+        infos = [i for i in archive.infolist() if not i.filename.endswith("/")]
+    except _ZIP_ERRORS as error:
         raise SubmissionError(f"{path.name} is not a readable zip file ({error})") from None
     with archive:
-        files = [PurePosixPath(n) for n in names if not _skip(PurePosixPath(n).parts)]
+        members = {}  # the normalised path -> the member (the first, when names repeat)
+        for info in infos:
+            name = PurePosixPath(info.filename)
+            if not _skip(name.parts):
+                members.setdefault(name, info)
+        files = list(members)
         roots = set()
         for f in files:
             if f.suffix == ".py":
@@ -83,16 +163,29 @@ def _from_zip(path: Path) -> Submission:
                     if part == PACKAGE:
                         roots.add(PurePosixPath(*parts[: i + 1]))
         package = _pick(sorted(roots), path.name)
-        sources, total = {}, 0
+        chosen = []
         for f in files:
             if f.suffix != ".py" or package not in f.parents:
                 continue
             rel = f.relative_to(package)
             if ".." in rel.parts:
                 continue
-            info = archive.getinfo(str(f))
+            chosen.append((rel, members[f]))
+        _refuse_links(sorted(f"{PACKAGE}/{rel.as_posix()}" for rel, info in chosen if _is_symlink(info)), path.name)
+        sources, total = {}, 0
+        for rel, info in chosen:
             total += info.file_size
             if info.file_size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
                 raise SubmissionError(f"{rel} makes the submission too large")
-            sources[rel.as_posix()] = archive.read(info).decode("utf-8", errors="replace")
+            try:
+                with archive.open(info) as member:
+                    data = member.read(MAX_FILE_BYTES + 1)
+            except _ZIP_ERRORS as error:
+                raise SubmissionError(
+                    f"{path.name}: {rel} cannot be read ({type(error).__name__}: {error}); the zip is damaged, "
+                    f"encrypted or uses a compression the grader does not read. Rebuild it with `make submit`."
+                ) from None
+            if len(data) > MAX_FILE_BYTES:
+                raise SubmissionError(f"{rel} makes the submission too large")
+            sources[rel.as_posix()] = data.decode("utf-8", errors="replace")
     return Submission(path.name, sources)

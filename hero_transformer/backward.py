@@ -14,6 +14,8 @@ import math
 
 import torch
 
+from .model import LayerNorm, gelu
+
 LAYER_NORM_EPS = 1e-5
 
 
@@ -41,23 +43,23 @@ def residual_feedforward_backward(grad_out, x, gamma, beta, w1, b1, w2, b2, eps=
 
 
 # ------------------------------------------------------------------ torch plumbing
+# The forwards are chapter 05's own gelu and LayerNorm (from model.py), not restated here.
 
 
-def _layer_norm_forward(x, gamma, beta, eps):
-    mean = x.mean(dim=-1, keepdim=True)
-    centred = x - mean
-    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
-
-
-def _gelu_forward(x):
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+def _layer_norm(x, gamma, beta, eps):
+    """Chapter 05's LayerNorm over the last axis, with this gamma and beta."""
+    norm = LayerNorm(x.shape[-1], eps).to(device=x.device, dtype=x.dtype).requires_grad_(False)
+    with torch.no_grad():
+        norm.weight.copy_(gamma)
+        norm.bias.copy_(beta)
+    return norm(x)
 
 
 class LayerNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, gamma, beta):
         ctx.save_for_backward(x, gamma)
-        return _layer_norm_forward(x, gamma, beta, LAYER_NORM_EPS)
+        return _layer_norm(x, gamma, beta, LAYER_NORM_EPS)
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -69,7 +71,7 @@ class GELUFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _gelu_forward(x)
+        return gelu(x)
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -93,7 +95,7 @@ class ResidualFeedForwardFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, gamma, beta, w1, b1, w2, b2):
         ctx.save_for_backward(x, gamma, beta, w1, b1, w2, b2)
-        hidden = _gelu_forward(_layer_norm_forward(x, gamma, beta, LAYER_NORM_EPS) @ w1.T + b1)
+        hidden = gelu(_layer_norm(x, gamma, beta, LAYER_NORM_EPS) @ w1.T + b1)
         return x + hidden @ w2.T + b2
 
     @staticmethod

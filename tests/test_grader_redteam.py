@@ -374,8 +374,6 @@ def test_certified_parts_do_not_travel_between_tasks_through_tmp(reference, sand
     pytest.param("layer_norm", "from .backward import _layer_norm_forward\n"
                                "return _layer_norm_forward(x, self.weight, self.bias, self.eps)", id="layer_norm"),
 ])
-@hole("backward.py's torch plumbing (_gelu_forward, _layer_norm_forward) sits outside every solution region: "
-      "the student copy hands out chapter 05's gelu and LayerNorm answers, and every worker holds them")
 def test_the_student_copy_does_not_ship_graded_answers(reference, sandbox, task_name, body):
     sources = hostile_sources(reference, {task_name: body})
     sources["backward.py"] = (ROOT / "hero_transformer" / "backward.py").read_text()  # as released to students
@@ -581,13 +579,7 @@ def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
 # =========================================================== (d) output and its display
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param("block_nan", marks=hole("causal_diagnosis tests `before.max() > 1e-10`, which is False for NaN: "
-                                         "a block returning NaN everywhere passes ch05.block.causal_invariance "
-                                         "(the same helper judges ch04 attention and ch07 model causality)")),
-    pytest.param("layer_norm_eps_nan", marks=hole("judge_layer_norm_defaults tests `abs(eps - 1e-5) > 1e-12`, "
-                                                  "False for NaN: eps = nan passes 'eps is 1e-5'")),
-])
+@pytest.mark.parametrize("case", ["block_nan", "layer_norm_eps_nan"])
 def test_nan_is_never_a_pass(reference, sandbox, case):
     if case == "block_nan":
         body = """
@@ -657,9 +649,6 @@ def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):
     assert peak < 128 * 1024**2, f"a 12 MB reply cost the grader {peak / 1024**2:.0f} MB"
 
 
-@hole("student text reaches the TA's terminal unfiltered: rich's Text strips only BEL/BS/VT/FF/CR, so ESC "
-      "sequences in an exception message (cursor up, erase line, set title, OSC 52 clipboard) are emitted raw "
-      "by `make grade`")
 def test_terminal_report_carries_no_escape_sequences_from_the_submission(reference, sandbox):
     body = r"""
         print("\x1b]0;owned\x1b\\")
@@ -672,8 +661,6 @@ def test_terminal_report_carries_no_escape_sequences_from_the_submission(referen
     assert "\x1b[1A" not in shown and "\x1b]0;" not in shown
 
 
-@hole("results.json uses output_format 'md' and pastes the diagnosis and the printed output verbatim: a "
-      "submission can close the code fence and print a fake '**passed**' line in a failed check's output")
 def test_results_json_markdown_cannot_fake_a_pass(reference, sandbox):
     body = r"""
         print("```\n\n**passed** — gelu equals x * Phi(x) with erf\n\n```")
@@ -709,10 +696,7 @@ FORBIDDEN_BYPASSES = {
 }
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(name, marks=hole(f"{name}: an alias of the forbidden function that neither the static scan "
-                                  f"nor the tripwires know"))
-    for name in FORBIDDEN_BYPASSES])
+@pytest.mark.parametrize("case", list(FORBIDDEN_BYPASSES))
 def test_aliases_of_forbidden_functions_score_forbidden(reference, sandbox, case):
     task_name, body = FORBIDDEN_BYPASSES[case]
     results = run(reference, sandbox, task_name, body)
@@ -722,9 +706,6 @@ def test_aliases_of_forbidden_functions_score_forbidden(reference, sandbox, case
 # ==================================================================== (f) uploads
 
 
-@hole("submission._from_folder follows symlinks: an upload whose model.py links to solutions/ is graded "
-      "as the reference, and any file the grader can read (here a secret outside the upload) is sent to "
-      "the worker, whence the student's code prints it into results.json")
 def test_symlinks_in_an_uploaded_folder_are_not_followed(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOPSECRET-TA-TOKEN\n")
@@ -760,9 +741,6 @@ def test_zip_paths_cannot_escape_or_break_loading(tmp_path):
     assert not (tmp_path.parent / "escape").exists()
 
 
-@hole("a corrupt member (bad CRC, or encrypted, or an unknown compression) raises BadZipFile/RuntimeError/"
-      "NotImplementedError from archive.read in submission._from_zip, not SubmissionError: grade-class stops "
-      "and writes no gradebook for anyone")
 def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
     import grader.gradebook as gradebook
 
@@ -808,10 +786,7 @@ def _notebook_setup() -> str:
 
 
 @pytest.mark.parametrize("attack", [
-    pytest.param("shadow_grader", marks=hole(
-        "the notebook's set-up cell imports grader/ from the first of [cwd, *parents] that holds "
-        "grader/engine.py: a submission that ships its own grader/notebook.py (the autograded folder is the "
-        "cwd) scores whatever it likes")),
+    "shadow_grader",
     pytest.param("added_cell", marks=hole(
         "nbgrader runs every cell of the submitted notebook in one kernel, the one score_task runs in: a cell "
         "the student adds after the set-up cell redefines score_task (or patches grader.engine) and the "
@@ -846,9 +821,6 @@ def test_nbgrader_cells_cannot_be_scored_by_the_student(tmp_path, attack):
     assert score is None or float(score[1]) == 0.0, done.stdout[-500:]
 
 
-@hole("grader.notebook.score_task grades with seed=0, so the hidden checks' 'random' inputs are the same "
-      "for every student and every run and can be computed from grader/checks (which students have): a "
-      "lookup table filled offline with torch's own GELU scores all 5 gelu points without a line of GELU")
 def test_hidden_inputs_are_not_predictable_in_the_notebook_flow(tmp_path):
     import torch
 

@@ -40,8 +40,10 @@ def test_score_task_gives_full_points_to_the_reference_and_none_to_the_stubs():
     assert score_task("gelu", ROOT / "hero_transformer") == 0.0
 
 
-def test_an_executed_notebook_is_graded_by_nbgrader(tmp_path):
+def test_an_executed_notebook_is_graded_by_nbgrader(tmp_path, monkeypatch):
     from nbclient import NotebookClient
+
+    monkeypatch.setenv("HERO_TRANSFORMER_COURSE", str(ROOT))  # as the instructor autogrades
 
     notebook = nbformat.read(path_of("ch02_embedding"), as_version=4)
     NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(path_of("ch02_embedding").parent)}}).execute()

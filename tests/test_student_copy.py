@@ -204,10 +204,23 @@ def test_student_non_graded_parts_still_work(student_module):
 
 def test_stub_propagates_through_the_autograd_function(student_module):
     backward = student_module("backward")
-    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
-    y = backward.GELUFunction.apply(x)
-    with pytest.raises(NotImplementedError, match="gelu_backward"):
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    y = backward.LinearFunction.apply(x, weight, torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(NotImplementedError, match="linear_backward"):
         y.sum().backward()
+
+
+def test_the_autograd_functions_forward_through_chapter_05s_own_code(student_module):
+    # The plumbing does not restate gelu or LayerNorm (that would hand out chapter 05's
+    # answers): in the student copy their forwards are the student's, stubs included.
+    backward = student_module("backward")
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="^gelu$"):
+        backward.GELUFunction.apply(x)
+    gamma, beta = torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match="^layer_norm$"):
+        backward.LayerNormFunction.apply(x, gamma, beta)
 
 
 # ---------------------------------------------------- the generator itself

@@ -130,14 +130,37 @@ def try_call(function, *args, **kwargs) -> dict:
                            "message": str(error)[:500]}}
 
 
-def causal_diagnosis(y, y_changed, first_changed: int, what: str) -> "str | None":
-    """None when positions before first_changed are the same in both outputs [B, T, ...];
-    otherwise names the first position the future leaked into."""
+def causal_diagnosis(y, y_changed, first_changed: int, what: str, tol: float = 1e-10,
+                     must_depend: bool = True) -> "str | None":
+    """None when positions before first_changed are the same in both outputs [B, T, ...]
+    and (unless must_depend is False) every position from first_changed on differs;
+    otherwise names the first position the future leaked into, or says the output
+    ignores its input. A forward that returns a constant, or remembers its last call,
+    keeps the past unchanged too: requiring the changed positions to change catches it.
+    NaN or inf anywhere is never causal (NaN compares false with everything)."""
     if not isinstance(y, torch.Tensor) or not isinstance(y_changed, torch.Tensor) or y.shape != y_changed.shape:
         return f"{what} did not return two outputs of the same shape"
+    if y.dim() < 2 or not 0 <= first_changed <= y.shape[1]:
+        return f"{what} returned outputs of shape {list(y.shape)}, expected [B, T, ...]"
+    if y.is_complex() or y_changed.is_complex():
+        return f"{what} returned complex numbers"
+    y, y_changed = y.double(), y_changed.double()
+    if not (torch.isfinite(y).all() and torch.isfinite(y_changed).all()):
+        return f"NaN or inf in the output: {what} must return finite values"
+    other = tuple(i for i in range(y.dim()) if i != 1)  # all but the position axis
     before = (y[:, :first_changed] - y_changed[:, :first_changed]).abs()
-    if before.numel() and before.max() > 1e-10:
-        position = int(torch.nonzero(before.amax(dim=tuple(i for i in range(before.dim()) if i != 1)) > 1e-10)[0])
+    if before.numel() and not (before <= tol).all():
+        position = int(torch.nonzero(~(before <= tol).all(dim=other))[0])
         return (f"position {position} changed when only tokens from position {first_changed} on changed: "
                 f"{what} lets the future leak in")
+    after = (y[:, first_changed:] - y_changed[:, first_changed:]).abs()
+    if must_depend and after.numel():
+        moved = (after > tol).any(dim=other)
+        if not moved.any():
+            return (f"changing tokens from position {first_changed} on changed nothing at all: "
+                    f"the output does not depend on its input")
+        if not moved.all():
+            position = first_changed + int(torch.nonzero(~moved)[0])
+            return (f"position {position} did not change when its own token changed: "
+                    f"the output there does not depend on its input")
     return None

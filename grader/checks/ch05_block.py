@@ -112,8 +112,16 @@ def judge_layer_norm_constant(out, inputs, expected):
 
 
 def judge_layer_norm_defaults(out, inputs, expected):
-    if out["eps"] is None or abs(float(out["eps"]) - EPS) > 1e-12:
-        return f"eps should be 1e-5, found {out['eps']!r}"
+    eps = out["eps"]
+    numeric = (isinstance(eps, (int, float)) and not isinstance(eps, bool)) or (
+        isinstance(eps, torch.Tensor) and eps.numel() == 1 and not eps.is_complex())
+    if not numeric:
+        return f"eps should be the number 1e-5, found {eps!r}"
+    value = float(eps)
+    if not math.isfinite(value):
+        return f"eps should be 1e-5, found {value!r}: eps must be a finite number"
+    if not abs(value - EPS) <= 1e-12:
+        return f"eps should be 1e-5, found {eps!r}"
     if not (torch.equal(out["gamma"], torch.ones(4, dtype=torch.float64))
             and torch.equal(out["beta"], torch.zeros(4, dtype=torch.float64))):
         return "gamma should start at 1 and beta at 0"

@@ -1,0 +1,281 @@
+"""Unit tests for the closed red-team holes that live outside the engine and the sandbox:
+judges that must never pass NaN or an output that ignores its input, what the report
+shows of student text, the forbidden-call scan's reach, uploads that are read as data
+only, and the nbgrader set-up cell's choice of grader."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.checks._api import Check, causal_diagnosis
+from grader.checks.ch05_block import judge_layer_norm_defaults
+from grader.engine import CheckResult, GradeReport
+from grader.forbidden import scan
+from grader.report import code_block, markdown_text, plain, render, results_json
+from grader.submission import SubmissionError, load
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions" / "hero_transformer"
+
+
+# ------------------------------------------------------------------------- judges
+
+
+def _pair(T=6, first=4):
+    y = torch.randn(2, T, 3, dtype=torch.float64)
+    changed = y.clone()
+    changed[:, first:] += 1.0
+    return y, changed
+
+
+def test_causal_diagnosis_accepts_a_causal_pair():
+    y, changed = _pair()
+    assert causal_diagnosis(y, changed, 4, "the block") is None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_causal_diagnosis_never_passes_non_finite_outputs(bad):
+    y = torch.full((2, 6, 3), bad, dtype=torch.float64)
+    assert "NaN or inf in the output" in causal_diagnosis(y, y.clone(), 4, "the block")
+    y, changed = _pair()
+    changed[0, 5, 1] = bad
+    assert "NaN or inf in the output" in causal_diagnosis(y, changed, 4, "the block")
+
+
+def test_causal_diagnosis_names_the_leak():
+    y, changed = _pair()
+    changed[1, 2, 0] += 1e-6
+    assert causal_diagnosis(y, changed, 4, "the block").startswith("position 2 changed")
+
+
+def test_causal_diagnosis_catches_an_output_that_ignores_its_input():
+    constant = torch.ones(2, 6, 3, dtype=torch.float64)
+    diagnosis = causal_diagnosis(constant, constant.clone(), 4, "the block")
+    assert diagnosis == ("changing tokens from position 4 on changed nothing at all: "
+                         "the output does not depend on its input")
+    assert causal_diagnosis(constant, constant.clone(), 4, "the block", must_depend=False) is None
+    y, changed = _pair()
+    changed[:, 5] = y[:, 5]
+    assert causal_diagnosis(y, changed, 4, "the block").startswith("position 5 did not change")
+
+
+@pytest.mark.parametrize("eps, right", [
+    (1e-5, True), (torch.tensor(1e-5, dtype=torch.float64), True), (float("nan"), False), (float("inf"), False),
+    (-float("inf"), False), (1e-3, False), ("1e-5", False), (True, False), (None, False), ([1e-5], False)])
+def test_layer_norm_defaults_want_a_finite_eps_of_1e_5(eps, right):
+    out = {"eps": eps, "gamma": torch.ones(4, dtype=torch.float64), "beta": torch.zeros(4, dtype=torch.float64)}
+    diagnosis = judge_layer_norm_defaults(out, {}, None)
+    assert (diagnosis is None) == right, diagnosis
+    if isinstance(eps, float) and eps != eps:
+        assert "finite" in diagnosis
+
+
+# ------------------------------------------------------------------------ display
+
+
+def _result(diagnosis, output="", status="failed"):
+    check = Check(name="ch05.gelu.exact_values", task="gelu", points=2, summary="gelu equals x * Phi(x)",
+                  probe=lambda ns: None, judge=lambda out, inputs, expected: None)
+    return CheckResult(check, status, diagnosis, output)
+
+
+def test_plain_strips_terminal_controls_but_keeps_text():
+    assert plain("a\x1b[1Ab\x07c\x9bd\u202ee\tf\ng\x00") == "a[1Abcde\tf\ng"
+
+
+def test_code_block_fence_outlasts_any_backtick_run():
+    fence, *body, closing = code_block("x ````` y\n```\nz")
+    assert fence == closing == "`" * 6
+    assert body == ["  x ````` y", "  ```", "  z"]
+
+
+def test_markdown_text_escapes_emphasis_links_and_html():
+    text = markdown_text("**passed** [x](http://e) <img src=x> # h\n- item")
+    assert "**" not in text.replace("\\*", "") and "\\<img" in text and "\\[x\\]" in text
+    assert text.splitlines()[1].startswith("\\-")
+
+
+def test_the_report_shows_no_control_characters_anywhere():
+    report = GradeReport("evil\x1b]0;title\x07.zip", [_result("RuntimeError: \x1b[2Kboom", "\x1b[1Aprinted")],
+                         "sandbox", "reference", problem="bad \x1b[31mupload")
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    render(report, console)
+    shown = console.file.getvalue()
+    for sequence in ("\x1b[2K", "\x1b[1A", "\x1b]0;", "\x1b[31mupload"):
+        assert sequence not in shown
+    data = results_json(report)
+    assert "\x1b" not in json.dumps(data, ensure_ascii=False)
+    assert data["tests"][0]["output"].startswith("**failed**")
+
+
+# -------------------------------------------------------------------- the scan
+
+
+def test_the_scan_follows_the_students_own_helpers_transitively():
+    source = (
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "_g = torch.ops.aten.gelu\n"
+        "def deeper(x):\n    return F.gelu(x)\n"
+        "def helper(x):\n    return deeper(x)\n"
+        "def a(x):\n    return helper(x)\n"
+        "def b(x):\n    return _g(x)\n"
+        "class K:\n"
+        "    def _inner(self, x):\n        return torch.native_layer_norm(x, (3,), None, None, 1e-5)[0]\n"
+        "    def c(self, x):\n        return self._inner(x)\n"
+        "def clean(x):\n    return x * 2\n"
+    )
+    forbidden = ("torch.nn.functional.gelu",)
+    assert scan(source, "a", forbidden) == ["line 5: F.gelu (in deeper, which a uses)"]
+    assert scan(source, "b", ()) == ["line 3: torch.ops.aten.gelu (in _g, which b uses)"]
+    assert scan(source, "K.c", ())[0].startswith("line 14: torch.native_layer_norm (in K._inner")
+    assert scan(source, "clean", forbidden) == []
+
+
+@pytest.mark.parametrize("call", ["torch.ops.aten.gelu(x)", "torch._C._nn.gelu(x)", "torch._VF.gelu(x)",
+                                  "torch.native_dropout(x, 0.0, True)[0]", "torch._softmax(x, -1, False)",
+                                  "torch.autograd.Variable._execution_engine", "torch._refs.nn.functional.gelu(x)",
+                                  "torch._decomp.decomposition_table", "torch._prims.mul(x, x)"])
+def test_torch_back_doors_are_forbidden_in_every_task(call):
+    source = f"import torch\ndef f(x):\n    return {call}\n"
+    assert scan(source, "f", ()), call
+    assert scan(f"from torch import ops, _C\ndef f(x):\n    return ops.aten.gelu(x) + _C._nn.gelu(x)\n", "f", ())
+
+
+def test_other_graded_functions_are_not_scanned_for_this_task():
+    # The grader swaps the reference in for them; their shortcuts cost their own task only.
+    source = (SOLUTIONS / "model.py").read_text().replace(
+        "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))", "return torch.ops.aten.gelu(x)")
+    assert scan(source, "gelu", ())
+    assert scan(source, "FeedForward.forward", ("torch.nn.functional.gelu",)) == []
+
+
+# ---------------------------------------------------------------------- uploads
+
+
+def _package(folder: Path) -> Path:
+    package = folder / "hero_transformer"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("x = 1\n")
+    return package
+
+
+def test_a_plain_folder_still_loads(tmp_path):
+    _package(tmp_path / "upload")
+    assert sorted(load(tmp_path / "upload").sources) == ["__init__.py", "model.py"]
+
+
+def test_a_symlinked_package_folder_is_refused(tmp_path):
+    (tmp_path / "upload").mkdir()
+    (tmp_path / "upload" / "hero_transformer").symlink_to(SOLUTIONS)
+    with pytest.raises(SubmissionError, match="symbolic links"):
+        load(tmp_path / "upload")
+
+
+def test_a_symlinked_subfolder_is_refused(tmp_path):
+    package = _package(tmp_path / "upload")
+    (package / "more").symlink_to(SOLUTIONS)
+    with pytest.raises(SubmissionError, match="hero_transformer/more"):
+        load(tmp_path / "upload")
+
+
+def test_a_pipe_is_not_read(tmp_path):
+    package = _package(tmp_path / "upload")
+    os.mkfifo(package / "pipe.py")
+    with pytest.raises(SubmissionError, match="not a regular file"):
+        load(tmp_path / "upload")
+
+
+def test_a_symlink_stored_in_a_zip_is_refused(tmp_path):
+    upload = tmp_path / "link.zip"
+    with zipfile.ZipFile(upload, "w") as archive:
+        link = zipfile.ZipInfo("hero_transformer/model.py")
+        link.create_system, link.external_attr = 3, (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(link, "/etc/passwd")
+        archive.writestr("hero_transformer/__init__.py", "")
+    with pytest.raises(SubmissionError, match="symbolic links"):
+        load(upload)
+
+
+def _patched_zip(path: Path, local_offset: int, central_offset: int, value: int, width: int = 2, bits=False):
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("hero_transformer/model.py", "x = 1\n")
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", local_offset), (b"PK\x01\x02", central_offset)):
+        at = data.find(signature) + offset
+        if bits:
+            data[at] |= value
+        else:
+            data[at:at + width] = value.to_bytes(width, "little")
+    path.write_bytes(bytes(data))
+
+
+def test_an_encrypted_member_is_a_submission_error(tmp_path):
+    _patched_zip(tmp_path / "e.zip", 6, 8, 1, bits=True)
+    with pytest.raises(SubmissionError, match="encrypted"):
+        load(tmp_path / "e.zip")
+
+
+def test_an_unknown_compression_is_a_submission_error(tmp_path):
+    _patched_zip(tmp_path / "c.zip", 8, 10, 99)
+    with pytest.raises(SubmissionError, match="compression"):
+        load(tmp_path / "c.zip")
+
+
+# --------------------------------------------------------------------- nbgrader
+
+
+def _setup_cell() -> str:
+    notebook = json.loads((ROOT / "assignments" / "ch02_embedding" / "ch02_embedding.ipynb").read_text())
+    return next("".join(c["source"]) for c in notebook["cells"]
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ch02-setup")
+
+
+def _run_setup(tmp_path, env_course: str | None):
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "grader").symlink_to(ROOT / "grader")
+    folder = course / "autograded" / "alice" / "ch02_embedding"
+    fake = folder / "grader"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "engine.py").write_text("")
+    (fake / "notebook.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    if env_course is not None:
+        env["HERO_TRANSFORMER_COURSE"] = env_course
+    code = _setup_cell() + "\nimport grader.notebook\nprint('FROM', grader.notebook.__file__)\n"
+    return course, subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
+                                  timeout=120, env=env)
+
+
+def test_the_setup_cell_imports_the_instructors_grader(tmp_path):
+    course, done = _run_setup(tmp_path, str(tmp_path / "course"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"FROM {course}/grader/notebook.py" in done.stdout
+    assert "advisory" not in done.stdout
+
+
+def test_without_the_variable_the_setup_cell_warns_and_skips_the_submission(tmp_path):
+    course, done = _run_setup(tmp_path, None)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"FROM {course}/grader/notebook.py" in done.stdout
+    assert "advisory" in done.stdout
+
+
+def test_a_relative_course_path_is_refused(tmp_path):
+    _, done = _run_setup(tmp_path, ".")
+    assert done.returncode != 0 and "HERO_TRANSFORMER_COURSE" in done.stderr
