@@ -79,7 +79,10 @@ def grade_one(reference, sandbox, task_name, sources, label="hostile", only=None
     checks = checks_of(task_name)
     if only is not None:
         checks = [c for c in checks if c.name.rsplit(".", 1)[-1] in only]
-    return grade_task(task, checks, Submission(label, sources), reference, sandbox, seed=7)
+    # The static tamper scan (grader/tamper.py) would stop most of these attacks before they
+    # run; it is off here so that each attack tests the layer behind it.
+    return grade_task(task, checks, Submission(label, sources), reference, sandbox, seed=7,
+                      scan_for_tampering=False)
 
 
 def run(reference, sandbox, task_name, body, append="", only=None):
@@ -161,9 +164,6 @@ _blk.probe_block_cache = lambda ns, x, sizes, state, split: {"full": x, "stepwis
 '''
 
 
-@hole("probes run inside the untrusted worker: student code patches grader.checks.ch05_block at import "
-      "and an unimplemented block earns shape, zero_branch_identity, causal_invariance, example_1 and "
-      "the hidden cache_consistent")
 def test_patched_probe_module_earns_nothing(reference, sandbox):
     body = 'raise NotImplementedError("block")'
     results = run(reference, sandbox, "block", body, append=FORGED_BLOCK_PROBES)
@@ -200,9 +200,6 @@ _wire_module.send = _forging_send
 '''
 
 
-@hole("the reply is built inside the untrusted worker: patching grader.inside.wire.send rewrites every "
-      "answer, so freezing the probe table would not be enough; an unimplemented LayerNorm earns all "
-      "four public layer_norm checks")
 def test_forging_the_reply_in_wire_send_earns_nothing(reference, sandbox):
     results = run(reference, sandbox, "layer_norm", 'raise NotImplementedError("layer_norm")', append=FORGED_WIRE)
     assert_no_points(results)
@@ -236,8 +233,6 @@ _blk.probe_block_parts = lambda ns, sizes: {
 '''
 
 
-@hole("block_init's checks (the hidden parameter_ledger_wide included) have no reference expectation: "
-      "a forged probe answers the ledger formula for an empty __init__")
 def test_forged_ledger_earns_nothing(reference, sandbox):
     body = 'raise NotImplementedError("block_init")'
     results = run(reference, sandbox, "block_init", body, append=FORGED_BLOCK_PARTS)
@@ -270,10 +265,7 @@ REPLY_FRAMES = {
 }
 
 
-@pytest.mark.parametrize("frame", [
-    pytest.param(name, marks=hole(f"a reply frame that is valid JSON but not the expected dict ({name}) raises "
-                                  f"out of engine._judge/_remote_failure/wire.decode and stops the run"))
-    for name in REPLY_FRAMES])
+@pytest.mark.parametrize("frame", list(REPLY_FRAMES))
 def test_malformed_reply_frames_fail_only_that_check(reference, sandbox, frame):
     body = f"_rt_send_raw({REPLY_FRAMES[frame]!r})\n{RIGHT_GELU}"
     results = run(reference, sandbox, "gelu", body, append=CHANNEL)
@@ -288,10 +280,7 @@ READY_FRAMES = {
 }
 
 
-@pytest.mark.parametrize("frame", [
-    pytest.param(name, marks=hole(f"a forged 'ready' frame ({name}) written at import raises out of "
-                                  f"engine._start_worker ('setup_error' in ready / tuple(ready.get(...)))"))
-    for name in READY_FRAMES])
+@pytest.mark.parametrize("frame", list(READY_FRAMES))
 def test_malformed_ready_frame_fails_only_that_task(reference, sandbox, frame):
     append = CHANNEL + f"\n_rt_send_raw({READY_FRAMES[frame]!r})\n"
     results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
@@ -299,9 +288,6 @@ def test_malformed_ready_frame_fails_only_that_task(reference, sandbox, frame):
     assert_no_points(results)
 
 
-@hole("the 'certified' list of the ready frame is worker data: a forged one holding a dict makes "
-      "report.results_json (called in run_grading's finally) raise TypeError: `python -m grader grade "
-      "--json` ends with a traceback and writes no results.json")
 def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeypatch):
     import grader.sandbox
     from grader.__main__ import run_grading
@@ -321,8 +307,6 @@ def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeyp
     assert data["score"] < data["extra_data"]["max_score"]
 
 
-@hole("cosmetic: the 'certified parts' names come from the worker's ready frame and are echoed into "
-      "results.json (extra_data) and the terminal report without being checked against the task list")
 def test_forged_certified_names_are_not_echoed(reference, sandbox):
     append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": ["ALL CHECKS PASSED"]}\')\n'
     results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
@@ -340,8 +324,6 @@ def _console():
 # ============================================================== (b) stealing answers
 
 
-@hole("all workers of a zygote share one writable /tmp: the layer_norm worker (whose certified parts "
-      "include gelu's reference) stashes them there and the later gelu worker executes the stolen gelu")
 def test_certified_parts_do_not_travel_between_tasks_through_tmp(reference, sandbox):
     stash = f"/tmp/.rt-stash-{time.time_ns()}.py"
     layer_norm = f"""
@@ -397,9 +379,6 @@ def test_grader_only_inputs_never_reach_the_worker(reference, sandbox):
     assert "inputs: changed,sizes,state,x (" in results[0].diagnosis, results[0].diagnosis
 
 
-@hole("a worker can open /proc/<zygote>/mem read-write (same uid, zygote dumpable): it rewrites the "
-      "zygote's _set_tripwires into a no-op, and every later worker (other tasks, other students in "
-      "grade-class) runs without tripwires: getattr(F, 'ge'+'lu') then earns full gelu points")
 def test_a_worker_cannot_rewrite_the_zygote(reference):
     rewrite = """
         import ctypes, os, struct, sys
@@ -426,9 +405,6 @@ def test_a_worker_cannot_rewrite_the_zygote(reference):
 
 
 @needs_bwrap
-@hole("a worker's double-forked, setsid'd child is never killed (only the worker pid is): it outlives the "
-      "task and, since grade-class keeps one zygote for the whole class, kills every later worker, so the "
-      "next student's correct code scores nothing")
 def test_a_daemon_cannot_outlive_its_worker_and_sink_the_next_student(reference):
     daemon = """
         import os, signal, time
@@ -456,9 +432,6 @@ def test_a_daemon_cannot_outlive_its_worker_and_sink_the_next_student(reference)
     assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
 
 
-@hole("workers run as the same uid as the zygote, so one can prlimit() it: with RLIMIT_NOFILE lowered the "
-      "zygote can no longer receive a worker's fds, every later worker dies at once, and the zygote, still "
-      "alive, is never restarted: the next student's correct code scores nothing")
 def test_a_worker_cannot_cripple_the_zygote_for_the_next_student(reference):
     cripple = """
         import os, resource
@@ -471,9 +444,6 @@ def test_a_worker_cannot_cripple_the_zygote_for_the_next_student(reference):
     assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
 
 
-@hole("the sandbox's /tmp is a tmpfs (RAM) with no size: RLIMIT_FSIZE bounds one file at 16 MiB but not "
-      "their number, and the files outlive the worker for the zygote's whole life (a whole class in "
-      "grade-class), so a worker can pin memory up to half the machine's RAM")
 def test_tmp_cannot_be_used_to_pin_memory(reference):
     body = """
         import os
@@ -561,8 +531,6 @@ def test_a_thread_left_running_after_the_reply_cannot_answer_later_checks(refere
     assert_no_points(results)
 
 
-@hole("a module that hangs at import costs a full setup timeout for every check of the task (the timeout "
-      "cap only shortens probe calls), so one such upload takes ~checks x 30 s per task in grade-class")
 def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
     sources = hostile_sources(reference, append="import time as _t\n_t.sleep(10**6)\n")
     with Sandbox(Limits(check_seconds=3.0, setup_seconds=1.0)) as box:
@@ -629,9 +597,6 @@ def test_a_huge_answer_fails_without_hurting_the_grader(reference, sandbox):
     assert results[0].status == "error"
 
 
-@hole("wire.recv decodes any frame up to 64 MiB with json.loads: 12 MB of '[],' becomes 4 million list "
-      "objects (~300 MB) in the grader, a 64 MiB frame ~1.5 GB and ~5 s per check, enough to get the grader "
-      "OOM-killed (no results.json) on a small autograder machine")
 def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):
     import tracemalloc
 
