@@ -198,6 +198,10 @@ def _start_worker(task, submission, reference, sandbox):
     return worker, None
 
 
+class _SetupFailed(Exception):
+    """The task's worker could not be started; run.setup_failure says why."""
+
+
 class _TaskRun:
     """One task's checks, run one at a time on a worker; after any failure the next
     check gets a fresh worker."""
@@ -213,13 +217,13 @@ class _TaskRun:
         inputs = check.make_inputs(generator)
         expected = check.expect(self.reference.modules, inputs) if (check.expect and self.reference) else None
         sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
-        if self.worker is None and self.setup_failure is None:
-            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox)
-        if self.setup_failure:
-            return CheckResult(check, *self.setup_failure)
         try:
-            reply = _check_reply(self.worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__,
-                                                  sent, min(check.timeout, self.timeout_cap)))
+            if check.separately:
+                reply = self.call_separately(check, sent)
+            else:
+                reply = self.call(check, sent)
+        except _SetupFailed:
+            return CheckResult(check, *self.setup_failure)
         except WorkerFailed as failure:
             self.drop_worker()
             if failure.status == "timeout":
@@ -228,7 +232,33 @@ class _TaskRun:
             status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
             return CheckResult(check, status, failure.reason, failure.output)
         status, diagnosis = _judge(check, self.task, reply, inputs, expected)
-        return CheckResult(check, status, diagnosis, certified=self.worker.certified)
+        certified = self.worker.certified if self.worker is not None else getattr(self, "last_certified", ())
+        return CheckResult(check, status, diagnosis, certified=certified)
+
+    def call(self, check: Check, sent: dict) -> dict:
+        if self.worker is None and self.setup_failure is None:
+            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox)
+        if self.setup_failure:
+            raise _SetupFailed()
+        return _check_reply(self.worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__,
+                                             sent, min(check.timeout, self.timeout_cap)))
+
+    def call_separately(self, check: Check, sent: dict) -> dict:
+        """One fresh worker per input in check.separately; the results gathered by name."""
+        gathered, certified = {}, ()
+        first = check.separately[0]
+        for name in check.separately:
+            self.drop_worker()
+            one = {k: v for k, v in sent.items() if k not in check.separately}
+            one[first] = sent[name]
+            reply = self.call(check, one)
+            if "result" not in reply or reply.get("forbidden_calls"):
+                return reply
+            gathered[name] = reply["result"]
+            certified = self.worker.certified
+        self.drop_worker()
+        self.last_certified = certified
+        return {"result": gathered, "forbidden_calls": []}
 
     def drop_worker(self):
         if self.worker is not None:

@@ -30,6 +30,10 @@ class Check:
     expect: "Callable[[Any, dict], Any] | None" = None
     hidden: bool = False
     timeout: float = 10.0
+    # Inputs to probe one at a time, each in a fresh worker, passed under the first
+    # name; the judge gets {name: result}. For relational checks (is output A the same
+    # as output B?) so that no state kept in the student's process can link the runs.
+    separately: tuple[str, ...] = ()
 
     @property
     def chapter(self) -> str:

@@ -426,14 +426,14 @@ def judge_attention_weights(out, inputs, expected):
     return weights_diagnosis(out["weights"])
 
 
-def probe_attention_causal(ns, x, changed, sizes, state):
+def probe_attention_output(ns, x, sizes, state):
     module = _attention(ns, sizes, state)
     with torch.no_grad():
-        return {"y": module(x.clone())[0], "y_changed": module(changed.clone())[0]}
+        return {"y": module(x.clone())[0]}
 
 
 def judge_attention_causal(out, inputs, expected):
-    return causal_diagnosis(out["y"], out["y_changed"], inputs["_first_changed"], "attention")
+    return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "attention")
 
 
 def _causal_inputs(g, sizes):
@@ -599,7 +599,8 @@ CHECKS = [
                             "state": random_attention_state(g, WALK_THROUGH)}),
     check("ch04.attention.causal_invariance", "attention", 2,
           "changing tokens 4.. leaves the outputs at positions 0..3 unchanged",
-          probe_attention_causal, judge_attention_causal, inputs=lambda g: _causal_inputs(g, WALK_THROUGH)),
+          probe_attention_output, judge_attention_causal, inputs=lambda g: _causal_inputs(g, WALK_THROUGH),
+          separately=("x", "changed")),
     check("ch04.attention.cache_consistent", "attention", 2,
           "calls of 2, 1 and 3 tokens through the KV cache equal one full call; present grows to [B, h, 6, d_h]",
           probe_attention_cache, judge_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3))),

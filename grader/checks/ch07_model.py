@@ -548,14 +548,14 @@ def judge_lm_positions_matter(out, inputs, expected):
     return None
 
 
-def probe_lm_causal(ns, sizes, state, idx, changed):
+def probe_lm_logits(ns, sizes, state, idx):
     model = _model(ns, sizes, state)
     with torch.no_grad():
-        return {"logits": model(idx.clone())[0], "changed": model(changed.clone())[0]}
+        return {"logits": model(idx.clone())[0]}
 
 
 def judge_lm_causal(out, inputs, expected):
-    return causal_diagnosis(out["logits"], out["changed"], inputs["_first_changed"], "the model")
+    return causal_diagnosis(out["idx"]["logits"], out["changed"]["logits"], inputs["_first_changed"], "the model")
 
 
 def probe_lm_cache(ns, sizes, state, idx, chunks):
@@ -772,7 +772,7 @@ CHECKS = [
           probe_lm_forward, judge_lm_positions_matter, inputs=_lm_repeated_inputs),
     check("ch07.lm_forward.causal_invariance", "lm_forward", 2,
           "changing tokens 5.. leaves the logits at positions 0..4 unchanged (the whole model)",
-          probe_lm_causal, judge_lm_causal, inputs=_lm_causal_inputs),
+          probe_lm_logits, judge_lm_causal, inputs=_lm_causal_inputs, separately=("idx", "changed")),
     check("ch07.lm_forward.cache_matches_full", "lm_forward", 3,
           "a 3-token prompt then 4 tokens one at a time through past_key_values gives the logits of one "
           "full pass; presents hold one (keys, values) per block",
