@@ -172,6 +172,7 @@ def _reachable(tree: ast.Module, qualname: str, function: ast.AST, graded: froze
                 todo.append((target, name))
 
 
+@lru_cache(maxsize=256)  # the arguments are strings and tuples; a class grades many alike
 def scan(source: str, qualname: str, forbidden: tuple[str, ...], forbidden_methods: tuple[str, ...] = ()) -> list[str]:
     """The forbidden uses in the function `qualname` of `source` and in the student's own
     helpers it reaches, as 'line N: name'. Besides `forbidden`, torch's private and
