@@ -39,6 +39,7 @@ class Limits:
     open_files: int = 256
     check_seconds: float = 10.0
     setup_seconds: float = 30.0
+    processes: int = 48  # processes and threads of the whole sandbox, where a pids cgroup exists
 
     def rlimits(self) -> dict:
         return {
@@ -188,6 +189,50 @@ def _bwrap_prefix(exe: str) -> list[str]:
     return args
 
 
+class _PidsCgroup:
+    """A cgroup-v1 pids group for one sandbox, where the machine offers one (root, with
+    /sys/fs/cgroup/pids): caps how many processes and threads its code may run at once,
+    and lets close() end every last one of them."""
+
+    ROOT = Path("/sys/fs/cgroup/pids")
+
+    def __init__(self, limit: int):
+        self.path = None
+        try:
+            path = self.ROOT / f"hero_transformer_grader.{os.getpid()}.{id(self)}"
+            path.mkdir()
+            (path / "pids.max").write_text(str(limit))
+            self.path = path
+        except OSError:
+            self.path = None
+
+    def join(self):
+        """In the forked child before exec: move it (and all it will start) into the group."""
+        if self.path is not None:
+            with open(self.path / "cgroup.procs", "w") as procs:
+                procs.write(str(os.getpid()))
+
+    def close(self):
+        if self.path is None:
+            return
+        for _ in range(50):
+            try:
+                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            except OSError:
+                pids = []
+            for pid in pids:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.path.rmdir()
+                self.path = None
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
 class Sandbox:
     """One zygote, restarted whenever it dies; `worker()` forks a fresh worker."""
 
@@ -204,10 +249,13 @@ class Sandbox:
         self._control = None
         self._ready = False
         self._lock = threading.Lock()
+        self._pids = _PidsCgroup(self.limits.processes)
 
     def describe(self) -> str:
+        cap = f", at most {self.limits.processes} processes" if self._pids.path is not None else ""
         if self.kind == "bwrap":
-            return "bubblewrap (no network, empty read-only /tmp, reference and grader files not visible, user nobody)"
+            return (f"bubblewrap (no network, empty read-only /tmp, reference and grader files not visible, "
+                    f"user nobody{cap})")
         who = "user nobody" if self.as_nobody else "the grader's own user"
         return (f"separate process as {who} with resource limits (bubblewrap unavailable: "
                 f"install it for full isolation)")
@@ -231,12 +279,18 @@ class Sandbox:
             root = SANDBOX_ROOT
             command = _bwrap_prefix(shutil.which("bwrap")) + [
                 sys.executable, "-I", f"{root}/grader/inside/zygote.py", str(fd), root]
-            preexec, env, cwd = None, None, "/"
+            preexec, env, cwd = self._pids.join, None, "/"
         else:
             root = str(GRADER_DIR.parent)
             command = [sys.executable, "-I", str(GRADER_DIR / "inside" / "zygote.py"), str(fd), root]
             env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-            preexec, cwd = (_drop_to_nobody if self.as_nobody else None), "/tmp"
+
+            def preexec():
+                self._pids.join()
+                if self.as_nobody:
+                    _drop_to_nobody()
+
+            cwd = "/tmp"
         try:
             self._process = subprocess.Popen(command, pass_fds=[fd], stdin=subprocess.DEVNULL,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -325,6 +379,7 @@ class Sandbox:
     def close(self):
         with self._lock:
             self._shutdown_process()
+            self._pids.close()
 
     def __enter__(self):
         return self
