@@ -8,7 +8,7 @@ CH     ?=
 SUB    ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test student check grade demo bench mutants micro train sample submit clean
+.PHONY: help setup test student check grade demo bench mutants micro train sample submit gradescope clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -20,11 +20,12 @@ help:
 	@echo "make bench           grading speed and model speed figures"
 	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
 	@echo "make submit          pack hero_transformer/ into submission.zip for upload"
+	@echo "make gradescope      build autograder.zip for a Gradescope programming assignment"
 
 $(STAMP): pyproject.toml
 	@test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet ".[dev]"
+	$(PYTHON) -m pip install --quiet ".[course,dev]"
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -65,5 +66,8 @@ sample: $(STAMP)
 submit: $(STAMP)
 	$(PYTHON) -m grader submit hero_transformer
 
+gradescope: $(STAMP)
+	$(PYTHON) -m grader gradescope --output autograder.zip
+
 clean:
-	rm -rf $(VENV) .pytest_cache results.json submission.zip
+	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip

@@ -89,6 +89,8 @@ def main(argv=None) -> int:
     k.add_argument("--public-only", action="store_true")
     k.add_argument("--seed", type=int)
     k.add_argument("--allow-weak-sandbox", action="store_true")
+    z = sub.add_parser("gradescope", help="build a Gradescope autograder zip (TA)")
+    z.add_argument("--output", default="autograder.zip")
     sub.add_parser("demo", help="grade the reference and typical wrong submissions")
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
@@ -121,6 +123,12 @@ def main(argv=None) -> int:
             console.print(f"[red]{problem}[/]")
             return 1
         console.print(f"graded {len(rows)} uploads → [bold]{args.csv}[/]")
+        return 0
+    if args.command == "gradescope":
+        from grader.gradescope import build
+
+        names = build(Path(args.output))
+        console.print(f"wrote [bold]{args.output}[/] ({len(names)} files): upload it as the assignment's autograder")
         return 0
     if args.command == "demo":
         from grader.demo import run_demo
