@@ -167,8 +167,7 @@ def _python_roots() -> list[str]:
 def _bwrap_prefix(exe: str) -> list[str]:
     args = [exe, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
             "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-            # /tmp is an empty, read-only tmpfs: nothing a worker writes can reach a later one.
-            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/tmp",
+            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
             "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
             "--chdir", "/tmp"]
@@ -186,6 +185,9 @@ def _bwrap_prefix(exe: str) -> list[str]:
     args += ["--ro-bind", str(GRADER_DIR / "__init__.py"), f"{SANDBOX_ROOT}/grader/__init__.py",
              "--ro-bind", str(GRADER_DIR / "inside"), f"{SANDBOX_ROOT}/grader/inside",
              "--ro-bind", str(GRADER_DIR / "checks"), f"{SANDBOX_ROOT}/grader/checks"]
+    # Last, once every mount point under it exists (the venv may live in /tmp): /tmp is an
+    # empty, read-only tmpfs, so nothing a worker writes can reach a later one.
+    args += ["--remount-ro", "/tmp"]
     return args
 
 

@@ -287,3 +287,10 @@ def test_the_worker_notices_probe_code_replaced_at_run_time(reference, sandbox):
     results = run(reference, sandbox, "gelu", body)
     assert_no_points(results)
     assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("bwrap"), reason="bubblewrap is not installed")
+def test_bubblewrap_is_used_wherever_it_is_installed():
+    # A silent fall-back to process isolation would quietly weaken every other test here.
+    with Sandbox(Limits()) as box:
+        assert box.kind == "bwrap", "bwrap is installed but the sandbox could not use it"
