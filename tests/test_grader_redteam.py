@@ -9,9 +9,10 @@
 Each test builds a hostile submission the way tests/test_grader_hostile.py does (the
 reference with one task's body replaced, sometimes with code appended at module level)
 and asserts the SAFE outcome: no unearned point, the run finishes, the report is
-written. A test marked `xfail(strict=True, reason="HOLE: ...")` is an attack that works
-today: the xfail keeps the suite green and turns red the day the hole is closed, so the
-marker can be removed then.
+written. A test marked `xfail(strict=True, reason="HOLE: ...")` is an attack that still
+works, by the nature of the set-up it targets (nbgrader's shared kernel, grading without
+bubblewrap, which the CLI refuses by default): the xfail keeps the suite green and turns
+red the day the hole is closed.
 """
 
 from __future__ import annotations
@@ -130,10 +131,11 @@ RIGHT_GELU = "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))"
 
 
 # =============================================================== (a) forged answers
-# The probe runs in the same process as the student's code, so that code can replace
-# it (or anything it calls) and answer whatever the judge wants. Every check whose
-# judge only relates values the worker itself produced, or compares them with a
-# published figure, can be passed without implementing anything.
+# The probe runs in the same process as the student's code, so that code could try to
+# replace it (or anything it calls) and answer whatever the judge wants. Three layers
+# stand in the way: the static tamper scan (off in these tests), the worker's check
+# that its probe code and reply path are the ones imported before any student code
+# ran, and separate fresh workers for the two sides of a relational check.
 
 FORGED_BLOCK_PROBES = '''
 import math as _m
