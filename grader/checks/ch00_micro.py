@@ -19,7 +19,7 @@ import torch
 
 from grader.checks._api import Task, check
 
-CHAPTER, TITLE = "00", "the whole GPT in miniature (scalar autograd)"
+CHAPTER, TITLE = "00", "The whole GPT in miniature (scalar autograd)"
 EPS = 1e-5
 TOL = 1e-9  # pure Python float64 on both sides: only summation order differs
 NEAR = 1e-7  # reproducing a known mistake

@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
 
-CHAPTER, TITLE = "04", "causal multi-head attention with a KV cache"
+CHAPTER, TITLE = "04", "Causal multi-head attention with a KV cache"
 
 TASKS = [
     Task("attention_init", "model", "CausalSelfAttention.__init__", "the Q/K/V/O projections"),

@@ -14,7 +14,7 @@ import torch
 
 from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
 
-CHAPTER, TITLE = "06", "backward by hand"
+CHAPTER, TITLE = "06", "Backward by hand"
 EPS = 1e-5
 
 NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",

@@ -7,7 +7,7 @@ import torch
 
 from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
 
-CHAPTER, TITLE = "07", "the full language model"
+CHAPTER, TITLE = "07", "The full language model"
 
 TASKS = [
     Task("cross_entropy", "model", "cross_entropy", "a stable cross-entropy loss",

@@ -17,7 +17,7 @@ import torch
 
 from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem, try_call
 
-CHAPTER, TITLE = "08", "training: AdamW, clipping, batches, the loop"
+CHAPTER, TITLE = "08", "Training: AdamW, clipping, batches, the loop"
 
 TASKS = [
     Task("adamw_init", "train", "AdamW.__init__", "AdamW's parameters and state"),

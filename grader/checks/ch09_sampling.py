@@ -18,7 +18,7 @@ import torch
 
 from grader.checks._api import Task, check, compare, matches, shape_problem, try_call
 
-CHAPTER, TITLE = "09", "sampling with the KV cache"
+CHAPTER, TITLE = "09", "Sampling with the KV cache"
 
 TASKS = [
     Task("sample_next", "sample", "sample_next", "one draw: temperature, top-k, a seeded generator"),
