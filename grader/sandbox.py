@@ -198,15 +198,33 @@ class _PidsCgroup:
 
     ROOT = Path("/sys/fs/cgroup/pids")
 
+    PREFIX = "hero_transformer_grader."
+
     def __init__(self, limit: int):
         self.path = None
+        self._sweep()
         try:
-            path = self.ROOT / f"hero_transformer_grader.{os.getpid()}.{id(self)}"
+            path = self.ROOT / f"{self.PREFIX}{os.getpid()}.{id(self)}"
             path.mkdir()
             (path / "pids.max").write_text(str(limit))
             self.path = path
         except OSError:
             self.path = None
+
+    @classmethod
+    def _sweep(cls):
+        """Remove the empty groups of graders that are gone (one killed before its close())."""
+        try:
+            entries = list(cls.ROOT.glob(cls.PREFIX + "*"))
+        except OSError:
+            return
+        for entry in entries:
+            owner = entry.name[len(cls.PREFIX):].split(".")[0]
+            if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                try:
+                    entry.rmdir()  # fails, harmlessly, while processes remain in it
+                except OSError:
+                    pass
 
     def join(self):
         """In the forked child before exec: move it (and all it will start) into the group."""
@@ -251,10 +269,11 @@ class Sandbox:
         self._control = None
         self._ready = False
         self._lock = threading.Lock()
-        self._pids = _PidsCgroup(self.limits.processes)
+        self._pids: _PidsCgroup | None = None  # made when the first zygote starts
 
     def describe(self) -> str:
-        cap = f", at most {self.limits.processes} processes" if self._pids.path is not None else ""
+        capped = self._pids is not None and self._pids.path is not None
+        cap = f", at most {self.limits.processes} processes" if capped else ""
         if self.kind == "bwrap":
             return (f"bubblewrap (no network, empty read-only /tmp, reference and grader files not visible, "
                     f"user nobody{cap})")
@@ -275,6 +294,8 @@ class Sandbox:
         self._await_ready()
 
     def _spawn(self):
+        if self._pids is None:
+            self._pids = _PidsCgroup(self.limits.processes)
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fd = child_end.fileno()
         if self.kind == "bwrap":
@@ -318,6 +339,7 @@ class Sandbox:
             ready = {}
         if not ready.get("ready"):
             self._process.kill()
+            self._process.wait()
             error = (self._process.stderr.read() or b"").decode("utf-8", "replace")[-2000:]
             parent_end.close()
             self._process = self._control = None
@@ -381,7 +403,9 @@ class Sandbox:
     def close(self):
         with self._lock:
             self._shutdown_process()
-            self._pids.close()
+            if self._pids is not None:
+                self._pids.close()
+                self._pids = None
 
     def __enter__(self):
         return self
