@@ -6,6 +6,7 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CH     ?=
 SUB    ?=
+ARGS   ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help setup test student check grade demo bench mutants micro train sample submit gradescope clean
@@ -13,7 +14,7 @@ SUB    ?=
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
 	@echo "make check [CH=05]   run the public checks on ./hero_transformer (students)"
-	@echo "make grade SUB=path  grade a submission folder or .zip with hidden checks (TAs)"
+	@echo "make grade SUB=path  grade a submission folder or .zip with hidden checks (TAs; ARGS=... for more flags)"
 	@echo "make test            the kit's own test suite"
 	@echo "make student         regenerate hero_transformer/ and the lessons' check tables"
 	@echo "make mutants         the grader's catch rate on known-wrong implementations"
@@ -39,11 +40,11 @@ student: $(STAMP)
 	$(PYTHON) -m grader.notebooks
 
 check: $(STAMP)
-	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH))
+	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH)) $(ARGS)
 
 grade: $(STAMP)
 	@test -n "$(SUB)" || { echo "usage: make grade SUB=path/to/submission (folder or .zip)"; exit 2; }
-	$(PYTHON) -m grader grade "$(SUB)" --json results.json $(if $(CH),--chapters $(CH))
+	$(PYTHON) -m grader grade "$(SUB)" --json results.json $(if $(CH),--chapters $(CH)) $(ARGS)
 
 demo: $(STAMP)
 	$(PYTHON) -m grader demo

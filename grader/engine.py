@@ -173,8 +173,8 @@ def _start_worker(task, submission, reference, sandbox):
     """A ready worker, or (None, failure) when the submission or the sandbox can't load."""
     try:
         worker = sandbox.worker()
-    except (RuntimeError, OSError) as broken:
-        return None, (ERROR, f"the grader could not start a sandboxed process: {broken}", "")
+    except Exception as broken:  # noqa: BLE001 - whatever stops the sandbox costs this task only
+        return None, (ERROR, f"the grader could not start a sandboxed process: {broken!r}", "")
     try:
         ready = worker.start(_worker_request(task, submission, reference, sandbox.limits),
                              sandbox.limits.setup_seconds)
@@ -324,20 +324,28 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     own_sandbox = sandbox is None
     sandbox = sandbox or Sandbox(Limits())
     parallel = parallel or max(1, min(2, os.cpu_count() or 1))
+    if reference is not None:
+        reference.modules  # import it once here, not from two grading threads at once
+    pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = [pool.submit(grade_task, task, checks, submission, reference, sandbox, seed)
-                       for task, checks in plan]
-            results = []
-            for future in futures:
-                results.extend(future.result())
-                if progress:
-                    progress()
+        futures = [pool.submit(grade_task, task, checks, submission, reference, sandbox, seed)
+                   for task, checks in plan]
+        results = []
+        for future in futures:
+            results.extend(future.result())
+            if progress:
+                progress()
+        pool.shutdown()
+    except BaseException:
+        # Ctrl-C (or anything else): drop what has not started; closing the sandbox ends the rest.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     finally:
+        described = sandbox.describe()
         if own_sandbox:
             sandbox.close()
     certified = ("the reference, for every task but the one graded" if reference
                  else "none available: each task uses your own code for the parts it builds on")
-    return GradeReport(submission.label, results, sandbox.describe(), certified,
+    return GradeReport(submission.label, results, described, certified,
                        time.perf_counter() - started, chapters=[c.number for c in catalogue.chapters()
                                                                 if not chapters or c.number in chapters])

@@ -92,7 +92,7 @@ def _parse(source: str):
     # Every task of a module scans the same file: parse it once.
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return tree, _imports(tree)
 

@@ -24,8 +24,13 @@ from grader.submission import SubmissionError, load
 
 
 def uploads(folder: Path) -> list[Path]:
-    entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".")]
+    entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "__MACOSX"))]
     return [p for p in entries if p.is_dir() or p.suffix.lower() == ".zip"]
+
+
+def _cell(value):
+    """Text a spreadsheet would run as a formula gets a leading quote."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
 
 
 def student_id(upload: Path) -> str:
@@ -48,9 +53,11 @@ def grade_class(folder: Path, csv_path: Path, json_dir: Path | None = None, chap
         bar = progress.add_task("grading", total=len(found))
         for upload in found:
             name = student_id(upload)
+            if any(row["student"] == name for row in rows):
+                name = upload.name  # alice/ and alice.zip: keep both, apart
             progress.update(bar, description=f"grading {name}")
             # A fresh sandbox per student: nothing one upload leaves behind reaches the next.
-            with Sandbox(Limits()).start() as sandbox:
+            with Sandbox(Limits()) as sandbox:
                 try:
                     report = grade(load(upload), chapters, public_only=public_only, sandbox=sandbox, seed=seed)
                 except SubmissionError as problem:
@@ -64,7 +71,7 @@ def grade_class(folder: Path, csv_path: Path, json_dir: Path | None = None, chap
             row = {"student": name, "total": report.score, "max": possible_points(chapters, public_only)}
             for number in numbers:
                 row[f"ch{number}"] = per_chapter.get(number, {}).get("score", 0)
-            row["note"] = report.problem
+            row["note"] = _cell(report.problem)
             rows.append(row)
             progress.advance(bar)
     csv_path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,10 @@ image, and runs run_autograder for every submission (the upload in
 /autograder/submission); run_autograder grades it with all checks and writes
 /autograder/results/results.json. The zip holds the grader and the reference, never the
 kit's tests or the student copy. Where the image cannot run bubblewrap, setup.sh makes
-the reference and the scoring code unreadable to `nobody`, the user the code being
-graded then runs as.
+the reference and the engine unreadable to `nobody`, the user the code being graded then
+runs as. The kit needs Python 3.11+ (Ubuntu 22.04 images get it from apt as python3.11)
+and a CPU build of torch below 2.14: install one first if the image's pip would pick a
+CUDA build.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ SETUP = """\
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq python3 python3-venv python3-pip bubblewrap >/dev/null
+apt-get install -y -qq python3.11 python3.11-venv bubblewrap >/dev/null
 cd /autograder/source
-python3 -m venv .venv
+python3.11 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip
 .venv/bin/pip install --quiet .
 # Without bubblewrap the graded code runs as `nobody`: it may read only what the sandbox

@@ -1,9 +1,10 @@
 """Running untrusted code: the grader's side of the zygote (grader/inside/zygote.py).
 
 Where bubblewrap works, the zygote runs in it as an unprivileged user with no network,
-a fresh /tmp, and only the Python install, the venv and grader/{inside,checks} visible:
-the reference, the hidden checks' scoring, the submission on disk and the results file
-are not in its filesystem at all. Elsewhere it runs as a plain child process (as
+an empty read-only /tmp, and only the Python install, the venv and grader/{inside,checks}
+visible: the reference, the engine, the submission on disk and the results file are not
+in its filesystem at all (the check modules are, but the expected values they judge
+against are computed by the reference, in the grader). Elsewhere it runs as a plain child process (as
 `nobody` when the grader is root) with the same resource limits; `Sandbox.kind` says
 which, and the report shows it.
 """
@@ -99,9 +100,7 @@ class Worker:
             if sending:
                 self.channel.settimeout(timeout)
                 wire.send(self.channel, message)
-            deadline = time.monotonic() + timeout
-            self.channel.settimeout(max(0.01, deadline - time.monotonic()))
-            return wire.recv(self.channel)
+            return wire.recv(self.channel, deadline=time.monotonic() + timeout)
         except (socket.timeout, TimeoutError):
             self.kill()
             raise WorkerFailed("timeout", f"no answer within {timeout:g} s (an endless loop, or far too slow)",
@@ -317,7 +316,8 @@ class Sandbox:
         try:
             self._process = subprocess.Popen(command, pass_fds=[fd], stdin=subprocess.DEVNULL,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                             env=env, cwd=cwd, preexec_fn=preexec)
+                                             env=env, cwd=cwd, preexec_fn=preexec,
+                                             start_new_session=True)
         except OSError:
             parent_end.close()
             child_end.close()
@@ -393,6 +393,12 @@ class Sandbox:
 
     def _shutdown_process(self):
         if self._process is not None:
+            # Its own session: the whole group goes (without bwrap, workers outlive a
+            # killed zygote otherwise).
+            try:
+                os.killpg(self._process.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
             self._process.kill()
             self._process.wait()
         if self._control is not None:

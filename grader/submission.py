@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 PACKAGE = "hero_transformer"
 MAX_FILE_BYTES = 2 * 1024 * 1024
-MAX_TOTAL_BYTES = 32 * 1024 * 1024
+MAX_TOTAL_BYTES = 4 * 1024 * 1024  # all sources travel to the worker in one message
 
 
 class SubmissionError(Exception):
@@ -127,7 +127,7 @@ def _from_folder(root: Path) -> Submission:
         if total > MAX_TOTAL_BYTES:
             raise SubmissionError(f"{rel} makes the submission too large (limit {MAX_TOTAL_BYTES // 1024 // 1024} MiB "
                                   f"in all)")
-        sources[rel.as_posix()] = data.decode("utf-8", errors="replace")
+        sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
     return Submission(label, sources)
 
 
@@ -151,7 +151,7 @@ def _from_zip(path: Path) -> Submission:
     with archive:
         members = {}  # the normalised path -> the member (the first, when names repeat)
         for info in infos:
-            name = PurePosixPath(info.filename)
+            name = PurePosixPath(info.filename.replace("\\", "/"))  # zips made on Windows
             if not _skip(name.parts):
                 members.setdefault(name, info)
         files = list(members)
@@ -187,5 +187,5 @@ def _from_zip(path: Path) -> Submission:
                 ) from None
             if len(data) > MAX_FILE_BYTES:
                 raise SubmissionError(f"{rel} makes the submission too large")
-            sources[rel.as_posix()] = data.decode("utf-8", errors="replace")
+            sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
     return Submission(path.name, sources)

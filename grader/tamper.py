@@ -11,6 +11,7 @@ code it runs is the code it imported before any student code ran.
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
 
 FORBIDDEN_MODULES = {"grader", "zygote", "ctypes", "inspect", "_ctypes", "cffi"}
@@ -22,7 +23,9 @@ FORBIDDEN_DOTTED = {"sys.modules", "sys._getframe", "sys.settrace", "sys.setprof
                     "multiprocessing"}
 FORBIDDEN_ATTRIBUTES = {"f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
                         "ag_frame", "__code__", "__globals__", "__closure__", "__subclasses__", "__builtins__"}
-FORBIDDEN_TEXT = ("grader", "zygote", "/proc/", "probe_")
+# Strings that name the grader's modules or another process's memory; prose that merely
+# mentions "the grader" does not match.
+FORBIDDEN_TEXT = re.compile(r"\bgrader[./]|zygote|/proc/|\bprobe_\w")
 
 
 def _dotted(node) -> str | None:
@@ -51,9 +54,12 @@ def _aliases(tree) -> dict[str, str]:
 def scan_file(source: str) -> list[tuple[int, str]]:
     try:
         tree = ast.parse(source)
-    except SyntaxError:
-        return []  # the grader reports the syntax error itself
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []  # the worker reports the file as unloadable itself
     aliases, hits = _aliases(tree), []
+    # Docstrings and other bare string statements are prose, never code.
+    prose = {id(node.value) for node in ast.walk(tree)
+             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
@@ -75,9 +81,8 @@ def scan_file(source: str) -> list[tuple[int, str]]:
                 resolved = aliases.get(head, head) + (f".{rest}" if rest else "")
                 if any(resolved == d or resolved.startswith(d + ".") for d in FORBIDDEN_DOTTED):
                     hits.append((line, dotted))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            lowered = node.value.lower()
-            if any(text in lowered for text in FORBIDDEN_TEXT) and len(node.value) < 200:
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            if FORBIDDEN_TEXT.search(node.value.lower()):
                 hits.append((line, repr(node.value)[:60]))
     return sorted(set(hits))
 

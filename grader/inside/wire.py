@@ -44,7 +44,10 @@ def encode(value, _depth=0):
     except ImportError:  # pragma: no cover - the worker always has torch
         torch = None
     if torch is not None and isinstance(value, torch.Tensor):
-        tensor = value.detach().cpu().contiguous()
+        try:
+            tensor = value.detach().cpu().to_dense().contiguous()
+        except Exception:  # noqa: BLE001 - a tensor that cannot be read as bytes is sent as its kind
+            return {"__repr__": f"<a {type(value).__name__} that cannot be sent>"}
         dtype = str(tensor.dtype).removeprefix("torch.")
         if dtype not in _DTYPES:
             tensor, dtype = tensor.to(torch.float64), "float64"
@@ -52,7 +55,11 @@ def encode(value, _depth=0):
         return {"__tensor__": [dtype, list(tensor.shape), base64.b64encode(raw).decode("ascii")]}
     if torch is not None and isinstance(value, (torch.Size,)):
         return list(value)
-    return {"__repr__": repr(value)[:500]}
+    try:
+        text = repr(value)[:500]
+    except Exception:  # noqa: BLE001 - a repr that raises is the submission's problem, not the wire's
+        text = f"<a {type(value).__name__} whose repr fails>"
+    return {"__repr__": text}
 
 
 def _decode_object(obj):
@@ -126,9 +133,18 @@ def send(sock, value) -> None:
     sock.sendall(_HEADER.pack(len(body)) + body)
 
 
-def _recv_exact(sock, size: int) -> bytes:
+def _recv_exact(sock, size: int, deadline: float | None = None) -> bytes:
+    import time
+
     chunks, remaining = [], size
     while remaining:
+        if deadline is not None:
+            # One timeout for the whole message, not one per recv: a peer that
+            # trickles a byte at a time must not hold the reader for ever.
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the message did not arrive in time")
+            sock.settimeout(left)
         chunk = sock.recv(min(remaining, 1 << 20))
         if not chunk:
             raise EOFError("the other side closed the channel")
@@ -137,8 +153,9 @@ def _recv_exact(sock, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def recv(sock):
-    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+def recv(sock, deadline: float | None = None):
+    """One message; with a deadline (time.monotonic()), TimeoutError once it passes."""
+    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
     if size > MAX_FRAME_BYTES:
         raise WireError(f"a {size}-byte message is over the {MAX_FRAME_BYTES}-byte limit")
-    return decode(_recv_exact(sock, size))
+    return decode(_recv_exact(sock, size, deadline))
