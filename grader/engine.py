@@ -13,7 +13,7 @@ import os
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -56,7 +56,6 @@ class GradeReport:
     certified: str
     elapsed: float = 0.0
     problem: str = ""  # a submission-level problem (no package found, ...)
-    chapters: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -211,6 +210,7 @@ class _TaskRun:
         self.worker = None
         self.setup_failure = None
         self.timeout_cap = sandbox.limits.check_seconds
+        self.last_certified: tuple[str, ...] = ()
 
     def run(self, check: Check) -> CheckResult:
         generator = torch.Generator().manual_seed(self.seed + sum(map(ord, check.name)))
@@ -232,7 +232,7 @@ class _TaskRun:
             status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
             return CheckResult(check, status, failure.reason, failure.output)
         status, diagnosis = _judge(check, self.task, reply, inputs, expected)
-        certified = self.worker.certified if self.worker is not None else getattr(self, "last_certified", ())
+        certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, diagnosis, certified=certified)
 
     def call(self, check: Check, sent: dict) -> dict:
@@ -316,7 +316,7 @@ def possible_points(chapters: list[str] | None = None, public_only: bool = False
 
 def grade(submission: Submission, chapters: list[str] | None = None, public_only: bool = False,
           sandbox: Sandbox | None = None, seed: int | None = None, parallel: int | None = None,
-          use_reference: bool = True, progress=None) -> GradeReport:
+          use_reference: bool = True) -> GradeReport:
     started = time.perf_counter()
     reference = Reference.available() if use_reference else None
     seed = secrets.randbelow(2**31) if seed is None else seed
@@ -333,8 +333,6 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         results = []
         for future in futures:
             results.extend(future.result())
-            if progress:
-                progress()
         pool.shutdown()
     except BaseException:
         # Ctrl-C (or anything else): drop what has not started; closing the sandbox ends the rest.
@@ -346,6 +344,4 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
             sandbox.close()
     certified = ("the reference, for every task but the one graded" if reference
                  else "none available: each task uses your own code for the parts it builds on")
-    return GradeReport(submission.label, results, described, certified,
-                       time.perf_counter() - started, chapters=[c.number for c in catalogue.chapters()
-                                                                if not chapters or c.number in chapters])
+    return GradeReport(submission.label, results, described, certified, time.perf_counter() - started)

@@ -62,7 +62,7 @@ def _by_chapter(report: GradeReport):
     return dict(sorted(grouped.items()))
 
 
-def render(report: GradeReport, console: Console | None = None, show_hidden_details: bool = True) -> None:
+def render(report: GradeReport, console: Console | None = None) -> None:
     console = console or Console()
     if report.problem:
         console.print(Panel(Text(plain(report.problem)), title="[red]The submission could not be graded", border_style="red"))

@@ -29,7 +29,7 @@ class Check:
     inputs: "dict | Callable[[torch.Generator], dict]" = field(default_factory=dict)
     expect: "Callable[[Any, dict], Any] | None" = None
     hidden: bool = False
-    timeout: float = 10.0
+    timeout: float = 10.0  # seconds; Limits.check_seconds caps it
     # Inputs to probe one at a time, each in a fresh worker, passed under the first
     # name; the judge gets {name: result}. For relational checks (is output A the same
     # as output B?) so that no state kept in the student's process can link the runs.
@@ -76,10 +76,6 @@ def shape_problem(actual, expected_shape, what: str = "the output") -> "str | No
     return None
 
 
-def max_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    return (actual.double() - expected.double()).abs().max().item() if actual.numel() else 0.0
-
-
 def matches(actual, expected: torch.Tensor, atol: float = 1e-8, rtol: float = 1e-6) -> bool:
     if not isinstance(actual, torch.Tensor) or tuple(actual.shape) != tuple(expected.shape):
         return False
@@ -109,10 +105,6 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
         if matches(actual, wrong, atol, rtol):
             return explanation
     return None
-
-
-def error_text(value) -> str:
-    return f"{value.kind}: {value.message}" if hasattr(value, "kind") else repr(value)
 
 
 # ------------------------------------------------------------------ probing helpers
