@@ -41,7 +41,8 @@ def _module_wide(resolved: str) -> bool:
                                        for p in parts[1:])
 
 
-def _imports(tree: ast.Module) -> dict[str, str]:
+def import_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> the dotted name it was imported as (`F` -> `torch.nn.functional`)."""
     aliases = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -67,7 +68,8 @@ def _find(tree: ast.AST, qualname: str):
     return node
 
 
-def _dotted(node) -> str | None:
+def dotted_name(node) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -94,7 +96,7 @@ def _parse(source: str):
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return tree, _imports(tree)
+    return tree, import_aliases(tree)
 
 
 def _graded_elsewhere(qualname: str) -> frozenset[str]:
@@ -189,7 +191,7 @@ def scan(source: str, qualname: str, forbidden: tuple[str, ...], forbidden_metho
         where = "" if root is function else f" (in {label}, which {qualname} uses)"
         for node in ast.walk(root):
             if isinstance(node, (ast.Attribute, ast.Name)):
-                dotted = _dotted(node)
+                dotted = dotted_name(node)
                 if dotted is None:
                     continue
                 head, _, rest = dotted.partition(".")

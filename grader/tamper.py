@@ -14,6 +14,8 @@ import ast
 import re
 from functools import lru_cache
 
+from grader.forbidden import dotted_name, import_aliases
+
 FORBIDDEN_MODULES = {"grader", "zygote", "ctypes", "inspect", "_ctypes", "cffi"}
 FORBIDDEN_NAMES = {"__import__", "eval", "exec", "compile", "globals", "breakpoint"}
 FORBIDDEN_DOTTED = {"sys.modules", "sys._getframe", "sys.settrace", "sys.setprofile", "sys._current_frames",
@@ -28,35 +30,12 @@ FORBIDDEN_ATTRIBUTES = {"f_back", "f_globals", "f_locals", "f_builtins", "tb_fra
 FORBIDDEN_TEXT = re.compile(r"\bgrader[./]|zygote|/proc/|\bprobe_\w")
 
 
-def _dotted(node) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def _aliases(tree) -> dict[str, str]:
-    aliases = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return aliases
-
-
 def scan_file(source: str) -> list[tuple[int, str]]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # the worker reports the file as unloadable itself
-    aliases, hits = _aliases(tree), []
+    aliases, hits = import_aliases(tree), []
     # Docstrings and other bare string statements are prose, never code.
     prose = {id(node.value) for node in ast.walk(tree)
              if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
@@ -75,7 +54,7 @@ def scan_file(source: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Attribute):
             if node.attr in FORBIDDEN_ATTRIBUTES:
                 hits.append((line, f".{node.attr}"))
-            dotted = _dotted(node)
+            dotted = dotted_name(node)
             if dotted:
                 head, _, rest = dotted.partition(".")
                 resolved = aliases.get(head, head) + (f".{rest}" if rest else "")
