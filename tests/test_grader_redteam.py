@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
+# Protections only bubblewrap gives (a private read-only /tmp, an unprivileged user); the
+# process fallback, used only with --allow-weak-sandbox, lacks them by design.
+bwrap_only = pytest.mark.skipif(not bwrap_works(), reason="a bubblewrap-only protection")
 
 
 def hole(reason: str):
@@ -324,6 +327,7 @@ def _console():
 # ============================================================== (b) stealing answers
 
 
+@bwrap_only
 def test_certified_parts_do_not_travel_between_tasks_through_tmp(reference, sandbox):
     stash = f"/tmp/.rt-stash-{time.time_ns()}.py"
     layer_norm = f"""
@@ -380,6 +384,7 @@ def test_grader_only_inputs_never_reach_the_worker(reference, sandbox):
     assert "inputs: sizes,state,x (" in results[0].diagnosis, results[0].diagnosis
 
 
+@bwrap_only
 def test_a_worker_cannot_rewrite_the_zygote(reference):
     rewrite = """
         import ctypes, os, struct, sys
@@ -445,6 +450,7 @@ def test_a_worker_cannot_cripple_the_zygote_for_the_next_student(reference):
     assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
 
 
+@bwrap_only
 def test_tmp_cannot_be_used_to_pin_memory(reference):
     body = """
         import os
