@@ -35,7 +35,7 @@ def _hostile(reference: Reference) -> Submission:
 
 def run_demo(console: Console | None = None) -> int:
     console = console or Console()
-    reference = Reference()
+    reference = Reference.available()
     mutants = {m.name: m for m in accuracy_catalogue()[0]}
     summary = Table(title="Demo summary", expand=True)
     for column in ("submission", "chapters", "score", "checks failed"):

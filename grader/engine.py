@@ -14,6 +14,7 @@ import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -76,14 +77,20 @@ class Reference:
         self.root = root
         self.sources = package_sources(root)
         self._modules = None
+        self._without: dict[str, dict[str, str]] = {}
 
     @classmethod
+    @lru_cache(maxsize=1)
     def available(cls) -> "Reference | None":
+        """The one reference a grading process uses (a class of uploads shares it), or
+        None where solutions/ is absent, as in a student's copy of the course."""
         return cls() if (REFERENCE_PACKAGE / "__init__.py").exists() else None
 
     def without(self, task: str) -> dict[str, str]:
         """The certified parts for grading `task`: every region but its own."""
-        return {rel: strip(source, {task}) for rel, source in self.sources.items()}
+        if task not in self._without:
+            self._without[task] = {rel: strip(source, {task}) for rel, source in self.sources.items()}
+        return self._without[task]
 
     @property
     def modules(self) -> SimpleNamespace:

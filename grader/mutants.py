@@ -45,7 +45,7 @@ def run_entry(entry, reference: Reference, sandbox: Sandbox, seed: int = SEED) -
 
 
 def run_all(sandbox: Sandbox | None = None):
-    reference = Reference()
+    reference = Reference.available()
     mutants, variants = accuracy_catalogue()
     own = sandbox is None
     sandbox = sandbox or Sandbox(Limits())
