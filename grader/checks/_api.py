@@ -12,6 +12,8 @@ under test being the student's and every other task certified.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -105,6 +107,31 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
         if matches(actual, wrong, atol, rtol):
             return explanation
     return None
+
+
+# --------------------------------------------------------------------- oracles
+# The formulas several chapters judge against, written once, in plain torch.
+
+LAYER_NORM_EPS = 1e-5
+
+
+def exact_gelu(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def layer_norm(x, gamma, beta, eps=LAYER_NORM_EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
+    """LayerNorm over `dims`; the keyword arguments reproduce the classic mistakes
+    (d - 1 divisor, eps outside the root, statistics over the wrong axes)."""
+    mean = x.mean(dim=dims, keepdim=True)
+    centred = x - mean
+    count = math.prod(x.shape[d] for d in dims)
+    variance = (centred * centred).sum(dim=dims, keepdim=True) / (count - divisor_offset)
+    scale = torch.sqrt(variance) + eps if eps_outside else torch.sqrt(variance + eps)
+    return centred / scale * gamma + beta
 
 
 # ------------------------------------------------------------------ probing helpers

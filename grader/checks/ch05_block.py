@@ -6,7 +6,9 @@ import math
 
 import torch
 
-from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import (
+    Task, causal_diagnosis, check, compare, exact_gelu, first_diagnosis, layer_norm, matches, shape_problem, tanh_gelu,
+)
 
 CHAPTER, TITLE = "05", "LayerNorm, GELU, feed-forward, pre-LN block"
 EPS = 1e-5
@@ -43,35 +45,18 @@ def _loaded(module, state):
     return module.eval()
 
 
-def _layer_norm(x, gamma, beta, eps=EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
-    mean = x.mean(dim=dims, keepdim=True)
-    centred = x - mean
-    count = math.prod(x.shape[d] for d in dims)
-    variance = (centred * centred).sum(dim=dims, keepdim=True) / (count - divisor_offset)
-    scale = torch.sqrt(variance) + eps if eps_outside else torch.sqrt(variance + eps)
-    return centred / scale * gamma + beta
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
 def _layer_norm_mistakes(x, gamma, beta):
     return [
         ("the variance is divided by d - 1 instead of d (use the population variance)",
-         _layer_norm(x, gamma, beta, divisor_offset=1)),
-        ("eps is missing from the square root", _layer_norm(x, gamma, beta, eps=0.0)),
+         layer_norm(x, gamma, beta, divisor_offset=1)),
+        ("eps is missing from the square root", layer_norm(x, gamma, beta, eps=0.0)),
         ("eps is added outside the square root; it belongs inside: sqrt(var + eps)",
-         _layer_norm(x, gamma, beta, eps_outside=True)),
-        ("gamma and beta are not applied", _layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta))),
+         layer_norm(x, gamma, beta, eps_outside=True)),
+        ("gamma and beta are not applied", layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta))),
         ("the statistics are taken over the time axis; take them over the last (feature) axis only",
-         _layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x),
+         layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x),
         ("the statistics are taken over all axes; take them over the last (feature) axis only",
-         _layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))),
+         layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))),
     ]
 
 
@@ -173,7 +158,7 @@ def probe_gelu(ns, x):
 def _gelu_mistakes(x):
     return [
         ("this is the tanh approximation of GELU; use the exact form x * Phi(x) with erf",
-         _gelu_tanh(x)),
+         tanh_gelu(x)),
         ("this is ReLU, not GELU: GELU is x * Phi(x), smooth and slightly negative for x < 0",
          torch.relu(x)),
         ("this is the sigmoid approximation x * sigmoid(1.702 x); use the exact erf form",
@@ -185,7 +170,7 @@ def _gelu_mistakes(x):
 
 def judge_gelu_values(out, inputs, expected):
     x = inputs["x"]
-    exact = _gelu(x)
+    exact = exact_gelu(x)
     if compare(out["y"], exact, atol=1e-9, rtol=1e-9) is None:
         return None
     known = first_diagnosis(out["y"], _gelu_mistakes(x), atol=1e-7, rtol=1e-6)
@@ -225,15 +210,15 @@ def _feedforward_mistakes(x, state):
     return [
         ("there is no nonlinearity between the two linear layers: apply gelu to x W1 + b1", pre @ w2.T + b2),
         ("ReLU is used where the exact GELU belongs", torch.relu(pre) @ w2.T + b2),
-        ("the tanh approximation of GELU is used; use the exact erf form", _gelu_tanh(pre) @ w2.T + b2),
-        ("the second bias b2 is missing", _gelu(pre) @ w2.T),
-        ("the first bias b1 is missing", _gelu(x @ w1.T) @ w2.T + b2),
+        ("the tanh approximation of GELU is used; use the exact erf form", tanh_gelu(pre) @ w2.T + b2),
+        ("the second bias b2 is missing", exact_gelu(pre) @ w2.T),
+        ("the first bias b1 is missing", exact_gelu(x @ w1.T) @ w2.T + b2),
     ]
 
 
 def judge_feedforward(out, inputs, expected):
     x, state = inputs["x"], inputs["state"]
-    right = _gelu(x @ state["fc1.weight"].T + state["fc1.bias"]) @ state["fc2.weight"].T + state["fc2.bias"]
+    right = exact_gelu(x @ state["fc1.weight"].T + state["fc1.bias"]) @ state["fc2.weight"].T + state["fc2.bias"]
     if compare(out["y"], right, atol=1e-9, rtol=1e-7) is None:
         return None
     known = first_diagnosis(out["y"], _feedforward_mistakes(x, state), atol=1e-7, rtol=1e-6)
@@ -348,8 +333,8 @@ def judge_zero_branch(out, inputs, expected):
     if torch.equal(y, x) or matches(y, x, atol=1e-12, rtol=0):
         return None
     ones, zeros = torch.ones(x.shape[-1], dtype=torch.float64), torch.zeros(x.shape[-1], dtype=torch.float64)
-    if matches(y, _layer_norm(x, ones, zeros), atol=1e-6, rtol=1e-6) or matches(
-            y, _layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25)), atol=1e-6, rtol=1e-6):
+    if matches(y, layer_norm(x, ones, zeros), atol=1e-6, rtol=1e-6) or matches(
+            y, layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25)), atol=1e-6, rtol=1e-6):
         return "with both branches zero the output is a normalised input: the block's output must not be re-normalised (pre-LN adds to the raw residual stream)"
     if matches(y, 2 * x, atol=1e-9, rtol=0):
         return "with both branches zero the output is 2x: the residual is added twice"
@@ -410,7 +395,7 @@ def judge_block_example(out, inputs, expected):
             return None
     a = 1 / math.sqrt(1.00001)
     if matches(y, torch.tensor([[[-a, a]]], dtype=torch.float64), atol=1e-6, rtol=0) or matches(
-            y, _layer_norm(figure, torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)), atol=1e-6, rtol=0):
+            y, layer_norm(figure, torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)), atol=1e-6, rtol=0):
         return "Example 1's output is normalised: pre-LN normalises the branch inputs, never the block output (post-LN is a different block)"
     if matches(y, torch.tensor([[[-0.0793278, 0.4206696]]], dtype=torch.float64), atol=5e-7, rtol=0):
         return "Example 1 returns only the increment: add the residual (U + F(LN2(U)))"

@@ -12,7 +12,9 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import (
+    Task, check, compare, exact_gelu, first_diagnosis, layer_norm, matches, shape_problem,
+)
 
 CHAPTER, TITLE = "06", "Backward by hand"
 EPS = 1e-5
@@ -42,22 +44,12 @@ NEAR = dict(atol=1e-8, rtol=1e-6)  # reproducing a known mistake
 # finite differences on them, in the grader.
 
 
-def _layer_norm(x, gamma, beta, eps=EPS):
-    mean = x.mean(dim=-1, keepdim=True)
-    centred = x - mean
-    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
 def _linear(x, weight, bias):
     return x @ weight.T + bias
 
 
 def _residual(x, gamma, beta, w1, b1, w2, b2):
-    return x + _linear(_gelu(_linear(_layer_norm(x, gamma, beta), w1, b1)), w2, b2)
+    return x + _linear(exact_gelu(_linear(layer_norm(x, gamma, beta), w1, b1)), w2, b2)
 
 
 def _autograd(forward, grad_out, *tensors):
@@ -223,7 +215,7 @@ def _layer_norm_shapes(x):
 
 def judge_layer_norm_autograd(out, inputs, expected):
     g, x, gamma = inputs["grad_out"], inputs["x"], inputs["gamma"]
-    right = _autograd(_layer_norm, g, x, gamma, inputs["_beta"])
+    right = _autograd(layer_norm, g, x, gamma, inputs["_beta"])
     return _judge_grads(out, LN_NAMES, "layer_norm_backward", right, _layer_norm_shapes(x),
                         _layer_norm_mistakes(g, x, gamma))
 
@@ -250,7 +242,7 @@ def judge_layer_norm_dx_sums_to_zero(out, inputs, expected):
 
 def judge_layer_norm_finite_differences(out, inputs, expected):
     tensors = [inputs["x"], inputs["gamma"], inputs["_beta"]]
-    return _judge_finite_differences(out, LN_NAMES, "layer_norm_backward", _layer_norm, tensors,
+    return _judge_finite_differences(out, LN_NAMES, "layer_norm_backward", layer_norm, tensors,
                                      inputs["grad_out"], inputs["_directions"])
 
 
@@ -301,7 +293,7 @@ def _gelu_mistakes(grad_out, x):
 
 def judge_gelu_autograd(out, inputs, expected):
     g, x = inputs["grad_out"], inputs["x"]
-    right = _autograd(_gelu, g, x)
+    right = _autograd(exact_gelu, g, x)
     return _judge_grads(out, ("dx",), "gelu_backward", right, {}, {"dx": _gelu_mistakes(g, x)})
 
 
@@ -324,7 +316,7 @@ def judge_gelu_key_values(out, inputs, expected):
 
 
 def judge_gelu_finite_differences(out, inputs, expected):
-    return _judge_finite_differences(out, ("dx",), "gelu_backward", _gelu, [inputs["x"]], inputs["grad_out"],
+    return _judge_finite_differences(out, ("dx",), "gelu_backward", exact_gelu, [inputs["x"]], inputs["grad_out"],
                                      inputs["_directions"])
 
 
