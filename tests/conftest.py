@@ -99,3 +99,20 @@ def f64():
         yield torch.float64
     finally:
         torch.set_default_dtype(previous)
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """The reference package as the grader loads it (solutions/)."""
+    from grader.engine import Reference
+
+    return Reference()
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    """A real sandbox with short limits, for grading submissions that misbehave."""
+    from grader.sandbox import Limits, Sandbox
+
+    with Sandbox(Limits(check_seconds=3.0, memory_bytes=3 * 1024**3)) as box:
+        yield box

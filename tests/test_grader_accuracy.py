@@ -6,16 +6,11 @@ from __future__ import annotations
 import pytest
 
 from grader.accuracy import catalogue
-from grader.engine import PASSED, Reference
+from grader.engine import PASSED
 from grader.mutants import run_entry
 from grader.sandbox import Limits, Sandbox
 
 MUTANTS, VARIANTS = catalogue()
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return Reference()
 
 
 @pytest.fixture(scope="module")

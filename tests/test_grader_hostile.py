@@ -15,7 +15,7 @@ import pytest
 
 from grader import catalogue
 from grader.accuracy import apply
-from grader.engine import PASSED, Reference, grade, grade_task
+from grader.engine import PASSED, grade, grade_task
 from grader.report import results_json, write_json
 from grader.sandbox import Limits, Sandbox, bwrap_works
 from grader.submission import Submission
@@ -24,17 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return Reference()
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(Limits(check_seconds=3.0, memory_bytes=3 * 1024**3)) as box:
-        yield box
 
 
 def run(reference, sandbox, task_name, body, sources=None):

@@ -51,17 +51,6 @@ def hole(reason: str):
 # ------------------------------------------------------------------------ set-up
 
 
-@pytest.fixture(scope="module")
-def reference():
-    return Reference()
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(Limits(check_seconds=3.0, memory_bytes=3 * 1024**3)) as box:
-        yield box
-
-
 def checks_of(task_name: str):
     return [c for c in catalogue.chapter_of_task()[task_name].checks if c.task == task_name]
 
