@@ -12,6 +12,7 @@ import base64
 import json
 import math
 import struct
+import time
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 # Each [ or { becomes a Python object of ~60+ bytes: bound them so a small frame cannot
@@ -134,8 +135,6 @@ def send(sock, value) -> None:
 
 
 def _recv_exact(sock, size: int, deadline: float | None = None) -> bytes:
-    import time
-
     chunks, remaining = [], size
     while remaining:
         if deadline is not None:

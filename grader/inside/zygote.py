@@ -185,6 +185,8 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
     os.close(output_fd)
     sys.stdin = open(0, closefd=False)
     channel = socket.socket(fileno=channel_fd)
+    # Bound before any student code runs: every answer leaves through the real send.
+    send = _original_send()
     request = wire.recv(channel)
     _apply_limits(request.get("limits", {}))
     tripped: list[str] = []
@@ -192,9 +194,9 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
     try:
         namespace = build_namespace(request)
     except BaseException as error:  # noqa: BLE001 - any failure is the submission's
-        wire.send(channel, {"setup_error": _describe(error)})
+        send(channel, {"setup_error": _describe(error)})
         return
-    wire.send(channel, {"ready": True, "certified": namespace.certified_tasks})
+    send(channel, {"ready": True, "certified": namespace.certified_tasks})
     while True:
         try:
             call = wire.recv(channel)
@@ -218,7 +220,7 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
             reply = {"tampered": changed, "error": {"type": "Tampering", "message": changed}}
         sys.stdout.flush()
         sys.stderr.flush()
-        _original_send()(channel, reply)
+        send(channel, reply)
 
 
 def _describe(error: BaseException) -> dict:
