@@ -29,6 +29,9 @@ from grader.inside import wire
 GRADER_DIR = Path(__file__).resolve().parent
 SANDBOX_ROOT = "/sandbox"
 NOBODY = 65534
+# Folders of the course that hold what no worker may read (the reference), where the
+# worker shares the grader's filesystem (no bubblewrap).
+HIDDEN_FROM_WORKERS = ("solutions",)
 GIB = 1024**3
 
 
@@ -167,7 +170,7 @@ def _python_roots() -> list[str]:
 def _bwrap_prefix(exe: str) -> list[str]:
     args = [exe, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
             "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--tmpfs", "/tmp",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
             "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
             "--chdir", "/tmp"]
@@ -270,15 +273,19 @@ class Sandbox:
         self._ready = False
         self._lock = threading.Lock()
         self._pids: _PidsCgroup | None = None  # made when the first zygote starts
+        self.isolated = False  # whether each worker gets namespaces of its own (the zygote says)
 
     def describe(self) -> str:
         capped = self._pids is not None and self._pids.path is not None
         cap = f", at most {self.limits.processes} processes" if capped else ""
+        apart = ("each worker in namespaces of its own (pids, network, IPC, mounts)" if self.isolated else
+                 "workers share one set of namespaces: this machine refuses unprivileged user namespaces, so "
+                 "a worker can reach its siblings through IPC, abstract sockets and signals")
         if self.kind == "bwrap":
             return (f"bubblewrap (no network, empty read-only /tmp, reference and grader files not visible, "
-                    f"user nobody{cap})")
+                    f"user nobody{cap}; {apart})")
         who = "user nobody" if self.as_nobody else "the grader's own user"
-        return (f"separate process as {who} with resource limits (bubblewrap unavailable: "
+        return (f"separate process as {who} with resource limits; {apart} (bubblewrap unavailable: "
                 f"install it for full isolation)")
 
     def start(self) -> "Sandbox":
@@ -306,7 +313,9 @@ class Sandbox:
         else:
             root = str(GRADER_DIR.parent)
             command = [sys.executable, "-I", str(GRADER_DIR / "inside" / "zygote.py"), str(fd), root]
-            env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                   # Each worker's own mount namespace covers these with an empty folder.
+                   "HERO_TRANSFORMER_HIDE": os.pathsep.join(str(GRADER_DIR.parent / d) for d in HIDDEN_FROM_WORKERS)}
 
             def preexec():
                 self._pids.join()
@@ -350,6 +359,7 @@ class Sandbox:
                 return self._start()
             raise RuntimeError(f"the sandbox did not start ({self.kind}): {error}")
         parent_end.settimeout(30)
+        self.isolated = ready.get("isolated") is True
         self._ready = True
 
     def _ensure(self):

@@ -813,9 +813,9 @@ def test_hidden_inputs_are_not_predictable_in_the_notebook_flow(tmp_path):
 # ================================================================= (g) the fallback
 
 
-@hole("without bubblewrap the zygote runs as `nobody` with the host's filesystem: solutions/ is "
-      "world-readable, so a worker reads the graded task's reference from disk")
 def test_process_isolation_does_not_expose_the_reference(reference):
+    """Without bubblewrap each worker's own mount namespace covers solutions/ with an
+    empty folder; where the machine refuses user namespaces that cannot be done."""
     body = f"""
         import ast
         try:
@@ -828,5 +828,9 @@ def test_process_isolation_does_not_expose_the_reference(reference):
         return space["gelu"](x)
     """
     with Sandbox(Limits(check_seconds=3.0), isolation="process") as box:
+        box.start().worker().kill()
+        if not box.isolated:
+            pytest.xfail("HOLE: without bubblewrap or user namespaces the zygote runs as `nobody` with the "
+                         "host's filesystem: solutions/ is world-readable")
         results = run(reference, box, "gelu", body)
     assert_no_points(results)

@@ -134,6 +134,31 @@ def send(sock, value) -> None:
     sock.sendall(_HEADER.pack(len(body)) + body)
 
 
+def bound_sender():
+    """send() with json, struct and encode bound now: code that later replaces them
+    (json.dumps, wire.encode) does not change what this function sends."""
+    dumps, pack, to_data = json.dumps, _HEADER.pack, encode
+
+    def send_bound(sock, value) -> None:
+        body = dumps(to_data(value), allow_nan=False).encode("utf-8")
+        sock.sendall(pack(len(body)) + body)
+
+    return send_bound
+
+
+def bound_receiver():
+    """recv() with json and the decoders bound now, for the same reason."""
+    loads, unpack, size, hook, exact = json.loads, _HEADER.unpack, _HEADER.size, _decode_object, _recv_exact
+
+    def recv_bound(sock, deadline: float | None = None):
+        (length,) = unpack(exact(sock, size, deadline))
+        if length > MAX_FRAME_BYTES:
+            raise WireError(f"a {length}-byte message is over the {MAX_FRAME_BYTES}-byte limit")
+        return loads(exact(sock, length, deadline).decode("utf-8"), object_hook=hook)
+
+    return recv_bound
+
+
 def _recv_exact(sock, size: int, deadline: float | None = None) -> bytes:
     chunks, remaining = [], size
     while remaining:

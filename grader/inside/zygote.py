@@ -38,16 +38,19 @@ def main() -> None:
     import torch.optim  # noqa: F401
 
     import grader.checks
-    from grader.inside import wire  # noqa: F401
+    from grader.inside import wire
 
     for info in pkgutil.iter_modules(grader.checks.__path__):
         importlib.import_module(f"grader.checks.{info.name}")
     _snapshot_grader_code()
     _harden_process()
+    global _SEND, _RECV
+    _SEND, _RECV = wire.bound_sender(), wire.bound_receiver()  # before any student code exists here
+    isolated = _namespaces_work()
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers
     children: set[int] = set()
-    control.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    control.send(json.dumps({"ready": True, "pid": os.getpid(), "isolated": isolated}).encode())
     while True:
         try:
             message, fds, _flags, _addr = socket.recv_fds(control, 4096, 2)
@@ -67,7 +70,7 @@ def main() -> None:
                 control.close()
                 status = 0
                 try:
-                    serve_worker(*fds)
+                    status = run_worker(*fds, isolate=isolated)
                 except BaseException:  # noqa: BLE001 - the worker must end here, whatever happened
                     status = 70
                 os._exit(status)
@@ -91,12 +94,7 @@ _LIBC = None
 
 
 def _prctl(option: int, value: int) -> None:
-    global _LIBC
-    import ctypes
-
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    _LIBC.prctl(option, value, 0, 0, 0)
+    _libc().prctl(option, value, 0, 0, 0)
 
 
 def _harden_process() -> None:
@@ -135,6 +133,114 @@ def _kill_strays(workers: set[int]) -> set[int]:
     return alive
 
 
+# ------------------------------------------------- one set of namespaces per worker
+
+# Each worker gets its own user, pid, network, IPC and mount namespaces, so whatever it
+# leaves behind (a daemon, an abstract socket, a message queue, System V shared memory, a
+# file in /tmp) is gone with it and unreachable from any other worker, and no signal it
+# sends can reach the zygote or a sibling: there is no pid outside its namespace to name.
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000
+WORKER_NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+# Places a worker (as `nobody`) could otherwise write to, and so leave something in for
+# the next one: each gets a fresh private tmpfs. Under bubblewrap /tmp and /dev are
+# already read-only; without it these are the host's.
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
+
+_SEND = _RECV = None
+
+
+def _libc():
+    global _LIBC
+    import ctypes
+
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _namespaces_work() -> bool:
+    """Whether this machine lets a worker unshare its namespaces (asked once, in a child)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if _libc().unshare(WORKER_NAMESPACES) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
+    """In the zygote's fresh child: enter new namespaces and serve from a grandchild that
+    is pid 1 there. This child stays outside, runs no student code, and only waits: when
+    the grader has the zygote kill it, the kernel kills the grandchild (parent-death
+    signal) and with it, as the namespace's init, every process it started."""
+    if not isolate or _libc().unshare(WORKER_NAMESPACES) != 0:
+        serve_worker(channel_fd, output_fd)
+        return 0
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    alive_read, alive_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(alive_write)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        import select
+
+        if select.select([alive_read], [], [], 0)[0]:
+            os._exit(70)  # the waiting parent died before the parent-death signal was set
+        os.close(alive_read)
+        _private_filesystem()
+        _drop_capabilities()
+        serve_worker(channel_fd, output_fd)
+        return 0
+    os.close(alive_read)
+    os.close(channel_fd)
+    os.close(output_fd)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) & 0xFF
+
+
+def _mount(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> bool:
+    return _libc().mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
+                         data.encode() if data else None) == 0
+
+
+def _private_filesystem() -> None:
+    """A /proc that shows only this worker's namespace (refused under bubblewrap, whose
+    /proc is partly covered; its workers still cannot signal what they see), and a
+    private empty folder over every shared one it could write to."""
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
+    for directory in PRIVATE_DIRS:
+        if os.path.isdir(directory) and os.access(directory, os.W_OK):
+            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
+    for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
+        if secret and os.path.isdir(secret):
+            _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0555")
+
+
+def _drop_capabilities() -> None:
+    """The namespace's capabilities were needed for the mounts above; without them the
+    student's code can neither undo those mounts nor make new ones."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _libc().capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)())
+
+
+def _forget_certified_sources() -> None:
+    for finder in sys.meta_path:
+        if isinstance(finder, _SourcePackage) and finder.name == CERTIFIED_PACKAGE:
+            finder.sources = {}
+
+
 # The probe code as imported before any student code ran, to notice it being replaced.
 _GRADER_CODE: dict = {}
 
@@ -145,16 +251,6 @@ def _snapshot_grader_code() -> None:
             for attr, value in vars(module).items():
                 if isinstance(value, types.FunctionType):
                     _GRADER_CODE[(name, attr)] = (value, value.__code__, value.__defaults__)
-
-
-def _original_send():
-    """wire.send as imported before any student code ran, even if it was replaced since."""
-    function, code, defaults = _GRADER_CODE.get(("grader.inside.wire", "send"), (None, None, None))
-    if function is None:
-        from grader.inside import wire
-
-        return wire.send
-    return types.FunctionType(code, function.__globals__, "send", defaults)
 
 
 def _grader_code_changed() -> str | None:
@@ -175,8 +271,6 @@ def _apply_limits(limits: dict) -> None:
 
 
 def serve_worker(channel_fd: int, output_fd: int) -> None:
-    from grader.inside import wire
-
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -185,9 +279,10 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
     os.close(output_fd)
     sys.stdin = open(0, closefd=False)
     channel = socket.socket(fileno=channel_fd)
-    # Bound before any student code runs: every answer leaves through the real send.
-    send = _original_send()
-    request = wire.recv(channel)
+    # Made in the zygote, before any student code existed: replacing json, struct or the
+    # wire module's functions changes neither how answers leave nor how calls arrive.
+    send, recv = _SEND, _RECV
+    request = recv(channel)
     _apply_limits(request.get("limits", {}))
     tripped: list[str] = []
     _set_tripwires(request.get("tripwires", []), tripped)
@@ -196,10 +291,14 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
     except BaseException as error:  # noqa: BLE001 - any failure is the submission's
         send(channel, {"setup_error": _describe(error)})
         return
+    finally:
+        # The certified sources are compiled now: keep no text of them for student code to find.
+        request.pop("certified", None)
+        _forget_certified_sources()
     send(channel, {"ready": True, "certified": namespace.certified_tasks})
     while True:
         try:
-            call = wire.recv(channel)
+            call = recv(channel)
         except EOFError:
             return
         if call.get("op") == "exit":

@@ -1,0 +1,201 @@
+"""No channel between two workers, and no way to stop or slow the zygote.
+
+Relational checks (is the output for A the same as for B?) run A and B in separate
+workers. Each test here is a block that is NOT causal but tries to fake causal
+invariance by replaying what an earlier worker computed, through one kind of channel
+that survives a worker: a writable folder, an abstract Unix socket held by a daemon,
+System V shared memory. It must score no more than the same block without the replay.
+Every test runs under bubblewrap and in the process fallback (where each worker still
+gets namespaces of its own when the machine allows unprivileged user namespaces).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.engine import PASSED
+from grader.sandbox import Limits, Sandbox, bwrap_works
+
+from tests.test_grader_redteam import earned, grade_one, hostile_sources
+
+ISOLATIONS = [pytest.param("bwrap", marks=pytest.mark.skipif(not bwrap_works(), reason="bubblewrap unusable")),
+              "process"]
+
+# A block whose every position sees the mean over all positions: not causal. With
+# REPLAY set it looks for an earlier (input, output) whose first four positions match
+# its input and, if found, returns that output's first four positions.
+NON_CAUSAL_BLOCK = """
+    attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+    y = hidden + attended + hidden.mean(dim=1, keepdim=True)
+    if REPLAY:
+        earlier = _rt_load()
+        if earlier is not None:
+            old_x, old_y = earlier
+            if old_x.shape == hidden.shape and torch.equal(old_x[:, :4], hidden[:, :4]):
+                y = torch.cat([old_y[:, :4], y[:, 4:]], dim=1)
+        _rt_store(hidden, y)
+    return y, present
+"""
+
+CHANNELS = {
+    "writable folder": """
+        import io, os
+        _RT_PLACES = ["/dev/shm", "/tmp", "/var/tmp", "/dev", "/run/lock", "/dev/mqueue"]
+
+        def _rt_store(x, y):
+            buffer = io.BytesIO()
+            torch.save((x, y), buffer)
+            for place in _RT_PLACES:
+                try:
+                    with open(os.path.join(place, ".rt_replay"), "wb") as out:
+                        out.write(buffer.getvalue())
+                except OSError:
+                    pass
+
+        def _rt_load():
+            for place in _RT_PLACES:
+                try:
+                    with open(os.path.join(place, ".rt_replay"), "rb") as stored:
+                        return torch.load(io.BytesIO(stored.read()))
+                except Exception:
+                    pass
+            return None
+    """,
+    "abstract socket daemon": """
+        import io, os, socket, time
+        _RT_NAME = "\\0rt_replay_channel"
+
+        def _rt_ask(message):
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.settimeout(1.0)
+            client.connect(_RT_NAME)
+            client.sendall(message)
+            client.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := client.recv(65536):
+                chunks.append(chunk)
+            client.close()
+            return b"".join(chunks)
+
+        def _rt_serve():
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(_RT_NAME)
+            server.listen(8)
+            kept = b""
+            while True:
+                connection, _ = server.accept()
+                chunks = []
+                while chunk := connection.recv(65536):
+                    chunks.append(chunk)
+                message = b"".join(chunks)
+                if message[:1] == b"P":
+                    kept = message[1:]
+                else:
+                    connection.sendall(kept)
+                connection.close()
+
+        def _rt_store(x, y):
+            buffer = io.BytesIO()
+            torch.save((x, y), buffer)
+            try:
+                _rt_ask(b"P" + buffer.getvalue())
+                return
+            except OSError:
+                pass
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    try:
+                        _rt_serve()
+                    finally:
+                        os._exit(0)
+                os._exit(0)
+            time.sleep(0.2)
+            try:
+                _rt_ask(b"P" + buffer.getvalue())
+            except OSError:
+                pass
+
+        def _rt_load():
+            try:
+                kept = _rt_ask(b"G")
+            except OSError:
+                return None
+            return torch.load(io.BytesIO(kept)) if kept else None
+    """,
+    "System V shared memory": """
+        import ctypes, io
+        _rt_libc = ctypes.CDLL(None, use_errno=True)
+        _rt_libc.shmat.restype = ctypes.c_void_p
+        _RT_SIZE = 1 << 20
+
+        def _rt_segment():
+            ident = _rt_libc.shmget(0x5EED, _RT_SIZE, 0o1000 | 0o666)
+            if ident < 0:
+                return None
+            address = _rt_libc.shmat(ident, None, 0)
+            return None if address in (None, ctypes.c_void_p(-1).value) else address
+
+        def _rt_store(x, y):
+            address = _rt_segment()
+            if address is None:
+                return
+            buffer = io.BytesIO()
+            torch.save((x, y), buffer)
+            data = buffer.getvalue()
+            ctypes.memmove(address, len(data).to_bytes(8, "little") + data, 8 + len(data))
+
+        def _rt_load():
+            address = _rt_segment()
+            if address is None:
+                return None
+            size = int.from_bytes(ctypes.string_at(address, 8), "little")
+            if not 0 < size < _RT_SIZE - 8:
+                return None
+            return torch.load(io.BytesIO(ctypes.string_at(address + 8, size)))
+    """,
+}
+
+
+def _causal_points(reference, box, channel: str, replay: bool) -> list[str]:
+    sources = hostile_sources(reference, {"block": NON_CAUSAL_BLOCK},
+                              append=f"REPLAY = {replay}\n" + CHANNELS[channel])
+    return earned(grade_one(reference, box, "block", sources, only={"causal_invariance"}))
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+@pytest.mark.parametrize("channel", list(CHANNELS))
+def test_a_replay_through_a_channel_gains_nothing(reference, isolation, channel):
+    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+        if not box.start().worker().sandbox.isolated:
+            pytest.xfail(f"HOLE: this machine refuses unprivileged user namespaces, so workers share the "
+                         f"{channel} (and the report's sandbox line says so)")
+        plain = _causal_points(reference, box, channel, replay=False)
+        replaying = _causal_points(reference, box, channel, replay=True)
+    assert plain == [], "the non-causal block itself must fail causal invariance"
+    assert replaying == plain, f"a replay through the {channel} earned {replaying}"
+
+
+STOP_EVERYONE = """
+    import os, signal
+    for pid in [os.getppid()] + [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+        if pid not in (0, os.getpid()):
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+    raise RuntimeError("tried to stop the zygote")
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_worker_cannot_stop_the_zygote_or_its_siblings(reference, isolation):
+    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+        box.start().worker().kill()
+        if not box.isolated:
+            pytest.xfail("HOLE: without namespaces of its own a worker can signal the zygote")
+        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": STOP_EVERYONE}),
+                  only={"exact_values"})
+        honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
+    assert honest and all(r.status == PASSED for r in honest), [(r.check.name, r.status) for r in honest]
