@@ -226,7 +226,13 @@ class _TaskRun:
         sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
         try:
             if check.separately:
-                reply = self.call_separately(check, sent)
+                first = check.separately[0]
+                runs = [(name, {**{k: v for k, v in sent.items() if k not in check.separately}, first: sent[name]})
+                        for name in check.separately]
+                reply = self.call_separately(check, runs)
+            elif check.parts:
+                reply = self.call_separately(check, [(part, {**sent, "part": part}) for part in check.parts],
+                                             merge=True)
             else:
                 reply = self.call(check, sent)
         except _SetupFailed:
@@ -250,22 +256,26 @@ class _TaskRun:
         return _check_reply(self.worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__,
                                              sent, min(check.timeout, self.timeout_cap)))
 
-    def call_separately(self, check: Check, sent: dict) -> dict:
-        """One fresh worker per input in check.separately; the results gathered by name."""
-        gathered, certified = {}, ()
-        first = check.separately[0]
-        for name in check.separately:
+    def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
+        """Each run in a fresh worker; the results gathered by name (merge=True: the parts'
+        dict results merged into one, each later part told the earlier results)."""
+        gathered, merged, certified = {}, {}, ()
+        for name, inputs in runs:
             self.drop_worker()
-            one = {k: v for k, v in sent.items() if k not in check.separately}
-            one[first] = sent[name]
-            reply = self.call(check, one)
+            if merge:
+                inputs = {**inputs, "earlier": dict(gathered)}
+            reply = self.call(check, inputs)
             if "result" not in reply or reply.get("forbidden_calls"):
                 return reply
             gathered[name] = reply["result"]
+            if merge:
+                if not isinstance(reply["result"], dict):
+                    return {"result": reply["result"], "forbidden_calls": []}
+                merged.update(reply["result"])
             certified = self.worker.certified
         self.drop_worker()
         self.last_certified = certified
-        return {"result": gathered, "forbidden_calls": []}
+        return {"result": merged if merge else gathered, "forbidden_calls": []}
 
     def drop_worker(self):
         if self.worker is not None:

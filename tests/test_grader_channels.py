@@ -199,3 +199,25 @@ def test_a_worker_cannot_stop_the_zygote_or_its_siblings(reference, isolation):
                   only={"exact_values"})
         honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
     assert honest and all(r.status == PASSED for r in honest), [(r.check.name, r.status) for r in honest]
+
+
+# A block whose cached path ignores the cache, but which remembers its last full output
+# and hands slices of it back when called in pieces: in one worker it would pass.
+REMEMBERING_BLOCK = """
+    attended, present = self.attention(self.ln_attention(hidden), None, use_cache)
+    u = hidden + attended
+    y = u + self.feedforward(self.ln_feedforward(u))
+    memo = getattr(TransformerBlock, "_rt_full", None)
+    if past_key_value is None and not use_cache:
+        TransformerBlock._rt_full = y.clone()
+    elif memo is not None:
+        start = 0 if past_key_value is None else past_key_value[0].shape[2]
+        y = memo[:, start:start + hidden.shape[1]]
+    return y, present
+"""
+
+
+def test_the_cache_check_cannot_be_passed_by_remembering_the_full_pass(reference, sandbox):
+    sources = hostile_sources(reference, {"block": REMEMBERING_BLOCK})
+    results = grade_one(reference, sandbox, "block", sources, only={"cache_consistent"})
+    assert results and not earned(results), [(r.check.name, r.status, r.diagnosis) for r in results]

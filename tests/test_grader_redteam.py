@@ -154,7 +154,7 @@ def _forged_forward(ns, x, sizes, state=None):
 
 _blk.probe_block_forward = _forged_forward
 _blk.probe_block_output = lambda ns, x, sizes, state: {"y": x}
-_blk.probe_block_cache = lambda ns, x, sizes, state, split: {"full": x, "stepwise": x}
+_blk.probe_block_cache = lambda ns, x, sizes, state, split, part, earlier: {"full": x, "stepwise": x}
 '''
 
 

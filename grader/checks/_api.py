@@ -36,6 +36,11 @@ class Check:
     # name; the judge gets {name: result}. For relational checks (is output A the same
     # as output B?) so that no state kept in the student's process can link the runs.
     separately: tuple[str, ...] = ()
+    # Halves of one comparison (a full pass and the same pass through the KV cache), each
+    # probed in a fresh worker with part=<name> and earlier=<the results so far, by
+    # part>; the judge gets the parts' dict results merged into one. So a submission
+    # cannot pass by remembering one half's answer and giving it back as the other.
+    parts: tuple[str, ...] = ()
 
     @property
     def chapter(self) -> str:

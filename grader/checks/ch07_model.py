@@ -558,10 +558,11 @@ def judge_lm_causal(out, inputs, expected):
     return causal_diagnosis(out["idx"]["logits"], out["changed"]["logits"], inputs["_first_changed"], "the model")
 
 
-def probe_lm_cache(ns, sizes, state, idx, chunks):
+def probe_lm_cache(ns, sizes, state, idx, chunks, part, earlier):
     model = _model(ns, sizes, state)
     with torch.no_grad():
-        full = model(idx.clone())[0]
+        if part == "full":
+            return {"full": model(idx.clone())[0]}
         pieces, presents, start, layout = [], None, 0, []
         for size in chunks:
             out = model(idx[:, start:start + size].clone(), past_key_values=presents, use_cache=True)
@@ -569,7 +570,7 @@ def probe_lm_cache(ns, sizes, state, idx, chunks):
             pieces.append(logits)
             start += size
             if not isinstance(presents, (list, tuple)):
-                return {"full": full, "presents": None, "layout": layout}
+                return {"presents": None, "layout": layout}
             layout.append([[list(t.shape) for t in pair] if isinstance(pair, (list, tuple)) else None
                            for pair in presents])
         # What a model that forgets the cache length would output: every chunk after the
@@ -578,7 +579,7 @@ def probe_lm_cache(ns, sizes, state, idx, chunks):
         table = model.position_embedding.weight
         table[: len(positions)] = table[torch.tensor(positions)].clone()
         no_offset = model(idx.clone())[0]
-    return {"full": full, "stepwise": torch.cat(pieces, dim=1), "presents": True, "layout": layout,
+    return {"stepwise": torch.cat(pieces, dim=1), "presents": True, "layout": layout,
             "no_offset": no_offset}
 
 
@@ -776,12 +777,13 @@ CHECKS = [
     check("ch07.lm_forward.cache_matches_full", "lm_forward", 3,
           "a 3-token prompt then 4 tokens one at a time through past_key_values gives the logits of one "
           "full pass; presents hold one (keys, values) per block",
-          probe_lm_cache, judge_lm_cache, inputs=_lm_cache_inputs(SIZES, (3, 1, 1, 1, 1))),
+          probe_lm_cache, judge_lm_cache, inputs=_lm_cache_inputs(SIZES, (3, 1, 1, 1, 1)), parts=("full", "stepwise")),
     check("ch07.lm_forward.matches_reference", "lm_forward", 3,
           "random weights (the reference's state_dict) give the reference logits and loss",
           probe_lm_forward, judge_lm_reference, inputs=_lm_inputs(HIDDEN_SIZES, B=3, T=9), expect=_expect_lm,
           hidden=True),
     check("ch07.lm_forward.cache_chunks", "lm_forward", 1,
           "uneven chunks through the cache give the logits of one full pass",
-          probe_lm_cache, judge_lm_cache_hidden, inputs=_lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True),
+          probe_lm_cache, judge_lm_cache_hidden, inputs=_lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True,
+          parts=("full", "stepwise")),
 ]

@@ -324,16 +324,27 @@ def _recording(model):
 
 
 def probe_generate(ns, sizes, state, prompt, max_new_tokens, seed, temperature=1.0, top_k=None, stop_id=None,
-                   as_list=False):
+                   as_list=False, part=None, earlier=None):
+    """part="generate" only generates; part="recompute" (a fresh worker) recomputes the
+    logits of the ids the generate part returned with full forwards; no part does both."""
     model = _model(ns, sizes, state)
-    calls = _recording(model)
-    out = ns.sample.generate(model, prompt.tolist() if as_list else prompt.clone(), max_new_tokens,
-                             temperature=temperature, top_k=top_k, generator=_generator(seed), stop_id=stop_id,
-                             return_logits=True)
-    del model.forward  # back to the class's forward for the recomputation
-    result = {"calls": calls, "returned": list(out) if isinstance(out, (tuple, list)) else out}
-    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], torch.Tensor):
-        ids = out[0] if out[0].dim() == 2 else out[0].unsqueeze(0)
+    result = {}
+    if part != "recompute":
+        calls = _recording(model)
+        out = ns.sample.generate(model, prompt.tolist() if as_list else prompt.clone(), max_new_tokens,
+                                 temperature=temperature, top_k=top_k, generator=_generator(seed), stop_id=stop_id,
+                                 return_logits=True)
+        del model.forward  # back to the class's forward for the recomputation
+        result = {"calls": calls, "returned": list(out) if isinstance(out, (tuple, list)) else out}
+        if part == "generate":
+            return result
+    returned = result["returned"] if part is None else (earlier or {}).get("generate", {}).get("returned")
+    ids = returned[0] if (isinstance(returned, (tuple, list)) and len(returned) == 2
+                          and isinstance(returned[0], torch.Tensor)) else None
+    # Ids that are no ids get no recomputation: the judge names what is wrong with them.
+    if ids is not None and ids.dtype == torch.long and 1 <= ids.dim() <= 2 and ids.numel() and \
+            0 <= int(ids.min()) and int(ids.max()) < sizes["vocab_size"]:
+        ids = ids if ids.dim() == 2 else ids.unsqueeze(0)
         P = prompt.shape[-1]
         recomputed, alone = [], []
         with torch.no_grad():
@@ -684,7 +695,7 @@ CHECKS = [
     # generate
     check("ch09.generate.cached_equals_recompute", "generate", 3,
           "a [2, 3] prompt and 7 new ids: the logits of every draw equal a full forward over the sequence so far",
-          probe_generate, judge_cached_equals_recompute, inputs=_generate_inputs),
+          probe_generate, judge_cached_equals_recompute, inputs=_generate_inputs, parts=("generate", "recompute")),
     check("ch09.generate.one_token_per_step", "generate", 2,
           "the prompt goes through the model once; each later call gets exactly one token, with past_key_values",
           probe_generate, judge_one_token_per_step, inputs=_one_token_inputs),
