@@ -33,12 +33,23 @@ WEAK_SANDBOX = ("bubblewrap is not usable here, and without it the code being gr
                 "--allow-weak-sandbox to grade anyway with process isolation only.")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("the budget must be a positive number of seconds")
+    return value
+
+
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
-                seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True):
+                seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True,
+                budget: float = 600.0):
     from grader.sandbox import Limits, Sandbox
 
     # Boot the sandbox first: it imports torch while this process does the same.
-    sandbox = Sandbox(Limits())
+    sandbox = Sandbox(Limits(submission_seconds=budget))
     try:
         sandbox.start()
     except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
@@ -82,9 +93,12 @@ def main(argv=None) -> int:
     g.add_argument("--seed", type=int, help="fix the hidden checks' random inputs")
     g.add_argument("--allow-weak-sandbox", action="store_true",
                    help="grade even where bubblewrap is unavailable (the code could read solutions/)")
+    g.add_argument("--budget", type=_seconds, default=600.0,
+                   help="wall-clock seconds for the whole submission; checks not run by then score 'timeout'")
     c = sub.add_parser("check", help="public checks on your own package (students)")
     c.add_argument("package", nargs="?", default="hero_transformer")
     c.add_argument("--chapters")
+    c.add_argument("--budget", type=_seconds, default=600.0)
     k = sub.add_parser("grade-class", help="grade every upload in a folder into a gradebook CSV (TA)")
     k.add_argument("folder")
     k.add_argument("--csv", default="gradebook.csv")
@@ -93,6 +107,7 @@ def main(argv=None) -> int:
     k.add_argument("--public-only", action="store_true")
     k.add_argument("--seed", type=int)
     k.add_argument("--allow-weak-sandbox", action="store_true")
+    k.add_argument("--budget", type=_seconds, default=600.0, help="wall-clock seconds per upload")
     z = sub.add_parser("gradescope", help="build a Gradescope autograder zip (TA)")
     z.add_argument("--output", default="autograder.zip")
     sub.add_parser("demo", help="grade the reference and typical wrong submissions")
@@ -104,12 +119,12 @@ def main(argv=None) -> int:
 
     if args.command == "grade":
         report = run_grading(args.submission, _chapters(args.chapters), args.public_only, args.json, console, args.seed,
-                             allow_weak_sandbox=args.allow_weak_sandbox)
+                             allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget)
         return 0 if not report.problem else 1
     if args.command == "check":
         # Public checks only. Where solutions/ is present the other parts are certified;
         # in a student's release without it, their own code stands in (the report says which).
-        report = run_grading(args.package, _chapters(args.chapters), True, None, console)
+        report = run_grading(args.package, _chapters(args.chapters), True, None, console, budget=args.budget)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
     if args.command == "grade-class":
         from grader.gradebook import grade_class
@@ -122,7 +137,7 @@ def main(argv=None) -> int:
             return 1
         try:
             rows = grade_class(Path(args.folder), Path(args.csv), Path(args.json_dir) if args.json_dir else None,
-                               _chapters(args.chapters), args.public_only, args.seed, console)
+                               _chapters(args.chapters), args.public_only, args.seed, console, budget=args.budget)
         except SubmissionError as problem:
             console.print(f"[red]{problem}[/]")
             return 1

@@ -175,7 +175,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
     }
 
 
-def _start_worker(task, submission, reference, sandbox):
+def _start_worker(task, submission, reference, sandbox, deadline: float):
     """A ready worker, or (None, failure) when the submission or the sandbox can't load."""
     try:
         worker = sandbox.worker()
@@ -183,7 +183,7 @@ def _start_worker(task, submission, reference, sandbox):
         return None, (ERROR, f"the grader could not start a sandboxed process: {broken!r}", "")
     try:
         ready = worker.start(_worker_request(task, submission, reference, sandbox.limits),
-                             sandbox.limits.setup_seconds)
+                             max(0.5, min(sandbox.limits.setup_seconds, deadline - time.monotonic())))
     except WorkerFailed as failure:
         # A module that hangs or dies at import does so for every check: say it once.
         status = TIMEOUT if failure.status == "timeout" else ERROR
@@ -212,14 +212,21 @@ class _TaskRun:
     """One task's checks, run one at a time on a worker; after any failure the next
     check gets a fresh worker."""
 
-    def __init__(self, task, submission, reference, sandbox, seed):
+    def __init__(self, task, submission, reference, sandbox, seed, deadline):
         self.task, self.submission, self.reference, self.sandbox, self.seed = task, submission, reference, sandbox, seed
+        self.deadline = deadline
         self.worker = None
         self.setup_failure = None
         self.timeout_cap = sandbox.limits.check_seconds
         self.last_certified: tuple[str, ...] = ()
 
     def run(self, check: Check) -> CheckResult:
+        if time.monotonic() >= self.deadline:
+            self.drop_worker()
+            return CheckResult(check, TIMEOUT, (
+                f"the grading time for one submission ({self.sandbox.limits.submission_seconds:g} s) ran out before "
+                f"this check ran: something is far too slow — often an experiment left at module level, which "
+                f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
         generator = torch.Generator().manual_seed(self.seed + sum(map(ord, check.name)))
         inputs = check.make_inputs(generator)
         expected = check.expect(self.reference.modules, inputs) if (check.expect and self.reference) else None
@@ -250,11 +257,13 @@ class _TaskRun:
 
     def call(self, check: Check, sent: dict) -> dict:
         if self.worker is None and self.setup_failure is None:
-            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox)
+            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox,
+                                                            self.deadline)
         if self.setup_failure:
             raise _SetupFailed()
         return _check_reply(self.worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__,
-                                             sent, min(check.timeout, self.timeout_cap)))
+                                             sent, max(0.5, min(check.timeout, self.timeout_cap,
+                                                                self.deadline - time.monotonic()))))
 
     def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
         """Each run in a fresh worker; the results gathered by name (merge=True: the parts'
@@ -291,7 +300,8 @@ class _TaskRun:
 
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
-               sandbox: Sandbox, seed: int, scan_for_tampering: bool = True) -> list[CheckResult]:
+               sandbox: Sandbox, seed: int, scan_for_tampering: bool = True,
+               deadline: float | None = None) -> list[CheckResult]:
     """Grade one task's checks. Never raises: every failure is a check status.
     (scan_for_tampering=False lets tests reach the layers behind the static scan.)"""
     tampering = scan_submission(submission.sources) if scan_for_tampering else []
@@ -303,7 +313,8 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
     if hits:
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
-    run, results = _TaskRun(task, submission, reference, sandbox, seed), []
+    deadline = time.monotonic() + sandbox.limits.submission_seconds if deadline is None else deadline
+    run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline), []
     for check in checks:
         try:
             results.append(run.run(check))
@@ -343,9 +354,10 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     parallel = parallel or max(1, min(2, os.cpu_count() or 1))
     if reference is not None:
         reference.modules  # import it once here, not from two grading threads at once
+    deadline = time.monotonic() + sandbox.limits.submission_seconds
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        futures = [pool.submit(grade_task, task, checks, submission, reference, sandbox, seed)
+        futures = [pool.submit(grade_task, task, checks, submission, reference, sandbox, seed, deadline=deadline)
                    for task, checks in plan]
         results = []
         for future in futures:

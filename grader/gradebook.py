@@ -38,7 +38,8 @@ def student_id(upload: Path) -> str:
 
 
 def grade_class(folder: Path, csv_path: Path, json_dir: Path | None = None, chapters=None,
-                public_only: bool = False, seed: int | None = None, console: Console | None = None) -> list[dict]:
+                public_only: bool = False, seed: int | None = None, console: Console | None = None,
+                budget: float = 600.0) -> list[dict]:
     console = console or Console()
     if not folder.is_dir():
         raise SubmissionError(f"{folder} is not a folder of uploads")
@@ -57,7 +58,7 @@ def grade_class(folder: Path, csv_path: Path, json_dir: Path | None = None, chap
                 name = upload.name  # alice/ and alice.zip: keep both, apart
             progress.update(bar, description=f"grading {name}")
             # A fresh sandbox per student: nothing one upload leaves behind reaches the next.
-            with Sandbox(Limits()) as sandbox:
+            with Sandbox(Limits(submission_seconds=budget)) as sandbox:
                 try:
                     report = grade(load(upload), chapters, public_only=public_only, sandbox=sandbox, seed=seed)
                 except SubmissionError as problem:

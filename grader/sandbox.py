@@ -44,6 +44,8 @@ class Limits:
     check_seconds: float = 10.0
     setup_seconds: float = 30.0
     processes: int = 48  # processes and threads of the whole sandbox, where a pids cgroup exists
+    # Wall clock for one submission, all its checks: past it the rest are 'timeout'.
+    submission_seconds: float = 600.0
 
     def rlimits(self) -> dict:
         return {

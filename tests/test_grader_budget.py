@@ -1,0 +1,37 @@
+"""A submission's wall-clock budget: when it runs out the checks left are 'timeout' with
+the reason, and results.json is still written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_checks_past_the_budget_time_out_and_the_json_is_written(tmp_path):
+    upload = tmp_path / "upload" / "hero_transformer"
+    shutil.copytree(ROOT / "solutions" / "hero_transformer", upload,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    model = upload / "model.py"
+    # An experiment left at module level: every worker that imports model.py waits for it.
+    model.write_text(model.read_text() + "\n\nimport time as _experiment_clock\n_experiment_clock.sleep(2.0)\n")
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(upload.parent), "--chapters", "05",
+                           "--json", str(out), "--budget", "5", "--seed", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.exists(), done.stderr[-2000:]
+    tests = json.loads(out.read_text())["tests"]
+    out_of_time = [t for t in tests if "ran out before this check ran" in t["output"]]
+    assert out_of_time, [t["output"][:120] for t in tests]
+    assert all(t["score"] == 0 for t in out_of_time)
+    assert any(t["score"] == t["max_score"] for t in tests), "checks run inside the budget still count"
+
+
+def test_a_budget_must_be_a_positive_number(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path), "--budget", "soon"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "not a number of seconds" in done.stderr
