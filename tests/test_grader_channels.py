@@ -221,3 +221,23 @@ def test_the_cache_check_cannot_be_passed_by_remembering_the_full_pass(reference
     sources = hostile_sources(reference, {"block": REMEMBERING_BLOCK})
     results = grade_one(reference, sandbox, "block", sources, only={"cache_consistent"})
     assert results and not earned(results), [(r.check.name, r.status, r.diagnosis) for r in results]
+
+
+SEES_OTHERS = """
+    import os
+    mine = {str(os.getpid()), os.readlink("/proc/self") if os.path.islink("/proc/self") else ""}
+    others = [p for p in os.listdir("/proc") if p.isdigit() and p not in mine]
+    if others:  # a process it can see is one whose /proc/PID/comm it could read
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    raise RuntimeError("alone")
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_worker_sees_no_other_process(reference, isolation):
+    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+        box.start().worker().kill()
+        if not box.isolated:
+            pytest.xfail("HOLE: without namespaces of its own a worker lists (and reads the names of) the others")
+        results = grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": SEES_OTHERS}))
+    assert results and not earned(results), [(r.check.name, r.status, r.diagnosis) for r in results]

@@ -284,7 +284,7 @@ def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeyp
     import grader.sandbox
     from grader.__main__ import run_grading
 
-    monkeypatch.setattr(grader.sandbox, "Limits", lambda: Limits(check_seconds=3.0))
+    monkeypatch.setattr(grader.sandbox, "Limits", lambda **given: Limits(**{"check_seconds": 3.0, **given}))
     append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": [{"x": 1}]}\')\n'
     package = tmp_path / "upload" / "hero_transformer"
     package.mkdir(parents=True)
@@ -704,7 +704,7 @@ def test_zip_paths_cannot_escape_or_break_loading(tmp_path):
 def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
     import grader.gradebook as gradebook
 
-    monkeypatch.setattr(gradebook, "Limits", lambda: Limits(check_seconds=3.0))
+    monkeypatch.setattr(gradebook, "Limits", lambda **given: Limits(**{"check_seconds": 3.0, **given}))
     uploads = tmp_path / "uploads"
     uploads.mkdir()
     broken = uploads / "alice.zip"

@@ -143,7 +143,10 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000
 WORKER_NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 16384, 1 << 18
+# The mount API's open_tree/move_mount have one number on every architecture (Linux >= 5.2).
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
+AT_FDCWD, OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH = -100, 1, 0o2000000, 0x4
 # Places a worker (as `nobody`) could otherwise write to, and so leave something in for
 # the next one: each gets a fresh private tmpfs. Under bubblewrap /tmp and /dev are
 # already read-only; without it these are the host's.
@@ -175,9 +178,11 @@ def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
     is pid 1 there. This child stays outside, runs no student code, and only waits: when
     the grader has the zygote kill it, the kernel kills the grandchild (parent-death
     signal) and with it, as the namespace's init, every process it started."""
+    uid, gid = os.getuid(), os.getgid()
     if not isolate or _libc().unshare(WORKER_NAMESPACES) != 0:
         serve_worker(channel_fd, output_fd)
         return 0
+    _map_own_ids(uid, gid)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     alive_read, alive_write = os.pipe()
     child = os.fork()
@@ -200,6 +205,15 @@ def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
     return os.waitstatus_to_exitcode(status) & 0xFF
 
 
+def _map_own_ids(uid: int, gid: int) -> None:
+    """The same user and group inside the new user namespace as outside; without a
+    mapping the kernel refuses to create files (even on a private tmpfs)."""
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
+        with open(path, "w") as out:
+            out.write(text)
+
+
 def _mount(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> bool:
     return _libc().mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
                          data.encode() if data else None) == 0
@@ -210,13 +224,36 @@ def _private_filesystem() -> None:
     /proc is partly covered; its workers still cannot signal what they see), and a
     private empty folder over every shared one it could write to."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
+    if not _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV):
+        _proc_of_its_own()
     for directory in PRIVATE_DIRS:
         if os.path.isdir(directory) and os.access(directory, os.W_OK):
             _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
     for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
         if secret and os.path.isdir(secret):
             _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0555")
+
+
+def _proc_of_its_own() -> None:
+    """Where a fresh /proc is refused (bubblewrap's is partly covered, so the kernel will
+    not mount another), cover it with a read-only folder holding only this worker's own
+    entry, as /proc/self: a worker that could list the others could read what they write
+    into their /proc/PID/comm, a channel between workers."""
+    import ctypes
+
+    own = f"/proc/{os.readlink('/proc/self')}"
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    tree = libc.syscall(SYS_OPEN_TREE, AT_FDCWD, own.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
+    if tree < 0:
+        raise OSError(ctypes.get_errno(), "cannot take a copy of this worker's /proc entry")
+    if not _mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0555"):
+        raise OSError(ctypes.get_errno(), "cannot cover /proc")
+    os.mkdir("/proc/self")
+    if libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, b"/proc/self", MOVE_MOUNT_F_EMPTY_PATH) < 0:
+        raise OSError(ctypes.get_errno(), "cannot place this worker's /proc entry")
+    os.close(tree)
+    _mount("tmpfs", "/proc", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def _drop_capabilities() -> None:
