@@ -9,7 +9,9 @@ into a check status with a reason.
 
 from __future__ import annotations
 
+import builtins
 import os
+import re
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,9 +42,15 @@ PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN = (
 class CheckResult:
     check: Check
     status: str
-    diagnosis: str = ""
-    output: str = ""  # an excerpt of what the student's code printed
+    diagnosis: str = ""  # what the student is shown
+    output: str = ""  # what the student's code printed, shown only where no certified part ran beside it
     certified: tuple[str, ...] = ()  # the tasks whose reference stood in while this ran
+    # Course staff only: the diagnosis with everything the student's code said in it
+    # (exception messages, reprs, the line its traceback named) and all it printed.
+    # Where certified parts ran beside the student's code, that code could read them, so
+    # none of its words may reach the student; these fields keep them for staff.
+    staff_diagnosis: str = ""
+    staff_output: str = ""
 
     @property
     def score(self) -> float:
@@ -119,17 +127,159 @@ def _text(value, limit: int = 600) -> str:
     return (value if isinstance(value, str) else repr(value))[:limit]
 
 
-def _remote_failure(task: Task, error: dict) -> tuple[str, str]:
-    kind, message, where, line = (_text(error.get(k, "")) for k in ("type", "message", "where", "line"))
+# Lines this short (`return x`, `)`, a docstring fragment) say nothing about the reference.
+_SECRET_LINE_CHARS = 20
+_WITHHELD = "(withheld: the text contained code from the reference)"
+_LOCATION = re.compile(r"(?:submission/)?([\w./-]+\.py):(\d+)")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
+_SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+# Python's own wording for the commonest slip; echoed only when both names are ones the
+# grader can vouch for (a built-in type, a word of the upload), never free text.
+_NO_ATTRIBUTE = re.compile(r"'(\w{1,40})' object has no attribute '(\w{1,40})'")
+_COMMON_TYPES = {"NoneType", "int", "float", "bool", "str", "list", "tuple", "dict", "Tensor", "Parameter",
+                 "function", "method", "module"}
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+@lru_cache(maxsize=4)
+def _reference_lines(reference: "Reference") -> frozenset[str]:
+    return frozenset(_squeezed(line) for source in reference.sources.values() for line in source.splitlines()
+                     if len(line.strip()) >= _SECRET_LINE_CHARS)
+
+
+@lru_cache(maxsize=1)
+def _checks_text() -> str:
+    """The checks' own source: a reference line they spell out (a diagnosis naming the
+    fix, say) is public, as the checks ship with the course."""
+    return "".join(_squeezed(path.read_text(encoding="utf-8"))
+                   for path in sorted((ROOT / "grader" / "checks").glob("*.py")))
+
+
+def _known_exception_names() -> set[str]:
+    """Exception classes the grader's own process knows (builtins, torch, ...): a name
+    among them was not made up at run time to carry text."""
+    names, stack = set(), [BaseException]
+    while stack:
+        cls = stack.pop()
+        names.add(cls.__name__)
+        stack.extend(cls.__subclasses__())
+    return names
+
+
+class _Audience:
+    """What of the student's code's words the student may be shown.
+
+    Where certified parts were given to the worker, the code ran beside them and could
+    read them, so nothing it says reaches the student: no printed output, no exception
+    message, no repr, not even the source line its traceback names (linecache can be
+    rewritten). The student sees the grader's own words, the exception's type, and the
+    file and line number, with the line's text taken from the upload the grader holds.
+    Without certified parts (`make check` on a student's machine) there is nothing to
+    leak, and the student sees everything, which is how they debug."""
+
+    def __init__(self, submission: Submission, reference: "Reference | None"):
+        self.sources = submission.sources
+        self.reference = reference
+        self.private = reference is not None
+        self._secrets: frozenset[str] | None = None
+
+    def secrets(self) -> frozenset[str]:
+        # A line the upload itself holds is no secret to its author; skipping those also
+        # keeps this net from telling a student which of their lines match the reference.
+        if self._secrets is None:
+            own = {_squeezed(line) for source in self.sources.values() for line in source.splitlines()}
+            self._secrets = _reference_lines(self.reference) - own if self.reference is not None else frozenset()
+        return self._secrets
+
+    def redact(self, text: str) -> str:
+        """The safety net under every student-visible string: one that holds a line of
+        the reference is replaced whole."""
+        if not text or not self.private:
+            return text
+        squeezed = _squeezed(text)
+        found = [line for line in self.secrets() if line in squeezed]
+        return _WITHHELD if any(line not in _checks_text() for line in found) else text
+
+    def output(self, printed: str) -> tuple[str, str]:
+        """(what the student sees, what staff see) of what the code printed."""
+        return ("" if self.private else printed), printed
+
+    def location(self, where: str) -> str:
+        """' (file:line: text)' with the text read from the upload, or '' when the worker
+        named no line of a file the upload holds."""
+        match = _LOCATION.fullmatch(where or "")
+        if not match or match[1] not in self.sources:
+            return ""
+        rel, number = match[1], int(match[2])
+        lines = self.sources[rel].splitlines()
+        if not 1 <= number <= len(lines):
+            return f" (submission/{rel}:{number})"
+        text = lines[number - 1].strip()[:160]
+        return f" (submission/{rel}:{number}: {text})" if text else f" (submission/{rel}:{number})"
+
+    def word(self, name: str) -> bool:
+        """An identifier the upload itself spells: text fixed before anything ran."""
+        return bool(_IDENTIFIER.fullmatch(name or "")) and any(
+            re.search(rf"\b{name}\b", source) for source in self.sources.values())
+
+    def exception_name(self, kind: str) -> str:
+        if _IDENTIFIER.fullmatch(kind or "") and (kind in _known_exception_names() or self.word(kind)):
+            return kind
+        return "an exception"
+
+    def syntax_error(self, where: str) -> str | None:
+        """The grader's own compile of the file the worker named: its message, not the worker's."""
+        match = _LOCATION.fullmatch(where or "")
+        if not match or match[1] not in self.sources:
+            return None
+        try:
+            compile(self.sources[match[1]], f"submission/{match[1]}", "exec", dont_inherit=True)
+        except SyntaxError as error:
+            return f"{type(error).__name__}: {error.msg}{self.location(f'{match[1]}:{error.lineno}')}"
+        except Exception:  # noqa: BLE001 - a file too deep to compile says nothing more
+            return None
+        return None
+
+
+def _remote_failure(task: Task, error: dict, audience: _Audience) -> tuple[str, str, str]:
+    """(status, what the student sees, what staff see) of an exception raised in the worker."""
+    kind, message, where, line = (_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
     at = f" ({where}: {line})" if where and line else (f" ({where})" if where else "")
+    named = message.strip("'\"")
     if error.get("not_implemented") is True:
-        if message.strip("'\"") == task.name:
-            return NOT_IMPLEMENTED, f"{task.qualname} still raises NotImplementedError"
-        return ERROR, (f"it needs '{message.strip(chr(39) + chr(34))}', which is not implemented yet"
-                       if message else f"NotImplementedError{at}")
+        # The message is compared with task names, never echoed unless it is one.
+        if named == task.name:
+            shown = f"{task.qualname} still raises NotImplementedError"
+            return NOT_IMPLEMENTED, shown, shown
+        staff = f"it needs '{named}', which is not implemented yet" if message else f"NotImplementedError{at}"
+        if not audience.private:
+            return ERROR, staff, staff
+        if named in catalogue.tasks():
+            return ERROR, staff, staff
+        return ERROR, f"NotImplementedError{audience.location(where)}", staff
     if kind == "ForbiddenCall":
-        return FORBIDDEN, message
-    return ERROR, f"{kind}: {message}{at}"
+        if not audience.private:
+            return FORBIDDEN, message, message
+        called = next((name for name in task.forbidden if message == f"{name} is not allowed in this task"), None)
+        return FORBIDDEN, (message if called else "calls a library function this task forbids"), message
+    staff = f"{kind}: {message}{at}"
+    if not audience.private:
+        return ERROR, staff, staff
+    if kind in _SYNTAX_ERRORS:
+        compiled = audience.syntax_error(where)
+        if compiled:
+            return ERROR, compiled, staff
+    attribute = _NO_ATTRIBUTE.fullmatch(message) if kind == "AttributeError" else None
+    if attribute and attribute[1] in _COMMON_TYPES and audience.word(attribute[2]):
+        return ERROR, f"AttributeError: {message}{audience.location(where)}", staff
+    if kind == "RuntimeError" and message.startswith("the code called sys.exit("):
+        return ERROR, f"the code called sys.exit{audience.location(where)}", staff
+    shown = (f"{audience.exception_name(kind)}{audience.location(where)}; its message is not shown when "
+             f"graded (`make check` shows it)")
+    return ERROR, audience.redact(shown), staff
 
 
 def _check_reply(reply) -> dict:
@@ -147,19 +297,46 @@ def _check_reply(reply) -> dict:
     return reply
 
 
-def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected) -> tuple[str, str]:
+def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected,
+           audience: _Audience) -> tuple[str, str, str]:
+    """(status, what the student sees, what staff see) of one reply."""
     if reply.get("forbidden_calls"):
-        return FORBIDDEN, f"calls {reply['forbidden_calls'][0][:200]}, the library function this task asks you to write"
+        called = reply["forbidden_calls"][0][:200]
+        staff = f"calls {called}, the library function this task asks you to write"
+        if audience.private and called not in task.forbidden:
+            return FORBIDDEN, "calls a library function this task asks you to write", staff
+        return FORBIDDEN, staff, staff
     if "error" in reply:
-        return _remote_failure(task, reply["error"])
+        return _remote_failure(task, reply["error"], audience)
     result = reply.get("result")
     if isinstance(result, (RemoteError, Opaque)):
-        return FAILED, f"the output does not have the expected form: {_text(result, 300)}"
+        staff = f"the output does not have the expected form: {_text(result, 300)}"
+        what = "an exception object" if isinstance(result, RemoteError) else "an object that is not plain data"
+        return FAILED, (f"the output does not have the expected form: it is {what}" if audience.private
+                        else staff), staff
     try:
         diagnosis = check.judge(result, inputs, expected)
     except Exception as error:  # noqa: BLE001 - whatever came back, it is the submission's answer
-        return FAILED, f"the output does not have the expected form ({type(error).__name__}: {_text(error, 300)})"
-    return (PASSED, "") if diagnosis is None else (FAILED, str(diagnosis))
+        staff = f"the output does not have the expected form ({type(error).__name__}: {_text(error, 300)})"
+        return FAILED, (f"the output does not have the expected form ({type(error).__name__})"
+                        if audience.private else staff), staff
+    if diagnosis is None:
+        return PASSED, "", ""
+    return FAILED, audience.redact(str(diagnosis)), str(diagnosis)
+
+
+_FIXED_FAILURE_TEXT = {
+    # These reasons quote what the worker sent; the student gets the grader's words only.
+    "garbage": "the process running the code sent a malformed answer",
+    "tampered": "the grader's probe code was changed while the submission ran",
+}
+
+
+def _failure_texts(failure: WorkerFailed, audience: _Audience, prefix: str = "") -> dict:
+    shown = _FIXED_FAILURE_TEXT.get(failure.status, failure.reason) if audience.private else failure.reason
+    output, staff_output = audience.output(failure.output)
+    return {"diagnosis": audience.redact(prefix + shown), "output": output,
+            "staff_diagnosis": prefix + failure.reason, "staff_output": staff_output}
 
 
 def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits) -> dict:
@@ -176,27 +353,32 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
 
 
 def _start_worker(task, submission, reference, sandbox, deadline: float):
-    """A ready worker, or (None, failure) when the submission or the sandbox can't load."""
+    """A ready worker, or (None, failure) when the submission or the sandbox can't load;
+    the failure is CheckResult's fields."""
+    audience = _Audience(submission, reference)
     try:
         worker = sandbox.worker()
     except Exception as broken:  # noqa: BLE001 - whatever stops the sandbox costs this task only
-        return None, (ERROR, f"the grader could not start a sandboxed process: {broken!r}", "")
+        return None, {"status": ERROR, "diagnosis": f"the grader could not start a sandboxed process: {broken!r}"}
     try:
         ready = worker.start(_worker_request(task, submission, reference, sandbox.limits),
                              max(0.5, min(sandbox.limits.setup_seconds, deadline - time.monotonic())))
     except WorkerFailed as failure:
         # A module that hangs or dies at import does so for every check: say it once.
         status = TIMEOUT if failure.status == "timeout" else ERROR
-        return None, (status, f"loading the submission failed: {failure.reason}", failure.output)
+        return None, {"status": status, **_failure_texts(failure, audience, "loading the submission failed: ")}
     if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
-        status, reason = _remote_failure(task, ready["setup_error"])
+        status, shown, staff = _remote_failure(task, ready["setup_error"], audience)
         worker.close()
-        return None, (ERROR if status == NOT_IMPLEMENTED else status,
-                      f"the submission could not be loaded: {reason}", worker.output.text())
+        output, staff_output = audience.output(worker.output.text())
+        return None, {"status": ERROR if status == NOT_IMPLEMENTED else status,
+                      "diagnosis": f"the submission could not be loaded: {shown}", "output": output,
+                      "staff_diagnosis": f"the submission could not be loaded: {staff}", "staff_output": staff_output}
     if not isinstance(ready, dict) or ready.get("ready") is not True:
         worker.kill()
-        return None, (ERROR, "the process running the submission answered its start-up with garbage",
-                      worker.output.text())
+        output, staff_output = audience.output(worker.output.text())
+        return None, {"status": ERROR, "diagnosis": "the process running the submission answered its start-up "
+                      "with garbage", "output": output, "staff_output": staff_output}
     # Only names the grader knows: the worker's list is a hint, never text to echo.
     known = catalogue.tasks()
     claimed = ready.get("certified") if isinstance(ready.get("certified"), list) else []
@@ -243,17 +425,23 @@ class _TaskRun:
             else:
                 reply = self.call(check, sent)
         except _SetupFailed:
-            return CheckResult(check, *self.setup_failure)
+            return CheckResult(check, **self.setup_failure)
         except WorkerFailed as failure:
             self.drop_worker()
             if failure.status == "timeout":
                 # Code that hung once will most likely hang again: don't wait as long twice.
                 self.timeout_cap = min(self.timeout_cap, 2.0)
             status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
-            return CheckResult(check, status, failure.reason, failure.output)
-        status, diagnosis = _judge(check, self.task, reply, inputs, expected)
+            return CheckResult(check, status, **_failure_texts(failure, self.audience))
+        status, diagnosis, staff = _judge(check, self.task, reply, inputs, expected, self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
-        return CheckResult(check, status, diagnosis, certified=certified)
+        return CheckResult(check, status, diagnosis, certified=certified, staff_diagnosis=staff)
+
+    @property
+    def audience(self) -> _Audience:
+        if getattr(self, "_audience", None) is None:
+            self._audience = _Audience(self.submission, self.reference)
+        return self._audience
 
     def call(self, check: Check, sent: dict) -> dict:
         if self.worker is None and self.setup_failure is None:
@@ -296,7 +484,9 @@ class _TaskRun:
             output = self.worker.output.text(wait=0.0)
             self.worker.close()
             if output and results:
-                results[-1].output = results[-1].output or output
+                shown, staff = self.audience.output(output)
+                results[-1].output = results[-1].output or shown
+                results[-1].staff_output = results[-1].staff_output or staff
 
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,

@@ -155,10 +155,16 @@ def results_json(report: GradeReport) -> dict:
                              "max_score": sum(r.check.points for r in results),
                              "passed": sum(r.status == PASSED for r in results), "checks": len(results),
                              "certified": sorted({t for r in results for t in r.certified} - own)}
-    output = [f"{report.score:g} / {report.max_score:g} points."]
+    # Students see this at once, before grades are published: it must not give away the
+    # hidden checks, so it counts the public ones only ("score" is the true total, and
+    # Gradescope holds it back until publication).
+    public = [r for r in report.results if not r.check.hidden]
+    output = [f"Public checks: {sum(r.score for r in public):g} / {sum(r.check.points for r in public):g} points."]
+    if len(public) < len(report.results):
+        output.append("Hidden checks are shown when grades are published.")
     if report.problem:
         output.insert(0, markdown_text(report.problem))
-    return {
+    results = _Results({
         "score": report.score,
         "execution_time": round(report.elapsed, 3),
         "output": "\n".join(output),
@@ -168,12 +174,52 @@ def results_json(report: GradeReport) -> dict:
         "tests": tests,
         "extra_data": {"chapters": chapters, "max_score": report.max_score, "sandbox": report.sandbox,
                        "certified": report.certified, "submission": plain(report.submission)},
+    })
+    results.staff = staff_json(report)
+    return results
+
+
+class _Results(dict):
+    """results.json, carrying its staff-only companion (see staff_json) outside the dict:
+    json.dump never writes it into the student's file, and every caller of write_json
+    (grade --json, grade-class --json-dir) writes the companion beside it unasked."""
+
+    staff: dict | None = None
+
+
+def staff_json(report: GradeReport) -> dict:
+    """For course staff only, never shown to the student: every check with what the
+    student's code said (exception messages, reprs, the line its traceback named) and
+    what it printed, which the student-facing report leaves out wherever the code ran
+    beside certified parts it could have copied from."""
+    return {
+        "submission": plain(report.submission),
+        "score": report.score,
+        "max_score": report.max_score,
+        "problem": report.problem,
+        "checks": [{"name": r.check.name, "status": r.status, "hidden": r.check.hidden,
+                    "diagnosis": r.diagnosis, "staff_diagnosis": r.staff_diagnosis or r.diagnosis,
+                    "output": r.staff_output or r.output, "certified": list(r.certified)}
+                   for r in report.results],
     }
 
 
-def write_json(data: dict, path: str | Path) -> None:
-    """Write atomically, so a reader never sees half a file."""
+def staff_path(path: str | Path) -> Path:
+    """Where the staff companion of a results file goes: results.json -> results.staff.json."""
     path = Path(path)
+    return path.with_name(f"{path.stem}.staff.json")
+
+
+def write_json(data: dict, path: str | Path) -> None:
+    """Write atomically, so a reader never sees half a file; results_json's staff
+    companion goes beside it (staff_path)."""
+    staff = getattr(data, "staff", None)
+    if staff is not None:
+        _write_one(staff, staff_path(path))
+    _write_one(data, Path(path))
+
+
+def _write_one(data: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -188,7 +188,9 @@ def test_grade_class_writes_a_gradebook(tmp_path):
     assert float(table["alice"]["total"]) == float(table["alice"]["max"]) == float(table["alice"]["ch05"]) > 0
     assert float(table["bob"]["total"]) == 0 and float(table["bob"]["max"]) > 0
     assert table["carol"]["note"] and float(table["carol"]["total"]) == 0
-    assert {p.name for p in (tmp_path / "json").iterdir()} == {"alice.json", "bob.json", "carol.json"}
+    # Each student's results.json, and beside it the staff-only companion.
+    assert {p.name for p in (tmp_path / "json").iterdir()} == {
+        f"{name}{suffix}" for name in ("alice", "bob", "carol") for suffix in (".json", ".staff.json")}
     assert len(rows) == 3
 
 

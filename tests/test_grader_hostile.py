@@ -147,7 +147,7 @@ def test_grader_and_solution_files_are_invisible(reference, sandbox):
     """
     results = run(reference, sandbox, "gelu", body)
     assert_no_points(results)
-    assert all("nothing to steal" in r.diagnosis for r in results)
+    assert all("nothing to steal" in r.staff_diagnosis for r in results)
 
 
 def test_reference_of_the_graded_task_is_not_in_memory(reference, sandbox):
@@ -183,7 +183,7 @@ def test_reference_source_is_not_in_memory(reference, sandbox):
     """
     results = run(reference, sandbox, "gelu", body)
     assert_no_points(results)
-    assert all("not found" in r.diagnosis for r in results), [r.diagnosis for r in results]
+    assert all("not found" in r.staff_diagnosis for r in results), [r.staff_diagnosis for r in results]
 
 
 def test_unpicklable_output_never_runs_in_the_grader(reference, sandbox, tmp_path):

@@ -370,7 +370,7 @@ def test_grader_only_inputs_never_reach_the_worker(reference, sandbox):
     """
     results = run(reference, sandbox, "block", body, only={"causal_invariance"})
     assert_no_points(results)
-    assert "inputs: sizes,state,x (" in results[0].diagnosis, results[0].diagnosis
+    assert "inputs: sizes,state,x (" in results[0].staff_diagnosis, results[0].staff_diagnosis
 
 
 @bwrap_only
@@ -458,7 +458,7 @@ def test_tmp_cannot_be_used_to_pin_memory(reference):
     with Sandbox(Limits(check_seconds=3.0)) as box:
         results = run(reference, box, "gelu", body, only={"exact_values"})
     assert_no_points(results)
-    written = int(re.search(r"wrote (\d+) MiB", results[0].diagnosis)[1])
+    written = int(re.search(r"wrote (\d+) MiB", results[0].staff_diagnosis)[1])
     assert written <= 64, f"one worker left {written} MiB in the sandbox's /tmp"
 
 
@@ -480,7 +480,7 @@ def test_process_count_is_limited(reference, sandbox):
     """
     results = run(reference, sandbox, "gelu", body, only={"exact_values"})
     assert_no_points(results)
-    started = int(re.search(r"started (\d+) processes", results[0].diagnosis)[1])
+    started = int(re.search(r"started (\d+) processes", results[0].staff_diagnosis)[1])
     assert started < 64, f"one worker started {started} processes"
 
 

@@ -192,3 +192,43 @@ def causal_diagnosis(y, y_changed, first_changed: int, what: str, tol: float = 1
             return (f"position {position} did not change when its own token changed: "
                     f"the output there does not depend on its input")
     return None
+
+
+# ------------------------------------------------------------- quoting the student
+# What the student's code returned or raised reaches the grader as data the code chose.
+# Where it ran beside certified parts it could have read them, so a diagnosis never
+# quotes its free text (strings, exception messages, class names made up at run time):
+# it says what kind of thing came back, and quotes numbers only.
+
+
+def _standard_exception_names() -> frozenset[str]:
+    names, stack = set(), [BaseException]
+    while stack:
+        cls = stack.pop()
+        if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
+            names.add(cls.__name__)
+        stack.extend(cls.__subclasses__())
+    return frozenset(names)
+
+
+def exception_name(raised) -> str:
+    """The type of an exception try_call caught, if Python or torch defines it."""
+    kind = raised.get("type") if isinstance(raised, dict) else None
+    return kind if isinstance(kind, str) and kind in _standard_exception_names() else "an exception of its own class"
+
+
+def kind_of(value) -> str:
+    """What a returned value is, by kind only: 'a str', 'a list', 'a dict', ..."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {list(value.shape)}"
+    name = type(value).__name__
+    return {"RemoteError": "an exception object", "Opaque": "an object that is not plain data",
+            "NoneType": "None"}.get(name, f"a{'n' if name[:1] in 'aeiou' else ''} {name}")
+
+
+def first_difference(text, right: str) -> str:
+    """Where a returned text first differs from the right one, without quoting it."""
+    if not isinstance(text, str):
+        return f"it returned {kind_of(text)}, not a str"
+    at = next((i for i, (a, b) in enumerate(zip(text, right)) if a != b), min(len(text), len(right)))
+    return f"it has {len(text)} characters for {len(right)}, the first difference at index {at}"

@@ -17,7 +17,7 @@ import types
 
 import torch
 
-from grader.checks._api import Task, check
+from grader.checks._api import Task, check, first_difference
 
 CHAPTER, TITLE = "00", "The whole GPT in miniature (scalar autograd)"
 EPS = 1e-5
@@ -241,7 +241,7 @@ def _judge_ops(out, cases, reveal: bool) -> "str | None":
         expr = _EXPRESSIONS[op].replace("k", repr(k)) if op == "pow" else _EXPRESSIONS[op]
         where = (" with " + ", ".join(f"{n} = {v!r}" for n, v in zip(_names(op), x))) if reveal else ""
         if "type" in got:
-            return f"{expr} returned a {got['type']}; it should return a new Value"
+            return f"{expr} returned something else; it should return a new Value"
         value, grads = _op_truth(op, x, k)
         if op == "relu" and x[0] < 0 and _close(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"
@@ -640,7 +640,7 @@ def probe_attention(ns, query, keys, values, c=None, e=None):
 
 def _judge_attention_values(out, q, keys, values, reveal):
     if "form" in out:
-        return f"attention_head should return (output, weights), got a {out['form']}"
+        return "attention_head should return (output, weights), got something else"
     want_out, want_w = _attention(q, keys, values)
     if len(out["weights"]) != len(keys):
         return f"with {len(keys)} cached positions there should be {len(keys)} weights, got {len(out['weights'])}"
@@ -668,7 +668,7 @@ def judge_attention_public(out, inputs, expected):
 
 def judge_attention_single(out, inputs, expected):
     if "form" in out:
-        return f"attention_head should return (output, weights), got a {out['form']}"
+        return "attention_head should return (output, weights), got something else"
     if out["weights"] != [1.0] and not _all_close(out["weights"], [1.0], 1e-15):
         return f"with one cached position the only weight must be 1, got {out['weights']}"
     if not _all_close(out["output"], inputs["values"][0], 1e-15):
@@ -1120,7 +1120,7 @@ def _judge_loss(out, inputs, reveal):
                     f"min(T, len(ids) - 1) = {n} positions; the pairs past the window are not scored")
         return f"document_loss raised ValueError: {out['value_error']}"
     if "type" in out:
-        return f"document_loss returned a {out['type']}; it should return a Value (the graph's root for backward)"
+        return "document_loss returned something else; it should return a Value (the graph's root for backward)"
     mean, wrong = _loss_candidates(out["logits"], ids, reveal)
     if not _close(out["loss"], mean, TOL):
         for text, value in wrong:
@@ -1341,10 +1341,10 @@ def judge_sample_bos(out, inputs, expected):
     if out["calls"][:1] != [[bos, 0]]:
         return f"sampling starts by feeding BOS (id {bos}) at position 0; the first call was {out['calls'][:1]}"
     if out["text"].startswith("ab") and len(out["text"]) > 2:
-        return (f"the model drew BOS after 'ab' but sampling went on ('{out['text']}'): stop at BOS "
+        return (f"the model drew BOS after 'ab' but sampling went on ({len(out['text'])} characters): stop at BOS "
                 f"(it ends the name and is not part of the text)")
     if out["text"] != "ab":
-        return f"the scripted model says a, b, BOS: the sample should be 'ab', got {out['text']!r}"
+        return f"the scripted model says a, b, BOS: the sample should be 'ab'; {first_difference(out['text'], 'ab')}"
     if out["calls"] != [[bos, 0], [0, 1], [1, 2]]:
         return (f"the calls should be (BOS, 0), (a, 1), (b, 2): each drawn id is fed back at the next position; "
                 f"got {out['calls']}")
@@ -1358,7 +1358,8 @@ def judge_sample_block_size(out, inputs, expected):
         return (f"with block_size {T} and no BOS drawn, forward should be called at positions 0..{T - 1}, "
                 f"got {positions[:T + 2]}")
     if out["text"] != "a" * T:
-        return f"with block_size {T} and no BOS drawn the sample is {T} letters, got {out['text']!r}"
+        return (f"with block_size {T} and no BOS drawn the sample is {T} letters 'a'; "
+                f"{first_difference(out['text'], 'a' * T)}")
     return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, matches, shape_problem, try_call
+from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "03", "Learned absolute positions"
 
@@ -106,7 +106,7 @@ def _raised_on_valid(raised, T, past, C) -> str:
     if raised["value_error"] and past + T == C:
         return (f"raised ValueError, but {_span(past, T)}: the length check is off by one "
                 f"(past_length + T == block_size fits; only past_length + T > block_size is too long)")
-    return f"raised {raised['type']} ({raised['message'][:160]!r}), though {_span(past, T)}"
+    return f"raised {exception_name(raised)}, though {_span(past, T)}"
 
 
 def judge_positions(out, inputs, expected):
@@ -126,7 +126,7 @@ def judge_positions_reference(out, inputs, expected):
     weight = inputs["weight"]
     for number, ((hidden, past), result, right) in enumerate(zip(inputs["cases"], out, expected)):
         if "raised" in result:
-            return (f"random case {number + 1}: raised {result['raised']['type']} although every position fits "
+            return (f"random case {number + 1}: raised {exception_name(result['raised'])} although every position fits "
                     f"in block_size")
         y = result["value"]
         if compare(y, right, atol=1e-9, rtol=1e-9) is None:
@@ -172,7 +172,7 @@ def judge_too_long(out, inputs, expected):
                 if not raised["message"].strip():
                     return f"{where}: the ValueError has no message; say which position is past block_size"
                 continue
-            return (f"{where} raised {raised['type']} ({raised['message'][:120]!r}): the too-long input reached "
+            return (f"{where} raised {exception_name(raised)}: the too-long input reached "
                     f"torch; check past_length + T <= block_size first and raise a clear ValueError")
         y = result["value"]
         if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(hidden.shape):

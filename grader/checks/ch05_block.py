@@ -7,7 +7,7 @@ import math
 import torch
 
 from grader.checks._api import (
-    Task, causal_diagnosis, check, compare, exact_gelu, first_diagnosis, layer_norm, matches, shape_problem, tanh_gelu,
+    Task, causal_diagnosis, check, compare, exact_gelu, first_diagnosis, kind_of, layer_norm, matches, shape_problem, tanh_gelu,
 )
 
 CHAPTER, TITLE = "05", "LayerNorm, GELU, feed-forward, pre-LN block"
@@ -101,7 +101,7 @@ def judge_layer_norm_defaults(out, inputs, expected):
     numeric = (isinstance(eps, (int, float)) and not isinstance(eps, bool)) or (
         isinstance(eps, torch.Tensor) and eps.numel() == 1 and not eps.is_complex())
     if not numeric:
-        return f"eps should be the number 1e-5, found {eps!r}"
+        return f"eps should be the number 1e-5, found {kind_of(eps)}"
     value = float(eps)
     if not math.isfinite(value):
         return f"eps should be 1e-5, found {value!r}: eps must be a finite number"

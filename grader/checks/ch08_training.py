@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem, try_call
+from grader.checks._api import Task, check, exception_name, compare, first_diagnosis, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "08", "Training: AdamW, clipping, batches, the loop"
 
@@ -437,21 +437,21 @@ def probe_adamw_rejects(ns):
 
 def judge_adamw_rejects(out, inputs, expected):
     if "raised" in out["fine"]:
-        return f"AdamW([p]) with p requiring grad raised {out['fine']['raised']['type']}: it must be accepted"
+        return f"AdamW([p]) with p requiring grad raised {exception_name(out['fine']['raised'])}: it must be accepted"
     frozen = out["frozen"]
     if "raised" not in frozen:
         return ("AdamW accepted a tensor that does not require grad: it could never receive a gradient, so "
                 "raise a ValueError that says which parameter")
     if frozen["raised"]["type"] not in ("ValueError", "TypeError", "RuntimeError"):
-        return (f"a parameter that does not require grad raised {frozen['raised']['type']} "
-                f"({frozen['raised']['message'][:100]!r}); raise a ValueError that says what is wrong")
+        return (f"a parameter that does not require grad raised {exception_name(frozen['raised'])}; "
+                f"raise a ValueError that says what is wrong")
     if not frozen["raised"]["message"].strip():
         return "the error for a parameter that does not require grad has no message: say what is wrong"
     empty = out["empty"]
     if "raised" not in empty:
         return "AdamW([]) was accepted: an empty parameter list is a mistake, raise a ValueError"
     if empty["raised"]["type"] not in ("ValueError", "TypeError", "RuntimeError") or not empty["raised"]["message"]:
-        return f"AdamW([]) raised {empty['raised']['type']}; raise a ValueError with a message"
+        return f"AdamW([]) raised {exception_name(empty['raised'])}; raise a ValueError with a message"
     return None
 
 
@@ -1344,7 +1344,7 @@ def _bigram_problem(out, inputs, show=True):
         label = (f"bigram_baseline({call['train']}, {call['val']}, block_size={call['block_size']}, "
                  f"smoothing={call['k']})" if show else f"call {number}")
         if "raised" in result:
-            return f"{label} raised {result['raised']['type']}: {result['raised']['message'][:160]}"
+            return f"{label} raised {exception_name(result['raised'])}"
         value = result["value"]
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = float(value)

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, compare, matches, shape_problem, try_call
+from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "09", "Sampling with the KV cache"
 
@@ -36,7 +36,7 @@ DRAWS, FREQUENCY_TOLERANCE = 20000, 0.02
 
 def _raised(result, what):
     raised = result["raised"]
-    return f"{what} raised {raised['type']}: {raised['message'][:160]}"
+    return f"{what} raised {exception_name(raised)}"
 
 
 def _ids_problem(ids, shape, V, what="the ids"):
