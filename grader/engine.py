@@ -339,11 +339,12 @@ def _failure_texts(failure: WorkerFailed, audience: _Audience, prefix: str = "")
             "staff_diagnosis": prefix + failure.reason, "staff_output": staff_output}
 
 
-def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits) -> dict:
+def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits,
+                    imported: bool = False) -> dict:
     regions = [{"task": t.name, "module": t.module, "qualname": t.qualname} for t in catalogue.tasks().values()]
     return {
         "task": task.name,
-        "student": submission.sources,
+        "student": {} if imported else submission.sources,
         "certified": reference.without(task.name) if reference else None,
         "regions": regions,
         "needs": [task.module],
@@ -352,16 +353,25 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
     }
 
 
-def _start_worker(task, submission, reference, sandbox, deadline: float):
+def _start_worker(task, submission, reference, sandbox, deadline: float, imported=None):
     """A ready worker, or (None, failure) when the submission or the sandbox can't load;
     the failure is CheckResult's fields."""
     audience = _Audience(submission, reference)
     try:
-        worker = sandbox.worker()
+        # A fork of the package imported once where there is one (the process may have
+        # died since: then this task imports it itself, like any other without one).
+        worker = None
+        if imported is not None:
+            try:
+                worker = imported.worker()
+            except WorkerFailed:
+                imported = None
+        worker = worker or sandbox.worker()
     except Exception as broken:  # noqa: BLE001 - whatever stops the sandbox costs this task only
         return None, {"status": ERROR, "diagnosis": f"the grader could not start a sandboxed process: {broken!r}"}
     try:
-        ready = worker.start(_worker_request(task, submission, reference, sandbox.limits),
+        ready = worker.start(_worker_request(task, submission, reference, sandbox.limits,
+                                             imported=imported is not None),
                              max(0.5, min(sandbox.limits.setup_seconds, deadline - time.monotonic())))
     except WorkerFailed as failure:
         # A module that hangs or dies at import does so for every check: say it once.
@@ -394,9 +404,9 @@ class _TaskRun:
     """One task's checks, run one at a time on a worker; after any failure the next
     check gets a fresh worker."""
 
-    def __init__(self, task, submission, reference, sandbox, seed, deadline):
+    def __init__(self, task, submission, reference, sandbox, seed, deadline, imported=None):
         self.task, self.submission, self.reference, self.sandbox, self.seed = task, submission, reference, sandbox, seed
-        self.deadline = deadline
+        self.deadline, self.imported = deadline, imported
         self.worker = None
         self.setup_failure = None
         self.timeout_cap = sandbox.limits.check_seconds
@@ -446,7 +456,7 @@ class _TaskRun:
     def call(self, check: Check, sent: dict) -> dict:
         if self.worker is None and self.setup_failure is None:
             self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox,
-                                                            self.deadline)
+                                                            self.deadline, self.imported)
         if self.setup_failure:
             raise _SetupFailed()
         return _check_reply(self.worker.call(check.probe.__module__.rsplit(".", 1)[-1], check.probe.__name__,
@@ -491,7 +501,7 @@ class _TaskRun:
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
                sandbox: Sandbox, seed: int, scan_for_tampering: bool = True,
-               deadline: float | None = None) -> list[CheckResult]:
+               deadline: float | None = None, imported=None) -> list[CheckResult]:
     """Grade one task's checks. Never raises: every failure is a check status.
     (scan_for_tampering=False lets tests reach the layers behind the static scan.)"""
     tampering = scan_submission(submission.sources) if scan_for_tampering else []
@@ -504,7 +514,7 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
     deadline = time.monotonic() + sandbox.limits.submission_seconds if deadline is None else deadline
-    run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline), []
+    run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported), []
     for check in checks:
         try:
             results.append(run.run(check))
@@ -545,10 +555,12 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     if reference is not None:
         reference.modules  # import it once here, not from two grading threads at once
     deadline = time.monotonic() + sandbox.limits.submission_seconds
+    # The package imported once for all tasks, where the sandbox can seal that process.
+    imported = sandbox.submission_process(submission.sources) if plan and submission.sources else None
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        futures = [pool.submit(grade_task, task, checks, submission, reference, sandbox, seed, deadline=deadline)
-                   for task, checks in plan]
+        futures = [pool.submit(grade_task, task, checks, submission, reference, sandbox, seed, deadline=deadline,
+                               imported=imported) for task, checks in plan]
         results = []
         for future in futures:
             results.extend(future.result())
@@ -559,6 +571,8 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         raise
     finally:
         described = sandbox.describe()
+        if imported is not None:
+            imported.close()
         if own_sandbox:
             sandbox.close()
     certified = ("the reference, for every task but the one graded" if reference

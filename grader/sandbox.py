@@ -15,7 +15,9 @@ import collections
 import json
 import os
 import shutil
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -32,6 +34,7 @@ NOBODY = 65534
 # Folders of the course that hold what no worker may read (the reference), where the
 # worker shares the grader's filesystem (no bubblewrap).
 HIDDEN_FROM_WORKERS = ("solutions",)
+DOOR_INSIDE = f"{SANDBOX_ROOT}/door"  # where the grader's socket for connected workers appears
 GIB = 1024**3
 
 
@@ -96,8 +99,10 @@ class _OutputTail:
 
 
 class Worker:
-    def __init__(self, sandbox: "Sandbox", pid: int, channel: socket.socket, output: _OutputTail):
+    def __init__(self, sandbox: "Sandbox", pid: int, channel: socket.socket, output: _OutputTail,
+                 end=None):
         self.sandbox, self.pid, self.channel, self.output = sandbox, pid, channel, output
+        self._end = end or (lambda: sandbox._kill(pid))
         self.alive = True
         self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
 
@@ -129,7 +134,7 @@ class Worker:
     def kill(self):
         if self.alive:
             self.alive = False
-            self.sandbox._kill(self.pid)
+            self._end()
             try:
                 self.channel.close()
             except OSError:
@@ -169,7 +174,7 @@ def _python_roots() -> list[str]:
     return [r for i, r in enumerate(ordered) if not any(r.startswith(o + "/") for o in ordered[:i])]
 
 
-def _bwrap_prefix(exe: str) -> list[str]:
+def _bwrap_prefix(exe: str, door_dir: str | None = None) -> list[str]:
     args = [exe, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
             "--cap-drop", "ALL", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--tmpfs", "/tmp",
@@ -190,6 +195,8 @@ def _bwrap_prefix(exe: str) -> list[str]:
     args += ["--ro-bind", str(GRADER_DIR / "__init__.py"), f"{SANDBOX_ROOT}/grader/__init__.py",
              "--ro-bind", str(GRADER_DIR / "inside"), f"{SANDBOX_ROOT}/grader/inside",
              "--ro-bind", str(GRADER_DIR / "checks"), f"{SANDBOX_ROOT}/grader/checks"]
+    if door_dir:
+        args += ["--ro-bind", door_dir, DOOR_INSIDE]
     # Last, once every mount point under it exists (the venv may live in /tmp): /tmp is an
     # empty, read-only tmpfs, so nothing a worker writes can reach a later one.
     args += ["--remount-ro", "/tmp"]
@@ -261,7 +268,8 @@ class _PidsCgroup:
 class Sandbox:
     """One zygote, restarted whenever it dies; `worker()` forks a fresh worker."""
 
-    def __init__(self, limits: Limits | None = None, isolation: str = "auto", reuse_zygote: bool = True):
+    def __init__(self, limits: Limits | None = None, isolation: str = "auto", reuse_zygote: bool = True,
+                 import_once: bool = True):
         self.limits = limits or Limits()
         # reuse_zygote=False starts a fresh interpreter (and torch import) for every
         # worker: slower, kept to measure what the zygote saves (`make bench`).
@@ -276,6 +284,12 @@ class Sandbox:
         self._lock = threading.Lock()
         self._pids: _PidsCgroup | None = None  # made when the first zygote starts
         self.isolated = False  # whether each worker gets namespaces of its own (the zygote says)
+        # import_once=False imports a submission's package in every task's worker, as
+        # where the seccomp filter is not available (kept to measure what it saves).
+        from grader.inside import syscall_filter
+
+        self._door = _WorkerDoor() if import_once and reuse_zygote and syscall_filter.supported() else None
+        self.imported_once = False  # whether the last submission was imported once (the report says so)
 
     def describe(self) -> str:
         capped = self._pids is not None and self._pids.path is not None
@@ -283,6 +297,9 @@ class Sandbox:
         apart = ("each worker in namespaces of its own (pids, network, IPC, mounts)" if self.isolated else
                  "workers share one set of namespaces: this machine refuses unprivileged user namespaces, so "
                  "a worker can reach its siblings through IPC, abstract sockets and signals")
+        if self.imported_once:
+            apart += ("; the package imported once per submission, in a process sealed by a seccomp filter "
+                      "that each task's worker is forked from")
         if self.kind == "bwrap":
             return (f"bubblewrap (no network, empty read-only /tmp, reference and grader files not visible, "
                     f"user nobody{cap}; {apart})")
@@ -309,7 +326,7 @@ class Sandbox:
         fd = child_end.fileno()
         if self.kind == "bwrap":
             root = SANDBOX_ROOT
-            command = _bwrap_prefix(shutil.which("bwrap")) + [
+            command = _bwrap_prefix(shutil.which("bwrap"), self._door.dir if self._door else None) + [
                 sys.executable, "-I", f"{root}/grader/inside/zygote.py", str(fd), root]
             preexec, env, cwd = self._pids.join, None, "/"
         else:
@@ -419,12 +436,29 @@ class Sandbox:
         self._process = self._control = None
         self._ready = False
 
+    def submission_process(self, sources: dict[str, str]) -> "SubmissionProcess | None":
+        """The submission's package imported once, ready to fork workers from; None where
+        that cannot be done (no seccomp filter or namespaces here, or the import hung or
+        died), and the caller imports it in each task's worker instead."""
+        process = SubmissionProcess(self, sources)
+        try:
+            started = process.start()
+        except Exception:  # noqa: BLE001 - importing per task always works
+            started = False
+        if not started:
+            process.close()
+        self.imported_once = started
+        return process if started else None
+
     def close(self):
         with self._lock:
             self._shutdown_process()
             if self._pids is not None:
                 self._pids.close()
                 self._pids = None
+            if self._door is not None:
+                self._door.close()
+                self._door = None
 
     def __enter__(self):
         return self
@@ -437,3 +471,257 @@ def _drop_to_nobody():
     os.setgroups([])
     os.setgid(NOBODY)
     os.setuid(NOBODY)
+
+
+# ------------------------------------------------ a submission imported once per grade
+
+NS_GET_PARENT = 0xB702  # ioctl on a namespace file: the namespace that owns it
+
+
+def _peer_pid(connection: socket.socket) -> int:
+    pid, _uid, _gid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                               struct.calcsize("3i")))
+    return pid
+
+
+def _pid_namespace(pid: int | str) -> tuple[int, int]:
+    info = os.stat(f"/proc/{pid}/ns/pid")
+    return info.st_dev, info.st_ino
+
+
+def _parent_pid_namespace(pid: int) -> tuple[int, int]:
+    import fcntl
+
+    own = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY)
+    try:
+        parent = fcntl.ioctl(own, NS_GET_PARENT)
+    finally:
+        os.close(own)
+    try:
+        info = os.fstat(parent)
+        return info.st_dev, info.st_ino
+    finally:
+        os.close(parent)
+
+
+def _alive_in(pid: int, namespace: tuple[int, int]) -> bool:
+    try:
+        return _pid_namespace(pid) == namespace
+    except OSError:
+        return False
+
+
+def _sockets_of(pid: int | str) -> set[str]:
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+class _WorkerDoor:
+    """The grader's listening socket, through which a worker forked from a submission's
+    process connects, and the checks made on whoever connects before it is given a task.
+
+    Who may have a task: the process that called connect() (the kernel says which) is
+    pid 1 of a pid namespace never seen before, whose parent namespace is that of the
+    submission's process S'. Anything forked from a worker that already holds a task
+    lives in that worker's namespace or below it, so it can never qualify; and no
+    process at S''s level may hold the new worker's socket, so S' cannot have made the
+    connection and handed it down to listen in on what the grader sends."""
+
+    def __init__(self):
+        import tempfile
+
+        # Not under /tmp: a submission's process covers /tmp (without bubblewrap, the host's).
+        base = "/run" if os.access("/run", os.W_OK) else None
+        self.dir = tempfile.mkdtemp(prefix="hero-transformer-door-", dir=base)
+        os.chmod(self.dir, 0o755)
+        self.path = os.path.join(self.dir, "workers")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        os.chmod(self.path, 0o777)  # the sandbox's user must be able to connect
+        self.server.listen(64)
+        self.announcing: dict[str, "SubmissionProcess"] = {}
+        self.by_namespace: dict[tuple[int, int], "SubmissionProcess"] = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def inside_path(self, kind: str) -> str:
+        return f"{DOOR_INSIDE}/workers" if kind == "bwrap" else self.path
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                self._admit(connection)
+            except Exception:  # noqa: BLE001 - whoever knocked, the door stays open for the next
+                connection.close()
+
+    def _admit(self, connection: socket.socket):
+        pid = _peer_pid(connection)
+        hello = wire.recv(connection, deadline=time.monotonic() + 5.0)
+        if not isinstance(hello, dict):
+            raise ValueError("not a greeting")
+        if isinstance(hello.get("submission"), str):
+            with self.lock:
+                submission = self.announcing.pop(hello["submission"], None)
+            if submission is None:
+                raise ValueError("no submission expects this announcement")
+            submission.announced(pid)
+            with self.lock:
+                self.by_namespace[submission.namespace] = submission
+            wire.send(connection, {"ok": True})
+            connection.close()
+            return
+        if hello.get("worker") is not True:
+            raise ValueError("not a worker")
+        with self.lock:
+            submission = self.by_namespace.get(_parent_pid_namespace(pid))
+        if submission is None or not submission.admits(pid):
+            raise ValueError("not a fresh worker of a known submission")
+        submission.arrivals.put((connection, pid))
+
+    def close(self):
+        try:
+            self.server.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SubmissionProcess:
+    """One submission's package, imported once in a sealed process (S') in the sandbox;
+    worker() gives a fresh fork of it, connected and checked, for one task."""
+
+    def __init__(self, sandbox: "Sandbox", sources: dict[str, str]):
+        import queue
+        import secrets
+
+        self.sandbox, self.sources = sandbox, sources
+        self.token = secrets.token_hex(16)
+        self.arrivals: "queue.Queue[tuple[socket.socket, int]]" = queue.Queue()
+        self.namespace: tuple[int, int] | None = None
+        self.pid = None  # S, as the zygote counts
+        self.control = None
+        self.output = None
+        self._used: dict[tuple[int, int], int] = {}  # a worker's pid namespace -> its pid 1, as we count
+        self._used_lock = threading.Lock()  # the door's thread
+        self._lock = threading.Lock()  # one fork at a time, each with its worker
+
+    # -- called by the door, on its thread
+    def announced(self, pid: int):
+        self.namespace = _pid_namespace(pid)
+        _sockets_of(pid)  # the grader must be able to see what S' holds; PermissionError if not
+
+    def admits(self, pid: int) -> bool:
+        with open(f"/proc/{pid}/status") as status:
+            nspid = next((line.split()[1:] for line in status if line.startswith("NSpid:")), [])
+        if not nspid or nspid[-1] != "1":
+            return False
+        namespace = _pid_namespace(pid)
+        with self._used_lock:
+            # The kernel reuses a namespace's number once it is gone: only one whose
+            # worker (its pid 1) still lives is taken.
+            holder = self._used.get(namespace)
+            if holder is not None and holder != pid and _alive_in(holder, namespace):
+                return False
+            if holder == pid:
+                return False
+            self._used[namespace] = pid
+        held = _sockets_of(pid)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != pid:
+                try:
+                    if _pid_namespace(entry) == self.namespace and held & _sockets_of(entry):
+                        return False
+                except OSError:
+                    continue
+        return True
+
+    # -- called by the engine
+    def start(self) -> bool:
+        """Import the package once. False when that cannot be done here (the caller then
+        imports it per task, as without this)."""
+        sandbox, limits = self.sandbox, self.sandbox.limits
+        door = sandbox._door
+        if door is None:
+            return False
+        with sandbox._lock:
+            sandbox._ensure()
+            if not sandbox.isolated:
+                return False
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            out_read, out_write = os.pipe()
+            try:
+                socket.send_fds(sandbox._control, [json.dumps({"op": "submission"}).encode()],
+                                [theirs.fileno(), out_write])
+                self.pid = int(json.loads(sandbox._control.recv(4096) or b"{}")["pid"])
+            except (OSError, ValueError, KeyError):
+                ours.close()
+                os.close(out_read)
+                return False
+            finally:
+                theirs.close()
+                os.close(out_write)
+        self.control, self.output = ours, _OutputTail(out_read)
+        with door.lock:
+            door.announcing[self.token] = self
+        deadline = time.monotonic() + limits.setup_seconds
+        try:
+            wire.send(ours, {"token": self.token, "listener": door.inside_path(sandbox.kind),
+                             "student": self.sources, "limits": limits.rlimits()})
+            reply = wire.recv(ours, deadline=deadline)
+        except (OSError, EOFError, TimeoutError, wire.WireError):
+            reply = None
+        with door.lock:
+            door.announcing.pop(self.token, None)
+        if not (isinstance(reply, dict) and reply.get("imported") is True and self.namespace is not None):
+            self.close()
+            return False
+        return True
+
+    def worker(self) -> Worker:
+        import queue
+
+        timeout = self.sandbox.limits.setup_seconds
+        with self._lock:
+            try:
+                self.control.settimeout(timeout)
+                wire.send(self.control, {"op": "fork"})
+                wire.recv(self.control, deadline=time.monotonic() + timeout)
+                connection, pid = self.arrivals.get(timeout=timeout)
+            except (OSError, EOFError, TimeoutError, wire.WireError, queue.Empty) as error:
+                raise WorkerFailed("crashed", "the submission's process did not start a worker "
+                                   f"(it ended, or hung at import): {error!r}", self.output.text(wait=0.0)) from None
+        out_read, out_write = os.pipe()
+        try:
+            socket.send_fds(connection, [b"\0"], [out_write])
+        finally:
+            os.close(out_write)
+
+        def end():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+        return Worker(self.sandbox, pid, connection, _OutputTail(out_read), end=end)
+
+    def close(self):
+        door = self.sandbox._door
+        if door is not None and self.namespace is not None:
+            with door.lock:
+                door.by_namespace.pop(self.namespace, None)
+        if self.pid is not None:
+            self.sandbox._kill(self.pid)
+            self.pid = None
+        if self.control is not None:
+            self.control.close()
+            self.control = None

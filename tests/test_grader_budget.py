@@ -17,16 +17,19 @@ def test_checks_past_the_budget_time_out_and_the_json_is_written(tmp_path):
     shutil.copytree(ROOT / "solutions" / "hero_transformer", upload,
                     ignore=shutil.ignore_patterns("__pycache__"))
     model = upload / "model.py"
-    # An experiment left at module level: every worker that imports model.py waits for it.
-    model.write_text(model.read_text() + "\n\nimport time as _experiment_clock\n_experiment_clock.sleep(2.0)\n")
+    # gelu made very slow: every check of that task waits for it, the others do not.
+    text = model.read_text()
+    body = "    ### BEGIN SOLUTION gelu\n"
+    assert body in text
+    model.write_text(text.replace(body, body + "    import time as _clock\n    _clock.sleep(1.5)\n", 1))
     out = tmp_path / "results.json"
     done = subprocess.run([sys.executable, "-m", "grader", "grade", str(upload.parent), "--chapters", "05",
-                           "--json", str(out), "--budget", "5", "--seed", "1"],
+                           "--json", str(out), "--budget", "4", "--seed", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert out.exists(), done.stderr[-2000:]
     tests = json.loads(out.read_text())["tests"]
-    out_of_time = [t for t in tests if "ran out before this check ran" in t["output"]]
-    assert out_of_time, [t["output"][:120] for t in tests]
+    out_of_time = [t for t in tests if "timeout" in t["tags"]]
+    assert any("ran out before this check ran" in t["output"] for t in out_of_time), [t["output"][:120] for t in tests]
     assert all(t["score"] == 0 for t in out_of_time)
     assert any(t["score"] == t["max_score"] for t in tests), "checks run inside the budget still count"
 

@@ -60,7 +60,7 @@ def main() -> None:
             return
         command = json.loads(message)
         children = _kill_strays(children)
-        if command["op"] == "fork" and len(fds) != 2:
+        if command["op"] in ("fork", "submission") and len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             return  # the grader sees the zygote gone and starts a new one
@@ -74,6 +74,18 @@ def main() -> None:
                 except BaseException:  # noqa: BLE001 - the worker must end here, whatever happened
                     status = 70
                 os._exit(status)
+            for fd in fds:
+                os.close(fd)
+            children.add(pid)
+            control.send(json.dumps({"pid": pid}).encode())
+        elif command["op"] == "submission" and len(fds) == 2 and isolated:
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                try:
+                    run_submission(*fds)
+                finally:
+                    os._exit(0)
             for fd in fds:
                 os.close(fd)
             children.add(pid)
@@ -278,7 +290,136 @@ def _forget_certified_sources() -> None:
             finder.sources = {}
 
 
-# The probe code as imported before any student code ran, to notice it being replaced.
+# ------------------------------------------- a submission imported once, then forked
+
+# The student's package is imported once per submission, in a process of its own (S');
+# each task worker is a fork of it, so an experiment left at module level costs its
+# time once. S' ran student code, so nothing it holds is trusted: before that code runs
+# it gets a filesystem with nothing writable and no /proc, and the seccomp filter of
+# syscall_filter.py, which it and every fork keep. A worker reaches the grader by
+# connecting to the grader's socket itself, after it was forked, in pid and user
+# namespaces of its own: the grader checks who connected (grader/sandbox.py) before it
+# sends the certified parts, so they never pass through S'.
+_IMPORTED_ONCE: "tuple[dict, dict] | None" = None
+
+
+def run_submission(control_fd: int, output_fd: int) -> None:
+    """In the zygote's child S: enter new namespaces and wait on S', pid 1 there. S
+    runs no student code; it exits with a fixed status, so a worker's exit says
+    nothing to anyone."""
+    uid, gid = os.getuid(), os.getgid()
+    if _libc().unshare(WORKER_NAMESPACES) != 0:
+        return
+    _map_own_ids(uid, gid)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    alive_read, alive_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(alive_write)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        import select
+
+        if select.select([alive_read], [], [], 0)[0]:
+            os._exit(0)
+        os.close(alive_read)
+        try:
+            serve_submission(control_fd, output_fd)
+        finally:
+            os._exit(0)
+    os.close(alive_read)
+    os.close(control_fd)
+    os.close(output_fd)
+    os.waitpid(child, 0)
+
+
+def serve_submission(control_fd: int, output_fd: int) -> None:
+    global _IMPORTED_ONCE
+    from grader.inside import syscall_filter
+
+    _redirect_output(output_fd)
+    control = socket.socket(fileno=control_fd)
+    request = _RECV(control)
+    _sealed_filesystem()
+    _drop_capabilities()
+    # Say who we are, before any student code runs: the grader learns this process's
+    # pid namespace, the parent of every worker's it will accept.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as announce:
+        announce.connect(request["listener"])
+        _SEND(announce, {"submission": request["token"]})
+        _RECV(announce)
+    syscall_filter.install()
+    _apply_limits(request.get("limits", {}))
+    broken: dict[str, BaseException] = {}
+    modules = sorted(key[:-3] for key in request["student"] if key.endswith(".py") and "/" not in key
+                     and key != "__init__.py")
+    try:
+        student = _load(STUDENT_PACKAGE, request["student"], "submission", modules, broken)
+    except BaseException as error:  # noqa: BLE001 - the package itself failed: grade per task instead
+        _SEND(control, {"setup_error": _describe(error)})
+        return
+    _IMPORTED_ONCE = (student, broken)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the workers' waiting parents
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _SEND(control, {"imported": True})
+    listener = request["listener"]
+    while True:
+        try:
+            command = _RECV(control)
+        except (EOFError, OSError, ValueError):
+            return
+        if not isinstance(command, dict) or command.get("op") != "fork":
+            return
+        if os.fork() == 0:
+            control.close()
+            try:
+                _run_connected_worker(listener)
+            finally:
+                os._exit(0)
+        _SEND(control, {"forked": True})
+
+
+def _sealed_filesystem() -> None:
+    """Nothing S' or its forks could write to or read about each other: no /proc, every
+    writable folder covered read-only, the reference's folder (without bubblewrap) hidden."""
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    if not _mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555"):
+        raise OSError("cannot cover /proc")
+    for directory in PRIVATE_DIRS:
+        if os.path.isdir(directory) and os.access(directory, os.W_OK):
+            if not _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555"):
+                raise OSError(f"cannot cover {directory}")
+    for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
+        if secret and os.path.isdir(secret):
+            _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
+
+
+def _run_connected_worker(listener: str) -> None:
+    """A fork of S' (the middle, which only waits) and its child, the worker: pid 1 of
+    new pid and user namespaces, which connects to the grader and serves one task."""
+    # (No id mapping: there is no /proc here to write it to, and nothing to create files in.)
+    if _libc().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) != 0:
+        return
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    child = os.fork()
+    if child == 0:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.closerange(3, 1 << 16)
+        channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        channel.connect(listener)
+        _SEND(channel, {"worker": True})
+        # The grader answers, once it has checked who connected, with this worker's own
+        # output pipe; the task's request follows.
+        _, fds, _, _ = socket.recv_fds(channel, 1, 1)
+        if len(fds) != 1:
+            return
+        _redirect_output(fds[0])
+        serve_tasks(channel)
+        return
+    os.waitpid(child, 0)
+
+
+
 _GRADER_CODE: dict = {}
 
 
@@ -307,15 +448,22 @@ def _apply_limits(limits: dict) -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def serve_worker(channel_fd: int, output_fd: int) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+def _redirect_output(output_fd: int) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
     sys.stdin = open(0, closefd=False)
-    channel = socket.socket(fileno=channel_fd)
+
+
+def serve_worker(channel_fd: int, output_fd: int) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _redirect_output(output_fd)
+    serve_tasks(socket.socket(fileno=channel_fd))
+
+
+def serve_tasks(channel: socket.socket) -> None:
     # Made in the zygote, before any student code existed: replacing json, struct or the
     # wire module's functions changes neither how answers leave nor how calls arrive.
     send, recv = _SEND, _RECV
@@ -465,9 +613,12 @@ def _load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) 
 def build_namespace(request: dict) -> types.SimpleNamespace:
     """The student's package, with every task but the graded one replaced by its
     certified version, and the certified code calling back into the student's objects."""
-    broken: dict[str, BaseException] = {}
-    # Only the graded task's module and what it imports: faster, and less to go wrong.
-    student = _load(STUDENT_PACKAGE, request["student"], "submission", request.get("needs", []), broken)
+    if _IMPORTED_ONCE is not None:
+        student, broken = _IMPORTED_ONCE
+    else:
+        broken = {}
+        # Only the graded task's module and what it imports: faster, and less to go wrong.
+        student = _load(STUDENT_PACKAGE, request["student"], "submission", request.get("needs", []), broken)
     certified = (_load(CERTIFIED_PACKAGE, request["certified"], "certified", sorted(student), {})
                  if request.get("certified") else {})
     graded = request["task"]
