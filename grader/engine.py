@@ -172,6 +172,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
         "needs": [task.module],
         "limits": limits.rlimits(),
         "tripwires": list(task.forbidden),
+        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd},
     }
 
 

@@ -38,7 +38,7 @@ def main() -> None:
     import torch.optim  # noqa: F401
 
     import grader.checks
-    from grader.inside import wire  # noqa: F401
+    from grader.inside import op_rules, wire  # noqa: F401
 
     for info in pkgutil.iter_modules(grader.checks.__path__):
         importlib.import_module(f"grader.checks.{info.name}")
@@ -175,7 +175,7 @@ def _apply_limits(limits: dict) -> None:
 
 
 def serve_worker(channel_fd: int, output_fd: int) -> None:
-    from grader.inside import wire
+    from grader.inside import op_rules, wire
 
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -191,6 +191,8 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
     _apply_limits(request.get("limits", {}))
     tripped: list[str] = []
     _set_tripwires(request.get("tripwires", []), tripped)
+    rules = op_rules.Rules.from_request(request.get("op_rules"))
+    op_rules.arm(rules)
     try:
         namespace = build_namespace(request)
     except BaseException as error:  # noqa: BLE001 - any failure is the submission's
@@ -208,7 +210,8 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
         try:
             module = importlib.import_module(f"grader.checks.{call['module']}")
             probe = getattr(module, call["probe"])
-            result = probe(namespace, **call["inputs"])
+            with op_rules.watching(rules, tripped):
+                result = probe(namespace, **call["inputs"])
             reply = {"result": result}
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, SystemExit):
