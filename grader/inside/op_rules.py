@@ -112,13 +112,15 @@ class _Watch:
 
     def check_op(self, op: str, layer: str):
         if self.rules.forbids(op):
-            self.trip(f"torch's built-in {layer} {op} ({hint(op)})")
+            self.trip(f"torch's built-in {layer}{op} ({hint(op)})")
         if self.rules.no_autograd and op in FORWARD_AD:
             self.trip(f"forward-mode autograd (torch.{op}): derive every gradient by hand")
 
-    def check_grad(self, tensors, op: str):
+    def check_grad(self, tensors, op: str, recording: bool):
+        # A parameter may require grad (nn.Module makes them so); autograd runs once an
+        # operator takes one with grad mode on, or returns a tensor with a grad_fn.
         for tensor in tensors:
-            if tensor.requires_grad or tensor.grad_fn is not None:
+            if (recording and tensor.requires_grad) or tensor.grad_fn is not None:
                 self.trip(f"autograd ({op} ran on a tensor that requires grad): derive every gradient by hand, "
                           f"no tensor may require grad here")
 
@@ -147,9 +149,10 @@ class _DispatchRecorder(TorchDispatchMode):
             op = _op_name(func)
             watch.check_op(op, "kernel aten.")
             if watch.rules.no_autograd:
-                watch.check_grad(_tensors(args), f"aten.{op}")
+                recording = torch.is_grad_enabled()
+                watch.check_grad(_tensors(args), f"aten.{op}", recording)
                 if kwargs:
-                    watch.check_grad(_tensors(kwargs.values()), f"aten.{op}")
+                    watch.check_grad(_tensors(kwargs.values()), f"aten.{op}", recording)
         finally:
             watch.in_handler = False
         return func(*args, **(kwargs or {}))
@@ -169,9 +172,16 @@ class _FunctionRecorder(TorchFunctionMode):
             watch.check_op(_op_name(func), "function torch.")
         result = func(*args, **(kwargs or {}))
         if watch.rules.no_autograd and not watch.in_handler:
-            watch.check_grad(_tensors((result,)), _op_name(func) or "a torch function")
+            watch.check_grad(_tensors((result,)), _op_name(func) or "a torch function", False)
         return result
 
+
+# TorchDispatchMode wraps the handler in torch._disable_dynamo, whose first call
+# imports torch._dynamo (about a second, in every forked worker). The sandbox never
+# compiles: let the wrapper find its answer already made.
+_raw = getattr(_DispatchRecorder.__torch_dispatch__, "__wrapped__", None)
+if _raw is not None:
+    setattr(_raw, "__dynamo_disable", _raw)
 
 # The handlers as imported before any student code ran: replacing them on the class
 # would blind the recorder.
