@@ -25,6 +25,7 @@ import torch
 from grader import catalogue
 from grader.checks._api import Check, Task
 from grader.forbidden import scan
+from grader.inside import op_rules
 from grader.inside.wire import Opaque, RemoteError
 from grader.regions import package_sources, strip
 from grader.sandbox import Limits, Sandbox, WorkerFailed
@@ -297,14 +298,38 @@ def _check_reply(reply) -> dict:
     return reply
 
 
+_RAN_OPERATOR = re.compile(r"torch's built-in (kernel aten\.|function torch\.)([A-Za-z0-9_]+) ")
+
+
+def _forbidden_call_text(called: str, task: Task) -> str:
+    """What a student sees of a forbidden call the worker reported: rebuilt from the
+    grader's own words, since the worker's text could have been written by the
+    submission. Only names the task's rules forbid are repeated."""
+    if called in task.forbidden:
+        return f"uses {called}: the point of this task is to write it yourself"
+    ran = _RAN_OPERATOR.match(called)
+    if ran and op_rules.Rules(task.forbidden_ops).forbids(ran.group(2)):
+        op = ran.group(2)
+        return f"runs torch's built-in {ran.group(1)}{op} ({op_rules.hint(op)})"
+    if task.no_autograd and called.startswith("forward-mode autograd"):
+        return "uses forward-mode autograd: derive every gradient by hand"
+    if task.no_autograd and called.startswith("autograd"):
+        return "uses autograd: derive every gradient by hand, no tensor may require grad here"
+    if called.startswith("code that switched off the grader's operator recorder"):
+        return "switches off the grader's operator recorder"
+    if called.startswith("a new thread"):
+        return op_rules.THREADS
+    return "calls a library function this task asks you to write"
+
+
 def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected,
            audience: _Audience) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of one reply."""
     if reply.get("forbidden_calls"):
         called = reply["forbidden_calls"][0][:200]
-        staff = f"calls {called}, the library function this task asks you to write"
-        if audience.private and called not in task.forbidden:
-            return FORBIDDEN, "calls a library function this task asks you to write", staff
+        staff = f"uses {called}: the point of this task is to write it yourself"
+        if audience.private:
+            return FORBIDDEN, _forbidden_call_text(called, task), staff
         return FORBIDDEN, staff, staff
     if "error" in reply:
         return _remote_failure(task, reply["error"], audience)
@@ -350,6 +375,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
         "needs": [task.module],
         "limits": limits.rlimits(),
         "tripwires": list(task.forbidden),
+        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd},
     }
 
 

@@ -114,8 +114,8 @@ MUTANTS = [
             y = 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
             getattr(y, "back" + "ward")(grad_out)
         return x.grad
-    """, "ch06.gelu_backward.matches_autograd", "torch.Tensor.backward",
-       ".backward() reached through getattr (caught by the tripwire)"),
+    """, "ch06.gelu_backward.matches_autograd", "autograd",
+       ".backward() reached through getattr (the operator recorder sees the graph being built)"),
 ]
 
 VARIANTS = [

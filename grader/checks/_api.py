@@ -60,6 +60,18 @@ class Task:
     title: str
     forbidden: tuple[str, ...] = ()  # dotted names whose use scores 'forbidden'
     forbidden_methods: tuple[str, ...] = ()  # attribute names forbidden on any object
+    # Judged by what runs, however it was spelled: torch operators (fnmatch patterns on
+    # the base name, e.g. "native_layer_norm", "_foreach_*") the probe may not run, and
+    # whether autograd may run at all (reverse or forward mode, torch.func).
+    forbidden_ops: tuple[str, ...] = ()
+    no_autograd: bool = False
+
+
+# Operator families, for the tasks' forbidden_ops.
+NORM_KERNELS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "batch_norm",
+                "native_batch_norm", "_native_batch_norm_legit*", "_batch_norm*", "instance_norm", "rms_norm",
+                "_fused_rms_norm*", "*_layer_norm", "*_group_norm")
+GELU_KERNELS = ("gelu", "gelu_", "_addmm_activation")
 
 
 def check(name: str, task: str, points: float, summary: str, probe, judge, **more) -> Check:

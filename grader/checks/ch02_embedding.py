@@ -21,7 +21,8 @@ CHAPTER, TITLE = "02", "Token embedding"
 
 TASKS = [
     Task("embedding", "model", "TokenEmbedding.forward", "token embedding lookup",
-         forbidden=("torch.nn.functional.embedding", "torch.embedding", "torch.nn.Embedding")),
+         forbidden=("torch.nn.functional.embedding", "torch.embedding", "torch.nn.Embedding"),
+         forbidden_ops=("embedding", "embedding_*", "_embedding_bag*")),
 ]
 
 # ----------------------------------------------------------------------- helpers

@@ -25,7 +25,10 @@ TASKS = [
     Task("merge_heads", "model", "CausalSelfAttention.merge_heads", "merging the heads back"),
     Task("attention", "model", "CausalSelfAttention.forward", "causal attention with a KV cache",
          forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention",
-                    "torch.nn.functional.multi_head_attention_forward")),
+                    "torch.nn.functional.multi_head_attention_forward"),
+         forbidden_ops=("scaled_dot_product_attention", "_scaled_dot_product_*", "_fused_sdp_choice",
+                        "multi_head_attention_forward", "_native_multi_head_attention", "_masked_softmax",
+                        "_flash_attention_*", "_efficient_attention_*", "_transformer_encoder_layer_fwd")),
 ]
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")

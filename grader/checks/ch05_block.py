@@ -7,7 +7,8 @@ import math
 import torch
 
 from grader.checks._api import (
-    Task, causal_diagnosis, check, compare, exact_gelu, first_diagnosis, kind_of, layer_norm, matches, shape_problem, tanh_gelu,
+    GELU_KERNELS, NORM_KERNELS, Task, causal_diagnosis, check, compare, exact_gelu, first_diagnosis, kind_of, layer_norm,
+    matches, shape_problem, tanh_gelu,
 )
 
 CHAPTER, TITLE = "05", "LayerNorm, GELU, feed-forward, pre-LN block"
@@ -16,15 +17,17 @@ EPS = 1e-5
 TASKS = [
     Task("layer_norm", "model", "LayerNorm.forward", "LayerNorm over the last axis",
          forbidden=("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm",
-                    "torch.nn.functional.group_norm", "torch.nn.functional.rms_norm")),
+                    "torch.nn.functional.group_norm", "torch.nn.functional.rms_norm"),
+         forbidden_ops=NORM_KERNELS),
     Task("gelu", "model", "gelu", "exact GELU",
-         forbidden=("torch.nn.functional.gelu", "torch.nn.GELU", "torch._C._nn.gelu")),
+         forbidden=("torch.nn.functional.gelu", "torch.nn.GELU", "torch._C._nn.gelu"), forbidden_ops=GELU_KERNELS),
     Task("feedforward", "model", "FeedForward.forward", "the feed-forward network",
-         forbidden=("torch.nn.functional.gelu", "torch.nn.GELU")),
+         forbidden=("torch.nn.functional.gelu", "torch.nn.GELU"), forbidden_ops=GELU_KERNELS),
     Task("block_init", "model", "TransformerBlock.__init__", "the block's parts"),
     Task("block", "model", "TransformerBlock.forward", "the pre-LN block",
          forbidden=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
-                    "torch.nn.functional.layer_norm")),
+                    "torch.nn.functional.layer_norm"),
+         forbidden_ops=NORM_KERNELS + ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")),
 ]
 
 # ----------------------------------------------------------------------- helpers

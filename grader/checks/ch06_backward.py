@@ -13,7 +13,7 @@ import math
 import torch
 
 from grader.checks._api import (
-    Task, check, compare, exact_gelu, first_diagnosis, layer_norm, matches, shape_problem,
+    GELU_KERNELS, NORM_KERNELS, Task, check, compare, exact_gelu, first_diagnosis, layer_norm, matches, shape_problem,
 )
 
 CHAPTER, TITLE = "06", "Backward by hand"
@@ -24,16 +24,19 @@ NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.b
                "torch.func.grad", "torch.func.grad_and_value",
                "torch.func.vjp", "torch.func.jacrev", "torch.func.jacfwd")
 
+# At run time: no autograd of any kind, and none of torch's backward kernels.
+BY_HAND = dict(no_autograd=True, forbidden_ops=("*_backward", "*_backward_*") + NORM_KERNELS + GELU_KERNELS)
+
 TASKS = [
     Task("layer_norm_backward", "backward", "layer_norm_backward", "LayerNorm's backward",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",)),
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
     Task("gelu_backward", "backward", "gelu_backward", "GELU's backward",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",)),
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
     Task("linear_backward", "backward", "linear_backward", "the linear layer's backward",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",)),
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
     Task("residual_backward", "backward", "residual_feedforward_backward",
          "the backward of the residual feed-forward half-block",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",)),
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
 ]
 
 ATOL, RTOL = 1e-9, 1e-7  # exact up to float64 rounding, any correct algebra

@@ -38,7 +38,7 @@ def main() -> None:
     import torch.optim  # noqa: F401
 
     import grader.checks
-    from grader.inside import wire
+    from grader.inside import op_rules, wire
 
     for info in pkgutil.iter_modules(grader.checks.__path__):
         importlib.import_module(f"grader.checks.{info.name}")
@@ -334,7 +334,7 @@ def run_submission(control_fd: int, output_fd: int) -> None:
 
 def serve_submission(control_fd: int, output_fd: int) -> None:
     global _IMPORTED_ONCE
-    from grader.inside import syscall_filter
+    from grader.inside import op_rules, syscall_filter
 
     _redirect_output(output_fd)
     control = socket.socket(fileno=control_fd)
@@ -348,6 +348,7 @@ def serve_submission(control_fd: int, output_fd: int) -> None:
         _SEND(announce, {"submission": request["token"]})
         _RECV(announce)
     syscall_filter.install()
+    op_rules.guard_switches()  # before the student's code can keep the unguarded ones
     _apply_limits(request.get("limits", {}))
     broken: dict[str, BaseException] = {}
     modules = sorted(key[:-3] for key in request["student"] if key.endswith(".py") and "/" not in key
@@ -464,6 +465,8 @@ def serve_worker(channel_fd: int, output_fd: int) -> None:
 
 
 def serve_tasks(channel: socket.socket) -> None:
+    from grader.inside import op_rules
+
     # Made in the zygote, before any student code existed: replacing json, struct or the
     # wire module's functions changes neither how answers leave nor how calls arrive.
     send, recv = _SEND, _RECV
@@ -471,6 +474,8 @@ def serve_tasks(channel: socket.socket) -> None:
     _apply_limits(request.get("limits", {}))
     tripped: list[str] = []
     _set_tripwires(request.get("tripwires", []), tripped)
+    rules = op_rules.Rules.from_request(request.get("op_rules"))
+    op_rules.arm(rules)
     try:
         namespace = build_namespace(request)
     except BaseException as error:  # noqa: BLE001 - any failure is the submission's
@@ -492,7 +497,8 @@ def serve_tasks(channel: socket.socket) -> None:
         try:
             module = importlib.import_module(f"grader.checks.{call['module']}")
             probe = getattr(module, call["probe"])
-            result = probe(namespace, **call["inputs"])
+            with op_rules.watching(rules, tripped):
+                result = probe(namespace, **call["inputs"])
             reply = {"result": result}
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, SystemExit):
