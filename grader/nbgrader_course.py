@@ -124,11 +124,11 @@ c = get_config()  # noqa: F821 - provided by the configuration loader
 
 c.CourseDirectory.root = str(HERE)
 
-# The graded kernel, and the kit it grades with: absolute paths, never the TA's shell.
-os.environ["HERO_TRANSFORMER_COURSE"] = str(KIT)
-os.environ["JUPYTER_PATH"] = os.pathsep.join(
-    [str(HERE / "jupyter")] + [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p])
-{weak}c.Execute.kernel_name = {kernel!r}
+# traitlets only logs an exception raised here and goes on without this file; leaving
+# the process is the one way to stop a command that would grade without the kit.
+if not (KIT / "grader" / "engine.py").is_file():
+    raise SystemExit(f"nbgrader_config.py: no hero_transformer kit at {{KIT}} (grader/engine.py is missing); "
+                     f"set KIT to the kit's folder")
 
 # The grader's own worst case for one cell (sandbox start, then every check of the
 # slowest task at its time limit); nbgrader's default of 30 s would cut off correct code.
@@ -155,6 +155,14 @@ c.Autograde.autograde_preprocessors = _steps
 _steps = GenerateAssignment.class_traits()["preprocessors"].default()
 _steps.insert(_steps.index(SaveCells) + 1, _hooks.ReleaseWithStudentKernel)
 c.GenerateAssignment.preprocessors = _steps
+
+# The graded kernel, and the kit it grades with: absolute paths, never the TA's shell.
+# Last, so that a failure above leaves the grading kernel unfindable (autograde stops)
+# rather than running without the settings above.
+os.environ["HERO_TRANSFORMER_COURSE"] = str(KIT)
+{weak}c.Execute.kernel_name = {kernel!r}
+os.environ["JUPYTER_PATH"] = os.pathsep.join(
+    [str(HERE / "jupyter")] + [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p])
 '''
 
 README = """\
