@@ -170,9 +170,10 @@ README = """\
 
 Made by `python -m grader nbgrader-course` from the kit in `{kit}`
 (chapters {chapters}). Run every `nbgrader` command in this folder, with the kit's
-Python environment (`{python}`), which has nbgrader, torch and the grader's packages.
+Python environment first on PATH (nbgrader runs `alembic` by name):
 
 ```bash
+export PATH={bindir}:$PATH
 nbgrader generate_assignment {first}        # source/ -> release/: the notebook and the starter package
 # hand out release/{first}/ (or `nbgrader release_assignment` with an exchange)
 # collect each student's folder into submitted/<student>/{first}/
@@ -256,6 +257,6 @@ def build(dest: Path, chapters: list[str] | None = None, kit: Path = ROOT, pytho
     timeout = cell_timeout([known[n] for n in chosen])
     (dest / "nbgrader_config.py").write_text(
         CONFIG.format(kit=str(kit), kernel=KERNEL_NAME, timeout=timeout, weak=weak), encoding="utf-8")
-    (dest / "README.md").write_text(README.format(kit=kit, python=python, chapters=", ".join(chosen),
+    (dest / "README.md").write_text(README.format(kit=kit, bindir=Path(python).parent, chapters=", ".join(chosen),
                                                   first=folders[0], kernel=KERNEL_NAME), encoding="utf-8")
     return folders
