@@ -6,10 +6,11 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CH     ?=
 SUB    ?=
+DEST   ?=
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test student check grade demo bench mutants micro train sample submit gradescope clean
+.PHONY: help setup test student check grade demo bench mutants micro train sample submit gradescope nbgrader-course clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -21,7 +22,8 @@ help:
 	@echo "make bench           grading speed and model speed figures"
 	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
 	@echo "make submit          pack hero_transformer/ into submission.zip for upload"
-	@echo "make gradescope      build autograder.zip for a Gradescope programming assignment"
+	@echo "make gradescope [CH=05]          build autograder.zip for a Gradescope programming assignment"
+	@echo "make nbgrader-course DEST=path [CH=05,07]   write a ready nbgrader course folder"
 
 $(STAMP): pyproject.toml
 	@test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -68,7 +70,11 @@ submit: $(STAMP)
 	$(PYTHON) -m grader submit hero_transformer
 
 gradescope: $(STAMP)
-	$(PYTHON) -m grader gradescope --output autograder.zip
+	$(PYTHON) -m grader gradescope --output autograder.zip $(if $(CH),--chapters $(CH))
+
+nbgrader-course: $(STAMP)
+	@test -n "$(DEST)" || { echo "usage: make nbgrader-course DEST=path/to/new/course [CH=05,07]"; exit 2; }
+	$(PYTHON) -m grader nbgrader-course "$(DEST)" $(if $(CH),--chapters $(CH)) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip

@@ -1,4 +1,4 @@
-"""python -m grader {grade,grade-class,check,demo,submit,gradescope} — see `python -m grader --help`."""
+"""python -m grader {grade,grade-class,check,demo,submit,gradescope,nbgrader-course} — see `python -m grader --help`."""
 
 from __future__ import annotations
 
@@ -110,6 +110,12 @@ def main(argv=None) -> int:
     k.add_argument("--budget", type=_seconds, default=600.0, help="wall-clock seconds per upload")
     z = sub.add_parser("gradescope", help="build a Gradescope autograder zip (TA)")
     z.add_argument("--output", default="autograder.zip")
+    z.add_argument("--chapters", help="grade only these chapters, e.g. 05 or 05,07 (default: all)")
+    n = sub.add_parser("nbgrader-course", help="write a ready nbgrader course directory (TA)")
+    n.add_argument("dest", help="a new or empty folder")
+    n.add_argument("--chapters", help="one assignment per chapter, e.g. 05,07 (default: all)")
+    n.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="autograde even where bubblewrap is unavailable (the code could read solutions/)")
     sub.add_parser("demo", help="grade the reference and typical wrong submissions")
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
@@ -146,8 +152,25 @@ def main(argv=None) -> int:
     if args.command == "gradescope":
         from grader.gradescope import build
 
-        names = build(Path(args.output))
-        console.print(f"wrote [bold]{args.output}[/] ({len(names)} files): upload it as the assignment's autograder")
+        chapters = _chapters(args.chapters)
+        names = build(Path(args.output), chapters)
+        from grader.engine import possible_points
+
+        console.print(f"wrote [bold]{args.output}[/] ({len(names)} files, chapters "
+                      f"{', '.join(chapters) if chapters else 'all'}, {possible_points(chapters):g} points): "
+                      f"upload it as the assignment's autograder")
+        return 0
+    if args.command == "nbgrader-course":
+        from grader.nbgrader_course import build as build_course
+
+        try:
+            folders = build_course(Path(args.dest), _chapters(args.chapters),
+                                   allow_weak_sandbox=args.allow_weak_sandbox)
+        except (FileExistsError, ValueError) as problem:
+            console.print(f"[red]{problem}[/]")
+            return 1
+        console.print(f"wrote the nbgrader course [bold]{args.dest}[/] ({', '.join(folders)}); "
+                      f"read {Path(args.dest) / 'README.md'} next")
         return 0
     if args.command == "demo":
         from grader.demo import run_demo

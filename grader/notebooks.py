@@ -24,24 +24,35 @@ from grader import catalogue
 from grader.assignments import ASSIGNMENTS, CHAPTER_FOLDERS
 
 SETUP = '''\
-# Imports the grader from the course folder (the one holding grader/). To autograde,
-# the instructor sets HERO_TRANSFORMER_COURSE to that folder's absolute path. Without
-# it the folders above this notebook's are searched (never the notebook's own folder,
-# which is the submission) and the scores are advisory only.
+# Imports the grader from the course folder (the one holding grader/). `nbgrader autograde`
+# in a course made by `python -m grader nbgrader-course` sets HERO_TRANSFORMER_COURSE to
+# that folder's absolute path; autograding without it is an error, never a grade. Outside
+# autograding the folders above this notebook's are searched (never the notebook's own
+# folder, which is the submission) and the scores are advisory only.
 import os
 import sys
 from pathlib import Path
+
+
+class HeroTransformerSetupError(RuntimeError):
+    \"\"\"The grading set-up is broken: nothing below is a grade.\"\"\"
 
 
 def _hero_transformer_course():
     named = os.environ.get("HERO_TRANSFORMER_COURSE", "")
     if named:
         if not Path(named).is_absolute() or not (Path(named) / "grader" / "engine.py").is_file():
-            raise RuntimeError(f"HERO_TRANSFORMER_COURSE={named!r} is not the absolute path of a folder holding grader/")
+            raise HeroTransformerSetupError(
+                f"HERO_TRANSFORMER_COURSE={named!r} is not the absolute path of a folder holding grader/")
         return Path(named).resolve()
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        raise HeroTransformerSetupError(
+            "HERO_TRANSFORMER_COURSE is not set: autograde in a course made by "
+            "`python -m grader nbgrader-course`, or set it to the course folder's absolute path")
     found = next((p for p in Path.cwd().resolve().parents if (p / "grader" / "engine.py").is_file()), None)
     if found is None:
-        raise RuntimeError("no grader/ above this notebook's folder: set HERO_TRANSFORMER_COURSE to the course folder")
+        raise HeroTransformerSetupError(
+            "no grader/ above this notebook's folder: set HERO_TRANSFORMER_COURSE to the course folder")
     print(f"WARNING: HERO_TRANSFORMER_COURSE is not set, so the grader found in {found} is used: "
           "the scores below are advisory, not grades.")
     return found
@@ -58,7 +69,7 @@ def _hero_transformer_import(course):
     finally:
         sys.path[:] = saved
     if Path(grader.notebook.__file__).resolve().parent != (course / "grader").resolve():
-        raise RuntimeError(f"grader was imported from {grader.notebook.__file__}, not from {course}")
+        raise HeroTransformerSetupError(f"grader was imported from {grader.notebook.__file__}, not from {course}")
     return grader.notebook.score_task
 
 

@@ -41,12 +41,34 @@ def test_score_task_gives_full_points_to_the_reference_and_none_to_the_stubs():
 
 
 def test_an_executed_notebook_is_graded_by_nbgrader(tmp_path, monkeypatch):
+    import shutil
+
     from nbclient import NotebookClient
 
     monkeypatch.setenv("HERO_TRANSFORMER_COURSE", str(ROOT))  # as the instructor autogrades
-
+    folder = tmp_path / "alice" / "ch02_embedding"  # a student's copy of the released folder
+    shutil.copytree(ROOT / "hero_transformer", folder / "hero_transformer")
     notebook = nbformat.read(path_of("ch02_embedding"), as_version=4)
-    NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(path_of("ch02_embedding").parent)}}).execute()
+    NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(folder)}}).execute()
     graded = [c for c in notebook.cells if c.metadata["nbgrader"]["grade"]]
     # The committed student copy still raises NotImplementedError everywhere: 0 of the points.
     assert [determine_grade(c) for c in graded] == [(0.0, c.metadata["nbgrader"]["points"]) for c in graded]
+
+
+def test_score_task_grades_only_the_package_in_the_notebooks_own_folder(tmp_path, monkeypatch):
+    from grader.notebook import HeroTransformerSetupError, score_task
+
+    course = tmp_path / "course"  # a package above the notebook's folder is not the submission
+    (course / "hero_transformer").mkdir(parents=True)
+    for source in (ROOT / "solutions" / "hero_transformer").glob("*.py"):
+        (course / "hero_transformer" / source.name).write_text(source.read_text())
+    folder = course / "submitted" / "bob" / "ch05_block"
+    folder.mkdir(parents=True)
+    (folder / "torch.py").write_text("")  # stray files are not a package either
+    monkeypatch.chdir(folder)
+    with pytest.raises(HeroTransformerSetupError, match="no hero_transformer/ folder in this submission"):
+        score_task("gelu")
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    (folder / "hero_transformer").symlink_to(course / "hero_transformer")
+    with pytest.raises(HeroTransformerSetupError, match="symbolic links"):
+        score_task("gelu")
