@@ -277,6 +277,13 @@ def nbgrader_gradebook(data: ClassResults, path: Path) -> None:
         from nbgrader.api import Gradebook, MissingEntry
     except ImportError:
         raise InputError("--format nbgrader needs nbgrader: pip install nbgrader") from None
+    import shutil
+    import sys
+
+    if shutil.which("alembic") is None:
+        # nbgrader runs the `alembic` command to stamp a new database; a venv's python run
+        # without activating the venv (as `make` does) has it beside itself only.
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     assignment = data.options["assignment"]
     with Gradebook(f"sqlite:///{path.resolve()}") as gradebook:
         gradebook.update_or_create_assignment(assignment)
@@ -302,7 +309,10 @@ def nbgrader_gradebook(data: ClassResults, path: Path) -> None:
                 last, _, first = s.name.partition(", ")
             student_id = data.file_names[s.key]
             gradebook.update_or_create_student(student_id, first_name=first, last_name=last, email=s.email or None)
-            gradebook.update_or_create_submission(assignment, student_id)
+            try:
+                gradebook.find_submission(assignment, student_id)
+            except MissingEntry:
+                gradebook.add_submission(assignment, student_id)
             for n in data.numbers:
                 grade = gradebook.find_grade("score", f"ch{n}", assignment, student_id)
                 grade.auto_score = float(record["chapters"].get(n, {}).get("score", 0))

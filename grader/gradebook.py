@@ -149,6 +149,11 @@ def grade_upload(upload: Upload, content_hash: str, settings: dict, seed: int, s
         status = "unreadable archive"
         report = GradeReport(upload.label, [], sandbox.describe(), "none",
                              problem=f"the upload cannot be read ({type(problem).__name__}); upload it again")
+    except Exception as crash:  # noqa: BLE001 - one upload must never cost the class its gradebook
+        status = "not graded"
+        report = GradeReport(upload.label, [], sandbox.describe(), "none",
+                             problem=f"the grader hit an internal error on this upload ({type(crash).__name__}); "
+                                     f"please report it")
     results = results_json(report)
     per_chapter = results["extra_data"]["chapters"]
     numbers = [c.number for c in catalogue.chapters() if not chapters or c.number in chapters]
@@ -352,7 +357,7 @@ def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_san
                 ready, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in ready:
                     pending.discard(future)
-                    record = future.result()  # a grader bug here is a bug: let it show
+                    record = future.result()
                     save_record(out, record)
                     finished += 1
                     spent = time.perf_counter() - started

@@ -309,7 +309,9 @@ def _listing(folder: Path) -> list[tuple[Path, str]]:
     return [(p, p.name) for p in children if not p.name.startswith((".",) + JUNK)]
 
 
-def _kind(path: Path) -> str:
+def _kind(path: Path, name: str) -> str:
+    """What an entry is by its content; `name` is the name it was listed under (an
+    unpacked download keeps entries under short names of its own)."""
     try:
         mode = path.lstat().st_mode
     except OSError:
@@ -322,9 +324,9 @@ def _kind(path: Path) -> str:
         return "zip"
     if is_tarball(path):
         return "tarball"
-    if path.suffix.lower() in (".zip", ".tar", ".tgz", ".gz", ".bz2", ".xz"):
+    if name.lower().endswith((".zip", ".tar", ".tgz", ".gz", ".bz2", ".xz")):
         return "broken archive"
-    if path.suffix == ".py" or path.name.endswith(".py"):
+    if name.endswith(".py"):
         return "py"
     return "unknown"
 
@@ -402,7 +404,7 @@ def _by_name(items):
     moodle = sum(bool(MOODLE.match(n)) for _, n in items)
     lms = "canvas" if canvas and canvas >= moodle else "moodle" if moodle else "plain"
     for path, name in items:
-        kind = _kind(path)
+        kind = _kind(path, name)
         original, late, attempt = name, False, ()
         if lms == "canvas" and (m := CANVAS.match(name)):
             people = [Student(key="", login=m["login"], id=m["user"], name=m["login"])]
@@ -465,11 +467,11 @@ def _assign(lms: str, candidates, entries: list[Entry], roster: list[Student] | 
             continue
         group = "+".join(sorted(s.key for s in found))
         by_student.setdefault(group, []).append((path, name, found, attempt, late, original))
-    uploads = []
+    chosen_uploads = []  # (the chosen upload, the earlier ones)
     for group, attempts in sorted(by_student.items()):
         loose = [a for a in attempts if a[5] is not None]
         whole = [a for a in attempts if a[5] is None]
-        choices = []  # (attempt, upload, entry names)
+        choices = []
         if loose:
             # Loose files of one student form one upload; a file sent again replaces the older copy.
             latest: dict[str, tuple] = {}
@@ -480,24 +482,34 @@ def _assign(lms: str, candidates, entries: list[Entry], roster: list[Student] | 
             upload = Upload(slug("files:" + group), f"{len(kept)} loose file(s): {', '.join(names)}", "files",
                             [a[0] for a in kept], names, lms, kept[0][2], max(a[3] for a in kept),
                             any(a[4] for a in kept), [a[5] for a in kept])
-            choices.append((upload.attempt, upload))
+            choices.append(upload)
             for a in loose:
                 if a not in kept:
                     entries.append(Entry(shown(a[1]), "superseded", upload.slug, _who(a[2]),
                                          note=f"a later copy of {a[5]} was sent"))
         for a in whole:
-            upload = Upload(slug(a[1]), shown(a[1]), _kind(a[0]), [a[0]], [shown(a[1])], lms, a[2], a[3], a[4])
-            choices.append((upload.attempt, upload))
-        choices.sort(key=lambda c: c[0])
-        chosen = choices[-1][1]
-        uploads.append(chosen)
-        for entry_name in chosen.entries:
-            entries.append(Entry(entry_name, "to grade", chosen.slug, _who(chosen.students)))
-        for _, older in choices[:-1]:
-            for entry_name in older.entries:
-                entries.append(Entry(entry_name, "superseded", older.slug, _who(older.students),
-                                     note=f"an earlier attempt; the latest ({chosen.label}) counts"))
-        chosen.attempts = len(choices)
+            choices.append(Upload(slug(a[1]), shown(a[1]), _kind(a[0], a[1]), [a[0]], [shown(a[1])], lms, a[2], a[3], a[4]))
+        choices.sort(key=lambda u: u.attempt)
+        choices[-1].attempts = len(choices)
+        chosen_uploads.append((choices[-1], choices[:-1]))
+    # A student in two groups (alone, then with a partner) is graded by their latest upload.
+    taken: set[str] = set()
+    uploads = []
+    for chosen, older in sorted(chosen_uploads, key=lambda c: c[0].attempt, reverse=True):
+        if all(s.key in taken for s in chosen.students):
+            older = [chosen, *older]
+            chosen = None
+        else:
+            taken.update(s.key for s in chosen.students)
+            uploads.append(chosen)
+            for entry_name in chosen.entries:
+                entries.append(Entry(entry_name, "to grade", chosen.slug, _who(chosen.students)))
+        for upload in older:
+            for entry_name in upload.entries:
+                note = (f"an earlier attempt; the latest ({chosen.label}) counts" if chosen else
+                        "every student on it has a later upload, which counts")
+                entries.append(Entry(entry_name, "superseded", upload.slug, _who(upload.students), note=note))
+    uploads.sort(key=lambda u: u.slug)
     students = list(roster) if roster else sorted(people_of.values(), key=lambda s: s.key)
     entries.sort(key=lambda e: e.name)
     return Intake(uploads, entries, students, lms)

@@ -17,6 +17,7 @@ from itertools import combinations
 from pathlib import Path
 
 from grader import catalogue
+from grader.parsing import parse
 from grader.regions import package_sources
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,7 +65,7 @@ def fingerprints(sources: dict[str, str]) -> dict[str, list[str]]:
         rel = f"{task.module}.py"
         if rel not in trees:
             try:
-                trees[rel] = ast.parse(sources.get(rel, ""))
+                trees[rel] = parse(sources.get(rel, ""))
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 trees[rel] = None
         try:
