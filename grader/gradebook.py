@@ -337,6 +337,9 @@ def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_san
     graders = _Graders(budget, share_sandbox)
     graders.start()
     jobs = jobs or (max(1, min(2, (os.cpu_count() or 1))) if graders.shared else 1)
+    where = ("one sandbox shared by the class (every worker a fresh fork in namespaces of its own)" if graders.shared
+             else "a fresh sandbox per upload (this machine cannot give workers namespaces of their own)")
+    console.print(f"grading {len(todo)} upload(s), {jobs} at a time, in {where}")
     started, finished = time.perf_counter(), 0
     pool = ThreadPoolExecutor(max_workers=jobs)
     pending = set()
