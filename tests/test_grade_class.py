@@ -352,3 +352,45 @@ def test_two_shards_merged_equal_one_run_and_nbgrader_reads_the_gradebook(tmp_pa
     table = _read_csv(tmp_path / "one" / "moodle.csv")
     assert table[0][:6] == ["Identifier", "Full name", "Email address", "Username", "Grade", "Maximum Grade"]
     assert {row[1]: row[4] for row in table[1:]}["ann"] == expected["ann"]["total"]
+
+
+# ------------------------------------------------------------------ look-alikes
+
+OWN_LAYER_NORM = '''
+        total = 0.0
+        for i in range(x.shape[-1]):
+            total = total + x[..., i:i + 1]
+        middle = total / x.shape[-1]
+        spread = ((x - middle) ** 2).sum(dim=-1, keepdim=True) / x.shape[-1]
+        scaled = (x - middle) * torch.rsqrt(spread + self.eps)
+        return self.weight * scaled + self.bias
+'''
+
+
+def _with_layer_norm(body: str) -> dict[str, str]:
+    from grader.regions import package_sources
+
+    sources = dict(package_sources(SOLUTIONS))
+    start = sources["model.py"].index("        mean = x.mean(dim=-1, keepdim=True)")
+    end = sources["model.py"].index("        ### END SOLUTION", start)
+    sources["model.py"] = sources["model.py"][:start] + body.lstrip("\n") + sources["model.py"][end:]
+    return sources
+
+
+def test_look_alikes_see_through_renaming_and_ignore_the_reference():
+    from grader.regions import package_sources
+    from grader.similarity import fingerprints, look_alikes
+
+    renamed = OWN_LAYER_NORM.replace("total", "acc").replace("middle", "mu").replace("spread", "var") \
+        .replace("scaled", "z").replace("        return", "        # normalise, then scale\n        return")
+    different = OWN_LAYER_NORM.replace("torch.rsqrt(spread + self.eps)", "1 / (spread + self.eps) ** 0.5") \
+        .replace("for i in range(x.shape[-1]):\n            total = total + x[..., i:i + 1]\n",
+                 "total = x.sum(dim=-1, keepdim=True)\n")
+    prints = {"ann": fingerprints(_with_layer_norm(OWN_LAYER_NORM)), "ben": fingerprints(_with_layer_norm(renamed)),
+              "cat": fingerprints(_with_layer_norm(different)),
+              "ref1": fingerprints(package_sources(SOLUTIONS)), "ref2": fingerprints(package_sources(SOLUTIONS)),
+              "stub1": fingerprints(package_sources(STUB)), "stub2": fingerprints(package_sources(STUB))}
+    pairs = look_alikes(prints)
+    assert pairs and pairs[0][:2] == ("ann", "ben") and pairs[0][2] == 1.0 and pairs[0][3] == ["layer_norm"]
+    assert not any({"ref1", "ref2"} == {a, b} or {"stub1", "stub2"} == {a, b} for a, b, _, _ in pairs)
+    assert all(score < 1.0 for a, b, score, _ in pairs if "cat" in (a, b))
