@@ -178,6 +178,9 @@ def _grade_class(args, console: Console) -> int:
     except InputError as problem:
         console.print(f"[red]{problem}[/]")
         return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]Stopped before any upload was graded.[/] Run the same command again to start.")
+        return 130
     except Interrupted as stop:
         console.print(f"[yellow]Stopped: {stop.done} upload(s) graded in this run and kept in {out}/results/, "
                       f"{stop.left} left.[/] Run the same command again to grade the rest (what is done is not "

@@ -286,6 +286,8 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
 
     console = console or Console()
     source, out = Path(source), Path(out)
+    if jobs is not None and jobs < 1:
+        raise InputError("--jobs takes a number of uploads to grade at once, 1 or more")
     students = read_roster(Path(roster)) if roster else None
     out.mkdir(parents=True, exist_ok=True)
     previous = read_json(out / STATE) or {}
