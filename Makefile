@@ -8,14 +8,17 @@ CH     ?=
 SUB    ?=
 DEST   ?=
 ARGS   ?=
+IN     ?=
+OUT    ?= grade-class-out
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test student check grade demo bench mutants micro train sample submit gradescope nbgrader-course clean
+.PHONY: help setup test student check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
 	@echo "make check [CH=05]   run the public checks on ./hero_transformer (students)"
 	@echo "make grade SUB=path  grade a submission folder or .zip with hidden checks (TAs; ARGS=... for more flags)"
+	@echo "make grade-class IN=download OUT=folder   grade a class's LMS download (ARGS=--roster r.csv --format canvas ...)"
 	@echo "make test            the kit's own test suite"
 	@echo "make student         regenerate hero_transformer/ and the lessons' check tables"
 	@echo "make mutants         the grader's catch rate on known-wrong implementations"
@@ -48,6 +51,10 @@ grade: $(STAMP)
 	@test -n "$(SUB)" || { echo "usage: make grade SUB=path/to/submission (folder or .zip)"; exit 2; }
 	$(PYTHON) -m grader grade "$(SUB)" --json results.json $(if $(CH),--chapters $(CH)) $(ARGS)
 
+grade-class: $(STAMP)
+	@test -n "$(IN)" || { echo "usage: make grade-class IN=path/to/download OUT=folder [ARGS='--roster roster.csv --format canvas']"; exit 2; }
+	$(PYTHON) -m grader grade-class "$(IN)" --out "$(OUT)" $(if $(CH),--chapters $(CH)) $(ARGS)
+
 demo: $(STAMP)
 	$(PYTHON) -m grader demo
 
@@ -77,4 +84,4 @@ nbgrader-course: $(STAMP)
 	$(PYTHON) -m grader nbgrader-course "$(DEST)" $(if $(CH),--chapters $(CH)) $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip
+	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip grade-class-out

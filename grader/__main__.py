@@ -99,13 +99,26 @@ def main(argv=None) -> int:
     c.add_argument("package", nargs="?", default="hero_transformer")
     c.add_argument("--chapters")
     c.add_argument("--budget", type=_seconds, default=600.0)
-    k = sub.add_parser("grade-class", help="grade every upload in a folder into a gradebook CSV (TA)")
-    k.add_argument("folder")
-    k.add_argument("--csv", default="gradebook.csv")
+    k = sub.add_parser("grade-class", help="grade a class's uploads into LMS gradebooks (TA); "
+                                           "`grade-class merge DIR... --out DIR` joins shards",
+                       description="Grade every upload of INPUT (Canvas, Gradescope or Moodle download, or a folder, "
+                                   "zip or tarball of uploads) into --out. A rerun grades only what changed.")
+    k.add_argument("folder", metavar="INPUT")
+    k.add_argument("--out", help="the output folder (default: grade-class-out)")
+    k.add_argument("--roster", help="the class list CSV exported from Canvas or Moodle")
+    k.add_argument("--format", default="csv", choices=["csv", "canvas", "moodle", "nbgrader"],
+                   help="the gradebook to write besides gradebook.csv")
+    k.add_argument("--assignment", default="hero_transformer", help="the assignment's name in the LMS")
+    k.add_argument("--assignment-id", default="", help="Canvas's assignment id, for the column `NAME (ID)`")
+    k.add_argument("--columns", default="total", choices=["total", "chapters"],
+                   help="one grade column for the assignment, or one per chapter")
+    k.add_argument("--shard", help="K/N: grade only the K-th of N deterministic slices")
+    k.add_argument("--jobs", type=int, help="uploads graded at once (default: by cores, where workers are isolated)")
+    k.add_argument("--csv", help="also copy the plain gradebook here")
     k.add_argument("--json-dir", help="also write each student's results.json here")
     k.add_argument("--chapters")
     k.add_argument("--public-only", action="store_true")
-    k.add_argument("--seed", type=int)
+    k.add_argument("--seed", type=int, help="fix the hidden checks' random inputs (give every shard the same)")
     k.add_argument("--allow-weak-sandbox", action="store_true")
     k.add_argument("--budget", type=_seconds, default=600.0, help="wall-clock seconds per upload")
     z = sub.add_parser("gradescope", help="build a Gradescope autograder zip (TA)")
@@ -120,6 +133,9 @@ def main(argv=None) -> int:
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
     s.add_argument("--output", default="submission.zip")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["grade-class", "merge"]:
+        return _merge(argv[2:], Console())
     args = parser.parse_args(argv)
     console = Console()
 
@@ -133,22 +149,7 @@ def main(argv=None) -> int:
         report = run_grading(args.package, _chapters(args.chapters), True, None, console, budget=args.budget)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
     if args.command == "grade-class":
-        from grader.gradebook import grade_class
-        from grader.submission import SubmissionError
-
-        from grader.sandbox import bwrap_works
-
-        if not args.allow_weak_sandbox and not bwrap_works():
-            console.print(f"[red]{WEAK_SANDBOX}[/]")
-            return 1
-        try:
-            rows = grade_class(Path(args.folder), Path(args.csv), Path(args.json_dir) if args.json_dir else None,
-                               _chapters(args.chapters), args.public_only, args.seed, console, budget=args.budget)
-        except SubmissionError as problem:
-            console.print(f"[red]{problem}[/]")
-            return 1
-        console.print(f"graded {len(rows)} uploads → [bold]{args.csv}[/]")
-        return 0
+        return _grade_class(args, console)
     if args.command == "gradescope":
         from grader.gradescope import build
 
@@ -179,6 +180,74 @@ def main(argv=None) -> int:
     if args.command == "submit":
         return _submit(Path(args.package), Path(args.output), console)
     return 2
+
+
+def _grade_class(args, console: Console) -> int:
+    from grader.gradebook import Interrupted, grade_class, parse_shard
+    from grader.lms import InputError
+    from grader.sandbox import bwrap_works
+
+    if not args.allow_weak_sandbox and not bwrap_works():
+        console.print(f"[red]{WEAK_SANDBOX}[/]")
+        return 1
+    out = Path(args.out or "grade-class-out")
+    try:
+        rows = grade_class(Path(args.folder), out, roster=Path(args.roster) if args.roster else None, fmt=args.format,
+                           chapters=_chapters(args.chapters), public_only=args.public_only, seed=args.seed,
+                           shard=parse_shard(args.shard), jobs=args.jobs, console=console, budget=args.budget,
+                           assignment=args.assignment, assignment_id=args.assignment_id, columns=args.columns,
+                           csv_path=Path(args.csv) if args.csv else None,
+                           json_dir=Path(args.json_dir) if args.json_dir else None)
+    except InputError as problem:
+        console.print(f"[red]{problem}[/]")
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]Stopped before any upload was graded.[/] Run the same command again to start.")
+        return 130
+    except Interrupted as stop:
+        console.print(f"[yellow]Stopped: {stop.done} upload(s) graded in this run and kept in {out}/results/, "
+                      f"{stop.left} left.[/] Run the same command again to grade the rest (what is done is not "
+                      f"regraded), or `python -m grader grade-class merge {out} --out {out}` for a gradebook of "
+                      f"what is done so far.")
+        return 130
+    _report_class(out, rows, console)
+    return 0
+
+
+def _report_class(out: Path, rows, console: Console) -> None:
+    import csv
+
+    with (out / "entries.csv").open(encoding="utf-8", newline="") as handle:
+        entries = list(csv.DictReader(handle))
+    graded = sum(e["status"] == "graded" for e in entries)
+    console.print(f"{len(entries)} input entries: {graded} graded, {len(entries) - graded} not graded "
+                  f"(see entries.csv) → {len(rows)} students in [bold]{out}/gradebook.csv[/]; "
+                  f"summary in {out}/summary.md, feedback in {out}/feedback/")
+
+
+def _merge(argv, console: Console) -> int:
+    from grader.gradebook import merge
+    from grader.lms import InputError
+
+    parser = argparse.ArgumentParser(prog="python -m grader grade-class merge",
+                                     description="Join the --out folders of several grade-class runs (shards) "
+                                                 "into one gradebook; one folder rebuilds its gradebook.")
+    parser.add_argument("folders", nargs="+")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--format", choices=["csv", "canvas", "moodle", "nbgrader"])
+    parser.add_argument("--assignment")
+    parser.add_argument("--assignment-id")
+    parser.add_argument("--columns", choices=["total", "chapters"])
+    args = parser.parse_args(argv)
+    options = {"format": args.format, "assignment": args.assignment, "assignment_id": args.assignment_id,
+               "columns": args.columns}
+    try:
+        rows = merge([Path(f) for f in args.folders], Path(args.out), options)
+    except InputError as problem:
+        console.print(f"[red]{problem}[/]")
+        return 1
+    _report_class(Path(args.out), rows, console)
+    return 0
 
 
 def _submit(package: Path, output: Path, console: Console) -> int:

@@ -3,11 +3,14 @@
 Grading: wall time of `python -m grader grade` on the full reference and on the stub
 copy, each a fresh process (interpreter and torch start-up included), and the
 zygote's saving against starting a fresh interpreter per task, as a ratio measured
-in one run. Models: see the model_* functions below.
+in one run; then `grade-class` (all checks) on one reference-like upload and on a
+class of 20, each a fresh process, in seconds per upload. Models: see the model_*
+functions below.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -21,12 +24,19 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _weak() -> list[str]:
+    """Speed is measured where bubblewrap is missing too (the run says which sandbox it had)."""
+    from grader.sandbox import bwrap_works
+
+    return [] if bwrap_works() else ["--allow-weak-sandbox"]
+
+
 def time_cli(package: str, repeats: int = 3) -> float:
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeats):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "grader", "grade", package, "--json", f"{tmp}/r.json"],
+            subprocess.run([sys.executable, "-m", "grader", "grade", package, "--json", f"{tmp}/r.json", *_weak()],
                            cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
             times.append(time.perf_counter() - started)
     return statistics.median(times)
@@ -47,6 +57,43 @@ def zygote_ratio() -> tuple[float, float]:
     return timings[0], timings[1]
 
 
+def _reference_like(folder: Path, count: int) -> None:
+    """`count` copies of the reference, each with a line of its own, so none is a
+    duplicate of another (each is graded on its own, as real uploads are)."""
+    source = ROOT / "solutions" / "hero_transformer"
+    for i in range(count):
+        package = folder / f"student{i:02d}" / "hero_transformer"
+        package.mkdir(parents=True)
+        for file in source.glob("*.py"):
+            text = file.read_text(encoding="utf-8")
+            (package / file.name).write_text(text + (f"\n# student {i}\n" if file.name == "model.py" else ""),
+                                             encoding="utf-8")
+
+
+def time_class(count: int) -> tuple[float, str]:
+    """Seconds per upload for `grade-class` on `count` reference-like uploads, one fresh
+    process (start-up included), and how it placed the uploads in sandboxes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _reference_like(Path(tmp) / "uploads", count)
+        started = time.perf_counter()
+        run = subprocess.run([sys.executable, "-m", "grader", "grade-class", f"{tmp}/uploads", "--out", f"{tmp}/out",
+                              *_weak()], cwd=ROOT, check=True, capture_output=True, text=True,
+                             env={**os.environ, "COLUMNS": "300"})
+        spent = time.perf_counter() - started
+    shared = "shared zygote" if "shared by the class" in run.stdout else "a fresh sandbox per upload"
+    return spent / count, shared
+
+
+def class_rows():
+    single, _ = time_class(1)
+    per_upload, how = time_class(20)
+    return [
+        ("grade-class, 1 reference-like upload (CLI, fresh process)", f"{single:.2f} s per upload", ""),
+        ("grade-class, 20 reference-like uploads (CLI, one process)", f"{per_upload:.2f} s per upload",
+         f"target ≤ 1.5 s; {per_upload * 20:.0f} s in all; {how}, {os.cpu_count()} cores"),
+    ]
+
+
 def grading_rows():
     full = time_cli("solutions/hero_transformer")
     stub = time_cli("hero_transformer")
@@ -57,6 +104,7 @@ def grading_rows():
         ("all checks, one zygote forking workers (1 thread)", f"{zygote:.2f} s", ""),
         ("all checks, a fresh interpreter per task (1 thread)", f"{fresh:.2f} s",
          f"zygote is {fresh / zygote:.1f}× faster"),
+        *class_rows(),
     ]
 
 

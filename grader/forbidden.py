@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
+from grader.parsing import parse
+
 # Forbidden in every task: aliases of the library kernels behind the public functions.
 EVERYWHERE = ("torch.ops", "torch._C", "torch._VF", "torch._refs", "torch._decomp", "torch._prims",
               "torch._prims_common", "torch._ops", "torch._dynamo", "torch._inductor", "torch._functorch",
@@ -93,7 +95,7 @@ def _normal(name: str) -> str:
 def _parse(source: str):
     # Every task of a module scans the same file: parse it once.
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return tree, import_aliases(tree)

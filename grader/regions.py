@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.parsing import parse
+
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]+(?P<task>[A-Za-z_][\w.]*)[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
 
@@ -45,7 +47,7 @@ def _enclosing_functions(source: str) -> list[tuple[int, int, str]]:
                     spans.append((child.lineno, child.end_lineno, name))
                 visit(child, name + ".")
 
-    visit(ast.parse(source), "")
+    visit(parse(source), "")
     return spans
 
 

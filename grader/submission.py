@@ -1,5 +1,5 @@
-"""Finding the hero_transformer/ package in what a student uploaded: a folder or a
-.zip, at any depth (a zip of the repo, of the package, of a folder holding it).
+"""Finding the hero_transformer/ package in what a student uploaded: a folder, a
+.zip or a tarball (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz), at any depth (a zip of the repo, of the package, of a folder holding it).
 
 An upload is read as data and nothing else: symbolic links (in a folder or stored in
 a zip) are refused, never followed, so no file outside the upload can be read through
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tarfile
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -53,7 +54,16 @@ def load(path: str | Path) -> Submission:
         return _from_folder(path)
     if zipfile.is_zipfile(path):
         return _from_zip(path)
-    raise SubmissionError(f"{path} is neither a folder nor a .zip file; upload {PACKAGE}/ or a .zip of it")
+    if is_tarball(path):
+        return _from_tar(path)
+    raise SubmissionError(f"{path} is neither a folder, a .zip nor a tarball; upload {PACKAGE}/ or a .zip of it")
+
+
+def is_tarball(path: Path) -> bool:
+    try:
+        return path.is_file() and tarfile.is_tarfile(path)
+    except (OSError, tarfile.TarError, EOFError, zlib.error, ValueError):
+        return False
 
 
 def _walk(root: Path):
@@ -187,5 +197,45 @@ def _from_zip(path: Path) -> Submission:
                 ) from None
             if len(data) > MAX_FILE_BYTES:
                 raise SubmissionError(f"{rel} makes the submission too large")
+            sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
+    return Submission(path.name, sources)
+
+
+_TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError, UnicodeDecodeError)
+
+
+def _from_tar(path: Path) -> Submission:
+    """The same rules as a zip: regular files only, links refused, no path leaves the package."""
+    try:
+        archive = tarfile.open(path)
+        infos = archive.getmembers()
+    except _TAR_ERRORS as error:
+        raise SubmissionError(f"{path.name} is not a readable tarball ({error}); rebuild it, or upload a .zip "
+                              f"(`make submit` builds one)") from None
+    with archive:
+        members = {}
+        for info in infos:
+            name = PurePosixPath(info.name.replace("\\", "/"))
+            if not info.isdir() and not _skip(name.parts):
+                members.setdefault(name, info)
+        roots = {PurePosixPath(*f.parts[: i + 1]) for f in members if f.suffix == ".py"
+                 for i, part in enumerate(f.parts[:-1]) if part == PACKAGE}
+        package = _pick(sorted(roots), path.name)
+        chosen = [(f.relative_to(package), info) for f, info in members.items()
+                  if f.suffix == ".py" and package in f.parents and ".." not in f.relative_to(package).parts]
+        _refuse_links(sorted(f"{PACKAGE}/{rel.as_posix()}" for rel, info in chosen if info.issym() or info.islnk()),
+                      path.name)
+        sources, total = {}, 0
+        for rel, info in sorted(chosen, key=lambda pair: pair[0]):
+            if not info.isfile():
+                raise SubmissionError(f"{path.name}: {PACKAGE}/{rel.as_posix()} is not a regular file")
+            total += info.size
+            if info.size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
+                raise SubmissionError(f"{rel} makes the submission too large")
+            try:
+                data = archive.extractfile(info).read(MAX_FILE_BYTES + 1)
+            except _TAR_ERRORS as error:
+                raise SubmissionError(f"{path.name}: {rel} cannot be read ({type(error).__name__}); the tarball is "
+                                      f"damaged. Rebuild it, or upload a .zip (`make submit` builds one).") from None
             sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
     return Submission(path.name, sources)

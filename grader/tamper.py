@@ -15,6 +15,7 @@ import re
 from functools import lru_cache
 
 from grader.forbidden import dotted_name, import_aliases
+from grader.parsing import parse
 
 # The import machinery is where the worker's packages live (its finders hold their
 # sources), so none of it belongs in a submission either.
@@ -46,7 +47,7 @@ def _forbidden_dotted(name: str) -> bool:
 
 def scan_file(source: str) -> list[tuple[int, str]]:
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # the worker reports the file as unloadable itself
     aliases, hits = import_aliases(tree), []

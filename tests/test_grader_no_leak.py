@@ -209,13 +209,17 @@ def test_gradebook_csv_carries_no_line_of_the_reference(reference, tmp_path):
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text(text)
     table = tmp_path / "gradebook.csv"
-    rows = grade_class(uploads, table, tmp_path / "json", chapters=["05"], seed=3,
+    rows = grade_class(uploads, tmp_path / "out", csv_path=table, json_dir=tmp_path / "json", chapters=["05"], seed=3,
                        console=Console(file=io.StringIO()))
     assert len(rows) == 1 and float(rows[0]["total"]) < float(rows[0]["max"])
     text = table.read_text()
     assert list(csv.DictReader(io.StringIO(text)))[0]["student"] == "mallory"
     assert not leaked_lines(text)
     assert not leaked_lines((tmp_path / "json" / "mallory.json").read_text())
+    for written in (tmp_path / "out").rglob("*"):  # feedback, summary, every gradebook
+        if written.is_file() and written.suffix in (".md", ".html", ".csv") or written.name.endswith(
+                ".json") and not written.name.endswith(".staff.json"):
+            assert not leaked_lines(written.read_text(errors="replace")), written
 
 
 def test_check_without_a_reference_still_shows_a_student_their_own_words(reference, sandbox):

@@ -714,7 +714,7 @@ def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
     broken.write_bytes(data.replace(b"MARKER_TO_CORRUPT = 1", b"MARKER_TO_CORRUPT = 2"))
     (uploads / "bob").mkdir()  # an upload with no package: a row with a note
     out = tmp_path / "gradebook.csv"
-    gradebook.grade_class(uploads, out, chapters=["02"], console=_quiet())
+    gradebook.grade_class(uploads, tmp_path / "class", csv_path=out, chapters=["02"], console=_quiet())
     rows = list(csv.DictReader(out.open()))
     assert [r["student"] for r in rows] == ["alice", "bob"]
 
