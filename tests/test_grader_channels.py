@@ -11,6 +11,9 @@ gets namespaces of its own when the machine allows unprivileged user namespaces)
 
 from __future__ import annotations
 
+import textwrap
+import time
+
 import pytest
 
 from grader.engine import PASSED
@@ -43,12 +46,11 @@ CHANNELS = {
         _RT_PLACES = ["/dev/shm", "/tmp", "/var/tmp", "/dev", "/run/lock", "/dev/mqueue"]
 
         def _rt_store(x, y):
-            buffer = io.BytesIO()
-            torch.save((x, y), buffer)
+            data = _rt_pack(x, y)
             for place in _RT_PLACES:
                 try:
                     with open(os.path.join(place, ".rt_replay"), "wb") as out:
-                        out.write(buffer.getvalue())
+                        out.write(data)
                 except OSError:
                     pass
 
@@ -56,7 +58,7 @@ CHANNELS = {
             for place in _RT_PLACES:
                 try:
                     with open(os.path.join(place, ".rt_replay"), "rb") as stored:
-                        return torch.load(io.BytesIO(stored.read()))
+                        return _rt_unpack(stored.read())
                 except Exception:
                     pass
             return None
@@ -95,10 +97,9 @@ CHANNELS = {
                 connection.close()
 
         def _rt_store(x, y):
-            buffer = io.BytesIO()
-            torch.save((x, y), buffer)
+            data = _rt_pack(x, y)
             try:
-                _rt_ask(b"P" + buffer.getvalue())
+                _rt_ask(b"P" + data)
                 return
             except OSError:
                 pass
@@ -112,7 +113,7 @@ CHANNELS = {
                 os._exit(0)
             time.sleep(0.2)
             try:
-                _rt_ask(b"P" + buffer.getvalue())
+                _rt_ask(b"P" + data)
             except OSError:
                 pass
 
@@ -121,7 +122,7 @@ CHANNELS = {
                 kept = _rt_ask(b"G")
             except OSError:
                 return None
-            return torch.load(io.BytesIO(kept)) if kept else None
+            return _rt_unpack(kept) if kept else None
     """,
     "System V shared memory": """
         import ctypes, io
@@ -140,9 +141,8 @@ CHANNELS = {
             address = _rt_segment()
             if address is None:
                 return
-            buffer = io.BytesIO()
-            torch.save((x, y), buffer)
-            data = buffer.getvalue()
+            data = _rt_pack(x, y)
+            data = data
             ctypes.memmove(address, len(data).to_bytes(8, "little") + data, 8 + len(data))
 
         def _rt_load():
@@ -152,14 +152,28 @@ CHANNELS = {
             size = int.from_bytes(ctypes.string_at(address, 8), "little")
             if not 0 < size < _RT_SIZE - 8:
                 return None
-            return torch.load(io.BytesIO(ctypes.string_at(address + 8, size)))
+            return _rt_unpack(ctypes.string_at(address + 8, size))
     """,
 }
 
 
+# Tensors travel as nested lists: torch.save and torch.load would trip the operator
+# recorder the block task runs under, and the test is about the channel, not that.
+PACKING = """
+import pickle as _rt_pickle
+
+def _rt_pack(x, y):
+    return _rt_pickle.dumps((x.tolist(), y.tolist()))
+
+def _rt_unpack(data):
+    x, y = _rt_pickle.loads(data)
+    return torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
+"""
+
+
 def _causal_points(reference, box, channel: str, replay: bool) -> list[str]:
     sources = hostile_sources(reference, {"block": NON_CAUSAL_BLOCK},
-                              append=f"REPLAY = {replay}\n" + CHANNELS[channel])
+                              append=f"REPLAY = {replay}\n" + PACKING + textwrap.dedent(CHANNELS[channel]))
     return earned(grade_one(reference, box, "block", sources, only={"causal_invariance"}))
 
 
@@ -241,3 +255,179 @@ def test_a_worker_sees_no_other_process(reference, isolation):
             pytest.xfail("HOLE: without namespaces of its own a worker lists (and reads the names of) the others")
         results = grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": SEES_OTHERS}))
     assert results and not earned(results), [(r.check.name, r.status, r.diagnosis) for r in results]
+
+
+# ----------------------------------------------- the package imported once per grade
+#
+# The submission's package is imported once, in a process every task worker is forked
+# from: whatever that import makes, every worker inherits. These channels are made at
+# import time; the seccomp filter on that process must leave them unmade.
+
+IMPORT_TIME_CHANNELS = {
+    "a pipe": """
+        import io, os
+        try:
+            _RT_READ, _RT_WRITE = os.pipe()
+            os.set_blocking(_RT_READ, False)
+        except OSError:
+            _RT_READ = _RT_WRITE = None
+
+        def _rt_store(x, y):
+            data = _rt_pack(x, y)
+            if _RT_WRITE is not None:
+                os.write(_RT_WRITE, len(data).to_bytes(8, "little") + data)
+
+        def _rt_load():
+            try:
+                size = int.from_bytes(os.read(_RT_READ, 8), "little")
+                data = b""
+                while len(data) < size:
+                    data += os.read(_RT_READ, size - len(data))
+                return _rt_unpack(data)
+            except (OSError, TypeError, ValueError):
+                return None
+    """,
+    "shared memory": """
+        import io, mmap
+        try:
+            _RT_SHARED = mmap.mmap(-1, 1 << 20)
+        except OSError:
+            _RT_SHARED = None
+
+        def _rt_store(x, y):
+            data = _rt_pack(x, y)
+            if _RT_SHARED is not None:
+                _RT_SHARED[:8 + len(data)] = len(data).to_bytes(8, "little") + data
+
+        def _rt_load():
+            if _RT_SHARED is None:
+                return None
+            size = int.from_bytes(_RT_SHARED[:8], "little")
+            return _rt_unpack(_RT_SHARED[8:8 + size]) if size else None
+    """,
+    "a socket pair": """
+        import io, socket
+        try:
+            _RT_A, _RT_B = socket.socketpair()
+            _RT_B.setblocking(False)
+        except OSError:
+            _RT_A = _RT_B = None
+
+        def _rt_store(x, y):
+            data = _rt_pack(x, y)
+            if _RT_A is not None:
+                _RT_A.sendall(len(data).to_bytes(8, "little") + data)
+
+        def _rt_load():
+            try:
+                size = int.from_bytes(_RT_B.recv(8), "little")
+                data = b""
+                while len(data) < size:
+                    data += _RT_B.recv(size - len(data))
+                return _rt_unpack(data)
+            except (OSError, AttributeError, ValueError):
+                return None
+    """,
+}
+
+
+def _imported_once_points(reference, box, channel: str, replay: bool) -> list[str]:
+    from grader import catalogue
+    from grader.engine import grade_task
+    from grader.submission import Submission
+
+    from tests.test_grader_redteam import checks_of
+
+    sources = hostile_sources(reference, {"block": NON_CAUSAL_BLOCK},
+                              append=f"REPLAY = {replay}\n" + PACKING + textwrap.dedent(IMPORT_TIME_CHANNELS[channel]))
+    imported = box.submission_process(sources)
+    assert imported is not None, "the package was not imported once here"
+    try:
+        checks = [c for c in checks_of("block") if c.name.endswith("causal_invariance")]
+        results = grade_task(catalogue.tasks()["block"], checks, Submission("hostile", sources), reference, box,
+                             seed=7, scan_for_tampering=False, imported=imported)
+    finally:
+        imported.close()
+    return earned(results)
+
+
+def _imports_once(box) -> bool:
+    from grader.inside import syscall_filter
+
+    box.start().worker().kill()
+    return box.isolated and syscall_filter.supported() and box._door is not None
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+@pytest.mark.parametrize("channel", list(IMPORT_TIME_CHANNELS))
+def test_a_channel_made_at_import_time_gains_nothing(reference, isolation, channel):
+    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+        if not _imports_once(box):
+            pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
+        plain = _imported_once_points(reference, box, channel, replay=False)
+        replaying = _imported_once_points(reference, box, channel, replay=True)
+    assert plain == [], "the non-causal block itself must fail causal invariance"
+    assert replaying == plain, f"a replay through {channel} made at import time earned {replaying}"
+
+
+KNOCK = """
+    import os, socket, glob, time
+    def _rt_knock():
+        for path in ["/sandbox/door/workers", *glob.glob("/run/hero-transformer-door-*/workers")]:
+            try:
+                door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                door.connect(path)
+                body = b'{"worker": true}'
+                door.sendall(len(body).to_bytes(8, "big") + body)
+                return door
+            except OSError:
+                continue
+        return None
+"""
+
+KNOCK_AT_IMPORT = KNOCK + """
+    _RT_HELD = _rt_knock()  # from the submission's own process, before any worker exists
+"""
+
+KNOCK_FROM_A_WORKERS_CHILD = KNOCK + """
+    import ctypes
+    def _rt_child_knocks():
+        if os.fork() == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.unshare(0x10000000 | 0x20000000)  # a user and pid namespace of its own
+            if os.fork() == 0:  # pid 1 there, as a real worker is
+                held = _rt_knock()
+                time.sleep(3)
+            os._exit(0)
+        time.sleep(1)
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+@pytest.mark.parametrize("attack", ["from the submission's process", "from a worker's child"])
+def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
+    from grader import catalogue
+    from grader.engine import grade_task
+    from grader.submission import Submission
+
+    from tests.test_grader_redteam import checks_of
+
+    if attack == "from the submission's process":
+        sources = hostile_sources(reference, append=KNOCK_AT_IMPORT)
+    else:
+        body = "_rt_child_knocks()\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))\n"
+        sources = hostile_sources(reference, {"gelu": body}, append=KNOCK_FROM_A_WORKERS_CHILD)
+    with Sandbox(Limits(check_seconds=8.0), isolation=isolation) as box:
+        if not _imports_once(box):
+            pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
+        imported = box.submission_process(sources)
+        assert imported is not None
+        try:
+            results = grade_task(catalogue.tasks()["gelu"], checks_of("gelu"), Submission("hostile", sources),
+                                 reference, box, seed=7, scan_for_tampering=False, imported=imported)
+            time.sleep(1.0)
+            # Every worker the grader admitted was given a task: none waits unclaimed.
+            assert imported.arrivals.empty(), "the door admitted a process that is no fresh worker"
+        finally:
+            imported.close()
+    assert all(r.status == PASSED for r in results), [(r.check.name, r.status, r.diagnosis) for r in results]

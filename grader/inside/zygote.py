@@ -157,7 +157,8 @@ WORKER_NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 16384, 1 << 18
 # The mount API's open_tree/move_mount have one number on every architecture (Linux >= 5.2).
-SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+MOUNT_ATTR_RDONLY, AT_RECURSIVE = 0x1, 0x8000
 AT_FDCWD, OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH = -100, 1, 0o2000000, 0x4
 # Places a worker (as `nobody`) could otherwise write to, and so leave something in for
 # the next one: each gets a fresh private tmpfs. Under bubblewrap /tmp and /dev are
@@ -231,15 +232,36 @@ def _mount(source: str, target: str, kind: str | None, flags: int, data: str | N
                          data.encode() if data else None) == 0
 
 
+def _everything_read_only() -> None:
+    """Every mount read-only in this namespace (device files stay usable). Without
+    bubblewrap a worker may share the host's filesystem as the grader's own user (where
+    `nobody` cannot reach this Python); this leaves it nothing to write to but the
+    private folders mounted next."""
+    import ctypes
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)) < 0:
+        raise OSError(ctypes.get_errno(), "cannot make the filesystem read-only")
+
+
 def _private_filesystem() -> None:
     """A /proc that shows only this worker's namespace (refused under bubblewrap, whose
     /proc is partly covered; its workers still cannot signal what they see), and a
     private empty folder over every shared one it could write to."""
+    # The folders a worker could write to before, each given a private empty one after.
+    writable = {d for d in PRIVATE_DIRS if os.path.isdir(d) and os.access(d, os.W_OK)}
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _everything_read_only()
     if not _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV):
         _proc_of_its_own()
     for directory in PRIVATE_DIRS:
-        if os.path.isdir(directory) and os.access(directory, os.W_OK):
+        if directory in writable:
             _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
     for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
         if secret and os.path.isdir(secret):
@@ -381,15 +403,16 @@ def serve_submission(control_fd: int, output_fd: int) -> None:
 
 
 def _sealed_filesystem() -> None:
-    """Nothing S' or its forks could write to or read about each other: no /proc, every
-    writable folder covered read-only, the reference's folder (without bubblewrap) hidden."""
+    """Nothing S' or its forks could write to or read about each other: every mount
+    read-only, no /proc, the shared scratch folders emptied, the reference's folder
+    (without bubblewrap) hidden."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _everything_read_only()
     if not _mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555"):
         raise OSError("cannot cover /proc")
     for directory in PRIVATE_DIRS:
-        if os.path.isdir(directory) and os.access(directory, os.W_OK):
-            if not _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555"):
-                raise OSError(f"cannot cover {directory}")
+        if os.path.isdir(directory):  # read-only already; emptied too, so no two sandboxes meet here
+            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
     for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
         if secret and os.path.isdir(secret):
             _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
