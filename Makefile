@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: $(STAMP)
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2
 
 student: $(STAMP)
 	$(PYTHON) -m grader.student_copy

@@ -1,7 +1,8 @@
 """`make bench`: how fast the kit grades and how fast its models run.
 
-Grading: wall time of `python -m grader grade` on the full reference and on the stub
-copy, each a fresh process (interpreter and torch start-up included), and the
+Grading: wall time of `python -m grader grade` on the full reference, on the stub
+copy and on the reference with an 8 s sleep at import, each a fresh process
+(interpreter and torch start-up included), and the
 zygote's saving against starting a fresh interpreter per task, as a ratio measured
 in one run; then `grade-class` (all checks) on one reference-like upload and on a
 class of 20, each a fresh process, in seconds per upload. Models: see the model_*
@@ -94,13 +95,27 @@ def class_rows():
     ]
 
 
+def time_slow_import(seconds: float = 8.0) -> float:
+    """The reference with an experiment left at module level (a sleep in model.py):
+    the package is imported once per submission, so it should cost about that once."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _reference_like(Path(tmp), 1)
+        model = Path(tmp) / "student00" / "hero_transformer" / "model.py"
+        model.write_text(model.read_text(encoding="utf-8") + f"\nimport time\ntime.sleep({seconds})\n",
+                         encoding="utf-8")
+        return time_cli(str(model.parent), repeats=1)
+
+
 def grading_rows():
     full = time_cli("solutions/hero_transformer")
+    slow = time_slow_import()
     stub = time_cli("hero_transformer")
     zygote, fresh = zygote_ratio()
     return [
         ("grade the full reference submission (CLI, fresh process)", f"{full:.2f} s", "target ≤ 5 s"),
         ("grade the stub submission (CLI, fresh process)", f"{stub:.2f} s", "target ≤ 5 s"),
+        ("grade the reference with an 8 s sleep at import (CLI)", f"{slow:.2f} s",
+         f"plain + {slow - full:.1f} s; target ≤ plain + 11 s"),
         ("all checks, one zygote forking workers (1 thread)", f"{zygote:.2f} s", ""),
         ("all checks, a fresh interpreter per task (1 thread)", f"{fresh:.2f} s",
          f"zygote is {fresh / zygote:.1f}× faster"),
