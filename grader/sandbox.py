@@ -288,7 +288,7 @@ class Sandbox:
         # where the seccomp filter is not available (kept to measure what it saves).
         from grader.inside import syscall_filter
 
-        self._door = _WorkerDoor() if import_once and reuse_zygote and syscall_filter.supported() else None
+        self._door = _DoorFolder() if import_once and reuse_zygote and syscall_filter.supported() else None
         self.imported_once = False  # whether the last submission was imported once (the report says so)
 
     def describe(self) -> str:
@@ -523,16 +523,10 @@ def _sockets_of(pid: int | str) -> set[str]:
     return found
 
 
-class _WorkerDoor:
-    """The grader's listening socket, through which a worker forked from a submission's
-    process connects, and the checks made on whoever connects before it is given a task.
-
-    Who may have a task: the process that called connect() (the kernel says which) is
-    pid 1 of a pid namespace never seen before, whose parent namespace is that of the
-    submission's process S'. Anything forked from a worker that already holds a task
-    lives in that worker's namespace or below it, so it can never qualify; and no
-    process at S''s level may hold the new worker's socket, so S' cannot have made the
-    connection and handed it down to listen in on what the grader sends."""
+class _DoorFolder:
+    """The folder, made once per sandbox, that holds each submission's door (a listening
+    socket named by a random token). The sandbox can pass through it but not list it, so
+    one upload can neither find nor knock on another's door."""
 
     def __init__(self):
         import tempfile
@@ -540,60 +534,140 @@ class _WorkerDoor:
         # Not under /tmp: a submission's process covers /tmp (without bubblewrap, the host's).
         base = "/run" if os.access("/run", os.W_OK) else None
         self.dir = tempfile.mkdtemp(prefix="hero-transformer-door-", dir=base)
-        os.chmod(self.dir, 0o755)
-        self.path = os.path.join(self.dir, "workers")
+        os.chmod(self.dir, 0o711)
+
+    def inside(self, kind: str, name: str) -> str:
+        return f"{DOOR_INSIDE}/{name}" if kind == "bwrap" else os.path.join(self.dir, name)
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Door:
+    """One submission's listening socket, through which its process announces itself
+    and its forked workers connect, and the checks made on whoever connects before it
+    is given a task.
+
+    Who may have a task: the process that called connect() (the kernel says which) is
+    pid 1 of a pid namespace whose parent is that of the submission's process S', and
+    not one whose worker already has a task. Anything forked from a worker that holds a
+    task lives in that worker's namespace or below it, so it can never qualify; and no
+    process at S''s level may hold the new worker's socket, so S' cannot have made the
+    connection and handed it down to listen in on what the grader sends."""
+
+    # A greeting is one small frame, sent at once; nobody may hold the door longer.
+    GREETING_SECONDS, GREETING_BYTES, PENDING = 2.0, 1024, 16
+
+    def __init__(self, folder: _DoorFolder, submission: "SubmissionProcess"):
+        import secrets
+
+        self.name = secrets.token_hex(16)
+        self.path = os.path.join(folder.dir, self.name)
+        self.submission = submission
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
         os.chmod(self.path, 0o777)  # the sandbox's user must be able to connect
         self.server.listen(64)
-        self.announcing: dict[str, "SubmissionProcess"] = {}
-        self.by_namespace: dict[tuple[int, int], "SubmissionProcess"] = {}
-        self.lock = threading.Lock()
+        self.server.setblocking(False)
+        self.closed = False
         threading.Thread(target=self._serve, daemon=True).start()
 
-    def inside_path(self, kind: str) -> str:
-        return f"{DOOR_INSIDE}/workers" if kind == "bwrap" else self.path
-
     def _serve(self):
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            try:
-                self._admit(connection)
-            except Exception:  # noqa: BLE001 - whoever knocked, the door stays open for the next
-                connection.close()
+        """Never blocked by whoever connects: connections wait for their greeting side
+        by side, a bounded number at a time, each for a bounded time."""
+        import selectors
 
-    def _admit(self, connection: socket.socket):
-        pid = _peer_pid(connection)
-        hello = wire.recv(connection, deadline=time.monotonic() + 5.0)
+        selector = selectors.DefaultSelector()
+        selector.register(self.server, selectors.EVENT_READ)
+        pending: dict[socket.socket, list] = {}  # connection -> [received, deadline, pid]
+
+        def drop(connection):
+            pending.pop(connection, None)
+            try:
+                selector.unregister(connection)
+            except (KeyError, ValueError):
+                pass
+            connection.close()
+
+        while not self.closed:
+            try:
+                ready = selector.select(timeout=0.25)
+            except (OSError, ValueError):
+                break
+            for key, _ in ready:
+                if key.fileobj is self.server:
+                    try:
+                        connection, _ = self.server.accept()
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        break
+                    if len(pending) >= self.PENDING:
+                        connection.close()
+                        continue
+                    try:
+                        pid = _peer_pid(connection)
+                    except OSError:
+                        connection.close()
+                        continue
+                    connection.setblocking(False)
+                    pending[connection] = [bytearray(), time.monotonic() + self.GREETING_SECONDS, pid]
+                    selector.register(connection, selectors.EVENT_READ)
+                    continue
+                connection = key.fileobj
+                entry = pending[connection]
+                try:
+                    chunk = connection.recv(self.GREETING_BYTES)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                entry[0] += chunk
+                size = int.from_bytes(entry[0][:8], "big") if len(entry[0]) >= 8 else None
+                if not chunk or (size is not None and size > self.GREETING_BYTES):
+                    drop(connection)
+                    continue
+                if size is None or len(entry[0]) < 8 + size:
+                    continue
+                greeting = bytes(entry[0][8:8 + size])
+                pending.pop(connection)
+                selector.unregister(connection)
+                connection.setblocking(True)
+                try:
+                    self._admit(connection, entry[2], wire.decode(greeting))
+                except Exception:  # noqa: BLE001 - whoever knocked, the door stays open for the next
+                    connection.close()
+            now = time.monotonic()
+            for connection in [c for c, entry in pending.items() if entry[1] < now]:
+                drop(connection)
+        for connection in list(pending):
+            drop(connection)
+        selector.close()
+
+    def _admit(self, connection: socket.socket, pid: int, hello):
+        submission = self.submission
         if not isinstance(hello, dict):
             raise ValueError("not a greeting")
-        if isinstance(hello.get("submission"), str):
-            with self.lock:
-                submission = self.announcing.pop(hello["submission"], None)
-            if submission is None:
-                raise ValueError("no submission expects this announcement")
+        if hello.get("submission") == self.name and submission.namespace is None:
             submission.announced(pid)
-            with self.lock:
-                self.by_namespace[submission.namespace] = submission
             wire.send(connection, {"ok": True})
             connection.close()
             return
-        if hello.get("worker") is not True:
+        if hello.get("worker") is not True or submission.namespace is None:
             raise ValueError("not a worker")
-        with self.lock:
-            submission = self.by_namespace.get(_parent_pid_namespace(pid))
-        if submission is None or not submission.admits(pid):
-            raise ValueError("not a fresh worker of a known submission")
+        if _parent_pid_namespace(pid) != submission.namespace or not submission.admits(pid):
+            raise ValueError("not a fresh worker of this submission")
         submission.arrivals.put((connection, pid))
 
     def close(self):
+        self.closed = True
         try:
             self.server.close()
         finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
 
 
 class SubmissionProcess:
@@ -602,10 +676,9 @@ class SubmissionProcess:
 
     def __init__(self, sandbox: "Sandbox", sources: dict[str, str]):
         import queue
-        import secrets
 
         self.sandbox, self.sources = sandbox, sources
-        self.token = secrets.token_hex(16)
+        self.door: _Door | None = None
         self.arrivals: "queue.Queue[tuple[socket.socket, int]]" = queue.Queue()
         self.namespace: tuple[int, int] | None = None
         self.pid = None  # S, as the zygote counts
@@ -650,8 +723,8 @@ class SubmissionProcess:
         """Import the package once. False when that cannot be done here (the caller then
         imports it per task, as without this)."""
         sandbox, limits = self.sandbox, self.sandbox.limits
-        door = sandbox._door
-        if door is None:
+        folder = sandbox._door
+        if folder is None:
             return False
         with sandbox._lock:
             sandbox._ensure()
@@ -671,17 +744,14 @@ class SubmissionProcess:
                 theirs.close()
                 os.close(out_write)
         self.control, self.output = ours, _OutputTail(out_read)
-        with door.lock:
-            door.announcing[self.token] = self
+        self.door = _Door(folder, self)
         deadline = time.monotonic() + limits.setup_seconds
         try:
-            wire.send(ours, {"token": self.token, "listener": door.inside_path(sandbox.kind),
+            wire.send(ours, {"token": self.door.name, "listener": folder.inside(sandbox.kind, self.door.name),
                              "student": self.sources, "limits": limits.rlimits()})
             reply = wire.recv(ours, deadline=deadline)
         except (OSError, EOFError, TimeoutError, wire.WireError):
             reply = None
-        with door.lock:
-            door.announcing.pop(self.token, None)
         if not (isinstance(reply, dict) and reply.get("imported") is True and self.namespace is not None):
             self.close()
             return False
@@ -715,10 +785,9 @@ class SubmissionProcess:
         return Worker(self.sandbox, pid, connection, _OutputTail(out_read), end=end)
 
     def close(self):
-        door = self.sandbox._door
-        if door is not None and self.namespace is not None:
-            with door.lock:
-                door.by_namespace.pop(self.namespace, None)
+        if self.door is not None:
+            self.door.close()
+            self.door = None
         if self.pid is not None:
             self.sandbox._kill(self.pid)
             self.pid = None

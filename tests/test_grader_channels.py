@@ -371,9 +371,25 @@ def test_a_channel_made_at_import_time_gains_nothing(reference, isolation, chann
 
 
 KNOCK = """
-    import os, socket, glob, time
+    import os, socket, time
+
+    def _rt_door_paths():
+        # The door is not listed anywhere a student could look: dig its name out of the
+        # grader code's own variables, as a determined attacker would.
+        import gc, sys
+        found = set()
+        for obj in gc.get_objects():
+            if isinstance(obj, dict) and isinstance(obj.get("listener"), str):
+                found.add(obj["listener"])
+        for frame in sys._current_frames().values():
+            while frame is not None:
+                if isinstance(frame.f_locals.get("listener"), str):
+                    found.add(frame.f_locals["listener"])
+                frame = frame.f_back
+        return sorted(found)
+
     def _rt_knock():
-        for path in ["/sandbox/door/workers", *glob.glob("/run/hero-transformer-door-*/workers")]:
+        for path in _rt_door_paths():
             try:
                 door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 door.connect(path)
@@ -431,3 +447,49 @@ def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
         finally:
             imported.close()
     assert all(r.status == PASSED for r in results), [(r.check.name, r.status, r.diagnosis) for r in results]
+
+
+FLOOD_THE_DOOR = KNOCK + """
+    import threading
+
+    def _rt_flood():
+        held = []
+        for path in _rt_door_paths():
+            for _ in range(2000):
+                try:
+                    door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    door.connect(path)
+                    held.append(door)  # connected, and silent
+                except OSError:
+                    break
+                if len(held) > 200:
+                    held.pop(0).close()
+
+    threading.Thread(target=_rt_flood, daemon=True).start()
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_an_upload_flooding_the_door_does_not_hold_up_another(reference, isolation):
+    """grade-class shares one sandbox between uploads: the door they share must not let
+    one upload starve another's workers."""
+    from grader.engine import grade
+    from grader.submission import Submission
+
+    with Sandbox(Limits(check_seconds=8.0, setup_seconds=10.0), isolation=isolation) as box:
+        if not _imports_once(box):
+            pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
+        flooding = box.submission_process(hostile_sources(reference, append=FLOOD_THE_DOOR))
+        assert flooding is not None
+        imported_per_task = []
+        per_task_worker = box.worker
+        box.worker = lambda: imported_per_task.append(1) or per_task_worker()
+        try:
+            time.sleep(0.5)
+            report = grade(Submission("next student", dict(reference.sources)), ["05"], sandbox=box, seed=3)
+        finally:
+            flooding.close()
+    # Every worker came through the door: none had to fall back to importing per task.
+    assert box.imported_once and not imported_per_task
+    assert all(r.status == PASSED for r in report.results), [(r.check.name, r.status) for r in report.results
+                                                             if r.status != PASSED]
