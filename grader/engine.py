@@ -10,6 +10,8 @@ into a check status with a reason.
 from __future__ import annotations
 
 import builtins
+import base64
+import marshal
 import os
 import re
 import secrets
@@ -26,6 +28,7 @@ from grader import catalogue
 from grader.checks._api import Check, Task
 from grader.forbidden import scan
 from grader.inside import op_rules
+from grader.inside.zygote import COMPILED
 from grader.inside.wire import Opaque, RemoteError
 from grader.regions import package_sources, strip
 from grader.sandbox import Limits, Sandbox, WorkerFailed
@@ -87,6 +90,7 @@ class Reference:
         self.sources = package_sources(root)
         self._modules = None
         self._without: dict[str, dict[str, str]] = {}
+        self._compiled: dict[str, dict[str, str]] = {}
 
     @classmethod
     @lru_cache(maxsize=1)
@@ -100,6 +104,16 @@ class Reference:
         if task not in self._without:
             self._without[task] = {rel: strip(source, {task}) for rel, source in self.sources.items()}
         return self._without[task]
+
+    def compiled_without(self, task: str) -> dict[str, str]:
+        """without(task), each module compiled here once and sent as marshalled code (the
+        worker's interpreter is this one), so no worker spends its start compiling."""
+        if task not in self._compiled:
+            self._compiled[task] = {
+                rel: COMPILED + base64.b64encode(marshal.dumps(
+                    compile(source, f"certified/{rel}", "exec", dont_inherit=True))).decode("ascii")
+                for rel, source in self.without(task).items()}
+        return self._compiled[task]
 
     @property
     def modules(self) -> SimpleNamespace:
@@ -370,7 +384,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
     return {
         "task": task.name,
         "student": {} if imported else submission.sources,
-        "certified": reference.without(task.name) if reference else None,
+        "certified": reference.compiled_without(task.name) if reference else None,
         "regions": regions,
         "needs": [task.module],
         "limits": limits.rlimits(),
