@@ -544,12 +544,17 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
                deadline: float | None = None, imported=None) -> list[CheckResult]:
     """Grade one task's checks. Never raises: every failure is a check status.
     (scan_for_tampering=False lets tests reach the layers behind the static scan.)"""
-    tampering = scan_submission(submission.sources) if scan_for_tampering else []
+    try:
+        tampering = scan_submission(submission.sources) if scan_for_tampering else []
+        hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden,
+                    task.forbidden_methods)
+    except Exception as error:  # noqa: BLE001 - a scan that breaks costs this task, never the submission
+        return [CheckResult(c, ERROR, f"the grader failed while reading the submission; please report it "
+                                      f"({type(error).__name__})") for c in checks]
     if tampering:
         reason = (f"the submission reaches into the grader or the interpreter's machinery ({tampering[0]}); "
                   f"no task may do that — remove it")
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
-    hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden, task.forbidden_methods)
     if hits:
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
@@ -595,6 +600,11 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     if reference is not None:
         reference.modules  # import it once here, not from two grading threads at once
     deadline = time.monotonic() + sandbox.limits.submission_seconds
+    # Scanned once, before the threads (the scan caches what it finds per upload).
+    try:
+        scan_submission(submission.sources)
+    except Exception:  # noqa: BLE001 - each task reports a failing scan itself
+        pass
     # The package imported once for all tasks, where the sandbox can seal that process.
     imported = sandbox.submission_process(submission.sources) if plan and submission.sources else None
     pool = ThreadPoolExecutor(max_workers=parallel)

@@ -1,0 +1,53 @@
+"""What makes grading fast must not change a single result."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.engine import ERROR, PASSED, grade
+from grader.sandbox import Limits, Sandbox
+from grader.submission import Submission
+
+from tests.test_grader_redteam import hostile_sources
+
+POST_LN_BLOCK = """
+    attended, present = self.attention(hidden, past_key_value, use_cache)
+    u = self.ln_attention(hidden + attended)
+    return self.ln_feedforward(u + self.feedforward(u)), present
+"""
+
+
+@pytest.mark.parametrize("which", ["reference", "post-LN block"])
+def test_importing_once_gives_the_same_result_for_every_check(reference, which):
+    sources = dict(reference.sources) if which == "reference" else hostile_sources(reference, {"block": POST_LN_BLOCK})
+    outcomes = []
+    for import_once in (True, False):
+        with Sandbox(Limits(), import_once=import_once) as box:
+            report = grade(Submission(which, sources), ["04", "05"], sandbox=box, seed=11)
+            outcomes.append(([(r.check.name, r.status, r.diagnosis) for r in report.results], box.imported_once))
+    (once, was_once), (per_task, was_per_task) = outcomes
+    if not was_once:
+        pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
+    assert not was_per_task
+    assert once == per_task
+    if which == "post-LN block":
+        assert any(status != PASSED for _, status, _ in once)
+
+
+def test_a_scan_that_breaks_costs_its_task_only(reference, monkeypatch):
+    import grader.engine as engine
+
+    real = engine.scan
+
+    def breaks_on_gelu(source, qualname, *rest):
+        if qualname == "gelu":
+            raise SystemError("AST constructor recursion depth mismatch")
+        return real(source, qualname, *rest)
+
+    monkeypatch.setattr(engine, "scan", breaks_on_gelu)
+    with Sandbox(Limits()) as box:
+        report = grade(Submission("reference", dict(reference.sources)), ["05"], sandbox=box, seed=3)
+    gelu = [r for r in report.results if r.check.task == "gelu"]
+    others = [r for r in report.results if r.check.task != "gelu"]
+    assert gelu and all(r.status == ERROR for r in gelu)
+    assert others and all(r.status == PASSED for r in others)
