@@ -109,6 +109,7 @@ def main(argv=None) -> int:
     g.add_argument("--seed", type=int, help="fix the hidden checks' random inputs")
     g.add_argument("--allow-weak-sandbox", action="store_true",
                    help="grade even where bubblewrap is unavailable (the code could read solutions/)")
+    g.add_argument("--profile", action="store_true", help="also list the slowest checks and their times")
     g.add_argument("--budget", type=_seconds, default=600.0,
                    help="wall-clock seconds for the whole submission; checks not run by then score 'timeout'")
     c = sub.add_parser("check", help="public checks on your own package (students)")
@@ -158,6 +159,8 @@ def main(argv=None) -> int:
     if args.command == "grade":
         report = run_grading(args.submission, args.chapters, args.public_only, args.json, console, args.seed,
                              allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget)
+        if args.profile and report.results:
+            _profile(report, console)
         return 0 if not report.problem else 1
     if args.command == "check":
         # Public checks only. Where solutions/ is present the other parts are certified;
@@ -196,6 +199,22 @@ def main(argv=None) -> int:
     if args.command == "submit":
         return _submit(Path(args.package), Path(args.output), console)
     return 2
+
+
+def _profile(report, console: Console, rows: int = 15) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"The {rows} slowest checks (a check's time includes starting its worker)")
+    for column, justify in (("check", "left"), ("seconds", "right"), ("status", "left")):
+        table.add_column(column, justify=justify)
+    for result in sorted(report.results, key=lambda r: r.seconds, reverse=True)[:rows]:
+        table.add_row(result.check.name, f"{result.seconds:.3f}", result.status)
+    by_task: dict[str, float] = {}
+    for result in report.results:
+        by_task[result.check.task] = by_task.get(result.check.task, 0.0) + result.seconds
+    console.print(table)
+    slowest = sorted(by_task.items(), key=lambda item: item[1], reverse=True)[:5]
+    console.print("slowest tasks: " + ", ".join(f"{task} {seconds:.2f} s" for task, seconds in slowest))
 
 
 def _grade_class(args, console: Console) -> int:

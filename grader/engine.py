@@ -55,6 +55,7 @@ class CheckResult:
     # none of its words may reach the student; these fields keep them for staff.
     staff_diagnosis: str = ""
     staff_output: str = ""
+    seconds: float = 0.0  # wall time of this check, its worker's start included (`grade --profile`)
 
     @property
     def score(self) -> float:
@@ -562,7 +563,9 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
     run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported), []
     for check in checks:
         try:
+            started = time.perf_counter()
             results.append(run.run(check))
+            results[-1].seconds = time.perf_counter() - started
         except Exception as error:  # noqa: BLE001 - a grader bug must cost one check, not the run
             run.drop_worker()
             results.append(CheckResult(check, ERROR, f"the grader failed on this check; please report it "
