@@ -574,6 +574,11 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
     return results
 
 
+def _workers_needed(checks: list[Check]) -> int:
+    """How many workers a task's checks start: one, plus one per side of each comparison."""
+    return 1 + sum(len(c.separately) + len(c.parts) for c in checks)
+
+
 def select_checks(chapters: list[str] | None, public_only: bool) -> list[tuple[Task, list[Check]]]:
     plan = []
     for chapter in catalogue.chapters():
@@ -612,11 +617,14 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     imported = sandbox.submission_process(submission.sources) if plan and submission.sources else None
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        futures = [pool.submit(grade_task, task, checks, submission, reference, sandbox, seed, deadline=deadline,
-                               imported=imported) for task, checks in plan]
+        # The costliest tasks (most workers to start) first, so two threads finish together;
+        # the report keeps the catalogue's order.
+        order = sorted(range(len(plan)), key=lambda i: -_workers_needed(plan[i][1]))
+        futures = {i: pool.submit(grade_task, *plan[i], submission, reference, sandbox, seed, deadline=deadline,
+                                  imported=imported) for i in order}
         results = []
-        for future in futures:
-            results.extend(future.result())
+        for i in range(len(plan)):
+            results.extend(futures[i].result())
         pool.shutdown()
     except BaseException:
         # Ctrl-C (or anything else): drop what has not started; closing the sandbox ends the rest.
