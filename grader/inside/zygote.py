@@ -192,15 +192,15 @@ def _namespaces_work() -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
-    """In the zygote's fresh child: enter new namespaces and serve from a grandchild that
-    is pid 1 there. This child stays outside, runs no student code, and only waits: when
-    the grader has the zygote kill it, the kernel kills the grandchild (parent-death
-    signal) and with it, as the namespace's init, every process it started."""
+def _in_new_namespaces(run, handed_down: tuple[int, ...]) -> int | None:
+    """Enter new user, pid, network, IPC and mount namespaces and call run() in a child
+    that is pid 1 there; this process stays outside, runs nothing else, closes the fds
+    handed down to the child, and waits. When the grader has it killed, the kernel kills
+    the child (parent-death signal) and with it, as the namespace's init, every process
+    the child started. None (and nothing run) where the namespaces are refused."""
     uid, gid = os.getuid(), os.getgid()
-    if not isolate or _libc().unshare(WORKER_NAMESPACES) != 0:
-        serve_worker(channel_fd, output_fd)
-        return 0
+    if _libc().unshare(WORKER_NAMESPACES) != 0:
+        return None
     _map_own_ids(uid, gid)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     alive_read, alive_write = os.pipe()
@@ -213,15 +213,32 @@ def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
         if select.select([alive_read], [], [], 0)[0]:
             os._exit(70)  # the waiting parent died before the parent-death signal was set
         os.close(alive_read)
+        code = 0
+        try:
+            run()
+        except BaseException:  # noqa: BLE001 - the child must end here, whatever happened
+            code = 70
+        os._exit(code)
+    os.close(alive_read)
+    for fd in handed_down:
+        os.close(fd)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) & 0xFF
+
+
+def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
+    """In the zygote's fresh child: serve one task from namespaces of its own."""
+
+    def serve():
         _private_filesystem()
         _drop_capabilities()
         serve_worker(channel_fd, output_fd)
+
+    status = _in_new_namespaces(serve, (channel_fd, output_fd)) if isolate else None
+    if status is None:
+        serve_worker(channel_fd, output_fd)
         return 0
-    os.close(alive_read)
-    os.close(channel_fd)
-    os.close(output_fd)
-    _, status = os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status) & 0xFF
+    return status
 
 
 def _map_own_ids(uid: int, gid: int) -> None:
@@ -332,32 +349,10 @@ _IMPORTED_ONCE: "tuple[dict, dict] | None" = None
 
 
 def run_submission(control_fd: int, output_fd: int) -> None:
-    """In the zygote's child S: enter new namespaces and wait on S', pid 1 there. S
-    runs no student code; it exits with a fixed status, so a worker's exit says
-    nothing to anyone."""
-    uid, gid = os.getuid(), os.getgid()
-    if _libc().unshare(WORKER_NAMESPACES) != 0:
-        return
-    _map_own_ids(uid, gid)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    alive_read, alive_write = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.close(alive_write)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        import select
-
-        if select.select([alive_read], [], [], 0)[0]:
-            os._exit(0)
-        os.close(alive_read)
-        try:
-            serve_submission(control_fd, output_fd)
-        finally:
-            os._exit(0)
-    os.close(alive_read)
-    os.close(control_fd)
-    os.close(output_fd)
-    os.waitpid(child, 0)
+    """In the zygote's child S: S' (pid 1 of new namespaces) imports the package and
+    forks the workers. S runs no student code, and the zygote ends it with a fixed
+    status, so a worker's exit says nothing to anyone."""
+    _in_new_namespaces(lambda: serve_submission(control_fd, output_fd), (control_fd, output_fd))
 
 
 def serve_submission(control_fd: int, output_fd: int) -> None:
