@@ -12,7 +12,7 @@ IN     ?=
 OUT    ?= grade-class-out
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test student check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course clean
+.PHONY: need-SUB need-IN need-DEST help setup test student check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -47,12 +47,10 @@ student: $(STAMP)
 check: $(STAMP)
 	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH)) $(ARGS)
 
-grade: $(STAMP)
-	@test -n "$(SUB)" || { echo "usage: make grade SUB=path/to/submission (folder or .zip)"; exit 2; }
+grade: need-SUB $(STAMP)
 	$(PYTHON) -m grader grade "$(SUB)" --json results.json $(if $(CH),--chapters $(CH)) $(ARGS)
 
-grade-class: $(STAMP)
-	@test -n "$(IN)" || { echo "usage: make grade-class IN=path/to/download OUT=folder [ARGS='--roster roster.csv --format canvas']"; exit 2; }
+grade-class: need-IN $(STAMP)
 	$(PYTHON) -m grader grade-class "$(IN)" --out "$(OUT)" $(if $(CH),--chapters $(CH)) $(ARGS)
 
 demo: $(STAMP)
@@ -79,9 +77,16 @@ submit: $(STAMP)
 gradescope: $(STAMP)
 	$(PYTHON) -m grader gradescope --output autograder.zip $(if $(CH),--chapters $(CH))
 
-nbgrader-course: $(STAMP)
-	@test -n "$(DEST)" || { echo "usage: make nbgrader-course DEST=path/to/new/course [CH=05,07]"; exit 2; }
+nbgrader-course: need-DEST $(STAMP)
 	$(PYTHON) -m grader nbgrader-course "$(DEST)" $(if $(CH),--chapters $(CH)) $(ARGS)
+
+# A missing argument is said before any set-up runs (prerequisites run left to right).
+need-SUB:
+	@test -n "$(SUB)" || { echo "usage: make grade SUB=path/to/submission (folder or .zip)"; exit 2; }
+need-IN:
+	@test -n "$(IN)" || { echo "usage: make grade-class IN=path/to/download OUT=folder [ARGS='--roster roster.csv --format canvas']"; exit 2; }
+need-DEST:
+	@test -n "$(DEST)" || { echo "usage: make nbgrader-course DEST=path/to/new/course [CH=05,07]"; exit 2; }
 
 clean:
 	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip grade-class-out
