@@ -281,6 +281,63 @@ def token_windows():
     return fig
 
 
+# --------------------------------------------------------------------- chapter 02
+
+
+def embedding_lookup():
+    """ids (2, 0, 4) as one-hot rows times the table W [V, d] give the same rows as the
+    reference TokenEmbedding's lookup."""
+    import torch
+
+    embedding = reference().model.TokenEmbedding(6, 4)
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        embedding.weight.copy_(torch.randn(6, 4, generator=generator).round(decimals=1))
+        ids = torch.tensor([[2, 0, 4]])
+        looked_up = embedding(ids)[0]
+    one_hot = torch.nn.functional.one_hot(ids[0], 6).double()
+    product = one_hot @ embedding.weight.detach().double()
+    assert torch.allclose(product, looked_up.double())
+    plt = _plt()
+    fig, axes = plt.subplots(1, 3, figsize=(9.4, 3.0), gridspec_kw={"width_ratios": [6, 4, 4]})
+    rows = [f"id {i}" for i in ids[0].tolist()]
+    _heatmap(axes[0], one_hot.tolist(), rows, [str(v) for v in range(6)], title="one-hot rows [T=3, V=6]",
+             fmt="{:.0f}")
+    weight = embedding.weight.detach()
+    scale = float(weight.abs().max())
+    _signed_heatmap(axes[1], weight.tolist(), [f"row {v}" for v in range(6)], scale, "table W [V=6, d=4]",
+                    highlight=ids[0].tolist())
+    _signed_heatmap(axes[2], looked_up.tolist(), rows, scale, "lookup = one-hot · W  [3, 4]")
+    fig.text(0.425, 0.47, "×", fontsize=16, ha="center", va="center")
+    fig.text(0.70, 0.47, "=", fontsize=16, ha="center", va="center")
+    fig.suptitle("a lookup is a product with one-hot rows, minus the V − 1 multiplications by zero per token",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _signed_heatmap(ax, values, rows, scale, title, highlight=()):
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    ax.pcolormesh(np.arange(data.shape[1] + 1), np.arange(data.shape[0] + 1), data, cmap="RdBu_r",
+                  vmin=-scale, vmax=scale, edgecolors="white", linewidth=0.8)
+    for r in range(data.shape[0]):
+        for c in range(data.shape[1]):
+            ax.text(c + 0.5, r + 0.5, f"{data[r, c]:.1f}", ha="center", va="center", fontsize=7,
+                    color="white" if abs(data[r, c]) > 0.6 * scale else "black")
+    for r in highlight:
+        ax.add_patch(_plt().Rectangle((0, r), data.shape[1], 1, fill=False, edgecolor="black", linewidth=1.6))
+    ax.set_xticks(np.arange(data.shape[1]) + 0.5, [str(c) for c in range(data.shape[1])], fontsize=8)
+    ax.set_yticks(np.arange(data.shape[0]) + 0.5, rows, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_aspect("equal")
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_title(title, fontsize=9)
+
+
 # ----------------------------------------------------------------- chapters 03, 04
 
 
@@ -798,6 +855,7 @@ FIGURES = (
     Figure("ch00_micro", "computation_graph.svg", micro_graph),
     Figure("ch00_micro", "ana_attention.svg", micro_attention),
     Figure("ch01_tokens", "windows.svg", token_windows),
+    Figure("ch02_embedding", "lookup.svg", embedding_lookup),
     Figure("ch03_positions", "position_rows.svg", position_rows),
     Figure("ch04_attention", "causal_mask.svg", causal_mask),
     Figure("ch04_attention", "attention_heads.svg", attention_heads),
