@@ -12,7 +12,7 @@ IN     ?=
 OUT    ?= grade-class-out
 
 .DEFAULT_GOAL := help
-.PHONY: need-SUB need-IN need-DEST help setup test student check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course clean
+.PHONY: need-SUB need-IN need-DEST help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -21,6 +21,7 @@ help:
 	@echo "make grade-class IN=download OUT=folder   grade a class's LMS download (ARGS=--roster r.csv --format canvas ...)"
 	@echo "make test            the kit's own test suite"
 	@echo "make student         regenerate hero_transformer/ and the lessons' check tables"
+	@echo "make figures         redraw the lessons' figures from the reference (assignments/chNN_*/figures/)"
 	@echo "make mutants         the grader's catch rate on known-wrong implementations"
 	@echo "make bench           grading speed and model speed figures"
 	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
@@ -38,6 +39,9 @@ setup: $(STAMP)
 
 test: $(STAMP)
 	$(PYTHON) -m pytest -q -n 2
+
+figures: $(STAMP)
+	$(PYTHON) -m grader.figures
 
 student: $(STAMP)
 	$(PYTHON) -m grader.student_copy

@@ -72,3 +72,86 @@ def test_score_task_grades_only_the_package_in_the_notebooks_own_folder(tmp_path
     (folder / "hero_transformer").symlink_to(course / "hero_transformer")
     with pytest.raises(HeroTransformerSetupError, match="symbolic links"):
         score_task("gelu")
+
+
+# ------------------------------------------- the lessons' experiments, executed
+
+
+STUB_NOTE = "is still a stub in your hero_transformer/"
+
+
+def _run_experiments(folder: str, package: Path, where: Path, setup: bool = True):
+    """The notebook of `folder`, top to bottom, beside a copy of `package`; the graded
+    cells are left out (they grade through the sandbox, tested above, and would take
+    minutes for every chapter), the set-up cell is kept unless `setup` is false."""
+    import shutil
+
+    from nbclient import NotebookClient
+
+    submission = where / folder
+    shutil.copytree(package, submission / "hero_transformer", ignore=shutil.ignore_patterns("__pycache__"))
+    notebook = nbformat.read(path_of(folder), as_version=4)
+    notebook.cells = [c for c in notebook.cells if not c.metadata["nbgrader"]["grade"]
+                      and (setup or c.id != f"ch{folder[2:4]}-setup")]
+    NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(submission)}}).execute()
+    return [c for c in notebook.cells if c.cell_type == "code"]
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def _errors(cells) -> list[str]:
+    return [f"{c.id}: {o.ename}: {o.evalue}" for c in cells for o in c.outputs if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("folder", CHAPTER_FOLDERS)
+def test_the_notebook_runs_on_the_reference_and_its_experiments_show_results(folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("HERO_TRANSFORMER_COURSE", str(ROOT))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    cells = _run_experiments(folder, ROOT / "solutions" / "hero_transformer", tmp_path)
+    assert not _errors(cells)
+    tried = [c for c in cells if c.id.startswith(f"ch{folder[2:4]}-try-") and c.id != f"ch{folder[2:4]}-try-setup"]
+    assert tried, f"{folder} has no experiment cells"
+    for cell in tried:
+        assert _text(cell).strip() and STUB_NOTE not in _text(cell), f"{cell.id}: {_text(cell)!r}"
+
+
+@pytest.mark.parametrize("folder", CHAPTER_FOLDERS)
+def test_on_the_stub_copy_the_experiments_only_say_what_is_missing(folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("HERO_TRANSFORMER_COURSE", str(ROOT))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    cells = _run_experiments(folder, ROOT / "hero_transformer", tmp_path, setup=False)
+    assert not _errors(cells)
+    tried = [c for c in cells if c.id.startswith(f"ch{folder[2:4]}-try-") and c.id != f"ch{folder[2:4]}-try-setup"]
+    for cell in tried:
+        assert STUB_NOTE in _text(cell), f"{cell.id}: {_text(cell)!r}"
+
+
+def test_experiment_cells_are_read_only_ungraded_and_never_hold_solution_code():
+    from grader.notebooks import EXPERIMENTS, TRY_SETUP
+
+    solution = set()
+    for path in (ROOT / "solutions" / "hero_transformer").glob("*.py"):
+        inside = False
+        for line in path.read_text(encoding="utf-8").splitlines():
+            inside = (inside or "### BEGIN SOLUTION" in line) and "### END SOLUTION" not in line
+            if inside and len(line.strip()) >= 24 and not line.strip().startswith("#"):
+                solution.add(line.strip())
+    for folder in CHAPTER_FOLDERS:
+        notebook = build(folder)
+        tried = [c for c in notebook.cells if c.id.startswith(f"ch{folder[2:4]}-try-")]
+        assert len(tried) == len(EXPERIMENTS[folder]) + 1
+        for cell in tried:
+            meta = cell.metadata["nbgrader"]
+            assert cell.cell_type == "code" and meta["locked"] and not meta["grade"] and not meta["solution"]
+            assert not [line for line in cell.source.splitlines() if line.strip() in solution], cell.id
+    assert 'os.environ.get("NBGRADER_EXECUTION") == "autograde"' in TRY_SETUP
+
+
+def test_autograding_skips_the_experiments(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERO_TRANSFORMER_COURSE", str(ROOT))
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    cells = _run_experiments("ch01_tokens", ROOT / "solutions" / "hero_transformer", tmp_path, setup=False)
+    tried = [c for c in cells if c.id.startswith("ch01-try-") and c.id != "ch01-try-setup"]
+    assert tried and all(_text(c).strip() == "(experiment skipped while autograding)" for c in tried)
