@@ -109,6 +109,11 @@ mkdir -p "$ROOT/results"
 cd "$ROOT/source"
 "$PYTHON" -m grader grade "$ROOT/submission" --json "$ROOT/results/results.json" --allow-weak-sandbox \\
   ${{CHAPTERS:+--chapters "$CHAPTERS"}}
+# What the code printed and raised, for course staff: results.json keeps the autograder's
+# own output hidden from students (stdout_visibility), and the staff file is not shown.
+if [ -s "$ROOT/results/results.staff.json" ]; then
+  cat "$ROOT/results/results.staff.json"
+fi
 if [ ! -s "$ROOT/results/results.json" ]; then
   echo '{{"score": 0, "execution_time": 0, "output": "The autograder failed before it could grade; please tell the course staff.", "tests": []}}' \\
     > "$ROOT/results/results.json"

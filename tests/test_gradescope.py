@@ -250,3 +250,12 @@ def test_setup_falls_back_to_the_deadsnakes_ppa(tmp_path):
     assert "add-apt-repository -y ppa:deadsnakes/ppa" in commands
     assert any(c.startswith("python3.11 -m venv") for c in commands)
     _check_torch_from_cpu_index(commands)
+
+
+@pytest.mark.slow
+def test_staff_see_what_the_code_said_in_the_autograders_hidden_output(one_chapter):
+    done, results = one_chapter
+    assert results["stdout_visibility"] == "hidden"
+    staff = json.loads(done.stdout[done.stdout.index('{\n  "submission"'):])
+    assert staff["score"] == results["score"]
+    assert {c["name"] for c in staff["checks"]} == {t["name"] for t in results["tests"]}
