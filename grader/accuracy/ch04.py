@@ -35,9 +35,10 @@ _INIT = """
     self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={b})
 """
 
-WEIGHTS = ("ch04.attention.causal_softmax_weights", "ch04.attention.matches_reference")
+FORMULA = ("ch04.attention.formula", "ch04.attention.matches_reference")
+WEIGHTS = ("ch04.attention.causal_softmax_weights",) + FORMULA
 CACHE = ("ch04.attention.cache_consistent", "ch04.attention.cache_one_token_at_a_time",
-         "ch04.attention.matches_reference_with_cache")
+         "ch04.attention.formula_with_cache", "ch04.attention.matches_reference_with_cache")
 
 MUTANTS = [
     # The projections
@@ -88,15 +89,15 @@ MUTANTS = [
     # The scale
     mutant("attention_scale_one_over_d", "attention", _forward(
         scores="scores = q @ k.transpose(-2, -1) / (self.n_heads * self.d_head)"),
-           "ch04.attention.matches_reference", "model width", "scaled by 1/d"),
+           FORMULA, "model width", "scaled by 1/d"),
     mutant("attention_scale_one_over_d_head", "attention", _forward(
         scores="scores = q @ k.transpose(-2, -1) / self.d_head"),
-           "ch04.attention.matches_reference", "d_h itself", "scaled by 1/d_h"),
+           FORMULA, "d_h itself", "scaled by 1/d_h"),
     mutant("attention_no_scale", "attention", _forward(scores="scores = q @ k.transpose(-2, -1)"),
-           "ch04.attention.matches_reference", "not scaled", "no scaling"),
+           FORMULA, "not scaled", "no scaling"),
     mutant("attention_scale_sqrt_d", "attention", _forward(
         scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.n_heads * self.d_head)"),
-           "ch04.attention.matches_reference", "sqrt(d)", "scaled by 1/sqrt(d)"),
+           FORMULA, "sqrt(d)", "scaled by 1/sqrt(d)"),
     # The cache
     mutant("attention_cache_wrong_axis", "attention", _forward(cache="""
         if past_key_value is not None:
@@ -123,6 +124,20 @@ MUTANTS = [
     mutant("attention_mask_not_shifted", "attention", _forward(
         mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(1), float('-inf'))"),
            CACHE, "not shifted", "mask not offset by the cache length"),
+    mutant("attention_cache_after_new_tokens", "attention", _forward(cache="""
+        if past_key_value is not None:
+            k = torch.cat([k, past_key_value[0]], dim=2)
+            v = torch.cat([v, past_key_value[1]], dim=2)
+"""), CACHE, "placed after the new ones", "cached keys joined after the new ones"),
+    mutant("attention_cache_keys_values_mixed", "attention", _forward(cache="""
+        if past_key_value is not None:
+            past_k, past_v = past_key_value
+            k = torch.cat([past_v, k], dim=2)
+            v = torch.cat([past_k, v], dim=2)
+"""), CACHE, "mixed up", "cached values joined to the new keys"),
+    mutant("attention_no_output_projection", "attention", _forward().replace(
+        "return self.o_proj(self.merge_heads(weights @ v)), present", "return self.merge_heads(weights @ v), present"),
+           FORMULA, "o_proj", "the output projection left out"),
     mutant("attention_uses_sdpa", "attention", """
         q = self.split_heads(self.q_proj(x))
         k = self.split_heads(self.k_proj(x))

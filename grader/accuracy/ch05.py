@@ -24,17 +24,17 @@ MUTANTS = [
         mean = x.mean(dim=-2, keepdim=True)
         variance = ((x - mean) ** 2).mean(dim=-2, keepdim=True)
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
-    """, "ch05.layer_norm.matches_reference", "time axis", "statistics over the time axis"),
+    """, ("ch05.layer_norm.each_position_alone", "ch05.layer_norm.matches_reference"), "time axis", "statistics over the time axis"),
     mutant("layer_norm_over_all_axes", "layer_norm", """
         mean = x.mean()
         variance = ((x - mean) ** 2).mean()
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
-    """, "ch05.layer_norm.matches_reference", "all axes", "statistics over all axes"),
+    """, ("ch05.layer_norm.each_position_alone", "ch05.layer_norm.matches_reference"), "all axes", "statistics over all axes"),
     mutant("layer_norm_no_gamma_beta", "layer_norm", """
         mean = x.mean(dim=-1, keepdim=True)
         variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
         return (x - mean) / torch.sqrt(variance + self.eps)
-    """, ("ch05.layer_norm.constant_vector", "ch05.layer_norm.matches_reference"), "beta",
+    """, ("ch05.layer_norm.constant_vector", "ch05.layer_norm.matches_reference"), "gamma and beta are not applied",
        "γ/β not applied"),
     # GELU
     mutant("gelu_tanh", "gelu", """
@@ -66,7 +66,8 @@ MUTANTS = [
         hidden = self.ln_attention(hidden + attended)
         hidden = self.ln_feedforward(hidden + self.feedforward(hidden))
         return hidden, present
-    """, ("ch05.block.example_1", "ch05.block.zero_branch_identity", "ch05.block.matches_reference"), "normalis",
+    """, ("ch05.block.example_1", "ch05.block.zero_branch_identity", "ch05.block.formula", "ch05.block.matches_reference"),
+       "post-LN",
        "post-LN instead of pre-LN"),
     mutant("block_output_renormalised", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
@@ -78,7 +79,7 @@ MUTANTS = [
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         fed = self.feedforward(self.ln_feedforward(hidden))
         return hidden + attended + fed, present
-    """, "ch05.block.matches_reference", "reads X instead of U", "feed-forward branch reads X, not U"),
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "reads X instead of U", "feed-forward branch reads X, not U"),
     mutant("block_increment_broadcast", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         hidden = hidden + attended[:, -1:, :]
@@ -90,7 +91,17 @@ MUTANTS = [
         hidden = hidden + attended
         hidden = hidden + self.feedforward(self.ln_attention(hidden))
         return hidden, present
-    """, "ch05.block.matches_reference", "one LayerNorm", "ln_attention used for both branches"),
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "one LayerNorm", "ln_attention used for both branches"),
+    mutant("block_feedforward_first", "block", """
+        hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
+        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+        return hidden + attended, present
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "before attention", "feed-forward before attention"),
+    mutant("block_norms_swapped", "block", """
+        attended, present = self.attention(self.ln_feedforward(hidden), past_key_value, use_cache)
+        hidden = hidden + attended
+        return hidden + self.feedforward(self.ln_attention(hidden)), present
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "swapped", "the two LayerNorms swapped"),
     mutant("block_no_residual", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         hidden = attended
