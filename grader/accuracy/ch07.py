@@ -137,7 +137,8 @@ MUTANTS = [
         logits = self.head(self.ln_final(out))
         loss = None if targets is None else cross_entropy(logits, targets)
         return logits, loss, presents
-    """), "ch07.lm_forward.matches_reference", "last block", "every block reads the embeddings"),
+    """), ("ch07.lm_forward.formula", "ch07.lm_forward.matches_reference"), "last block",
+       "every block reads the embeddings"),
     mutant("lm_forward_loss_shifted", "lm_forward", _join(_FORWARD_HEAD, _FORWARD_BLOCKS, """
         logits = self.head(self.ln_final(hidden))
         loss = None if targets is None else cross_entropy(logits[:, :-1], targets[:, 1:])

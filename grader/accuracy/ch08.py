@@ -115,7 +115,8 @@ MUTANTS = [
     mutant("adamw_one_global_step_count", "adamw_step",
            _step(betas="beta1, beta2 = self.betas\nself.t = getattr(self, 't', 0) + 1",
                  t="self.steps[i] += 1\nt = self.t"),
-           "ch08.adamw_step.random_matches_torch", "shared by all parameters", "one global t"),
+           ("ch08.adamw_step.skipped_steps", "ch08.adamw_step.random_matches_torch"), "shared by all parameters",
+           "one global t"),
     mutant("adamw_not_in_place", "adamw_step", _join("""
         beta1, beta2 = self.betas
         for i, p in enumerate(self.params):
