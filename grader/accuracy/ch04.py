@@ -225,3 +225,20 @@ VARIANTS = [
         return self.o_proj(out), ((present_k, present_v) if use_cache else None)
     """, "one fused QKV product from the three weights, split afterwards"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Scaling by d,": ("attention_scale_one_over_d",),
+    "by d_h,": ("attention_scale_one_over_d_head",),
+    "by √d instead of √d_h": ("attention_scale_sqrt_d",),
+    "not scaling": ("attention_no_scale",),
+    "No mask": ("attention_no_causal_mask",),
+    "a mask that also hides the diagonal": ("attention_mask_hides_diagonal", "attention_mask_hides_diagonal_additive"),
+    "a mask off by one that lets the next token through": ("attention_mask_lets_next_token_through",),
+    "Softmax over dim −2": ("attention_softmax_over_queries",),
+    "a mask not shifted by T_past": ("attention_mask_not_shifted",),
+    "the cache joined along the wrong axis": ("attention_cache_wrong_axis", "attention_cache_on_feature_axis"),
+    "`present` holding only the new tokens": ("attention_present_without_cached_tokens",),
+    "Projections with bias": ("attention_init_with_bias",),
+    "one `nn.Linear` object reused for q, k and v": ("attention_init_shared_query_key",),
+}

@@ -108,6 +108,22 @@ MUTANTS = [
         hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
         return hidden, present
     """, "ch05.block.zero_branch_identity", "residual", "the attention residual dropped"),
+    mutant("gelu_library", "gelu", """
+        return torch.nn.functional.gelu(x)
+    """, "ch05.gelu.exact_values", "torch.nn.functional.gelu", "the library GELU"),
+    mutant("layer_norm_library", "layer_norm", """
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+    """, "ch05.layer_norm.example_figures", "torch.nn.functional.layer_norm", "the library LayerNorm"),
+    mutant("block_drops_present", "block", """
+        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+        hidden = hidden + attended
+        return hidden + self.feedforward(self.ln_feedforward(hidden)), None
+    """, "ch05.block.shape", "present", "present dropped"),
+    mutant("block_no_cache_arguments", "block", """
+        attended, present = self.attention(self.ln_attention(hidden))
+        hidden = hidden + attended
+        return hidden + self.feedforward(self.ln_feedforward(hidden)), present
+    """, "ch05.block.shape", "cache arguments", "past_key_value and use_cache not passed to the attention"),
 ]
 
 VARIANTS = [
@@ -148,3 +164,19 @@ VARIANTS = [
         self.branch_names = ("attention", "feedforward")
     """, "extra plain attributes on the block"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Dividing by d − 1": ("layer_norm_variance_d_minus_1",),
+    "ε outside the square root": ("layer_norm_eps_outside_sqrt",),
+    "normalising over time": ("layer_norm_over_time_axis",),
+    "over every axis": ("layer_norm_over_all_axes",),
+    "forgetting γ and β": ("layer_norm_no_gamma_beta",),
+    "The tanh GELU": ("gelu_tanh",),
+    "calling `torch.nn.functional.gelu`, `nn.LayerNorm` or\n  `F.layer_norm`": ("gelu_library", "layer_norm_library"),
+    "One LayerNorm object used for both branches": ("block_shared_layer_norm", "block_one_norm_for_both"),
+    "Feeding X instead of U to the second branch": ("block_feedforward_reads_x",),
+    "normalising the block's output": ("block_output_renormalised",),
+    "Dropping `present`": ("block_drops_present",),
+    "not passing the cache arguments to the attention": ("block_no_cache_arguments",),
+}

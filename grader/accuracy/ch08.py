@@ -353,6 +353,11 @@ MUTANTS = [
         return float(-sum(log_probs[a, b] for a, b in scored) / len(scored))
     """, ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "block_size",
        "every pair scored, block_size ignored"),
+    mutant("zero_grad_zeroes_in_place", "adamw_zero_grad", """
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.zero_()
+    """, "ch08.adamw_zero_grad.sets_none", "None", "gradients zeroed in place instead of set to None"),
 ]
 
 VARIANTS = [
@@ -400,11 +405,12 @@ VARIANTS = [
             denom = v.div(1 - beta2**t).sqrt_().add_(self.eps)
             p.addcdiv_(m, denom, value=-step_size)
     """, "torch.lerp_ for m, in-place addcdiv_ for the update"),
-    variant("zero_grad_sets_zeros", "adamw_zero_grad", """
+    variant("zero_grad_detach_then_none", "adamw_zero_grad", """
         for p in self.params:
             if p.grad is not None:
-                p.grad.zero_()
-    """, "gradients zeroed in place instead of set to None"),
+                p.grad.detach_()
+                p.grad = None
+    """, "each existing gradient detached, then dropped"),
     variant("clip_flattened_with_branch", "clip_grad_norm", """
         unique = []
         for p in ([parameters] if isinstance(parameters, torch.Tensor) else list(parameters)):
@@ -474,3 +480,15 @@ VARIANTS = [
         return sum(nll) / len(nll)
     """, "Counter of pairs and math.log, no tensors"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "No `zero_grad`": ("train_step_no_zero_grad",),
+    "`zero_grad` filling the gradients with zeros": ("zero_grad_zeroes_in_place",),
+    "Weight decay added to g": ("adamw_coupled_weight_decay",),
+    "applied after the update": ("adamw_decay_after_update",),
+    "one global t for all parameters": ("adamw_one_global_step_count",),
+    "Clipping each tensor on its own": ("clip_per_tensor",),
+    "Padding at the front": ("make_batch_padding_in_front",),
+    "letting padded positions into the loss or the count": ("make_batch_padding_scored", "evaluate_padding_scored"),
+}

@@ -134,6 +134,20 @@ max_new_tokens = min(max_new_tokens, block_size + 1 - ids.shape[1])""")),
     mutant("generate_feeds_the_last_id", "generate",
            _generate(("if step == max_new_tokens - 1 or (", "if (")),
            "ch09.generate.one_token_per_step", "never fed", "the last new id fed to the model too"),
+    mutant("sample_temperature_after_softmax", "sample_next",
+           _sample("""scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+probs = torch.softmax(scaled, dim=-1)""", """probs = torch.softmax(rows, dim=-1) / temperature"""),
+           "ch09.sample_next.temperature_scaling", "no effect", "temperature applied to the probabilities"),
+    mutant("generate_refeeds_last_prompt_token", "generate",
+           _generate(("    logits, _, past = model(ids, use_cache=True)\n",
+                      "    _, _, past = model(ids[:, :-1], use_cache=True) if prompt_length > 1 else (None, None, None)\n"
+                      "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n"
+                      "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n")),
+           ("ch09.generate.one_token_per_step", "ch09.generate.cached_equals_recompute"), "second time",
+           "the last prompt token fed twice"),
+    mutant("generate_in_training_mode", "generate",
+           _generate(("model.eval()\n", "")),
+           "ch09.generate.eval_mode", "eval", "generation left in training mode (dropout on)"),
 ]
 
 VARIANTS = [
@@ -197,3 +211,14 @@ VARIANTS = [
         return (seq, logits_out) if return_logits else seq
     """, "a while loop feeding the prompt, then each new id, through one model.forward call site"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Feeding the whole sequence every step": ("generate_feeds_whole_sequence",),
+    "feeding the last prompt token a second time": ("generate_refeeds_last_prompt_token",),
+    "Calling the model without `past_key_values`": ("generate_forgets_the_cache",),
+    "Applying temperature or top-k after the softmax": ("sample_temperature_after_softmax",),
+    "`torch.manual_seed` inside `sample_next`": ("sample_reseeds_globally",),
+    "Stopping all rows when the first one produces `stop_id`": ("generate_stops_every_row_at_the_first",),
+    "Generating with the model in training mode": ("generate_in_training_mode",),
+}

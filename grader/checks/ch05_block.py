@@ -315,10 +315,21 @@ def _block(ns, sizes, state):
 
 def probe_block_forward(ns, x, sizes, state=None):
     block = _block(ns, sizes, state)
+    calls, forward = [], block.attention.forward
+
+    def recording(*args, **kwargs):
+        use_cache = args[2] if len(args) > 2 else kwargs.get("use_cache", False)
+        out = forward(*args, **kwargs)
+        calls.append({"use_cache": use_cache is True,
+                      "returned_present": isinstance(out, tuple) and len(out) == 2 and out[1] is not None})
+        return out
+
+    block.attention.forward = recording
     with torch.no_grad():
         y, present = block(x.clone())
+        calls.clear()
         y_cache, present_cache = block(x.clone(), None, True)
-    return {"y": y, "present": present, "cached_present": present_cache}
+    return {"y": y, "present": present, "cached_present": present_cache, "attention_calls": calls}
 
 
 def judge_block_shape(out, inputs, expected):
@@ -331,7 +342,14 @@ def judge_block_shape(out, inputs, expected):
     B, T, d = x.shape
     h = inputs["sizes"]["n_heads"]
     if not isinstance(present, list) or len(present) != 2:
-        return "with use_cache=True the block should return the attention's (keys, values)"
+        calls = out.get("attention_calls") or []
+        if calls and not any(c["use_cache"] for c in calls):
+            return ("with use_cache=True the block returned no (keys, values): it does not pass its cache arguments "
+                    "on, self.attention(LN1(X), past_key_value, use_cache)")
+        if any(c["returned_present"] for c in calls):
+            return ("with use_cache=True the attention returned its present (keys, values) but the block dropped "
+                    "it: return (hidden, present)")
+        return "with use_cache=True the block should return the attention's present, (keys, values)"
     for tensor, what in zip(present, ("keys", "values")):
         if problem := shape_problem(tensor, (B, h, T, d // h), f"cached {what}"):
             return problem

@@ -209,6 +209,17 @@ def judge_cross_entropy_huge(out, inputs, expected):
     return None
 
 
+def judge_cross_entropy_tiny(out, inputs, expected):
+    loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
+        return ("the loss is inf when the target's logit is 1e4 below the others: its softmax probability "
+                "underflows to 0 and log(0) = -inf. Take the log-softmax directly, (z − max z) − log Σ exp(z − max "
+                "z), instead of the log of a softmax")
+    if (problem := _judge_loss(loss, logits, targets)) is not None:
+        return f"with a target's logit 1e4 below the others: {problem}"
+    return None
+
+
 def probe_cross_entropy_gradient(ns, logits, targets):
     leaf = logits.clone().requires_grad_(True)
     with torch.enable_grad():
@@ -743,6 +754,11 @@ CHECKS = [
     check("ch07.cross_entropy.huge_logits", "cross_entropy", 2,
           "logits around ±1e4 give a finite, exact loss (the max is subtracted before exp)",
           probe_cross_entropy, judge_cross_entropy_huge, inputs=_huge_logits),
+    check("ch07.cross_entropy.tiny_probabilities", "cross_entropy", 1,
+          "a target whose logit is 1e4 below the others gives the finite loss 1e4 (no log of an underflowed 0)",
+          probe_cross_entropy, judge_cross_entropy_tiny,
+          inputs=lambda g: {"logits": torch.tensor([[[0.0, -1e4, 0.0], [2.0, 1.0, -1e4 + 2.0]]], dtype=torch.float64),
+                            "targets": torch.tensor([[1, 2]])}),
     check("ch07.cross_entropy.uniform", "cross_entropy", 1,
           "all-zero logits over V = 27 classes give exactly log 27 ≈ 3.295837",
           probe_cross_entropy, judge_cross_entropy_uniform,

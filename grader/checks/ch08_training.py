@@ -521,6 +521,18 @@ def judge_zero_grad(out, inputs, expected):
     return None
 
 
+def judge_zero_grad_none(out, inputs, expected):
+    for i, g in enumerate(out["cleared"]):
+        if g is None:
+            continue
+        if isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0:
+            return (f"after zero_grad() parameter {i}'s .grad is a tensor of zeros; set it to None, as the docstring "
+                    f"and torch.optim.AdamW do: a zero gradient is still a gradient, so a parameter that gets no new "
+                    f"gradient would go on being decayed and moved by step()")
+        return f"after zero_grad() parameter {i} still has its old gradient: set every p.grad to None"
+    return None
+
+
 def probe_zero_grad_fresh(ns, shapes):
     leaves = [torch.randn(*s, dtype=F64).requires_grad_(True) for s in shapes]
     optimizer = ns.train.AdamW(leaves, lr=0.1)
@@ -1461,6 +1473,9 @@ CHECKS = [
     check("ch08.adamw_zero_grad.clears_gradients", "adamw_zero_grad", 2,
           "zero_grad() clears every .grad (and nothing else), so the next backward() gives the new gradient only",
           probe_zero_grad, judge_zero_grad, inputs=_zero_grad_inputs),
+    check("ch08.adamw_zero_grad.sets_none", "adamw_zero_grad", 1,
+          "zero_grad() sets every .grad to None (not a tensor of zeros), as torch.optim.AdamW does",
+          probe_zero_grad, judge_zero_grad_none, inputs=_zero_grad_inputs),
     check("ch08.adamw_zero_grad.before_any_backward", "adamw_zero_grad", 1,
           "zero_grad() works on a fresh optimizer, before any gradient exists",
           probe_zero_grad_fresh, judge_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]}),
