@@ -151,6 +151,15 @@ probs = torch.softmax(scaled, dim=-1)""", """probs = torch.softmax(rows, dim=-1)
 ]
 
 VARIANTS = [
+    variant("generate_limit_in_its_own_words", "generate", _generate(("""if prompt_length > block_size or max_new_tokens > room:
+    if not stop_at_block_size or prompt_length > block_size:
+        raise ValueError(f"prompt + max_new_tokens may be at most block_size + 1 = {block_size + 1}")
+    max_new_tokens = room""", """if prompt_length > block_size:
+    raise ValueError(f"a prompt of {prompt_length} ids is longer than the model's {block_size} positions")
+if max_new_tokens > room:
+    if not stop_at_block_size:
+        raise ValueError(f"only {room} new ids fit after this prompt")
+    max_new_tokens = room""")), "the limit stated without the word block_size"),
     variant("sample_top_k_subset_mapped_back", "sample_next", """
         lead, V = logits.shape[:-1], logits.shape[-1]
         rows = logits.reshape(-1, V).double()

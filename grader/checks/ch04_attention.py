@@ -127,10 +127,10 @@ def _attention_mistakes(ref, inputs):
              _masked_attention(q, k, v, torch.eye(d, dtype=o.dtype), root)[0]),
         ]
         if past is not None:
-            for label, (old_k, old_v) in (("cache_after", (torch.cat([new_k, past[0]], 2), torch.cat([new_v, past[1]], 2))),
-                                          ("keys_values_mixed", (torch.cat([past[1], new_k], 2),
-                                                                 torch.cat([past[0], new_v], 2)))):
-                mistakes.append((FORMULA_MISTAKES[label], _masked_attention(q, old_k, old_v, o, root)[0]))
+            joined = {"cache_after": (torch.cat([new_k, past[0]], 2), torch.cat([new_v, past[1]], 2)),
+                      "keys_values_mixed": (torch.cat([past[1], new_k], 2), torch.cat([past[0], new_v], 2))}
+            for label, (keys, values) in joined.items():
+                mistakes.append((FORMULA_MISTAKES[label], _masked_attention(q, keys, values, o, root)[0]))
             alone = _masked_attention(q, new_k, new_v, o, root)[0]
             mistakes = [
                 ("the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
@@ -494,7 +494,8 @@ def judge_attention_cache(out, inputs, expected):
     calls = "in one call per token" if all(n == 1 for n in chunks) else f"in chunks of {', '.join(map(str, chunks))}"
     if "error" in out:
         known = _wrong_cache_axis(out["cats"], out["past_shape"]) if out["past_shape"] else None
-        return known or (f"calling forward with a past_key_value ({calls}) raised {exception_name({'type': out['error']})}: "
+        raised = exception_name({"type": out["error"]})
+        return known or (f"calling forward with a past_key_value ({calls}) raised {raised}: "
                           f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
     steps, past = out["steps"], 0
     for n, step in zip(chunks, steps):

@@ -608,8 +608,8 @@ def judge_generate_limit(out, inputs, expected):
             value = result["value"]
             shorter = isinstance(value, torch.Tensor) and value.dim() == 1
             return (f"{what} returned {list(value.shape) if shorter else type(value).__name__} ids instead of "
-                    f"raising: more than block_size + 1 ids in all must raise a ValueError that mentions "
-                    f"block_size (never crop silently)")
+                    f"raising: more than block_size + 1 ids in all must raise a ValueError that says what the limit is "
+                    f"(never crop silently)")
         if not result["raised"]["value_error"]:
             return f"{_raised(result, what)}; it should be a ValueError that mentions block_size"
         if not _states_limit(result["raised"].get("message")):
