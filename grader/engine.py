@@ -302,8 +302,15 @@ def _remote_failure(task: Task, error: dict, audience: _Audience, check: "Check 
         return ERROR, f"the code called sys.exit{audience.location(where)}", staff
     name = audience.exception_name(kind)
     raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
-    shown = (f"{task.qualname} {raised}{audience.location(where)}{_doing(check)}; its message is kept for course "
-             f"staff when graded (`make check` shows it)")
+    located = audience.location(where)
+    if not located:
+        # Raised in a certified part working on what the student's code built or returned.
+        raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
+                  f"your {task.qualname}, in a part that uses what it built or returned")
+        shown = f"{raised}{_doing(check)}; its message is kept for course staff when graded (`make check` shows it)"
+    else:
+        shown = (f"{task.qualname} {raised}{located}{_doing(check)}; its message is kept for course staff when "
+                 f"graded (`make check` shows it)")
     return ERROR, audience.redact(shown), staff
 
 

@@ -541,6 +541,7 @@ FORMULA_MISTAKES = {
     "no_mask": "there is no causal mask: each position attends to later positions too",
     "next": "the mask lets the next token through: hide every key after the query's own position",
     "dim_queries": "the softmax is taken over dim -2 (the queries); take it over the last axis (the keys)",
+    "diagonal": "the mask also hides the diagonal: a position must attend to itself (hide only the keys after it)",
     "no_output_projection": "the output projection is missing: the merged heads go through o_proj",
     "cache_ignored": "the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
     "unshifted": "the causal mask is not shifted by the cache length: new token t sits at position T_past + t "
@@ -564,6 +565,7 @@ def _formula_variants(d, dh):
         "times_sqrt_dh": (math.sqrt(dh), "causal", -1, "before", True),
         "no_mask": (root, "none", -1, "before", True),
         "next": (root, "next", -1, "before", True),
+        "diagonal": (root, "diagonal", -1, "before", True),
         "dim_queries": (root, "causal", -2, "before", True),
         "no_output_projection": (root, "causal", -1, "before", False),
         "cache_ignored": (root, "causal", -1, "ignored", True),
@@ -604,7 +606,8 @@ def probe_attention_formula(ns, x, sizes, state, past=None):
             query_pos = torch.arange(S - T, S).unsqueeze(1)
             key_pos = torch.arange(S).unsqueeze(0)
             hide = {"causal": key_pos > query_pos, "none": torch.zeros(T, S, dtype=torch.bool),
-                    "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1)}[mask]
+                    "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1),
+                    "diagonal": key_pos >= query_pos}[mask]
             w = torch.softmax((q @ keys.transpose(-2, -1) * scale).masked_fill(hide, float("-inf")), dim=axis)
             merged = module.merge_heads(w @ values)
             composed[label] = module.o_proj(merged) if project else merged
@@ -627,6 +630,9 @@ def judge_attention_formula(out, inputs, expected):
                                          if label in composed], atol=1e-7, rtol=1e-6)
     if known:
         return known + past
+    cached = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
+    if isinstance(out["weights"], torch.Tensor) and (weights := weights_diagnosis(out["weights"], cached)):
+        return weights + past
     problem = compare(out["out"], right, "the attention output", atol=1e-9, rtol=1e-7)
     return (f"{problem}{past}: the output is not o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) "
             f"computed with your own projections and head functions")

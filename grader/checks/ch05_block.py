@@ -537,6 +537,8 @@ def _block_mistakes(ref, inputs):
                 ("the output is re-normalised: pre-LN adds the increments to the raw residual stream",
                  ln2(right)),
                 ("the feed-forward branch reads X instead of U = X + A(LN1(X))", u + ffn(ln2(x))),
+                (BLOCK_FORMULA_MISTAKES["branches_swapped_norms"],
+                 (x + attn(ln2(x))) + ffn(ln1(x + attn(ln2(x))))),
                 (BLOCK_FORMULA_MISTAKES["feedforward_first"],
                  (x + ffn(ln2(x))) + attn(ln1(x + ffn(ln2(x))))),
                 ("one LayerNorm is used for both branches; each branch has its own", u + ffn(ln1(u))),

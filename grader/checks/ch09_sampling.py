@@ -677,22 +677,27 @@ def judge_generate_mode(out, inputs, expected):
 def probe_generate_dropout(ns, sizes, state, prompt, max_new_tokens):
     model = ns.model.TransformerLM(ns.model.Config(**{**SIZES, **sizes, "dropout": 0.5})).double()
     model.load_state_dict({k: v.clone() for k, v in state.items()}, strict=True)
-    model.train()
-    torch.manual_seed(0)
-    out = try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=0.0, return_logits=True)
-    if "raised" in out:
-        return {"out": out}
-    ids, logits = out["value"]
-    model.eval()
-    with torch.no_grad():
-        full = model(ids.clone())[0]
-    P = prompt.shape[1]
-    return {"out": {"value": True}, "logits": logits, "recomputed": full[:, P - 1:ids.shape[1] - 1]}
+    P, runs = prompt.shape[1], {}
+    for mode in ("eval", "train"):
+        model.train(mode == "train")
+        torch.manual_seed(0)
+        out = try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=0.0, return_logits=True)
+        if "raised" in out:
+            return {"out": out}
+        ids, logits = out["value"]
+        model.eval()
+        with torch.no_grad():
+            full = model(ids.clone())[0]
+        runs[mode] = {"logits": logits, "recomputed": full[:, P - 1:ids.shape[1] - 1]}
+    return {"out": {"value": True}, **runs["train"], "eval_run": runs["eval"]}
 
 
 def judge_generate_dropout(out, inputs, expected):
     if "raised" in out["out"]:
         return _raised(out["out"], "generate")
+    if compare(out["eval_run"]["logits"], out["eval_run"]["recomputed"], atol=1e-9, rtol=1e-7) is not None:
+        return ("even with the model already in eval mode, the logits of the draws differ from the model's forward "
+                "over the sequence so far: see ch09.generate.cached_equals_recompute for why")
     if problem := compare(out["logits"], out["recomputed"], "the logits of the draws", atol=1e-9, rtol=1e-7):
         return (f"with dropout 0.5 and the model in training mode, {problem} from the model's eval-mode forward: "
                 f"generate must switch the model to eval mode (model.eval(), so dropout is off) and restore the "
