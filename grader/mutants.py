@@ -18,6 +18,11 @@ from grader.submission import Submission
 SEED = 20261129
 
 
+def check_words(name: str) -> str:
+    """A check's name as words: ch05.block.zero_branch_identity -> 'block zero branch identity'."""
+    return name.split(".", 1)[-1].replace("_", " ").replace(".", " ").lower()
+
+
 @dataclass
 class Outcome:
     entry: Mutant | Variant
@@ -43,8 +48,10 @@ class Outcome:
 
     @property
     def named_publicly(self) -> bool:
-        """`make check` itself names the mistake: the keyword is in a public check's diagnosis."""
-        return any(self.entry.keyword.lower() in r.diagnosis.lower() for r in self.public)
+        """`make check` itself names the mistake: the keyword is in a public check's diagnosis,
+        and is more than a word of that check's name."""
+        keyword = self.entry.keyword.lower()
+        return any(keyword in r.diagnosis.lower() and keyword not in check_words(r.check.name) for r in self.public)
 
 
 def run_entry(entry, reference: Reference, sandbox: Sandbox, seed: int = SEED) -> Outcome:

@@ -12,7 +12,7 @@ import pytest
 from grader import catalogue as checks_catalogue
 from grader.accuracy import catalogue, lesson_mistakes
 from grader.engine import PASSED
-from grader.mutants import run_entry
+from grader.mutants import check_words, run_entry
 from grader.sandbox import Limits, Sandbox
 
 MUTANTS, VARIANTS = catalogue()
@@ -36,6 +36,12 @@ def test_every_mutant_expects_a_public_check():
         unknown = [name for name in m.expect if name not in hidden]
         assert not unknown, f"{m.name} expects checks that do not exist: {unknown}"
         assert any(not hidden[name] for name in m.expect), f"{m.name} expects hidden checks only: {m.expect}"
+
+
+def test_every_keyword_says_more_than_the_check_names():
+    # A diagnosis "names the mistake" only if its word is one a check's name does not already say.
+    for m in MUTANTS:
+        assert all(m.keyword.lower() not in check_words(name) for name in m.expect), (m.name, m.keyword)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)

@@ -62,7 +62,7 @@ MUTANTS = [
                 if child not in seen:
                     seen.add(child)
                     queue.append(child)
-    """, "ch00.micro_backward.topological_order", "topological", "breadth-first instead of topological order"),
+    """, "ch00.micro_backward.topological_order", "every node that uses it", "breadth-first instead of topological order"),
     mutant("backward_no_visited_set", "micro_backward", """
         order = []
         stack = [(self, False)]
@@ -303,7 +303,7 @@ MUTANTS = [
             probs = softmax(model.forward(ids[pos], pos))
             losses.append(-probs[ids[pos + 1]].log())
         return vsum(losses) / (len(ids) - 1)
-    """, "ch00.micro_loss.window", "window", "scores every pair, past block_size"),
+    """, "ch00.micro_loss.window", "pairs past the window", "scores every pair, past block_size"),
     mutant("loss_target_is_the_input", "micro_loss", """
         model.start_sequence()
         losses = []

@@ -85,13 +85,14 @@ MUTANTS = [
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         self.ln_final = LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
-    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "bias", "a bias on the head"),
+    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "the head has a bias",
+       "a bias on the head"),
     mutant("lm_init_tied_head", "lm_init", _join(_INIT, """
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         self.ln_final = LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.head.weight = self.token_embedding.weight
-    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "tied",
+    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "shared",
        "head tied to the token embedding"),
     mutant("lm_init_no_final_norm", "lm_init", _join(_INIT, """
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])

@@ -91,7 +91,7 @@ MUTANTS = [
         for p in params:
             if all(p is not q for q in self.params):
                 self.params.append(p)
-    """, _INIT_TAIL), "ch08.adamw_init.tied_model_generator", "generator", "the generator read twice"),
+    """, _INIT_TAIL), "ch08.adamw_init.tied_model_generator", "read only once", "the generator read twice"),
     # AdamW.step
     mutant("adamw_no_bias_correction", "adamw_step",
            _step(update="p.sub_(self.lr * m / (v.sqrt() + self.eps))"),
@@ -99,7 +99,7 @@ MUTANTS = [
            "no bias correction"),
     mutant("adamw_coupled_weight_decay", "adamw_step",
            _step(decay="pass", grad="grad = p.grad + self.weight_decay * p"),
-           ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "coupled",
+           ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "L2",
            "weight decay added to the gradient (Adam + L2)"),
     mutant("adamw_eps_inside_sqrt", "adamw_step",
            _step(update="p.sub_(self.lr * (m / (1.0 - beta1**t)) / ((v / (1.0 - beta2**t) + self.eps).sqrt()))"),
@@ -321,7 +321,7 @@ MUTANTS = [
                 total += masked_loss(model(inputs)[0], targets, mask).item() * n
                 count += n
         return total / count
-    """, "ch08.evaluate.eval_mode_restored", "eval mode", "dropout left on while evaluating"),
+    """, "ch08.evaluate.eval_mode_restored", "model.eval()", "dropout left on while evaluating"),
     mutant("evaluate_always_back_to_train", "evaluate", _join(_EVAL_HEAD, """
         total, count = 0.0, 0
         for start in range(0, len(encoded), batch_size):
@@ -357,7 +357,7 @@ MUTANTS = [
         for p in self.params:
             if p.grad is not None:
                 p.grad.zero_()
-    """, "ch08.adamw_zero_grad.sets_none", "None", "gradients zeroed in place instead of set to None"),
+    """, "ch08.adamw_zero_grad.sets_none", "tensor of zeros", "gradients zeroed in place instead of set to None"),
 ]
 
 VARIANTS = [

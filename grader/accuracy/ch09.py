@@ -87,17 +87,17 @@ MUTANTS = [
     rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))""",
                    """    kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
     rows = rows.masked_fill(rows < kth, float("-inf"))"""),
-           "ch09.sample_next.top_k_ties", "ties", "a >= threshold keeps every tie"),
+           "ch09.sample_next.top_k_ties", "threshold", "a >= threshold keeps every tie"),
     mutant("sample_greedy_by_sampling", "sample_next",
            _sample("""if temperature == 0.0:
     return rows.argmax(dim=-1).reshape(lead)
 """, "temperature = temperature or 1.0\n"),
-           "ch09.sample_next.greedy_at_zero_temperature", "greedy", "temperature 0 samples instead of argmax"),
+           "ch09.sample_next.greedy_at_zero_temperature", "argmax", "temperature 0 samples instead of argmax"),
     mutant("sample_divides_by_zero", "sample_next",
            _sample("""if temperature == 0.0:
     return rows.argmax(dim=-1).reshape(lead)
 """, ""),
-           "ch09.sample_next.greedy_at_zero_temperature", "greedy", "temperature 0 divides by zero"),
+           "ch09.sample_next.greedy_at_zero_temperature", "no division", "temperature 0 divides by zero"),
     mutant("sample_global_rng", "sample_next",
            _sample("torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)"),
            "ch09.sample_next.seeded_draws_repeat", "generator", "the generator argument ignored"),
@@ -147,7 +147,7 @@ probs = torch.softmax(scaled, dim=-1)""", """probs = torch.softmax(rows, dim=-1)
            "the last prompt token fed twice"),
     mutant("generate_in_training_mode", "generate",
            _generate(("model.eval()\n", "")),
-           "ch09.generate.eval_mode", "eval", "generation left in training mode (dropout on)"),
+           "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),
 ]
 
 VARIANTS = [
