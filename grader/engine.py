@@ -147,6 +147,19 @@ def _text(value, limit: int = 600) -> str:
 _SECRET_LINE_CHARS = 20
 _WITHHELD = "(withheld: the text contained code from the reference)"
 _LOCATION = re.compile(r"(?:submission/)?([\w./-]+\.py):(\d+)")
+# The package as the student knows it: their folder, not the sandbox's copy of it.
+STUDENT_PACKAGE = "hero_transformer"
+
+
+def _place(rel: str, number) -> str:
+    """A file and line as the student finds them: hero_transformer/model.py line 173."""
+    return f"{STUDENT_PACKAGE}/{rel} line {number}"
+
+
+def _student_where(where: str) -> str:
+    """The worker's 'submission/model.py:173' as the student knows the file, unchanged otherwise."""
+    match = _LOCATION.fullmatch(where or "")
+    return _place(match[1], match[2]) if match else where
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
 _SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 # Python's own wording for the commonest slip; echoed only when both names are ones the
@@ -232,9 +245,9 @@ class _Audience:
         rel, number = match[1], int(match[2])
         lines = self.sources[rel].splitlines()
         if not 1 <= number <= len(lines):
-            return f" (submission/{rel}:{number})"
+            return f" ({_place(rel, number)})"
         text = lines[number - 1].strip()[:160]
-        return f" (submission/{rel}:{number}: {text})" if text else f" (submission/{rel}:{number})"
+        return f" ({_place(rel, number)}: {text})" if text else f" ({_place(rel, number)})"
 
     def word(self, name: str) -> bool:
         """An identifier the upload itself spells: text fixed before anything ran."""
@@ -252,7 +265,7 @@ class _Audience:
         if not match or match[1] not in self.sources:
             return None
         try:
-            compile(self.sources[match[1]], f"submission/{match[1]}", "exec", dont_inherit=True)
+            compile(self.sources[match[1]], f"{STUDENT_PACKAGE}/{match[1]}", "exec", dont_inherit=True)
         except SyntaxError as error:
             return f"{type(error).__name__}: {error.msg}{self.location(f'{match[1]}:{error.lineno}')}"
         except Exception:  # noqa: BLE001 - a file too deep to compile says nothing more
@@ -260,10 +273,19 @@ class _Audience:
         return None
 
 
-def _remote_failure(task: Task, error: dict, audience: _Audience) -> tuple[str, str, str]:
-    """(status, what the student sees, what staff see) of an exception raised in the worker."""
+def _doing(check: "Check | None") -> str:
+    """What the probe was doing when the code raised, in the grader's own words."""
+    return f", while this check ran ({check.summary})" if check is not None and check.summary else ""
+
+
+def _remote_failure(task: Task, error: dict, audience: _Audience, check: "Check | None" = None) -> tuple[str, str, str]:
+    """(status, what the student sees, what staff see) of an exception raised in the worker.
+    What the student sees is a sentence built from the exception's type, where it was raised
+    (the line's text read from the upload) and what the check was doing: never, in a graded
+    run, from the message, which the code chose and could have filled with the certified parts."""
     kind, message, where, line = (_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
-    at = f" ({where}: {line})" if where and line else (f" ({where})" if where else "")
+    place = _student_where(where)
+    at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
     named = message.strip("'\"")
     if error.get("not_implemented") is True:
         # The message is compared with task names, never echoed unless it is one.
@@ -283,7 +305,7 @@ def _remote_failure(task: Task, error: dict, audience: _Audience) -> tuple[str, 
         return FORBIDDEN, (message if called else "calls a library function this task forbids"), message
     staff = f"{kind}: {message}{at}"
     if not audience.private:
-        return ERROR, staff, staff
+        return ERROR, f"{staff}{_doing(check)}", staff
     if kind in _SYNTAX_ERRORS:
         compiled = audience.syntax_error(where)
         if compiled:
@@ -293,8 +315,17 @@ def _remote_failure(task: Task, error: dict, audience: _Audience) -> tuple[str, 
         return ERROR, f"AttributeError: {message}{audience.location(where)}", staff
     if kind == "RuntimeError" and message.startswith("the code called sys.exit("):
         return ERROR, f"the code called sys.exit{audience.location(where)}", staff
-    shown = (f"{audience.exception_name(kind)}{audience.location(where)}; its message is not shown when "
-             f"graded (`make check` shows it)")
+    name = audience.exception_name(kind)
+    raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
+    located = audience.location(where)
+    if not located:
+        # Raised in a certified part working on what the student's code built or returned.
+        raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
+                  f"your {task.qualname}, in a part that uses what it built or returned")
+        shown = f"{raised}{_doing(check)}; its message is kept for course staff when graded (`make check` shows it)"
+    else:
+        shown = (f"{task.qualname} {raised}{located}{_doing(check)}; its message is kept for course staff when "
+                 f"graded (`make check` shows it)")
     return ERROR, audience.redact(shown), staff
 
 
@@ -347,7 +378,7 @@ def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected,
             return FORBIDDEN, _forbidden_call_text(called, task), staff
         return FORBIDDEN, staff, staff
     if "error" in reply:
-        return _remote_failure(task, reply["error"], audience)
+        return _remote_failure(task, reply["error"], audience, check)
     result = reply.get("result")
     if isinstance(result, (RemoteError, Opaque)):
         staff = f"the output does not have the expected form: {_text(result, 300)}"

@@ -18,6 +18,11 @@ from grader.submission import Submission
 SEED = 20261129
 
 
+def check_words(name: str) -> str:
+    """A check's name as words: ch05.block.zero_branch_identity -> 'block zero branch identity'."""
+    return name.split(".", 1)[-1].replace("_", " ").replace(".", " ").lower()
+
+
 @dataclass
 class Outcome:
     entry: Mutant | Variant
@@ -31,6 +36,22 @@ class Outcome:
         entry = self.entry
         return any(r.check.name in entry.expect and entry.keyword.lower() in r.diagnosis.lower()
                    for r in self.failed)
+
+    @property
+    def public(self) -> list:
+        """The failed checks `make check` runs: judged without the reference."""
+        return [r for r in self.failed if not r.check.hidden]
+
+    @property
+    def caught_publicly(self) -> bool:
+        return bool(self.public)
+
+    @property
+    def named_publicly(self) -> bool:
+        """`make check` itself names the mistake: the keyword is in a public check's diagnosis,
+        and is more than a word of that check's name."""
+        keyword = self.entry.keyword.lower()
+        return any(keyword in r.diagnosis.lower() and keyword not in check_words(r.check.name) for r in self.public)
 
 
 def run_entry(entry, reference: Reference, sandbox: Sandbox, seed: int = SEED) -> Outcome:
@@ -57,13 +78,26 @@ def run_all(sandbox: Sandbox | None = None):
             sandbox.close()
 
 
+def _shown(o: Outcome):
+    """The diagnosis a student meets first: a public check's that names the mistake, else any public one's."""
+    keyword = o.entry.keyword.lower()
+    for results in ([r for r in o.public if keyword in r.diagnosis.lower()], o.public, o.failed):
+        if results:
+            return results[0]
+    return None
+
+
 def markdown_table(mutant_outcomes, variant_outcomes) -> str:
-    lines = ["| mutant | task | mistake | failed checks | diagnosis | caught |", "|---|---|---|---|---|---|"]
+    lines = ["| mutant | task | mistake | failed checks (hidden in italics) | diagnosis `make check` shows | caught | "
+             "caught by `make check` |", "|---|---|---|---|---|---|---|"]
     for o in mutant_outcomes:
-        names = ", ".join(r.check.name.split(".", 1)[1] for r in o.failed) or "—"
-        diagnosis = (o.failed[0].diagnosis if o.failed else "").replace("|", "\\|")
+        names = ", ".join(f"*{r.check.name.split('.', 1)[1]}*" if r.check.hidden else r.check.name.split(".", 1)[1]
+                          for r in o.failed) or "—"
+        shown = _shown(o)
+        diagnosis = (shown.diagnosis if shown else "").replace("|", "\\|").replace("\n", " ")
+        public = ("named" if o.named_publicly else "yes") if o.caught_publicly else "**NO**"
         lines.append(f"| {o.entry.name} | {o.entry.task} | {o.entry.mistake} | {names} | {diagnosis} | "
-                     f"{'yes' if o.caught else '**NO**'} |")
+                     f"{'yes' if o.caught else '**NO**'} | {public} |")
     lines += ["", "| correct variant | task | note | score |", "|---|---|---|---|"]
     for o in variant_outcomes:
         lines.append(f"| {o.entry.name} | {o.entry.task} | {o.entry.note} | {o.score:g}/{o.max_score:g} |")
@@ -76,17 +110,29 @@ def rates(mutant_outcomes, variant_outcomes) -> tuple[float, float]:
     return kill, false_rejection
 
 
+def public_rates(mutant_outcomes) -> tuple[float, float]:
+    """(caught by `make check`, named by `make check`) as fractions of the mutants."""
+    count = max(1, len(mutant_outcomes))
+    return (sum(o.caught_publicly for o in mutant_outcomes) / count,
+            sum(o.named_publicly for o in mutant_outcomes) / count)
+
+
+NAMED_TARGET = 0.95
+
+
 def main() -> int:
     console = Console()
     with console.status("running the mutants and the correct variants…"):
         mutant_outcomes, variant_outcomes = run_all()
     table = Table(title="Mutants: wrong implementations the grader must catch", expand=True)
-    for column in ("mutant", "task", "failed checks", "diagnosis", "caught"):
+    for column in ("mutant", "task", "failed checks", "diagnosis", "caught", "make check"):
         table.add_column(column)
     for o in mutant_outcomes:
+        shown = _shown(o)
+        public = ("[green]named" if o.named_publicly else "[yellow]yes") if o.caught_publicly else "[red]NO"
         table.add_row(o.entry.name, o.entry.task,
                       "\n".join(r.check.name.split(".", 1)[1] for r in o.failed) or "—",
-                      o.failed[0].diagnosis if o.failed else "", "[green]yes" if o.caught else "[red]NO")
+                      shown.diagnosis if shown else "", "[green]yes" if o.caught else "[red]NO", public)
     console.print(table)
     variants = Table(title="Correct variants: right implementations that must get full marks", expand=True)
     for column in ("variant", "task", "score"):
@@ -97,19 +143,28 @@ def main() -> int:
         variants.add_row(o.entry.name, o.entry.task, f"[{style}]{o.score:g}/{o.max_score:g}{detail}")
     console.print(variants)
     kill, false_rejection = rates(mutant_outcomes, variant_outcomes)
-    console.print(f"[bold]kill rate {kill:.1%}[/] ({sum(o.caught for o in mutant_outcomes)}/{len(mutant_outcomes)} "
-                  f"mutants caught with the right diagnosis); [bold]false-rejection rate {false_rejection:.1%}[/] "
-                  f"({sum(o.score < o.max_score for o in variant_outcomes)}/{len(variant_outcomes)} variants lost points)")
+    public, named = public_rates(mutant_outcomes)
+    n = len(mutant_outcomes)
+    summary = (f"kill rate {kill:.1%} ({sum(o.caught for o in mutant_outcomes)}/{n} mutants caught with the right "
+               f"diagnosis); caught by `make check` {public:.1%} ({sum(o.caught_publicly for o in mutant_outcomes)}/{n}); "
+               f"named by `make check` {named:.1%} ({sum(o.named_publicly for o in mutant_outcomes)}/{n}); "
+               f"false-rejection rate {false_rejection:.1%} "
+               f"({sum(o.score < o.max_score for o in variant_outcomes)}/{len(variant_outcomes)} variants lost points)")
+    console.print(f"[bold]{summary}")
     if "--write-docs" in sys.argv:
         from pathlib import Path
 
         doc = Path(__file__).resolve().parent.parent / "docs" / "grader-accuracy.md"
         doc.parent.mkdir(exist_ok=True)
         doc.write_text("# What the grader catches\n\nGenerated by `make mutants`; do not edit by hand.\n\n"
-                       f"Kill rate: **{kill:.1%}**; false-rejection rate: **{false_rejection:.1%}**.\n\n"
+                       f"Kill rate: **{kill:.1%}**; caught by `make check` (public checks, judged without the "
+                       f"reference): **{public:.1%}**; named by `make check` (the mistake's word in a public "
+                       f"check's diagnosis): **{named:.1%}**; false-rejection rate: **{false_rejection:.1%}**.\n\n"
+                       "In the last column, *named* means `make check` fails and its diagnosis names the mistake; "
+                       "*yes* that it fails with a diagnosis that does not; a hidden check names it then.\n\n"
                        + markdown_table(mutant_outcomes, variant_outcomes) + "\n", encoding="utf-8")
         console.print(f"wrote {doc}")
-    return 0 if kill == 1.0 and false_rejection == 0.0 else 1
+    return 0 if kill == 1.0 and public == 1.0 and named >= NAMED_TARGET and false_rejection == 0.0 else 1
 
 
 if __name__ == "__main__":

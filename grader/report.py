@@ -7,15 +7,18 @@ import os
 import re
 import tempfile
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from grader import catalogue
-from grader.engine import PASSED, GradeReport
+from grader.engine import PASSED, ROOT, GradeReport, Reference
+from grader.regions import find_regions
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
          "not implemented": "yellow", "forbidden": "red bold"}
@@ -55,11 +58,91 @@ def _chapter_titles() -> dict[str, str]:
     return {c.number: c.title for c in catalogue.chapters()}
 
 
+@lru_cache(maxsize=None)
+def parts_used(chapter: str) -> frozenset[str] | None:
+    """The tasks a chapter's checks run besides its own: what the chapter's probes build
+    or call in the package's modules they use, and in turn what those parts' reference
+    code builds or calls. None where no reference is at hand to read."""
+    reference = Reference.available()
+    found = next((c for c in catalogue.chapters() if c.number == chapter), None)
+    if reference is None or found is None:
+        return None
+    tasks = catalogue.tasks()
+    bodies, imports = {}, {}
+    for rel, source in reference.sources.items():
+        lines = source.splitlines()
+        for region in find_regions(source, rel):
+            bodies[region.task] = "\n".join(lines[region.begin:region.end - 1])
+        # Only a module-level import ties a module to another; one inside a function
+        # (a program's main) runs outside the checks.
+        imports[rel[:-3]] = set(re.findall(r"^from \.(\w+) import", source, flags=re.M))
+    checks_source = (ROOT / "grader" / "checks" / f"{found.module}.py").read_text(encoding="utf-8")
+    modules = set(re.findall(r"\bns\.(\w+)\b", checks_source)) & set(imports)
+    while True:
+        more = set().union(*(imports[m] for m in modules)) - modules
+        if not more:
+            break
+        modules |= more
+
+    def mentioned(task, text) -> bool:
+        owner, _, method = task.qualname.rpartition(".")
+        if owner and method in ("__init__", "forward"):
+            pattern = rf"\b{re.escape(owner)}\b"  # a class is built and called by its name
+        elif owner:
+            pattern = rf"\.{re.escape(method)}\("
+        else:
+            pattern = rf"\b{re.escape(method)}\("
+        return re.search(pattern, text) is not None
+
+    own = {t.name for t in found.tasks}
+    text, used = checks_source + "\n".join(bodies.get(t, "") for t in own), set()
+    grew = True
+    while grew:
+        grew = False
+        for name, task in tasks.items():
+            if name not in own and name not in used and task.module in modules and mentioned(task, text):
+                used.add(name)
+                text += "\n" + bodies.get(name, "")
+                grew = True
+    return frozenset(used)
+
+
 def _by_chapter(report: GradeReport):
     grouped = defaultdict(list)
     for result in report.results:
         grouped[result.check.chapter].append(result)
     return dict(sorted(grouped.items()))
+
+
+def _row(check_text: Text, points: str, status: Text) -> Table:
+    """One line of a chapter: the check, its points, its status, in columns every row shares."""
+    row = Table.grid(expand=True, padding=(0, 1))
+    row.add_column("check", ratio=1, overflow="fold")
+    row.add_column("points", justify="right", width=7, no_wrap=True)
+    row.add_column("status", width=15, no_wrap=True)
+    row.add_row(check_text, points, status)
+    return row
+
+
+def _note(text: Text) -> Padding:
+    """A diagnosis under its check row, across the whole width of the terminal."""
+    return Padding(text, (0, 0, 0, 4))
+
+
+def _stood_in(chapter: str, results) -> set[str]:
+    own = {r.check.task for r in results}
+    stood_in = {t for r in results for t in r.certified} - own
+    used = parts_used(chapter)
+    return stood_in & used if used is not None else stood_in
+
+
+def certified_line(chapter: str, results) -> str | None:
+    """The certified parts that stood in while this chapter's checks ran: only the ones
+    its checks use, not every task but the graded one."""
+    stood_in = _stood_in(chapter, results)
+    if not stood_in:
+        return None
+    return f"certified parts used by this chapter's checks: {', '.join(sorted(map(str, stood_in)))}"
 
 
 def render(report: GradeReport, console: Console | None = None) -> None:
@@ -68,11 +151,8 @@ def render(report: GradeReport, console: Console | None = None) -> None:
         console.print(Panel(Text(plain(report.problem)), title="[red]The submission could not be graded", border_style="red"))
     titles = _chapter_titles()
     for chapter, results in _by_chapter(report).items():
-        table = Table(title=f"Chapter {chapter} — {titles.get(chapter, '')}", title_justify="left",
-                      show_lines=False, expand=True)
-        table.add_column("check", ratio=3)
-        table.add_column("points", justify="right", width=9)
-        table.add_column("status", width=16)
+        lines = [Text(f"Chapter {chapter} — {titles.get(chapter, '')}", style="bold"),
+                 _row(Text("check", style="bold"), Text("points", style="bold"), Text("status", style="bold"))]
         collapsed = set()
         for result in results:
             check = result.check
@@ -84,30 +164,28 @@ def render(report: GradeReport, console: Console | None = None) -> None:
                     qualname = catalogue.tasks()[check.task].qualname if check.task in catalogue.tasks() else check.task
                     possible = sum(r.check.points for r in same_task)
                     checks = "1 check" if len(same_task) == 1 else f"{len(same_task)} checks"
-                    table.add_row(Text(f"{check.task} ({checks}): fill in {qualname}", style="dim"),
-                                  f"0/{possible:g}", Text("not implemented", style=STYLE["not implemented"]))
+                    lines.append(_row(Text(f"{check.task} ({checks}): fill in {qualname}", style="dim"),
+                                      f"0/{possible:g}", Text("not implemented", style=STYLE["not implemented"])))
                 continue
             label = Text(check.name.split(".", 1)[1])
             if check.hidden:
                 label.append("  (hidden)", style="dim")
-            table.add_row(label, f"{result.score:g}/{check.points:g}",
-                          Text(result.status, style=STYLE.get(result.status, "")))
+            lines.append(_row(label, f"{result.score:g}/{check.points:g}",
+                              Text(result.status, style=STYLE.get(result.status, ""))))
             if result.status != PASSED:
-                note = Text("  ↳ " + plain(result.diagnosis or check.summary), style="dim" if result.status == "not implemented" else "")
+                note = Text("↳ " + plain(result.diagnosis or check.summary),
+                            style="dim" if result.status == "not implemented" else "")
                 if result.output:
                     excerpt = plain(result.output).strip().splitlines()[-3:]
-                    note.append("\n    printed: " + " | ".join(excerpt)[:300], style="dim")
-                table.add_row(note, "", "")
+                    note.append("\nprinted: " + " | ".join(excerpt)[:300], style="dim")
+                lines.append(_note(note))
         earned = sum(r.score for r in results)
         possible = sum(r.check.points for r in results)
-        table.add_section()
-        table.add_row(Text("chapter total", style="bold"), f"{earned:g}/{possible:g}", "")
-        console.print(table)
-        own = {r.check.task for r in results}
-        stood_in = sorted({t for r in results for t in r.certified} - own)
-        if stood_in:
-            console.print(Text(plain(f"  certified parts used by this chapter's checks: {', '.join(map(str, stood_in))}"),
-                               style="dim"))
+        lines.append(_row(Text("chapter total", style="bold"), f"{earned:g}/{possible:g}", Text("")))
+        console.print(Group(*lines))
+        if line := certified_line(chapter, results):
+            console.print(Padding(Text(plain(line), style="dim"), (0, 0, 0, 2)))
+        console.print()
     failed = sum(1 for r in report.results if r.status != PASSED)
     summary = Text()
     if report.submission:
@@ -154,7 +232,7 @@ def results_json(report: GradeReport) -> dict:
         chapters[chapter] = {"score": sum(r.score for r in results),
                              "max_score": sum(r.check.points for r in results),
                              "passed": sum(r.status == PASSED for r in results), "checks": len(results),
-                             "certified": sorted({t for r in results for t in r.certified} - own)}
+                             "certified": sorted(_stood_in(chapter, results))}
     # Students see this at once, before grades are published: it must not give away the
     # hidden checks, so it counts the public ones only ("score" is the true total, and
     # Gradescope holds it back until publication).

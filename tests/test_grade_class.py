@@ -21,6 +21,7 @@ import pytest
 from rich.console import Console
 
 from grader.__main__ import main as cli
+from grader.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -90,22 +91,27 @@ def canvas(tmp_path_factory):
     return download, roster, out
 
 
+# What the quick runs can score: chapters 01 and 05, public checks only.
+FULL = f"{possible_points(['01', '05'], public_only=True):g}"
+CHAPTER_01 = f"{possible_points(['01'], public_only=True):g}"
+
+
 def test_canvas_csv_has_the_header_rows_and_values_canvas_imports(canvas):
     _, _, out = canvas
     table = _read_csv(out / "canvas.csv")
     assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "hero_transformer (555)"]
-    assert table[1][0].strip() == "Points Possible" and table[1][5] == "36"
+    assert table[1][0].strip() == "Points Possible" and table[1][5] == FULL
     by_id = {row[1]: row for row in table[2:]}
     assert list(by_id) == [str(i) for i in range(101, 113)]  # the roster's order, every student once
     score = {key: row[5] for key, row in by_id.items()}
-    assert score["101"] == "36" and by_id["101"][:5] == ["Smith, Alice", "101", "S1", "asmith", "A"]
+    assert score["101"] == FULL and by_id["101"][:5] == ["Smith, Alice", "101", "S1", "asmith", "A"]
     assert score["102"] == "0"  # the stubs
-    assert 0 < float(score["103"]) < 36  # the block without its second residual
+    assert 0 < float(score["103"]) < float(FULL)  # the block without its second residual
     assert score["104"] == "0"  # the corrupt zip
-    assert score["105"] == "36"  # the tarball
-    assert score["106"] == "16"  # a loose tokenizer.py: chapter 01 right, the rest as released
-    assert score["107"] == "36"  # the latest of two attempts
-    assert score["108"] == score["109"] == score["110"] == "36"  # hostile names, graded like anyone
+    assert score["105"] == FULL  # the tarball
+    assert score["106"] == CHAPTER_01  # a loose tokenizer.py: chapter 01 right, the rest as released
+    assert score["107"] == FULL  # the latest of two attempts
+    assert score["108"] == score["109"] == score["110"] == FULL  # hostile names, graded like anyone
     assert score["111"] == "" and score["112"] == ""  # nothing (gradable) uploaded: the cell is left alone
     assert by_id["110"][0] == "'=cmd|' /C calc'!A0"
     assert "199" not in by_id  # not on the roster: no row, but accounted for (below)
@@ -151,7 +157,7 @@ def test_each_student_gets_feedback_and_staff_get_a_summary(canvas):
     assert {"asmith.md", "asmith.html", "cwu.md", "fli.md", "evil.md", "lname.md", "acafe.md"} <= names
     assert not any(n.startswith(("aabsent", "holsen")) for n in names)
     carol = (out / "feedback" / "cwu.md").read_text()
-    assert f"Total: {_rows(out / 'gradebook.csv')['Wu, Carol']['total']} / 36 points" in carol
+    assert f"Total: {_rows(out / 'gradebook.csv')['Wu, Carol']['total']} / {FULL} points" in carol
     assert "block.zero\\_branch\\_identity" in carol and "0/2 | failed" in carol and "(late)" in carol
     record = json.loads(next((out / "results").glob("carolwu*[0-9a-f].json")).read_text())
     staff = json.loads(next((out / "results").glob("carolwu*.staff.json")).read_text())

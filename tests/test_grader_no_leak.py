@@ -173,11 +173,12 @@ def test_student_sees_type_file_and_line_from_the_upload(hostile, reference):
     # The line comes from the upload the grader holds, not from the worker.
     line = next(l.strip() for l in _hostile_sources(reference)["model.py"].splitlines()
                 if l.strip().startswith("raise RuntimeError(text)"))
-    assert "RuntimeError" in raised.diagnosis and "submission/model.py:" in raised.diagnosis
+    assert "raised RuntimeError" in raised.diagnosis and "hero_transformer/model.py line " in raised.diagnosis
     assert line in raised.diagnosis
     assert "attention" not in raised.diagnosis
     made_up = [r for r in hostile.results if r.check.name == "ch05.gelu.odd_part"][0]
-    assert made_up.diagnosis.startswith("an exception (submission/model.py:"), made_up.diagnosis
+    assert made_up.diagnosis.startswith("gelu raised an exception of its own class (hero_transformer/model.py line "), \
+        made_up.diagnosis
 
 
 def test_not_implemented_with_a_made_up_name_is_not_echoed(hostile):

@@ -112,8 +112,8 @@ def test_a_one_chapter_autograder_grades_that_chapter_only(one_chapter):
     assert done.returncode == 0, done.stderr[-2000:]
     _valid_results(results)
     assert {t["tags"][0] for t in results["tests"]} == {"ch05"}
-    assert sum(t["max_score"] for t in results["tests"]) == possible_points(["05"]) == 33
-    assert results["score"] == 33  # the reference
+    assert sum(t["max_score"] for t in results["tests"]) == possible_points(["05"]) > 30
+    assert results["score"] == possible_points(["05"])  # the reference
     assert {t["visibility"] for t in results["tests"]} == {"visible", "after_published"}
 
 
@@ -122,7 +122,7 @@ def test_an_all_chapter_autograder_grades_every_chapter(all_chapters):
     done, results = all_chapters
     assert done.returncode == 0, done.stderr[-2000:]
     _valid_results(results)
-    assert sum(t["max_score"] for t in results["tests"]) == possible_points() == 330
+    assert sum(t["max_score"] for t in results["tests"]) == possible_points() > 300
     assert results["score"] == 0  # the stub copy: every check runs, none passes
     assert all(t["status"] == "failed" for t in results["tests"])
     assert {t["tags"][0] for t in results["tests"]} == {f"ch{n:02d}" for n in range(10)}

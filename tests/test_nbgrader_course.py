@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.accuracy import apply, catalogue as accuracy_catalogue
+from grader.engine import possible_points
 from grader.nbgrader_course import KERNEL_NAME, build, cell_timeout
 from grader.sandbox import bwrap_works
 
@@ -23,7 +24,7 @@ SOLUTIONS = ROOT / "solutions" / "hero_transformer"
 STARTER = ROOT / "hero_transformer"
 BIN = Path(sys.executable).parent
 ASSIGNMENT = "ch05_block"
-FULL = 33.0
+FULL = possible_points(["05"])
 
 # A planted ipykernel_launcher.py: were it the module `-m ipykernel_launcher` ran, every
 # grade cell would be handed a score_task that returns full marks without grading.

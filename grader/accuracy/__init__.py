@@ -77,3 +77,13 @@ def catalogue() -> tuple[list[Mutant], list[Variant]]:
             mutants += getattr(module, "MUTANTS", [])
             variants += getattr(module, "VARIANTS", [])
     return mutants, variants
+
+
+def lesson_mistakes() -> dict[str, dict[str, tuple[str, ...]]]:
+    """{chapter number: {a phrase quoted from the lesson's common mistakes: the mutants that make it}}."""
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if re.fullmatch(r"ch\d\d", info.name):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            found[info.name[2:]] = dict(getattr(module, "LESSON", {}))
+    return found

@@ -62,7 +62,7 @@ MUTANTS = [
                 if child not in seen:
                     seen.add(child)
                     queue.append(child)
-    """, "ch00.micro_backward.topological_order", "topological", "breadth-first instead of topological order"),
+    """, "ch00.micro_backward.topological_order", "every node that uses it", "breadth-first instead of topological order"),
     mutant("backward_no_visited_set", "micro_backward", """
         order = []
         stack = [(self, False)]
@@ -303,7 +303,7 @@ MUTANTS = [
             probs = softmax(model.forward(ids[pos], pos))
             losses.append(-probs[ids[pos + 1]].log())
         return vsum(losses) / (len(ids) - 1)
-    """, "ch00.micro_loss.window", "window", "scores every pair, past block_size"),
+    """, "ch00.micro_loss.window", "pairs past the window", "scores every pair, past block_size"),
     mutant("loss_target_is_the_input", "micro_loss", """
         model.start_sequence()
         losses = []
@@ -412,6 +412,25 @@ MUTANTS = [
         model.finish_sequence()
         return tokenizer.decode(out)
     """, "ch00.micro_sample.seeded", "same name", "argmax instead of a random draw"),
+    mutant("block_attends_before_appending", "micro_block", """
+        h = rmsnorm(x)
+        q = linear(h, self.table(layer, "wq"))
+        k = linear(h, self.table(layer, "wk"))
+        v = linear(h, self.table(layer, "wv"))
+        keys, values = self.cache[layer]["keys"], self.cache[layer]["values"]
+        heads = []
+        for head in range(self.n_head):
+            lo, hi = head * self.head_dim, (head + 1) * self.head_dim
+            out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
+            heads.extend(out)
+            self.last_attention[layer][head] = [w.data for w in weights]
+        keys.append(k)
+        values.append(v)
+        x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
+        h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
+        return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
+    """, ("ch00.micro_block.formula", "ch00.micro_block.matches_reference"), "before appending",
+       "attends before appending the current key"),
 ]
 
 VARIANTS = [
@@ -570,3 +589,14 @@ VARIANTS = [
         return tokenizer.decode(ids)
     """, "inverse-CDF draw with rng.random()"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "`=` instead of `+=` in backward": ("backward_overwrites",),
+    "a multiplication whose two local derivatives are swapped": ("mul_local_gradients_swapped",),
+    "relu's derivative 1 at exactly 0": ("relu_gradient_one_at_zero",),
+    "Logits of length E instead of V": ("forward_returns_features",),
+    "a final norm before the LM head": ("forward_final_norm",),
+    "Attending before appending the current key": ("block_attends_before_appending",),
+    "Grads not reset after an Adam step": ("adam_grads_not_reset",),
+}

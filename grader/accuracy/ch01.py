@@ -80,6 +80,35 @@ MUTANTS = [
         positions = min(block_size, len(ids) - 1)
         return ids[len(ids) - 1 - positions : -1], ids[len(ids) - positions :]
     """, "ch01.windows.positions", "last positions", "window cut from the end of the document"),
+    mutant("vocab_set_not_sorted", "build_vocab", """
+        self.chars = list(set("".join(documents)))
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.bos_id = len(self.chars)
+    """, ("ch01.build_vocab.sorted_characters", "ch01.build_vocab.names_alphabet"), "sorted order",
+       "chars from a set, never sorted"),
+    mutant("vocab_drops_whitespace", "build_vocab", """
+        self.chars = sorted(set("".join(documents).replace(" ", "")))
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.bos_id = len(self.chars)
+    """, "ch01.build_vocab.every_character_kept", "space", "whitespace left out of the vocabulary"),
+    mutant("vocab_lowercases", "build_vocab", """
+        self.chars = sorted(set("".join(documents).lower()))
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.bos_id = len(self.chars)
+    """, "ch01.build_vocab.every_character_kept", "lowercase", "the corpus lowercased"),
+    mutant("decode_no_range_check", "decode", """
+        return "".join(self.chars[int(i)] for i in ids if int(i) != self.bos_id)
+    """, "ch01.decode.bad_id", "outside the vocabulary", "an out-of-range id read from the end of chars"),
+    mutant("windows_short_document_silent", "windows", """
+        positions = min(block_size, len(ids) - 1)
+        return list(ids[:max(positions, 0)]), list(ids[1:max(positions, 0) + 1])
+    """, "ch01.windows.too_short", "fewer than 2", "a document with fewer than 2 ids gives empty windows"),
+    mutant("windows_inputs_targets_swapped", "windows", """
+        positions = min(block_size, len(ids) - 1)
+        if positions <= 0:
+            raise ValueError("a document needs at least 2 ids")
+        return list(ids[1:positions + 1]), list(ids[:positions])
+    """, ("ch01.windows.ana", "ch01.windows.positions"), "swapped", "inputs and targets swapped"),
 ]
 
 VARIANTS = [
@@ -104,10 +133,15 @@ VARIANTS = [
     """, "a comprehension whose KeyError becomes a ValueError naming the character"),
     variant("decode_itos_dict", "decode", """
         itos = dict(enumerate(self.chars))
-        return "".join(itos[int(i)] for i in ids if int(i) != self.bos_id)
-    """, "an id → character dict, BOS filtered out"),
+        kept = [int(i) for i in ids if int(i) != self.bos_id]
+        if any(i not in itos for i in kept):
+            raise ValueError("an id is outside the vocabulary")
+        return "".join(itos[i] for i in kept)
+    """, "an id → character dict, BOS filtered out, a membership test for the range"),
     variant("windows_loop_tuples", "windows", """
         n = min(block_size, len(ids) - 1)
+        if n < 1:
+            raise ValueError("too short")
         xs, ys = [], []
         for p in range(n):
             xs.append(ids[p])
@@ -115,3 +149,19 @@ VARIANTS = [
         return tuple(xs), tuple(ys)
     """, "a loop over positions, returning tuples"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "BOS as id 0": ("vocab_bos_zero",),
+    "`bos_id = len(chars) + 1`": ("vocab_bos_one_past",),
+    "`chars` built from a `set` and never sorted": ("vocab_set_not_sorted", "vocab_first_seen_order"),
+    "`encode` adding BOS itself": ("encode_adds_bos",),
+    "`decode` stopping at the first BOS": ("decode_stops_at_bos",),
+    "P = min(block_size, len(ids))": ("windows_len_not_len_minus_1",),
+    "Targets equal to the inputs": ("windows_targets_not_shifted",),
+    "inputs and targets swapped": ("windows_inputs_targets_swapped",),
+    "Taking the *last* block_size positions": ("windows_last_positions",),
+    "Dropping the space or lowercasing the corpus": ("vocab_drops_whitespace", "vocab_lowercases"),
+    "`decode` of an id outside the vocabulary": ("decode_no_range_check",),
+    "a document with fewer than 2 ids": ("windows_short_document_silent",),
+}

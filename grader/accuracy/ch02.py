@@ -50,6 +50,20 @@ MUTANTS = [
             raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
         return torch.nn.functional.embedding(idx, self.weight)
     """, "ch02.embedding.lookup", "torch.nn.functional.embedding", "the library lookup the task asks to write"),
+    mutant("embedding_row_off_by_one", "embedding", """
+        if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            raise ValueError(f"token ids must be integers, got {idx.dtype}")
+        if idx.numel() and (idx.min() < 0 or idx.max() >= self.weight.shape[0]):
+            raise ValueError(f"token id {idx[(idx < 0) | (idx >= self.weight.shape[0])][0].item()} is out of range")
+        return self.weight[idx.long() - 1]
+    """, "ch02.embedding.lookup", "off by one", "row id − 1 read for id"),
+    mutant("embedding_one_hot", "embedding", """
+        if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            raise ValueError(f"token ids must be integers, got {idx.dtype}")
+        if idx.numel() and (idx.min() < 0 or idx.max() >= self.weight.shape[0]):
+            raise ValueError(f"token id {idx[(idx < 0) | (idx >= self.weight.shape[0])][0].item()} is out of range")
+        return (idx.long().unsqueeze(-1) == torch.arange(self.weight.shape[0])).to(self.weight.dtype)
+    """, "ch02.embedding.lookup", "one-hot", "one-hot vectors returned instead of rows"),
 ]
 
 VARIANTS = [
@@ -83,3 +97,12 @@ VARIANTS = [
         return torch.gather(self.weight, 0, flat).view(*idx.shape, d)
     """, "torch.gather along the rows"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Reading row `id + 1` or `id − 1`": ("embedding_row_off_by_one",),
+    "Returning one-hot vectors instead of the weight rows": ("embedding_one_hot",),
+    "Checking only the upper bound": ("embedding_upper_bound_only",),
+    "Looking the rows up in a detached copy": ("embedding_detached",),
+    "Raising the error only for the first row of the batch": ("embedding_first_id_only",),
+}

@@ -49,6 +49,13 @@ MUTANTS = [
             raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
         return hidden + self.weight.detach()[past_length : past_length + T]
     """, "ch03.positions.gradient", "no gradient", "position rows detached: no gradient"),
+    mutant("positions_in_place", "positions", """
+        T = hidden.shape[1]
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"positions up to {past_length + T - 1} do not fit block_size {self.weight.shape[0]}")
+        hidden += self.weight[past_length:past_length + T]
+        return hidden
+    """, "ch03.positions.input_unchanged", "in place", "hidden += rows changes the caller's tensor"),
 ]
 
 VARIANTS = [
@@ -67,3 +74,13 @@ VARIANTS = [
         return hidden + self.weight.narrow(0, past_length, T).expand_as(hidden)
     """, "narrow, then expand to the batch"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Ignoring `past_length`": ("positions_offset_ignored",),
+    "Numbering positions 0 … B·T − 1 across the batch": ("positions_flattened_batch",),
+    "Using `%` to wrap positions": ("positions_modulo_wrap",),
+    "`>=` where `>` belongs": ("positions_check_off_by_one",),
+    "Adding in place (`hidden += …`)": ("positions_in_place",),
+    "Reading `self.weight.data`": ("positions_detached",),
+}

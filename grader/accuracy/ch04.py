@@ -35,9 +35,10 @@ _INIT = """
     self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={b})
 """
 
-WEIGHTS = ("ch04.attention.causal_softmax_weights", "ch04.attention.matches_reference")
+FORMULA = ("ch04.attention.formula", "ch04.attention.matches_reference")
+WEIGHTS = ("ch04.attention.causal_softmax_weights",) + FORMULA
 CACHE = ("ch04.attention.cache_consistent", "ch04.attention.cache_one_token_at_a_time",
-         "ch04.attention.matches_reference_with_cache")
+         "ch04.attention.formula_with_cache", "ch04.attention.matches_reference_with_cache")
 
 MUTANTS = [
     # The projections
@@ -88,15 +89,15 @@ MUTANTS = [
     # The scale
     mutant("attention_scale_one_over_d", "attention", _forward(
         scores="scores = q @ k.transpose(-2, -1) / (self.n_heads * self.d_head)"),
-           "ch04.attention.matches_reference", "model width", "scaled by 1/d"),
+           FORMULA, "model width", "scaled by 1/d"),
     mutant("attention_scale_one_over_d_head", "attention", _forward(
         scores="scores = q @ k.transpose(-2, -1) / self.d_head"),
-           "ch04.attention.matches_reference", "d_h itself", "scaled by 1/d_h"),
+           FORMULA, "d_h itself", "scaled by 1/d_h"),
     mutant("attention_no_scale", "attention", _forward(scores="scores = q @ k.transpose(-2, -1)"),
-           "ch04.attention.matches_reference", "not scaled", "no scaling"),
+           FORMULA, "not scaled", "no scaling"),
     mutant("attention_scale_sqrt_d", "attention", _forward(
         scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.n_heads * self.d_head)"),
-           "ch04.attention.matches_reference", "sqrt(d)", "scaled by 1/sqrt(d)"),
+           FORMULA, "sqrt(d)", "scaled by 1/sqrt(d)"),
     # The cache
     mutant("attention_cache_wrong_axis", "attention", _forward(cache="""
         if past_key_value is not None:
@@ -123,6 +124,20 @@ MUTANTS = [
     mutant("attention_mask_not_shifted", "attention", _forward(
         mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(1), float('-inf'))"),
            CACHE, "not shifted", "mask not offset by the cache length"),
+    mutant("attention_cache_after_new_tokens", "attention", _forward(cache="""
+        if past_key_value is not None:
+            k = torch.cat([k, past_key_value[0]], dim=2)
+            v = torch.cat([v, past_key_value[1]], dim=2)
+"""), CACHE, "placed after the new ones", "cached keys joined after the new ones"),
+    mutant("attention_cache_keys_values_mixed", "attention", _forward(cache="""
+        if past_key_value is not None:
+            past_k, past_v = past_key_value
+            k = torch.cat([past_v, k], dim=2)
+            v = torch.cat([past_k, v], dim=2)
+"""), CACHE, "mixed up", "cached values joined to the new keys"),
+    mutant("attention_no_output_projection", "attention", _forward().replace(
+        "return self.o_proj(self.merge_heads(weights @ v)), present", "return self.merge_heads(weights @ v), present"),
+           FORMULA, "o_proj", "the output projection left out"),
     mutant("attention_uses_sdpa", "attention", """
         q = self.split_heads(self.q_proj(x))
         k = self.split_heads(self.k_proj(x))
@@ -210,3 +225,20 @@ VARIANTS = [
         return self.o_proj(out), ((present_k, present_v) if use_cache else None)
     """, "one fused QKV product from the three weights, split afterwards"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Scaling by d,": ("attention_scale_one_over_d",),
+    "by d_h,": ("attention_scale_one_over_d_head",),
+    "by √d instead of √d_h": ("attention_scale_sqrt_d",),
+    "not scaling": ("attention_no_scale",),
+    "No mask": ("attention_no_causal_mask",),
+    "a mask that also hides the diagonal": ("attention_mask_hides_diagonal", "attention_mask_hides_diagonal_additive"),
+    "a mask off by one that lets the next token through": ("attention_mask_lets_next_token_through",),
+    "Softmax over dim −2": ("attention_softmax_over_queries",),
+    "a mask not shifted by T_past": ("attention_mask_not_shifted",),
+    "the cache joined along the wrong axis": ("attention_cache_wrong_axis", "attention_cache_on_feature_axis"),
+    "`present` holding only the new tokens": ("attention_present_without_cached_tokens",),
+    "Projections with bias": ("attention_init_with_bias",),
+    "one `nn.Linear` object reused for q, k and v": ("attention_init_shared_query_key",),
+}

@@ -24,17 +24,17 @@ MUTANTS = [
         mean = x.mean(dim=-2, keepdim=True)
         variance = ((x - mean) ** 2).mean(dim=-2, keepdim=True)
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
-    """, "ch05.layer_norm.matches_reference", "time axis", "statistics over the time axis"),
+    """, ("ch05.layer_norm.each_position_alone", "ch05.layer_norm.matches_reference"), "time axis", "statistics over the time axis"),
     mutant("layer_norm_over_all_axes", "layer_norm", """
         mean = x.mean()
         variance = ((x - mean) ** 2).mean()
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
-    """, "ch05.layer_norm.matches_reference", "all axes", "statistics over all axes"),
+    """, ("ch05.layer_norm.each_position_alone", "ch05.layer_norm.matches_reference"), "all axes", "statistics over all axes"),
     mutant("layer_norm_no_gamma_beta", "layer_norm", """
         mean = x.mean(dim=-1, keepdim=True)
         variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
         return (x - mean) / torch.sqrt(variance + self.eps)
-    """, ("ch05.layer_norm.constant_vector", "ch05.layer_norm.matches_reference"), "beta",
+    """, ("ch05.layer_norm.constant_vector", "ch05.layer_norm.matches_reference"), "gamma and beta are not applied",
        "γ/β not applied"),
     # GELU
     mutant("gelu_tanh", "gelu", """
@@ -66,7 +66,8 @@ MUTANTS = [
         hidden = self.ln_attention(hidden + attended)
         hidden = self.ln_feedforward(hidden + self.feedforward(hidden))
         return hidden, present
-    """, ("ch05.block.example_1", "ch05.block.zero_branch_identity", "ch05.block.matches_reference"), "normalis",
+    """, ("ch05.block.example_1", "ch05.block.zero_branch_identity", "ch05.block.formula", "ch05.block.matches_reference"),
+       "post-LN",
        "post-LN instead of pre-LN"),
     mutant("block_output_renormalised", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
@@ -78,7 +79,7 @@ MUTANTS = [
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         fed = self.feedforward(self.ln_feedforward(hidden))
         return hidden + attended + fed, present
-    """, "ch05.block.matches_reference", "reads X instead of U", "feed-forward branch reads X, not U"),
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "reads X instead of U", "feed-forward branch reads X, not U"),
     mutant("block_increment_broadcast", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         hidden = hidden + attended[:, -1:, :]
@@ -90,13 +91,39 @@ MUTANTS = [
         hidden = hidden + attended
         hidden = hidden + self.feedforward(self.ln_attention(hidden))
         return hidden, present
-    """, "ch05.block.matches_reference", "one LayerNorm", "ln_attention used for both branches"),
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "one LayerNorm", "ln_attention used for both branches"),
+    mutant("block_feedforward_first", "block", """
+        hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
+        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+        return hidden + attended, present
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "before attention", "feed-forward before attention"),
+    mutant("block_norms_swapped", "block", """
+        attended, present = self.attention(self.ln_feedforward(hidden), past_key_value, use_cache)
+        hidden = hidden + attended
+        return hidden + self.feedforward(self.ln_attention(hidden)), present
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "swapped", "the two LayerNorms swapped"),
     mutant("block_no_residual", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         hidden = attended
         hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
         return hidden, present
     """, "ch05.block.zero_branch_identity", "residual", "the attention residual dropped"),
+    mutant("gelu_library", "gelu", """
+        return torch.nn.functional.gelu(x)
+    """, "ch05.gelu.exact_values", "torch.nn.functional.gelu", "the library GELU"),
+    mutant("layer_norm_library", "layer_norm", """
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+    """, "ch05.layer_norm.example_figures", "torch.nn.functional.layer_norm", "the library LayerNorm"),
+    mutant("block_drops_present", "block", """
+        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+        hidden = hidden + attended
+        return hidden + self.feedforward(self.ln_feedforward(hidden)), None
+    """, "ch05.block.shape", "present", "present dropped"),
+    mutant("block_no_cache_arguments", "block", """
+        attended, present = self.attention(self.ln_attention(hidden))
+        hidden = hidden + attended
+        return hidden + self.feedforward(self.ln_feedforward(hidden)), present
+    """, "ch05.block.shape", "cache arguments", "past_key_value and use_cache not passed to the attention"),
 ]
 
 VARIANTS = [
@@ -137,3 +164,19 @@ VARIANTS = [
         self.branch_names = ("attention", "feedforward")
     """, "extra plain attributes on the block"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Dividing by d − 1": ("layer_norm_variance_d_minus_1",),
+    "ε outside the square root": ("layer_norm_eps_outside_sqrt",),
+    "normalising over time": ("layer_norm_over_time_axis",),
+    "over every axis": ("layer_norm_over_all_axes",),
+    "forgetting γ and β": ("layer_norm_no_gamma_beta",),
+    "The tanh GELU": ("gelu_tanh",),
+    "calling `torch.nn.functional.gelu`, `nn.LayerNorm` or\n  `F.layer_norm`": ("gelu_library", "layer_norm_library"),
+    "One LayerNorm object used for both branches": ("block_shared_layer_norm", "block_one_norm_for_both"),
+    "Feeding X instead of U to the second branch": ("block_feedforward_reads_x",),
+    "normalising the block's output": ("block_output_renormalised",),
+    "Dropping `present`": ("block_drops_present",),
+    "not passing the cache arguments to the attention": ("block_no_cache_arguments",),
+}

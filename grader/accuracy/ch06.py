@@ -38,6 +38,18 @@ MUTANTS = [
         return dx, grad_out * normalised, dbeta
     """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
        "dgamma not summed over batch and time"),
+    mutant("layer_norm_backward_dbeta_not_summed", "layer_norm_backward", _join(_LN_STATS, """
+        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
+                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
+        return dx, dgamma, grad_out
+    """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
+       "dbeta not summed over batch and time"),
+    mutant("layer_norm_backward_unbiased_variance", "layer_norm_backward", _join(_LN_STATS.replace(
+        "(centred * centred).mean(dim=-1, keepdim=True)", "x.var(dim=-1, keepdim=True)"), """
+        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
+                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
+        return dx, dgamma, dbeta
+    """), "ch06.layer_norm_backward.matches_autograd", "unbiased", "unbiased variance in the backward"),
     mutant("layer_norm_backward_ignores_gamma", "layer_norm_backward", _join(_LN_STATS, """
         dnorm = grad_out
         dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
@@ -114,7 +126,7 @@ MUTANTS = [
             y = 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
             getattr(y, "back" + "ward")(grad_out)
         return x.grad
-    """, "ch06.gelu_backward.matches_autograd", "autograd",
+    """, "ch06.gelu_backward.matches_autograd", "by hand",
        ".backward() reached through getattr (the operator recorder sees the graph being built)"),
 ]
 
@@ -186,3 +198,16 @@ VARIANTS = [
         return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
     """, "the whole half-block written out without the helpers"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "LayerNorm's dx without the correction terms": ("layer_norm_backward_no_mean_terms",
+                                                    "layer_norm_backward_no_variance_term"),
+    "dγ, dβ, dW or db not summed over batch and time": ("layer_norm_backward_dgamma_not_summed",
+                                                        "layer_norm_backward_dbeta_not_summed",
+                                                        "linear_backward_dweight_per_batch",
+                                                        "linear_backward_dbias_not_summed"),
+    "dW transposed": ("linear_backward_dweight_transposed",),
+    "GELU′ = Φ(x) only, forgetting x·φ(x)": ("gelu_backward_no_x_pdf",),
+    "Forgetting the skip path's grad_out": ("residual_backward_no_skip",),
+}

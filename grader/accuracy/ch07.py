@@ -85,13 +85,14 @@ MUTANTS = [
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         self.ln_final = LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
-    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "bias", "a bias on the head"),
+    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "the head has a bias",
+       "a bias on the head"),
     mutant("lm_init_tied_head", "lm_init", _join(_INIT, """
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         self.ln_final = LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.head.weight = self.token_embedding.weight
-    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "tied",
+    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "shared",
        "head tied to the token embedding"),
     mutant("lm_init_no_final_norm", "lm_init", _join(_INIT, """
         self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
@@ -137,12 +138,19 @@ MUTANTS = [
         logits = self.head(self.ln_final(out))
         loss = None if targets is None else cross_entropy(logits, targets)
         return logits, loss, presents
-    """), "ch07.lm_forward.matches_reference", "last block", "every block reads the embeddings"),
+    """), ("ch07.lm_forward.formula", "ch07.lm_forward.matches_reference"), "last block",
+       "every block reads the embeddings"),
     mutant("lm_forward_loss_shifted", "lm_forward", _join(_FORWARD_HEAD, _FORWARD_BLOCKS, """
         logits = self.head(self.ln_final(hidden))
         loss = None if targets is None else cross_entropy(logits[:, :-1], targets[:, 1:])
         return logits, loss, presents
     """), "ch07.lm_forward.loss", "shifted again", "targets shifted a second time"),
+    mutant("cross_entropy_log_of_stable_softmax", "cross_entropy", """
+        shifted = logits - logits.amax(dim=-1, keepdim=True)
+        probs = shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)
+        picked = probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return -picked.log().mean()
+    """, "ch07.cross_entropy.tiny_probabilities", "underflow", "log of a (stable) softmax: underflow to inf"),
 ]
 
 VARIANTS = [
@@ -157,14 +165,12 @@ VARIANTS = [
         one_hot = torch.nn.functional.one_hot(targets, logits.shape[-1]).to(log_probs.dtype)
         return -(one_hot * log_probs).sum(dim=-1).mean()
     """, "a one-hot mask instead of indexing"),
-    variant("cross_entropy_stable_softmax_then_log", "cross_entropy", """
+    variant("cross_entropy_shifted_logsumexp_sum_over_count", "cross_entropy", """
         z = logits.reshape(-1, logits.size(-1))
         z = z - z.max(dim=1, keepdim=True)[0]
-        p = torch.exp(z)
-        p = p / p.sum(dim=1, keepdim=True)
-        nll = -torch.log(p[torch.arange(z.size(0)), targets.reshape(-1)])
+        nll = torch.logsumexp(z, dim=1) - z[torch.arange(z.size(0)), targets.reshape(-1)]
         return nll.sum() / nll.numel()
-    """, "log of a max-shifted softmax, sum / count"),
+    """, "max-shifted logits, logsumexp minus the target's, sum / count"),
     variant("parameter_count_by_parts", "parameter_count", """
         d = cfg.d_model
         attention = 4 * d * d
@@ -193,3 +199,16 @@ VARIANTS = [
         return logits, loss, (new_caches if use_cache else None)
     """, "zip over blocks and caches, keyword arguments"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "`[TransformerBlock(cfg)] * N`": ("lm_init_one_block_reused",),
+    "`head.weight = token_embedding.weight` (tied)": ("lm_init_tied_head",),
+    "a head with bias": ("lm_init_head_bias",),
+    "Forgetting `ln_final`": ("lm_init_no_final_norm",),
+    "applying the head to the un-normalised hidden state": ("lm_forward_no_final_norm",),
+    "Positions restarting at 0 on every cached call": ("lm_forward_positions_not_offset",),
+    "A loss that sums instead of averaging": ("cross_entropy_summed",),
+    "exponentiates raw logits": ("cross_entropy_log_of_softmax_no_max",),
+    "The log of a softmax": ("cross_entropy_log_of_stable_softmax",),
+}

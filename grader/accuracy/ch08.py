@@ -91,7 +91,7 @@ MUTANTS = [
         for p in params:
             if all(p is not q for q in self.params):
                 self.params.append(p)
-    """, _INIT_TAIL), "ch08.adamw_init.tied_model_generator", "generator", "the generator read twice"),
+    """, _INIT_TAIL), "ch08.adamw_init.tied_model_generator", "read only once", "the generator read twice"),
     # AdamW.step
     mutant("adamw_no_bias_correction", "adamw_step",
            _step(update="p.sub_(self.lr * m / (v.sqrt() + self.eps))"),
@@ -99,7 +99,7 @@ MUTANTS = [
            "no bias correction"),
     mutant("adamw_coupled_weight_decay", "adamw_step",
            _step(decay="pass", grad="grad = p.grad + self.weight_decay * p"),
-           ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "coupled",
+           ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "L2",
            "weight decay added to the gradient (Adam + L2)"),
     mutant("adamw_eps_inside_sqrt", "adamw_step",
            _step(update="p.sub_(self.lr * (m / (1.0 - beta1**t)) / ((v / (1.0 - beta2**t) + self.eps).sqrt()))"),
@@ -115,7 +115,8 @@ MUTANTS = [
     mutant("adamw_one_global_step_count", "adamw_step",
            _step(betas="beta1, beta2 = self.betas\nself.t = getattr(self, 't', 0) + 1",
                  t="self.steps[i] += 1\nt = self.t"),
-           "ch08.adamw_step.random_matches_torch", "shared by all parameters", "one global t"),
+           ("ch08.adamw_step.skipped_steps", "ch08.adamw_step.random_matches_torch"), "shared by all parameters",
+           "one global t"),
     mutant("adamw_not_in_place", "adamw_step", _join("""
         beta1, beta2 = self.betas
         for i, p in enumerate(self.params):
@@ -320,7 +321,7 @@ MUTANTS = [
                 total += masked_loss(model(inputs)[0], targets, mask).item() * n
                 count += n
         return total / count
-    """, "ch08.evaluate.eval_mode_restored", "eval mode", "dropout left on while evaluating"),
+    """, "ch08.evaluate.eval_mode_restored", "model.eval()", "dropout left on while evaluating"),
     mutant("evaluate_always_back_to_train", "evaluate", _join(_EVAL_HEAD, """
         total, count = 0.0, 0
         for start in range(0, len(encoded), batch_size):
@@ -352,6 +353,11 @@ MUTANTS = [
         return float(-sum(log_probs[a, b] for a, b in scored) / len(scored))
     """, ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "block_size",
        "every pair scored, block_size ignored"),
+    mutant("zero_grad_zeroes_in_place", "adamw_zero_grad", """
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.zero_()
+    """, "ch08.adamw_zero_grad.sets_none", "tensor of zeros", "gradients zeroed in place instead of set to None"),
 ]
 
 VARIANTS = [
@@ -399,11 +405,12 @@ VARIANTS = [
             denom = v.div(1 - beta2**t).sqrt_().add_(self.eps)
             p.addcdiv_(m, denom, value=-step_size)
     """, "torch.lerp_ for m, in-place addcdiv_ for the update"),
-    variant("zero_grad_sets_zeros", "adamw_zero_grad", """
+    variant("zero_grad_detach_then_none", "adamw_zero_grad", """
         for p in self.params:
             if p.grad is not None:
-                p.grad.zero_()
-    """, "gradients zeroed in place instead of set to None"),
+                p.grad.detach_()
+                p.grad = None
+    """, "each existing gradient detached, then dropped"),
     variant("clip_flattened_with_branch", "clip_grad_norm", """
         unique = []
         for p in ([parameters] if isinstance(parameters, torch.Tensor) else list(parameters)):
@@ -473,3 +480,15 @@ VARIANTS = [
         return sum(nll) / len(nll)
     """, "Counter of pairs and math.log, no tensors"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "No `zero_grad`": ("train_step_no_zero_grad",),
+    "`zero_grad` filling the gradients with zeros": ("zero_grad_zeroes_in_place",),
+    "Weight decay added to g": ("adamw_coupled_weight_decay",),
+    "applied after the update": ("adamw_decay_after_update",),
+    "one global t for all parameters": ("adamw_one_global_step_count",),
+    "Clipping each tensor on its own": ("clip_per_tensor",),
+    "Padding at the front": ("make_batch_padding_in_front",),
+    "letting padded positions into the loss or the count": ("make_batch_padding_scored", "evaluate_padding_scored"),
+}

@@ -87,17 +87,17 @@ MUTANTS = [
     rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))""",
                    """    kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
     rows = rows.masked_fill(rows < kth, float("-inf"))"""),
-           "ch09.sample_next.top_k_ties", "ties", "a >= threshold keeps every tie"),
+           "ch09.sample_next.top_k_ties", "threshold", "a >= threshold keeps every tie"),
     mutant("sample_greedy_by_sampling", "sample_next",
            _sample("""if temperature == 0.0:
     return rows.argmax(dim=-1).reshape(lead)
 """, "temperature = temperature or 1.0\n"),
-           "ch09.sample_next.greedy_at_zero_temperature", "greedy", "temperature 0 samples instead of argmax"),
+           "ch09.sample_next.greedy_at_zero_temperature", "argmax", "temperature 0 samples instead of argmax"),
     mutant("sample_divides_by_zero", "sample_next",
            _sample("""if temperature == 0.0:
     return rows.argmax(dim=-1).reshape(lead)
 """, ""),
-           "ch09.sample_next.greedy_at_zero_temperature", "greedy", "temperature 0 divides by zero"),
+           "ch09.sample_next.greedy_at_zero_temperature", "no division", "temperature 0 divides by zero"),
     mutant("sample_global_rng", "sample_next",
            _sample("torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)"),
            "ch09.sample_next.seeded_draws_repeat", "generator", "the generator argument ignored"),
@@ -134,9 +134,32 @@ max_new_tokens = min(max_new_tokens, block_size + 1 - ids.shape[1])""")),
     mutant("generate_feeds_the_last_id", "generate",
            _generate(("if step == max_new_tokens - 1 or (", "if (")),
            "ch09.generate.one_token_per_step", "never fed", "the last new id fed to the model too"),
+    mutant("sample_temperature_after_softmax", "sample_next",
+           _sample("""scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+probs = torch.softmax(scaled, dim=-1)""", """probs = torch.softmax(rows, dim=-1) / temperature"""),
+           "ch09.sample_next.temperature_scaling", "no effect", "temperature applied to the probabilities"),
+    mutant("generate_refeeds_last_prompt_token", "generate",
+           _generate(("    logits, _, past = model(ids, use_cache=True)\n",
+                      "    _, _, past = model(ids[:, :-1], use_cache=True) if prompt_length > 1 else (None, None, None)\n"
+                      "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n"
+                      "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n")),
+           ("ch09.generate.one_token_per_step", "ch09.generate.cached_equals_recompute"), "second time",
+           "the last prompt token fed twice"),
+    mutant("generate_in_training_mode", "generate",
+           _generate(("model.eval()\n", "")),
+           "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),
 ]
 
 VARIANTS = [
+    variant("generate_limit_in_its_own_words", "generate", _generate(("""if prompt_length > block_size or max_new_tokens > room:
+    if not stop_at_block_size or prompt_length > block_size:
+        raise ValueError(f"prompt + max_new_tokens may be at most block_size + 1 = {block_size + 1}")
+    max_new_tokens = room""", """if prompt_length > block_size:
+    raise ValueError(f"a prompt of {prompt_length} ids is longer than the model's {block_size} positions")
+if max_new_tokens > room:
+    if not stop_at_block_size:
+        raise ValueError(f"only {room} new ids fit after this prompt")
+    max_new_tokens = room""")), "the limit stated without the word block_size"),
     variant("sample_top_k_subset_mapped_back", "sample_next", """
         lead, V = logits.shape[:-1], logits.shape[-1]
         rows = logits.reshape(-1, V).double()
@@ -197,3 +220,14 @@ VARIANTS = [
         return (seq, logits_out) if return_logits else seq
     """, "a while loop feeding the prompt, then each new id, through one model.forward call site"),
 ]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Feeding the whole sequence every step": ("generate_feeds_whole_sequence",),
+    "feeding the last prompt token a second time": ("generate_refeeds_last_prompt_token",),
+    "Calling the model without `past_key_values`": ("generate_forgets_the_cache",),
+    "Applying temperature or top-k after the softmax": ("sample_temperature_after_softmax",),
+    "`torch.manual_seed` inside `sample_next`": ("sample_reseeds_globally",),
+    "Stopping all rows when the first one produces `stop_id`": ("generate_stops_every_row_at_the_first",),
+    "Generating with the model in training mode": ("generate_in_training_mode",),
+}

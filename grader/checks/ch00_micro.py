@@ -17,7 +17,7 @@ import types
 
 import torch
 
-from grader.checks._api import Task, check, first_difference
+from grader.checks._api import Task, check, exception_name, first_difference
 
 CHAPTER, TITLE = "00", "The whole GPT in miniature (scalar autograd)"
 EPS = 1e-5
@@ -815,8 +815,18 @@ def _run_block(micro, sizes, seed, spread, xs, zero):
                 p.data = 0.0
     model.start_sequence()
     ys, rows = [], []
-    for x in xs:
-        y = model.block(0, [micro.Value(v) for v in x])
+    for pos, x in enumerate(xs):
+        try:
+            y = model.block(0, [micro.Value(v) for v in x])
+        except NotImplementedError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the judge says what the layer was doing when it failed
+            if type(error).__name__ == "ForbiddenCall":
+                raise
+            cached = model.cache[0] if isinstance(model.cache, (list, tuple)) and model.cache else {}
+            keys = cached.get("keys") if isinstance(cached, dict) else None
+            return {"raised": type(error).__name__, "position": pos,
+                    "cached_keys": len(keys) if isinstance(keys, list) else None}
         ys.append(_data(y, "block's result"))
         rows.append([[w if isinstance(w, float) else None for w in head] for head in model.last_attention[0]])
     cache = model.cache_length()
@@ -838,7 +848,21 @@ def _block_twin(tables, sizes, xs, flaw=None):
     return ys, rows
 
 
+def _block_raised(out) -> "str | None":
+    """A sentence for a layer that raised: where in the sequence, and what the cache held."""
+    if "raised" not in out:
+        return None
+    kind, pos = exception_name({"type": out["raised"]}), out["position"]
+    if out.get("cached_keys") == pos:
+        return (f"at position {pos} the layer raised {kind} with no key of its own in the cache yet: it attends "
+                f"before appending this position's k and v, so at position 0 there is nothing to attend to; append "
+                f"k and v to the cache first, then attend (a position sees itself)")
+    return f"the layer raised {kind} at position {pos} (the cache starts empty at position 0)"
+
+
 def judge_block_zero_branch(out, inputs, expected):
+    if problem := _block_raised(out):
+        return problem
     xs = inputs["xs"]
     if _shape(out["y"]) != _shape(xs):
         return f"the layer should return one value per feature: {_shape(xs)[-1]} in, got shape {_shape(out['y'])}"
@@ -854,6 +878,8 @@ def judge_block_zero_branch(out, inputs, expected):
 
 
 def _judge_block(out, inputs, tables, reveal):
+    if problem := _block_raised(out):
+        return problem
     xs, sizes = inputs["xs"], inputs["sizes"]
     if _shape(out["y"]) != _shape(xs):
         return f"the layer should return E = {sizes['n_embd']} values per position, got shape {_shape(out['y'])}"
@@ -885,7 +911,7 @@ def _judge_block(out, inputs, tables, reveal):
 
 
 def judge_block_public(out, inputs, expected):
-    return _judge_block(out, inputs, out["tables"], True)
+    return _judge_block(out, inputs, out.get("tables"), True)
 
 
 def _expect_block(ref, inputs):
@@ -893,6 +919,8 @@ def _expect_block(ref, inputs):
 
 
 def judge_block_hidden(out, inputs, expected):
+    if problem := _block_raised(out):
+        return problem
     if _shape(out["y"]) == _shape(expected["y"]) and _all_close(out["y"], expected["y"], TOL) \
             and _all_close(out["rows"], expected["rows"], TOL) and out["cache"] == expected["cache"]:
         return None

@@ -14,7 +14,7 @@ import string
 
 import torch
 
-from grader.checks._api import Task, check, exception_name, first_difference, try_call
+from grader.checks._api import Task, check, exception_name, first_difference, kind_of, try_call
 
 CHAPTER, TITLE = "01", "Tokens and training windows"
 
@@ -115,6 +115,12 @@ def _vocab_problem(out, corpus, hidden=False) -> "str | None":
         return "every entry of chars should be one character of the corpus (special tokens get no entry; BOS is only an id)"
     if set(chars) != set(right):
         extra, lost = set(chars) - set(right), set(right) - set(chars)
+        if lost and all(c.isspace() for c in lost) and not extra:
+            return ("chars misses the space: whitespace is a character of the corpus like any other and gets its "
+                    "own id (sorted(set(text)) keeps it)")
+        if lost and all(c.isupper() for c in lost) and {c.lower() for c in lost} <= set(chars):
+            return ("chars has no capital letters: the corpus was lowercased, but 'A' and 'a' are different "
+                    "characters, each with its own id (sorted(set(text)) keeps the case)")
         if hidden:
             return "chars is not exactly the set of characters that occur in the corpus"
         return (f"chars should hold exactly the corpus characters {right}; "
@@ -378,6 +384,40 @@ def _expect_decode(ref, inputs):
 # -------------------------------------------------------------------- windows
 
 
+def probe_decode_bad(ns, corpus, id_lists):
+    tok = ns.tokenizer.CharTokenizer(list(corpus))
+    return {"results": [try_call(tok.decode, list(ids)) for ids in id_lists], "vocab_size": len(tok.chars) + 1}
+
+
+def judge_decode_bad(out, inputs, expected):
+    V = out["vocab_size"]
+    for ids, result in zip(inputs["id_lists"], out["results"]):
+        bad = next(i for i in ids if not 0 <= i < V)
+        if "raised" not in result:
+            kind = "a negative id reads a character from the end of chars" if bad < 0 else "nothing stopped it"
+            return (f"decode({ids}) returned {kind_of(result['value'])} although id {bad} is outside the vocabulary "
+                    f"[0, {V}) ({kind}): raise a ValueError")
+        if not result["raised"]["value_error"]:
+            return (f"decode({ids}) raised {_raised_text(result['raised'])}: an id outside the vocabulary [0, {V}) "
+                    f"should raise a ValueError (check the range before looking the id up)")
+    return None
+
+
+def probe_windows_short(ns, documents, block_size):
+    return [try_call(ns.tokenizer.training_windows, list(ids), block_size) for ids in documents]
+
+
+def judge_windows_short(out, inputs, expected):
+    for ids, result in zip(inputs["documents"], out):
+        if "raised" not in result:
+            return (f"training_windows({ids}, {inputs['block_size']}) returned {kind_of(result['value'])}: a "
+                    f"document with fewer than 2 ids has no (input, target) pair; raise a ValueError")
+        if not result["raised"]["value_error"]:
+            return (f"training_windows({ids}, {inputs['block_size']}) raised {_raised_text(result['raised'])}: a "
+                    f"document with fewer than 2 ids should raise a ValueError")
+    return None
+
+
 def probe_windows(ns, cases):
     results = []
     for ids, block_size in cases:
@@ -494,6 +534,10 @@ CHECKS = [
     check("ch01.build_vocab.names_alphabet", "build_vocab", 2,
           "a corpus with all 26 lowercase letters gives vocab_size 27 (26 letters + BOS) and bos_id 26",
           probe_vocab, judge_vocab_pangram, inputs={"corpus": PANGRAM}),
+    check("ch01.build_vocab.every_character_kept", "build_vocab", 1,
+          "['Ana Lu', 'bob', 'Zoe'] keeps the space and the capitals: chars = [' ', 'A', 'L', 'Z', 'a', 'b', 'e', "
+          "'n', 'o', 'u']",
+          probe_vocab, judge_vocab, inputs={"corpus": ["Ana Lu", "bob", "Zoe"]}),
     check("ch01.build_vocab.matches_reference", "build_vocab", 2,
           "random corpora (letters, digits, punctuation, accents, empty documents) give the reference vocabulary",
           probe_vocab, judge_vocab_reference, inputs=_random_vocab_inputs, expect=_expect_vocab, hidden=True),
@@ -521,6 +565,9 @@ CHECKS = [
           "decode gives back the text: [] -> '', [2, 3, 3, 0] -> 'emma'",
           probe_decode, judge_decode,
           inputs={"corpus": SMALL_CORPUS, "id_lists": [[], [2, 3, 3, 0], [3, 0, 3, 0, 3, 5, 5], [4]]}),
+    check("ch01.decode.bad_id", "decode", 1,
+          "an id outside the vocabulary (7 with V = 7, -1) raises a ValueError, not an IndexError or a silent read",
+          probe_decode_bad, judge_decode_bad, inputs={"corpus": SMALL_CORPUS, "id_lists": [[0, 7], [-1], [2, 99, 6]]}),
     check("ch01.decode.matches_reference", "decode", 2,
           "random id lists (BOS anywhere) give the reference text",
           probe_decode, judge_decode_reference, inputs=_random_decode_inputs, expect=_expect_decode, hidden=True),
@@ -533,6 +580,9 @@ CHECKS = [
           "(a long one loses the pairs past the window)",
           probe_windows, judge_windows,
           inputs={"cases": [[_document(length), block_size] for length, block_size in POSITION_CASES]}),
+    check("ch01.windows.too_short", "windows", 1,
+          "a document with fewer than 2 ids ([] or [BOS]) raises a ValueError: it has no target",
+          probe_windows_short, judge_windows_short, inputs={"documents": [[6], []], "block_size": 4}),
     check("ch01.windows.matches_reference", "windows", 2,
           "random documents and block sizes give the reference windows",
           probe_windows, judge_windows_reference, inputs=_random_windows_inputs, expect=_expect_windows,

@@ -46,9 +46,10 @@ def _lookup_mistakes(weight, idx):
     V = weight.shape[0]
     mistakes = []
     if (idx + 1).max() < V:
-        mistakes.append(("every id reads the next row (id + 1): row v belongs to id v", weight[idx + 1]))
-    if idx.min() >= 1:
-        mistakes.append(("every id reads the previous row (id - 1): row v belongs to id v", weight[idx - 1]))
+        mistakes.append(("every id reads the next row (id + 1), an off by one: row v belongs to id v",
+                         weight[idx + 1]))
+    mistakes.append(("every id reads the previous row (id - 1, so id 0 wraps round to the last row), an off by one: "
+                     "row v belongs to id v", weight[idx - 1]))
     mistakes.append(("the output is the ids' one-hot vectors, not the weight rows",
                      torch.nn.functional.one_hot(idx, V).double()))
     return mistakes
@@ -67,6 +68,10 @@ def judge_lookup(out, inputs, expected):
     weight, idx = inputs["weight"], inputs["idx"]
     y, right = out["y"], weight[idx]
     B, T = idx.shape
+    V = weight.shape[0]
+    if matches(y, torch.nn.functional.one_hot(idx, V).double(), atol=0, rtol=0):
+        return (f"ids [{B}, {T}] gave [{B}, {T}, {V}] one-hot vectors: the embedding of id v is row v of the "
+                f"weight, self.weight[ids], a [{B}, {T}, d] tensor")
     if problem := shape_problem(y, right.shape, "the embedding of ids [B, T]"):
         return f"{problem}: ids [{B}, {T}] give vectors [{B}, {T}, d]"
     if compare(y, right, atol=1e-12, rtol=0) is None:

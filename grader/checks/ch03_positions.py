@@ -98,6 +98,23 @@ def probe_positions(ns, weight, cases):
     return results
 
 
+def probe_positions_input(ns, weight, hidden, past):
+    module = _positions(ns, weight)
+    given = hidden.clone()
+    with torch.no_grad():
+        out = module(given, past)
+    return {"given_after": given, "same_object": out is given}
+
+
+def judge_positions_input(out, inputs, expected):
+    if not torch.equal(out["given_after"], inputs["hidden"]):
+        return ("the caller's hidden tensor changed: the rows were added in place (hidden += ...); return "
+                "hidden + rows, a new tensor, so the token embeddings the caller holds stay as they were")
+    if out["same_object"]:
+        return "forward returned the very tensor it was given: return hidden + rows, a new tensor"
+    return None
+
+
 def _span(past, T) -> str:
     return f"position {past} has a row" if T == 1 else f"positions {past}..{past + T - 1} all have rows"
 
@@ -251,6 +268,11 @@ CHECKS = [
           "the gradient reaches exactly the rows used, once per sequence of the batch",
           probe_gradient, judge_gradient,
           inputs=lambda g: {"weight": WEIGHT8.clone(), "hidden": _h(g, 3, 2, 4), "past": 4}),
+    check("ch03.positions.input_unchanged", "positions", 1,
+          "the caller's hidden tensor is left as it was: the rows are added out of place (hidden + rows)",
+          probe_positions_input, judge_positions_input,
+          inputs=lambda g: {"weight": torch.randn(6, 4, generator=g, dtype=torch.float64),
+                            "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1}),
     check("ch03.positions.matches_reference", "positions", 2,
           "random tables, batches, lengths and cache offsets give the reference output",
           probe_positions, judge_positions_reference, inputs=_random_position_inputs, expect=_expect_positions,

@@ -15,7 +15,9 @@ import math
 import torch
 from torch.overrides import TorchFunctionMode
 
-from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import (
+    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem,
+)
 
 CHAPTER, TITLE = "04", "Causal multi-head attention with a KV cache"
 
@@ -121,8 +123,14 @@ def _attention_mistakes(ref, inputs):
              out(mask="next")),
             ("the softmax is taken over dim -2 (the queries); take it over the last axis (the keys)",
              out(softmax_dim=-2)),
+            (FORMULA_MISTAKES["no_output_projection"],
+             _masked_attention(q, k, v, torch.eye(d, dtype=o.dtype), root)[0]),
         ]
         if past is not None:
+            joined = {"cache_after": (torch.cat([new_k, past[0]], 2), torch.cat([new_v, past[1]], 2)),
+                      "keys_values_mixed": (torch.cat([past[1], new_k], 2), torch.cat([past[0], new_v], 2))}
+            for label, (keys, values) in joined.items():
+                mistakes.append((FORMULA_MISTAKES[label], _masked_attention(q, keys, values, o, root)[0]))
             alone = _masked_attention(q, new_k, new_v, o, root)[0]
             mistakes = [
                 ("the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
@@ -339,7 +347,7 @@ def probe_attention(ns, x, sizes, state, past=None):
         except Exception as error:  # noqa: BLE001 - with a cache, the judge names the mistake behind a crash
             if past is None:
                 raise
-            return {"error": f"{type(error).__name__}: {error}"[:300], "cats": log.calls,
+            return {"error": type(error).__name__, "cats": log.calls,
                     "past_shape": list(past[0].shape)}
     return {"out": out, "present": present, "weights": weights,
             "cached_out": cached_out, "cached_present": cached_present, "cached_weights": cached_weights}
@@ -465,7 +473,7 @@ def probe_attention_cache(ns, x, sizes, state, chunks, part, earlier):
             except NotImplementedError:
                 raise
             except Exception as error:  # noqa: BLE001 - the judge names the mistake behind the crash
-                return {"steps": steps, "error": f"{type(error).__name__}: {error}"[:300],
+                return {"steps": steps, "error": type(error).__name__,
                         "cats": log.calls, "past_shape": list(past[0].shape) if past else None}
             weights = module.last_attention
             alone, _ = module(piece)
@@ -486,7 +494,9 @@ def judge_attention_cache(out, inputs, expected):
     calls = "in one call per token" if all(n == 1 for n in chunks) else f"in chunks of {', '.join(map(str, chunks))}"
     if "error" in out:
         known = _wrong_cache_axis(out["cats"], out["past_shape"]) if out["past_shape"] else None
-        return known or f"calling forward with a past_key_value ({calls}) raised {out['error']}"
+        raised = exception_name({"type": out["error"]})
+        return known or (f"calling forward with a past_key_value ({calls}) raised {raised}: "
+                          f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
     steps, past = out["steps"], 0
     for n, step in zip(chunks, steps):
         if past and matches(step["out"], step["alone"], atol=1e-12, rtol=0) and not matches(
@@ -516,6 +526,118 @@ def _cache_inputs(g, chunks, sizes=WIDE):
             "state": random_attention_state(g, sizes), "chunks": list(chunks)}
 
 
+# ------------------------------------------------------- the lesson's formula
+# Public: the module's own projections, split_heads and merge_heads composed as the
+# lesson writes attention, o_proj(merge(softmax(mask(q kᵀ · scale)) v)), with the right
+# scale and mask and with each classic wrong one. The judge says which the output is.
+
+FORMULA_MISTAKES = {
+    "scale_d": "the scores are divided by d, the model width; divide by sqrt(d_h), the square root of one "
+               "head's width",
+    "scale_dh": "the scores are divided by d_h itself; divide by its square root, sqrt(d_h)",
+    "no_scale": "the scores are not scaled: divide q·k by sqrt(d_h) before the softmax",
+    "scale_sqrt_d": "the scores are divided by sqrt(d), the root of the model width; use sqrt(d_h), one head's width",
+    "times_sqrt_dh": "the scores are multiplied by sqrt(d_h); divide by it",
+    "no_mask": "there is no causal mask: each position attends to later positions too",
+    "next": "the mask lets the next token through: hide every key after the query's own position",
+    "dim_queries": "the softmax is taken over dim -2 (the queries); take it over the last axis (the keys)",
+    "diagonal": "the mask also hides the diagonal: a position must attend to itself (hide only the keys after it)",
+    "no_output_projection": "the output projection is missing: the merged heads go through o_proj",
+    "cache_ignored": "the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
+    "unshifted": "the causal mask is not shifted by the cache length: new token t sits at position T_past + t "
+                 "and sees every cached key",
+    "cache_after": "the cached keys/values are placed after the new ones: the cache holds the earlier positions, "
+                   "so it comes first, torch.cat([past, new], dim=2)",
+    "keys_values_mixed": "keys and values are mixed up: the cached keys are joined to the new values (or the other "
+                         "way round); keys join keys, values join values",
+}
+
+
+def _formula_variants(d, dh):
+    """label -> (scale, mask, softmax axis, cache arrangement, output projection)."""
+    root = 1 / math.sqrt(dh)
+    return {
+        "right": (root, "causal", -1, "before", True),
+        "scale_d": (1 / d, "causal", -1, "before", True),
+        "scale_dh": (1 / dh, "causal", -1, "before", True),
+        "no_scale": (1.0, "causal", -1, "before", True),
+        "scale_sqrt_d": (1 / math.sqrt(d), "causal", -1, "before", True),
+        "times_sqrt_dh": (math.sqrt(dh), "causal", -1, "before", True),
+        "no_mask": (root, "none", -1, "before", True),
+        "next": (root, "next", -1, "before", True),
+        "diagonal": (root, "diagonal", -1, "before", True),
+        "dim_queries": (root, "causal", -2, "before", True),
+        "no_output_projection": (root, "causal", -1, "before", False),
+        "cache_ignored": (root, "causal", -1, "ignored", True),
+        "unshifted": (root, "unshifted", -1, "before", True),
+        "cache_after": (root, "causal", -1, "after", True),
+        "keys_values_mixed": (root, "causal", -1, "mixed", True),
+    }
+
+
+def probe_attention_formula(ns, x, sizes, state, past=None):
+    module = _attention(ns, sizes, state)
+    cache = lambda: None if past is None else tuple(t.clone() for t in past)  # noqa: E731
+    d, h = sizes["d_model"], sizes["n_heads"]
+    with torch.no_grad():
+        log = _CatLog()
+        try:
+            with log:
+                out, _ = module(x.clone(), cache(), True)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # noqa: BLE001 - with a cache, the judge names the mistake behind a crash
+            if past is None:
+                raise
+            return {"error": type(error).__name__, "cats": log.calls, "past_shape": list(past[0].shape)}
+        weights = module.last_attention
+        q, k, v = (module.split_heads(getattr(module, p)(x.clone())) for p in ("q_proj", "k_proj", "v_proj"))
+        composed = {}
+        for label, (scale, mask, axis, arrangement, project) in _formula_variants(d, d // h).items():
+            if past is None and label in ("cache_ignored", "unshifted", "cache_after", "keys_values_mixed"):
+                continue
+            keys, values = k, v
+            if past is not None and arrangement != "ignored":
+                old_k, old_v = cache()
+                keys, values = {"before": (torch.cat([old_k, k], 2), torch.cat([old_v, v], 2)),
+                                "after": (torch.cat([k, old_k], 2), torch.cat([v, old_v], 2)),
+                                "mixed": (torch.cat([old_v, k], 2), torch.cat([old_k, v], 2))}[arrangement]
+            T, S = q.shape[2], keys.shape[2]
+            query_pos = torch.arange(S - T, S).unsqueeze(1)
+            key_pos = torch.arange(S).unsqueeze(0)
+            hide = {"causal": key_pos > query_pos, "none": torch.zeros(T, S, dtype=torch.bool),
+                    "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1),
+                    "diagonal": key_pos >= query_pos}[mask]
+            w = torch.softmax((q @ keys.transpose(-2, -1) * scale).masked_fill(hide, float("-inf")), dim=axis)
+            merged = module.merge_heads(w @ values)
+            composed[label] = module.o_proj(merged) if project else merged
+            if label == "right":
+                composed["right_weights"] = w
+    return {"out": out, "weights": weights, "composed": composed}
+
+
+def judge_attention_formula(out, inputs, expected):
+    if "error" in out:
+        return judge_attention_reference(out, inputs, expected)
+    composed = out["composed"]
+    right = composed["right"]
+    past = "" if inputs.get("past") is None else f" (with {inputs['past'][0].shape[2]} cached tokens)"
+    if compare(out["out"], right, atol=1e-9, rtol=1e-7) is None:
+        if problem := compare(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
+            return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention{past}"
+        return None
+    known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
+                                         if label in composed], atol=1e-7, rtol=1e-6)
+    if known:
+        return known + past
+    cached = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
+    if isinstance(out["weights"], torch.Tensor) and (weights := weights_diagnosis(out["weights"], cached)):
+        return weights + past
+    problem = compare(out["out"], right, "the attention output", atol=1e-9, rtol=1e-7)
+    return (f"{problem}{past}: the output is not o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) "
+            f"computed with your own projections and head functions")
+
+
 # ---------------------------------------------------------- against the reference
 
 
@@ -523,7 +645,8 @@ def judge_attention_reference(out, inputs, expected):
     past = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
     if "error" in out:
         known = _wrong_cache_axis(out["cats"], out["past_shape"])
-        return known or f"calling forward with a past_key_value raised {out['error']}"
+        return known or (f"calling forward with a past_key_value raised {exception_name({'type': out['error']})}: "
+                          f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
     mismatch = compare(out["cached_out"], expected["out"], "the attention output", atol=1e-9, rtol=1e-7)
     if mismatch:
         known = first_diagnosis(out["cached_out"], expected["mistakes"], atol=1e-7, rtol=1e-6)
@@ -613,6 +736,12 @@ CHECKS = [
           "six one-token calls through the KV cache equal one full call",
           probe_attention_cache, judge_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6),
           parts=("full", "steps")),
+    check("ch04.attention.formula", "attention", 2,
+          "d=12, h=3: the output is o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) of your own parts",
+          probe_attention_formula, judge_attention_formula, inputs=lambda g: _reference_inputs(g)),
+    check("ch04.attention.formula_with_cache", "attention", 2,
+          "with 4 cached tokens the output is the same formula over [cached keys, new keys]",
+          probe_attention_formula, judge_attention_formula, inputs=lambda g: _reference_inputs(g, past_length=4)),
     check("ch04.attention.matches_reference", "attention", 3,
           "random float64 weights and inputs (d=12, h=3) match the reference: output, weights, cache",
           probe_attention, judge_attention_reference, inputs=lambda g: _reference_inputs(g),

@@ -95,6 +95,9 @@ def judge_layer_norm_constant(out, inputs, expected):
     if not torch.isfinite(y).all():
         return "a constant vector gives NaN or inf: its variance is 0, so eps must sit inside the square root"
     if not matches(y, inputs["beta"].expand_as(y), atol=1e-12, rtol=0):
+        if matches(y, torch.zeros_like(y), atol=1e-12, rtol=0):
+            return ("a constant vector gives 0 instead of beta: gamma and beta are not applied (multiply the "
+                    "normalised values by self.weight, then add self.bias)")
         return "a constant vector should come out as exactly beta (its centred values are all 0)"
     return None
 
@@ -149,6 +152,29 @@ def _expect_layer_norm(ref, inputs):
         norm.weight.copy_(inputs["gamma"])
         norm.bias.copy_(inputs["beta"])
         return norm(inputs["x"])
+
+
+def probe_layer_norm_rows(ns, x, gamma, beta):
+    norm = ns.model.LayerNorm(x.shape[-1]).double()
+    with torch.no_grad():
+        norm.weight.copy_(gamma)
+        norm.bias.copy_(beta)
+        rows = torch.stack([torch.stack([norm(x[b, t].clone().reshape(1, -1))[0] for t in range(x.shape[1])])
+                            for b in range(x.shape[0])])
+        return {"y": norm(x.clone()), "rows": rows}
+
+
+def judge_layer_norm_rows(out, inputs, expected):
+    x, gamma, beta = inputs["x"], inputs["gamma"], inputs["beta"]
+    if problem := shape_problem(out["y"], x.shape, "LayerNorm(x)"):
+        return problem
+    if matches(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
+        return None
+    known = first_diagnosis(out["y"], _layer_norm_mistakes(x, gamma, beta)[4:], atol=1e-7, rtol=1e-6)
+    if known:
+        return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {known}"
+    return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "
+            "d features are normalised with their own mean and variance, never with other positions'")
 
 
 # ------------------------------------------------------------------------ GELU
@@ -289,10 +315,21 @@ def _block(ns, sizes, state):
 
 def probe_block_forward(ns, x, sizes, state=None):
     block = _block(ns, sizes, state)
+    calls, forward = [], block.attention.forward
+
+    def recording(*args, **kwargs):
+        use_cache = args[2] if len(args) > 2 else kwargs.get("use_cache", False)
+        out = forward(*args, **kwargs)
+        calls.append({"use_cache": use_cache is True,
+                      "returned_present": isinstance(out, tuple) and len(out) == 2 and out[1] is not None})
+        return out
+
+    block.attention.forward = recording
     with torch.no_grad():
         y, present = block(x.clone())
+        calls.clear()
         y_cache, present_cache = block(x.clone(), None, True)
-    return {"y": y, "present": present, "cached_present": present_cache}
+    return {"y": y, "present": present, "cached_present": present_cache, "attention_calls": calls}
 
 
 def judge_block_shape(out, inputs, expected):
@@ -305,7 +342,14 @@ def judge_block_shape(out, inputs, expected):
     B, T, d = x.shape
     h = inputs["sizes"]["n_heads"]
     if not isinstance(present, list) or len(present) != 2:
-        return "with use_cache=True the block should return the attention's (keys, values)"
+        calls = out.get("attention_calls") or []
+        if calls and not any(c["use_cache"] for c in calls):
+            return ("with use_cache=True the block returned no (keys, values): it does not pass its cache arguments "
+                    "on, self.attention(LN1(X), past_key_value, use_cache)")
+        if any(c["returned_present"] for c in calls):
+            return ("with use_cache=True the attention returned its present (keys, values) but the block dropped "
+                    "it: return (hidden, present)")
+        return "with use_cache=True the block should return the attention's present, (keys, values)"
     for tensor, what in zip(present, ("keys", "values")):
         if problem := shape_problem(tensor, (B, h, T, d // h), f"cached {what}"):
             return problem
@@ -336,6 +380,13 @@ def judge_zero_branch(out, inputs, expected):
     if torch.equal(y, x) or matches(y, x, atol=1e-12, rtol=0):
         return None
     ones, zeros = torch.ones(x.shape[-1], dtype=torch.float64), torch.zeros(x.shape[-1], dtype=torch.float64)
+    post = layer_norm(layer_norm(x, torch.full_like(ones, 1.5), torch.full_like(zeros, 0.25)),
+                      torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25))
+    renormalised = layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25))
+    if matches(y, post, atol=1e-10, rtol=0) and not matches(y, renormalised, atol=1e-10, rtol=0):
+        return ("with both branches zero the output is LN2(LN1(X)): the block is post-LN (it normalises after each "
+                "residual add); this course's block is pre-LN, U = X + A(LN1(X)), Y = U + F(LN2(U)), so zero "
+                "branches leave X unchanged")
     if matches(y, layer_norm(x, ones, zeros), atol=1e-6, rtol=1e-6) or matches(
             y, layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25)), atol=1e-6, rtol=1e-6):
         return "with both branches zero the output is a normalised input: the block's output must not be re-normalised (pre-LN adds to the raw residual stream)"
@@ -405,6 +456,68 @@ def judge_block_example(out, inputs, expected):
     return "Example 1 should give (0.9206722, 3.4206696), with increment difference 0.49999750"
 
 
+BLOCK_FORMULA_MISTAKES = {
+    "feedforward_reads_x": "the feed-forward branch reads X instead of U = X + A(LN1(X))",
+    "one_norm": "one LayerNorm (ln_attention) is used for both branches; the feed-forward branch reads "
+                "ln_feedforward(U)",
+    "feedforward_first": "the feed-forward branch runs before attention; the block is U = X + A(LN1(X)), "
+                         "then Y = U + F(LN2(U))",
+    "post_ln": "the block is post-LN (normalising after the residual add); this course's block is pre-LN: "
+               "U = X + A(LN1(X)), Y = U + F(LN2(U))",
+    "renormalised": "the output is re-normalised: pre-LN adds the increments to the raw residual stream",
+    "no_ff_residual": "the feed-forward residual is missing (Y = F(LN2(U)))",
+    "no_attention_residual": "the attention residual is missing (U = A(LN1(X)))",
+    "branches_swapped_norms": "the two LayerNorms are swapped: attention reads ln_attention(X), the "
+                              "feed-forward branch ln_feedforward(U)",
+    "broadcast": "an increment is broadcast from [B, 1, d]: add each position's own increment",
+    "attention_unnormalised": "attention reads X itself; it reads LN1(X) = ln_attention(X)",
+    "feedforward_unnormalised": "the feed-forward branch reads U itself; it reads LN2(U) = ln_feedforward(U)",
+}
+
+
+def probe_block_formula(ns, x, sizes, state):
+    """The block's output and its own parts composed as the lesson's formula says, right
+    and in the classic wrong orders."""
+    block = _block(ns, sizes, state)
+    with torch.no_grad():
+        y = block(x.clone())[0]
+        attn = lambda h: block.attention(h)[0]  # noqa: E731
+        ffn, ln1, ln2 = block.feedforward, block.ln_attention, block.ln_feedforward
+        u = x + attn(ln1(x))
+        right = u + ffn(ln2(u))
+        first = x + ffn(ln2(x))
+        post_u = ln1(x + attn(x))
+        a_only = attn(ln1(x))
+        swapped_u = x + attn(ln2(x))
+        composed = {
+            "right": right,
+            "feedforward_reads_x": u + ffn(ln2(x)),
+            "one_norm": u + ffn(ln1(u)),
+            "feedforward_first": first + attn(ln1(first)),
+            "post_ln": ln2(post_u + ffn(post_u)),
+            "renormalised": ln2(right),
+            "no_ff_residual": ffn(ln2(u)),
+            "no_attention_residual": a_only + ffn(ln2(a_only)),
+            "branches_swapped_norms": swapped_u + ffn(ln1(swapped_u)),
+            "broadcast": (x + a_only[:, -1:]) + ffn(ln2(x + a_only[:, -1:])),
+            "attention_unnormalised": (x + attn(x)) + ffn(ln2(x + attn(x))),
+            "feedforward_unnormalised": u + ffn(u),
+        }
+    return {"y": y, "composed": composed}
+
+
+def judge_block_formula(out, inputs, expected):
+    composed = out["composed"]
+    if problem := shape_problem(out["y"], inputs["x"].shape, "the block output"):
+        return problem
+    if matches(out["y"], composed["right"], atol=1e-9, rtol=1e-7):
+        return None
+    known = first_diagnosis(out["y"], [(text, composed[label]) for label, text in BLOCK_FORMULA_MISTAKES.items()],
+                            atol=1e-7, rtol=1e-6)
+    return known or (compare(out["y"], composed["right"], "the block output", atol=1e-9, rtol=1e-7)
+                     + ": it is not U + F(LN2(U)) with U = X + A(LN1(X)) computed with the block's own parts")
+
+
 def _block_mistakes(ref, inputs):
     """Outputs of the classic wrong blocks, built from reference parts."""
     block = ref.model.TransformerBlock(_config(ref, **inputs["sizes"]))
@@ -424,6 +537,10 @@ def _block_mistakes(ref, inputs):
                 ("the output is re-normalised: pre-LN adds the increments to the raw residual stream",
                  ln2(right)),
                 ("the feed-forward branch reads X instead of U = X + A(LN1(X))", u + ffn(ln2(x))),
+                (BLOCK_FORMULA_MISTAKES["branches_swapped_norms"],
+                 (x + attn(ln2(x))) + ffn(ln1(x + attn(ln2(x))))),
+                (BLOCK_FORMULA_MISTAKES["feedforward_first"],
+                 (x + ffn(ln2(x))) + attn(ln1(x + ffn(ln2(x))))),
                 ("one LayerNorm is used for both branches; each branch has its own", u + ffn(ln1(u))),
                 ("the feed-forward residual is missing (Y = F(LN2(U)))", ffn(ln2(u))),
                 ("the attention residual is missing (U = A(LN1(X)))", attn(ln1(x)) + ffn(ln2(attn(ln1(x))))),
@@ -484,6 +601,12 @@ CHECKS = [
     check("ch05.layer_norm.defaults", "layer_norm", 1, "eps is 1e-5, gamma starts at 1 and beta at 0",
           probe_layer_norm, judge_layer_norm_defaults,
           inputs=lambda g: {"x": torch.tensor([[1.0, 3.0, -2.0, 0.5]], dtype=torch.float64)}),
+    check("ch05.layer_norm.each_position_alone", "layer_norm", 1,
+          "x [2, 3, 4] normalised at once equals each position normalised alone: statistics over the last axis only",
+          probe_layer_norm_rows, judge_layer_norm_rows,
+          inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 0.5,
+                            "gamma": torch.rand(4, generator=g, dtype=torch.float64) + 0.5,
+                            "beta": torch.randn(4, generator=g, dtype=torch.float64)}),
     check("ch05.layer_norm.matches_reference", "layer_norm", 3,
           "random [B, T, d] inputs with random gamma and beta match the reference",
           probe_layer_norm, judge_layer_norm_reference, inputs=_random_norm_inputs,
@@ -530,6 +653,9 @@ CHECKS = [
     check("ch05.block.example_1", "block", 2,
           "Example 1 gives (0.9206722, 3.4206696); increment difference 0.49999750",
           probe_block_forward, judge_block_example, inputs=lambda g: _example_block_inputs()),
+    check("ch05.block.formula", "block", 2,
+          "random weights (distinct norms): the output is U + F(LN2(U)), U = X + A(LN1(X)), of the block's own parts",
+          probe_block_formula, judge_block_formula, inputs=_random_block_inputs),
     check("ch05.block.matches_reference", "block", 3,
           "random weights (distinct norms) and inputs match the reference pre-LN block",
           probe_block_forward, judge_block_reference, inputs=_random_block_inputs,

@@ -164,10 +164,11 @@ def probe_layer_norm_backward(ns, grad_out, x, gamma):
 LN_NAMES = ("dx", "dgamma", "dbeta")
 
 
-def _ln_dx(grad_out, x, gamma, eps=EPS, mean_term=True, variance_term=True):
+def _ln_dx(grad_out, x, gamma, eps=EPS, mean_term=True, variance_term=True, unbiased=False):
     mean = x.mean(dim=-1, keepdim=True)
     centred = x - mean
-    inv_std = 1.0 / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)
+    count = x.shape[-1] - (1 if unbiased else 0)
+    inv_std = 1.0 / torch.sqrt((centred * centred).sum(dim=-1, keepdim=True) / count + eps)
     normalised = centred * inv_std
     dnorm = grad_out * gamma
     dx = dnorm
@@ -197,6 +198,8 @@ def _layer_norm_mistakes(grad_out, x, gamma):
              _ln_dx(grad_out, x, torch.ones_like(gamma))[0]),
             ("dx leaves eps out of the square root; the forward divides by sqrt(var + eps)",
              _ln_dx(grad_out, x, gamma, eps=0.0)[0]),
+            ("dx uses the unbiased variance (divided by d - 1, torch.var's default); the forward's is the "
+             "population variance, divided by d", _ln_dx(grad_out, x, gamma, unbiased=True)[0]),
         ],
         "dgamma": [
             ("dgamma uses x instead of the normalised x̂: dgamma = Σ grad_out·x̂", flat(grad_out * x).sum(0)),

@@ -209,6 +209,17 @@ def judge_cross_entropy_huge(out, inputs, expected):
     return None
 
 
+def judge_cross_entropy_tiny(out, inputs, expected):
+    loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
+        return ("the loss is inf when the target's logit is 1e4 below the others: its softmax probability "
+                "underflows to 0 and log(0) = -inf. Take the log-softmax directly, (z − max z) − log Σ exp(z − max "
+                "z), instead of the log of a softmax")
+    if (problem := _judge_loss(loss, logits, targets)) is not None:
+        return f"with a target's logit 1e4 below the others: {problem}"
+    return None
+
+
 def probe_cross_entropy_gradient(ns, logits, targets):
     leaf = logits.clone().requires_grad_(True)
     with torch.enable_grad():
@@ -620,10 +631,20 @@ def judge_lm_cache_hidden(out, inputs, expected):
     return judge_lm_cache(out, inputs, expected, hidden=True)
 
 
-def _expect_lm(ref, inputs):
-    """The reference logits and loss, and what the classic wrong forwards would output."""
-    model = _model(ref, inputs["sizes"], inputs["state"])
-    idx, targets = inputs["idx"], inputs["targets"]
+LM_MISTAKES = {
+    "no_final_norm": "there is no final LayerNorm before the head: logits = head(ln_final(hidden))",
+    "no_positions": "the position embeddings are not added to the token embeddings",
+    "first_block_only": "only the first block is applied: run the hidden state through every block in turn",
+    "last_block_only": "only the last block is applied, or every block reads the embeddings instead of the previous "
+                       "block's output: each block reads what the block before it returned",
+    "no_blocks": "the blocks are never applied",
+    "final_norm_twice": "the final LayerNorm is applied twice",
+    "blocks_reversed": "the blocks run in reverse order: blocks[0] comes first",
+}
+
+
+def _lm_composed(model, idx):
+    """The model's own parts composed as the lesson's forward, and as the classic wrong ones."""
     with torch.no_grad():
         tokens = model.token_embedding(idx)
         hidden = model.position_embedding(tokens, 0)
@@ -634,20 +655,43 @@ def _expect_lm(ref, inputs):
             return h
 
         head = lambda h: model.head(model.ln_final(h))  # noqa: E731
-        right = head(through(hidden, model.blocks))
-        mistakes = [
-            ("there is no final LayerNorm before the head: logits = head(ln_final(hidden))",
-             model.head(through(hidden, model.blocks))),
-            ("the position embeddings are not added to the token embeddings", head(through(tokens, model.blocks))),
-            ("only the first block is applied: run the hidden state through every block in turn",
-             head(through(hidden, model.blocks[:1]))),
-            ("only the last block is applied, or every block reads the embeddings instead of the previous "
-             "block's output", head(through(hidden, model.blocks[-1:]))),
-            ("the blocks are never applied", head(hidden)),
-            ("the final LayerNorm is applied twice", model.head(model.ln_final(model.ln_final(
-                through(hidden, model.blocks))))),
-        ]
-    return {"logits": right, "loss": _stable_cross_entropy(right, targets), "mistakes": mistakes}
+        blocks = list(model.blocks)
+        return {
+            "right": head(through(hidden, blocks)),
+            "no_final_norm": model.head(through(hidden, blocks)),
+            "no_positions": head(through(tokens, blocks)),
+            "first_block_only": head(through(hidden, blocks[:1])),
+            "last_block_only": head(through(hidden, blocks[-1:])),
+            "no_blocks": head(hidden),
+            "final_norm_twice": model.head(model.ln_final(model.ln_final(through(hidden, blocks)))),
+            "blocks_reversed": head(through(hidden, blocks[::-1])),
+        }
+
+
+def _expect_lm(ref, inputs):
+    """The reference logits and loss, and what the classic wrong forwards would output."""
+    model = _model(ref, inputs["sizes"], inputs["state"])
+    composed = _lm_composed(model, inputs["idx"])
+    right = composed["right"]
+    return {"logits": right, "loss": _stable_cross_entropy(right, inputs["targets"]),
+            "mistakes": [(text, composed[label]) for label, text in LM_MISTAKES.items()]}
+
+
+def probe_lm_formula(ns, sizes, state, idx, targets=None):
+    model = _model(ns, sizes, state)
+    with torch.no_grad():
+        return {"logits": model(idx.clone())[0], "composed": _lm_composed(model, idx.clone())}
+
+
+def judge_lm_formula(out, inputs, expected):
+    composed = out["composed"]
+    if compare(out["logits"], composed["right"], atol=1e-9, rtol=1e-7) is None:
+        return None
+    known = first_diagnosis(out["logits"], [(text, composed[label]) for label, text in LM_MISTAKES.items()],
+                            atol=1e-8, rtol=1e-6)
+    return known or (compare(out["logits"], composed["right"], "the logit tensor", atol=1e-9, rtol=1e-7)
+                     + ": the logits are not head(ln_final(blocks(token_embedding + position_embedding))) "
+                       "computed with the model's own parts")
 
 
 def judge_lm_reference(out, inputs, expected):
@@ -710,6 +754,11 @@ CHECKS = [
     check("ch07.cross_entropy.huge_logits", "cross_entropy", 2,
           "logits around ±1e4 give a finite, exact loss (the max is subtracted before exp)",
           probe_cross_entropy, judge_cross_entropy_huge, inputs=_huge_logits),
+    check("ch07.cross_entropy.tiny_probabilities", "cross_entropy", 1,
+          "a target whose logit is 1e4 below the others gives the finite loss 1e4 (no log of an underflowed 0)",
+          probe_cross_entropy, judge_cross_entropy_tiny,
+          inputs=lambda g: {"logits": torch.tensor([[[0.0, -1e4, 0.0], [2.0, 1.0, -1e4 + 2.0]]], dtype=torch.float64),
+                            "targets": torch.tensor([[1, 2]])}),
     check("ch07.cross_entropy.uniform", "cross_entropy", 1,
           "all-zero logits over V = 27 classes give exactly log 27 ≈ 3.295837",
           probe_cross_entropy, judge_cross_entropy_uniform,
@@ -766,6 +815,10 @@ CHECKS = [
     check("ch07.lm_forward.loss", "lm_forward", 2,
           "with targets the loss equals the mean cross-entropy of the returned logits",
           probe_lm_forward, judge_lm_loss, inputs=_lm_inputs(SIZES)),
+    check("ch07.lm_forward.formula", "lm_forward", 2,
+          "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
+          "parts, each block reading the one before",
+          probe_lm_formula, judge_lm_formula, inputs=_lm_inputs(dict(SIZES, n_layers=3), T=6)),
     check("ch07.lm_forward.final_norm_feeds_head", "lm_forward", 1,
           "with ln_final's gamma = 0 and beta = b every position's logits are head(b): the head reads ln_final",
           probe_lm_forward, judge_lm_final_norm_feeds_head, inputs=_lm_final_norm_inputs),

@@ -257,6 +257,17 @@ def _random_adamw_inputs(g):
     return {"params": params, "grads": grads, "lrs": _schedule(steps, lr, 4), "hyper": hyper}
 
 
+def _skipping_inputs(g):
+    """12 steps on two tensors; the second has no gradient (.grad is None) at steps 2, 3, 5, 8 and 9."""
+    shapes, steps = [(3,), (2, 2)], 12
+    skipped = {1, 2, 4, 7, 8}
+    params = [torch.randn(*s, generator=g, dtype=F64) for s in shapes]
+    grads = [[torch.randn(*shapes[0], generator=g, dtype=F64),
+              None if step in skipped else torch.randn(*shapes[1], generator=g, dtype=F64) + 0.5]
+             for step in range(steps)]
+    return {"params": params, "grads": grads, "lrs": [0.05] * steps, "hyper": dict(HYPER, weight_decay=0.1)}
+
+
 def _first_step_inputs(g):
     params = [torch.randn(4, 3, generator=g, dtype=F64), torch.randn(6, generator=g, dtype=F64)]
     grads = [[torch.randn(4, 3, generator=g, dtype=F64) * 0.01, torch.randn(6, generator=g, dtype=F64) * 5]]
@@ -507,6 +518,18 @@ def judge_zero_grad(out, inputs, expected):
                     "copy of it")
         if not matches(g, f, atol=1e-12, rtol=1e-12):
             return "after zero_grad() and backward() the gradient should be the new one only"
+    return None
+
+
+def judge_zero_grad_none(out, inputs, expected):
+    for i, g in enumerate(out["cleared"]):
+        if g is None:
+            continue
+        if isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0:
+            return (f"after zero_grad() parameter {i}'s .grad is a tensor of zeros; set it to None, as the docstring "
+                    f"and torch.optim.AdamW do: a zero gradient is still a gradient, so a parameter that gets no new "
+                    f"gradient would go on being decayed and moved by step()")
+        return f"after zero_grad() parameter {i} still has its old gradient: set every p.grad to None"
     return None
 
 
@@ -1438,6 +1461,10 @@ CHECKS = [
           "60 steps with weight decay and a changing lr follow torch.optim.AdamW to 1e-10 (float64), gradients "
           "at scales 1e-3, 1 and 10",
           probe_adamw_trajectory, judge_adamw_matches_torch, inputs=_adamw_inputs),
+    check("ch08.adamw_step.skipped_steps", "adamw_step", 1,
+          "a parameter whose .grad is None at a step is left alone (no decay, no move) and its own step count t "
+          "does not advance, as in torch.optim.AdamW",
+          probe_adamw_trajectory, judge_adamw_matches_torch, inputs=_skipping_inputs),
     check("ch08.adamw_step.random_matches_torch", "adamw_step", 3,
           "random shapes, betas, eps, lr and weight decay, some parameters without a gradient at some steps: "
           "55 steps follow torch.optim.AdamW",
@@ -1446,6 +1473,9 @@ CHECKS = [
     check("ch08.adamw_zero_grad.clears_gradients", "adamw_zero_grad", 2,
           "zero_grad() clears every .grad (and nothing else), so the next backward() gives the new gradient only",
           probe_zero_grad, judge_zero_grad, inputs=_zero_grad_inputs),
+    check("ch08.adamw_zero_grad.sets_none", "adamw_zero_grad", 1,
+          "zero_grad() sets every .grad to None (not a tensor of zeros), as torch.optim.AdamW does",
+          probe_zero_grad, judge_zero_grad_none, inputs=_zero_grad_inputs),
     check("ch08.adamw_zero_grad.before_any_backward", "adamw_zero_grad", 1,
           "zero_grad() works on a fresh optimizer, before any gradient exists",
           probe_zero_grad_fresh, judge_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]}),

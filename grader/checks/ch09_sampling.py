@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+import re
+
 import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
@@ -413,6 +415,9 @@ def judge_one_token_per_step(out, inputs, expected):
         return None
     if not calls:
         return "the model was never called"
+    if P > 1 and lengths[:3] == [P - 1, 1, 1] and len(lengths) == n + 2:
+        return (f"the last prompt token is fed a second time (the model got {lengths} ids): it then takes two "
+                f"positions; feed the whole prompt once, then only each new id")
     if calls[0]["length"] != P:
         return f"the first model call should get the whole prompt ({P} ids) once; it got {calls[0]['length']}"
     if len(lengths) > 1 and lengths[1:] == list(range(P + 1, P + len(lengths))):
@@ -583,6 +588,13 @@ def probe_generate_limit(ns, sizes, state, bos):
             "nothing": try_call(ns.sample.generate, model, [bos, 2], 0, **greedy)}
 
 
+def _states_limit(message) -> bool:
+    """A message states the limit when it names block_size or the context, or gives the
+    figure itself (6 positions, 7 ids in all, or the 5 new ids that still fit)."""
+    return isinstance(message, str) and bool(
+        re.search(r"block[_ -]?size|context|\b[567]\b", message, flags=re.IGNORECASE))
+
+
 def judge_generate_limit(out, inputs, expected):
     if "raised" in out["fits"]:
         return (f"{_raised(out['fits'], 'a 2-id prompt with 5 new ids and block_size 6')}: this fits, because the "
@@ -596,12 +608,13 @@ def judge_generate_limit(out, inputs, expected):
             value = result["value"]
             shorter = isinstance(value, torch.Tensor) and value.dim() == 1
             return (f"{what} returned {list(value.shape) if shorter else type(value).__name__} ids instead of "
-                    f"raising: more than block_size + 1 ids in all must raise a ValueError that mentions "
-                    f"block_size (never crop silently)")
+                    f"raising: more than block_size + 1 ids in all must raise a ValueError that says what the limit is "
+                    f"(never crop silently)")
         if not result["raised"]["value_error"]:
             return f"{_raised(result, what)}; it should be a ValueError that mentions block_size"
-        if "block_size" not in result["raised"]["message"] and "block size" not in result["raised"]["message"]:
-            return f"{what} raised a ValueError whose message does not mention block_size: say what the limit is"
+        if not _states_limit(result["raised"].get("message")):
+            return (f"{what} raised a ValueError whose message does not say what the limit is: name block_size "
+                    f"or the context, or give the number of ids that fit")
     if "raised" in out["asked_to_stop"]:
         return f"{_raised(out['asked_to_stop'], 'stop_at_block_size=True')}: it asks to stop at the limit"
     if shape_problem(out["asked_to_stop"]["value"], (7,)):
@@ -661,6 +674,37 @@ def judge_generate_mode(out, inputs, expected):
     return None
 
 
+def probe_generate_dropout(ns, sizes, state, prompt, max_new_tokens):
+    model = ns.model.TransformerLM(ns.model.Config(**{**SIZES, **sizes, "dropout": 0.5})).double()
+    model.load_state_dict({k: v.clone() for k, v in state.items()}, strict=True)
+    P, runs = prompt.shape[1], {}
+    for mode in ("eval", "train"):
+        model.train(mode == "train")
+        torch.manual_seed(0)
+        out = try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=0.0, return_logits=True)
+        if "raised" in out:
+            return {"out": out}
+        ids, logits = out["value"]
+        model.eval()
+        with torch.no_grad():
+            full = model(ids.clone())[0]
+        runs[mode] = {"logits": logits, "recomputed": full[:, P - 1:ids.shape[1] - 1]}
+    return {"out": {"value": True}, **runs["train"], "eval_run": runs["eval"]}
+
+
+def judge_generate_dropout(out, inputs, expected):
+    if "raised" in out["out"]:
+        return _raised(out["out"], "generate")
+    if compare(out["eval_run"]["logits"], out["eval_run"]["recomputed"], atol=1e-9, rtol=1e-7) is not None:
+        return ("even with the model already in eval mode, the logits of the draws differ from the model's forward "
+                "over the sequence so far: see ch09.generate.cached_equals_recompute for why")
+    if problem := compare(out["logits"], out["recomputed"], "the logits of the draws", atol=1e-9, rtol=1e-7):
+        return (f"with dropout 0.5 and the model in training mode, {problem} from the model's eval-mode forward: "
+                f"generate must switch the model to eval mode (model.eval(), so dropout is off) and restore the "
+                f"mode afterwards")
+    return None
+
+
 # ----------------------------------------------------------------------- checks
 
 CHECKS = [
@@ -717,6 +761,13 @@ CHECKS = [
           probe_generate_mode, judge_generate_mode,
           inputs=lambda g: {"sizes": dict(SIZES), "state": random_lm_state(g, SIZES), "bos": SIZES["vocab_size"] - 1,
                             "seed": 7}),
+    check("ch09.generate.eval_mode", "generate", 1,
+          "a model with dropout 0.5 left in training mode generates with dropout off: its logits equal the "
+          "eval-mode forward",
+          probe_generate_dropout, judge_generate_dropout,
+          inputs=lambda g: {"sizes": dict(SIZES), "state": random_lm_state(g, SIZES),
+                            "prompt": torch.randint(0, SIZES["vocab_size"], (2, 3), generator=g),
+                            "max_new_tokens": 4}),
     check("ch09.generate.matches_reference_sampled", "generate", 2,
           "3 rows up to the context limit, top_k = 3: every draw's logits equal the reference model's full "
           "recompute and every id is in its top 3",
