@@ -12,7 +12,7 @@ IN     ?=
 OUT    ?= grade-class-out
 
 .DEFAULT_GOAL := help
-.PHONY: need-SUB need-IN need-DEST help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course clean
+.PHONY: need-SUB need-IN need-DEST help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course release clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -28,6 +28,7 @@ help:
 	@echo "make submit          pack hero_transformer/ into submission.zip for upload"
 	@echo "make gradescope [CH=05]          build autograder.zip for a Gradescope programming assignment"
 	@echo "make nbgrader-course DEST=path [CH=05,07]   write a ready nbgrader course folder"
+	@echo "make release [CH=00,01,05] [DEST=release]   the student bundle (folder + zip), scanned for leaks"
 
 $(STAMP): pyproject.toml
 	@test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -84,6 +85,9 @@ gradescope: $(STAMP)
 nbgrader-course: need-DEST $(STAMP)
 	$(PYTHON) -m grader nbgrader-course "$(DEST)" $(if $(CH),--chapters $(CH)) $(ARGS)
 
+release: $(STAMP)
+	$(PYTHON) -m grader release --out "$(or $(DEST),release)" $(if $(CH),--chapters $(CH))
+
 # A missing argument is said before any set-up runs (prerequisites run left to right).
 need-SUB:
 	@test -n "$(SUB)" || { echo "usage: make grade SUB=path/to/submission (folder or .zip)"; exit 2; }
@@ -93,4 +97,4 @@ need-DEST:
 	@test -n "$(DEST)" || { echo "usage: make nbgrader-course DEST=path/to/new/course [CH=05,07]"; exit 2; }
 
 clean:
-	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip grade-class-out
+	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip grade-class-out release

@@ -1,4 +1,4 @@
-"""python -m grader {grade,grade-class,check,demo,submit,gradescope,nbgrader-course} — see `python -m grader --help`."""
+"""python -m grader {grade,grade-class,check,demo,submit,gradescope,nbgrader-course,release} — see `python -m grader --help`."""
 
 from __future__ import annotations
 
@@ -98,9 +98,34 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     return report
 
 
+# A student's release ships the engine without the TA's modules (grader.release leaves
+# them out); its CLI then offers the student's commands only.
+_KIT = (Path(__file__).parent / "gradescope.py").exists()
+
+
+def _student_main(parser, argv) -> int:
+    parser.description = "Check and submit your hero_transformer package."
+    args = parser.parse_args(argv)
+    console = Console()
+    if args.command == "check":
+        report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget)
+        return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
+    return _submit(Path(args.package), Path(args.output), console)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description="Grade hero_transformer submissions.")
     sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="public checks on your own package (students)")
+    c.add_argument("package", nargs="?", default="hero_transformer")
+    c.add_argument("--chapters")
+    c.add_argument("--budget", type=_seconds, default=600.0)
+    s = sub.add_parser("submit", help="pack your package into submission.zip")
+    s.add_argument("package", nargs="?", default="hero_transformer")
+    s.add_argument("--output", default="submission.zip")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not _KIT:
+        return _student_main(parser, argv)
     g = sub.add_parser("grade", help="grade a submission folder or .zip (all checks, TA)")
     g.add_argument("submission")
     g.add_argument("--chapters", help="e.g. 05,07 (default: all)")
@@ -112,10 +137,6 @@ def main(argv=None) -> int:
     g.add_argument("--profile", action="store_true", help="also list the slowest checks and their times")
     g.add_argument("--budget", type=_seconds, default=600.0,
                    help="wall-clock seconds for the whole submission; checks not run by then score 'timeout'")
-    c = sub.add_parser("check", help="public checks on your own package (students)")
-    c.add_argument("package", nargs="?", default="hero_transformer")
-    c.add_argument("--chapters")
-    c.add_argument("--budget", type=_seconds, default=600.0)
     k = sub.add_parser("grade-class", help="grade a class's uploads into LMS gradebooks (TA); "
                                            "`grade-class merge DIR... --out DIR` joins shards",
                        description="Grade every upload of INPUT (Canvas, Gradescope or Moodle download, or a folder, "
@@ -147,10 +168,12 @@ def main(argv=None) -> int:
     n.add_argument("--allow-weak-sandbox", action="store_true",
                    help="autograde even where bubblewrap is unavailable (the code could read solutions/)")
     sub.add_parser("demo", help="grade the reference and typical wrong submissions")
-    s = sub.add_parser("submit", help="pack your package into submission.zip")
-    s.add_argument("package", nargs="?", default="hero_transformer")
-    s.add_argument("--output", default="submission.zip")
-    argv = sys.argv[1:] if argv is None else list(argv)
+    sub.add_parser("release", help="build the student bundle and zip, scanned for leaks (TA); "
+                                   "see `python -m grader release --help`", add_help=False)
+    if argv[:1] == ["release"]:
+        from grader.release import main as release
+
+        return release(argv[1:])
     if argv[:2] == ["grade-class", "merge"]:
         return _merge(argv[2:], Console())
     args = parser.parse_args(argv)

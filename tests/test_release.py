@@ -1,0 +1,242 @@
+"""The student release: the bundle works on its own, and holds no answer.
+
+The bundle's `make` runs on this worktree's .venv (VENV=...) so that no second torch is
+installed; its pyproject.toml is dated back so make takes that venv as set up.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import catalogue, release
+from grader.engine import possible_points
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(sys.executable).parent.parent
+TA_ONLY = ("accuracy", "mutants.py", "bench.py", "model_bench.py", "demo.py", "figures.py", "student_copy.py",
+           "assignments.py", "notebooks.py", "gradescope.py", "nbgrader_course.py", "gradebook.py", "lms.py",
+           "class_outputs.py", "similarity.py", "notebook.py", "release.py")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("release")
+    folder, archive, findings = release.build(out)
+    return folder, archive, findings
+
+
+def _unzipped(archive: Path, into: Path) -> Path:
+    into.mkdir()
+    assert not any(into.iterdir())
+    with zipfile.ZipFile(archive) as handle:
+        handle.extractall(into)
+    bundle = into / release.BUNDLE_NAME
+    # Older than the venv's stamp: make takes the reused venv as already set up.
+    os.utime(bundle / "pyproject.toml", (0, 0))
+    return bundle
+
+
+def _make(bundle: Path, *args: str) -> subprocess.CompletedProcess:
+    if not (VENV / ".installed").exists():
+        pytest.skip("this test reuses the kit's .venv made by `make setup`")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MAKEFLAGS", "MAKELEVEL")}
+    env["COLUMNS"] = "200"
+    return subprocess.run(["make", "--no-print-directory", *args, f"VENV={VENV}"], cwd=bundle, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_bundle_from_a_fresh_unzip_checks_and_submits(built, tmp_path):
+    _, archive, _ = built
+    bundle = _unzipped(archive, tmp_path / "empty")
+    stubs = _make(bundle, "check", "CH=05")
+    points = possible_points(["05"], public_only=True)
+    assert stubs.returncode != 0, stubs.stdout
+    assert f"Total: 0 / {points:g} points" in stubs.stdout, stubs.stdout
+    for task in ("layer_norm", "gelu", "feedforward", "block_init", "block"):
+        assert re.search(rf"^│ {task}( \(|\.)", stubs.stdout, re.M), task
+    assert "not implemented" in stubs.stdout
+
+    shutil.rmtree(bundle / "hero_transformer")
+    shutil.copytree(ROOT / "solutions" / "hero_transformer", bundle / "hero_transformer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    right = _make(bundle, "check", "CH=05")
+    assert right.returncode == 0, right.stdout + right.stderr
+    assert f"Total: {points:g} / {points:g} points" in right.stdout, right.stdout
+
+    submitted = _make(bundle, "submit")
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    with zipfile.ZipFile(bundle / "submission.zip") as handle:
+        assert "hero_transformer/model.py" in handle.namelist()
+
+
+def test_bundle_holds_the_students_files_only(built):
+    folder, archive, _ = built
+    names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    for required in ("Makefile", "pyproject.toml", "README.md", ".github/workflows/classroom.yml",
+                     "hero_transformer/model.py", "grader/engine.py", "grader/checks/ch05_block.py",
+                     "assignments/ch05_block/README.md", "assignments/ch05_block/figures/gelu.svg"):
+        assert required in names, required
+    assert not any(n.startswith(("solutions/", "tests/", "docs/")) for n in names)
+    assert not any(n.endswith(".ipynb") or "__pycache__" in n for n in names)
+    assert not [n for n in names if n.startswith("grader/") and any(part in n.split("/") for part in TA_ONLY)]
+    with zipfile.ZipFile(archive) as handle:
+        assert {n.removeprefix(release.BUNDLE_NAME + "/") for n in handle.namelist()} == names
+    # The stub package is the kit's student copy, not the reference.
+    assert (folder / "hero_transformer" / "model.py").read_text() == (ROOT / "hero_transformer" / "model.py").read_text()
+    pyproject = (folder / "pyproject.toml").read_text()
+    assert '"torch>=2.3,<2.14"' in pyproject and "pytest" not in pyproject
+
+
+def test_bundle_catalogue_is_the_public_checks(built):
+    folder, _, _ = built
+    script = ("from grader import catalogue; c = catalogue.all_checks(); "
+              "print(len(c), sum(x.hidden for x in c), format(sum(x.points for x in c), 'g'))")
+    shown = subprocess.run([str(VENV / "bin" / "python"), "-P", "-c", script], cwd=folder, capture_output=True,
+                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(folder)})
+    assert shown.returncode == 0, shown.stderr
+    public = [c for c in catalogue.all_checks() if not c.hidden]
+    assert shown.stdout.split() == [str(len(public)), "0", f"{possible_points(None, True):g}"]
+
+
+def test_the_real_bundle_passes_the_leak_scan(built):
+    folder, archive, findings = built
+    assert release.blocking(findings) == [], "\n".join(map(str, release.blocking(findings)))
+    assert archive.exists()
+    hidden = {c.name for c in catalogue.all_checks() if c.hidden}
+    text = "".join(p.read_text(errors="ignore") for p in folder.rglob("*") if p.is_file())
+    assert not [name for name in hidden if name in text]
+
+
+def test_leak_scan_finds_a_planted_solution_line_and_a_hidden_check(built, tmp_path):
+    folder, _, _ = built
+    planted = tmp_path / "planted"
+    shutil.copytree(folder, planted)
+    # The reference's LayerNorm, renamed and re-commented: still the answer.
+    source = (ROOT / "solutions" / "hero_transformer" / "model.py").read_text()
+    region = next(r for r in release._region_bodies(ROOT / "solutions" / "hero_transformer")
+                  if r[0].endswith("region layer_norm"))[1]
+    disguised = textwrap.dedent(region).replace("centred", "dev").replace("variance", "v2")
+    assert "centred" in source
+    checks = planted / "grader" / "checks" / "ch05_block.py"
+    before = checks.read_text().count("\n")
+    checks.write_text(checks.read_text() + "\n\ndef helper(x, self):\n    # harmless\n"
+                      + textwrap.indent(disguised, "    "))
+    hidden = next(c.name for c in catalogue.all_checks() if c.hidden and c.chapter == "05")
+    lesson = planted / "assignments" / "ch05_block" / "README.md"
+    lesson.write_text(lesson.read_text() + f"\nSee also `{hidden}`.\n")
+    lesson_line = lesson.read_text().count("\n")
+
+    findings = release.blocking(release.scan(planted))
+    where = {(f.path, f.line) for f in findings}
+    assert ("assignments/ch05_block/README.md", lesson_line) in where, findings
+    assert any(f.path == "grader/checks/ch05_block.py" and f.line > before and "layer_norm" in f.what
+               for f in findings), findings
+
+    refused = subprocess.run([sys.executable, "-m", "grader", "release", "--scan", str(planted)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1
+    assert f"assignments/ch05_block/README.md:{lesson_line}:" in refused.stdout
+    assert "grader/checks/ch05_block.py:" in refused.stdout
+
+
+def test_a_single_long_statement_in_any_text_file_is_found(built, tmp_path):
+    folder, _, _ = built
+    planted = tmp_path / "one_line"
+    shutil.copytree(folder, planted)
+    notes = planted / "notes.txt"
+    notes.write_text("try this:\n    return 0.5 * z * (1.0 + torch.erf(z / math.sqrt(2.0)))\n")
+    findings = release.blocking(release.scan(planted, allowed={}))
+    assert ("notes.txt", 2) in {(f.path, f.line) for f in findings}
+
+
+def test_strip_hidden_cuts_the_hidden_entries_and_what_only_they_use():
+    source = textwrap.dedent('''\
+        """A chapter."""
+        import torch
+        from grader.checks._api import check
+
+        TASKS = []
+
+
+        # Shared by both kinds.
+        def probe(ns, x):
+            return x
+
+
+        def judge(out, inputs, expected):
+            return None
+
+
+        def _secret_inputs(g):
+            return {"x": _secret_scale() * torch.ones(2)}
+
+
+        @staticmethod
+        def _secret_scale():
+            return 3.0
+
+
+        def _unused_public_helper():  # kept only if something reaches it
+            return 1
+
+
+        CHECKS = [
+            check("chXX.t.public", "t", 1, "public", probe, judge, inputs=lambda g: {"x": 1}),
+            check("chXX.t.secret", "t", 2, "secret", probe, judge,
+                  inputs=_secret_inputs, hidden=True),
+        ]
+        ''')
+    stripped = release.strip_hidden(source)
+    assert stripped.hidden_checks == ["chXX.t.secret"]
+    assert "_secret_inputs" not in stripped.text and "_secret_scale" not in stripped.text
+    assert "@staticmethod" not in stripped.text
+    assert "# Shared by both kinds." in stripped.text and "chXX.t.public" in stripped.text
+    tree = ast.parse(stripped.text)
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["probe", "judge"]
+
+
+def test_opened_chapters_only(tmp_path):
+    folder, _, findings = release.build(tmp_path, ["00", "05"])
+    assert release.blocking(findings) == []
+    assert sorted(p.name for p in (folder / "assignments").iterdir()) == ["ch00_micro", "ch05_block"]
+    assert sorted(p.name for p in (folder / "grader" / "checks").glob("ch*.py")) == ["ch00_micro.py",
+                                                                                       "ch05_block.py"]
+    stubs = sorted(p.name for p in (folder / "hero_transformer").glob("*.py"))
+    assert stubs == sorted(p.name for p in (ROOT / "hero_transformer").glob("*.py"))
+    script = ("import hero_transformer.model, hero_transformer.train, hero_transformer.sample; "
+              "from grader import catalogue; print(*[c.number for c in catalogue.chapters()])")
+    shown = subprocess.run([sys.executable, "-P", "-c", script], cwd=folder, capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "PYTHONPATH": str(folder)})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == ["00", "05"]
+    assert "ch00_micro, ch05_block" in (folder / "README.md").read_text()
+
+
+def test_allow_list_entries_say_why(tmp_path):
+    listed = tmp_path / "allow.txt"
+    listed.write_text("grader/checks/_api.py::exact_gelu   # the lesson's formula\n")
+    assert release.read_allow_list(listed) == {"grader/checks/_api.py::exact_gelu": "the lesson's formula"}
+    listed.write_text("grader/checks/_api.py::exact_gelu\n")
+    with pytest.raises(ValueError, match="say why"):
+        release.read_allow_list(listed)
+
+
+def test_classroom_payload_reads_as_the_reporter_expects():
+    from grader.classroom import classroom_result
+
+    payload = classroom_result({"tests": [
+        {"name": "ch05.gelu.odd_part", "status": "passed", "score": 1, "max_score": 1, "output": ""},
+        {"name": "ch05.block.shape", "status": "failed", "score": 0, "max_score": 2, "output": "wrong shape"}]})
+    assert payload["version"] == 1 and payload["max_score"] == 3 and payload["status"] == "fail"
+    assert [(t["name"], t["status"], t["score"]) for t in payload["tests"]] == [
+        ("ch05.gelu.odd_part", "pass", 1), ("ch05.block.shape", "fail", 0)]
