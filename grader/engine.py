@@ -10,8 +10,6 @@ into a check status with a reason.
 from __future__ import annotations
 
 import builtins
-import base64
-import marshal
 import os
 import re
 import secrets
@@ -27,8 +25,7 @@ import torch
 from grader import catalogue
 from grader.checks._api import Check, Task
 from grader.forbidden import scan
-from grader.inside import op_rules
-from grader.inside.zygote import COMPILED
+from grader.inside import op_rules, wire
 from grader.inside.wire import Opaque, RemoteError
 from grader.regions import package_sources, strip
 from grader.sandbox import Limits, Sandbox, WorkerFailed
@@ -110,10 +107,8 @@ class Reference:
         """without(task), each module compiled here once and sent as marshalled code (the
         worker's interpreter is this one), so no worker spends its start compiling."""
         if task not in self._compiled:
-            self._compiled[task] = {
-                rel: COMPILED + base64.b64encode(marshal.dumps(
-                    compile(source, f"certified/{rel}", "exec", dont_inherit=True))).decode("ascii")
-                for rel, source in self.without(task).items()}
+            self._compiled[task] = {rel: wire.pack_code(source, f"certified/{rel}")
+                                    for rel, source in self.without(task).items()}
         return self._compiled[task]
 
     @property
@@ -662,7 +657,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
-        described = sandbox.describe()
+        described = sandbox.describe(imported_once=imported is not None)
         if imported is not None:
             imported.close()
         if own_sandbox:

@@ -291,13 +291,16 @@ class Sandbox:
         self._door = _DoorFolder() if import_once and reuse_zygote and syscall_filter.supported() else None
         self.imported_once = False  # whether the last submission was imported once (the report says so)
 
-    def describe(self) -> str:
+    def describe(self, imported_once: bool | None = None) -> str:
+        """The sandbox in words; `imported_once` for the submission being reported (two
+        uploads graded side by side may differ), else the last one started."""
+        imported_once = self.imported_once if imported_once is None else imported_once
         capped = self._pids is not None and self._pids.path is not None
         cap = f", at most {self.limits.processes} processes" if capped else ""
         apart = ("each worker in namespaces of its own (pids, network, IPC, mounts)" if self.isolated else
                  "workers share one set of namespaces: this machine refuses unprivileged user namespaces, so "
                  "a worker can reach its siblings through IPC, abstract sockets and signals")
-        if self.imported_once:
+        if imported_once:
             apart += ("; the package imported once per submission, in a process sealed by a seccomp filter "
                       "that each task's worker is forked from")
         if self.kind == "bwrap":

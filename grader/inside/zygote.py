@@ -12,11 +12,9 @@ time, and answers with plain data.
 
 from __future__ import annotations
 
-import base64
 import importlib.abc
 import importlib.util
 import json
-import marshal
 import os
 import resource
 import signal
@@ -295,9 +293,15 @@ def _private_filesystem() -> None:
     for directory in PRIVATE_DIRS:
         if directory in writable:
             _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
+    _hide_reference()
+
+
+def _hide_reference() -> None:
+    """Without bubblewrap the host's filesystem is visible: cover the reference's folder
+    (named by the grader) with an empty read-only one."""
     for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
         if secret and os.path.isdir(secret):
-            _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0555")
+            _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
 
 
 def _proc_of_its_own() -> None:
@@ -426,9 +430,7 @@ def _sealed_filesystem() -> None:
     for directory in PRIVATE_DIRS:
         if os.path.isdir(directory):  # read-only already; emptied too, so no two sandboxes meet here
             _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
-    for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
-        if secret and os.path.isdir(secret):
-            _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
+    _hide_reference()
 
 
 def _run_connected_worker(listener: str) -> None:
@@ -629,14 +631,10 @@ class _SourcePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         key, _ = self._key(module.__name__)
         source = self.sources.get(key, "") if key else ""
         module.__file__ = f"{self.label}/{key}"
-        # Certified modules come compiled by the grader (marshalled code, base64): no
-        # compile in every worker. The student's come as text.
-        code = (marshal.loads(base64.b64decode(source[len(COMPILED):])) if source.startswith(COMPILED)
-                else compile(source, module.__file__, "exec", dont_inherit=True))
-        exec(code, module.__dict__)
+        # Certified modules come compiled by the grader; the student's come as text.
+        from grader.inside.wire import module_code
 
-
-COMPILED = "\x00marshal:"  # marks a module sent as code, not text (no source file starts so)
+        exec(module_code(source, module.__file__), module.__dict__)
 
 
 STUDENT_PACKAGE = "hero_transformer"
