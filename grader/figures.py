@@ -148,8 +148,16 @@ def _heatmap(ax, weights, rows, cols, title=None, vmax=1.0, masked_above=None, f
             value = data[r, c]
             ax.text(c + 0.5, r + 0.5, fmt.format(value), ha="center", va="center", fontsize=size,
                     color="white" if value > 0.6 * vmax else "black")
-    ax.set_xticks(np.arange(data.shape[1]) + 0.5, cols, fontsize=8)
-    ax.set_yticks(np.arange(data.shape[0]) + 0.5, rows, fontsize=8)
+    _grid_frame(ax, data.shape, rows, cols, title)
+
+
+def _grid_frame(ax, shape, rows, cols, title):
+    """The frame every grid of cells shares: labels at cell centres, row 0 on top,
+    square cells, no ticks or spines."""
+    import numpy as np
+
+    ax.set_xticks(np.arange(shape[1]) + 0.5, cols, fontsize=8)
+    ax.set_yticks(np.arange(shape[0]) + 0.5, rows, fontsize=8)
     ax.invert_yaxis()
     ax.set_aspect("equal")
     ax.tick_params(length=0)
@@ -328,14 +336,7 @@ def _signed_heatmap(ax, values, rows, scale, title, highlight=()):
                     color="white" if abs(data[r, c]) > 0.6 * scale else "black")
     for r in highlight:
         ax.add_patch(_plt().Rectangle((0, r), data.shape[1], 1, fill=False, edgecolor="black", linewidth=1.6))
-    ax.set_xticks(np.arange(data.shape[1]) + 0.5, [str(c) for c in range(data.shape[1])], fontsize=8)
-    ax.set_yticks(np.arange(data.shape[0]) + 0.5, rows, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_aspect("equal")
-    ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    ax.set_title(title, fontsize=9)
+    _grid_frame(ax, data.shape, rows, [str(c) for c in range(data.shape[1])], title)
 
 
 # ----------------------------------------------------------------- chapters 03, 04
