@@ -20,13 +20,12 @@ import json
 import os
 import re
 import statistics
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 from grader import catalogue
 from grader.lms import InputError, Student, shown, slug, student_from
-from grader.report import code_block, markdown_text, plain
+from grader.report import code_block, markdown_text, plain, staff_path, write_atomic
 
 FORMATS = ("csv", "canvas", "moodle", "nbgrader")
 CANVAS_FIRST = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -46,11 +45,7 @@ def number(value) -> str:
 
 
 def _write(path: Path, text: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
-    with os.fdopen(fd, "wb") as out:
-        out.write(text.encode("utf-8") if isinstance(text, str) else text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def _csv(header: list[str], rows: list[list]) -> str:
@@ -392,7 +387,7 @@ def copy_results(folders: list[Path], json_dir: Path) -> None:
         name = data.file_names[s.key]
         write_atomic(record["results"], json_dir / f"{name}.json")
         for folder in folders:
-            staff = read_json(record_path(Path(folder), record["upload"]["slug"]).with_suffix(".staff.json"))
+            staff = read_json(staff_path(record_path(Path(folder), record["upload"]["slug"])))
             if staff is not None:
                 write_atomic(staff, json_dir / f"{name}.staff.json")
                 break

@@ -9,7 +9,6 @@ into a check status with a reason.
 
 from __future__ import annotations
 
-import builtins
 import os
 import re
 import secrets

@@ -32,7 +32,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from grader import catalogue
 from grader.engine import GradeReport, Reference, grade, possible_points
 from grader.lms import InputError, Upload, read_input, read_roster, roster_columns, shown
-from grader.report import results_json
+from grader.report import results_json, staff_path, write_atomic as write_file
 from grader.sandbox import Limits, Sandbox
 from grader.submission import SubmissionError
 
@@ -41,7 +41,10 @@ RECORD_FORMAT = 1
 STATE = "class.json"
 # Modules that only shape what is written from the results: changing them regrades nothing.
 _NOT_GRADING = {"gradebook.py", "class_outputs.py", "bench.py", "demo.py", "mutants.py", "model_bench.py",
-                "gradescope.py", "notebook.py", "notebooks.py", "student_copy.py", "assignments.py", "__main__.py"}
+                "gradescope.py", "notebook.py", "notebooks.py", "student_copy.py", "assignments.py", "__main__.py",
+                "figures.py", "release.py", "nbgrader_course.py", "similarity.py", "classroom.py"}
+# Folders of grader/ that never take part in grading (the mutant catalogue, the release's files).
+_NOT_GRADING_FOLDERS = {"accuracy", "release_template", "__pycache__"}
 
 
 class Interrupted(Exception):
@@ -57,7 +60,7 @@ def kit_version() -> str:
     digest = hashlib.sha256()
     for base in (ROOT / "grader", ROOT / "solutions" / "hero_transformer"):
         for path in sorted(base.rglob("*.py")):
-            if "__pycache__" in path.parts or (path.parent.name == "grader" and path.name in _NOT_GRADING):
+            if _NOT_GRADING_FOLDERS & set(path.parts) or (path.parent.name == "grader" and path.name in _NOT_GRADING):
                 continue
             digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
@@ -84,15 +87,8 @@ def in_shard(upload_slug: str, shard: tuple[int, int] | None) -> bool:
 
 
 def write_atomic(data, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=1, ensure_ascii=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """A JSON record, written whole or not at all."""
+    write_file(path, json.dumps(data, indent=1, ensure_ascii=True))
 
 
 def read_json(path: Path) -> dict | None:
@@ -182,7 +178,7 @@ def save_record(out: Path, record: dict) -> None:
     staff = record.pop("staff", None)
     path = record_path(out, record["upload"]["slug"])
     if staff is not None:
-        write_atomic(staff, path.with_name(f"{path.stem}.staff.json"))
+        write_atomic(staff, staff_path(path))
     write_atomic(record, path)
 
 

@@ -106,7 +106,7 @@ class Upload:
 
     def info(self) -> dict:
         return {"slug": self.slug, "label": self.label, "kind": self.kind, "entries": self.entries, "lms": self.lms,
-                "late": self.late, "attempts": self.attempts, "attempt": [str(part) for part in self.attempt]}
+                "late": self.late, "attempts": self.attempts, "attempt": list(self.attempt)}
 
     def submission(self) -> Submission:
         if self.kind == "files":

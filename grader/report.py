@@ -228,7 +228,6 @@ def results_json(report: GradeReport) -> dict:
         })
     chapters = {}
     for chapter, results in _by_chapter(report).items():
-        own = {r.check.task for r in results}
         chapters[chapter] = {"score": sum(r.score for r in results),
                              "max_score": sum(r.check.points for r in results),
                              "passed": sum(r.status == PASSED for r in results), "checks": len(results),
@@ -298,8 +297,20 @@ def write_json(data: dict, path: str | Path) -> None:
 
 
 def _write_one(data: dict, path: Path) -> None:
+    write_atomic(path, json.dumps(data, indent=2))
+
+
+def write_atomic(path: str | Path, content: str | bytes) -> None:
+    """Write through a temporary file in the same folder and rename it into place, so
+    a reader (or a run resumed after Ctrl-C) never sees half a file; nothing is left
+    behind when writing fails."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(data, out, indent=2)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(content.encode("utf-8") if isinstance(content, str) else content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -23,7 +23,7 @@ import sys
 import sysconfig
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.inside import wire

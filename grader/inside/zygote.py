@@ -38,7 +38,7 @@ def main() -> None:
     import torch.optim  # noqa: F401
 
     import grader.checks
-    from grader.inside import op_rules, wire
+    from grader.inside import op_rules, wire  # noqa: F401 - op_rules imported once, for every worker
 
     for info in pkgutil.iter_modules(grader.checks.__path__):
         importlib.import_module(f"grader.checks.{info.name}")
