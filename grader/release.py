@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
-import keyword
 import re
 import shutil
 import sys
@@ -31,7 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.regions import BEGIN, END
+from grader.regions import find_regions, package_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "release_template"
@@ -234,17 +233,11 @@ def _parse_snippet(text: str) -> ast.Module | None:
 def _region_bodies(root: Path) -> list[tuple[str, str]]:
     """(label, body) of every solution region of the reference."""
     found = []
-    for path in sorted(root.rglob("*.py")):
-        inside, body, task = False, [], ""
-        for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
-            begin = BEGIN.match(line)
-            if begin:
-                inside, body, task = True, [], begin["task"]
-            elif inside and END.match(line):
-                inside = False
-                found.append((f"solutions/{path.relative_to(root.parent)} region {task}", "".join(body)))
-            elif inside:
-                body.append(line)
+    for rel, source in package_sources(root).items():
+        lines = source.splitlines(keepends=True)
+        for region in find_regions(source, rel):
+            found.append((f"solutions/{root.name}/{rel} region {region.task}",
+                          "".join(lines[region.begin:region.end - 1])))
     return found
 
 
