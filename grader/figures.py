@@ -262,7 +262,7 @@ def token_windows():
         ids = tokenizer.encode_document(text)
         inputs, targets = windows(ids, block)
         for p, i in enumerate(ids):
-            scored_in, scored_out = p < len(inputs), 1 <= p <= len(targets)
+            scored_in = p < len(inputs)
             _box(ax, p, 2.0, f"{_label(tokenizer, i)}\n{i}", width=0.8, height=0.7)
             if p < len(ids) - 1:
                 color = BLUE if scored_in else GREY

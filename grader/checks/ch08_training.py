@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, exception_name, compare, first_diagnosis, matches, shape_problem, try_call
+from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
 
 CHAPTER, TITLE = "08", "Training: AdamW, clipping, batches, the loop"
 

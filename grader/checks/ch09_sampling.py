@@ -12,7 +12,6 @@ one.
 
 from __future__ import annotations
 
-import math
 
 import re
 
@@ -487,7 +486,7 @@ def judge_generate_reference(out, inputs, expected):
 
 def _random_generate_inputs(temperature, top_k):
     def make(g):
-        V, C = SIZES["vocab_size"], SIZES["block_size"]
+        C = SIZES["block_size"]
         P = int(torch.randint(1, 4, (1,), generator=g))
         inputs = _generate_inputs(g, B=3, P=P, n=C + 1 - P)  # right up to the limit
         inputs.update(temperature=temperature, top_k=top_k)
@@ -555,7 +554,7 @@ def judge_generate_rows(out, inputs, expected):
     prompt, stop, n = inputs["prompt"], inputs["stop_id"], inputs["max_new_tokens"]
     B, P = prompt.shape
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != B:
-        return f"generate should return [B, T + n] ids for a [B, T] prompt"
+        return "generate should return [B, T + n] ids for a [B, T] prompt"
     new = ids[:, P:].tolist()
     if len(new[0]) > n:
         return f"more than max_new_tokens = {n} new ids"
