@@ -42,12 +42,12 @@ test: $(STAMP)
 	$(PYTHON) -m pytest -q -n 2
 
 figures: $(STAMP)
-	$(PYTHON) -m grader.figures
+	$(PYTHON) -m grader.build.figures
 
 student: $(STAMP)
-	$(PYTHON) -m grader.student_copy
-	$(PYTHON) -m grader.assignments
-	$(PYTHON) -m grader.notebooks
+	$(PYTHON) -m grader.build.student_copy
+	$(PYTHON) -m grader.build.lesson_tables
+	$(PYTHON) -m grader.build.notebooks
 
 check: $(STAMP)
 	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH)) $(ARGS)
@@ -62,10 +62,10 @@ demo: $(STAMP)
 	$(PYTHON) -m grader demo
 
 bench: $(STAMP)
-	$(PYTHON) -m grader.bench
+	$(PYTHON) -m grader.qa.bench
 
 mutants: $(STAMP)
-	$(PYTHON) -m grader.mutants --write-docs
+	$(PYTHON) -m grader.qa.catch_table --write-docs
 
 micro: $(STAMP)
 	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro

@@ -18,7 +18,7 @@ from rich.console import Console
 def _chapters(text: str | None) -> list[str] | None:
     if not text:
         return None
-    from grader import catalogue
+    from grader.checks import catalogue
 
     known = {c.number for c in catalogue.chapters()}
     chosen = []
@@ -52,7 +52,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
                 budget: float = 600.0):
     """`chapters` may be the command line's text ("05,07"): it is read once the sandbox
     boots, since reading it imports the checks and so torch."""
-    from grader.sandbox import Limits, Sandbox
+    from grader.run.sandbox import Limits, Sandbox
 
     # Boot the sandbox first: it imports torch while this process does the same.
     sandbox = Sandbox(Limits(submission_seconds=budget))
@@ -67,12 +67,12 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         raise
     import gc
 
-    from grader.engine import GradeReport, Reference, grade
+    from grader.run.engine import GradeReport, Reference, grade
 
     # What is imported now lives until the end: the collector need not walk it again.
     gc.freeze()
-    from grader.report import render, results_json, write_json
-    from grader.submission import SubmissionError, load
+    from grader.run.report import render, results_json, write_json
+    from grader.run.submission import SubmissionError, load
 
     report = None
     try:
@@ -98,9 +98,9 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     return report
 
 
-# A student's release ships the engine without the TA's modules (grader.release leaves
+# A student's release ships the engine without the TA's modules (grader.build.release leaves
 # them out); its CLI then offers the student's commands only.
-_KIT = (Path(__file__).parent / "gradescope.py").exists()
+_KIT = (Path(__file__).parent / "build").is_dir()
 
 
 def _student_main(parser, argv) -> int:
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     sub.add_parser("release", help="build the student bundle and zip, scanned for leaks (TA); "
                                    "see `python -m grader release --help`", add_help=False)
     if argv[:1] == ["release"]:
-        from grader.release import main as release
+        from grader.build.release import main as release
 
         return release(argv[1:])
     if argv[:2] == ["grade-class", "merge"]:
@@ -193,18 +193,18 @@ def main(argv=None) -> int:
     if args.command == "grade-class":
         return _grade_class(args, console)
     if args.command == "gradescope":
-        from grader.gradescope import build
+        from grader.build.gradescope import build
 
         chapters = _chapters(args.chapters)
         names = build(Path(args.output), chapters)
-        from grader.engine import possible_points
+        from grader.run.engine import possible_points
 
         console.print(f"wrote [bold]{args.output}[/] ({len(names)} files, chapters "
                       f"{', '.join(chapters) if chapters else 'all'}, {possible_points(chapters):g} points): "
                       f"upload it as the assignment's autograder")
         return 0
     if args.command == "nbgrader-course":
-        from grader.nbgrader_course import build as build_course
+        from grader.build.nbgrader_course import build as build_course
 
         try:
             folders = build_course(Path(args.dest), _chapters(args.chapters),
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
                       f"read {Path(args.dest) / 'README.md'} next")
         return 0
     if args.command == "demo":
-        from grader.demo import run_demo
+        from grader.qa.demo import run_demo
 
         return run_demo(console)
     if args.command == "submit":
@@ -241,9 +241,9 @@ def _profile(report, console: Console, rows: int = 15) -> None:
 
 
 def _grade_class(args, console: Console) -> int:
-    from grader.gradebook import Interrupted, grade_class, parse_shard
-    from grader.lms import InputError
-    from grader.sandbox import bwrap_works
+    from grader.grade_class.gradebook import Interrupted, grade_class, parse_shard
+    from grader.grade_class.uploads import InputError
+    from grader.run.sandbox import bwrap_works
 
     if not args.allow_weak_sandbox and not bwrap_works():
         console.print(f"[red]{WEAK_SANDBOX}[/]")
@@ -284,8 +284,8 @@ def _report_class(out: Path, rows, console: Console) -> None:
 
 
 def _merge(argv, console: Console) -> int:
-    from grader.gradebook import merge
-    from grader.lms import InputError
+    from grader.grade_class.gradebook import merge
+    from grader.grade_class.uploads import InputError
 
     parser = argparse.ArgumentParser(prog="python -m grader grade-class merge",
                                      description="Join the --out folders of several grade-class runs (shards) "

@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from grader.__main__ import main as cli
-from grader.engine import possible_points
+from grader.run.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -186,8 +186,8 @@ def test_a_rerun_regrades_nothing_unchanged_and_the_zip_of_the_download_reads_th
             if path.name != NON_UTF8:  # a zip stores names as text: leave out the one that is not
                 archive.write(path, path.name)
     console = Console(record=True, file=io.StringIO(), width=200)
-    from grader.gradebook import grade_class
-    from grader.lms import read_roster  # noqa: F401 - the roster is passed by path, as on the command line
+    from grader.grade_class.gradebook import grade_class
+    from grader.grade_class.uploads import read_roster  # noqa: F401 - the roster is passed by path, as on the command line
 
     grade_class(whole, out, roster=roster, fmt="canvas", chapters=["01", "05"], public_only=True, seed=1,
                 console=console)
@@ -200,7 +200,7 @@ def test_a_rerun_regrades_nothing_unchanged_and_the_zip_of_the_download_reads_th
 
 
 def test_gradescope_and_moodle_layouts_name_their_students(tmp_path):
-    from grader.lms import read_input
+    from grader.grade_class.uploads import read_input
 
     export = tmp_path / "assignment_77_export"
     for number in ("1001", "1002", "1003"):
@@ -237,7 +237,7 @@ def test_gradescope_and_moodle_layouts_name_their_students(tmp_path):
     roster.write_text("Identifier,Full name,Email address,Status,Grade,Maximum Grade\n"
                       "Participant 501,Ada Lovelace,ada@uni.edu,Submitted,,100\n"
                       "Participant 502,Alan Turing,alan@uni.edu,Submitted,,100\n")
-    from grader.lms import read_roster
+    from grader.grade_class.uploads import read_roster
 
     intake = read_input(moodle, tmp_path / "work2", read_roster(roster))
     assert intake.lms == "moodle"
@@ -290,7 +290,7 @@ def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path, mo
     records = [json.loads(b) for n, b in kept.items() if not n.endswith(".staff.json")]
     assert 1 <= len(records) < 6 and not list((out / "results").glob(".part-*"))
 
-    import grader.gradebook as gradebook
+    import grader.grade_class.gradebook as gradebook
 
     graded = []
     real = gradebook.grade_upload
@@ -374,7 +374,7 @@ OWN_LAYER_NORM = '''
 
 
 def _with_layer_norm(body: str) -> dict[str, str]:
-    from grader.regions import package_sources
+    from grader.run.regions import package_sources
 
     sources = dict(package_sources(SOLUTIONS))
     start = sources["model.py"].index("        mean = x.mean(dim=-1, keepdim=True)")
@@ -384,8 +384,8 @@ def _with_layer_norm(body: str) -> dict[str, str]:
 
 
 def test_look_alikes_see_through_renaming_and_ignore_the_reference():
-    from grader.regions import package_sources
-    from grader.similarity import fingerprints, look_alikes
+    from grader.run.regions import package_sources
+    from grader.grade_class.similarity import fingerprints, look_alikes
 
     renamed = OWN_LAYER_NORM.replace("total", "acc").replace("middle", "mu").replace("spread", "var") \
         .replace("scaled", "z").replace("        return", "        # normalise, then scale\n        return")

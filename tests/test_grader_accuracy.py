@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalogue as checks_catalogue
-from grader.accuracy import catalogue, lesson_mistakes
-from grader.engine import PASSED
-from grader.mutants import check_words, run_entry
-from grader.sandbox import Limits, Sandbox
+from grader.checks import catalogue as checks_catalogue
+from grader.qa.mutants import catalogue, lesson_mistakes
+from grader.run.engine import PASSED
+from grader.qa.catch_table import check_words, run_entry
+from grader.run.sandbox import Limits, Sandbox
 
 MUTANTS, VARIANTS = catalogue()
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,4 +104,4 @@ def test_every_common_mistake_of_the_lesson_has_a_mutant(chapter):
         for clause in bullet.split(";"):
             assert any(_squeezed(p) in clause or clause.strip() in _squeezed(p) for p in phrases), (
                 f"chapter {chapter}: the lesson's common mistake {clause.strip()!r} has no mutant in "
-                f"grader/accuracy/ch{chapter}.py's LESSON")
+                f"grader/qa/mutants/ch{chapter}.py's LESSON")

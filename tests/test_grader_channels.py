@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from grader.engine import PASSED
-from grader.sandbox import Limits, Sandbox, bwrap_works
+from grader.run.engine import PASSED
+from grader.run.sandbox import Limits, Sandbox, bwrap_works
 
 from tests.test_grader_redteam import earned, grade_one, hostile_sources
 
@@ -332,9 +332,9 @@ IMPORT_TIME_CHANNELS = {
 
 
 def _imported_once_points(reference, box, channel: str, replay: bool) -> list[str]:
-    from grader import catalogue
-    from grader.engine import grade_task
-    from grader.submission import Submission
+    from grader.checks import catalogue
+    from grader.run.engine import grade_task
+    from grader.run.submission import Submission
 
     from tests.test_grader_redteam import checks_of
 
@@ -352,7 +352,7 @@ def _imported_once_points(reference, box, channel: str, replay: bool) -> list[st
 
 
 def _imports_once(box) -> bool:
-    from grader.inside import syscall_filter
+    from grader.run.inside import syscall_filter
 
     box.start().worker().kill()
     return box.isolated and syscall_filter.supported() and box._door is not None
@@ -422,9 +422,9 @@ KNOCK_FROM_A_WORKERS_CHILD = KNOCK + """
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 @pytest.mark.parametrize("attack", ["from the submission's process", "from a worker's child"])
 def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
-    from grader import catalogue
-    from grader.engine import grade_task
-    from grader.submission import Submission
+    from grader.checks import catalogue
+    from grader.run.engine import grade_task
+    from grader.run.submission import Submission
 
     from tests.test_grader_redteam import checks_of
 
@@ -473,8 +473,8 @@ FLOOD_THE_DOOR = KNOCK + """
 def test_an_upload_flooding_the_door_does_not_hold_up_another(reference, isolation):
     """grade-class shares one sandbox between uploads: the door they share must not let
     one upload starve another's workers."""
-    from grader.engine import grade
-    from grader.submission import Submission
+    from grader.run.engine import grade
+    from grader.run.submission import Submission
 
     with Sandbox(Limits(check_seconds=8.0, setup_seconds=10.0), isolation=isolation) as box:
         if not _imports_once(box):

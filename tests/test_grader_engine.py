@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalogue
+from grader.checks import catalogue
 from grader.__main__ import main as cli
-from grader.engine import NOT_IMPLEMENTED, PASSED, grade
-from grader.regions import all_regions
-from grader.report import results_json
-from grader.sandbox import Limits, Sandbox
-from grader.submission import SubmissionError, load
+from grader.run.engine import NOT_IMPLEMENTED, PASSED, grade
+from grader.run.regions import all_regions
+from grader.run.report import results_json
+from grader.run.sandbox import Limits, Sandbox
+from grader.run.submission import SubmissionError, load
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -89,8 +89,8 @@ def test_results_json_has_gradescope_shape(reference_report):
 
 def test_hidden_check_output_reveals_no_numbers_from_expected_values(sandbox):
     # A wrong GELU fails hidden checks; their text must not print the expected tensor.
-    from grader.accuracy import apply
-    from grader.engine import Reference
+    from grader.qa.mutants import apply
+    from grader.run.engine import Reference
 
     reference = Reference()
     sources = apply(reference.sources, "model", "gelu", "return torch.relu(x)")
@@ -101,7 +101,7 @@ def test_hidden_check_output_reveals_no_numbers_from_expected_values(sandbox):
 
 
 def load_sources(sources):
-    from grader.submission import Submission
+    from grader.run.submission import Submission
 
     return Submission("inline", sources)
 
@@ -175,7 +175,7 @@ def test_grade_class_writes_a_gradebook(tmp_path):
     import csv
     import shutil
 
-    from grader.gradebook import grade_class
+    from grader.grade_class.gradebook import grade_class
 
     uploads = tmp_path / "uploads"
     shutil.copytree(SOLUTIONS, uploads / "alice")  # the package's files in a folder of another name
@@ -198,7 +198,7 @@ def test_grade_class_writes_a_gradebook(tmp_path):
 
 def test_the_reference_teaches_what_it_grades():
     """No task of the reference uses the library call that task forbids."""
-    from grader.forbidden import scan
+    from grader.run.scan_calls import scan
 
     for task in catalogue.tasks().values():
         source = (SOLUTIONS / f"{task.module}.py").read_text()
@@ -206,7 +206,7 @@ def test_the_reference_teaches_what_it_grades():
 
 
 def test_forbidden_scan_resolves_imports():
-    from grader.forbidden import scan
+    from grader.run.scan_calls import scan
 
     source = (
         "import torch.nn.functional as F\n"

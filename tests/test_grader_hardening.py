@@ -19,10 +19,10 @@ import torch
 
 from grader.checks._api import Check, causal_diagnosis
 from grader.checks.ch05_block import judge_layer_norm_defaults
-from grader.engine import CheckResult, GradeReport
-from grader.forbidden import scan
-from grader.report import code_block, markdown_text, plain, render, results_json
-from grader.submission import SubmissionError, load
+from grader.run.engine import CheckResult, GradeReport
+from grader.run.scan_calls import scan
+from grader.run.report import code_block, markdown_text, plain, render, results_json
+from grader.run.submission import SubmissionError, load
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -252,12 +252,14 @@ def _run_setup(tmp_path, env_course: str | None):
     fake = folder / "grader"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "engine.py").write_text("")
-    (fake / "notebook.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
+    (fake / "run").mkdir()
+    (fake / "run" / "__init__.py").write_text("")
+    (fake / "run" / "engine.py").write_text("")
+    (fake / "run" / "notebook_cell.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     if env_course is not None:
         env["HERO_TRANSFORMER_COURSE"] = env_course
-    code = _setup_cell() + "\nimport grader.notebook\nprint('FROM', grader.notebook.__file__)\n"
+    code = _setup_cell() + "\nimport grader.run.notebook_cell\nprint('FROM', grader.run.notebook_cell.__file__)\n"
     return course, subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
                                   timeout=120, env=env)
 
@@ -265,14 +267,14 @@ def _run_setup(tmp_path, env_course: str | None):
 def test_the_setup_cell_imports_the_instructors_grader(tmp_path):
     course, done = _run_setup(tmp_path, str(tmp_path / "course"))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"FROM {course}/grader/notebook.py" in done.stdout
+    assert f"FROM {course}/grader/run/notebook_cell.py" in done.stdout
     assert "advisory" not in done.stdout
 
 
 def test_without_the_variable_the_setup_cell_warns_and_skips_the_submission(tmp_path):
     course, done = _run_setup(tmp_path, None)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"FROM {course}/grader/notebook.py" in done.stdout
+    assert f"FROM {course}/grader/run/notebook_cell.py" in done.stdout
     assert "advisory" in done.stdout
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalogue
-from grader.accuracy import apply
-from grader.engine import PASSED, grade, grade_task
-from grader.report import results_json, write_json
-from grader.sandbox import Limits, Sandbox, bwrap_works
-from grader.submission import Submission
+from grader.checks import catalogue
+from grader.qa.mutants import apply
+from grader.run.engine import PASSED, grade, grade_task
+from grader.run.report import results_json, write_json
+from grader.run.sandbox import Limits, Sandbox, bwrap_works
+from grader.run.submission import Submission
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -120,7 +120,7 @@ def test_fake_results_file_is_overwritten(reference, sandbox, tmp_path):
 
 @needs_bwrap
 def test_grader_and_solution_files_are_invisible(reference, sandbox):
-    paths = [str(SOLUTIONS / "model.py"), str(ROOT / "grader" / "engine.py"), str(ROOT / "Makefile")]
+    paths = [str(SOLUTIONS / "model.py"), str(ROOT / "grader" / "run" / "engine.py"), str(ROOT / "Makefile")]
     body = f"""
         import os
         seen = []
@@ -247,7 +247,7 @@ def test_forbidden_library_call_scores_zero(reference, sandbox):
 
 @pytest.mark.parametrize("line", [
     "import sys\nsys.modules['grader.checks.ch05_block'].probe_gelu = None",
-    "from grader.inside import wire",
+    "from grader.run.inside import wire",
     "import gc\nobjects = gc.get_objects()",
     "import inspect",
     "import ctypes",

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from grader import catalogue
-from grader.accuracy import apply
-from grader.engine import FAILED, PASSED, GradeReport, grade_task
-from grader.gradebook import grade_class
-from grader.report import render, results_json, staff_path, write_json
-from grader.submission import Submission
-from grader.tamper import scan_file, scan_submission
+from grader.checks import catalogue
+from grader.qa.mutants import apply
+from grader.run.engine import FAILED, PASSED, GradeReport, grade_task
+from grader.grade_class.gradebook import grade_class
+from grader.run.report import render, results_json, staff_path, write_json
+from grader.run.submission import Submission
+from grader.run.scan_tampering import scan_file, scan_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"

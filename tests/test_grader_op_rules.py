@@ -1,4 +1,4 @@
-"""The run-time operator rules (grader/inside/op_rules.py): a shortcut scores
+"""The run-time operator rules (grader/run/inside/op_rules.py): a shortcut scores
 'forbidden' whatever its spelling, because the worker records the torch operators a
 probe actually runs; correct code written with unusual operators keeps its points.
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader import catalogue
-from grader.engine import FORBIDDEN, PASSED
-from grader.forbidden import scan
+from grader.checks import catalogue
+from grader.run.engine import FORBIDDEN, PASSED
+from grader.run.scan_calls import scan
 
 from test_grader_redteam import hostile_sources, run
 
@@ -194,7 +194,7 @@ def test_correct_code_with_unusual_operators_keeps_every_point(reference, sandbo
 def test_the_recorder_leaves_no_mode_behind_and_reports_tampering():
     import torch
 
-    from grader.inside import op_rules
+    from grader.run.inside import op_rules
 
     rules = op_rules.Rules(("native_group_norm",))
     x = torch.randn(2, 4, dtype=torch.float64)

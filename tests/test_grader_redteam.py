@@ -28,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalogue
-from grader.accuracy import apply
-from grader.engine import PASSED, GradeReport, Reference, grade_task
-from grader.report import render, results_json
-from grader.sandbox import Limits, Sandbox, bwrap_works
-from grader.submission import Submission, SubmissionError, load
+from grader.checks import catalogue
+from grader.qa.mutants import apply
+from grader.run.engine import PASSED, GradeReport, Reference, grade_task
+from grader.run.report import render, results_json
+from grader.run.sandbox import Limits, Sandbox, bwrap_works
+from grader.run.submission import Submission, SubmissionError, load
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -72,7 +72,7 @@ def grade_one(reference, sandbox, task_name, sources, label="hostile", only=None
     checks = checks_of(task_name)
     if only is not None:
         checks = [c for c in checks if c.name.rsplit(".", 1)[-1] in only]
-    # The static tamper scan (grader/tamper.py) would stop most of these attacks before they
+    # The static tamper scan (grader/run/scan_tampering.py) would stop most of these attacks before they
     # run; it is off here so that each attack tests the layer behind it.
     return grade_task(task, checks, Submission(label, sources), reference, sandbox, seed=7,
                       scan_for_tampering=False)
@@ -168,7 +168,7 @@ FORGED_WIRE = '''
 import sys as _sys
 
 def _forging_send(sock, value):
-    from grader.inside import wire as _wire
+    from grader.run.inside import wire as _wire
 
     call = _sys._getframe(1).f_locals.get("call") or {}
     inputs, probe = call.get("inputs", {}), call.get("probe")
@@ -187,7 +187,7 @@ def _forging_send(sock, value):
     return _wire._rt_original_send(sock, value)
 
 
-from grader.inside import wire as _wire_module
+from grader.run.inside import wire as _wire_module
 if not hasattr(_wire_module, "_rt_original_send"):
     _wire_module._rt_original_send = _wire_module.send
 _wire_module.send = _forging_send
@@ -281,10 +281,10 @@ def test_malformed_ready_frame_fails_only_that_task(reference, sandbox, frame):
 
 
 def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeypatch):
-    import grader.sandbox
+    import grader.run.sandbox
     from grader.__main__ import run_grading
 
-    monkeypatch.setattr(grader.sandbox, "Limits", lambda **given: Limits(**{"check_seconds": 3.0, **given}))
+    monkeypatch.setattr(grader.run.sandbox, "Limits", lambda **given: Limits(**{"check_seconds": 3.0, **given}))
     append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": [{"x": 1}]}\')\n'
     package = tmp_path / "upload" / "hero_transformer"
     package.mkdir(parents=True)
@@ -702,7 +702,7 @@ def test_zip_paths_cannot_escape_or_break_loading(tmp_path):
 
 
 def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
-    import grader.gradebook as gradebook
+    import grader.grade_class.gradebook as gradebook
 
     monkeypatch.setattr(gradebook, "Limits", lambda **given: Limits(**{"check_seconds": 3.0, **given}))
     uploads = tmp_path / "uploads"
@@ -749,7 +749,7 @@ def _notebook_setup() -> str:
     "shadow_grader",
     pytest.param("added_cell", marks=hole(
         "nbgrader runs every cell of the submitted notebook in one kernel, the one score_task runs in: a cell "
-        "the student adds after the set-up cell redefines score_task (or patches grader.engine) and the "
+        "the student adds after the set-up cell redefines score_task (or patches grader.run.engine) and the "
         "locked grade cell records its value")),
 ])
 def test_nbgrader_cells_cannot_be_scored_by_the_student(tmp_path, attack):
@@ -770,8 +770,10 @@ def test_nbgrader_cells_cannot_be_scored_by_the_student(tmp_path, attack):
         fake = folder / "grader"
         fake.mkdir()
         (fake / "__init__.py").write_text("")
-        (fake / "engine.py").write_text("")
-        (fake / "notebook.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
+        (fake / "run").mkdir()
+        (fake / "run" / "__init__.py").write_text("")
+        (fake / "run" / "engine.py").write_text("")
+        (fake / "run" / "notebook_cell.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
     else:
         cells.append("score_task = lambda task_name, package=None: 12.0")
     cells.append('print("SCORE", score_task("block"))')
@@ -784,7 +786,7 @@ def test_nbgrader_cells_cannot_be_scored_by_the_student(tmp_path, attack):
 def test_hidden_inputs_are_not_predictable_in_the_notebook_flow(tmp_path):
     import torch
 
-    import grader.notebook as notebook
+    import grader.run.notebook_cell as notebook
 
     table = {}
     for check in checks_of("gelu"):  # what a student can run at home

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.engine import Reference, grade
-from grader.inside import wire
-from grader.sandbox import Limits, Sandbox
-from grader.submission import load
-from grader.tamper import scan_submission
+from grader.run.engine import Reference, grade
+from grader.run.inside import wire
+from grader.run.sandbox import Limits, Sandbox
+from grader.run.submission import load
+from grader.run.scan_tampering import scan_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"

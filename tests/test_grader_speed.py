@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader.engine import ERROR, PASSED, grade
-from grader.sandbox import Limits, Sandbox
-from grader.submission import Submission
+from grader.run.engine import ERROR, PASSED, grade
+from grader.run.sandbox import Limits, Sandbox
+from grader.run.submission import Submission
 
 from tests.test_grader_redteam import hostile_sources
 
@@ -35,7 +35,7 @@ def test_importing_once_gives_the_same_result_for_every_check(reference, which):
 
 
 def test_a_scan_that_breaks_costs_its_task_only(reference, monkeypatch):
-    import grader.engine as engine
+    import grader.run.engine as engine
 
     real = engine.scan
 

@@ -10,11 +10,11 @@ import textwrap
 import pytest
 from rich.console import Console
 
-from grader import catalogue
-from grader.accuracy import apply
-from grader.engine import ERROR, GradeReport, grade_task
-from grader.report import certified_line, parts_used, render, results_json
-from grader.submission import Submission
+from grader.checks import catalogue
+from grader.qa.mutants import apply
+from grader.run.engine import ERROR, GradeReport, grade_task
+from grader.run.report import certified_line, parts_used, render, results_json
+from grader.run.submission import Submission
 
 CRASHING_GELU = """
     scale = 1.0 / math.sqrt(2.0)
@@ -52,7 +52,7 @@ def test_make_check_shows_the_message_and_the_same_place(reference, sandbox):
 
 
 def _result(check_name, status, diagnosis, certified=()):
-    from grader.engine import CheckResult
+    from grader.run.engine import CheckResult
 
     check = next(c for c in catalogue.all_checks() if c.name == check_name)
     return CheckResult(check, status, diagnosis, certified=tuple(certified))

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from grader.inside import wire
+from grader.run.inside import wire
 
 
 @pytest.mark.parametrize("tensor", [

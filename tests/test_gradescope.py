@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.engine import possible_points
-from grader.gradescope import CPU_WHEELS, build, torch_requirement
+from grader.run.engine import possible_points
+from grader.build.gradescope import CPU_WHEELS, build, torch_requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,9 +36,9 @@ def test_the_zip_holds_the_grader_and_the_reference_but_no_student_copy(tmp_path
         assert set(archive.namelist()) == names
         for script in ("setup.sh", "run_autograder"):
             assert stat.S_IMODE(archive.getinfo(script).external_attr >> 16) & 0o111
-    assert {"grader/engine.py", "grader/inside/zygote.py", "solutions/hero_transformer/model.py",
+    assert {"grader/run/engine.py", "grader/run/inside/zygote.py", "solutions/hero_transformer/model.py",
             "pyproject.toml"} <= names
-    assert not any(n.startswith(("hero_transformer/", "tests/", "grader/accuracy/")) for n in names)
+    assert not any(n.startswith(("hero_transformer/", "tests/", "grader/qa/mutants/")) for n in names)
 
 
 def _unpack(root: Path, chapters: list[str] | None = None) -> None:

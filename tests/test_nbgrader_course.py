@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.accuracy import apply, catalogue as accuracy_catalogue
-from grader.engine import possible_points
-from grader.nbgrader_course import KERNEL_NAME, build, cell_timeout
-from grader.sandbox import bwrap_works
+from grader.qa.mutants import apply, catalogue as accuracy_catalogue
+from grader.run.engine import possible_points
+from grader.build.nbgrader_course import KERNEL_NAME, build, cell_timeout
+from grader.run.sandbox import bwrap_works
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -231,8 +231,8 @@ def test_the_course_configuration_holds_what_grading_needs(tmp_path):
 
 
 def test_the_cell_time_limit_covers_the_graders_own_worst_case():
-    from grader import catalogue
-    from grader.notebook import task_seconds
+    from grader.checks import catalogue
+    from grader.run.notebook_cell import task_seconds
 
     chapters = catalogue.chapters()
     limit = cell_timeout(chapters)
@@ -245,7 +245,7 @@ def test_the_cell_time_limit_covers_the_graders_own_worst_case():
 def test_the_configuration_loads_and_never_overwrites_submitted_files(tmp_path, monkeypatch):
     from traitlets.config.loader import PyFileConfigLoader
 
-    from grader import catalogue
+    from grader.checks import catalogue
 
     for name in ("HERO_TRANSFORMER_COURSE", "JUPYTER_PATH"):  # the configuration sets them
         monkeypatch.delenv(name, raising=False)

@@ -13,6 +13,7 @@ under test being the student's and every other task certified.
 from __future__ import annotations
 
 import math
+import sys
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -74,8 +75,45 @@ NORM_KERNELS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_n
 GELU_KERNELS = ("gelu", "gelu_", "_addmm_activation")
 
 
-def check(name: str, task: str, points: float, summary: str, probe, judge, **more) -> Check:
-    return Check(name=name, task=task, points=points, summary=summary, probe=probe, judge=judge, **more)
+DECLARED = "__declared_checks__"  # where @check lists a module's checks, in declaration order
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A check as written beside its judge; the catalogue names it chNN.<task>.<name>."""
+
+    name: str
+    task: "str | None"
+    points: float
+    summary: str
+    probe: Callable[..., Any]
+    judge: Callable[[Any, dict, Any], "str | None"]
+    more: dict
+
+    def build(self, chapter: str, task: str) -> Check:
+        return Check(name=f"{chapter}.{task}.{self.name}", task=task, points=self.points, summary=self.summary,
+                     probe=self.probe, judge=self.judge, **self.more)
+
+
+def check(name: str, points: float, summary: str, *legacy, probe=None, task: "str | None" = None, **more):
+    """Declare a check on its judge:
+
+        @check("lookup", 3, "ids [2, 3] give vectors [2, 3, 5]", probe=probe_lookup, inputs=...)
+        def judge_lookup(out, inputs, expected): ...
+
+    The chapter and the task come from the module the judge lives in (its package and
+    its TASKS; `task=` picks one where a module holds several). Stacked decorators
+    declare several checks sharing one judge, nearest the function first."""
+    if legacy:  # TRANSITION: check(name, task, points, summary, probe, judge, **more)
+        task_name, points, summary, probe, judge = points, summary, *legacy
+        return Check(name=name, task=task_name, points=points, summary=summary, probe=probe, judge=judge, **more)
+
+    def declare(judge):
+        module = sys.modules[judge.__module__]
+        module.__dict__.setdefault(DECLARED, []).append(Declared(name, task, points, summary, probe, judge, more))
+        return judge
+
+    return declare
 
 
 # ----------------------------------------------------------------- judging helpers

@@ -1,0 +1,489 @@
+"""The student release: what students are handed, and a scan proving it holds no answer.
+
+    python -m grader release --out DIR [--chapters 00,01,05]
+
+writes DIR/hero_transformer-student/ and DIR/hero_transformer-student.zip: the stub
+package, the lessons and their figures, the public checks with the engine that runs
+them, and a Makefile, pyproject.toml, README.md and GitHub Classroom workflow of their
+own. Hidden checks are cut out of each chapter's module here (their code and inputs,
+not only their entries), and the finished folder is scanned before it is zipped.
+
+The scan compares statements, not text: every statement of the reference's solution
+regions and of the accuracy mutants and variants is normalised (comments, docstrings,
+layout and local names gone; attributes, keywords and constants kept), and so is every
+statement of the bundle's Python and of the code in its other text files. A match of
+two consecutive statements, or of one statement long enough to say something on its
+own, fails the release with the file and line. Hidden check names and the statements of
+the code that only hidden checks used are looked for the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import re
+import shutil
+import sys
+import textwrap
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader import KIT_ROOT
+from grader.run.regions import find_regions, package_sources
+
+ROOT = KIT_ROOT
+TEMPLATE = Path(__file__).resolve().parent / "release_template"
+ALLOW_LIST = TEMPLATE / "ALLOWED_FINDINGS.txt"
+BUNDLE_NAME = "hero_transformer-student"
+
+# The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
+STUDENT_GRADER = ("__init__.py", "__main__.py")  # and run/, and checks/ without its hidden checks
+STUDENT_RUN_LEFT_OUT = ("notebook_cell.py",)
+
+# A single statement this long (normalised) is specific enough to be a leak on its own;
+# anything shorter (`return x`, `B, T = x.shape`) must come with a neighbour.
+SINGLE_CHARS = 40
+TRIVIAL_CHARS = 15
+
+
+# ------------------------------------------------------------ hidden checks out
+
+
+def _is_hidden(call: ast.expr) -> bool:
+    return isinstance(call, ast.Call) and any(
+        k.arg == "hidden" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
+
+
+def _check_name(call: ast.expr) -> str | None:
+    if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant):
+        return call.args[0].value if isinstance(call.args[0].value, str) else None
+    return None
+
+
+def _defined(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+        node, (ast.AnnAssign, ast.AugAssign)) else []
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _used(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+@dataclass
+class Stripped:
+    text: str
+    hidden_checks: list[str]  # names of the checks cut out
+    removed: list[str]  # source of what only they used, for the scan
+
+
+def strip_hidden(source: str) -> Stripped:
+    """The chapter module without its hidden checks and whatever only they reached.
+    Cuts by line ranges of the original text, so the comments of what stays survive."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    cut: list[tuple[int, int]] = []  # 1-based inclusive line ranges
+    hidden, removed = [], []
+    checks_node = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CHECKS" for t in node.targets):
+            checks_node = node
+    kept_calls = []
+    if checks_node is not None and isinstance(checks_node.value, ast.List):
+        for element in checks_node.value.elts:
+            if _is_hidden(element):
+                hidden.append(_check_name(element) or "?")
+                start, end = element.lineno, element.end_lineno
+                removed.append("".join(lines[start - 1:end]))
+                cut.append((start, end))
+            else:
+                kept_calls.append(element)
+    # What stays reachable: every module-level statement that is not a definition, the
+    # kept check entries, and transitively whatever those name.
+    definitions = {}
+    roots: set[str] = set()
+    for node in tree.body:
+        names = _defined(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                    ast.Assign, ast.AnnAssign)) else set()
+        if node is checks_node:
+            for call in kept_calls:
+                roots |= _used(call)
+        elif names and names <= {"CHAPTER", "TITLE", "TASKS", "CHECKS"}:
+            roots |= _used(node)
+        elif names:
+            for name in names:
+                definitions.setdefault(name, []).append(node)
+        else:
+            roots |= _used(node)
+    reached, stack = set(), list(roots)
+    while stack:
+        name = stack.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for node in definitions.get(name, []):
+            stack.extend(_used(node))
+    for node in tree.body:
+        names = _defined(node)
+        if node is checks_node or not names or names <= {"CHAPTER", "TITLE", "TASKS", "CHECKS"}:
+            continue
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)):
+            continue
+        if names & reached:
+            continue
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        removed.append("".join(lines[start - 1:node.end_lineno]))
+        cut.append((start, node.end_lineno))
+    dropped = set()
+    for start, end in cut:
+        dropped.update(range(start, end + 1))
+    text = "".join(line for number, line in enumerate(lines, start=1) if number not in dropped)
+    # Cutting two neighbouring functions leaves their blank lines behind: keep at most two.
+    text = re.sub(r"\n{4,}", "\n\n\n", text)
+    return Stripped(text, hidden, removed)
+
+
+# ---------------------------------------------------------------- normalising
+
+_KEPT_NAMES = frozenset(dir(builtins)) | {"torch", "math", "nn", "F", "self", "random", "np"}
+
+
+class _Renamer(ast.NodeTransformer):
+    """Local names become v0, v1, ... in order of first appearance: a copy with its
+    variables renamed normalises to the same text."""
+
+    def __init__(self):
+        self.names: dict[str, str] = {}
+
+    def _name(self, name: str) -> str:
+        if name in _KEPT_NAMES:
+            return name
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def visit_Name(self, node):
+        return ast.copy_location(ast.Name(id=self._name(node.id), ctx=node.ctx), node)
+
+    def visit_arg(self, node):
+        node.arg = self._name(node.arg)
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.name = self._name(node.name)
+        node.returns = None
+        node.decorator_list = []
+        node.body = [s for s in node.body if not _is_docstring(s)] or [ast.Pass()]
+        self.generic_visit(node)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def normalise(*statements: ast.stmt) -> str:
+    renamer = _Renamer()
+    parts = []
+    for statement in statements:
+        copy = ast.parse(ast.unparse(statement)).body  # a private copy to rename
+        parts.extend(ast.unparse(renamer.visit(s)) for s in copy)
+    return re.sub(r"\s+", "", ";".join(parts))
+
+
+def _bodies(tree: ast.AST):
+    """Every list of statements in the tree (module, function, loop, branch bodies)."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            value = getattr(node, field, None)
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                yield [s for s in value if not _is_docstring(s)]
+        for handler in getattr(node, "handlers", []) or []:
+            yield handler.body
+
+
+def fingerprints(tree: ast.AST) -> dict[str, int]:
+    """Normalised text -> first line, for every long statement and every pair of
+    non-trivial neighbours."""
+    found: dict[str, int] = {}
+    for body in _bodies(tree):
+        forms = [normalise(s) for s in body]
+        for i, statement in enumerate(body):
+            if len(forms[i]) >= SINGLE_CHARS and not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+                found.setdefault(forms[i], statement.lineno)
+            if i + 1 < len(body) and len(forms[i]) >= TRIVIAL_CHARS and len(forms[i + 1]) >= TRIVIAL_CHARS:
+                found.setdefault(normalise(statement, body[i + 1]), statement.lineno)
+    return found
+
+
+def _parse_snippet(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------ the secrets
+
+
+def _region_bodies(root: Path) -> list[tuple[str, str]]:
+    """(label, body) of every solution region of the reference."""
+    found = []
+    for rel, source in package_sources(root).items():
+        lines = source.splitlines(keepends=True)
+        for region in find_regions(source, rel):
+            found.append((f"solutions/{root.name}/{rel} region {region.task}",
+                          "".join(lines[region.begin:region.end - 1])))
+    return found
+
+
+def _accuracy_bodies() -> list[tuple[str, str]]:
+    """(label, body) of every mutant and variant: each restates a reference body."""
+    found = []
+    for path in sorted((ROOT / "grader" / "qa" / "mutants").glob("ch*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("mutant", "variant"):
+                name = _check_name(node) or "?"
+                for arg in node.args[2:3]:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        found.append((f"grader/qa/mutants/{path.name} {node.func.id} {name}", arg.value))
+    return found
+
+
+@dataclass
+class Secrets:
+    fingerprints: dict[str, str]  # normalised statement(s) -> where it comes from
+    hidden_names: set[str]
+
+    @classmethod
+    def of_kit(cls) -> "Secrets":
+        prints: dict[str, str] = {}
+        sources = _region_bodies(ROOT / "solutions" / "hero_transformer") + _accuracy_bodies()
+        hidden: set[str] = set()
+        # Public by design: the stub package (its code outside the regions), and for the
+        # hidden checks' code, whatever the public checks also spell out.
+        stubs = set()
+        for path in sorted((ROOT / "hero_transformer").rglob("*.py")):
+            stubs |= set(fingerprints(ast.parse(path.read_text(encoding="utf-8"))))
+        public, hidden_sources = set(), []
+        for path in sorted((ROOT / "grader" / "checks").glob("ch*.py")):
+            stripped = strip_hidden(path.read_text(encoding="utf-8"))
+            hidden |= set(stripped.hidden_checks)
+            public |= set(fingerprints(ast.parse(stripped.text)))
+            hidden_sources += [(f"hidden part of grader/checks/{path.name}", text) for text in stripped.removed]
+        for label, body in sources + hidden_sources:
+            tree = _parse_snippet(body)
+            if tree is None:
+                continue
+            shared = stubs | (public if label.startswith("hidden part") else set())
+            for form in fingerprints(tree):
+                if form not in shared:
+                    prints.setdefault(form, label)
+        return cls(prints, hidden)
+
+
+# ---------------------------------------------------------------------- the scan
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    what: str
+    scope: str = ""  # the enclosing function in a Python file, for the allow-list
+    allowed: str = ""  # the allow-list's reason, when it lists this place
+
+    def __str__(self):
+        where = f"{self.path}:{self.line}" + (f" ({self.scope})" if self.scope else "")
+        return f"{where}: {self.what}" + (f" — allowed: {self.allowed}" if self.allowed else "")
+
+
+def _scopes(tree: ast.AST) -> list[tuple[int, int, str]]:
+    spans = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                spans.append((child.lineno, child.end_lineno, prefix + child.name))
+                visit(child, prefix + child.name + ".")
+
+    visit(tree, "")
+    return spans
+
+
+def _snippets(text: str) -> list[tuple[int, str]]:
+    """(first line, code) of what may be code in a text file: fenced blocks, and each
+    line on its own (inline code and indented examples included)."""
+    snippets, lines = [], text.splitlines()
+    fence_start, block = None, []
+    for number, line in enumerate(lines, start=1):
+        if line.strip().startswith("```"):
+            if fence_start is None:
+                fence_start, block = number + 1, []
+            else:
+                snippets.append((fence_start, "\n".join(block)))
+                fence_start = None
+            continue
+        if fence_start is not None:
+            block.append(line)
+        for code in re.findall(r"`([^`]+)`", line) or [line.strip().removeprefix(">>> ")]:
+            snippets.append((number, code))
+    return snippets
+
+
+def read_allow_list(path: Path = ALLOW_LIST) -> dict[str, str]:
+    """PATH or PATH::FUNCTION -> why it may stay. An entry without a reason is refused:
+    the list exists to be read."""
+    allowed = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines() if path.exists() else [], 1):
+        entry, _, why = line.partition("#")
+        if entry.strip():
+            if not why.strip():
+                raise ValueError(f"{path}:{number}: say why {entry.strip()} may stay (after a #)")
+            allowed[entry.strip()] = why.strip()
+    return allowed
+
+
+def scan(bundle: Path, secrets: Secrets | None = None, allowed: dict[str, str] | None = None) -> list[Finding]:
+    """What of the solutions, the mutants or the hidden checks appears in the bundle;
+    the places the allow-list names come back with its reason (they do not block)."""
+    secrets = secrets or Secrets.of_kit()
+    allowed = read_allow_list() if allowed is None else allowed
+    findings = []
+    for path in sorted(p for p in bundle.rglob("*") if p.is_file()):
+        rel = path.relative_to(bundle).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, ValueError):
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            for name in secrets.hidden_names:
+                if name in line:
+                    findings.append(Finding(rel, number, f"names the hidden check {name}"))
+        if path.suffix == ".py":
+            tree = _parse_snippet(text)
+            units = [(0, tree)] if tree is not None else []
+        else:
+            units = [(start - 1, t) for start, code in _snippets(text) if (t := _parse_snippet(code)) is not None]
+        scopes = _scopes(tree) if path.suffix == ".py" and tree is not None else []
+        seen = set()
+        for offset, unit in units:
+            for form, line in fingerprints(unit).items():
+                where = line + offset
+                source = secrets.fingerprints.get(form)
+                if source is None or (where, source) in seen:
+                    continue
+                seen.add((where, source))
+                scope = max((s for s in scopes if s[0] <= where <= s[1]), key=lambda s: s[0], default=(0, 0, ""))[2]
+                findings.append(Finding(rel, where, f"restates {source}", scope))
+    for i, finding in enumerate(findings):
+        why = allowed.get(f"{finding.path}::{finding.scope}") or allowed.get(finding.path)
+        if why and "hidden" not in finding.what:  # a hidden check's name or code is never allowed
+            findings[i] = Finding(finding.path, finding.line, finding.what, finding.scope, why)
+    return findings
+
+
+def blocking(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if not f.allowed]
+
+
+# --------------------------------------------------------------------- building
+
+
+def _chapter_folders(chapters: list[str] | None) -> list[Path]:
+    folders = sorted(p for p in (ROOT / "assignments").glob("ch[0-9][0-9]_*") if p.is_dir())
+    return [f for f in folders if not chapters or f.name[2:4] in chapters]
+
+
+def _copy_tree(source: Path, target: Path):
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+
+
+def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -> tuple[Path, Path, list[Finding]]:
+    """Write the bundle folder and its zip under `out`; returns (folder, zip, findings).
+    With findings the zip is not written."""
+    folder = out / BUNDLE_NAME
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    _copy_tree(ROOT / "hero_transformer", folder / "hero_transformer")
+    grader = folder / "grader"
+    (grader / "checks").mkdir(parents=True)
+    for name in STUDENT_GRADER:
+        shutil.copy2(ROOT / "grader" / name, grader / name)
+    _copy_tree(ROOT / "grader" / "run", grader / "run")
+    for name in STUDENT_RUN_LEFT_OUT:
+        (grader / "run" / name).unlink()
+    for name in ("__init__.py", "_api.py", "catalogue.py"):
+        shutil.copy2(ROOT / "grader" / "checks" / name, grader / "checks" / name)
+    for path in sorted((ROOT / "grader" / "checks").glob("ch[0-9][0-9]_*.py")):
+        if chapters and path.name[2:4] not in chapters:
+            continue
+        (grader / "checks" / path.name).write_text(strip_hidden(path.read_text(encoding="utf-8")).text,
+                                                   encoding="utf-8")
+    lessons = folder / "assignments"
+    lessons.mkdir()
+    for chapter in _chapter_folders(chapters):
+        (lessons / chapter.name).mkdir()
+        shutil.copy2(chapter / "README.md", lessons / chapter.name / "README.md")
+        if (chapter / "figures").is_dir():
+            _copy_tree(chapter / "figures", lessons / chapter.name / "figures")
+    for path in sorted(p for p in TEMPLATE.rglob("*") if p.is_file() and p != ALLOW_LIST):
+        target = folder / path.relative_to(TEMPLATE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    opened = ", ".join(c.name for c in _chapter_folders(chapters))
+    readme = folder / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8").replace("{{CHAPTERS}}", opened), encoding="utf-8")
+    findings = scan(folder) if run_scan else []
+    archive = out / f"{BUNDLE_NAME}.zip"
+    if archive.exists():
+        archive.unlink()
+    if not blocking(findings):
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as handle:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                handle.write(path, Path(BUNDLE_NAME) / path.relative_to(folder))
+    return folder, archive, findings
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader release", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="release", help="folder to write the bundle and its zip into")
+    parser.add_argument("--chapters", help="only the chapters opened so far, e.g. 00,01,05 (default: all)")
+    parser.add_argument("--scan", metavar="FOLDER", help="only scan an existing folder for leaks")
+    args = parser.parse_args(argv)
+    if args.scan:
+        findings = scan(Path(args.scan))
+        for finding in findings:
+            print(finding)
+        print(f"{len(blocking(findings))} blocking finding(s) in {args.scan}, {len(findings) - len(blocking(findings))}"
+              f" allowed by {ALLOW_LIST.relative_to(ROOT)}")
+        return 1 if blocking(findings) else 0
+    from grader.__main__ import _chapters
+
+    chapters = _chapters(args.chapters)
+    folder, archive, findings = build(Path(args.out), chapters)
+    # Allowed places are printed every time, so the list never turns into silence.
+    for finding in sorted(findings, key=lambda f: not f.allowed):
+        print(finding)
+    refused = blocking(findings)
+    if refused:
+        print(f"the release is refused and no zip written: {len(refused)} place(s) in {folder} give an answer "
+              f"away (fix them; a fact the lesson itself publishes may be listed in "
+              f"{ALLOW_LIST.relative_to(ROOT)} with why)")
+        return 1
+    files = sum(1 for p in folder.rglob("*") if p.is_file())
+    print(f"wrote {folder} ({files} files) and {archive} ({archive.stat().st_size / 1e3:.0f} kB); the leak scan "
+          f"found nothing beyond the {len(findings)} allowed place(s) above")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

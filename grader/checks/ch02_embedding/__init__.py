@@ -1,0 +1,4 @@
+"""Chapter 02: the token embedding."""
+
+TITLE = "Token embedding"
+TASK_MODULES = ("embedding",)

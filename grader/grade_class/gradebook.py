@@ -1,0 +1,392 @@
+"""Grading a class: what the LMS handed over in, a gradebook the LMS imports out.
+
+    python -m grader grade-class INPUT --out DIR [--roster FILE] [--format canvas|moodle|nbgrader|csv]
+                                 [--chapters 05,07] [--shard K/N]
+    python -m grader grade-class merge DIR... --out DIR
+
+INPUT is read by grader.grade_class.uploads (Canvas, Gradescope, Moodle, plain folders and archives).
+Each upload's result is written to DIR/results/<upload>.json as soon as it is graded,
+atomically, with its staff-only companion beside it; a rerun grades only uploads whose
+content, kit version or settings changed, so an interrupted run resumes where it
+stopped. Everything else in DIR (gradebooks, feedback, summary) is built from those
+files alone by grader.grade_class.outputs, which is also what `merge` runs on shards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from grader import KIT_ROOT
+from grader.checks import catalogue
+from grader.run.engine import GradeReport, Reference, grade, possible_points
+from grader.grade_class.uploads import InputError, Upload, read_input, read_roster, roster_columns, shown
+from grader.run.report import results_json, staff_path, write_atomic as write_file
+from grader.run.sandbox import Limits, Sandbox
+from grader.run.submission import SubmissionError
+
+ROOT = KIT_ROOT
+RECORD_FORMAT = 1
+STATE = "class.json"
+# What a grade depends on: the engine, the sandbox, the checks and the reference. The rest
+# of grader/ (class outputs, build tools, the mutant catalogue) only shapes what is
+# written, so editing it regrades nothing.
+_GRADING = ("grader/__init__.py", "grader/run", "grader/checks", "solutions/hero_transformer")
+_NOT_GRADING = {"notebook_cell.py", "github_classroom.py"}
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a class run; what was graded is kept."""
+
+    def __init__(self, done: int, left: int):
+        super().__init__(f"{done} graded, {left} left")
+        self.done, self.left = done, left
+
+
+def kit_version() -> str:
+    """Changes whenever the checks, the engine, the sandbox or the reference do."""
+    digest = hashlib.sha256()
+    for base in (ROOT / part for part in _GRADING):
+        for path in sorted([base] if base.is_file() else base.rglob("*.py")):
+            if "__pycache__" in path.parts or path.name in _NOT_GRADING:
+                continue
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise InputError(f"--shard takes K/N, e.g. 1/4 for the first of four slices; got {text!r}") from None
+    if not 1 <= k <= n:
+        raise InputError(f"--shard {text}: K must be between 1 and N")
+    return k, n
+
+
+def in_shard(upload_slug: str, shard: tuple[int, int] | None) -> bool:
+    """A slice that depends on the upload alone, so every shard agrees without talking."""
+    if shard is None:
+        return True
+    k, n = shard
+    return int(hashlib.sha256(upload_slug.encode()).hexdigest(), 16) % n == k - 1
+
+
+def write_atomic(data, path: Path) -> None:
+    """A JSON record, written whole or not at all."""
+    write_file(path, json.dumps(data, indent=1, ensure_ascii=True))
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def record_path(out: Path, upload_slug: str) -> Path:
+    return out / "results" / f"{upload_slug}.json"
+
+
+def read_records(folder: Path) -> dict[str, dict]:
+    records = {}
+    for path in sorted((folder / "results").glob("*.json")):
+        if path.name.endswith(".staff.json") or path.name.startswith("."):
+            continue
+        data = read_json(path)
+        if data and data.get("format") == RECORD_FORMAT and isinstance(data.get("upload"), dict):
+            records[data["upload"]["slug"]] = data
+    return records
+
+
+# ------------------------------------------------------------------ one upload
+
+
+def _classify(upload: Upload, problem: str) -> str:
+    if "holds no" in problem:
+        return "no package"
+    if upload.kind in ("zip", "tarball", "broken archive") or "readable" in problem or "cannot be read" in problem:
+        return "unreadable archive"
+    return "not graded"
+
+
+def grade_upload(upload: Upload, content_hash: str, settings: dict, seed: int, sandbox: Sandbox) -> dict:
+    """Grade one upload into its record (and the staff companion, under the key 'staff')."""
+    from grader.grade_class.similarity import fingerprints
+
+    chapters, public_only = settings["chapters"], settings["public_only"]
+    prints, status = {}, "graded"
+    try:
+        submission = upload.submission()
+        prints = fingerprints(submission.sources)
+        report = grade(submission, chapters, public_only=public_only, sandbox=sandbox, seed=seed)
+    except SubmissionError as problem:
+        text = str(problem)
+        for path in upload.paths:  # the upload by the name it was listed under, not where it sits on disk
+            text = text.replace(str(path), upload.label).replace(path.name, upload.label)
+        status = _classify(upload, text)
+        report = GradeReport(upload.label, [], sandbox.describe(), "none", problem=text)
+    except (OSError, ValueError) as problem:
+        status = "unreadable archive"
+        report = GradeReport(upload.label, [], sandbox.describe(), "none",
+                             problem=f"the upload cannot be read ({type(problem).__name__}); upload it again")
+    except Exception as crash:  # noqa: BLE001 - one upload must never cost the class its gradebook
+        status = "not graded"
+        report = GradeReport(upload.label, [], sandbox.describe(), "none",
+                             problem=f"the grader hit an internal error on this upload ({type(crash).__name__}); "
+                                     f"please report it")
+    results = results_json(report)
+    per_chapter = results["extra_data"]["chapters"]
+    numbers = [c.number for c in catalogue.chapters() if not chapters or c.number in chapters]
+    return {
+        "format": RECORD_FORMAT, "kit": settings["kit"], "settings": _grading_key(settings), "hash": content_hash,
+        "seed": seed, "upload": upload.info(), "students": [vars(s) | {} for s in upload.students],
+        "status": status, "problem": report.problem,
+        "score": report.score, "max_score": possible_points(chapters, public_only),
+        "chapters": {n: {"score": per_chapter.get(n, {}).get("score", 0),
+                         "max_score": per_chapter.get(n, {}).get("max_score", possible_points([n], public_only))}
+                     for n in numbers},
+        # What the student may see of each check: never the staff_* fields.
+        "checks": [{"name": r.check.name, "chapter": r.check.chapter, "task": r.check.task, "hidden": r.check.hidden,
+                    "status": r.status, "score": r.score, "max_score": r.check.points, "summary": r.check.summary,
+                    "diagnosis": r.diagnosis, "output": r.output} for r in report.results],
+        "fingerprints": prints,
+        "elapsed": round(report.elapsed, 3),
+        "results": dict(results),
+        "staff": results.staff,
+    }
+
+
+def save_record(out: Path, record: dict) -> None:
+    """The staff companion first, then the record: a record on disk is always complete."""
+    record = dict(record)
+    staff = record.pop("staff", None)
+    path = record_path(out, record["upload"]["slug"])
+    if staff is not None:
+        write_atomic(staff, staff_path(path))
+    write_atomic(record, path)
+
+
+def _grading_key(settings: dict) -> dict:
+    return {"chapters": settings["chapters"], "public_only": settings["public_only"]}
+
+
+def _upload_seed(class_seed: int, content_hash: str) -> int:
+    return int(hashlib.sha256(f"{class_seed}:{content_hash}".encode()).hexdigest(), 16) % 2**31
+
+
+# ------------------------------------------------------------------- the class
+
+
+class _ClassSandbox(Sandbox):
+    """A sandbox that, once the run is stopped, starts no more workers (a closed Sandbox
+    would otherwise boot a new zygote for the next check)."""
+
+    stopped = False
+
+    def worker(self):
+        if self.stopped:
+            raise RuntimeError("grading was interrupted")
+        return super().worker()
+
+    def close(self):
+        self.stopped = True
+        super().close()
+
+
+class _Graders:
+    """Where uploads are graded. Each worker is a fresh fork of the zygote; where the
+    machine gives every worker namespaces of its own, no upload can reach another
+    through a shared zygote, so one zygote serves the class. Elsewhere every upload
+    gets a fresh sandbox, as before."""
+
+    def __init__(self, budget: float, shared: bool | None):
+        self.limits = Limits(submission_seconds=budget)
+        self.shared_box = None
+        self.shared = shared
+        self.closing = threading.Event()
+        self.open_boxes: set[Sandbox] = set()
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        if self.shared is False:
+            return
+        box = _ClassSandbox(self.limits)
+        try:
+            box.worker().kill()  # boots the zygote, which reports whether workers are isolated
+        except Exception:  # noqa: BLE001 - each upload's own sandbox retries and reports
+            box.close()
+            self.shared = False
+            return
+        if self.shared is None:
+            self.shared = box.isolated
+        if self.shared:
+            self.shared_box = box
+        else:
+            box.close()
+
+    def grade(self, upload, content_hash, settings, seed) -> dict:
+        if self.shared_box is not None:
+            return grade_upload(upload, content_hash, settings, seed, self.shared_box)
+        box = _ClassSandbox(self.limits)
+        with self.lock:
+            self.open_boxes.add(box)
+        try:
+            if self.closing.is_set():
+                raise KeyboardInterrupt
+            return grade_upload(upload, content_hash, settings, seed, box)
+        finally:
+            with self.lock:
+                self.open_boxes.discard(box)
+            box.close()
+
+    def close(self) -> None:
+        """Ends every worker: uploads being graded stop at once (their results are dropped)."""
+        self.closing.set()
+        with self.lock:
+            boxes = list(self.open_boxes)
+        for box in boxes + ([self.shared_box] if self.shared_box else []):
+            box.close()
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("left"),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str = "csv",
+                chapters: list[str] | None = None, public_only: bool = False, seed: int | None = None,
+                shard: tuple[int, int] | None = None, jobs: int | None = None, console: Console | None = None,
+                budget: float = 600.0, assignment: str = "hero_transformer", assignment_id: str = "",
+                columns: str = "total", csv_path: Path | None = None, json_dir: Path | None = None,
+                share_sandbox: bool | None = None) -> list[dict]:
+    """Grade every upload of `source` into `out`; returns the plain gradebook's rows.
+    Raises InputError for input it cannot use and Interrupted on Ctrl-C."""
+    from grader.grade_class import outputs as class_outputs
+
+    console = console or Console()
+    source, out = Path(source), Path(out)
+    if jobs is not None and jobs < 1:
+        raise InputError("--jobs takes a number of uploads to grade at once, 1 or more")
+    students = read_roster(Path(roster)) if roster else None
+    out.mkdir(parents=True, exist_ok=True)
+    previous = read_json(out / STATE) or {}
+    class_seed = seed if seed is not None else previous.get("seed")
+    if not isinstance(class_seed, int):
+        class_seed = secrets.randbelow(2**31)
+    settings = {"chapters": chapters, "public_only": public_only, "kit": kit_version()}
+    options = {"format": fmt, "assignment": assignment, "assignment_id": assignment_id, "columns": columns,
+               "roster_columns": roster_columns(Path(roster)) if roster else []}
+    with tempfile.TemporaryDirectory(prefix="grade-class-") as work:
+        intake = read_input(source, Path(work), students)
+        mine = [u for u in intake.uploads if in_shard(u.slug, shard)]
+        mine_slugs = {u.slug for u in mine}
+        for entry in intake.entries:
+            if entry.status == "to grade" and entry.upload not in mine_slugs:
+                entry.status, entry.note = "other shard", f"graded by another shard than {shard[0]}/{shard[1]}"
+        write_atomic({"format": RECORD_FORMAT, "kit": settings["kit"], "settings": _grading_key(settings),
+                      "seed": class_seed, "shard": list(shard) if shard else None, "lms": intake.lms,
+                      "options": options, "roster": bool(students),
+                      "students": [vars(s) for s in intake.students],
+                      "entries": [vars(e) for e in intake.entries],
+                      "uploads": sorted(mine_slugs)}, out / STATE)
+        done = read_records(out)
+        todo = []
+        for upload in mine:
+            content = upload.content_hash()
+            old = done.get(upload.slug)
+            if not (old and old.get("hash") == content and old.get("kit") == settings["kit"]
+                    and old.get("settings") == _grading_key(settings)):
+                todo.append((upload, content))
+        skipped = len(mine) - len(todo)
+        if skipped:
+            console.print(f"{skipped} upload(s) unchanged since they were graded: kept, not regraded")
+        _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_sandbox)
+    rows = class_outputs.build([out], out, options)
+    if csv_path is not None:
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / "gradebook.csv", csv_path)
+    if json_dir is not None:
+        class_outputs.copy_results([out], json_dir)
+    return rows
+
+
+def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_sandbox) -> None:
+    if not todo:
+        return
+    if Reference.available() is not None:
+        Reference.available().modules  # imported once, before grading threads race for it
+    graders = _Graders(budget, share_sandbox)
+    graders.start()
+    jobs = jobs or (max(1, min(2, (os.cpu_count() or 1))) if graders.shared else 1)
+    where = ("one sandbox shared by the class (every worker a fresh fork in namespaces of its own)" if graders.shared
+             else "a fresh sandbox per upload (this machine cannot give workers namespaces of their own)")
+    console.print(f"grading {len(todo)} upload(s), {jobs} at a time, in {where}")
+    started, finished = time.perf_counter(), 0
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    pending = set()
+    try:
+        with _progress(console) as progress:
+            bar = progress.add_task("grading", total=len(todo), rate="")
+            queue = list(todo)
+
+            def submit():
+                upload, content = queue.pop(0)
+                future = pool.submit(graders.grade, upload, content, settings, _upload_seed(class_seed, content))
+                future.upload = upload
+                pending.add(future)
+
+            for _ in range(min(jobs, len(queue))):
+                submit()
+            while pending:
+                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in ready:
+                    pending.discard(future)
+                    record = future.result()
+                    save_record(out, record)
+                    finished += 1
+                    spent = time.perf_counter() - started
+                    progress.update(bar, advance=1, description=f"graded {shown(future.upload.label)[:30]}",
+                                    rate=f"{spent / finished:.1f} s/upload")
+                    if queue:
+                        submit()
+    except KeyboardInterrupt:
+        graders.close()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise Interrupted(finished, len(todo) - finished) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        graders.close()
+
+
+def merge(folders: list[Path], out: Path, options: dict | None = None) -> list[dict]:
+    """Join the results of several runs (the shards of one class) into one gradebook."""
+    from grader.grade_class import outputs as class_outputs
+
+    missing = [f for f in folders if not (f / STATE).is_file() and not (f / "results").is_dir()]
+    if missing:
+        raise InputError(f"{', '.join(shown(str(f)) for f in missing)} holds no grade-class results "
+                         f"(no {STATE}, no results/); pass the folders given to --out")
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    for folder in folders:
+        if folder.resolve() != out.resolve():
+            for path in sorted((folder / "results").glob("*.json")):
+                if not path.name.startswith("."):
+                    shutil.copyfile(path, out / "results" / path.name)
+    return class_outputs.build(folders, out, options)

@@ -1,0 +1,481 @@
+"""Everything grade-class writes besides the per-upload results, built from those
+results (and the run's class.json, when there is one) alone: so a single run, a rerun
+and a merge of shards all write the same files.
+
+    gradebook.csv          every student: total, maximum, one column per chapter, status, note
+    canvas.csv | moodle.csv | gradebook.db (nbgrader)   as --format asks
+    entries.csv            every entry of the input and what became of it
+    feedback/NAME.md|.html what each student may see of their grading
+    summary.md, histogram.png   for course staff
+
+No cell of any CSV starts a formula; names are escaped wherever they are shown.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import os
+import re
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from grader.checks import catalogue
+from grader.grade_class.uploads import InputError, Student, shown, slug, student_from
+from grader.run.report import code_block, markdown_text, plain, staff_path, write_atomic
+
+FORMATS = ("csv", "canvas", "moodle", "nbgrader")
+CANVAS_FIRST = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+
+
+def cell(value):
+    """Text a spreadsheet would run as a formula (or a DDE command) gets a leading quote."""
+    if isinstance(value, str):
+        value = plain(value).replace("\r", " ").replace("\n", " ")
+        if value[:1] in ("=", "+", "-", "@", "\t", "|", "%"):
+            return "'" + value
+    return value
+
+
+def number(value) -> str:
+    return f"{float(value):g}"
+
+
+def _write(path: Path, text: str | bytes) -> None:
+    write_atomic(path, text)
+
+
+def _csv(header: list[str], rows: list[list]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow([cell(h) for h in header])
+    writer.writerows([[cell(v) for v in row] for row in rows])
+    return buffer.getvalue()
+
+
+# ------------------------------------------------------------------ gathering
+
+
+class ClassResults:
+    """The states and records of one or more runs, joined."""
+
+    def __init__(self, folders: list[Path], options: dict | None):
+        from grader.grade_class.gradebook import STATE, read_json, read_records
+
+        self.states = [s for s in (read_json(Path(f) / STATE) for f in folders) if s]
+        records: dict[str, dict] = {}
+        for folder in folders:
+            records.update(read_records(Path(folder)))
+        kits = {(s.get("kit"), json.dumps(s.get("settings"), sort_keys=True)) for s in self.states}
+        if len(kits) > 1:
+            raise InputError("these folders were graded with different kit versions or settings (--chapters, "
+                             "--public-only); grade every shard with the same kit and flags, then merge")
+        if self.states:
+            kit, settings = self.states[0]["kit"], self.states[0]["settings"]
+            planned = {slug for s in self.states for slug in s.get("uploads", [])}
+            self.records = {k: r for k, r in records.items() if k in planned and r.get("kit") == kit
+                            and r.get("settings") == settings}
+        else:
+            settings = next(iter(records.values()))["settings"] if records else {"chapters": None,
+                                                                                 "public_only": False}
+            self.records = records
+        self.settings = settings
+        self.options = {"format": "csv", "assignment": "hero_transformer", "assignment_id": "", "columns": "total",
+                        "roster_columns": []}
+        for state in self.states:
+            self.options.update({k: v for k, v in (state.get("options") or {}).items() if v not in (None, "", [])})
+        self.options.update({k: v for k, v in (options or {}).items() if v not in (None, "", [])})
+        if self.options["format"] not in FORMATS:
+            raise InputError(f"--format {self.options['format']!r}: choose one of {', '.join(FORMATS)}")
+        chapters = settings.get("chapters")
+        self.numbers = [c.number for c in catalogue.chapters() if not chapters or c.number in chapters]
+        self.lms = next((s.get("lms") for s in self.states), "plain")
+        self._students()
+        self._entries()
+
+    def _students(self):
+        on_roster = any(s.get("roster") for s in self.states)
+        students: dict[str, Student] = {}
+        for state in self.states:
+            for data in state.get("students", []):
+                students.setdefault(data["key"], student_from(data))
+        self.of: dict[str, dict] = {}
+        for record in sorted(self.records.values(), key=lambda r: (r["upload"].get("attempt", []), r["upload"]["slug"])):
+            for data in record["students"]:
+                if not on_roster:
+                    students.setdefault(data["key"], student_from(data))
+                self.of[data["key"]] = record  # the latest attempt last
+        order = list(students.values())
+        if not on_roster:
+            order.sort(key=lambda s: (shown(s.name).casefold(), s.key))
+        self.students = order
+        self.file_names = {}
+        taken = set()
+        for s in order:
+            name = s.short if re.fullmatch(r"[A-Za-z0-9._-]{1,64}", s.short) else slug(s.key)
+            if name.casefold() in taken:
+                name = slug(s.key)
+            taken.add(name.casefold())
+            self.file_names[s.key] = name
+
+    def _entries(self):
+        entries: dict[str, dict] = {}
+        for state in self.states:
+            for entry in state.get("entries", []):
+                known = entries.get(entry["name"])
+                if known is None or known["status"] == "other shard":
+                    entries[entry["name"]] = dict(entry)
+        if not self.states:
+            for record in self.records.values():
+                for name in record["upload"]["entries"]:
+                    entries[name] = {"name": name, "status": "to grade", "upload": record["upload"]["slug"],
+                                     "student": ", ".join(s.get("name", "") for s in record["students"]), "note": ""}
+        for entry in entries.values():
+            if entry["status"] == "to grade":
+                record = self.records.get(entry["upload"])
+                if record is None:
+                    entry["status"], entry["note"] = "not graded yet", "the run stopped first: rerun it to resume"
+                else:
+                    entry["status"], entry["note"] = record["status"], record.get("problem", "")
+        self.entries = [entries[name] for name in sorted(entries)]
+
+    def max_score(self) -> float:
+        from grader.run.engine import possible_points
+
+        return possible_points(self.settings.get("chapters"), self.settings.get("public_only", False))
+
+
+# --------------------------------------------------------------------- writers
+
+
+def build(folders: list[Path], out: Path, options: dict | None = None) -> list[dict]:
+    from grader.grade_class.gradebook import STATE, write_atomic
+
+    data = ClassResults([Path(f) for f in folders], options)
+    out = Path(out)
+    if len(folders) > 1 or Path(folders[0]).resolve() != out.resolve():
+        merged = dict(data.states[0]) if data.states else {}
+        merged.update({"entries": data.entries, "uploads": sorted(data.records), "shard": None,
+                       "options": data.options, "students": [vars(s) for s in data.students]})
+        if data.states:
+            write_atomic(merged, out / STATE)
+    rows = plain_rows(data)
+    header = ["student", "id", "email", "total", "max", *[f"ch{n}" for n in data.numbers], "status", "late",
+              "attempts", "upload", "note"]
+    _write(out / "gradebook.csv", _csv(header, [[row[h] for h in header] for row in rows]))
+    _write(out / "entries.csv", _csv(["entry", "status", "student", "upload", "note"],
+                                     [[e["name"], e["status"], e["student"], e["upload"], e["note"]]
+                                      for e in data.entries]))
+    fmt = data.options["format"]
+    if fmt == "canvas":
+        _write(out / "canvas.csv", canvas_csv(data))
+    elif fmt == "moodle":
+        _write(out / "moodle.csv", moodle_csv(data))
+    elif fmt == "nbgrader":
+        nbgrader_gradebook(data, out / "gradebook.db")
+    write_feedback(data, out / "feedback")
+    write_summary(data, out)
+    return rows
+
+
+def plain_rows(data: ClassResults) -> list[dict]:
+    rows = []
+    for s in data.students:
+        record = data.of.get(s.key)
+        row = {"student": s.name or s.login or s.key, "id": s.id or s.sis_user_id or s.identifier, "email": s.email,
+               "max": number(data.max_score()), "status": "no upload", "late": "", "attempts": "", "upload": "",
+               "total": "", "note": "nothing was uploaded"}
+        for n in data.numbers:
+            row[f"ch{n}"] = ""
+        if record is not None:
+            upload = record["upload"]
+            row.update({"total": number(record["score"]), "status": record["status"], "note": record["problem"],
+                        "late": "late" if upload.get("late") else "", "attempts": upload.get("attempts", 1),
+                        "upload": upload["label"]})
+            for n in data.numbers:
+                row[f"ch{n}"] = number(record["chapters"].get(n, {}).get("score", 0))
+        rows.append(row)
+    return rows
+
+
+def _grade_columns(data: ClassResults) -> list[tuple[str, str | None]]:
+    """(header, chapter or None for the total) of each grade column. A roster exported
+    from Canvas already names its assignments `Name (id)`: that header is reused."""
+    name, given_id = data.options["assignment"], data.options["assignment_id"]
+    existing = data.options.get("roster_columns") or []
+
+    def header(title: str) -> str:
+        for column in existing:
+            if column.startswith(f"{title} (") and column.endswith(")"):
+                return column
+        return f"{title} ({given_id})" if given_id and title == name else title
+
+    if data.options["columns"] == "chapters":
+        return [(header(f"{name} ch{n}"), n) for n in data.numbers]
+    return [(header(name), None)]
+
+
+def _score(record: dict | None, chapter: str | None) -> str:
+    if record is None:
+        return ""
+    return number(record["score"] if chapter is None else record["chapters"].get(chapter, {}).get("score", 0))
+
+
+def canvas_csv(data: ClassResults) -> str:
+    columns = _grade_columns(data)
+    rows = [["    Points Possible", "", "", "", "",
+             *[number(data.max_score() if c is None else _chapter_max(data, c)) for _, c in columns]]]
+    for s in data.students:
+        record = data.of.get(s.key)
+        rows.append([s.name or s.login, s.id, s.sis_user_id, s.sis_login_id, s.section,
+                     *[_score(record, c) for _, c in columns]])
+    return _csv(CANVAS_FIRST + [h for h, _ in columns], rows)
+
+
+def _chapter_max(data: ClassResults, chapter: str) -> float:
+    from grader.run.engine import possible_points
+
+    return possible_points([chapter], data.settings.get("public_only", False))
+
+
+def moodle_csv(data: ClassResults) -> str:
+    """Moodle's grading worksheet (Identifier, Grade) that its gradebook import also maps
+    by email address or username."""
+    columns = _grade_columns(data)
+    chapter_columns = [(h, c) for h, c in columns if c is not None]
+    rows = []
+    for s in data.students:
+        record = data.of.get(s.key)
+        rows.append([s.identifier, s.name, s.email, s.login or s.sis_login_id, _score(record, None),
+                     number(data.max_score()), *[_score(record, c) for _, c in chapter_columns],
+                     _feedback_line(record)])
+    return _csv(["Identifier", "Full name", "Email address", "Username", "Grade", "Maximum Grade",
+                 *[h for h, _ in chapter_columns], "Feedback comments"], rows)
+
+
+def _feedback_line(record: dict | None) -> str:
+    if record is None:
+        return "nothing was uploaded"
+    if record["problem"]:
+        return record["problem"]
+    failed = sum(c["status"] != "passed" for c in record["checks"])
+    return f"{len(record['checks']) - failed} of {len(record['checks'])} checks passed"
+
+
+def nbgrader_gradebook(data: ClassResults, path: Path) -> None:
+    """One notebook per chapter with one grade cell worth the chapter's points, and each
+    student's chapter score as its autograded score: what formgrader shows."""
+    try:
+        from nbgrader.api import Gradebook, MissingEntry
+    except ImportError:
+        raise InputError("--format nbgrader needs nbgrader: pip install nbgrader") from None
+    import shutil
+    import sys
+
+    if shutil.which("alembic") is None:
+        # nbgrader runs the `alembic` command to stamp a new database; a venv's python run
+        # without activating the venv (as `make` does) has it beside itself only.
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    assignment = data.options["assignment"]
+    with Gradebook(f"sqlite:///{path.resolve()}") as gradebook:
+        gradebook.update_or_create_assignment(assignment)
+        for n in data.numbers:
+            notebook = f"ch{n}"
+            try:
+                gradebook.find_notebook(notebook, assignment)
+            except MissingEntry:
+                gradebook.add_notebook(notebook, assignment)
+            try:
+                cell = gradebook.find_grade_cell("score", notebook, assignment)
+                cell.max_score = _chapter_max(data, n)
+            except MissingEntry:
+                gradebook.add_grade_cell("score", notebook, assignment, max_score=_chapter_max(data, n),
+                                         cell_type="code")
+        gradebook.db.commit()
+        for s in data.students:
+            record = data.of.get(s.key)
+            if record is None:
+                continue
+            first, _, last = (s.name or s.short).partition(" ")
+            if ", " in s.name:
+                last, _, first = s.name.partition(", ")
+            student_id = data.file_names[s.key]
+            gradebook.update_or_create_student(student_id, first_name=first, last_name=last, email=s.email or None)
+            try:
+                gradebook.find_submission(assignment, student_id)
+            except MissingEntry:
+                gradebook.add_submission(assignment, student_id)
+            for n in data.numbers:
+                grade = gradebook.find_grade("score", f"ch{n}", assignment, student_id)
+                grade.auto_score = float(record["chapters"].get(n, {}).get("score", 0))
+            gradebook.db.commit()
+
+
+# -------------------------------------------------------------------- feedback
+
+
+def feedback_markdown(student: Student, record: dict, assignment: str) -> str:
+    """What the student may see: the grader's own words per check (the student-visible
+    diagnosis), hidden checks by name and diagnosis, never what only staff may read."""
+    titles = {c.number: c.title for c in catalogue.chapters()}
+    upload = record["upload"]
+    lines = [f"# {markdown_text(assignment)}: your grading", "",
+             f"Student: {markdown_text(student.name or student.login)}  ",
+             f"Upload: {markdown_text(upload['label'])}" + (" (late)" if upload.get("late") else "") + "  ",
+             f"**Total: {number(record['score'])} / {number(record['max_score'])} points**", ""]
+    if upload.get("attempts", 1) > 1:
+        lines += [f"You uploaded {upload['attempts']} attempts; the latest was graded.", ""]
+    if record["problem"]:
+        lines += ["The upload could not be graded:", "", markdown_text(record["problem"]), ""]
+    for number_, chapter in sorted(record["chapters"].items()):
+        checks = [c for c in record["checks"] if c["chapter"] == number_]
+        if not checks:
+            continue
+        lines += [f"## Chapter {number_}: {markdown_text(titles.get(number_, ''))} "
+                  f"({number(chapter['score'])} / {number(chapter['max_score'])})", "",
+                  "| check | points | status |", "| --- | ---: | --- |"]
+        notes = []
+        for c in checks:
+            label = markdown_text(c["name"].split(".", 1)[-1]) + (" (hidden)" if c["hidden"] else "")
+            lines.append(f"| {label} | {number(c['score'])}/{number(c['max_score'])} | {c['status']} |")
+            if c["status"] != "passed":
+                notes.append(f"- **{label}**: {markdown_text(c['diagnosis'] or c['summary'])}")
+                if c.get("output"):
+                    notes += ["", "  Your code printed:", "", *("  " + line for line in code_block(c["output"][-800:]))]
+        lines.append("")
+        if notes:
+            lines += ["What to fix:", "", *notes, ""]
+    return "\n".join(lines) + "\n"
+
+
+def feedback_html(markdown: str, title: str) -> str:
+    try:
+        import mistune
+
+        body = mistune.create_markdown(escape=True, plugins=["table"])(markdown)
+    except ImportError:
+        body = f"<pre>{html.escape(markdown)}</pre>"
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>body{{font-family:sans-serif;max-width:50em;margin:2em auto}}"
+            f"td,th{{padding:0 .6em;border-bottom:1px solid #ddd}}</style></head>\n<body>\n{body}</body></html>\n")
+
+
+def write_feedback(data: ClassResults, folder: Path) -> None:
+    assignment = data.options["assignment"]
+    for s in data.students:
+        record = data.of.get(s.key)
+        if record is None:
+            continue
+        text = feedback_markdown(s, record, assignment)
+        name = data.file_names[s.key]
+        _write(folder / f"{name}.md", text)
+        _write(folder / f"{name}.html", feedback_html(text, f"{assignment}: {s.name}"))
+
+
+def copy_results(folders: list[Path], json_dir: Path) -> None:
+    """Each student's Gradescope-shaped results.json as NAME.json, its staff companion beside it."""
+    from grader.grade_class.gradebook import read_json, record_path, write_atomic
+
+    data = ClassResults(folders, None)
+    for s in data.students:
+        record = data.of.get(s.key)
+        if record is None:
+            continue
+        name = data.file_names[s.key]
+        write_atomic(record["results"], json_dir / f"{name}.json")
+        for folder in folders:
+            staff = read_json(staff_path(record_path(Path(folder), record["upload"]["slug"])))
+            if staff is not None:
+                write_atomic(staff, json_dir / f"{name}.staff.json")
+                break
+
+
+# --------------------------------------------------------------------- summary
+
+
+def histogram(scores: list[float], maximum: float, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure, axes = plt.subplots(figsize=(6, 3.2), dpi=100)
+    axes.hist(scores, bins=min(20, max(5, len(scores))), range=(0, maximum or 1), color="#4c72b0", edgecolor="white")
+    axes.set_xlabel(f"points (of {maximum:g})")
+    axes.set_ylabel("students")
+    axes.set_title("score distribution")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(figure)
+    _write(path, buffer.getvalue())
+    return True
+
+
+def write_summary(data: ClassResults, out: Path) -> None:
+    from grader.grade_class.similarity import look_alikes
+
+    md = markdown_text
+    graded = [r for r in data.records.values() if r["status"] == "graded"]
+    rows = [data.of[s.key] for s in data.students if s.key in data.of]
+    scores = [r["score"] for r in rows]
+    maximum = data.max_score()
+    statuses = Counter(e["status"] for e in data.entries)
+    lines = [f"# {md(data.options['assignment'])}: grading summary", "",
+             f"- input: {len(data.entries)} entries ({data.lms} layout); {len(data.records)} uploads graded or "
+             f"tried, {len(graded)} graded",
+             f"- students in the gradebook: {len(data.students)}, of whom {len(rows)} have a result",
+             f"- late: {sum(bool(r['upload'].get('late')) for r in rows)}; more than one attempt (the latest "
+             f"counts): {sum(r['upload'].get('attempts', 1) > 1 for r in rows)}", "",
+             "| entries | count |", "| --- | ---: |", *[f"| {md(k)} | {v} |" for k, v in sorted(statuses.items())], ""]
+    lines += ["## Scores", ""]
+    if scores:
+        if histogram(scores, maximum, out / "histogram.png"):
+            lines += ["![score histogram](histogram.png)", ""]
+        lines += [f"Mean {statistics.fmean(scores):.1f}, median {statistics.median(scores):g}, lowest "
+                  f"{min(scores):g}, highest {max(scores):g} (of {maximum:g}).", "",
+                  "| chapter | mean | of |", "| --- | ---: | ---: |"]
+        for n in data.numbers:
+            points = [r["chapters"].get(n, {}).get("score", 0) for r in rows]
+            lines.append(f"| {n} | {statistics.fmean(points):.1f} | {_chapter_max(data, n):g} |")
+        lines.append("")
+    else:
+        lines += ["No results yet.", ""]
+    failed: dict[str, list[str]] = {}
+    for record in graded:
+        for c in record["checks"]:
+            if c["status"] != "passed":
+                failed.setdefault(c["name"], []).append(c["diagnosis"] or c["status"])
+    lines += ["## Most-failed checks", ""]
+    if failed:
+        lines += ["| check | failed | most common diagnosis |", "| --- | ---: | --- |"]
+        for name, reasons in sorted(failed.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:15]:
+            reason, times = Counter(reasons).most_common(1)[0]
+            lines.append(f"| {md(name)} | {len(reasons)} of {len(graded)} | {md(reason[:200])} ({times}×) |")
+    else:
+        lines.append("Every graded check passed.")
+    lines += ["", "## Look-alike uploads", "",
+              "Pairs whose graded functions have the most alike syntax trees (names, comments and the parts "
+              "shared with the reference or the stub left out): for a person to look at, not a verdict.", ""]
+    prints = {r["upload"]["slug"]: r.get("fingerprints") or {} for r in graded}
+    labels = {r["upload"]["slug"]: r["upload"]["label"] for r in graded}
+    pairs = look_alikes(prints)
+    if pairs:
+        lines += ["| upload | upload | alike | tasks |", "| --- | --- | ---: | --- |"]
+        lines += [f"| {md(labels[a])} | {md(labels[b])} | {score:.0%} | {md(', '.join(tasks))} |"
+                  for a, b, score, tasks in pairs]
+    else:
+        lines.append("No pair stands out.")
+    left = [e for e in data.entries if e["status"] not in ("graded",)]
+    lines += ["", "## Entries not graded, and why", ""]
+    if left:
+        lines += ["| entry | status | note |", "| --- | --- | --- |"]
+        lines += [f"| {md(e['name'])} | {md(e['status'])} | {md(e['note'][:200])} |" for e in left]
+    else:
+        lines.append("None: every entry was graded.")
+    _write(out / "summary.md", "\n".join(lines) + "\n")

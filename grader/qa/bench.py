@@ -1,0 +1,179 @@
+"""`make bench`: how fast the kit grades and how fast its models run.
+
+Grading: wall time of `python -m grader grade` on the full reference, on the stub
+copy and on the reference with an 8 s sleep at import, each a fresh process
+(interpreter and torch start-up included), and the
+zygote's saving against starting a fresh interpreter per task, as a ratio measured
+in one run; then `grade-class` (all checks) on one reference-like upload and on a
+class of 20, each a fresh process, in seconds per upload. Models: see the model_*
+functions below.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from grader import KIT_ROOT
+
+ROOT = KIT_ROOT
+
+
+def _weak() -> list[str]:
+    """Speed is measured where bubblewrap is missing too (the run says which sandbox it had)."""
+    from grader.run.sandbox import bwrap_works
+
+    return [] if bwrap_works() else ["--allow-weak-sandbox"]
+
+
+def _machine_cpu() -> float:
+    """CPU seconds the whole machine has spent so far. Workers are reaped by the kernel,
+    so no rusage of ours counts them; on a quiet machine the difference over a run is
+    what grading cost."""
+    with open("/proc/stat") as stat:
+        fields = stat.readline().split()[1:]
+    user, nice, system = (int(v) for v in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def time_cli(package: str, repeats: int = 3, cpu: list | None = None) -> float:
+    """Median wall seconds of a fresh `python -m grader grade`; `cpu` collects the CPU
+    seconds the machine spent during each run (sandbox and workers included)."""
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            started, spent = time.perf_counter(), _machine_cpu()
+            subprocess.run([sys.executable, "-m", "grader", "grade", package, "--json", f"{tmp}/r.json", *_weak()],
+                           cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+            times.append(time.perf_counter() - started)
+            if cpu is not None:
+                cpu.append(_machine_cpu() - spent)
+    return statistics.median(times)
+
+
+def torch_floor(repeats: int = 3) -> float:
+    """What any grading process pays before it does anything: Python with torch imported."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def zygote_ratio() -> tuple[float, float]:
+    from grader.run.engine import grade
+    from grader.run.sandbox import Limits, Sandbox
+    from grader.run.submission import load
+
+    submission = load(ROOT / "solutions" / "hero_transformer")
+    timings = []
+    for reuse in (True, False):
+        with Sandbox(Limits(), reuse_zygote=reuse) as box:
+            started = time.perf_counter()
+            grade(submission, sandbox=box, seed=1, parallel=1)
+            timings.append(time.perf_counter() - started)
+    return timings[0], timings[1]
+
+
+def _reference_like(folder: Path, count: int) -> None:
+    """`count` copies of the reference, each with a line of its own, so none is a
+    duplicate of another (each is graded on its own, as real uploads are)."""
+    source = ROOT / "solutions" / "hero_transformer"
+    for i in range(count):
+        package = folder / f"student{i:02d}" / "hero_transformer"
+        package.mkdir(parents=True)
+        for file in source.glob("*.py"):
+            text = file.read_text(encoding="utf-8")
+            (package / file.name).write_text(text + (f"\n# student {i}\n" if file.name == "model.py" else ""),
+                                             encoding="utf-8")
+
+
+def time_class(count: int) -> tuple[float, str]:
+    """Seconds per upload for `grade-class` on `count` reference-like uploads, one fresh
+    process (start-up included), and how it placed the uploads in sandboxes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _reference_like(Path(tmp) / "uploads", count)
+        started = time.perf_counter()
+        run = subprocess.run([sys.executable, "-m", "grader", "grade-class", f"{tmp}/uploads", "--out", f"{tmp}/out",
+                              *_weak()], cwd=ROOT, check=True, capture_output=True, text=True,
+                             env={**os.environ, "COLUMNS": "300"})
+        spent = time.perf_counter() - started
+    shared = "shared zygote" if "shared by the class" in run.stdout else "a fresh sandbox per upload"
+    return spent / count, shared
+
+
+def class_rows():
+    single, _ = time_class(1)
+    per_upload, how = time_class(20)
+    return [
+        ("grade-class, 1 reference-like upload (CLI, fresh process)", f"{single:.2f} s per upload", ""),
+        ("grade-class, 20 reference-like uploads (CLI, one process)", f"{per_upload:.2f} s per upload",
+         f"target ≤ 1.5 s; {per_upload * 20:.0f} s in all; {how}, {os.cpu_count()} cores"),
+    ]
+
+
+def time_slow_import(seconds: float = 8.0) -> float:
+    """The reference with an experiment left at module level (a sleep in model.py):
+    the package is imported once per submission, so it should cost about that once."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _reference_like(Path(tmp), 1)
+        model = Path(tmp) / "student00" / "hero_transformer" / "model.py"
+        model.write_text(model.read_text(encoding="utf-8") + f"\nimport time\ntime.sleep({seconds})\n",
+                         encoding="utf-8")
+        return time_cli(str(model.parent), repeats=1)
+
+
+def grading_rows():
+    floor = torch_floor()
+    cpu: list[float] = []
+    full = time_cli("solutions/hero_transformer", cpu=cpu)
+    slow = time_slow_import()
+    stub = time_cli("hero_transformer")
+    zygote, fresh = zygote_ratio()
+    return [
+        ("python -c 'import torch' (the floor)", f"{floor:.2f} s", ""),
+        ("grade the full reference submission (CLI, fresh process)", f"{full:.2f} s",
+         f"{full / floor:.1f}× the floor; {statistics.median(cpu):.1f} CPU-s spent by the machine; "
+         f"target ≤ 2.5 s and ≤ 2× the floor"),
+        ("grade the stub submission (CLI, fresh process)", f"{stub:.2f} s", "target ≤ 5 s"),
+        ("grade the reference with an 8 s sleep at import (CLI)", f"{slow:.2f} s",
+         f"plain + {slow - full:.1f} s; target ≤ plain + 11 s"),
+        ("all checks, one zygote forking workers (1 thread)", f"{zygote:.2f} s", ""),
+        ("all checks, a fresh interpreter per task (1 thread)", f"{fresh:.2f} s",
+         f"zygote is {fresh / zygote:.1f}× faster"),
+        *class_rows(),
+    ]
+
+
+def main() -> int:
+    console = Console()
+    table = Table(title="hero_transformer benchmarks (this machine)")
+    for column in ("measure", "value", "note"):
+        table.add_column(column)
+    with console.status("timing the grader…"):
+        rows = grading_rows()
+    for row in rows:
+        table.add_row(*row)
+    try:
+        from grader.qa.model_speed import model_rows
+    except ImportError:
+        model_rows = None
+    if model_rows:
+        with console.status("timing the models…"):
+            for row in model_rows():
+                table.add_row(*row)
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""`make mutants`: run every mutant and variant of grader/qa/mutants through the grader
+and print what it catches. Exit status 1 if a mutant survives or a variant loses a point."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from grader import KIT_ROOT
+from grader.checks import catalogue
+from grader.qa.mutants import Mutant, Variant, apply, catalogue as accuracy_catalogue
+from grader.run.engine import PASSED, Reference, grade_task
+from grader.run.sandbox import Limits, Sandbox
+from grader.run.submission import Submission
+
+SEED = 20261129
+
+
+def check_words(name: str) -> str:
+    """A check's name as words: ch05.block.zero_branch_identity -> 'block zero branch identity'."""
+    return name.split(".", 1)[-1].replace("_", " ").replace(".", " ").lower()
+
+
+@dataclass
+class Outcome:
+    entry: Mutant | Variant
+    failed: list  # CheckResults that did not pass
+    score: float
+    max_score: float
+
+    @property
+    def caught(self) -> bool:
+        """A mutant is caught when an expected check fails and names the mistake."""
+        entry = self.entry
+        return any(r.check.name in entry.expect and entry.keyword.lower() in r.diagnosis.lower()
+                   for r in self.failed)
+
+    @property
+    def public(self) -> list:
+        """The failed checks `make check` runs: judged without the reference."""
+        return [r for r in self.failed if not r.check.hidden]
+
+    @property
+    def caught_publicly(self) -> bool:
+        return bool(self.public)
+
+    @property
+    def named_publicly(self) -> bool:
+        """`make check` itself names the mistake: the keyword is in a public check's diagnosis,
+        and is more than a word of that check's name."""
+        keyword = self.entry.keyword.lower()
+        return any(keyword in r.diagnosis.lower() and keyword not in check_words(r.check.name) for r in self.public)
+
+
+def run_entry(entry, reference: Reference, sandbox: Sandbox, seed: int = SEED) -> Outcome:
+    task = catalogue.tasks()[entry.task]
+    sources = apply(reference.sources, task.module, task.name, entry.body)
+    submission = Submission(f"{type(entry).__name__.lower()}:{entry.name}", sources)
+    chapter = catalogue.chapter_of_task()[task.name]
+    checks = [c for c in chapter.checks if c.task == task.name]
+    results = grade_task(task, checks, submission, reference, sandbox, seed)
+    failed = [r for r in results if r.status != PASSED]
+    return Outcome(entry, failed, sum(r.score for r in results), sum(c.points for c in checks))
+
+
+def run_all(sandbox: Sandbox | None = None):
+    reference = Reference.available()
+    mutants, variants = accuracy_catalogue()
+    own = sandbox is None
+    sandbox = sandbox or Sandbox(Limits())
+    try:
+        return ([run_entry(m, reference, sandbox) for m in mutants],
+                [run_entry(v, reference, sandbox) for v in variants])
+    finally:
+        if own:
+            sandbox.close()
+
+
+def _shown(o: Outcome):
+    """The diagnosis a student meets first: a public check's that names the mistake, else any public one's."""
+    keyword = o.entry.keyword.lower()
+    for results in ([r for r in o.public if keyword in r.diagnosis.lower()], o.public, o.failed):
+        if results:
+            return results[0]
+    return None
+
+
+def markdown_table(mutant_outcomes, variant_outcomes) -> str:
+    lines = ["| mutant | task | mistake | failed checks (hidden in italics) | diagnosis `make check` shows | caught | "
+             "caught by `make check` |", "|---|---|---|---|---|---|---|"]
+    for o in mutant_outcomes:
+        names = ", ".join(f"*{r.check.name.split('.', 1)[1]}*" if r.check.hidden else r.check.name.split(".", 1)[1]
+                          for r in o.failed) or "—"
+        shown = _shown(o)
+        diagnosis = (shown.diagnosis if shown else "").replace("|", "\\|").replace("\n", " ")
+        public = ("named" if o.named_publicly else "yes") if o.caught_publicly else "**NO**"
+        lines.append(f"| {o.entry.name} | {o.entry.task} | {o.entry.mistake} | {names} | {diagnosis} | "
+                     f"{'yes' if o.caught else '**NO**'} | {public} |")
+    lines += ["", "| correct variant | task | note | score |", "|---|---|---|---|"]
+    for o in variant_outcomes:
+        lines.append(f"| {o.entry.name} | {o.entry.task} | {o.entry.note} | {o.score:g}/{o.max_score:g} |")
+    return "\n".join(lines)
+
+
+def rates(mutant_outcomes, variant_outcomes) -> tuple[float, float]:
+    kill = sum(o.caught for o in mutant_outcomes) / max(1, len(mutant_outcomes))
+    false_rejection = sum(o.score < o.max_score for o in variant_outcomes) / max(1, len(variant_outcomes))
+    return kill, false_rejection
+
+
+def public_rates(mutant_outcomes) -> tuple[float, float]:
+    """(caught by `make check`, named by `make check`) as fractions of the mutants."""
+    count = max(1, len(mutant_outcomes))
+    return (sum(o.caught_publicly for o in mutant_outcomes) / count,
+            sum(o.named_publicly for o in mutant_outcomes) / count)
+
+
+NAMED_TARGET = 0.95
+
+
+def main() -> int:
+    console = Console()
+    with console.status("running the mutants and the correct variants…"):
+        mutant_outcomes, variant_outcomes = run_all()
+    table = Table(title="Mutants: wrong implementations the grader must catch", expand=True)
+    for column in ("mutant", "task", "failed checks", "diagnosis", "caught", "make check"):
+        table.add_column(column)
+    for o in mutant_outcomes:
+        shown = _shown(o)
+        public = ("[green]named" if o.named_publicly else "[yellow]yes") if o.caught_publicly else "[red]NO"
+        table.add_row(o.entry.name, o.entry.task,
+                      "\n".join(r.check.name.split(".", 1)[1] for r in o.failed) or "—",
+                      shown.diagnosis if shown else "", "[green]yes" if o.caught else "[red]NO", public)
+    console.print(table)
+    variants = Table(title="Correct variants: right implementations that must get full marks", expand=True)
+    for column in ("variant", "task", "score"):
+        variants.add_column(column)
+    for o in variant_outcomes:
+        style = "green" if o.score == o.max_score else "red"
+        detail = "" if o.score == o.max_score else " — " + "; ".join(f"{r.check.name}: {r.diagnosis}" for r in o.failed)
+        variants.add_row(o.entry.name, o.entry.task, f"[{style}]{o.score:g}/{o.max_score:g}{detail}")
+    console.print(variants)
+    kill, false_rejection = rates(mutant_outcomes, variant_outcomes)
+    public, named = public_rates(mutant_outcomes)
+    n = len(mutant_outcomes)
+    summary = (f"kill rate {kill:.1%} ({sum(o.caught for o in mutant_outcomes)}/{n} mutants caught with the right "
+               f"diagnosis); caught by `make check` {public:.1%} ({sum(o.caught_publicly for o in mutant_outcomes)}/{n}); "
+               f"named by `make check` {named:.1%} ({sum(o.named_publicly for o in mutant_outcomes)}/{n}); "
+               f"false-rejection rate {false_rejection:.1%} "
+               f"({sum(o.score < o.max_score for o in variant_outcomes)}/{len(variant_outcomes)} variants lost points)")
+    console.print(f"[bold]{summary}")
+    if "--write-docs" in sys.argv:
+        from pathlib import Path
+
+        doc = KIT_ROOT / "docs" / "grader-accuracy.md"
+        doc.parent.mkdir(exist_ok=True)
+        doc.write_text("# What the grader catches\n\nGenerated by `make mutants`; do not edit by hand.\n\n"
+                       f"Kill rate: **{kill:.1%}**; caught by `make check` (public checks, judged without the "
+                       f"reference): **{public:.1%}**; named by `make check` (the mistake's word in a public "
+                       f"check's diagnosis): **{named:.1%}**; false-rejection rate: **{false_rejection:.1%}**.\n\n"
+                       "In the last column, *named* means `make check` fails and its diagnosis names the mistake; "
+                       "*yes* that it fails with a diagnosis that does not; a hidden check names it then.\n\n"
+                       + markdown_table(mutant_outcomes, variant_outcomes) + "\n", encoding="utf-8")
+        console.print(f"wrote {doc}")
+    return 0 if kill == 1.0 and public == 1.0 and named >= NAMED_TARGET and false_rejection == 0.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

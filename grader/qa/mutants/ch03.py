@@ -1,0 +1,86 @@
+"""Chapter 03: the mistakes the chapter warns about, and right ways to write it."""
+
+from grader.qa.mutants import mutant, variant
+
+MUTANTS = [
+    mutant("positions_offset_ignored", "positions", """
+        T = hidden.shape[1]
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
+        return hidden + self.weight[:T]
+    """, "ch03.positions.cache_offset", "past_length is ignored", "cache offset ignored: rows 0..T-1"),
+    mutant("positions_modulo_wrap", "positions", """
+        T = hidden.shape[1]
+        rows = torch.arange(past_length, past_length + T) % self.weight.shape[0]
+        return hidden + self.weight[rows]
+    """, "ch03.positions.too_long", "wrapped", "positions wrap round modulo block_size"),
+    mutant("positions_clamped", "positions", """
+        T = hidden.shape[1]
+        rows = torch.arange(past_length, past_length + T).clamp(max=self.weight.shape[0] - 1)
+        return hidden + self.weight[rows]
+    """, "ch03.positions.too_long", "clamped", "positions past the table reuse the last row"),
+    mutant("positions_no_length_check", "positions", """
+        T = hidden.shape[1]
+        return hidden + self.weight[past_length : past_length + T]
+    """, "ch03.positions.too_long", "reached torch", "no check: torch's broadcasting error"),
+    mutant("positions_check_off_by_one", "positions", """
+        T = hidden.shape[1]
+        if past_length + T >= self.weight.shape[0]:
+            raise ValueError(f"position {past_length + T - 1} does not fit in block_size {self.weight.shape[0]}")
+        return hidden + self.weight[past_length : past_length + T]
+    """, "ch03.positions.full_context", "off by one", "a full context (== block_size) rejected"),
+    mutant("positions_flattened_batch", "positions", """
+        B, T, _ = hidden.shape
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
+        rows = torch.arange(past_length, past_length + B * T).view(B, T)
+        return hidden + self.weight[rows]
+    """, ("ch03.positions.adds_rows", "ch03.positions.same_rows_per_batch"), "flattened",
+       "positions run on across the flattened batch"),
+    mutant("positions_rows_off_by_one", "positions", """
+        T = hidden.shape[1]
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
+        return hidden + self.weight[past_length + 1 : past_length + T + 1]
+    """, "ch03.positions.adds_rows", "off by one", "row p + 1 added at position p"),
+    mutant("positions_detached", "positions", """
+        T = hidden.shape[1]
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
+        return hidden + self.weight.detach()[past_length : past_length + T]
+    """, "ch03.positions.gradient", "no gradient", "position rows detached: no gradient"),
+    mutant("positions_in_place", "positions", """
+        T = hidden.shape[1]
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"positions up to {past_length + T - 1} do not fit block_size {self.weight.shape[0]}")
+        hidden += self.weight[past_length:past_length + T]
+        return hidden
+    """, "ch03.positions.input_unchanged", "in place", "hidden += rows changes the caller's tensor"),
+]
+
+VARIANTS = [
+    variant("positions_arange_unsqueeze", "positions", """
+        B, T, d = hidden.shape
+        if past_length + T > self.weight.size(0):
+            raise ValueError(f"positions {past_length}..{past_length + T - 1} do not fit in block_size "
+                             f"{self.weight.size(0)}")
+        positions = torch.arange(past_length, past_length + T, device=hidden.device)
+        return hidden + self.weight[positions].unsqueeze(0)
+    """, "an arange of positions, indexed and unsqueezed to [1, T, d]"),
+    variant("positions_narrow_expand", "positions", """
+        T, C = hidden.size(1), self.weight.size(0)
+        if past_length + T > C:
+            raise ValueError("the sequence is too long for block_size " + str(C))
+        return hidden + self.weight.narrow(0, past_length, T).expand_as(hidden)
+    """, "narrow, then expand to the batch"),
+]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Ignoring `past_length`": ("positions_offset_ignored",),
+    "Numbering positions 0 … B·T − 1 across the batch": ("positions_flattened_batch",),
+    "Using `%` to wrap positions": ("positions_modulo_wrap",),
+    "`>=` where `>` belongs": ("positions_check_off_by_one",),
+    "Adding in place (`hidden += …`)": ("positions_in_place",),
+    "Reading `self.weight.data`": ("positions_detached",),
+}

@@ -1,0 +1,244 @@
+"""Chapter 04: the attention mistakes the chapter warns about, and right ways to write it."""
+
+from grader.qa.mutants import mutant, variant
+
+
+def _forward(cache="""
+        if past_key_value is not None:
+            past_k, past_v = past_key_value
+            k = torch.cat([past_k, k], dim=2)
+            v = torch.cat([past_v, v], dim=2)
+""", scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)",
+             mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(total - T + 1), float('-inf'))",
+             softmax="weights = torch.softmax(scores, dim=-1)", keep="self.last_attention = weights",
+             present="present = (k, v) if use_cache else None"):
+    """A student's forward with one part swapped for a mistake (each part at 8 spaces)."""
+    return (
+        "        q = self.split_heads(self.q_proj(x))\n"
+        "        k = self.split_heads(self.k_proj(x))\n"
+        "        v = self.split_heads(self.v_proj(x))\n"
+        + cache.strip("\n") + "\n"
+        "        T, total = q.shape[2], k.shape[2]\n"
+        f"        {scores}\n"
+        f"        {mask}\n"
+        f"        {softmax}\n"
+        f"        {keep}\n"
+        f"        {present}\n"
+        "        return self.o_proj(self.merge_heads(weights @ v)), present\n"
+    )
+
+
+_INIT = """
+    self.q_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={q})
+    self.k_proj = {k}
+    self.v_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={b})
+    self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={b})
+"""
+
+FORMULA = ("ch04.attention.formula", "ch04.attention.matches_reference")
+WEIGHTS = ("ch04.attention.causal_softmax_weights",) + FORMULA
+CACHE = ("ch04.attention.cache_consistent", "ch04.attention.cache_one_token_at_a_time",
+         "ch04.attention.formula_with_cache", "ch04.attention.matches_reference_with_cache")
+
+MUTANTS = [
+    # The projections
+    mutant("attention_init_with_bias", "attention_init",
+           _INIT.format(q="True", k="nn.Linear(cfg.d_model, cfg.d_model)", b="True"),
+           "ch04.attention_init.projections", "bias", "bias on Q/K/V/O"),
+    mutant("attention_init_shared_query_key", "attention_init",
+           _INIT.format(q="False", k="self.q_proj", b="False"),
+           "ch04.attention_init.projections", "one object", "q_proj and k_proj are one layer"),
+    # Splitting and merging heads
+    mutant("split_heads_axes_mixed_up", "split_heads", """
+        B, T, _ = x.shape
+        return x.view(B, self.n_heads, T, self.d_head)
+    """, "ch04.split_heads.head_features", "mixed up", "view(B, h, T, d_h) without the transpose"),
+    mutant("split_heads_strided", "split_heads", """
+        B, T, _ = x.shape
+        return x.view(B, T, self.d_head, self.n_heads).permute(0, 3, 1, 2)
+    """, "ch04.split_heads.head_features", "contiguous", "head i takes every h-th feature"),
+    mutant("split_heads_no_transpose", "split_heads", """
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_head)
+    """, "ch04.split_heads.shape", "heads axis comes second", "[B, T, h, d_h] returned"),
+    mutant("merge_heads_no_transpose", "merge_heads", """
+        B, _, T, _ = x.shape
+        return x.reshape(B, T, self.n_heads * self.d_head)
+    """, ("ch04.merge_heads.head_features", "ch04.merge_heads.inverse_of_split"), "transpose",
+       "merge without transposing h and T back"),
+    mutant("merge_heads_interleaved", "merge_heads", """
+        B, _, T, _ = x.shape
+        return x.permute(0, 2, 3, 1).reshape(B, T, self.n_heads * self.d_head)
+    """, "ch04.merge_heads.head_features", "interleaved", "heads' features interleaved"),
+    # The mask and the softmax
+    mutant("attention_no_causal_mask", "attention", _forward(mask="pass"),
+           WEIGHTS + ("ch04.attention.causal_invariance",), "no causal mask", "no causal mask"),
+    mutant("attention_mask_hides_diagonal", "attention", _forward(
+        mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(total - T), float('-inf'))"),
+           WEIGHTS, "diagonal", "the mask also hides the diagonal"),
+    mutant("attention_mask_hides_diagonal_additive", "attention", _forward(
+        mask="scores = scores - 1e9 * torch.ones(T, total, dtype=scores.dtype).triu(total - T)"),
+           WEIGHTS, "diagonal", "additive mask that also hides the diagonal"),
+    mutant("attention_mask_lets_next_token_through", "attention", _forward(
+        mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(total - T + 2), float('-inf'))"),
+           WEIGHTS + ("ch04.attention.causal_invariance",), "next token", "triu offset 2"),
+    mutant("attention_softmax_over_queries", "attention", _forward(softmax="weights = torch.softmax(scores, dim=-2)"),
+           WEIGHTS, "dim -2", "softmax over dim −2"),
+    mutant("attention_keeps_scores", "attention", _forward(keep="self.last_attention = scores"),
+           "ch04.attention.causal_softmax_weights", "scores", "last_attention holds the scores"),
+    # The scale
+    mutant("attention_scale_one_over_d", "attention", _forward(
+        scores="scores = q @ k.transpose(-2, -1) / (self.n_heads * self.d_head)"),
+           FORMULA, "model width", "scaled by 1/d"),
+    mutant("attention_scale_one_over_d_head", "attention", _forward(
+        scores="scores = q @ k.transpose(-2, -1) / self.d_head"),
+           FORMULA, "d_h itself", "scaled by 1/d_h"),
+    mutant("attention_no_scale", "attention", _forward(scores="scores = q @ k.transpose(-2, -1)"),
+           FORMULA, "not scaled", "no scaling"),
+    mutant("attention_scale_sqrt_d", "attention", _forward(
+        scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.n_heads * self.d_head)"),
+           FORMULA, "sqrt(d)", "scaled by 1/sqrt(d)"),
+    # The cache
+    mutant("attention_cache_wrong_axis", "attention", _forward(cache="""
+        if past_key_value is not None:
+            k = torch.cat([past_key_value[0], k], dim=1)
+            v = torch.cat([past_key_value[1], v], dim=1)
+"""), CACHE, "time axis", "cache concatenated along the heads axis"),
+    mutant("attention_cache_on_feature_axis", "attention", _forward(cache="""
+        if past_key_value is not None:
+            k = torch.cat([past_key_value[0], k], dim=-1)
+            v = torch.cat([past_key_value[1], v], dim=-1)
+"""), CACHE, "time axis", "cache concatenated along the feature axis"),
+    mutant("attention_cache_ignored", "attention", _forward(cache=""), CACHE, "ignored",
+           "past_key_value ignored"),
+    mutant("attention_present_without_new_tokens", "attention", _forward(
+        present="present = (past_key_value if past_key_value is not None else (k, v)) if use_cache else None"),
+           CACHE, "new tokens", "present returned without this call's tokens"),
+    mutant("attention_present_without_cached_tokens", "attention", _forward(cache="""
+        new_k, new_v = k, v
+        if past_key_value is not None:
+            k = torch.cat([past_key_value[0], k], dim=2)
+            v = torch.cat([past_key_value[1], v], dim=2)
+""", present="present = (new_k, new_v) if use_cache else None"),
+           CACHE, "cached ones", "present holds only the new tokens"),
+    mutant("attention_mask_not_shifted", "attention", _forward(
+        mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(1), float('-inf'))"),
+           CACHE, "not shifted", "mask not offset by the cache length"),
+    mutant("attention_cache_after_new_tokens", "attention", _forward(cache="""
+        if past_key_value is not None:
+            k = torch.cat([k, past_key_value[0]], dim=2)
+            v = torch.cat([v, past_key_value[1]], dim=2)
+"""), CACHE, "placed after the new ones", "cached keys joined after the new ones"),
+    mutant("attention_cache_keys_values_mixed", "attention", _forward(cache="""
+        if past_key_value is not None:
+            past_k, past_v = past_key_value
+            k = torch.cat([past_v, k], dim=2)
+            v = torch.cat([past_k, v], dim=2)
+"""), CACHE, "mixed up", "cached values joined to the new keys"),
+    mutant("attention_no_output_projection", "attention", _forward().replace(
+        "return self.o_proj(self.merge_heads(weights @ v)), present", "return self.merge_heads(weights @ v), present"),
+           FORMULA, "o_proj", "the output projection left out"),
+    mutant("attention_uses_sdpa", "attention", """
+        q = self.split_heads(self.q_proj(x))
+        k = self.split_heads(self.k_proj(x))
+        v = self.split_heads(self.v_proj(x))
+        if past_key_value is not None:
+            k = torch.cat([past_key_value[0], k], dim=2)
+            v = torch.cat([past_key_value[1], v], dim=2)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=past_key_value is None)
+        return self.o_proj(self.merge_heads(out)), ((k, v) if use_cache else None)
+    """, "ch04.attention.shapes", "scaled_dot_product_attention", "the library attention"),
+]
+
+VARIANTS = [
+    variant("attention_init_positional", "attention_init", """
+        d = cfg.d_model
+        self.q_proj, self.k_proj = nn.Linear(d, d, False), nn.Linear(d, d, False)
+        self.v_proj, self.o_proj = nn.Linear(d, d, False), nn.Linear(d, d, False)
+        self.scale = 1.0 / math.sqrt(cfg.d_head)
+    """, "bias passed positionally, an extra plain attribute"),
+    variant("split_heads_reshape_permute", "split_heads", """
+        batch, time, width = x.shape
+        return x.reshape(batch, time, self.n_heads, width // self.n_heads).permute(0, 2, 1, 3)
+    """, "reshape + permute"),
+    variant("split_heads_stack_chunks", "split_heads", """
+        return torch.stack(x.split(self.d_head, dim=-1), dim=1)
+    """, "one chunk of d_h features per head, stacked"),
+    variant("merge_heads_contiguous_view", "merge_heads", """
+        B, h, T, dh = x.shape
+        return x.permute(0, 2, 1, 3).contiguous().view(B, T, h * dh)
+    """, "permute + contiguous + view"),
+    variant("merge_heads_cat_unbind", "merge_heads", """
+        return torch.cat(x.unbind(dim=1), dim=-1)
+    """, "the heads concatenated along the features"),
+    variant("attention_einsum", "attention", _forward(
+        scores="scores = torch.einsum('bhtd,bhsd->bhts', q, k) / math.sqrt(self.d_head)"),
+        "einsum for the scores"),
+    variant("attention_additive_mask", "attention", _forward(
+        mask="scores = scores + torch.full((T, total), -1e9, dtype=scores.dtype).triu(total - T + 1)"),
+        "an additive large-negative mask"),
+    variant("attention_tril_indexing", "attention", _forward(
+        mask="scores[..., ~torch.tril(torch.ones(T, total, dtype=torch.bool), diagonal=total - T)] = float('-inf')"),
+        "torch.tril and boolean indexing"),
+    variant("attention_manual_softmax", "attention", _forward(
+        softmax="weights = (scores - scores.amax(-1, keepdim=True)).exp(); weights = weights / weights.sum(-1, keepdim=True)"),
+        "softmax written out with exp and sum"),
+    variant("attention_functional_softmax_matmul_scale_q", "attention", _forward(
+        scores="scores = (q / self.d_head ** 0.5) @ k.transpose(2, 3)",
+        softmax="weights = torch.nn.functional.softmax(scores, dim=3)"),
+        "q scaled before the product, F.softmax with a positive axis"),
+    variant("attention_loop_over_heads", "attention", """
+        q = self.split_heads(self.q_proj(x))
+        k = self.split_heads(self.k_proj(x))
+        v = self.split_heads(self.v_proj(x))
+        if past_key_value is not None:
+            k = torch.cat((past_key_value[0], k), dim=-2)
+            v = torch.cat((past_key_value[1], v), dim=-2)
+        T, total = x.shape[1], k.shape[2]
+        allowed = torch.tril(torch.ones(T, total, dtype=torch.bool), diagonal=total - T)
+        heads, all_weights = [], []
+        for i in range(self.n_heads):
+            s = q[:, i] @ k[:, i].transpose(1, 2) / math.sqrt(self.d_head)
+            s = torch.where(allowed, s, torch.tensor(float("-inf"), dtype=s.dtype))
+            w = torch.softmax(s, dim=-1)
+            all_weights.append(w)
+            heads.append(w @ v[:, i])
+        self.last_attention = torch.stack(all_weights, dim=1)
+        out = self.o_proj(torch.cat(heads, dim=-1))
+        return out, (k, v) if use_cache else None
+    """, "a Python loop over heads"),
+    variant("attention_fused_qkv", "attention", """
+        d = self.n_heads * self.d_head
+        fused = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight], dim=0)
+        q, k, v = (self.split_heads(part) for part in (x @ fused.T).split(d, dim=-1))
+        present_k, present_v = k, v
+        if past_key_value is not None:
+            present_k = torch.cat([past_key_value[0], k], dim=2)
+            present_v = torch.cat([past_key_value[1], v], dim=2)
+        past = present_k.shape[2] - q.shape[2]
+        rows = torch.arange(q.shape[2]).view(-1, 1) + past
+        cols = torch.arange(present_k.shape[2]).view(1, -1)
+        scores = (q @ present_k.transpose(-1, -2)) * self.d_head ** -0.5
+        scores = scores.masked_fill(cols > rows, -float("inf"))
+        self.last_attention = scores.softmax(dim=-1)
+        out = self.merge_heads(self.attn_dropout(self.last_attention) @ present_v)
+        return self.o_proj(out), ((present_k, present_v) if use_cache else None)
+    """, "one fused QKV product from the three weights, split afterwards"),
+]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Scaling by d,": ("attention_scale_one_over_d",),
+    "by d_h,": ("attention_scale_one_over_d_head",),
+    "by √d instead of √d_h": ("attention_scale_sqrt_d",),
+    "not scaling": ("attention_no_scale",),
+    "No mask": ("attention_no_causal_mask",),
+    "a mask that also hides the diagonal": ("attention_mask_hides_diagonal", "attention_mask_hides_diagonal_additive"),
+    "a mask off by one that lets the next token through": ("attention_mask_lets_next_token_through",),
+    "Softmax over dim −2": ("attention_softmax_over_queries",),
+    "a mask not shifted by T_past": ("attention_mask_not_shifted",),
+    "the cache joined along the wrong axis": ("attention_cache_wrong_axis", "attention_cache_on_feature_axis"),
+    "`present` holding only the new tokens": ("attention_present_without_cached_tokens",),
+    "Projections with bias": ("attention_init_with_bias",),
+    "one `nn.Linear` object reused for q, k and v": ("attention_init_shared_query_key",),
+}

@@ -1,0 +1,213 @@
+"""Chapter 06: the mistakes of hand-written backward passes, and right ways to write them."""
+
+import textwrap
+
+from grader.qa.mutants import mutant, variant
+
+
+def _join(*parts: str) -> str:
+    """A region body from pieces written at different indentations."""
+    return "\n".join(textwrap.dedent(part).strip("\n") for part in parts)
+
+
+_LN_STATS = """
+    d = x.shape[-1]
+    mean = x.mean(dim=-1, keepdim=True)
+    centred = x - mean
+    inv_std = 1.0 / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)
+    normalised = centred * inv_std
+    dgamma = (grad_out * normalised).reshape(-1, d).sum(dim=0)
+    dbeta = grad_out.reshape(-1, d).sum(dim=0)
+    dnorm = grad_out * gamma
+"""
+
+MUTANTS = [
+    # LayerNorm
+    mutant("layer_norm_backward_no_mean_terms", "layer_norm_backward", _join(_LN_STATS, """
+        dx = dnorm * inv_std
+        return dx, dgamma, dbeta
+    """), ("ch06.layer_norm_backward.matches_autograd",), "missing the mean terms",
+       "dx without the two correction terms"),
+    mutant("layer_norm_backward_no_variance_term", "layer_norm_backward", _join(_LN_STATS, """
+        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True))
+        return dx, dgamma, dbeta
+    """), "ch06.layer_norm_backward.matches_autograd", "variance", "dx without the variance's correction"),
+    mutant("layer_norm_backward_dgamma_not_summed", "layer_norm_backward", _join(_LN_STATS, """
+        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
+                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
+        return dx, grad_out * normalised, dbeta
+    """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
+       "dgamma not summed over batch and time"),
+    mutant("layer_norm_backward_dbeta_not_summed", "layer_norm_backward", _join(_LN_STATS, """
+        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
+                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
+        return dx, dgamma, grad_out
+    """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
+       "dbeta not summed over batch and time"),
+    mutant("layer_norm_backward_unbiased_variance", "layer_norm_backward", _join(_LN_STATS.replace(
+        "(centred * centred).mean(dim=-1, keepdim=True)", "x.var(dim=-1, keepdim=True)"), """
+        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
+                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
+        return dx, dgamma, dbeta
+    """), "ch06.layer_norm_backward.matches_autograd", "unbiased", "unbiased variance in the backward"),
+    mutant("layer_norm_backward_ignores_gamma", "layer_norm_backward", _join(_LN_STATS, """
+        dnorm = grad_out
+        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
+                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
+        return dx, dgamma, dbeta
+    """), "ch06.layer_norm_backward.matches_autograd", "ignores gamma", "γ left out of dx"),
+    # GELU
+    mutant("gelu_backward_no_x_pdf", "gelu_backward", """
+        cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        return grad_out * cdf
+    """, ("ch06.gelu_backward.matches_autograd", "ch06.gelu_backward.key_values"), "x·φ(x)",
+       "GELU derivative without the x·φ(x) term"),
+    mutant("gelu_backward_no_chain_rule", "gelu_backward", """
+        cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        return cdf + x * pdf
+    """, "ch06.gelu_backward.matches_autograd", "chain rule", "local derivative not times grad_out"),
+    mutant("gelu_backward_tanh", "gelu_backward", """
+        k = math.sqrt(2.0 / math.pi)
+        t = torch.tanh(k * (x + 0.044715 * x ** 3))
+        return grad_out * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x))
+    """, "ch06.gelu_backward.matches_autograd", "tanh", "derivative of the tanh approximation"),
+    # Linear
+    mutant("linear_backward_dweight_transposed", "linear_backward", """
+        flat_grad = grad_out.reshape(-1, grad_out.shape[-1])
+        flat_x = x.reshape(-1, x.shape[-1])
+        return grad_out @ weight, flat_x.T @ flat_grad, flat_grad.sum(dim=0)
+    """, "ch06.linear_backward.matches_autograd", "transposed", "dW transposed"),
+    mutant("linear_backward_dweight_per_batch", "linear_backward", """
+        dweight = grad_out.transpose(-2, -1) @ x
+        return grad_out @ weight, dweight, grad_out.reshape(-1, grad_out.shape[-1]).sum(dim=0)
+    """, "ch06.linear_backward.matches_autograd", "not summed over the batch", "dW not summed over the batch"),
+    mutant("linear_backward_dbias_not_summed", "linear_backward", """
+        flat_grad = grad_out.reshape(-1, grad_out.shape[-1])
+        flat_x = x.reshape(-1, x.shape[-1])
+        return grad_out @ weight, flat_grad.T @ flat_x, grad_out
+    """, "ch06.linear_backward.matches_autograd", "not summed", "db not summed"),
+    # Residual
+    mutant("residual_backward_no_skip", "residual_backward", """
+        mean = x.mean(dim=-1, keepdim=True)
+        centred = x - mean
+        normed = centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
+        pre = normed @ w1.T + b1
+        act = 0.5 * pre * (1.0 + torch.erf(pre / math.sqrt(2.0)))
+        dact, dw2, db2 = linear_backward(grad_out, act, w2)
+        dnormed, dw1, db1 = linear_backward(gelu_backward(dact, pre), normed, w1)
+        dx, dgamma, dbeta = layer_norm_backward(dnormed, x, gamma, eps)
+        return dx, dgamma, dbeta, dw1, db1, dw2, db2
+    """, ("ch06.residual_backward.matches_autograd", "ch06.residual_backward.dead_branch"), "skip",
+       "the residual (skip) gradient dropped"),
+    mutant("residual_backward_skip_only", "residual_backward", """
+        mean = x.mean(dim=-1, keepdim=True)
+        centred = x - mean
+        normed = centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
+        pre = normed @ w1.T + b1
+        act = 0.5 * pre * (1.0 + torch.erf(pre / math.sqrt(2.0)))
+        dact, dw2, db2 = linear_backward(grad_out, act, w2)
+        dnormed, dw1, db1 = linear_backward(gelu_backward(dact, pre), normed, w1)
+        _, dgamma, dbeta = layer_norm_backward(dnormed, x, gamma, eps)
+        return grad_out, dgamma, dbeta, dw1, db1, dw2, db2
+    """, "ch06.residual_backward.matches_autograd", "only the skip path", "the branch's dx dropped"),
+    # Forbidden: autograd does the work
+    mutant("layer_norm_backward_autograd", "layer_norm_backward", """
+        import torch.nn.functional as F
+        leaves = [t.detach().requires_grad_(True) for t in (x, gamma)]
+        with torch.enable_grad():
+            y = F.layer_norm(leaves[0], (x.shape[-1],), leaves[1], None, eps)
+            dx, dgamma = torch.autograd.grad(y, leaves, grad_out)
+        return dx, dgamma, grad_out.reshape(-1, x.shape[-1]).sum(0)
+    """, "ch06.layer_norm_backward.matches_autograd", "torch.autograd.grad", "torch.autograd.grad does the work"),
+    mutant("gelu_backward_hidden_backward_call", "gelu_backward", """
+        x = x.detach().requires_grad_(True)
+        with torch.enable_grad():
+            y = 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+            getattr(y, "back" + "ward")(grad_out)
+        return x.grad
+    """, "ch06.gelu_backward.matches_autograd", "by hand",
+       ".backward() reached through getattr (the operator recorder sees the graph being built)"),
+]
+
+VARIANTS = [
+    variant("layer_norm_backward_chain_rule", "layer_norm_backward", """
+        # The step-by-step chain rule: through the variance, then the mean.
+        n = x.shape[-1]
+        mu = x.mean(-1, keepdim=True)
+        xc = x - mu
+        var = (xc ** 2).mean(-1, keepdim=True)
+        std = (var + eps).sqrt()
+        xhat = xc / std
+        dxhat = grad_out * gamma
+        dvar = (dxhat * xc).sum(-1, keepdim=True) * -0.5 * (var + eps) ** -1.5
+        dmu = -(dxhat / std).sum(-1, keepdim=True) + dvar * (-2.0 * xc).mean(-1, keepdim=True)
+        dx = dxhat / std + dvar * 2.0 * xc / n + dmu / n
+        axes = list(range(x.dim() - 1))
+        dgamma = (grad_out * xhat).sum(dim=axes) if axes else grad_out * xhat
+        dbeta = grad_out.sum(dim=axes) if axes else grad_out.clone()
+        return dx, dgamma, dbeta
+    """, "the chain rule through dvar and dmean (CS231n style)"),
+    variant("layer_norm_backward_rsqrt_flatten", "layer_norm_backward", """
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        g2 = grad_out.reshape(-1, shape[-1])
+        rstd = torch.rsqrt(x2.var(dim=1, unbiased=False, keepdim=True) + eps)
+        xhat = (x2 - x2.mean(dim=1, keepdim=True)) * rstd
+        dxhat = g2 * gamma
+        dx = rstd * (dxhat - dxhat.mean(1, keepdim=True) - xhat * (dxhat * xhat).mean(1, keepdim=True))
+        return dx.reshape(shape), (g2 * xhat).sum(0), g2.sum(0)
+    """, "flattened to [N, d], rsqrt and var(unbiased=False)"),
+    variant("gelu_backward_ndtr", "gelu_backward", """
+        density = torch.exp(-x.pow(2) / 2) * (2 * math.pi) ** -0.5
+        return grad_out * torch.special.ndtr(x) + grad_out * x * density
+    """, "torch.special.ndtr for Φ"),
+    variant("linear_backward_einsum", "linear_backward", """
+        dx = torch.einsum("...o,oi->...i", grad_out, weight)
+        dweight = torch.einsum("...o,...i->oi", grad_out, x)
+        dbias = torch.einsum("...o->o", grad_out)
+        return dx, dweight, dbias
+    """, "einsum for all three"),
+    variant("linear_backward_tensordot", "linear_backward", """
+        axes = list(range(x.dim() - 1))
+        dweight = torch.tensordot(grad_out, x, dims=(axes, axes))
+        dbias = grad_out.sum(dim=axes) if axes else grad_out.clone()
+        return torch.matmul(grad_out, weight), dweight, dbias
+    """, "tensordot over the leading axes"),
+    variant("residual_backward_inline", "residual_backward", """
+        # Everything written out, no helper calls.
+        n = x.shape[-1]
+        mu = x.mean(-1, keepdim=True)
+        rstd = 1.0 / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+        xhat = (x - mu) * rstd
+        normed = xhat * gamma + beta
+        pre = normed @ w1.T + b1
+        cdf = 0.5 * (1.0 + torch.erf(pre / math.sqrt(2.0)))
+        act = pre * cdf
+        flat = lambda t: t.reshape(-1, t.shape[-1])
+        dw2 = flat(grad_out).T @ flat(act)
+        db2 = flat(grad_out).sum(0)
+        dpre = (grad_out @ w2) * (cdf + pre * torch.exp(-0.5 * pre * pre) / math.sqrt(2.0 * math.pi))
+        dw1 = flat(dpre).T @ flat(normed)
+        db1 = flat(dpre).sum(0)
+        dnormed = dpre @ w1
+        dgamma = flat(dnormed * xhat).sum(0)
+        dbeta = flat(dnormed).sum(0)
+        dxhat = dnormed * gamma
+        dx_branch = rstd / n * (n * dxhat - dxhat.sum(-1, keepdim=True) - xhat * (dxhat * xhat).sum(-1, keepdim=True))
+        return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
+    """, "the whole half-block written out without the helpers"),
+]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "LayerNorm's dx without the correction terms": ("layer_norm_backward_no_mean_terms",
+                                                    "layer_norm_backward_no_variance_term"),
+    "dγ, dβ, dW or db not summed over batch and time": ("layer_norm_backward_dgamma_not_summed",
+                                                        "layer_norm_backward_dbeta_not_summed",
+                                                        "linear_backward_dweight_per_batch",
+                                                        "linear_backward_dbias_not_summed"),
+    "dW transposed": ("linear_backward_dweight_transposed",),
+    "GELU′ = Φ(x) only, forgetting x·φ(x)": ("gelu_backward_no_x_pdf",),
+    "Forgetting the skip path's grad_out": ("residual_backward_no_skip",),
+}

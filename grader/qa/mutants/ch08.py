@@ -1,0 +1,494 @@
+"""Chapter 08: the training chapter's classic mistakes, and right ways to write it."""
+
+import textwrap
+
+from grader.qa.mutants import mutant, variant
+
+
+def _join(*parts: str) -> str:
+    """A region body from pieces written at different indentations."""
+    return "\n".join(textwrap.dedent(part).strip("\n") for part in parts)
+
+
+def _step(decay="p.mul_(1.0 - self.lr * self.weight_decay)", grad="grad = p.grad",
+          moments="m.mul_(beta1).add_(grad, alpha=1.0 - beta1)\nv.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)",
+          update="p.sub_(self.lr * (m / (1.0 - beta1**t)) / ((v / (1.0 - beta2**t)).sqrt() + self.eps))",
+          betas="beta1, beta2 = self.betas", t="self.steps[i] += 1\nt = self.steps[i]", after=""):
+    """An AdamW.step body with one part swapped out."""
+    lines = [betas, "for i, p in enumerate(self.params):", "    if p.grad is None:", "        continue"]
+    lines += ["    " + line for line in grad.splitlines()]
+    lines += ["    " + line for line in t.splitlines()]
+    lines += ["    " + decay, "    m, v = self.exp_avg[i], self.exp_avg_sq[i]"]
+    lines += ["    " + line for line in moments.splitlines()]
+    lines += ["    " + update]
+    if after:
+        lines += ["    " + after]
+    return "\n".join(lines)
+
+
+_INIT_TAIL = """
+    self.exp_avg = [torch.zeros_like(p) for p in self.params]
+    self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+    self.steps = [0 for _ in self.params]
+"""
+
+_TRAIN_HEAD = """
+    optimizer.zero_grad()
+    logits, _, _ = model(inputs)
+    loss = masked_loss(logits, targets, mask)
+"""
+
+_NORM = """
+    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in optimizer.params if p.grad is not None]))
+"""
+
+_EVAL_HEAD = """
+    encoded = encode_documents(docs, tokenizer)
+    was_training = model.training
+    model.eval()
+"""
+
+_BIGRAM_HEAD = """
+    V = tokenizer.vocab_size
+
+    def pairs(docs):
+        for doc in docs:
+            ids = tokenizer.encode_document(doc)
+            inputs, targets = training_windows(ids, block_size or len(ids))
+            yield from zip(inputs, targets)
+
+    counts = torch.zeros((V, V), dtype=torch.float64)
+    for a, b in pairs(train_docs):
+        counts[a, b] += 1
+    scored = list(pairs(val_docs))
+    rows = torch.tensor([a for a, _ in scored])
+    cols = torch.tensor([b for _, b in scored])
+"""
+
+MUTANTS = [
+    # AdamW.__init__
+    mutant("adamw_init_keeps_duplicates", "adamw_init", _join("""
+        self.params = list(params)
+        for p in self.params:
+            if not p.requires_grad:
+                raise ValueError("AdamW: a parameter does not require grad")
+        if not self.params:
+            raise ValueError("AdamW got an empty parameter list")
+    """, _INIT_TAIL), "ch08.adamw_init.each_parameter_once", "more than once", "a shared tensor held twice"),
+    mutant("adamw_init_accepts_frozen", "adamw_init", _join("""
+        self.params = []
+        for p in params:
+            if all(p is not q for q in self.params):
+                self.params.append(p)
+        if not self.params:
+            raise ValueError("AdamW got an empty parameter list")
+    """, _INIT_TAIL), "ch08.adamw_init.rejects_frozen_and_empty", "does not require grad",
+       "a frozen tensor accepted"),
+    mutant("adamw_init_reads_generator_twice", "adamw_init", _join("""
+        if any(not p.requires_grad for p in params):
+            raise ValueError("AdamW: a parameter does not require grad")
+        self.params = []
+        for p in params:
+            if all(p is not q for q in self.params):
+                self.params.append(p)
+    """, _INIT_TAIL), "ch08.adamw_init.tied_model_generator", "read only once", "the generator read twice"),
+    # AdamW.step
+    mutant("adamw_no_bias_correction", "adamw_step",
+           _step(update="p.sub_(self.lr * m / (v.sqrt() + self.eps))"),
+           ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "bias correction",
+           "no bias correction"),
+    mutant("adamw_coupled_weight_decay", "adamw_step",
+           _step(decay="pass", grad="grad = p.grad + self.weight_decay * p"),
+           ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "L2",
+           "weight decay added to the gradient (Adam + L2)"),
+    mutant("adamw_eps_inside_sqrt", "adamw_step",
+           _step(update="p.sub_(self.lr * (m / (1.0 - beta1**t)) / ((v / (1.0 - beta2**t) + self.eps).sqrt()))"),
+           "ch08.adamw_step.matches_torch", "inside the square root", "eps inside the square root"),
+    mutant("adamw_betas_swapped", "adamw_step", _step(betas="beta2, beta1 = self.betas"),
+           "ch08.adamw_step.matches_torch", "swapped", "beta1 and beta2 swapped"),
+    mutant("adamw_decay_after_update", "adamw_step",
+           _step(decay="pass", after="p.mul_(1.0 - self.lr * self.weight_decay)"),
+           "ch08.adamw_step.matches_torch", "after the Adam update", "decay applied after the update"),
+    mutant("adamw_moments_not_kept", "adamw_step",
+           _step(moments="m = (1.0 - beta1) * grad\nv = (1.0 - beta2) * grad * grad"),
+           "ch08.adamw_step.matches_torch", "not kept", "fresh m and v every step"),
+    mutant("adamw_one_global_step_count", "adamw_step",
+           _step(betas="beta1, beta2 = self.betas\nself.t = getattr(self, 't', 0) + 1",
+                 t="self.steps[i] += 1\nt = self.t"),
+           ("ch08.adamw_step.skipped_steps", "ch08.adamw_step.random_matches_torch"), "shared by all parameters",
+           "one global t"),
+    mutant("adamw_not_in_place", "adamw_step", _join("""
+        beta1, beta2 = self.betas
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            self.steps[i] += 1
+            t = self.steps[i]
+            self.exp_avg[i] = beta1 * self.exp_avg[i] + (1 - beta1) * p.grad
+            self.exp_avg_sq[i] = beta2 * self.exp_avg_sq[i] + (1 - beta2) * p.grad**2
+            m_hat = self.exp_avg[i] / (1 - beta1**t)
+            v_hat = self.exp_avg_sq[i] / (1 - beta2**t)
+            p = p * (1 - self.lr * self.weight_decay) - self.lr * m_hat / (v_hat.sqrt() + self.eps)
+    """), ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "in place",
+       "the update assigned to a local name"),
+    mutant("adamw_library", "adamw_step", """
+        if not hasattr(self, "_inner"):
+            self._inner = torch.optim.AdamW(self.params, lr=self.lr, betas=self.betas, eps=self.eps,
+                                            weight_decay=self.weight_decay)
+        self._inner.param_groups[0]["lr"] = self.lr
+        self._inner.step()
+    """, "ch08.adamw_step.matches_torch", "torch.optim.AdamW", "torch.optim.AdamW does the work"),
+    # AdamW.zero_grad
+    mutant("zero_grad_does_nothing", "adamw_zero_grad", """
+        for p in self.params:
+            grad = p.grad
+            grad = None
+    """, "ch08.adamw_zero_grad.clears_gradients", "old gradient", "the gradients are never cleared"),
+    mutant("zero_grad_resets_moments", "adamw_zero_grad", """
+        for i, p in enumerate(self.params):
+            p.grad = None
+            self.exp_avg[i] = torch.zeros_like(p)
+            self.exp_avg_sq[i] = torch.zeros_like(p)
+    """, "ch08.adamw_zero_grad.clears_gradients", "optimizer's state", "the moments reset with the gradients"),
+    mutant("zero_grad_assumes_a_gradient", "adamw_zero_grad", """
+        for p in self.params:
+            p.grad.zero_()
+    """, "ch08.adamw_zero_grad.before_any_backward", "NoneType", "p.grad.zero_() on a None gradient"),
+    # clip_grad_norm
+    mutant("clip_per_tensor", "clip_grad_norm", """
+        total = torch.zeros((), dtype=torch.float64)
+        for p in parameters:
+            if p.grad is None:
+                continue
+            norm = torch.linalg.vector_norm(p.grad)
+            total = torch.sqrt(total**2 + norm**2)
+            if norm > max_norm:
+                p.grad.mul_(max_norm / (norm + 1e-6))
+        return total
+    """, ("ch08.clip_grad_norm.global_norm", "ch08.clip_grad_norm.matches_torch"), "its own norm",
+       "each tensor clipped on its own"),
+    mutant("clip_always_scales", "clip_grad_norm", """
+        grads = list({id(p): p.grad for p in parameters if p.grad is not None}.values())
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        for g in grads:
+            g.mul_(max_norm / (total + 1e-6))
+        return total
+    """, ("ch08.clip_grad_norm.below_limit_untouched", "ch08.clip_grad_norm.matches_torch"), "below max_norm",
+       "scales even below max_norm"),
+    mutant("clip_returns_norm_after", "clip_grad_norm", """
+        grads = list({id(p): p.grad for p in parameters if p.grad is not None}.values())
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(scale)
+        return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    """, "ch08.clip_grad_norm.matches_torch", "after clipping", "returns the norm after clipping"),
+    mutant("clip_reads_generator_twice", "clip_grad_norm", """
+        unique = {id(p): p for p in parameters if p.grad is not None}
+        total = torch.sqrt(sum((p.grad**2).sum() for p in unique.values()))
+        scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        seen = set()
+        for p in parameters:
+            if p.grad is not None and id(p) not in seen:
+                seen.add(id(p))
+                p.grad.mul_(scale)
+        return total
+    """, "ch08.clip_grad_norm.missing_and_shared", "generator", "a generator of parameters read twice"),
+    mutant("clip_library", "clip_grad_norm", """
+        return torch.nn.utils.clip_grad_norm_(list({id(p): p for p in parameters}.values()), max_norm)
+    """, "ch08.clip_grad_norm.matches_torch", "clip_grad_norm_", "torch's clip_grad_norm_"),
+    # make_batch
+    mutant("make_batch_targets_not_shifted", "make_batch", """
+        windows = [training_windows(list(ids), block_size) for ids in documents]
+        T = max(len(x) for x, _ in windows)
+        inputs = torch.full((len(windows), T), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(windows), T), dtype=torch.bool)
+        for row, (x, y) in enumerate(windows):
+            inputs[row, : len(x)] = torch.tensor(x)
+            mask[row, : len(x)] = True
+        return inputs, inputs.clone(), mask
+    """, ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "shift",
+       "targets equal to the inputs"),
+    mutant("make_batch_padding_scored", "make_batch", """
+        windows = [training_windows(list(ids), block_size) for ids in documents]
+        T = max(len(x) for x, _ in windows)
+        inputs = torch.full((len(windows), T), pad_id, dtype=torch.long)
+        targets = torch.full((len(windows), T), pad_id, dtype=torch.long)
+        for row, (x, y) in enumerate(windows):
+            inputs[row, : len(x)] = torch.tensor(x)
+            targets[row, : len(y)] = torch.tensor(y)
+        return inputs, targets, torch.ones((len(windows), T), dtype=torch.bool)
+    """, ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "padded positions",
+       "the mask is True on padding"),
+    mutant("make_batch_padding_in_front", "make_batch", """
+        windows = [training_windows(list(ids), block_size) for ids in documents]
+        T = max(len(x) for x, _ in windows)
+        inputs = torch.full((len(windows), T), pad_id, dtype=torch.long)
+        targets = torch.full((len(windows), T), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(windows), T), dtype=torch.bool)
+        for row, (x, y) in enumerate(windows):
+            inputs[row, T - len(x):] = torch.tensor(x)
+            targets[row, T - len(y):] = torch.tensor(y)
+            mask[row, T - len(x):] = True
+        return inputs, targets, mask
+    """, ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "front",
+       "padding at the front"),
+    mutant("make_batch_always_block_size", "make_batch", """
+        windows = [training_windows(list(ids), block_size) for ids in documents]
+        inputs = torch.full((len(windows), block_size), pad_id, dtype=torch.long)
+        targets = torch.full((len(windows), block_size), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(windows), block_size), dtype=torch.bool)
+        for row, (x, y) in enumerate(windows):
+            inputs[row, : len(x)] = torch.tensor(x)
+            targets[row, : len(y)] = torch.tensor(y)
+            mask[row, : len(x)] = True
+        return inputs, targets, mask
+    """, "ch08.make_batch.lesson_example", "longest row", "T fixed at block_size"),
+    # train_step
+    mutant("train_step_no_zero_grad", "train_loop", _join("""
+        logits, _, _ = model(inputs)
+        loss = masked_loss(logits, targets, mask)
+        loss.backward()
+    """, _NORM, """
+        if max_norm is not None:
+            clip_grad_norm(optimizer.params, max_norm)
+        optimizer.step()
+        return loss.item(), float(norm)
+    """), ("ch08.train_loop.fresh_clipped_gradients", "ch08.train_loop.returns_loss_and_norm"), "accumulate",
+       "no zero_grad: gradients pile up"),
+    mutant("train_step_step_before_backward", "train_loop", _join(_TRAIN_HEAD, """
+        optimizer.step()
+        loss.backward()
+    """, _NORM, """
+        if max_norm is not None:
+            clip_grad_norm(optimizer.params, max_norm)
+        return loss.item(), float(norm)
+    """), ("ch08.train_loop.every_parameter_trains", "ch08.train_loop.fresh_clipped_gradients"),
+       "before optimizer.step()", "optimizer.step() before backward()"),
+    mutant("train_step_loss_after_update", "train_loop", _join(_TRAIN_HEAD, """
+        loss.backward()
+        norm = clip_grad_norm(optimizer.params, max_norm) if max_norm is not None else 0.0
+        optimizer.step()
+        with torch.no_grad():
+            after = masked_loss(model(inputs)[0], targets, mask)
+        return after.item(), float(norm)
+    """), "ch08.train_loop.returns_loss_and_norm", "after the update", "returns the loss after the update"),
+    mutant("train_step_clips_after_step", "train_loop", _join(_TRAIN_HEAD, """
+        loss.backward()
+        optimizer.step()
+        if max_norm is not None:
+            norm = clip_grad_norm(optimizer.params, max_norm)
+        else:
+            norm = clip_grad_norm(optimizer.params, float("inf"))
+        return loss.item(), float(norm)
+    """), "ch08.train_loop.fresh_clipped_gradients", "not clipped", "clipping after the step"),
+    mutant("train_step_returns_tensors", "train_loop", _join(_TRAIN_HEAD, """
+        loss.backward()
+        norm = clip_grad_norm(optimizer.params, max_norm if max_norm is not None else float("inf"))
+        optimizer.step()
+        return loss.detach(), norm
+    """), "ch08.train_loop.returns_loss_and_norm", "floats", "tensors returned instead of floats"),
+    # evaluate
+    mutant("evaluate_mean_of_batch_means", "evaluate", _join(_EVAL_HEAD, """
+        means = []
+        for start in range(0, len(encoded), batch_size):
+            inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size, tokenizer.bos_id)
+            logits, _, _ = model(inputs)
+            means.append(masked_loss(logits, targets, mask).item())
+        model.train(was_training)
+        return sum(means) / len(means)
+    """), ("ch08.evaluate.per_scored_character", "ch08.evaluate.matches_reference"), "batch means",
+       "mean of per-batch means"),
+    mutant("evaluate_padding_scored", "evaluate", _join(_EVAL_HEAD, """
+        total, count = 0.0, 0
+        for start in range(0, len(encoded), batch_size):
+            inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size, tokenizer.bos_id)
+            logits, _, _ = model(inputs)
+            total += cross_entropy(logits, targets).item() * targets.numel()
+            count += targets.numel()
+        model.train(was_training)
+        return total / count
+    """), ("ch08.evaluate.per_scored_character", "ch08.evaluate.matches_reference"), "padded",
+       "padded positions scored"),
+    mutant("evaluate_in_training_mode", "evaluate", """
+        encoded = encode_documents(docs, tokenizer)
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for start in range(0, len(encoded), batch_size):
+                inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size,
+                                                   tokenizer.bos_id)
+                n = int(mask.sum())
+                total += masked_loss(model(inputs)[0], targets, mask).item() * n
+                count += n
+        return total / count
+    """, "ch08.evaluate.eval_mode_restored", "model.eval()", "dropout left on while evaluating"),
+    mutant("evaluate_always_back_to_train", "evaluate", _join(_EVAL_HEAD, """
+        total, count = 0.0, 0
+        for start in range(0, len(encoded), batch_size):
+            inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size, tokenizer.bos_id)
+            n = int(mask.sum())
+            total += masked_loss(model(inputs)[0], targets, mask).item() * n
+            count += n
+        model.train()
+        return total / count
+    """), "ch08.evaluate.eval_mode_restored", "restore the mode", "always returns to training mode"),
+    # bigram_baseline
+    mutant("bigram_no_kv_in_denominator", "bigram_baseline", _join(_BIGRAM_HEAD, """
+        log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing))
+        return float(-log_probs[rows, cols].mean())
+    """), "ch08.bigram_baseline.by_hand", "k·V", "add-k without k·V in the denominator"),
+    mutant("bigram_in_bits", "bigram_baseline", _join(_BIGRAM_HEAD, """
+        probs = (counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V)
+        return float(-torch.log2(probs[rows, cols]).mean())
+    """), "ch08.bigram_baseline.by_hand", "bits", "log2 instead of ln"),
+    mutant("bigram_ignores_block_size", "bigram_baseline", """
+        V = tokenizer.vocab_size
+        counts = torch.zeros((V, V), dtype=torch.float64)
+        for doc in train_docs:
+            ids = tokenizer.encode_document(doc)
+            for a, b in zip(ids, ids[1:]):
+                counts[a, b] += 1
+        log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
+        scored = [(a, b) for doc in val_docs for ids in [tokenizer.encode_document(doc)] for a, b in zip(ids, ids[1:])]
+        return float(-sum(log_probs[a, b] for a, b in scored) / len(scored))
+    """, ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "block_size",
+       "every pair scored, block_size ignored"),
+    mutant("zero_grad_zeroes_in_place", "adamw_zero_grad", """
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.zero_()
+    """, "ch08.adamw_zero_grad.sets_none", "tensor of zeros", "gradients zeroed in place instead of set to None"),
+]
+
+VARIANTS = [
+    variant("adamw_init_dict_of_ids", "adamw_init", """
+        if isinstance(params, torch.Tensor):
+            raise TypeError("pass an iterable of tensors")
+        unique = {}
+        for p in params:
+            if not p.requires_grad:
+                raise ValueError(f"a parameter of shape {tuple(p.shape)} does not require grad")
+            unique.setdefault(id(p), p)
+        if not unique:
+            raise ValueError("no parameters to optimize")
+        self.params = list(unique.values())
+        self.exp_avg = [p.detach().new_zeros(p.shape) for p in self.params]
+        self.exp_avg_sq = [p.detach().new_zeros(p.shape) for p in self.params]
+        self.steps = [0] * len(self.params)
+    """, "a dict keyed by id() keeps first-seen order"),
+    variant("adamw_step_out_of_place_then_copy", "adamw_step", """
+        b1, b2 = self.betas
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is None:
+                continue
+            self.steps[i] = t = self.steps[i] + 1
+            decayed = p * (1 - self.lr * self.weight_decay)
+            self.exp_avg[i].copy_(b1 * self.exp_avg[i] + (1 - b1) * g)
+            self.exp_avg_sq[i].copy_(b2 * self.exp_avg_sq[i] + (1 - b2) * g * g)
+            m_hat = self.exp_avg[i] / (1 - b1**t)
+            v_hat = self.exp_avg_sq[i] / (1 - b2**t)
+            p.copy_(decayed - self.lr * m_hat / (torch.sqrt(v_hat) + self.eps))
+    """, "the formulas out of place, written back with copy_"),
+    variant("adamw_step_lerp_and_addcdiv", "adamw_step", """
+        beta1, beta2 = self.betas
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            self.steps[i] += 1
+            t = self.steps[i]
+            m, v = self.exp_avg[i], self.exp_avg_sq[i]
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).add_(p.grad.square(), alpha=1 - beta2)
+            p.mul_(1 - self.lr * self.weight_decay)
+            step_size = self.lr / (1 - beta1**t)
+            denom = v.div(1 - beta2**t).sqrt_().add_(self.eps)
+            p.addcdiv_(m, denom, value=-step_size)
+    """, "torch.lerp_ for m, in-place addcdiv_ for the update"),
+    variant("zero_grad_detach_then_none", "adamw_zero_grad", """
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.detach_()
+                p.grad = None
+    """, "each existing gradient detached, then dropped"),
+    variant("clip_flattened_with_branch", "clip_grad_norm", """
+        unique = []
+        for p in ([parameters] if isinstance(parameters, torch.Tensor) else list(parameters)):
+            if p.grad is not None and all(p is not q for q in unique):
+                unique.append(p)
+        if not unique:
+            return torch.tensor(0.0)
+        total = torch.cat([p.grad.reshape(-1) for p in unique]).pow(2).sum().sqrt()
+        if total > max_norm:
+            factor = max_norm / (total + 1e-6)
+            for p in unique:
+                p.grad.mul_(factor)
+        return total
+    """, "one flattened vector, scaling only in an if branch"),
+    variant("make_batch_pad_sequence", "make_batch", """
+        from torch.nn.utils.rnn import pad_sequence
+
+        pairs = [training_windows(list(ids), block_size) for ids in documents]
+        xs = [torch.tensor(x, dtype=torch.long) for x, _ in pairs]
+        ys = [torch.tensor(y, dtype=torch.long) for _, y in pairs]
+        inputs = pad_sequence(xs, batch_first=True, padding_value=pad_id)
+        targets = pad_sequence(ys, batch_first=True, padding_value=pad_id)
+        lengths = torch.tensor([len(x) for x in xs])
+        mask = torch.arange(inputs.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+        return inputs, targets, mask
+    """, "torch's pad_sequence and a length comparison for the mask"),
+    variant("train_step_zero_grad_at_the_end", "train_loop", """
+        logits = model(inputs)[0]
+        loss = masked_loss(logits, targets, mask)
+        loss.backward()
+        grads = [p.grad for p in optimizer.params if p.grad is not None]
+        norm = torch.sqrt(sum((g**2).sum() for g in grads))
+        if max_norm is not None:
+            clip_grad_norm(optimizer.params, max_norm)
+        optimizer.step()
+        optimizer.zero_grad()
+        return float(loss), norm.item()
+    """, "the gradients cleared after the step instead of before the forward"),
+    variant("evaluate_document_by_document", "evaluate", """
+        was_training = model.training
+        model.eval()
+        total, count = 0.0, 0
+        for ids in encode_documents(docs, tokenizer):
+            x, y = training_windows(ids, model.cfg.block_size)
+            logits = model(torch.tensor([x]))[0]
+            total += cross_entropy(logits[0], torch.tensor(y)).item() * len(x)
+            count += len(x)
+        model.train(was_training)
+        return total / count
+    """, "one document at a time, no padding at all"),
+    variant("bigram_with_dicts", "bigram_baseline", """
+        from collections import Counter
+
+        def pairs(docs):
+            out = []
+            for doc in docs:
+                ids = tokenizer.encode_document(doc)
+                n = len(ids) - 1 if block_size is None else min(block_size, len(ids) - 1)
+                out += list(zip(ids[:n], ids[1 : n + 1]))
+            return out
+
+        counts = Counter(pairs(train_docs))
+        totals = Counter(a for a, _ in pairs(train_docs))
+        V = tokenizer.vocab_size
+        scored = pairs(val_docs)
+        nll = [-math.log((counts[(a, b)] + smoothing) / (totals[a] + smoothing * V)) for a, b in scored]
+        return sum(nll) / len(nll)
+    """, "Counter of pairs and math.log, no tensors"),
+]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "No `zero_grad`": ("train_step_no_zero_grad",),
+    "`zero_grad` filling the gradients with zeros": ("zero_grad_zeroes_in_place",),
+    "Weight decay added to g": ("adamw_coupled_weight_decay",),
+    "applied after the update": ("adamw_decay_after_update",),
+    "one global t for all parameters": ("adamw_one_global_step_count",),
+    "Clipping each tensor on its own": ("clip_per_tensor",),
+    "Padding at the front": ("make_batch_padding_in_front",),
+    "letting padded positions into the loss or the count": ("make_batch_padding_scored", "evaluate_padding_scored"),
+}

@@ -1,0 +1,233 @@
+"""Chapter 09: the sampling chapter's classic mistakes, and right ways to write it."""
+
+from grader.qa.mutants import mutant, variant
+
+_SAMPLE = """
+lead, V = logits.shape[:-1], logits.shape[-1]
+rows = logits.detach().reshape(-1, V).double()
+if top_k is not None and top_k < V:
+    keep = torch.topk(rows, top_k, dim=-1).indices
+    rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))
+if temperature == 0.0:
+    return rows.argmax(dim=-1).reshape(lead)
+scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+probs = torch.softmax(scaled, dim=-1)
+return torch.multinomial(probs, 1, generator=generator).reshape(lead)
+"""
+
+
+def _sample(old: str, new: str) -> str:
+    assert old in _SAMPLE, old
+    return _SAMPLE.replace(old, new)
+
+
+_GENERATE = """
+ids = torch.as_tensor(prompt_ids, dtype=torch.long)
+single = ids.dim() == 1
+if single:
+    ids = ids.unsqueeze(0)
+block_size = model.cfg.block_size
+prompt_length = ids.shape[1]
+room = block_size + 1 - prompt_length
+if prompt_length > block_size or max_new_tokens > room:
+    if not stop_at_block_size or prompt_length > block_size:
+        raise ValueError(f"prompt + max_new_tokens may be at most block_size + 1 = {block_size + 1}")
+    max_new_tokens = room
+was_training = model.training
+model.eval()
+B = ids.shape[0]
+pieces, step_logits = [ids], []
+finished = torch.zeros(B, dtype=torch.bool)
+if max_new_tokens > 0:
+    logits, _, past = model(ids, use_cache=True)
+    for step in range(max_new_tokens):
+        last = logits[:, -1, :]
+        step_logits.append(last)
+        next_ids = sample_next(last, temperature, top_k, generator)
+        if stop_id is not None:
+            next_ids = torch.where(finished, torch.full_like(next_ids, stop_id), next_ids)
+            finished |= next_ids == stop_id
+        pieces.append(next_ids.unsqueeze(1))
+        if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.all())):
+            break
+        logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
+model.train(was_training)
+out = torch.cat(pieces, dim=1)
+all_logits = torch.stack(step_logits, dim=1) if step_logits else torch.zeros(B, 0, model.cfg.vocab_size)
+if single:
+    out, all_logits = out[0], all_logits[0]
+return (out, all_logits) if return_logits else out
+"""
+
+_FEED = "logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)"
+
+
+def _generate(*replacements: tuple[str, str]) -> str:
+    body = _GENERATE
+    for old, new in replacements:
+        assert old in body, old
+        body = body.replace(old, new)
+    return body
+
+
+MUTANTS = [
+    # sample_next
+    mutant("sample_ignores_temperature", "sample_next",
+           _sample("(rows - rows.amax(dim=-1, keepdim=True)) / temperature", "rows - rows.amax(dim=-1, keepdim=True)"),
+           "ch09.sample_next.temperature_scaling", "no effect", "temperature ignored"),
+    mutant("sample_multiplies_by_temperature", "sample_next",
+           _sample("(rows - rows.amax(dim=-1, keepdim=True)) / temperature",
+                   "(rows - rows.amax(dim=-1, keepdim=True)) * temperature"),
+           "ch09.sample_next.temperature_scaling", "multiplied", "logits times the temperature"),
+    mutant("sample_top_k_plus_one", "sample_next",
+           _sample("torch.topk(rows, top_k, dim=-1)", "torch.topk(rows, min(top_k + 1, V), dim=-1)"),
+           "ch09.sample_next.top_k_support", "off by one", "top-k keeps k + 1 ids"),
+    mutant("sample_top_k_threshold_keeps_ties", "sample_next",
+           _sample("""    keep = torch.topk(rows, top_k, dim=-1).indices
+    rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))""",
+                   """    kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
+    rows = rows.masked_fill(rows < kth, float("-inf"))"""),
+           "ch09.sample_next.top_k_ties", "threshold", "a >= threshold keeps every tie"),
+    mutant("sample_greedy_by_sampling", "sample_next",
+           _sample("""if temperature == 0.0:
+    return rows.argmax(dim=-1).reshape(lead)
+""", "temperature = temperature or 1.0\n"),
+           "ch09.sample_next.greedy_at_zero_temperature", "argmax", "temperature 0 samples instead of argmax"),
+    mutant("sample_divides_by_zero", "sample_next",
+           _sample("""if temperature == 0.0:
+    return rows.argmax(dim=-1).reshape(lead)
+""", ""),
+           "ch09.sample_next.greedy_at_zero_temperature", "no division", "temperature 0 divides by zero"),
+    mutant("sample_global_rng", "sample_next",
+           _sample("torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)"),
+           "ch09.sample_next.seeded_draws_repeat", "generator", "the generator argument ignored"),
+    mutant("sample_reseeds_globally", "sample_next",
+           _sample("return torch.multinomial(probs, 1, generator=generator)",
+                   "torch.manual_seed(0)\nreturn torch.multinomial(probs, 1)"),
+           "ch09.sample_next.seeded_draws_repeat", "global random state", "torch.manual_seed inside sample_next"),
+    # generate
+    mutant("generate_feeds_whole_sequence", "generate",
+           _generate((_FEED, "logits, _, _ = model(torch.cat(pieces, dim=1))")),
+           "ch09.generate.one_token_per_step", "whole sequence",
+           "no cache: the whole sequence fed every step (right logits, quadratic cost)"),
+    mutant("generate_forgets_the_cache", "generate",
+           _generate((_FEED, "logits, _, past = model(next_ids.unsqueeze(1), use_cache=True)")),
+           "ch09.generate.cached_equals_recompute", "without past_key_values",
+           "new ids fed alone without past_key_values"),
+    mutant("generate_ignores_stop_id", "generate",
+           _generate(("        if stop_id is not None:\n", "        if False:\n"),
+                     ("(stop_id is not None and bool(finished.all()))", "False")),
+           "ch09.generate.stops_at_stop_id", "stops once", "no stopping at BOS"),
+    mutant("generate_stops_every_row_at_the_first", "generate",
+           _generate(("(stop_id is not None and bool(finished.all()))", "(stop_id is not None and bool(finished.any()))")),
+           "ch09.generate.finished_rows_wait", "every row", "all rows stop when one does"),
+    mutant("generate_crops_silently", "generate",
+           _generate(("""if prompt_length > block_size or max_new_tokens > room:
+    if not stop_at_block_size or prompt_length > block_size:
+        raise ValueError(f"prompt + max_new_tokens may be at most block_size + 1 = {block_size + 1}")
+    max_new_tokens = room""", """ids = ids[:, -block_size:]
+max_new_tokens = min(max_new_tokens, block_size + 1 - ids.shape[1])""")),
+           "ch09.generate.context_limit", "crop", "output silently cut at block_size"),
+    mutant("generate_limit_off_by_one", "generate",
+           _generate(("room = block_size + 1 - prompt_length", "room = block_size - prompt_length")),
+           "ch09.generate.context_limit", "block_size + 1", "prompt + max_new_tokens <= block_size"),
+    mutant("generate_feeds_the_last_id", "generate",
+           _generate(("if step == max_new_tokens - 1 or (", "if (")),
+           "ch09.generate.one_token_per_step", "never fed", "the last new id fed to the model too"),
+    mutant("sample_temperature_after_softmax", "sample_next",
+           _sample("""scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+probs = torch.softmax(scaled, dim=-1)""", """probs = torch.softmax(rows, dim=-1) / temperature"""),
+           "ch09.sample_next.temperature_scaling", "no effect", "temperature applied to the probabilities"),
+    mutant("generate_refeeds_last_prompt_token", "generate",
+           _generate(("    logits, _, past = model(ids, use_cache=True)\n",
+                      "    _, _, past = model(ids[:, :-1], use_cache=True) if prompt_length > 1 else (None, None, None)\n"
+                      "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n"
+                      "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n")),
+           ("ch09.generate.one_token_per_step", "ch09.generate.cached_equals_recompute"), "second time",
+           "the last prompt token fed twice"),
+    mutant("generate_in_training_mode", "generate",
+           _generate(("model.eval()\n", "")),
+           "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),
+]
+
+VARIANTS = [
+    variant("generate_limit_in_its_own_words", "generate", _generate(("""if prompt_length > block_size or max_new_tokens > room:
+    if not stop_at_block_size or prompt_length > block_size:
+        raise ValueError(f"prompt + max_new_tokens may be at most block_size + 1 = {block_size + 1}")
+    max_new_tokens = room""", """if prompt_length > block_size:
+    raise ValueError(f"a prompt of {prompt_length} ids is longer than the model's {block_size} positions")
+if max_new_tokens > room:
+    if not stop_at_block_size:
+        raise ValueError(f"only {room} new ids fit after this prompt")
+    max_new_tokens = room""")), "the limit stated without the word block_size"),
+    variant("sample_top_k_subset_mapped_back", "sample_next", """
+        lead, V = logits.shape[:-1], logits.shape[-1]
+        rows = logits.reshape(-1, V).double()
+        k = V if top_k is None else min(top_k, V)
+        values, indices = torch.topk(rows, k, dim=-1)
+        if temperature == 0:
+            return indices[:, 0].reshape(lead)
+        probs = torch.softmax((values - values[:, :1]) / temperature, dim=-1)
+        choice = torch.multinomial(probs, 1, generator=generator)
+        return indices.gather(-1, choice).reshape(lead)
+    """, "torch.topk, then a draw among the k kept ids, mapped back to vocabulary ids"),
+    variant("sample_probabilities_with_masked_fill", "sample_next", """
+        V = logits.size(-1)
+        flat = logits.reshape(-1, V).to(torch.float64)
+        if temperature == 0:
+            return flat.argmax(-1).view(logits.shape[:-1])
+        flat = flat - flat.max(-1, keepdim=True).values
+        if top_k is not None and top_k < V:
+            drop = torch.ones_like(flat, dtype=torch.bool)
+            drop.scatter_(-1, flat.topk(top_k, -1).indices, False)
+            flat = flat.masked_fill(drop, float("-inf"))
+        weights = torch.exp(flat / temperature)
+        probs = weights / weights.sum(-1, keepdim=True)
+        return torch.multinomial(probs, num_samples=1, generator=generator).view(logits.shape[:-1])
+    """, "exp and normalise by hand, top-k as a boolean mask"),
+    variant("generate_while_loop", "generate", """
+        prompt = torch.as_tensor(prompt_ids, dtype=torch.long)
+        batched = prompt.dim() == 2
+        seq = prompt if batched else prompt[None]
+        limit = model.cfg.block_size + 1
+        if seq.shape[1] > model.cfg.block_size or seq.shape[1] + max_new_tokens > limit:
+            if stop_at_block_size and seq.shape[1] <= model.cfg.block_size:
+                max_new_tokens = limit - seq.shape[1]
+            else:
+                raise ValueError(f"{seq.shape[1]} prompt ids + {max_new_tokens} new ids exceed block_size + 1 "
+                                 f"= {limit}")
+        mode = model.training
+        model.eval()
+        drawn_logits = []
+        done = torch.zeros(seq.shape[0], dtype=torch.bool)
+        feed, cache = seq, None
+        while len(drawn_logits) < max_new_tokens and not (stop_id is not None and done.all()):
+            logits, _, cache = model.forward(feed, past_key_values=cache, use_cache=True)
+            drawn_logits.append(logits[:, -1])
+            new = sample_next(logits[:, -1], temperature=temperature, top_k=top_k, generator=generator)
+            if stop_id is not None:
+                new[done] = stop_id
+                done = done | (new == stop_id)
+            seq = torch.cat([seq, new[:, None]], dim=1)
+            feed = new[:, None]
+            if len(drawn_logits) == max_new_tokens:
+                break
+        model.train(mode)
+        V = model.cfg.vocab_size
+        logits_out = torch.stack(drawn_logits, 1) if drawn_logits else seq.new_zeros((seq.shape[0], 0, V), dtype=torch.float32)
+        if not batched:
+            seq, logits_out = seq[0], logits_out[0]
+        return (seq, logits_out) if return_logits else seq
+    """, "a while loop feeding the prompt, then each new id, through one model.forward call site"),
+]
+
+# The lesson's common mistakes (quoted from its README) and the mutants that make them.
+LESSON = {
+    "Feeding the whole sequence every step": ("generate_feeds_whole_sequence",),
+    "feeding the last prompt token a second time": ("generate_refeeds_last_prompt_token",),
+    "Calling the model without `past_key_values`": ("generate_forgets_the_cache",),
+    "Applying temperature or top-k after the softmax": ("sample_temperature_after_softmax",),
+    "`torch.manual_seed` inside `sample_next`": ("sample_reseeds_globally",),
+    "Stopping all rows when the first one produces `stop_id`": ("generate_stops_every_row_at_the_first",),
+    "Generating with the model in training mode": ("generate_in_training_mode",),
+}

@@ -1,0 +1,667 @@
+"""The check engine shared by `make check` (public checks) and `make grade` (all).
+
+For each task: scan the student's function for forbidden calls, fork a sandboxed
+worker holding the student's package plus the certified parts minus this task, send
+it one probe at a time, and judge each answer here, where the reference and the
+expected values live. Nothing the worker does can stop the run: every failure turns
+into a check status with a reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from grader import KIT_ROOT
+from grader.checks import catalogue
+from grader.checks._api import Check, Task
+from grader.run.scan_calls import scan
+from grader.run.inside import op_rules, wire
+from grader.run.inside.wire import Opaque, RemoteError
+from grader.run.regions import package_sources, strip
+from grader.run.sandbox import Limits, Sandbox, WorkerFailed
+from grader.run.submission import Submission
+from grader.run.scan_tampering import scan_submission
+
+ROOT = KIT_ROOT
+REFERENCE_PACKAGE = ROOT / "solutions" / "hero_transformer"
+
+PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN = (
+    "passed", "failed", "error", "timeout", "not implemented", "forbidden")
+
+
+@dataclass
+class CheckResult:
+    check: Check
+    status: str
+    diagnosis: str = ""  # what the student is shown
+    output: str = ""  # what the student's code printed, shown only where no certified part ran beside it
+    certified: tuple[str, ...] = ()  # the tasks whose reference stood in while this ran
+    # Course staff only: the diagnosis with everything the student's code said in it
+    # (exception messages, reprs, the line its traceback named) and all it printed.
+    # Where certified parts ran beside the student's code, that code could read them, so
+    # none of its words may reach the student; these fields keep them for staff.
+    staff_diagnosis: str = ""
+    staff_output: str = ""
+    seconds: float = 0.0  # wall time of this check, its worker's start included (`grade --profile`)
+
+    @property
+    def score(self) -> float:
+        return self.check.points if self.status == PASSED else 0.0
+
+
+@dataclass
+class GradeReport:
+    submission: str
+    results: list[CheckResult]
+    sandbox: str
+    certified: str
+    elapsed: float = 0.0
+    problem: str = ""  # a submission-level problem (no package found, ...)
+
+    @property
+    def score(self) -> float:
+        return sum(r.score for r in self.results)
+
+    @property
+    def max_score(self) -> float:
+        return sum(r.check.points for r in self.results)
+
+
+# ------------------------------------------------------------------ the reference
+
+
+class Reference:
+    """The reference package, imported in the grader's process only."""
+
+    def __init__(self, root: Path = REFERENCE_PACKAGE):
+        self.root = root
+        self.sources = package_sources(root)
+        self._modules = None
+        self._without: dict[str, dict[str, str]] = {}
+        self._compiled: dict[str, dict[str, str]] = {}
+
+    @classmethod
+    @lru_cache(maxsize=1)
+    def available(cls) -> "Reference | None":
+        """The one reference a grading process uses (a class of uploads shares it), or
+        None where solutions/ is absent, as in a student's copy of the course."""
+        return cls() if (REFERENCE_PACKAGE / "__init__.py").exists() else None
+
+    def without(self, task: str) -> dict[str, str]:
+        """The certified parts for grading `task`: every region but its own."""
+        if task not in self._without:
+            self._without[task] = {rel: strip(source, {task}) for rel, source in self.sources.items()}
+        return self._without[task]
+
+    def compiled_without(self, task: str) -> dict[str, str]:
+        """without(task), each module compiled here once and sent as marshalled code (the
+        worker's interpreter is this one), so no worker spends its start compiling."""
+        if task not in self._compiled:
+            self._compiled[task] = {rel: wire.pack_code(source, f"certified/{rel}")
+                                    for rel, source in self.without(task).items()}
+        return self._compiled[task]
+
+    @property
+    def modules(self) -> SimpleNamespace:
+        if self._modules is None:
+            import importlib.util
+            import sys
+
+            name = "_reference_hero_transformer"
+            spec = importlib.util.spec_from_file_location(name, self.root / "__init__.py",
+                                                          submodule_search_locations=[str(self.root)])
+            package = importlib.util.module_from_spec(spec)
+            sys.modules[name] = package
+            spec.loader.exec_module(package)
+            loaded = {}
+            for rel in self.sources:
+                if rel != "__init__.py" and "/" not in rel:
+                    loaded[rel[:-3]] = importlib.import_module(f"{name}.{rel[:-3]}")
+            self._modules = SimpleNamespace(**loaded)
+        return self._modules
+
+
+# ---------------------------------------------------------------------- grading
+
+
+def _text(value, limit: int = 600) -> str:
+    return (value if isinstance(value, str) else repr(value))[:limit]
+
+
+# Lines this short (`return x`, `)`, a docstring fragment) say nothing about the reference.
+_SECRET_LINE_CHARS = 20
+_WITHHELD = "(withheld: the text contained code from the reference)"
+_LOCATION = re.compile(r"(?:submission/)?([\w./-]+\.py):(\d+)")
+# The package as the student knows it: their folder, not the sandbox's copy of it.
+STUDENT_PACKAGE = "hero_transformer"
+
+
+def _place(rel: str, number) -> str:
+    """A file and line as the student finds them: hero_transformer/model.py line 173."""
+    return f"{STUDENT_PACKAGE}/{rel} line {number}"
+
+
+def _student_where(where: str) -> str:
+    """The worker's 'submission/model.py:173' as the student knows the file, unchanged otherwise."""
+    match = _LOCATION.fullmatch(where or "")
+    return _place(match[1], match[2]) if match else where
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
+_SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+# Python's own wording for the commonest slip; echoed only when both names are ones the
+# grader can vouch for (a built-in type, a word of the upload), never free text.
+_NO_ATTRIBUTE = re.compile(r"'(\w{1,40})' object has no attribute '(\w{1,40})'")
+_COMMON_TYPES = {"NoneType", "int", "float", "bool", "str", "list", "tuple", "dict", "Tensor", "Parameter",
+                 "function", "method", "module"}
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+@lru_cache(maxsize=4)
+def _reference_lines(reference: "Reference") -> frozenset[str]:
+    return frozenset(_squeezed(line) for source in reference.sources.values() for line in source.splitlines()
+                     if len(line.strip()) >= _SECRET_LINE_CHARS)
+
+
+@lru_cache(maxsize=1)
+def _checks_text() -> str:
+    """The checks' own source: a reference line they spell out (a diagnosis naming the
+    fix, say) is public, as the checks ship with the course."""
+    return "".join(_squeezed(path.read_text(encoding="utf-8"))
+                   for path in sorted((ROOT / "grader" / "checks").glob("*.py")))
+
+
+def _known_exception_names() -> set[str]:
+    """Exception classes the grader's own process knows (builtins, torch, ...): a name
+    among them was not made up at run time to carry text."""
+    names, stack = set(), [BaseException]
+    while stack:
+        cls = stack.pop()
+        names.add(cls.__name__)
+        stack.extend(cls.__subclasses__())
+    return names
+
+
+class _Audience:
+    """What of the student's code's words the student may be shown.
+
+    Where certified parts were given to the worker, the code ran beside them and could
+    read them, so nothing it says reaches the student: no printed output, no exception
+    message, no repr, not even the source line its traceback names (linecache can be
+    rewritten). The student sees the grader's own words, the exception's type, and the
+    file and line number, with the line's text taken from the upload the grader holds.
+    Without certified parts (`make check` on a student's machine) there is nothing to
+    leak, and the student sees everything, which is how they debug."""
+
+    def __init__(self, submission: Submission, reference: "Reference | None"):
+        self.sources = submission.sources
+        self.reference = reference
+        self.private = reference is not None
+        self._secrets: frozenset[str] | None = None
+
+    def secrets(self) -> frozenset[str]:
+        # A line the upload itself holds is no secret to its author; skipping those also
+        # keeps this net from telling a student which of their lines match the reference.
+        if self._secrets is None:
+            own = {_squeezed(line) for source in self.sources.values() for line in source.splitlines()}
+            self._secrets = _reference_lines(self.reference) - own if self.reference is not None else frozenset()
+        return self._secrets
+
+    def redact(self, text: str) -> str:
+        """The safety net under every student-visible string: one that holds a line of
+        the reference is replaced whole."""
+        if not text or not self.private:
+            return text
+        squeezed = _squeezed(text)
+        found = [line for line in self.secrets() if line in squeezed]
+        return _WITHHELD if any(line not in _checks_text() for line in found) else text
+
+    def output(self, printed: str) -> tuple[str, str]:
+        """(what the student sees, what staff see) of what the code printed."""
+        return ("" if self.private else printed), printed
+
+    def location(self, where: str) -> str:
+        """' (file:line: text)' with the text read from the upload, or '' when the worker
+        named no line of a file the upload holds."""
+        match = _LOCATION.fullmatch(where or "")
+        if not match or match[1] not in self.sources:
+            return ""
+        rel, number = match[1], int(match[2])
+        lines = self.sources[rel].splitlines()
+        if not 1 <= number <= len(lines):
+            return f" ({_place(rel, number)})"
+        text = lines[number - 1].strip()[:160]
+        return f" ({_place(rel, number)}: {text})" if text else f" ({_place(rel, number)})"
+
+    def word(self, name: str) -> bool:
+        """An identifier the upload itself spells: text fixed before anything ran."""
+        return bool(_IDENTIFIER.fullmatch(name or "")) and any(
+            re.search(rf"\b{name}\b", source) for source in self.sources.values())
+
+    def exception_name(self, kind: str) -> str:
+        if _IDENTIFIER.fullmatch(kind or "") and (kind in _known_exception_names() or self.word(kind)):
+            return kind
+        return "an exception"
+
+    def syntax_error(self, where: str) -> str | None:
+        """The grader's own compile of the file the worker named: its message, not the worker's."""
+        match = _LOCATION.fullmatch(where or "")
+        if not match or match[1] not in self.sources:
+            return None
+        try:
+            compile(self.sources[match[1]], f"{STUDENT_PACKAGE}/{match[1]}", "exec", dont_inherit=True)
+        except SyntaxError as error:
+            return f"{type(error).__name__}: {error.msg}{self.location(f'{match[1]}:{error.lineno}')}"
+        except Exception:  # noqa: BLE001 - a file too deep to compile says nothing more
+            return None
+        return None
+
+
+def _doing(check: "Check | None") -> str:
+    """What the probe was doing when the code raised, in the grader's own words."""
+    return f", while this check ran ({check.summary})" if check is not None and check.summary else ""
+
+
+def _remote_failure(task: Task, error: dict, audience: _Audience, check: "Check | None" = None) -> tuple[str, str, str]:
+    """(status, what the student sees, what staff see) of an exception raised in the worker.
+    What the student sees is a sentence built from the exception's type, where it was raised
+    (the line's text read from the upload) and what the check was doing: never, in a graded
+    run, from the message, which the code chose and could have filled with the certified parts."""
+    kind, message, where, line = (_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
+    place = _student_where(where)
+    at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
+    named = message.strip("'\"")
+    if error.get("not_implemented") is True:
+        # The message is compared with task names, never echoed unless it is one.
+        if named == task.name:
+            shown = f"{task.qualname} still raises NotImplementedError"
+            return NOT_IMPLEMENTED, shown, shown
+        staff = f"it needs '{named}', which is not implemented yet" if message else f"NotImplementedError{at}"
+        if not audience.private:
+            return ERROR, staff, staff
+        if named in catalogue.tasks():
+            return ERROR, staff, staff
+        return ERROR, f"NotImplementedError{audience.location(where)}", staff
+    if kind == "ForbiddenCall":
+        if not audience.private:
+            return FORBIDDEN, message, message
+        called = next((name for name in task.forbidden if message == f"{name} is not allowed in this task"), None)
+        return FORBIDDEN, (message if called else "calls a library function this task forbids"), message
+    staff = f"{kind}: {message}{at}"
+    if not audience.private:
+        return ERROR, f"{staff}{_doing(check)}", staff
+    if kind in _SYNTAX_ERRORS:
+        compiled = audience.syntax_error(where)
+        if compiled:
+            return ERROR, compiled, staff
+    attribute = _NO_ATTRIBUTE.fullmatch(message) if kind == "AttributeError" else None
+    if attribute and attribute[1] in _COMMON_TYPES and audience.word(attribute[2]):
+        return ERROR, f"AttributeError: {message}{audience.location(where)}", staff
+    if kind == "RuntimeError" and message.startswith("the code called sys.exit("):
+        return ERROR, f"the code called sys.exit{audience.location(where)}", staff
+    name = audience.exception_name(kind)
+    raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
+    located = audience.location(where)
+    if not located:
+        # Raised in a certified part working on what the student's code built or returned.
+        raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
+                  f"your {task.qualname}, in a part that uses what it built or returned")
+        shown = f"{raised}{_doing(check)}; its message is kept for course staff when graded (`make check` shows it)"
+    else:
+        shown = (f"{task.qualname} {raised}{located}{_doing(check)}; its message is kept for course staff when "
+                 f"graded (`make check` shows it)")
+    return ERROR, audience.redact(shown), staff
+
+
+def _check_reply(reply) -> dict:
+    """Replies are data the submission could have written itself: take only their shape."""
+    if not isinstance(reply, dict) or not ({"result", "error"} & reply.keys()):
+        raise WorkerFailed("garbage", "the process answered with something that is not a probe result")
+    calls = reply.get("forbidden_calls", [])
+    if not isinstance(calls, list) or not all(isinstance(c, str) for c in calls):
+        raise WorkerFailed("garbage", "the process answered with a malformed list of forbidden calls")
+    if "error" in reply and not isinstance(reply["error"], dict):
+        raise WorkerFailed("garbage", "the process answered with a malformed error")
+    if reply.get("tampered"):
+        raise WorkerFailed("tampered", f"the grader's probe code was changed while the submission ran "
+                                       f"({_text(reply['tampered'], 200)})")
+    return reply
+
+
+_RAN_OPERATOR = re.compile(r"torch's built-in (kernel aten\.|function torch\.)([A-Za-z0-9_]+) ")
+
+
+def _forbidden_call_text(called: str, task: Task) -> str:
+    """What a student sees of a forbidden call the worker reported: rebuilt from the
+    grader's own words, since the worker's text could have been written by the
+    submission. Only names the task's rules forbid are repeated."""
+    if called in task.forbidden:
+        return f"uses {called}: the point of this task is to write it yourself"
+    ran = _RAN_OPERATOR.match(called)
+    if ran and op_rules.Rules(task.forbidden_ops).forbids(ran.group(2)):
+        op = ran.group(2)
+        return f"runs torch's built-in {ran.group(1)}{op} ({op_rules.hint(op)})"
+    if task.no_autograd and called.startswith("forward-mode autograd"):
+        return "uses forward-mode autograd: derive every gradient by hand"
+    if task.no_autograd and called.startswith("autograd"):
+        return "uses autograd: derive every gradient by hand, no tensor may require grad here"
+    if called.startswith("code that switched off the grader's operator recorder"):
+        return "switches off the grader's operator recorder"
+    if called.startswith("a new thread"):
+        return op_rules.THREADS
+    return "calls a library function this task asks you to write"
+
+
+def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected,
+           audience: _Audience) -> tuple[str, str, str]:
+    """(status, what the student sees, what staff see) of one reply."""
+    if reply.get("forbidden_calls"):
+        called = reply["forbidden_calls"][0][:200]
+        staff = f"uses {called}: the point of this task is to write it yourself"
+        if audience.private:
+            return FORBIDDEN, _forbidden_call_text(called, task), staff
+        return FORBIDDEN, staff, staff
+    if "error" in reply:
+        return _remote_failure(task, reply["error"], audience, check)
+    result = reply.get("result")
+    if isinstance(result, (RemoteError, Opaque)):
+        staff = f"the output does not have the expected form: {_text(result, 300)}"
+        what = "an exception object" if isinstance(result, RemoteError) else "an object that is not plain data"
+        return FAILED, (f"the output does not have the expected form: it is {what}" if audience.private
+                        else staff), staff
+    try:
+        diagnosis = check.judge(result, inputs, expected)
+    except Exception as error:  # noqa: BLE001 - whatever came back, it is the submission's answer
+        staff = f"the output does not have the expected form ({type(error).__name__}: {_text(error, 300)})"
+        return FAILED, (f"the output does not have the expected form ({type(error).__name__})"
+                        if audience.private else staff), staff
+    if diagnosis is None:
+        return PASSED, "", ""
+    return FAILED, audience.redact(str(diagnosis)), str(diagnosis)
+
+
+_FIXED_FAILURE_TEXT = {
+    # These reasons quote what the worker sent; the student gets the grader's words only.
+    "garbage": "the process running the code sent a malformed answer",
+    "tampered": "the grader's probe code was changed while the submission ran",
+}
+
+
+def _failure_texts(failure: WorkerFailed, audience: _Audience, prefix: str = "") -> dict:
+    shown = _FIXED_FAILURE_TEXT.get(failure.status, failure.reason) if audience.private else failure.reason
+    output, staff_output = audience.output(failure.output)
+    return {"diagnosis": audience.redact(prefix + shown), "output": output,
+            "staff_diagnosis": prefix + failure.reason, "staff_output": staff_output}
+
+
+def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits,
+                    imported: bool = False) -> dict:
+    regions = [{"task": t.name, "module": t.module, "qualname": t.qualname} for t in catalogue.tasks().values()]
+    return {
+        "task": task.name,
+        "student": {} if imported else submission.sources,
+        "certified": reference.compiled_without(task.name) if reference else None,
+        "regions": regions,
+        "needs": [task.module],
+        "limits": limits.rlimits(),
+        "tripwires": list(task.forbidden),
+        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd},
+    }
+
+
+def _start_worker(task, submission, reference, sandbox, deadline: float, imported=None):
+    """A ready worker, or (None, failure) when the submission or the sandbox can't load;
+    the failure is CheckResult's fields."""
+    audience = _Audience(submission, reference)
+    try:
+        # A fork of the package imported once where there is one (the process may have
+        # died since: then this task imports it itself, like any other without one).
+        worker = None
+        if imported is not None:
+            try:
+                worker = imported.worker()
+            except WorkerFailed:
+                imported = None
+        worker = worker or sandbox.worker()
+    except Exception as broken:  # noqa: BLE001 - whatever stops the sandbox costs this task only
+        return None, {"status": ERROR, "diagnosis": f"the grader could not start a sandboxed process: {broken!r}"}
+    try:
+        ready = worker.start(_worker_request(task, submission, reference, sandbox.limits,
+                                             imported=imported is not None),
+                             max(0.5, min(sandbox.limits.setup_seconds, deadline - time.monotonic())))
+    except WorkerFailed as failure:
+        # A module that hangs or dies at import does so for every check: say it once.
+        status = TIMEOUT if failure.status == "timeout" else ERROR
+        return None, {"status": status, **_failure_texts(failure, audience, "loading the submission failed: ")}
+    if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
+        status, shown, staff = _remote_failure(task, ready["setup_error"], audience)
+        worker.close()
+        output, staff_output = audience.output(worker.output.text())
+        return None, {"status": ERROR if status == NOT_IMPLEMENTED else status,
+                      "diagnosis": f"the submission could not be loaded: {shown}", "output": output,
+                      "staff_diagnosis": f"the submission could not be loaded: {staff}", "staff_output": staff_output}
+    if not isinstance(ready, dict) or ready.get("ready") is not True:
+        worker.kill()
+        output, staff_output = audience.output(worker.output.text())
+        return None, {"status": ERROR, "diagnosis": "the process running the submission answered its start-up "
+                      "with garbage", "output": output, "staff_output": staff_output}
+    # Only names the grader knows: the worker's list is a hint, never text to echo.
+    known = catalogue.tasks()
+    claimed = ready.get("certified") if isinstance(ready.get("certified"), list) else []
+    worker.certified = tuple(sorted({t for t in claimed if isinstance(t, str) and t in known and t != task.name}))
+    return worker, None
+
+
+class _SetupFailed(Exception):
+    """The task's worker could not be started; run.setup_failure says why."""
+
+
+class _TaskRun:
+    """One task's checks, run one at a time on a worker; after any failure the next
+    check gets a fresh worker."""
+
+    def __init__(self, task, submission, reference, sandbox, seed, deadline, imported=None):
+        self.task, self.submission, self.reference, self.sandbox, self.seed = task, submission, reference, sandbox, seed
+        self.deadline, self.imported = deadline, imported
+        self.worker = None
+        self.setup_failure = None
+        self.timeout_cap = sandbox.limits.check_seconds
+        self.last_certified: tuple[str, ...] = ()
+
+    def run(self, check: Check) -> CheckResult:
+        if time.monotonic() >= self.deadline:
+            self.drop_worker()
+            return CheckResult(check, TIMEOUT, (
+                f"the grading time for one submission ({self.sandbox.limits.submission_seconds:g} s) ran out before "
+                f"this check ran: something is far too slow — often an experiment left at module level, which "
+                f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
+        generator = torch.Generator().manual_seed(self.seed + sum(map(ord, check.name)))
+        inputs = check.make_inputs(generator)
+        expected = check.expect(self.reference.modules, inputs) if (check.expect and self.reference) else None
+        sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
+        try:
+            if check.separately:
+                first = check.separately[0]
+                runs = [(name, {**{k: v for k, v in sent.items() if k not in check.separately}, first: sent[name]})
+                        for name in check.separately]
+                reply = self.call_separately(check, runs)
+            elif check.parts:
+                reply = self.call_separately(check, [(part, {**sent, "part": part}) for part in check.parts],
+                                             merge=True)
+            else:
+                reply = self.call(check, sent)
+        except _SetupFailed:
+            return CheckResult(check, **self.setup_failure)
+        except WorkerFailed as failure:
+            self.drop_worker()
+            if failure.status == "timeout":
+                # Code that hung once will most likely hang again: don't wait as long twice.
+                self.timeout_cap = min(self.timeout_cap, 2.0)
+            status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
+            return CheckResult(check, status, **_failure_texts(failure, self.audience))
+        status, diagnosis, staff = _judge(check, self.task, reply, inputs, expected, self.audience)
+        certified = self.worker.certified if self.worker is not None else self.last_certified
+        return CheckResult(check, status, diagnosis, certified=certified, staff_diagnosis=staff)
+
+    @property
+    def audience(self) -> _Audience:
+        if getattr(self, "_audience", None) is None:
+            self._audience = _Audience(self.submission, self.reference)
+        return self._audience
+
+    def call(self, check: Check, sent: dict) -> dict:
+        if self.worker is None and self.setup_failure is None:
+            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox,
+                                                            self.deadline, self.imported)
+        if self.setup_failure:
+            raise _SetupFailed()
+        return _check_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__,
+                                             sent, max(0.5, min(check.timeout, self.timeout_cap,
+                                                                self.deadline - time.monotonic()))))
+
+    def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
+        """Each run in a fresh worker; the results gathered by name (merge=True: the parts'
+        dict results merged into one, each later part told the earlier results)."""
+        gathered, merged, certified = {}, {}, ()
+        for name, inputs in runs:
+            self.drop_worker()
+            if merge:
+                inputs = {**inputs, "earlier": dict(gathered)}
+            reply = self.call(check, inputs)
+            if "result" not in reply or reply.get("forbidden_calls"):
+                return reply
+            gathered[name] = reply["result"]
+            if merge:
+                if not isinstance(reply["result"], dict):
+                    return {"result": reply["result"], "forbidden_calls": []}
+                merged.update(reply["result"])
+            certified = self.worker.certified
+        self.drop_worker()
+        self.last_certified = certified
+        return {"result": merged if merge else gathered, "forbidden_calls": []}
+
+    def drop_worker(self):
+        if self.worker is not None:
+            self.worker.kill()
+        self.worker = None
+
+    def finish(self, results: list[CheckResult]):
+        if self.worker is not None:
+            output = self.worker.output.text(wait=0.0)
+            self.worker.close()
+            if output and results:
+                shown, staff = self.audience.output(output)
+                results[-1].output = results[-1].output or shown
+                results[-1].staff_output = results[-1].staff_output or staff
+
+
+def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
+               sandbox: Sandbox, seed: int, scan_for_tampering: bool = True,
+               deadline: float | None = None, imported=None) -> list[CheckResult]:
+    """Grade one task's checks. Never raises: every failure is a check status.
+    (scan_for_tampering=False lets tests reach the layers behind the static scan.)"""
+    try:
+        tampering = scan_submission(submission.sources) if scan_for_tampering else []
+        hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden,
+                    task.forbidden_methods)
+    except Exception as error:  # noqa: BLE001 - a scan that breaks costs this task, never the submission
+        return [CheckResult(c, ERROR, f"the grader failed while reading the submission; please report it "
+                                      f"({type(error).__name__})") for c in checks]
+    if tampering:
+        reason = (f"the submission reaches into the grader or the interpreter's machinery ({tampering[0]}); "
+                  f"no task may do that — remove it")
+        return [CheckResult(c, FORBIDDEN, reason) for c in checks]
+    if hits:
+        reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
+        return [CheckResult(c, FORBIDDEN, reason) for c in checks]
+    deadline = time.monotonic() + sandbox.limits.submission_seconds if deadline is None else deadline
+    run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported), []
+    for check in checks:
+        try:
+            started = time.perf_counter()
+            results.append(run.run(check))
+            results[-1].seconds = time.perf_counter() - started
+        except Exception as error:  # noqa: BLE001 - a grader bug must cost one check, not the run
+            run.drop_worker()
+            results.append(CheckResult(check, ERROR, f"the grader failed on this check; please report it "
+                                                     f"({type(error).__name__}: {_text(error, 300)})"))
+    run.finish(results)
+    return results
+
+
+def _workers_needed(checks: list[Check]) -> int:
+    """How many workers a task's checks start: one, plus one per side of each comparison."""
+    return 1 + sum(len(c.separately) + len(c.parts) for c in checks)
+
+
+def select_checks(chapters: list[str] | None, public_only: bool) -> list[tuple[Task, list[Check]]]:
+    plan = []
+    for chapter in catalogue.chapters():
+        if chapters and chapter.number not in chapters:
+            continue
+        for task in chapter.tasks:
+            checks = [c for c in chapter.checks if c.task == task.name and not (public_only and c.hidden)]
+            if checks:
+                plan.append((task, checks))
+    return plan
+
+
+def possible_points(chapters: list[str] | None = None, public_only: bool = False) -> float:
+    return sum(c.points for _, checks in select_checks(chapters, public_only) for c in checks)
+
+
+def grade(submission: Submission, chapters: list[str] | None = None, public_only: bool = False,
+          sandbox: Sandbox | None = None, seed: int | None = None, parallel: int | None = None,
+          use_reference: bool = True) -> GradeReport:
+    started = time.perf_counter()
+    reference = Reference.available() if use_reference else None
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    plan = select_checks(chapters, public_only)
+    own_sandbox = sandbox is None
+    sandbox = sandbox or Sandbox(Limits())
+    parallel = parallel or max(1, min(2, os.cpu_count() or 1))
+    if reference is not None:
+        reference.modules  # import it once here, not from two grading threads at once
+    deadline = time.monotonic() + sandbox.limits.submission_seconds
+    # Scanned once, before the threads (the scan caches what it finds per upload).
+    try:
+        scan_submission(submission.sources)
+    except Exception:  # noqa: BLE001 - each task reports a failing scan itself
+        pass
+    # The package imported once for all tasks, where the sandbox can seal that process.
+    imported = sandbox.submission_process(submission.sources) if plan and submission.sources else None
+    pool = ThreadPoolExecutor(max_workers=parallel)
+    try:
+        # The costliest tasks (most workers to start) first, so two threads finish together;
+        # the report keeps the catalogue's order.
+        order = sorted(range(len(plan)), key=lambda i: -_workers_needed(plan[i][1]))
+        futures = {i: pool.submit(grade_task, *plan[i], submission, reference, sandbox, seed, deadline=deadline,
+                                  imported=imported) for i in order}
+        results = []
+        for i in range(len(plan)):
+            results.extend(futures[i].result())
+        pool.shutdown()
+    except BaseException:
+        # Ctrl-C (or anything else): drop what has not started; closing the sandbox ends the rest.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        described = sandbox.describe(imported_once=imported is not None)
+        if imported is not None:
+            imported.close()
+        if own_sandbox:
+            sandbox.close()
+    certified = ("the reference, for every task but the one graded" if reference
+                 else "none available: each task uses your own code for the parts it builds on")
+    return GradeReport(submission.label, results, described, certified, time.perf_counter() - started)

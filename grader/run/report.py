@@ -1,0 +1,316 @@
+"""How a grading run is shown: a rich terminal report and Gradescope's results.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections import defaultdict
+from functools import lru_cache
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from grader.checks import catalogue
+from grader.run.engine import PASSED, ROOT, GradeReport, Reference
+from grader.run.regions import find_regions
+
+STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
+         "not implemented": "yellow", "forbidden": "red bold"}
+
+# C0 controls but tab and newline, DEL, C1 controls (ESC/CSI/OSC start terminal escape
+# sequences: cursor moves, erased lines, window titles, clipboard writes), and the Unicode
+# bidi overrides/isolates that reorder what a line appears to say.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Markdown that could turn student text into emphasis, links, HTML, headings or tables.
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
+_LINE_START = re.compile(r"^(\s*)([-+=])", re.MULTILINE)
+
+
+def plain(text) -> str:
+    """Student-influenced text (diagnoses quoting exception messages, printed output, file
+    and label names) with every control character removed, safe to show in a terminal."""
+    return _CONTROL.sub("", str(text))
+
+
+def markdown_text(text) -> str:
+    """plain(text) with markdown's syntax escaped: it renders as the characters it holds."""
+    return _LINE_START.sub(r"\1\\\2", _MARKDOWN.sub(r"\\\1", plain(text)))
+
+
+def code_block(text) -> list[str]:
+    """plain(text) as a fenced code block whose fence is longer than any run of backticks
+    inside, so the text cannot close it and write markdown of its own after it. Each line
+    is also indented by two spaces: read as plain text (or by a renderer that ignores
+    the fence's length) no line of it can pass for one of the grader's own lines."""
+    text = plain(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, *("  " + line for line in text.splitlines()), fence]
+
+
+def _chapter_titles() -> dict[str, str]:
+    return {c.number: c.title for c in catalogue.chapters()}
+
+
+@lru_cache(maxsize=None)
+def parts_used(chapter: str) -> frozenset[str] | None:
+    """The tasks a chapter's checks run besides its own: what the chapter's probes build
+    or call in the package's modules they use, and in turn what those parts' reference
+    code builds or calls. None where no reference is at hand to read."""
+    reference = Reference.available()
+    found = next((c for c in catalogue.chapters() if c.number == chapter), None)
+    if reference is None or found is None:
+        return None
+    tasks = catalogue.tasks()
+    bodies, imports = {}, {}
+    for rel, source in reference.sources.items():
+        lines = source.splitlines()
+        for region in find_regions(source, rel):
+            bodies[region.task] = "\n".join(lines[region.begin:region.end - 1])
+        # Only a module-level import ties a module to another; one inside a function
+        # (a program's main) runs outside the checks.
+        imports[rel[:-3]] = set(re.findall(r"^from \.(\w+) import", source, flags=re.M))
+    checks_source = (ROOT / "grader" / "checks" / f"{found.module}.py").read_text(encoding="utf-8")
+    modules = set(re.findall(r"\bns\.(\w+)\b", checks_source)) & set(imports)
+    while True:
+        more = set().union(*(imports[m] for m in modules)) - modules
+        if not more:
+            break
+        modules |= more
+
+    def mentioned(task, text) -> bool:
+        owner, _, method = task.qualname.rpartition(".")
+        if owner and method in ("__init__", "forward"):
+            pattern = rf"\b{re.escape(owner)}\b"  # a class is built and called by its name
+        elif owner:
+            pattern = rf"\.{re.escape(method)}\("
+        else:
+            pattern = rf"\b{re.escape(method)}\("
+        return re.search(pattern, text) is not None
+
+    own = {t.name for t in found.tasks}
+    text, used = checks_source + "\n".join(bodies.get(t, "") for t in own), set()
+    grew = True
+    while grew:
+        grew = False
+        for name, task in tasks.items():
+            if name not in own and name not in used and task.module in modules and mentioned(task, text):
+                used.add(name)
+                text += "\n" + bodies.get(name, "")
+                grew = True
+    return frozenset(used)
+
+
+def _by_chapter(report: GradeReport):
+    grouped = defaultdict(list)
+    for result in report.results:
+        grouped[result.check.chapter].append(result)
+    return dict(sorted(grouped.items()))
+
+
+def _row(check_text: Text, points: str, status: Text) -> Table:
+    """One line of a chapter: the check, its points, its status, in columns every row shares."""
+    row = Table.grid(expand=True, padding=(0, 1))
+    row.add_column("check", ratio=1, overflow="fold")
+    row.add_column("points", justify="right", width=7, no_wrap=True)
+    row.add_column("status", width=15, no_wrap=True)
+    row.add_row(check_text, points, status)
+    return row
+
+
+def _note(text: Text) -> Padding:
+    """A diagnosis under its check row, across the whole width of the terminal."""
+    return Padding(text, (0, 0, 0, 4))
+
+
+def _stood_in(chapter: str, results) -> set[str]:
+    own = {r.check.task for r in results}
+    stood_in = {t for r in results for t in r.certified} - own
+    used = parts_used(chapter)
+    return stood_in & used if used is not None else stood_in
+
+
+def certified_line(chapter: str, results) -> str | None:
+    """The certified parts that stood in while this chapter's checks ran: only the ones
+    its checks use, not every task but the graded one."""
+    stood_in = _stood_in(chapter, results)
+    if not stood_in:
+        return None
+    return f"certified parts used by this chapter's checks: {', '.join(sorted(map(str, stood_in)))}"
+
+
+def render(report: GradeReport, console: Console | None = None) -> None:
+    console = console or Console()
+    if report.problem:
+        console.print(Panel(Text(plain(report.problem)), title="[red]The submission could not be graded", border_style="red"))
+    titles = _chapter_titles()
+    for chapter, results in _by_chapter(report).items():
+        lines = [Text(f"Chapter {chapter} — {titles.get(chapter, '')}", style="bold"),
+                 _row(Text("check", style="bold"), Text("points", style="bold"), Text("status", style="bold"))]
+        collapsed = set()
+        for result in results:
+            check = result.check
+            same_task = [r for r in results if r.check.task == check.task]
+            if all(r.status == "not implemented" for r in same_task):
+                # A task not started yet is one line, not one line per check.
+                if check.task not in collapsed:
+                    collapsed.add(check.task)
+                    qualname = catalogue.tasks()[check.task].qualname if check.task in catalogue.tasks() else check.task
+                    possible = sum(r.check.points for r in same_task)
+                    checks = "1 check" if len(same_task) == 1 else f"{len(same_task)} checks"
+                    lines.append(_row(Text(f"{check.task} ({checks}): fill in {qualname}", style="dim"),
+                                      f"0/{possible:g}", Text("not implemented", style=STYLE["not implemented"])))
+                continue
+            label = Text(check.name.split(".", 1)[1])
+            if check.hidden:
+                label.append("  (hidden)", style="dim")
+            lines.append(_row(label, f"{result.score:g}/{check.points:g}",
+                              Text(result.status, style=STYLE.get(result.status, ""))))
+            if result.status != PASSED:
+                note = Text("↳ " + plain(result.diagnosis or check.summary),
+                            style="dim" if result.status == "not implemented" else "")
+                if result.output:
+                    excerpt = plain(result.output).strip().splitlines()[-3:]
+                    note.append("\nprinted: " + " | ".join(excerpt)[:300], style="dim")
+                lines.append(_note(note))
+        earned = sum(r.score for r in results)
+        possible = sum(r.check.points for r in results)
+        lines.append(_row(Text("chapter total", style="bold"), f"{earned:g}/{possible:g}", Text("")))
+        console.print(Group(*lines))
+        if line := certified_line(chapter, results):
+            console.print(Padding(Text(plain(line), style="dim"), (0, 0, 0, 2)))
+        console.print()
+    failed = sum(1 for r in report.results if r.status != PASSED)
+    summary = Text()
+    if report.submission:
+        summary.append(plain(f"Submission: {report.submission}") + "\n", style="dim")
+    summary.append(f"Total: {report.score:g} / {report.max_score:g} points", style="bold")
+    summary.append(f"   ({len(report.results) - failed} of {len(report.results)} checks passed, {report.elapsed:.1f} s)\n")
+    summary.append(plain(f"Certified parts: {report.certified}") + "\n", style="dim")
+    summary.append(f"Sandbox: {report.sandbox}", style="dim")
+    console.print(Panel(summary, border_style="green" if failed == 0 and report.results else "yellow"))
+
+
+def _test_output(result) -> str:
+    """Markdown: the status line first, then the diagnosis as escaped text and what the
+    code printed in a fence it cannot close, so no part of it can pass for a status line."""
+    check = result.check
+    lines = [f"**{result.status}** — {check.summary}"]
+    if result.status != PASSED and result.diagnosis:
+        lines.append("")
+        lines.append(markdown_text(result.diagnosis))
+    if result.output and result.status != PASSED:
+        lines += ["", "Your code printed (excerpt):", *code_block(plain(result.output).strip()[-800:])]
+    return "\n".join(lines)
+
+
+def results_json(report: GradeReport) -> dict:
+    """Gradescope's results.json: score, execution_time, output, tests, extra_data."""
+    tests = []
+    for number, result in enumerate(report.results, start=1):
+        check = result.check
+        tests.append({
+            "name": check.name,
+            "number": str(number),
+            "score": result.score,
+            "max_score": check.points,
+            "status": "passed" if result.status == PASSED else "failed",
+            "output": _test_output(result),
+            "output_format": "md",
+            "visibility": "after_published" if check.hidden else "visible",
+            "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status],
+        })
+    chapters = {}
+    for chapter, results in _by_chapter(report).items():
+        chapters[chapter] = {"score": sum(r.score for r in results),
+                             "max_score": sum(r.check.points for r in results),
+                             "passed": sum(r.status == PASSED for r in results), "checks": len(results),
+                             "certified": sorted(_stood_in(chapter, results))}
+    # Students see this at once, before grades are published: it must not give away the
+    # hidden checks, so it counts the public ones only ("score" is the true total, and
+    # Gradescope holds it back until publication).
+    public = [r for r in report.results if not r.check.hidden]
+    output = [f"Public checks: {sum(r.score for r in public):g} / {sum(r.check.points for r in public):g} points."]
+    if len(public) < len(report.results):
+        output.append("Hidden checks are shown when grades are published.")
+    if report.problem:
+        output.insert(0, markdown_text(report.problem))
+    results = _Results({
+        "score": report.score,
+        "execution_time": round(report.elapsed, 3),
+        "output": "\n".join(output),
+        "output_format": "md",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {"chapters": chapters, "max_score": report.max_score, "sandbox": report.sandbox,
+                       "certified": report.certified, "submission": plain(report.submission)},
+    })
+    results.staff = staff_json(report)
+    return results
+
+
+class _Results(dict):
+    """results.json, carrying its staff-only companion (see staff_json) outside the dict:
+    json.dump never writes it into the student's file, and every caller of write_json
+    (grade --json, grade-class --json-dir) writes the companion beside it unasked."""
+
+    staff: dict | None = None
+
+
+def staff_json(report: GradeReport) -> dict:
+    """For course staff only, never shown to the student: every check with what the
+    student's code said (exception messages, reprs, the line its traceback named) and
+    what it printed, which the student-facing report leaves out wherever the code ran
+    beside certified parts it could have copied from."""
+    return {
+        "submission": plain(report.submission),
+        "score": report.score,
+        "max_score": report.max_score,
+        "problem": report.problem,
+        "checks": [{"name": r.check.name, "status": r.status, "hidden": r.check.hidden,
+                    "diagnosis": r.diagnosis, "staff_diagnosis": r.staff_diagnosis or r.diagnosis,
+                    "output": r.staff_output or r.output, "certified": list(r.certified)}
+                   for r in report.results],
+    }
+
+
+def staff_path(path: str | Path) -> Path:
+    """Where the staff companion of a results file goes: results.json -> results.staff.json."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.staff.json")
+
+
+def write_json(data: dict, path: str | Path) -> None:
+    """Write atomically, so a reader never sees half a file; results_json's staff
+    companion goes beside it (staff_path)."""
+    staff = getattr(data, "staff", None)
+    if staff is not None:
+        _write_one(staff, staff_path(path))
+    _write_one(data, Path(path))
+
+
+def _write_one(data: dict, path: Path) -> None:
+    write_atomic(path, json.dumps(data, indent=2))
+
+
+def write_atomic(path: str | Path, content: str | bytes) -> None:
+    """Write through a temporary file in the same folder and rename it into place, so
+    a reader (or a run resumed after Ctrl-C) never sees half a file; nothing is left
+    behind when writing fails."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(content.encode("utf-8") if isinstance(content, str) else content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,93 @@
+"""Code that reaches into the grader or the interpreter's machinery has no place in a
+course submission, and it is how a submission would try to forge what the sandboxed
+probes report (patching a probe module, rewriting the reply, reading other processes).
+This scan looks at every file of the upload; any hit scores the whole submission
+'forbidden', with the line to remove.
+
+It is one layer of two: the worker also checks, before every answer, that the probe
+code it runs is the code it imported before any student code ran.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import lru_cache
+
+from grader.run.scan_calls import dotted_name, import_aliases
+from grader.run.parsing import parse
+
+# The import machinery is where the worker's packages live (its finders hold their
+# sources), so none of it belongs in a submission either.
+FORBIDDEN_MODULES = {"grader", "zygote", "ctypes", "inspect", "_ctypes", "cffi", "_frozen_importlib",
+                     "_frozen_importlib_external", "_imp", "imp", "pkgutil", "zipimport", "linecache", "marshal", "dis"}
+FORBIDDEN_NAMES = {"__import__", "eval", "exec", "compile", "globals", "breakpoint", "__loader__", "__spec__"}
+FORBIDDEN_DOTTED = {"sys.modules", "sys._getframe", "sys.settrace", "sys.setprofile", "sys._current_frames",
+                    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "importlib.import_module",
+                    "importlib.reload", "threading.settrace", "os.kill", "os.killpg", "signal.pthread_kill",
+                    "resource.setrlimit", "resource.prlimit", "os.fork", "os.forkpty", "subprocess",
+                    "multiprocessing", "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "importlib"}
+# The course's own data.py looks a package up with importlib.util.find_spec; that much
+# of importlib stays allowed (what it finds is read through .origin, never .loader).
+ALLOWED_DOTTED = {"importlib.util", "importlib.util.find_spec"}
+FORBIDDEN_ATTRIBUTES = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "gi_frame",
+                        "cr_frame", "ag_frame", "__code__", "__globals__", "__closure__", "__subclasses__",
+                        "__builtins__", "__loader__", "__spec__", "loader", "co_consts", "co_code", "co_names",
+                        "get_source", "get_code"}
+# Strings that name the grader's modules, another process's memory or the import
+# machinery (for getattr(module, "__loader__") and the like); prose that merely
+# mentions "the grader" does not match.
+FORBIDDEN_TEXT = re.compile(r"\bgrader[./]|zygote|/proc/|\bprobe_\w|__loader__|__spec__|meta_path|path_hooks|"
+                            r"path_importer_cache|co_consts|__code__|__globals__")
+
+
+def _forbidden_dotted(name: str) -> bool:
+    return name not in ALLOWED_DOTTED and any(name == d or name.startswith(d + ".") for d in FORBIDDEN_DOTTED)
+
+
+def scan_file(source: str) -> list[tuple[int, str]]:
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []  # the worker reports the file as unloadable itself
+    aliases, hits = import_aliases(tree), []
+    # Docstrings and other bare string statements are prose, never code.
+    prose = {id(node.value) for node in ast.walk(tree)
+             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            hits += [(line, f"import {a.name}") for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES
+                     or _forbidden_dotted(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            full = [f"{node.module}.{a.name}" for a in node.names]
+            if node.module.split(".")[0] in FORBIDDEN_MODULES or any(_forbidden_dotted(f) for f in full):
+                hits.append((line, f"from {node.module} import ..."))
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and node.id not in aliases:
+            hits.append((line, node.id))
+        elif isinstance(node, ast.Attribute):
+            if node.attr in FORBIDDEN_ATTRIBUTES:
+                hits.append((line, f".{node.attr}"))
+            dotted = dotted_name(node)
+            if dotted:
+                head, _, rest = dotted.partition(".")
+                resolved = aliases.get(head, head) + (f".{rest}" if rest else "")
+                if _forbidden_dotted(resolved):
+                    hits.append((line, dotted))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            if FORBIDDEN_TEXT.search(node.value.lower()):
+                hits.append((line, repr(node.value)[:60]))
+    return sorted(set(hits))
+
+
+@lru_cache(maxsize=64)
+def _scan_items(items: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    found = []
+    for path, source in items:
+        found += [f"{path} line {line}: {what}" for line, what in scan_file(source)]
+    return tuple(found)
+
+
+def scan_submission(sources: dict[str, str]) -> list[str]:
+    """Every place the upload reaches into the grader or the interpreter, as 'file line N: what'."""
+    return list(_scan_items(tuple(sorted(sources.items()))))
