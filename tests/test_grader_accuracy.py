@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from grader.checks import catalogue as checks_catalogue
+from grader.qa.catch_table import check_words, run_entry
 from grader.qa.mutants import catalogue, lesson_mistakes
 from grader.run.engine import PASSED
-from grader.qa.catch_table import check_words, run_entry
 from grader.run.sandbox import Limits, Sandbox
 
 MUTANTS, VARIANTS = catalogue()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.checks import catalogue
 from grader.__main__ import main as cli
+from grader.checks import catalogue
 from grader.run.engine import NOT_IMPLEMENTED, PASSED, grade
 from grader.run.regions import all_regions
 from grader.run.report import results_json

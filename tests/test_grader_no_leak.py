@@ -21,12 +21,12 @@ import pytest
 from rich.console import Console
 
 from grader.checks import catalogue
+from grader.grade_class.gradebook import grade_class
 from grader.qa.mutants import apply
 from grader.run.engine import FAILED, PASSED, GradeReport, grade_task
-from grader.grade_class.gradebook import grade_class
 from grader.run.report import render, results_json, staff_path, write_json
-from grader.run.submission import Submission
 from grader.run.scan_tampering import scan_file, scan_submission
+from grader.run.submission import Submission
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"

@@ -15,8 +15,8 @@ import pytest
 from grader.run.engine import Reference, grade
 from grader.run.inside import wire
 from grader.run.sandbox import Limits, Sandbox
-from grader.run.submission import load
 from grader.run.scan_tampering import scan_submission
+from grader.run.submission import load
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"

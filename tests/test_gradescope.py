@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.run.engine import possible_points
 from grader.build.gradescope import CPU_WHEELS, build, torch_requirement
+from grader.run.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.build.nbgrader_course import KERNEL_NAME, build, cell_timeout
 from grader.qa.mutants import apply, catalogue as accuracy_catalogue
 from grader.run.engine import possible_points
-from grader.build.nbgrader_course import KERNEL_NAME, build, cell_timeout
 from grader.run.sandbox import bwrap_works
 
 ROOT = Path(__file__).resolve().parent.parent

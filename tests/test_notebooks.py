@@ -9,9 +9,9 @@ import nbformat
 import pytest
 from nbgrader.utils import determine_grade
 
-from grader.checks import catalogue
-from grader.build.notebooks import build, main as notebooks_main, path_of
 from grader.build.lesson_tables import CHAPTER_FOLDERS
+from grader.build.notebooks import build, main as notebooks_main, path_of
+from grader.checks import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.checks import catalogue
 from grader.build import release
+from grader.checks import catalogue
 from grader.run.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def test_bundle_holds_the_students_files_only(built):
     folder, archive, _ = built
     names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
     for required in ("Makefile", "pyproject.toml", "README.md", ".github/workflows/classroom.yml",
-                     "hero_transformer/model.py", "grader/run/engine.py", "grader/checks/ch05_block.py",
+                     "hero_transformer/model.py", "grader/run/engine.py", "grader/checks/ch05_block/__init__.py",
                      "assignments/ch05_block/README.md", "assignments/ch05_block/figures/gelu.svg"):
         assert required in names, required
     assert not any(n.startswith(("solutions/", "tests/", "docs/")) for n in names)
@@ -126,7 +126,7 @@ def test_leak_scan_finds_a_planted_solution_line_and_a_hidden_check(built, tmp_p
                   if r[0].endswith("region layer_norm"))[1]
     disguised = textwrap.dedent(region).replace("centred", "dev").replace("variance", "v2")
     assert "centred" in source
-    checks = planted / "grader" / "checks" / "ch05_block.py"
+    checks = planted / "grader" / "checks" / "ch05_block" / "__init__.py"
     before = checks.read_text().count("\n")
     checks.write_text(checks.read_text() + "\n\ndef helper(x, self):\n    # harmless\n"
                       + textwrap.indent(disguised, "    "))
@@ -138,14 +138,14 @@ def test_leak_scan_finds_a_planted_solution_line_and_a_hidden_check(built, tmp_p
     findings = release.blocking(release.scan(planted))
     where = {(f.path, f.line) for f in findings}
     assert ("assignments/ch05_block/README.md", lesson_line) in where, findings
-    assert any(f.path == "grader/checks/ch05_block.py" and f.line > before and "layer_norm" in f.what
+    assert any(f.path == "grader/checks/ch05_block/__init__.py" and f.line > before and "layer_norm" in f.what
                for f in findings), findings
 
     refused = subprocess.run([sys.executable, "-m", "grader", "release", "--scan", str(planted)],
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1
     assert f"assignments/ch05_block/README.md:{lesson_line}:" in refused.stdout
-    assert "grader/checks/ch05_block.py:" in refused.stdout
+    assert "grader/checks/ch05_block/__init__.py:" in refused.stdout
 
 
 def test_a_single_long_statement_in_any_text_file_is_found(built, tmp_path):
@@ -160,7 +160,7 @@ def test_a_single_long_statement_in_any_text_file_is_found(built, tmp_path):
 
 def test_strip_hidden_cuts_the_hidden_entries_and_what_only_they_use():
     source = textwrap.dedent('''\
-        """A chapter."""
+        """A task's checks."""
         import torch
         from grader.checks._api import check
 
@@ -170,10 +170,6 @@ def test_strip_hidden_cuts_the_hidden_entries_and_what_only_they_use():
         # Shared by both kinds.
         def probe(ns, x):
             return x
-
-
-        def judge(out, inputs, expected):
-            return None
 
 
         def _secret_inputs(g):
@@ -189,27 +185,45 @@ def test_strip_hidden_cuts_the_hidden_entries_and_what_only_they_use():
             return 1
 
 
-        CHECKS = [
-            check("chXX.t.public", "t", 1, "public", probe, judge, inputs=lambda g: {"x": 1}),
-            check("chXX.t.secret", "t", 2, "secret", probe, judge,
-                  inputs=_secret_inputs, hidden=True),
-        ]
+        def _public_inputs(g):
+            return {"x": 1}
+
+
+        @check("public", 1, "public", probe=probe, inputs=_public_inputs)
+        def judge(out, inputs, expected):
+            return None
+
+
+        @check("secret", 2, "secret", probe=probe, inputs=_secret_inputs, hidden=True)
+        def judge_secret(out, inputs, expected):
+            return _judge_secret_helper(out)
+
+
+        def _judge_secret_helper(out):
+            return None
+
+
+        @check("both_public", 1, "public too", probe=probe)
+        @check("both_secret", 2, "secret too", probe=probe, inputs=_secret_inputs, hidden=True)
+        def judge_shared(out, inputs, expected):
+            return None
         ''')
     stripped = release.strip_hidden(source)
-    assert stripped.hidden_checks == ["chXX.t.secret"]
-    assert "_secret_inputs" not in stripped.text and "_secret_scale" not in stripped.text
-    assert "@staticmethod" not in stripped.text
-    assert "# Shared by both kinds." in stripped.text and "chXX.t.public" in stripped.text
+    assert stripped.hidden_checks == ["secret", "both_secret"]
+    for gone in ("_secret_inputs", "_secret_scale", "@staticmethod", "judge_secret", "_judge_secret_helper",
+                 "_unused_public_helper", '"secret"', "both_secret"):
+        assert gone not in stripped.text, gone
+    assert "# Shared by both kinds." in stripped.text and '@check("both_public"' in stripped.text
     tree = ast.parse(stripped.text)
-    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["probe", "judge"]
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["probe", "_public_inputs", "judge",
+                                                                              "judge_shared"]
 
 
 def test_opened_chapters_only(tmp_path):
     folder, _, findings = release.build(tmp_path, ["00", "05"])
     assert release.blocking(findings) == []
     assert sorted(p.name for p in (folder / "assignments").iterdir()) == ["ch00_micro", "ch05_block"]
-    assert sorted(p.name for p in (folder / "grader" / "checks").glob("ch*.py")) == ["ch00_micro.py",
-                                                                                       "ch05_block.py"]
+    assert sorted(p.name for p in (folder / "grader" / "checks").glob("ch*")) == ["ch00_micro", "ch05_block"]
     stubs = sorted(p.name for p in (folder / "hero_transformer").glob("*.py"))
     assert stubs == sorted(p.name for p in (ROOT / "hero_transformer").glob("*.py"))
     script = ("import hero_transformer.model, hero_transformer.train, hero_transformer.sample; "

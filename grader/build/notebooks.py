@@ -24,8 +24,8 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader.checks import catalogue
 from grader.build.lesson_tables import ASSIGNMENTS, CHAPTER_FOLDERS
+from grader.checks import catalogue
 
 SETUP = '''\
 # Imports the grader from the course folder (the one holding grader/). `nbgrader autograde`

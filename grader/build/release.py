@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import KIT_ROOT
+from grader.checks import catalogue
 from grader.run.regions import find_regions, package_sources
 
 ROOT = KIT_ROOT
@@ -81,44 +82,47 @@ class Stripped:
     removed: list[str]  # source of what only they used, for the scan
 
 
+_KEEP_ALWAYS = {"TITLE", "TASK_MODULES", "TASKS"}
+
+
+def _check_decorators(node: ast.stmt) -> list[ast.Call]:
+    return [d for d in getattr(node, "decorator_list", [])
+            if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "check"]
+
+
 def strip_hidden(source: str) -> Stripped:
-    """The chapter module without its hidden checks and whatever only they reached.
-    Cuts by line ranges of the original text, so the comments of what stays survive."""
+    """A check module without its hidden checks and whatever only they reached. A judge
+    all of whose @check declarations are hidden goes with them; one that also serves a
+    public check loses only the hidden declarations. Cuts by line ranges of the
+    original text, so the comments of what stays survive."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     cut: list[tuple[int, int]] = []  # 1-based inclusive line ranges
     hidden, removed = [], []
-    checks_node = None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CHECKS" for t in node.targets):
-            checks_node = node
-    kept_calls = []
-    if checks_node is not None and isinstance(checks_node.value, ast.List):
-        for element in checks_node.value.elts:
-            if _is_hidden(element):
-                hidden.append(_check_name(element) or "?")
-                start, end = element.lineno, element.end_lineno
-                removed.append("".join(lines[start - 1:end]))
-                cut.append((start, end))
-            else:
-                kept_calls.append(element)
-    # What stays reachable: every module-level statement that is not a definition, the
-    # kept check entries, and transitively whatever those name.
-    definitions = {}
+    definitions: dict[str, list[ast.stmt]] = {}
     roots: set[str] = set()
     for node in tree.body:
+        declarations = _check_decorators(node)
+        if declarations:
+            secret = [d for d in declarations if _is_hidden(d)]
+            hidden += [_check_name(d) or "?" for d in secret]
+            if len(secret) == len(declarations):
+                start = min(d.lineno for d in node.decorator_list)
+                removed.append("".join(lines[start - 1:node.end_lineno]))
+                cut.append((start, node.end_lineno))
+                continue
+            for declaration in secret:
+                removed.append("".join(lines[declaration.lineno - 1:declaration.end_lineno]))
+                cut.append((declaration.lineno, declaration.end_lineno))
+            kept = [d for d in node.decorator_list if d not in secret]
+            roots |= set().union(*(_used(part) for part in [*kept, node.args, *node.body]))
+            continue
         names = _defined(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                                     ast.Assign, ast.AnnAssign)) else set()
-        if node is checks_node:
-            for call in kept_calls:
-                roots |= _used(call)
-        elif names and names <= {"CHAPTER", "TITLE", "TASKS", "CHECKS"}:
+        if not names or names & _KEEP_ALWAYS:
             roots |= _used(node)
-        elif names:
-            for name in names:
-                definitions.setdefault(name, []).append(node)
-        else:
-            roots |= _used(node)
+        for name in names - _KEEP_ALWAYS:
+            definitions.setdefault(name, []).append(node)
     reached, stack = set(), list(roots)
     while stack:
         name = stack.pop()
@@ -129,11 +133,9 @@ def strip_hidden(source: str) -> Stripped:
             stack.extend(_used(node))
     for node in tree.body:
         names = _defined(node)
-        if node is checks_node or not names or names <= {"CHAPTER", "TITLE", "TASKS", "CHECKS"}:
+        if _check_decorators(node) or not names or names & _KEEP_ALWAYS or names & reached:
             continue
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)):
-            continue
-        if names & reached:
             continue
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         removed.append("".join(lines[start - 1:node.end_lineno]))
@@ -272,11 +274,12 @@ class Secrets:
         for path in sorted((ROOT / "hero_transformer").rglob("*.py")):
             stubs |= set(fingerprints(ast.parse(path.read_text(encoding="utf-8"))))
         public, hidden_sources = set(), []
-        for path in sorted((ROOT / "grader" / "checks").glob("ch*.py")):
+        hidden = {c.name for c in catalogue.all_checks() if c.hidden}
+        for path in _check_modules():
             stripped = strip_hidden(path.read_text(encoding="utf-8"))
-            hidden |= set(stripped.hidden_checks)
             public |= set(fingerprints(ast.parse(stripped.text)))
-            hidden_sources += [(f"hidden part of grader/checks/{path.name}", text) for text in stripped.removed]
+            label = path.relative_to(ROOT).as_posix()
+            hidden_sources += [(f"hidden part of {label}", text) for text in stripped.removed]
         for label, body in sources + hidden_sources:
             tree = _parse_snippet(body)
             if tree is None:
@@ -401,6 +404,13 @@ def _chapter_folders(chapters: list[str] | None) -> list[Path]:
     return [f for f in folders if not chapters or f.name[2:4] in chapters]
 
 
+def _check_modules(chapters: list[str] | None = None) -> list[Path]:
+    """Every module of the chapters' check packages (all chapters without a list)."""
+    checks = ROOT / "grader" / "checks"
+    return [path for name in catalogue.chapter_packages() if not chapters or name[2:4] in chapters
+            for path in (sorted((checks / name).glob("*.py")) if (checks / name).is_dir() else [checks / f"{name}.py"])]
+
+
 def _copy_tree(source: Path, target: Path):
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
 
@@ -420,13 +430,13 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
     _copy_tree(ROOT / "grader" / "run", grader / "run")
     for name in STUDENT_RUN_LEFT_OUT:
         (grader / "run" / name).unlink()
-    for name in ("__init__.py", "_api.py", "catalogue.py"):
-        shutil.copy2(ROOT / "grader" / "checks" / name, grader / "checks" / name)
-    for path in sorted((ROOT / "grader" / "checks").glob("ch[0-9][0-9]_*.py")):
-        if chapters and path.name[2:4] not in chapters:
-            continue
-        (grader / "checks" / path.name).write_text(strip_hidden(path.read_text(encoding="utf-8")).text,
-                                                   encoding="utf-8")
+    for path in sorted((ROOT / "grader" / "checks").glob("*.py")):
+        if not catalogue.CHAPTER_PACKAGE.fullmatch(path.stem):
+            shutil.copy2(path, grader / "checks" / path.name)
+    for path in _check_modules(chapters):
+        target = grader / path.relative_to(ROOT / "grader")
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(strip_hidden(path.read_text(encoding="utf-8")).text, encoding="utf-8")
     lessons = folder / "assignments"
     lessons.mkdir()
     for chapter in _chapter_folders(chapters):

@@ -12,6 +12,7 @@ import pkgutil
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from grader.checks._api import DECLARED, Check, Task
 
@@ -60,6 +61,13 @@ def _checks_of(module, number: str) -> list[Check]:
             raise ValueError(f"{module.__name__}: check '{entry.name}' grades '{entry.task}', not a task of {names}")
     return [entry.build(f"ch{number}", task) for task in names for hidden in (False, True) for entry in declared
             if (entry.task or names[0]) == task and bool(entry.more.get("hidden")) == hidden]
+
+
+def chapter_source(chapter: Chapter) -> str:
+    """The text of all the chapter's check modules, for the tools that read them."""
+    folder = Path(__file__).parent / chapter.module
+    paths = sorted(folder.glob("*.py")) if folder.is_dir() else [folder.with_suffix(".py")]
+    return "\n".join(path.read_text(encoding="utf-8") for path in paths)
 
 
 @lru_cache(maxsize=None)

@@ -31,8 +31,8 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.run.engine import GradeReport, Reference, grade, possible_points
 from grader.grade_class.uploads import InputError, Upload, read_input, read_roster, roster_columns, shown
+from grader.run.engine import GradeReport, Reference, grade, possible_points
 from grader.run.report import results_json, staff_path, write_atomic as write_file
 from grader.run.sandbox import Limits, Sandbox
 from grader.run.submission import SubmissionError

@@ -24,13 +24,14 @@ import torch
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, Task
-from grader.run.scan_calls import scan
 from grader.run.inside import op_rules, wire
 from grader.run.inside.wire import Opaque, RemoteError
 from grader.run.regions import package_sources, strip
-from grader.run.sandbox import Limits, Sandbox, WorkerFailed
-from grader.run.submission import Submission
+from grader.run.sandbox import Limits, Sandbox
+from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission
+from grader.run.submission import Submission
+from grader.run.worker import WorkerFailed
 
 ROOT = KIT_ROOT
 REFERENCE_PACKAGE = ROOT / "solutions" / "hero_transformer"
@@ -179,7 +180,7 @@ def _checks_text() -> str:
     """The checks' own source: a reference line they spell out (a diagnosis naming the
     fix, say) is public, as the checks ship with the course."""
     return "".join(_squeezed(path.read_text(encoding="utf-8"))
-                   for path in sorted((ROOT / "grader" / "checks").glob("*.py")))
+                   for path in sorted((ROOT / "grader" / "checks").rglob("*.py")))
 
 
 def _known_exception_names() -> set[str]:

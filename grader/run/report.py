@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.checks import catalogue
-from grader.run.engine import PASSED, ROOT, GradeReport, Reference
+from grader.run.engine import PASSED, GradeReport, Reference
 from grader.run.regions import find_regions
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
@@ -76,7 +76,7 @@ def parts_used(chapter: str) -> frozenset[str] | None:
         # Only a module-level import ties a module to another; one inside a function
         # (a program's main) runs outside the checks.
         imports[rel[:-3]] = set(re.findall(r"^from \.(\w+) import", source, flags=re.M))
-    checks_source = (ROOT / "grader" / "checks" / f"{found.module}.py").read_text(encoding="utf-8")
+    checks_source = catalogue.chapter_source(found)
     modules = set(re.findall(r"\bns\.(\w+)\b", checks_source)) & set(imports)
     while True:
         more = set().union(*(imports[m] for m in modules)) - modules

@@ -14,8 +14,8 @@ import ast
 import re
 from functools import lru_cache
 
-from grader.run.scan_calls import dotted_name, import_aliases
 from grader.run.parsing import parse
+from grader.run.scan_calls import dotted_name, import_aliases
 
 # The import machinery is where the worker's packages live (its finders hold their
 # sources), so none of it belongs in a submission either.

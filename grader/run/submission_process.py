@@ -1,0 +1,325 @@
+"""A submission imported once per grade: one sealed process S' imports the package,
+and every task's worker is forked from it and connects back to the grader through a
+per-submission door. The door admits only a fresh worker (pid 1 of a namespace whose
+parent is S''s, holding a socket no S'-level process holds), and only then does the
+grader send it the task's certified parts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from grader.run.inside import wire
+from grader.run.worker import Worker, WorkerFailed, _OutputTail
+
+if TYPE_CHECKING:  # the sandbox makes these; importing it here would be circular
+    from grader.run.sandbox import Sandbox, _DoorFolder
+
+
+NS_GET_PARENT = 0xB702  # ioctl on a namespace file: the namespace that owns it
+
+
+def _peer_pid(connection: socket.socket) -> int:
+    pid, _uid, _gid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                               struct.calcsize("3i")))
+    return pid
+
+
+def _pid_namespace(pid: int | str) -> tuple[int, int]:
+    info = os.stat(f"/proc/{pid}/ns/pid")
+    return info.st_dev, info.st_ino
+
+
+def _parent_pid_namespace(pid: int) -> tuple[int, int]:
+    import fcntl
+
+    own = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY)
+    try:
+        parent = fcntl.ioctl(own, NS_GET_PARENT)
+    finally:
+        os.close(own)
+    try:
+        info = os.fstat(parent)
+        return info.st_dev, info.st_ino
+    finally:
+        os.close(parent)
+
+
+def _alive_in(pid: int, namespace: tuple[int, int]) -> bool:
+    try:
+        return _pid_namespace(pid) == namespace
+    except OSError:
+        return False
+
+
+def _sockets_of(pid: int | str) -> set[str]:
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+
+
+class _Door:
+    """One submission's listening socket, through which its process announces itself
+    and its forked workers connect, and the checks made on whoever connects before it
+    is given a task.
+
+    Who may have a task: the process that called connect() (the kernel says which) is
+    pid 1 of a pid namespace whose parent is that of the submission's process S', and
+    not one whose worker already has a task. Anything forked from a worker that holds a
+    task lives in that worker's namespace or below it, so it can never qualify; and no
+    process at S''s level may hold the new worker's socket, so S' cannot have made the
+    connection and handed it down to listen in on what the grader sends."""
+
+    # A greeting is one small frame, sent at once; nobody may hold the door longer.
+    GREETING_SECONDS, GREETING_BYTES, PENDING = 2.0, 1024, 16
+
+    def __init__(self, folder: _DoorFolder, submission: "SubmissionProcess"):
+        import secrets
+
+        self.name = secrets.token_hex(16)
+        self.path = os.path.join(folder.dir, self.name)
+        self.submission = submission
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        os.chmod(self.path, 0o777)  # the sandbox's user must be able to connect
+        self.server.listen(64)
+        self.server.setblocking(False)
+        self.closed = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        """Never blocked by whoever connects: connections wait for their greeting side
+        by side, a bounded number at a time, each for a bounded time."""
+        import selectors
+
+        selector = selectors.DefaultSelector()
+        selector.register(self.server, selectors.EVENT_READ)
+        pending: dict[socket.socket, list] = {}  # connection -> [received, deadline, pid]
+
+        def drop(connection):
+            pending.pop(connection, None)
+            try:
+                selector.unregister(connection)
+            except (KeyError, ValueError):
+                pass
+            connection.close()
+
+        while not self.closed:
+            try:
+                ready = selector.select(timeout=0.25)
+            except (OSError, ValueError):
+                break
+            for key, _ in ready:
+                if key.fileobj is self.server:
+                    try:
+                        connection, _ = self.server.accept()
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        break
+                    if len(pending) >= self.PENDING:
+                        connection.close()
+                        continue
+                    try:
+                        pid = _peer_pid(connection)
+                    except OSError:
+                        connection.close()
+                        continue
+                    connection.setblocking(False)
+                    pending[connection] = [bytearray(), time.monotonic() + self.GREETING_SECONDS, pid]
+                    selector.register(connection, selectors.EVENT_READ)
+                    continue
+                connection = key.fileobj
+                entry = pending[connection]
+                try:
+                    chunk = connection.recv(self.GREETING_BYTES)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                entry[0] += chunk
+                size = int.from_bytes(entry[0][:8], "big") if len(entry[0]) >= 8 else None
+                if not chunk or (size is not None and size > self.GREETING_BYTES):
+                    drop(connection)
+                    continue
+                if size is None or len(entry[0]) < 8 + size:
+                    continue
+                greeting = bytes(entry[0][8:8 + size])
+                pending.pop(connection)
+                selector.unregister(connection)
+                connection.setblocking(True)
+                try:
+                    self._admit(connection, entry[2], wire.decode(greeting))
+                except Exception:  # noqa: BLE001 - whoever knocked, the door stays open for the next
+                    connection.close()
+            now = time.monotonic()
+            for connection in [c for c, entry in pending.items() if entry[1] < now]:
+                drop(connection)
+        for connection in list(pending):
+            drop(connection)
+        selector.close()
+
+    def _admit(self, connection: socket.socket, pid: int, hello):
+        submission = self.submission
+        if not isinstance(hello, dict):
+            raise ValueError("not a greeting")
+        if hello.get("submission") == self.name and submission.namespace is None:
+            submission.announced(pid)
+            wire.send(connection, {"ok": True})
+            connection.close()
+            return
+        if hello.get("worker") is not True or submission.namespace is None:
+            raise ValueError("not a worker")
+        if _parent_pid_namespace(pid) != submission.namespace or not submission.admits(pid):
+            raise ValueError("not a fresh worker of this submission")
+        submission.arrivals.put((connection, pid))
+
+    def close(self):
+        self.closed = True
+        try:
+            self.server.close()
+        finally:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+class SubmissionProcess:
+    """One submission's package, imported once in a sealed process (S') in the sandbox;
+    worker() gives a fresh fork of it, connected and checked, for one task."""
+
+    def __init__(self, sandbox: "Sandbox", sources: dict[str, str]):
+        import queue
+
+        self.sandbox, self.sources = sandbox, sources
+        self.door: _Door | None = None
+        self.arrivals: "queue.Queue[tuple[socket.socket, int]]" = queue.Queue()
+        self.namespace: tuple[int, int] | None = None
+        self.pid = None  # S, as the zygote counts
+        self.control = None
+        self.output = None
+        self._used: dict[tuple[int, int], int] = {}  # a worker's pid namespace -> its pid 1, as we count
+        self._used_lock = threading.Lock()  # the door's thread
+        self._lock = threading.Lock()  # one fork at a time, each with its worker
+
+    # -- called by the door, on its thread
+    def announced(self, pid: int):
+        self.namespace = _pid_namespace(pid)
+        _sockets_of(pid)  # the grader must be able to see what S' holds; PermissionError if not
+
+    def admits(self, pid: int) -> bool:
+        with open(f"/proc/{pid}/status") as status:
+            nspid = next((line.split()[1:] for line in status if line.startswith("NSpid:")), [])
+        if not nspid or nspid[-1] != "1":
+            return False
+        namespace = _pid_namespace(pid)
+        with self._used_lock:
+            # The kernel reuses a namespace's number once it is gone: only one whose
+            # worker (its pid 1) still lives is taken.
+            holder = self._used.get(namespace)
+            if holder is not None and holder != pid and _alive_in(holder, namespace):
+                return False
+            if holder == pid:
+                return False
+            self._used[namespace] = pid
+        held = _sockets_of(pid)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != pid:
+                try:
+                    if _pid_namespace(entry) == self.namespace and held & _sockets_of(entry):
+                        return False
+                except OSError:
+                    continue
+        return True
+
+    # -- called by the engine
+    def start(self) -> bool:
+        """Import the package once. False when that cannot be done here (the caller then
+        imports it per task, as without this)."""
+        sandbox, limits = self.sandbox, self.sandbox.limits
+        folder = sandbox._door
+        if folder is None:
+            return False
+        with sandbox._lock:
+            sandbox._ensure()
+            if not sandbox.isolated:
+                return False
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            out_read, out_write = os.pipe()
+            try:
+                socket.send_fds(sandbox._control, [json.dumps({"op": "submission"}).encode()],
+                                [theirs.fileno(), out_write])
+                self.pid = int(json.loads(sandbox._control.recv(4096) or b"{}")["pid"])
+            except (OSError, ValueError, KeyError):
+                ours.close()
+                os.close(out_read)
+                return False
+            finally:
+                theirs.close()
+                os.close(out_write)
+        self.control, self.output = ours, _OutputTail(out_read)
+        self.door = _Door(folder, self)
+        deadline = time.monotonic() + limits.setup_seconds
+        try:
+            wire.send(ours, {"token": self.door.name, "listener": folder.inside(sandbox.kind, self.door.name),
+                             "student": self.sources, "limits": limits.rlimits()})
+            reply = wire.recv(ours, deadline=deadline)
+        except (OSError, EOFError, TimeoutError, wire.WireError):
+            reply = None
+        if not (isinstance(reply, dict) and reply.get("imported") is True and self.namespace is not None):
+            self.close()
+            return False
+        return True
+
+    def worker(self) -> Worker:
+        import queue
+
+        timeout = self.sandbox.limits.setup_seconds
+        with self._lock:
+            try:
+                self.control.settimeout(timeout)
+                wire.send(self.control, {"op": "fork"})
+                wire.recv(self.control, deadline=time.monotonic() + timeout)
+                connection, pid = self.arrivals.get(timeout=timeout)
+            except (OSError, EOFError, TimeoutError, wire.WireError, queue.Empty) as error:
+                raise WorkerFailed("crashed", "the submission's process did not start a worker "
+                                   f"(it ended, or hung at import): {error!r}", self.output.text(wait=0.0)) from None
+        out_read, out_write = os.pipe()
+        try:
+            socket.send_fds(connection, [b"\0"], [out_write])
+        finally:
+            os.close(out_write)
+
+        def end():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+        return Worker(self.sandbox, pid, connection, _OutputTail(out_read), end=end)
+
+    def close(self):
+        if self.door is not None:
+            self.door.close()
+            self.door = None
+        if self.pid is not None:
+            self.sandbox._kill(self.pid)
+            self.pid = None
+        if self.control is not None:
+            self.control.close()
+            self.control = None

@@ -1,0 +1,108 @@
+"""The grader's handle on one sandboxed worker: send it a probe, read its answer
+within a time limit, keep the tail of what it printed, end it. A worker that dies,
+hangs or answers with garbage raises WorkerFailed with a status and a reason."""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from grader.run.inside import wire
+
+if TYPE_CHECKING:  # the sandbox makes these; importing it here would be circular
+    from grader.run.sandbox import Sandbox
+
+
+
+class WorkerFailed(Exception):
+    """The worker did not answer: it hung, died or sent garbage. `status` is one of
+    timeout / crashed / garbage; `output` is the tail of what it printed."""
+
+    def __init__(self, status: str, reason: str, output: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.output = status, reason, output
+
+
+class _OutputTail:
+    """Drains a worker's stdout/stderr so it can never block on a full pipe, keeping
+    only the first and last few hundred characters."""
+
+    def __init__(self, fd: int, keep: int = 600):
+        self.head, self.tail, self.keep, self.total = bytearray(), collections.deque(maxlen=keep), keep, 0
+        self.thread = threading.Thread(target=self._drain, args=(fd,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, fd):
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            while chunk := stream.read(65536):
+                self.total += len(chunk)
+                room = self.keep - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail.extend(chunk)
+
+    def text(self, wait: float = 0.2) -> str:
+        self.thread.join(wait)
+        head = self.head.decode("utf-8", "replace")
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        if not tail:
+            return head
+        skipped = self.total - len(self.head) - len(self.tail)
+        return head + (f"\n… ({skipped} characters skipped) …\n" if skipped > 0 else "") + tail
+
+
+class Worker:
+    def __init__(self, sandbox: "Sandbox", pid: int, channel: socket.socket, output: _OutputTail,
+                 end=None):
+        self.sandbox, self.pid, self.channel, self.output = sandbox, pid, channel, output
+        self._end = end or (lambda: sandbox._kill(pid))
+        self.alive = True
+        self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
+
+    def _exchange(self, message, timeout: float, sending: bool = True):
+        try:
+            if sending:
+                self.channel.settimeout(timeout)
+                wire.send(self.channel, message)
+            return wire.recv(self.channel, deadline=time.monotonic() + timeout)
+        except (socket.timeout, TimeoutError):
+            self.kill()
+            raise WorkerFailed("timeout", f"no answer within {timeout:g} s (an endless loop, or far too slow)",
+                               self.output.text()) from None
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            self.kill()
+            raise WorkerFailed("crashed", "the process running the code ended without answering "
+                               "(a crash, os._exit/sys.exit at import, or the memory limit)",
+                               self.output.text()) from None
+        except wire.WireError as error:
+            self.kill()
+            raise WorkerFailed("garbage", f"the process sent a malformed answer: {error}", self.output.text()) from None
+
+    def start(self, request: dict, timeout: float):
+        return self._exchange(request, timeout)
+
+    def call(self, module: str, probe: str, inputs: dict, timeout: float):
+        return self._exchange({"module": module, "probe": probe, "inputs": inputs}, timeout)
+
+    def kill(self):
+        if self.alive:
+            self.alive = False
+            self._end()
+            try:
+                self.channel.close()
+            except OSError:
+                pass
+
+    def close(self):
+        if self.alive:
+            try:
+                self.channel.settimeout(1.0)
+                wire.send(self.channel, {"op": "exit"})
+            except OSError:
+                pass
+            self.kill()
