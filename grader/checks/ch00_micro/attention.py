@@ -1,0 +1,120 @@
+"""One attention head for one position, over the keys and values cached so far.
+
+The judges run the float head (common._attention): weights softmax(q·k / sqrt(d_head)),
+output the weighted sum of the values, and name the classic scaling and mixing mistakes;
+hidden, every gradient is compared with the reference's.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import check
+from grader.checks.ch00_micro.common import NEAR, _all_close, _attention, _data, _kind, _off_by, _task, _values
+
+TASKS = [_task("micro_attention", "attention_head", "one attention head for one position")]
+
+
+def _attention_mistakes(q, keys, values):
+    return [
+        ("the scores are not scaled: divide dot(query, key) by sqrt(d_head)", _attention(q, keys, values, "none")),
+        ("the scores are divided by d_head; divide by sqrt(d_head)", _attention(q, keys, values, "d")),
+        ("the scores are multiplied by sqrt(d_head); divide by it", _attention(q, keys, values, "times_sqrt")),
+        ("the output mixes the keys; it is the weighted sum of the values", _attention(q, keys, values, use="keys")),
+    ]
+
+
+def probe_attention(ns, query, keys, values, c=None, e=None):
+    q = _values(ns, query)
+    ks = [_values(ns, k) for k in keys]
+    vs = [_values(ns, v) for v in values]
+    result = ns.micro.attention_head(q, ks, vs)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return {"form": _kind(result)}
+    output, weights = result
+    out = {"output": _data(output, "the head's output"), "weights": _data(weights, "the attention weights")}
+    if c is not None:
+        loss = ns.micro.vsum([ci * o for ci, o in zip(c, output)] + [ei * w for ei, w in zip(e, weights)])
+        loss.backward()
+        out["grads"] = {"query": [v.grad for v in q], "keys": [[v.grad for v in k] for k in ks],
+                        "values": [[v.grad for v in v_] for v_ in vs]}
+    return out
+
+
+def _judge_attention_values(out, q, keys, values, reveal):
+    if "form" in out:
+        return "attention_head should return (output, weights), got something else"
+    want_out, want_w = _attention(q, keys, values)
+    if len(out["weights"]) != len(keys):
+        return f"with {len(keys)} cached positions there should be {len(keys)} weights, got {len(out['weights'])}"
+    if len(out["output"]) != len(q):
+        return f"the head's output should have d_head = {len(q)} values, got {len(out['output'])}"
+    if abs(sum(out["weights"]) - 1.0) > 1e-9:
+        return f"the attention weights sum to {sum(out['weights']):.6g}, not 1: softmax the scores"
+    if _all_close(out["weights"], want_w, 1e-10) and _all_close(out["output"], want_out, 1e-10):
+        return None
+    for text, (wrong_out, wrong_w) in _attention_mistakes(q, keys, values):
+        if _all_close(out["weights"], wrong_w, NEAR) and _all_close(out["output"], wrong_out, NEAR):
+            return text
+    if not _all_close(out["weights"], want_w, 1e-10):
+        if reveal:
+            return f"the weights are {out['weights']}, expected softmax(dot(q, k_t) / sqrt(d_head)) = {want_w}"
+        return f"the attention weights are off by up to {_off_by(out['weights'], want_w):.3g}"
+    if reveal:
+        return f"the weights are right but the output {out['output']} is not sum_t w_t * v_t = {want_out}"
+    return f"the weights are right but the output is off by up to {_off_by(out['output'], want_out):.3g}"
+
+
+@check("scaled_weights", 2,
+       "3 cached positions, d_head = 4: weights softmax(q·k / 2), output the weighted sum of the values",
+       probe=probe_attention,
+       inputs=lambda g: {"query": [1.0, -0.5, 2.0, 0.25],
+                         "keys": [[0.5, 1.0, -1.0, 2.0], [1.5, -0.5, 0.75, 0.0], [-1.0, 0.5, 1.25, 1.0]],
+                         "values": [[1.0, 2.0, 3.0, 4.0], [-1.0, 0.0, 1.0, 0.5], [0.25, -2.0, 0.5, 1.5]]})
+def judge_attention_public(out, inputs, expected):
+    return _judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True)
+
+
+@check("single_position", 1, "one cached position: weight exactly 1 and output = that value vector",
+       probe=probe_attention, inputs=lambda g: {"query": [0.3, -2.0], "keys": [[1.0, 4.0]], "values": [[0.7, -1.1]]})
+def judge_attention_single(out, inputs, expected):
+    if "form" in out:
+        return "attention_head should return (output, weights), got something else"
+    if out["weights"] != [1.0] and not _all_close(out["weights"], [1.0], 1e-15):
+        return f"with one cached position the only weight must be 1, got {out['weights']}"
+    if not _all_close(out["output"], inputs["values"][0], 1e-15):
+        return "with one cached position the output must be that position's value vector"
+    return None
+
+
+def _expect_attention(ref, inputs):
+    V = ref.micro.Value
+    q = [V(x) for x in inputs["query"]]
+    ks = [[V(x) for x in k] for k in inputs["keys"]]
+    vs = [[V(x) for x in v] for v in inputs["values"]]
+    output, weights = ref.micro.attention_head(q, ks, vs)
+    terms = [ci * o for ci, o in zip(inputs["c"], output)] + [ei * w for ei, w in zip(inputs["e"], weights)]
+    ref.micro.vsum(terms).backward()
+    return {"output": [v.data for v in output], "weights": [w.data for w in weights],
+            "grads": {"query": [v.grad for v in q], "keys": [[v.grad for v in k] for k in ks],
+                      "values": [[v.grad for v in v_] for v_ in vs]}}
+
+
+def _random_attention(g):
+    T = 2 + int(torch.randint(0, 5, (1,), generator=g))  # one position would hide the scale
+    d = 2 + int(torch.randint(0, 3, (1,), generator=g))
+    r = lambda *shape: (torch.randn(*shape, generator=g, dtype=torch.float64) * 1.5).tolist()  # noqa: E731
+    return {"query": r(d), "keys": r(T, d), "values": r(T, d), "c": r(d), "e": r(T)}
+
+
+@check("matches_reference", 2, "random heads: output, weights and every gradient match the reference",
+       probe=probe_attention, inputs=_random_attention, expect=_expect_attention, hidden=True)
+def judge_attention_hidden(out, inputs, expected):
+    if problem := _judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], False):
+        return problem
+    for name in ("query", "keys", "values"):
+        if not _all_close(out["grads"][name], expected["grads"][name], 1e-9):
+            return (f"the values are right but the gradients reaching the {name} are off by up to "
+                    f"{_off_by(out['grads'][name], expected['grads'][name]):.3g}: keep every step in the graph "
+                    f"(Values, not .data floats)")
+    return None

@@ -1,0 +1,152 @@
+"""What chapter 00's task modules share. micro.py is plain Python, and so is everything
+here: the judges recompute what a right (or a known wrong) implementation gives with
+`math` on floats, and the probes hand back floats and lists of floats (a Value's .data
+and .grad), never Value objects. Below: the tasks' common Task fields, float
+comparisons, the float RMSNorm, softmax and attention head that several judges run, and
+the small MicroGPT the model-level checks build with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from grader.checks._api import Task
+from grader.checks.course import EPS
+
+
+TOL = 1e-9  # pure Python float64 on both sides: only summation order differs
+NEAR = 1e-7  # reproducing a known mistake
+
+# micro.py is plain Python. The static scan resolves every name a graded function uses
+# through micro.py's imports; the same names become tripwires in the sandbox, so they
+# must be importable function attributes (never a bare module, never a class that the
+# sandbox itself needs). "No torch or numpy anywhere in micro.py" is a check of its own
+# (ch00.micro_forward.pure_python).
+NO_TORCH = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.exp", "torch.log", "torch.sqrt",
+            "torch.rsqrt", "torch.softmax", "torch.log_softmax", "torch.relu", "torch.matmul",
+            "torch.multinomial", "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
+            "torch.nn.functional.relu", "torch.nn.functional.cross_entropy", "torch.nn.functional.rms_norm",
+            "torch.autograd.grad", "torch.autograd.backward")
+
+
+def _task(name, qualname, title):
+    return Task(name, "micro", qualname, title, forbidden=NO_TORCH)
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _random_seed(g: torch.Generator) -> int:
+    return int(torch.randint(0, 2**31 - 1, (1,), generator=g).item())
+
+
+def _uniform(g: torch.Generator, lo: float, hi: float) -> float:
+    return lo + (hi - lo) * torch.rand((), generator=g, dtype=torch.float64).item()
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _close(a: float, b: float, tol: float = TOL) -> bool:
+    return _is_number(a) and abs(a - b) <= tol * max(1.0, abs(b))
+
+
+def _flat(value):
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _flat(item)
+    else:
+        yield value
+
+
+def _shape(value):
+    return [len(value), *(_shape(value[0]) if value and isinstance(value[0], (list, tuple)) else [])] \
+        if isinstance(value, (list, tuple)) else []
+
+
+def _all_close(actual, expected, tol: float = TOL) -> bool:
+    """Nested lists of numbers, equal in structure and to tol (relative above 1)."""
+    if isinstance(expected, (list, tuple)):
+        return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
+                and all(_all_close(a, e, tol) for a, e in zip(actual, expected)))
+    return _close(actual, expected, tol)
+
+
+def _off_by(actual, expected) -> float:
+    """The largest absolute difference of two nested lists of the same structure."""
+    return max((abs(a - e) for a, e in zip(_flat(actual), _flat(expected))), default=0.0)
+
+
+def _values(ns, numbers):
+    return [ns.micro.Value(x) for x in numbers]
+
+
+def _data(values, what="the result"):
+    """Floats from a list of Values; a TypeError names what was returned instead."""
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{what} should be a list of Values, got {type(values).__name__}")
+    out = []
+    for v in values:
+        if not hasattr(v, "data"):
+            raise TypeError(f"{what} should be a list of Values, found a {type(v).__name__}")
+        out.append(float(v.data))
+    return out
+
+
+def _kind(value) -> str:
+    return type(value).__name__
+
+
+# -------------------------------------------------------------- float oracles
+
+
+def _rms(xs, eps=EPS, stat="mean_square", eps_outside=False, centred=False):
+    n = len(xs)
+    if centred:
+        mean = sum(xs) / n
+        xs = [x - mean for x in xs]
+    s = {"mean_square": sum(x * x for x in xs) / n, "sum_square": sum(x * x for x in xs),
+         "mean": sum(xs) / n, "mean_abs": sum(abs(x) for x in xs) / n}[stat]
+    scale = 1.0 / (math.sqrt(s) + eps) if eps_outside else (s + eps) ** -0.5 if s + eps > 0 else math.nan
+    return [x * scale for x in xs]
+
+
+def _softmax(ls):
+    m = max(ls)
+    e = [math.exp(v - m) for v in ls]
+    total = sum(e)
+    return [v / total for v in e]
+
+
+def _attention(q, keys, values, scale="sqrt", use="values"):
+    d = len(q)
+    factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "d": 1 / d, "times_sqrt": math.sqrt(d)}[scale]
+    weights = _softmax([sum(a * b for a, b in zip(q, k)) * factor for k in keys])
+    rows = values if use == "values" else keys
+    return [sum(w * row[i] for w, row in zip(weights, rows)) for i in range(d)], weights
+
+
+# ---------------------------------------------------------------- the model
+
+
+SMALL = {"vocab_size": 7, "n_embd": 8, "n_layer": 1, "block_size": 6, "n_head": 2, "mlp_ratio": 2}
+NAMES = {"vocab_size": 27, "n_embd": 16, "n_layer": 1, "block_size": 16, "n_head": 4, "mlp_ratio": 4}
+ANA = [26, 0, 13, 0, 26]  # 'ana' framed by BOS = 26 (chapter 01's tokenizer on the names list)
+
+
+def _model(micro, sizes, seed, spread=None):
+    """A MicroGPT; with spread, weights redrawn with a larger std so attention is far from uniform."""
+    model = micro.MicroGPT(**sizes, seed=seed)
+    if spread:
+        rng = random.Random(seed + 1)
+        for p in model.params:
+            p.data = rng.gauss(0.0, spread)
+    return model
+
+
+def _tables(model):
+    return {name: [[p.data for p in row] for row in table] for name, table in model.state.items()}

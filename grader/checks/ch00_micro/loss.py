@@ -1,0 +1,150 @@
+"""document_loss: the mean negative log-likelihood of one document, over the
+min(block_size, len(ids) - 1) positions the window scores.
+
+The judges recompute the mean NLL from the model's own logits and name the classic
+mistakes (a sum, the wrong divisor, the wrong sign or target, no softmax); the gradients
+are checked against finite differences, and hidden, against the reference's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from grader.checks._api import check
+from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, _all_close, _close, _kind, _model, _off_by,
+                                             _random_seed, _task)
+
+TASKS = [_task("micro_loss", "document_loss", "the mean NLL of one document")]
+
+
+def _nll(logits, target):
+    m = max(logits)
+    return math.log(sum(math.exp(v - m) for v in logits)) + m - logits[target]
+
+
+def _run_loss(micro, sizes, seed, spread, ids, fd=()):
+    model = _model(micro, sizes, seed, spread)
+    try:
+        loss = micro.document_loss(model, ids)
+    except ValueError as error:
+        return {"value_error": str(error)}
+    if not isinstance(loss, micro.Value):
+        return {"type": _kind(loss)}
+    value = loss.data
+    loss.backward()
+    grads = [p.grad for p in model.params]
+    model.finish_sequence()
+    again = micro.document_loss(model, ids).data  # a second document: start_sequence() must start over
+    model.finish_sequence()
+    n = min(model.block_size, len(ids) - 1)
+    model.start_sequence()
+    logits = [[v.data for v in model.forward(ids[pos], pos)] for pos in range(n)]
+    model.finish_sequence()
+    numeric = []
+    for index in fd:  # central differences of the loss along single parameters
+        p, h = model.params[index], 1e-6
+        keep = p.data
+        p.data = keep + h
+        up = micro.document_loss(model, ids).data
+        p.data = keep - h
+        down = micro.document_loss(model, ids).data
+        p.data = keep
+        model.finish_sequence()
+        numeric.append((up - down) / (2 * h))
+    return {"loss": value, "again": again, "logits": logits, "grads": grads, "numeric": numeric}
+
+
+def probe_loss(ns, sizes, seed, ids, spread=None, fd=()):
+    return _run_loss(ns.micro, sizes, seed, spread, ids, fd)
+
+
+def _loss_candidates(logits, ids, reveal=True):
+    n = len(logits)
+    nll = [_nll(row, ids[p + 1]) for p, row in enumerate(logits)]
+    mean = sum(nll) / n
+    count, length = (f" {n}", f" = {len(ids)}") if reveal else ("", "")
+    return mean, [
+        (f"the loss is the SUM of the{count} position losses; document_loss is their mean "
+         f"(divide by the number of scored positions)", sum(nll)),
+        (f"the loss is divided by len(ids){length}; the scored positions are min(T, len(ids) - 1)"
+         + (f" = {n}" if reveal else ""), sum(nll) / len(ids)),
+        ("the loss is log p(target), not -log p(target): the negative log-likelihood has a minus sign", -mean),
+        ("each position scores its own input id, not the next one: the target of position p is ids[p + 1]",
+         sum(_nll(row, ids[p]) for p, row in enumerate(logits)) / n),
+        ("the loss uses -logit[target] without the softmax: the NLL is -log softmax(logits)[target]",
+         sum(-row[ids[p + 1]] for p, row in enumerate(logits)) / n),
+    ]
+
+
+def _judge_loss(out, inputs, reveal):
+    ids, sizes = inputs["ids"], inputs["sizes"]
+    n = min(sizes["block_size"], len(ids) - 1)
+    if "value_error" in out:
+        if len(ids) - 1 > sizes["block_size"]:
+            if not reveal:
+                return ("a document longer than the window raised ValueError: score only min(T, len(ids) - 1) "
+                        "positions; the pairs past the window are not scored")
+            return (f"a document of {len(ids)} ids raised ValueError ({out['value_error']}): score only "
+                    f"min(T, len(ids) - 1) = {n} positions; the pairs past the window are not scored")
+        return f"document_loss raised ValueError: {out['value_error']}"
+    if "type" in out:
+        return "document_loss returned something else; it should return a Value (the graph's root for backward)"
+    mean, wrong = _loss_candidates(out["logits"], ids, reveal)
+    if not _close(out["loss"], mean, TOL):
+        for text, value in wrong:
+            if _close(out["loss"], value, NEAR):
+                return text
+        if reveal:
+            return f"the loss is {out['loss']!r}; the mean -log softmax(logits)[target] over {n} positions is {mean!r}"
+        return f"the loss is off by {abs(out['loss'] - mean):.3g} from the mean NLL over the scored positions"
+    if not _close(out["again"], mean, TOL):
+        return "a second call on the same document gave another loss: start a new sequence (start_sequence()) first"
+    if not any(g != 0.0 for g in out["grads"]):
+        return "loss.backward() gives every parameter a zero gradient: build the loss from Values, not floats"
+    return None
+
+
+# Stacked: the decorator nearest the judge is declared first (the lesson's order, read bottom up).
+@check("window", 2, "a 9-id document with block_size 6 scores min(T, len(ids) - 1) = 6 positions",
+       probe=probe_loss,
+       inputs=lambda g: {"sizes": dict(SMALL), "seed": 2, "spread": 0.4, "ids": [6, 1, 2, 3, 0, 4, 5, 1, 6]})
+@check("ana_mean_nll", 3,
+       "'ana' on the names model: the mean of -log softmax(logits)[next id] over its 4 positions, "
+       "a Value whose gradients match finite differences",
+       probe=probe_loss,
+       inputs=lambda g: {"sizes": dict(NAMES), "seed": 0, "spread": 0.3, "ids": ANA, "fd": [0, 700, 4000]})
+def judge_loss_public(out, inputs, expected):
+    if problem := _judge_loss(out, inputs, True):
+        return problem
+    for index, numeric in zip(inputs.get("fd", ()), out["numeric"]):
+        if abs(out["grads"][index] - numeric) > 1e-5 * max(1.0, abs(numeric)):
+            return (f"the gradient of parameter {index} is {out['grads'][index]!r} but finite differences of the "
+                    f"loss give {numeric!r}: keep every step of the loss in the graph")
+    return None
+
+
+def _expect_loss(ref, inputs):
+    return _run_loss(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])
+
+
+def _random_loss(g):
+    seed = _random_seed(g)
+    rng = random.Random(seed)
+    n = rng.randint(2, 9)  # SMALL has block_size 6: some documents are longer than the window
+    return {"sizes": dict(SMALL), "seed": seed, "spread": 0.4,
+            "ids": [6] + [rng.randrange(6) for _ in range(n)] + [6]}
+
+
+@check("matches_reference", 2,
+       "random documents (some longer than the window): loss and every parameter gradient match the reference",
+       probe=probe_loss, inputs=_random_loss, expect=_expect_loss, hidden=True)
+def judge_loss_hidden(out, inputs, expected):
+    if problem := _judge_loss(out, inputs, False):
+        return problem
+    if not _close(out["loss"], expected["loss"], TOL):
+        return "the loss does not match the reference"
+    if not _all_close(out["grads"], expected["grads"], 1e-8):
+        return (f"the parameter gradients of the loss are off by up to {_off_by(out['grads'], expected['grads']):.3g}: "
+                f"keep every step of the loss in the graph")
+    return None

@@ -1,0 +1,394 @@
+"""MicroGPT.block and MicroGPT.forward: the pre-norm layer with its KV cache, and one token
+at one position through the whole model.
+
+The probes build a small MicroGPT with a fixed seed and return its weight tables, so a
+judge can run the same network as a float "twin": the right one, and the classic
+mistakes (no residual, a final norm, no position row, ...) to name the one a submission
+reproduces. Hidden checks build the same model with the reference. Here too is "no
+torch or numpy anywhere in micro.py" (pure_python).
+"""
+
+from __future__ import annotations
+
+import random
+import types
+
+from grader.checks._api import check, exception_name
+from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, _all_close, _attention, _data, _flat,
+                                             _model, _off_by, _random_seed, _rms, _shape, _tables, _task)
+
+TASKS = [
+    _task("micro_block", "MicroGPT.block", "the pre-norm layer with its KV cache"),
+    _task("micro_forward", "MicroGPT.forward", "forward: one token at one position"),
+]
+
+
+# ---------------------------------------------------------- the model: float twin
+
+
+def _linear(x, w):
+    return [sum(a * b for a, b in zip(row, x)) for row in w]
+
+
+def _twin_block(tables, layer, x, cache, n_head, flaw=None):
+    """One layer for one position in floats; the reference's formula, or a known flaw."""
+    t = lambda name: tables[f"layer{layer}.{name}"]  # noqa: E731
+    E = len(x)
+    hd = E // n_head
+    h = x if flaw == "no_attention_norm" else _rms(x)
+    q, k, v = _linear(h, t("wq")), _linear(h, t("wk")), _linear(h, t("wv"))
+    if flaw == "no_cache":
+        keys, values = [k], [v]
+    else:
+        cache["keys"].append(k)
+        cache["values"].append(v)
+        keys, values = cache["keys"], cache["values"]
+    heads, weights = [], []
+    for head in range(n_head):
+        lo, hi = head * hd, (head + 1) * hd
+        out, w = _attention(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
+        heads.extend(out)
+        weights.append(w)
+    attended = _linear(heads, t("wo"))
+    u = attended if flaw == "no_attention_residual" else [a + b for a, b in zip(x, attended)]
+    m_in = x if flaw == "mlp_reads_input" else u
+    hidden = _linear(m_in if flaw == "no_mlp_norm" else _rms(m_in), t("fc1"))
+    if flaw != "no_relu":
+        hidden = [max(0.0, z) for z in hidden]
+    y2 = _linear(hidden, t("fc2"))
+    y = y2 if flaw == "no_mlp_residual" else [a + b for a, b in zip(u, y2)]
+    if flaw == "output_normalised":
+        y = _rms(y)
+    return y, weights
+
+
+_BLOCK_FLAWS = {
+    "no_attention_residual": "the attention residual is missing: x = x + WO(concat of the heads)",
+    "no_mlp_residual": "the MLP residual is missing: x = x + FC2(relu(FC1(RMSNorm(x))))",
+    "no_attention_norm": "the attention reads x itself; it reads RMSNorm(x) (pre-norm)",
+    "no_mlp_norm": "the MLP reads x itself; it reads RMSNorm(x) (pre-norm)",
+    "mlp_reads_input": "the MLP branch reads the layer's input; it reads x after the attention residual",
+    "no_relu": "there is no relu between FC1 and FC2",
+    "output_normalised": "the layer's output is normalised again: pre-norm adds to the raw residual stream",
+    "no_cache": "each position attends only to itself: append k and v to this layer's cache and attend over all of it",
+}
+
+
+def _twin_logits(tables, sizes, ids, flaw=None):
+    caches = [{"keys": [], "values": []} for _ in range(sizes["n_layer"])]
+    logits, attention = [], []
+    for pos, token in enumerate(ids):
+        x = list(tables["wte"][token])
+        if flaw != "no_position":
+            x = [a + b for a, b in zip(x, tables["wpe"][pos])]
+        if flaw != "no_embedding_norm":
+            x = _rms(x)
+        attention = []
+        layers = 1 if flaw == "first_layer_only" else sizes["n_layer"]
+        for layer in range(layers):
+            x, weights = _twin_block(tables, layer, x, caches[layer], sizes["n_head"])
+            attention.append(weights)
+        if flaw == "final_norm":
+            x = _rms(x)
+        logits.append(_linear(x, tables["lm_head"]))
+    return logits, attention
+
+
+_FORWARD_FLAWS = {
+    "final_norm": "the features are normalised before the LM head: this model has no final norm",
+    "no_embedding_norm": "the embedding sum is not normalised: RMSNorm(token row + position row) comes first",
+    "no_position": "the position row is missing: x = WTE[token] + WPE[pos]",
+    "first_layer_only": "only the first layer runs: apply self.block(layer, x) for every layer",
+}
+
+
+# ------------------------------------------------------------------ the layer
+
+
+def _run_block(micro, sizes, seed, spread, xs, zero):
+    model = _model(micro, sizes, seed, spread)
+    for name in zero:
+        for row in model.table(0, name):
+            for p in row:
+                p.data = 0.0
+    model.start_sequence()
+    ys, rows = [], []
+    for pos, x in enumerate(xs):
+        try:
+            y = model.block(0, [micro.Value(v) for v in x])
+        except NotImplementedError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the judge says what the layer was doing when it failed
+            if type(error).__name__ == "ForbiddenCall":
+                raise
+            cached = model.cache[0] if isinstance(model.cache, (list, tuple)) and model.cache else {}
+            keys = cached.get("keys") if isinstance(cached, dict) else None
+            return {"raised": type(error).__name__, "position": pos,
+                    "cached_keys": len(keys) if isinstance(keys, list) else None}
+        ys.append(_data(y, "block's result"))
+        rows.append([[w if isinstance(w, float) else None for w in head] for head in model.last_attention[0]])
+    cache = model.cache_length()
+    model.finish_sequence()
+    return {"y": ys, "rows": rows, "cache": cache, "tables": _tables(model)}
+
+
+def probe_block(ns, sizes, seed, spread, xs, zero=()):
+    return _run_block(ns.micro, sizes, seed, spread, xs, zero)
+
+
+def _block_twin(tables, sizes, xs, flaw=None):
+    cache = {"keys": [], "values": []}
+    ys, rows = [], []
+    for x in xs:
+        y, w = _twin_block(tables, 0, x, cache, sizes["n_head"], flaw)
+        ys.append(y)
+        rows.append(w)
+    return ys, rows
+
+
+def _block_raised(out) -> "str | None":
+    """A sentence for a layer that raised: where in the sequence, and what the cache held."""
+    if "raised" not in out:
+        return None
+    kind, pos = exception_name({"type": out["raised"]}), out["position"]
+    if out.get("cached_keys") == pos:
+        return (f"at position {pos} the layer raised {kind} with no key of its own in the cache yet: it attends "
+                f"before appending this position's k and v, so at position 0 there is nothing to attend to; append "
+                f"k and v to the cache first, then attend (a position sees itself)")
+    return f"the layer raised {kind} at position {pos} (the cache starts empty at position 0)"
+
+
+@check("zero_branch_identity", 2,
+       "with WO and FC2 zero the layer returns its input exactly (residuals, no norm on the output)",
+       task="micro_block", probe=probe_block, inputs=lambda g: {**_block_inputs(3, 3), "zero": ["wo", "fc2"]})
+def judge_block_zero_branch(out, inputs, expected):
+    if problem := _block_raised(out):
+        return problem
+    xs = inputs["xs"]
+    if _shape(out["y"]) != _shape(xs):
+        return f"the layer should return one value per feature: {_shape(xs)[-1]} in, got shape {_shape(out['y'])}"
+    if out["y"] == xs or _all_close(out["y"], xs, 1e-12):
+        return None
+    if _all_close(out["y"], [[0.0] * len(x) for x in xs], 1e-12):
+        return "with WO and FC2 zero the layer returns 0: the residual connections (x + ...) are missing"
+    if _all_close(out["y"], [_rms(x) for x in xs], 1e-9):
+        return "with WO and FC2 zero the output is RMSNorm(x): the layer's output must not be normalised"
+    if _all_close(out["y"], [[2 * v for v in x] for x in xs], 1e-12):
+        return "with WO and FC2 zero the output is 2x: the residual is added twice"
+    return "with WO and FC2 zero (both branches output 0) the layer must return its input exactly"
+
+
+def _judge_block(out, inputs, tables, reveal):
+    if problem := _block_raised(out):
+        return problem
+    xs, sizes = inputs["xs"], inputs["sizes"]
+    if _shape(out["y"]) != _shape(xs):
+        return f"the layer should return E = {sizes['n_embd']} values per position, got shape {_shape(out['y'])}"
+    want, rows = _block_twin(tables, sizes, xs)
+    for pos, (got_rows, want_rows) in enumerate(zip(out["rows"], rows)):
+        lengths = [len(r) for r in got_rows]
+        if lengths != [pos + 1] * sizes["n_head"]:
+            if lengths == [0] * sizes["n_head"]:
+                return ("self.last_attention[layer][head] is not filled in: keep each head's weights as floats "
+                        "([w.data for w in weights])")
+            return (f"at position {pos} every head should attend over {pos + 1} cached positions, "
+                    f"the attention rows have lengths {lengths}: append k and v to this layer's cache first")
+    if out["cache"] != len(xs):
+        return f"after {len(xs)} positions the cache should hold {len(xs)} keys, it holds {out['cache']}"
+    if any(w is None for w in _flat(out["rows"])):
+        return ("self.last_attention[layer][head] should hold plain floats, the weights' .data "
+                "([w.data for w in weights]), not Values")
+    if _all_close(out["y"], want, TOL) and _all_close(out["rows"], rows, TOL):
+        return None
+    for flaw, text in _BLOCK_FLAWS.items():
+        wrong, _ = _block_twin(tables, sizes, xs, flaw)
+        if _all_close(out["y"], wrong, NEAR):
+            return text
+    if _all_close(out["y"], want, TOL):
+        return "the outputs are right but self.last_attention does not hold each head's softmax weights"
+    return (f"the layer's output is off by up to {_off_by(out['y'], want):.3g}"
+            + (" (h = RMSNorm(x); q, k, v; attend per head; x += WO(heads); x += FC2(relu(FC1(RMSNorm(x)))))"
+               if reveal else ""))
+
+
+@check("formula", 3,
+       "3 positions, E = 8, 2 heads: outputs, cache and attention rows equal the pre-norm layer's formula",
+       task="micro_block", probe=probe_block, inputs=lambda g: _block_inputs(5, 3))
+def judge_block_public(out, inputs, expected):
+    return _judge_block(out, inputs, out.get("tables"), True)
+
+
+def _expect_block(ref, inputs):
+    return _run_block(ref.micro, inputs["sizes"], inputs["seed"], inputs["spread"], inputs["xs"], ())
+
+
+def _block_inputs(seed, n, spread=0.5, sizes=SMALL):
+    rng = random.Random(seed + 7)
+    return {"sizes": dict(sizes), "seed": seed, "spread": spread,
+            "xs": [[rng.gauss(0.0, 1.0) for _ in range(sizes["n_embd"])] for _ in range(n)]}
+
+
+def _random_block(g):
+    seed = _random_seed(g)
+    sizes = dict(SMALL, n_head=[1, 2, 4][seed % 3])
+    return _block_inputs(seed, 2 + seed % 4, spread=0.3 + (seed % 5) / 10, sizes=sizes)
+
+
+@check("matches_reference", 2, "random weights, inputs and head counts: outputs and attention rows match the reference",
+       task="micro_block", probe=probe_block, inputs=_random_block, expect=_expect_block, hidden=True)
+def judge_block_hidden(out, inputs, expected):
+    if problem := _block_raised(out):
+        return problem
+    if _shape(out["y"]) == _shape(expected["y"]) and _all_close(out["y"], expected["y"], TOL) \
+            and _all_close(out["rows"], expected["rows"], TOL) and out["cache"] == expected["cache"]:
+        return None
+    return _judge_block(out, inputs, expected["tables"], False) or "the layer does not match the reference"
+
+
+# ------------------------------------------------------------------- forward
+
+
+def _run_forward(micro, sizes, seed, spread, ids, tables=True):
+    model = _model(micro, sizes, seed, spread)
+    model.start_sequence()
+    logits = []
+    for pos, token in enumerate(ids):
+        logits.append(_data(model.forward(token, pos), "forward's result"))
+    rows = [[[float(w) for w in head] for head in layer] for layer in model.last_attention]
+    cache = model.cache_length()
+    model.finish_sequence()
+    out = {"logits": logits, "rows": rows, "cache": cache, "params": len(model.params)}
+    if tables:
+        out["tables"] = _tables(model)
+    return out
+
+
+def probe_forward(ns, sizes, seed, ids, spread=None, tables=True):
+    return _run_forward(ns.micro, sizes, seed, spread, ids, tables)
+
+
+@check("ana_walk_through", 2,
+       "the names model has 4192 parameters; 'ana' = 5 ids, 4 scored positions: 27 logits each, "
+       "and position 3 (target BOS) has 4 attention weights summing to 1",
+       task="micro_forward", probe=probe_forward,
+       inputs=lambda g: {"sizes": dict(NAMES), "seed": 0, "ids": ANA[:4], "tables": False})
+def judge_forward_ana(out, inputs, expected):
+    if out["params"] != 4192:
+        return f"the names model (V=27, E=16, T=16, L=1, H=4) should have 4192 parameters, it has {out['params']}"
+    lengths = {len(row) for row in out["logits"]}
+    if lengths != {27}:
+        n = sorted(lengths)[0]
+        if n == 16:
+            return ("forward returned 16 values: those are the E = 16 features; apply the LM head, "
+                    "logit[v] = dot(LMHead[v], x), to get V = 27 logits")
+        return f"forward should return V = 27 logits (one per vocabulary entry), got {n}"
+    rows = out["rows"][0]
+    if [len(r) for r in rows] != [4, 4, 4, 4]:
+        return (f"at the last scored position of 'ana' (position 3, target BOS) every head should have 4 "
+                f"attention weights, got {[len(r) for r in rows]}")
+    if any(abs(sum(r) - 1.0) > 1e-9 for r in rows):
+        return "the last position's attention rows should each sum to 1"
+    if out["cache"] != 4:
+        return f"after 4 positions the cache should hold 4 positions, it holds {out['cache']}"
+    return None
+
+
+def _judge_forward(out, inputs, tables, reveal):
+    sizes, ids = inputs["sizes"], inputs["ids"]
+    V = sizes["vocab_size"]
+    if _shape(out["logits"]) != [len(ids), V]:
+        shape = _shape(out["logits"])
+        if shape == [len(ids), sizes["n_embd"]]:
+            return (f"forward returned E = {sizes['n_embd']} values: apply the LM head, "
+                    f"logit[v] = dot(LMHead[v], x), to get V = {V} logits")
+        return f"forward should return V = {V} logits per call, got shape {shape}"
+    want, _ = _twin_logits(tables, sizes, ids)
+    if _all_close(out["logits"], want, TOL):
+        return None
+    for flaw, text in _FORWARD_FLAWS.items():
+        if _all_close(out["logits"], _twin_logits(tables, sizes, ids, flaw)[0], NEAR):
+            return text
+    worst = max(range(len(ids)), key=lambda p: _off_by(out["logits"][p], want[p]))
+    return (f"the logits are off by up to {_off_by(out['logits'], want):.3g} (worst at position {worst})"
+            + ("; forward is RMSNorm(WTE[token] + WPE[pos]), every layer's block, then the LM head"
+               if reveal else ""))
+
+
+@check("formula", 3,
+       "2 layers, 5 positions: logits = LMHead · layers(RMSNorm(WTE[token] + WPE[pos])), no final norm",
+       task="micro_forward", probe=probe_forward,
+       inputs=lambda g: {"sizes": dict(SMALL, n_layer=2), "seed": 4, "spread": 0.5, "ids": [6, 2, 0, 5, 2]})
+def judge_forward_public(out, inputs, expected):
+    return _judge_forward(out, inputs, out["tables"], True)
+
+
+def _expect_forward(ref, inputs):
+    return _run_forward(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])
+
+
+def _random_forward(g):
+    seed = _random_seed(g)
+    rng = random.Random(seed)
+    sizes = dict(NAMES, n_layer=1 + seed % 2)
+    n = rng.randint(2, 6)
+    return {"sizes": sizes, "seed": seed, "spread": 0.3, "ids": [26] + [rng.randrange(27) for _ in range(n - 1)]}
+
+
+@check("matches_reference", 2,
+       "the names-sized model, 1 or 2 layers, random ids: logits and attention rows match the reference",
+       task="micro_forward", probe=probe_forward, inputs=_random_forward, expect=_expect_forward, hidden=True)
+def judge_forward_hidden(out, inputs, expected):
+    if _all_close(out["logits"], expected["logits"], TOL) and _all_close(out["rows"], expected["rows"], TOL):
+        return None
+    return _judge_forward(out, inputs, expected["tables"], False) or \
+        "the attention rows kept by the layers do not match the reference"
+
+
+def probe_pure_python(ns, sizes, seed):
+    model = _model(ns.micro, sizes, seed)
+    model.start_sequence()
+    model.forward(0, 0)  # the stub raises here: 'not implemented', like every other check of the task
+    model.finish_sequence()
+    banned = ("torch", "numpy")
+    found = []
+    for name, value in vars(ns.micro).items():
+        if isinstance(value, types.ModuleType):
+            origin = value.__name__
+        else:
+            origin = getattr(value, "__module__", None) or ""
+            origin = origin if isinstance(origin, str) else ""
+        if origin.split(".")[0] in banned:
+            found.append(f"{name} ({origin})")
+    # Imports inside functions: the names a function's code (or a nested one) refers to.
+    # The graded function is the student's here; the other graded parts are certified.
+    seen = set()
+
+    def visit(code, where):
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        for banned_name in banned:
+            if banned_name in code.co_names:
+                found.append(f"{banned_name} (in {where})")
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                visit(const, where)
+
+    owners = [ns.micro] + [v for v in vars(ns.micro).values()
+                           if isinstance(v, type) and getattr(v, "__module__", "") == ns.micro.__name__]
+    for owner in owners:
+        for attr, value in list(vars(owner).items()):
+            function = getattr(value, "__func__", value)
+            code = getattr(function, "__code__", None)
+            if isinstance(code, types.CodeType) and getattr(function, "__module__", "") == ns.micro.__name__:
+                visit(code, f"{getattr(function, '__qualname__', attr)}")
+    return {"found": sorted(set(found))}
+
+
+@check("pure_python", 1, "micro.py uses no torch or numpy: every number is a Value", task="micro_forward",
+       probe=probe_pure_python, inputs=lambda g: {"sizes": dict(SMALL), "seed": 0})
+def judge_pure_python(out, inputs, expected):
+    if out["found"]:
+        return (f"micro.py uses {', '.join(out['found'])}: chapter 00 is plain Python (math and random only), "
+                f"every number a Value")
+    return None

@@ -1,0 +1,195 @@
+"""RMSNorm without gain, and a stable softmax, both built from Values.
+
+The judges recompute each in floats with `math`, name the classic mistakes (eps outside
+the root, the wrong statistic, no max subtracted), and check the gradients against the
+analytic ones, so a scale or total taken from .data (outside the graph) shows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import check
+from grader.checks.ch00_micro.common import (NEAR, _all_close, _data, _is_number, _off_by, _rms, _softmax, _task,
+                                             _uniform, _values)
+from grader.checks.course import EPS
+
+TASKS = [
+    _task("micro_rmsnorm", "rmsnorm", "RMSNorm without gain"),
+    _task("micro_softmax", "softmax", "a stable softmax"),
+]
+
+
+# -------------------------------------------------------------------- RMSNorm
+
+
+def _rms_grads(xs, w, eps=EPS):
+    """d/dx_j of sum_i w_i * rmsnorm(x)_i."""
+    n = len(xs)
+    m = sum(x * x for x in xs) / n + eps
+    s = m**-0.5
+    wx = sum(a * b for a, b in zip(w, xs))
+    return [w[j] * s - wx * m**-1.5 * xs[j] / n for j in range(n)]
+
+
+def _rms_mistakes(xs):
+    return [
+        ("eps is missing: it goes inside the square root, sqrt(mean(x²) + 1e-5)", _rms(xs, eps=0.0)),
+        ("eps is added outside the square root; it belongs inside: 1 / sqrt(mean(x²) + 1e-5)",
+         _rms(xs, eps_outside=True)),
+        ("eps should be 1e-5 (this is 1e-6)", _rms(xs, eps=1e-6)),
+        ("eps should be 1e-5 (this is 1e-8)", _rms(xs, eps=1e-8)),
+        ("the scale uses the mean of x, not the mean of squares mean(x²)", _rms(xs, stat="mean")),
+        ("the scale uses the mean of |x|, not the mean of squares mean(x²)", _rms(xs, stat="mean_abs")),
+        ("the scale uses the sum of squares; RMSNorm divides by the root of their mean (sum / n)",
+         _rms(xs, stat="sum_square")),
+        ("the mean is subtracted first: that is LayerNorm; RMSNorm only divides by sqrt(mean(x²) + eps)",
+         _rms(xs, centred=True)),
+        ("the vector is multiplied by sqrt(mean(x²) + eps) instead of divided by it",
+         [x * math.sqrt(sum(v * v for v in xs) / len(xs) + EPS) for x in xs]),
+    ]
+
+
+def probe_rmsnorm(ns, x, w=None):
+    Value = ns.micro.Value
+    xs = _values(ns, x)
+    try:
+        out = ns.micro.rmsnorm(xs)
+    except ZeroDivisionError as error:
+        return {"zero_division": str(error)}
+    result = {"data": _data(out, "rmsnorm's result"), "values": all(isinstance(v, Value) for v in out)}
+    if w is not None:
+        ns.micro.vsum([wi * v for wi, v in zip(w, out)]).backward()
+        result["grads"] = [v.grad for v in xs]
+    return result
+
+
+def _judge_rmsnorm(out, x, w, reveal):
+    if "zero_division" in out:
+        return (f"rmsnorm divided by zero ({out['zero_division']}): eps = 1e-5 goes inside the square root, "
+                f"so an all-zero vector stays finite")
+    if not out["values"]:
+        return "rmsnorm should return a list of Values (the graph needs them for backward)"
+    want = _rms(x)
+    if len(out["data"]) != len(x):
+        return f"rmsnorm of {len(x)} values returned {len(out['data'])}"
+    if not _all_close(out["data"], want, 1e-12):
+        for text, wrong in _rms_mistakes(x):
+            if _all_close(out["data"], wrong, NEAR):
+                return text
+        if reveal:
+            return f"rmsnorm({x}) gave {out['data']}, expected x / sqrt(mean(x²) + 1e-5) = {want}"
+        return f"rmsnorm is off by up to {_off_by(out['data'], want):.3g}: x / sqrt(mean(x²) + 1e-5), no gain"
+    if w is not None:
+        grads = _rms_grads(x, w)
+        if not _all_close(out["grads"], grads, 1e-10):
+            if _all_close(out["grads"], [wi * (sum(v * v for v in x) / len(x) + EPS) ** -0.5 for wi in w], NEAR):
+                return ("the values are right but the gradients are not: the scale 1/sqrt(mean(x²) + eps) is "
+                        "treated as a constant (computed from .data); build it from Values so it is in the graph")
+            if reveal:
+                return f"the gradients through rmsnorm are {out['grads']}, expected {grads}"
+            return f"the gradients through rmsnorm are off by up to {_off_by(out['grads'], grads):.3g}"
+    return None
+
+
+@check("figure", 2, "(1, 3) normalises to (1, 3) / sqrt(5.00001): mean of squares, eps 1e-5 inside, no gain",
+       task="micro_rmsnorm", probe=probe_rmsnorm, inputs=lambda g: {"x": [1.0, 3.0]})
+def judge_rmsnorm_figure(out, inputs, expected):
+    problem = _judge_rmsnorm(out, inputs["x"], None, True)
+    return f"(1, 3) should normalise to (1, 3) / sqrt(5.00001): {problem}" if problem else None
+
+
+# Stacked: the decorator nearest the judge is declared first (the lesson's order, read bottom up).
+@check("gradient", 2, "the gradient through rmsnorm equals the analytic one (the scale is part of the graph)",
+       task="micro_rmsnorm", probe=probe_rmsnorm,
+       inputs=lambda g: {"x": [0.5, -1.2, 2.0, 0.1], "w": [0.3, -0.8, 1.1, 0.4]})
+@check("zero_vector", 1, "an all-zero vector stays 0 (eps keeps it finite)", task="micro_rmsnorm",
+       probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]})
+def judge_rmsnorm_public(out, inputs, expected):
+    return _judge_rmsnorm(out, inputs["x"], inputs.get("w"), True)
+
+
+def _random_rmsnorm(g):
+    n = 3 + int(torch.randint(0, 6, (1,), generator=g))
+    return {"x": (torch.randn(n, generator=g, dtype=torch.float64) * 2).tolist(),
+            "w": torch.randn(n, generator=g, dtype=torch.float64).tolist()}
+
+
+@check("random_vectors", 1, "random vectors: values and gradients exact", task="micro_rmsnorm",
+       probe=probe_rmsnorm, inputs=_random_rmsnorm, hidden=True)
+def judge_rmsnorm_hidden(out, inputs, expected):
+    return _judge_rmsnorm(out, inputs["x"], inputs.get("w"), False)
+
+
+# -------------------------------------------------------------------- softmax
+
+
+def probe_softmax(ns, logits, w=None):
+    Value = ns.micro.Value
+    ls = _values(ns, logits)
+    try:
+        out = ns.micro.softmax(ls)
+    except OverflowError as error:
+        return {"overflow": str(error)}
+    result = {"data": _data(out, "softmax's result"), "values": all(isinstance(v, Value) for v in out)}
+    if w is not None:
+        ns.micro.vsum([wi * v for wi, v in zip(w, out)]).backward()
+        result["grads"] = [v.grad for v in ls]
+    return result
+
+
+def _judge_softmax(out, logits, w, reveal):
+    if "overflow" in out:
+        return (f"exp overflowed ({out['overflow']}) on logits near {max(logits):g}: subtract the largest "
+                f"logit (a plain number, max of .data) before exp" if reveal else
+                f"exp overflowed ({out['overflow']}) on large logits: subtract the largest logit before exp")
+    if not out["values"]:
+        return "softmax should return a list of Values (the graph needs them for backward)"
+    want = _softmax(logits)
+    if len(out["data"]) != len(logits):
+        return f"softmax of {len(logits)} logits returned {len(out['data'])} values"
+    if any(not _is_number(p) for p in out["data"]):
+        return "softmax gave NaN or inf: subtract the largest logit before exp"
+    if not _all_close(out["data"], want, 1e-12):
+        if abs(sum(out["data"]) - 1.0) > 1e-9:
+            return f"the probabilities sum to {sum(out['data']):.6g}, not 1: divide every exp by their total"
+        if reveal:
+            return f"softmax({logits}) gave {out['data']}, expected {want}"
+        return f"softmax is off by up to {_off_by(out['data'], want):.3g}"
+    if w is not None:
+        wp = sum(a * b for a, b in zip(w, want))
+        grads = [p * (wi - wp) for p, wi in zip(want, w)]
+        if not _all_close(out["grads"], grads, 1e-10):
+            if _all_close(out["grads"], [p * wi for p, wi in zip(want, w)], NEAR):
+                return ("the values are right but the gradients are not: the total is treated as a constant "
+                        "(a float from .data); divide by the Value vsum(exps) so it is in the graph")
+            if reveal:
+                return f"the gradients through softmax are {out['grads']}, expected {grads}"
+            return f"the gradients through softmax are off by up to {_off_by(out['grads'], grads):.3g}"
+    return None
+
+
+# Stacked: the decorator nearest the judge is declared first (the lesson's order, read bottom up).
+@check("gradient", 2,
+       "values and gradients of a small softmax equal the analytic ones (the total is part of the graph)",
+       task="micro_softmax", probe=probe_softmax,
+       inputs=lambda g: {"logits": [0.5, -1.2, 2.0, 0.1], "w": [0.3, -0.8, 1.1, 0.4]})
+@check("stable", 2, "logits (1000, 1001, 999) give the exact probabilities, summing to 1, without overflow",
+       task="micro_softmax", probe=probe_softmax, inputs=lambda g: {"logits": [1000.0, 1001.0, 999.0]})
+def judge_softmax_public(out, inputs, expected):
+    return _judge_softmax(out, inputs["logits"], inputs.get("w"), True)
+
+
+def _random_softmax(g):
+    n = 2 + int(torch.randint(0, 7, (1,), generator=g))
+    shift = _uniform(g, -800, 800)
+    return {"logits": [shift + v for v in (torch.randn(n, generator=g, dtype=torch.float64) * 3).tolist()],
+            "w": torch.randn(n, generator=g, dtype=torch.float64).tolist()}
+
+
+@check("random_logits", 1, "random logits, shifted by up to ±800: values and gradients exact", task="micro_softmax",
+       probe=probe_softmax, inputs=_random_softmax, hidden=True)
+def judge_softmax_hidden(out, inputs, expected):
+    return _judge_softmax(out, inputs["logits"], inputs.get("w"), False)
