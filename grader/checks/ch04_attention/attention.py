@@ -1,0 +1,429 @@
+"""Causal multi-head attention with a KV cache, CausalSelfAttention.forward.
+
+The public checks test properties any right attention has: shapes, causal softmax
+rows, no future leak, cached == recomputed, and the lesson's formula rebuilt from the
+student's own projections and head functions. The hidden ones compare random float64
+weights and inputs with the reference and name the classic mistakes (the wrong scale,
+the wrong mask, the wrong softmax axis, a cache that is ignored or not shifted) by
+computing what each would output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import (
+    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem,
+)
+from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, merged, random_attention_state
+from grader.checks.ch04_attention.diagnosis import CatLog, present_shape_problem, weights_diagnosis, wrong_cache_axis
+
+TASKS = [
+    Task("attention", "model", "CausalSelfAttention.forward", "causal attention with a KV cache",
+         forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention",
+                    "torch.nn.functional.multi_head_attention_forward"),
+         forbidden_ops=("scaled_dot_product_attention", "_scaled_dot_product_*", "_fused_sdp_choice",
+                        "multi_head_attention_forward", "_native_multi_head_attention", "_masked_softmax",
+                        "_flash_attention_*", "_efficient_attention_*", "_transformer_encoder_layer_fwd")),
+]
+
+# ------------------------------------------------------------ what the mistakes output
+# In the grader, on the reference's own projections (the hidden checks' expect).
+
+
+def _masked_attention(q, k, v, o_weight, scale, mask="causal", softmax_dim=-1):
+    """Attention of q [B,h,T,dh] over k, v [B,h,S,dh] (the first S - T of them cached),
+    with a chosen scale, mask and softmax axis: the right one and the classic wrong ones."""
+    T, S = q.shape[2], k.shape[2]
+    past = S - T
+    scores = q @ k.transpose(-2, -1) * scale
+    query_pos = torch.arange(past, S).unsqueeze(1)
+    key_pos = torch.arange(S).unsqueeze(0)
+    hide = {"causal": key_pos > query_pos, "none": torch.zeros(T, S, dtype=torch.bool),
+            "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1)}[mask]
+    weights = torch.softmax(scores.masked_fill(hide, float("-inf")), dim=softmax_dim)
+    return merged(weights @ v) @ o_weight.T, weights
+
+
+def _reference_parts(ref, inputs):
+    """q, k, v (with the cache prepended) from the reference's projections."""
+    module = loaded_attention(ref, inputs["sizes"], inputs["state"])
+    x = inputs["x"]
+    with torch.no_grad():
+        q, k, v = (module.split_heads(getattr(module, p)(x)) for p in ("q_proj", "k_proj", "v_proj"))
+        new_k, new_v = k, v
+        if inputs.get("past") is not None:
+            k = torch.cat([inputs["past"][0], k], dim=2)
+            v = torch.cat([inputs["past"][1], v], dim=2)
+    return module, q, k, v, new_k, new_v
+
+
+def _attention_mistakes(ref, inputs):
+    """The reference's output, weights and cache, and the outputs of the classic wrong
+    versions computed with the reference's own projections."""
+    module, q, k, v, new_k, new_v = _reference_parts(ref, inputs)
+    x, d, h = inputs["x"], inputs["sizes"]["d_model"], inputs["sizes"]["n_heads"]
+    dh, o = d // h, inputs["state"]["o_proj.weight"]
+    past = inputs.get("past")
+    with torch.no_grad():
+        right, _ = module(x, None if past is None else tuple(past), True)
+        weights = module.last_attention
+        root = 1 / math.sqrt(dh)
+        out = lambda scale=root, **how: _masked_attention(q, k, v, o, scale, **how)[0]  # noqa: E731
+        mistakes = [
+            ("the scores are divided by d, the model width; divide by sqrt(d_h), the square root of "
+             "one head's width", out(1 / d)),
+            ("the scores are divided by d_h itself; divide by its square root, sqrt(d_h)", out(1 / dh)),
+            ("the scores are not scaled: divide q·k by sqrt(d_h) before the softmax", out(1.0)),
+            ("the scores are divided by sqrt(d), the root of the model width; use sqrt(d_h), one head's width",
+             out(1 / math.sqrt(d))),
+            ("the scores are multiplied by sqrt(d_h); divide by it", out(math.sqrt(dh))),
+            ("there is no causal mask: each position attends to later positions too", out(mask="none")),
+            ("the mask lets the next token through: hide every key after the query's own position",
+             out(mask="next")),
+            ("the softmax is taken over dim -2 (the queries); take it over the last axis (the keys)",
+             out(softmax_dim=-2)),
+            (FORMULA_MISTAKES["no_output_projection"],
+             _masked_attention(q, k, v, torch.eye(d, dtype=o.dtype), root)[0]),
+        ]
+        if past is not None:
+            joined = {"cache_after": (torch.cat([new_k, past[0]], 2), torch.cat([new_v, past[1]], 2)),
+                      "keys_values_mixed": (torch.cat([past[1], new_k], 2), torch.cat([past[0], new_v], 2))}
+            for label, (keys, values) in joined.items():
+                mistakes.append((FORMULA_MISTAKES[label], _masked_attention(q, keys, values, o, root)[0]))
+            alone = _masked_attention(q, new_k, new_v, o, root)[0]
+            mistakes = [
+                ("the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
+                 alone),
+                ("the causal mask is not shifted by the cache length: new token t sits at position T_past + t "
+                 "and sees every cached key", out(mask="unshifted")),
+            ] + mistakes
+    return {"out": right, "weights": weights, "present": [k, v], "mistakes": mistakes}
+
+
+# ------------------------------------------------------------------ attention
+
+
+def probe_attention(ns, x, sizes, state, past=None):
+    module = loaded_attention(ns, sizes, state)
+    cache = lambda: None if past is None else tuple(t.clone() for t in past)  # noqa: E731
+    log = CatLog()
+    with torch.no_grad():
+        try:
+            with log:
+                out, present = module(x.clone(), cache(), False)
+                weights = module.last_attention
+                cached_out, cached_present = module(x.clone(), cache(), True)
+                cached_weights = module.last_attention
+        except NotImplementedError:
+            raise
+        except Exception as error:  # noqa: BLE001 - with a cache, the judge names the mistake behind a crash
+            if past is None:
+                raise
+            return {"error": type(error).__name__, "cats": log.calls,
+                    "past_shape": list(past[0].shape)}
+    return {"out": out, "present": present, "weights": weights,
+            "cached_out": cached_out, "cached_present": cached_present, "cached_weights": cached_weights}
+
+
+@check("shapes", 2, "B=2, T=3, d=4, h=2: output [2, 3, 4], weights [2, 2, 3, 3], cached keys/values [2, 2, 3, 2]",
+       probe=probe_attention,
+       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH,
+                         "state": random_attention_state(g, WALK_THROUGH)})
+def judge_attention_shapes(out, inputs, expected):
+    B, T, d = inputs["x"].shape
+    h = inputs["sizes"]["n_heads"]
+    if problem := shape_problem(out["out"], (B, T, d), "the attention output"):
+        return f"{problem}: attention keeps [B, T, d]"
+    if out["present"] is not None:
+        return "with use_cache=False forward should return present=None"
+    if out["weights"] is None:
+        return "forward should keep the softmax weights in self.last_attention"
+    if problem := shape_problem(out["weights"], (B, h, T, T), "self.last_attention"):
+        return f"{problem}: the weights are [B, h, T, T_past + T]"
+    present = out["cached_present"]
+    if not isinstance(present, list) or len(present) != 2:
+        return "with use_cache=True forward should return present = (keys, values)"
+    for tensor, what in zip(present, ("keys", "values")):
+        if problem := shape_problem(tensor, (B, h, T, d // h), f"the cached {what}"):
+            return f"{problem}: cached keys and values are [B, h, T, d_h]"
+    if problem := shape_problem(out["cached_out"], (B, T, d), "the output with use_cache=True"):
+        return problem
+    if not torch.allclose(out["cached_out"].double(), out["out"].double(), atol=1e-12, rtol=0, equal_nan=True):
+        return "use_cache=True changed the output; it should only add present"
+    return None
+
+
+@check("causal_softmax_weights", 3, "each row of the weights sums to 1 and is zero above the diagonal, never on it",
+       probe=probe_attention,
+       inputs=lambda g: {"x": torch.randn(2, 5, 4, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH,
+                         "state": random_attention_state(g, WALK_THROUGH)})
+def judge_attention_weights(out, inputs, expected):
+    B, T, _ = inputs["x"].shape
+    h = inputs["sizes"]["n_heads"]
+    if problem := shape_problem(out["weights"], (B, h, T, T), "self.last_attention"):
+        return problem
+    return weights_diagnosis(out["weights"])
+
+
+def probe_attention_output(ns, x, sizes, state):
+    module = loaded_attention(ns, sizes, state)
+    with torch.no_grad():
+        return {"y": module(x.clone())[0]}
+
+
+@check("causal_invariance", 2, "changing tokens 4.. leaves the outputs at positions 0..3 unchanged",
+       probe=probe_attention_output, inputs=lambda g: _causal_inputs(g, WALK_THROUGH), separately=("x", "changed"))
+def judge_attention_causal(out, inputs, expected):
+    return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "attention")
+
+
+def _causal_inputs(g, sizes):
+    B, T, d = 2, 6, sizes["d_model"]
+    x = torch.randn(B, T, d, generator=g, dtype=torch.float64)
+    changed = x.clone()
+    changed[:, 4:] = torch.randn(B, T - 4, d, generator=g, dtype=torch.float64)
+    return {"x": x, "changed": changed, "_first_changed": 4, "sizes": sizes, "state": random_attention_state(g, sizes)}
+
+
+# ------------------------------------------------------------------- the cache
+
+
+def probe_attention_cache(ns, x, sizes, state, chunks, part, earlier):
+    module = loaded_attention(ns, sizes, state)
+    with torch.no_grad():
+        if part == "full":
+            return {"full": module(x.clone())[0]}
+        steps, past, start = [], None, 0
+        for n in chunks:
+            piece = x[:, start:start + n].clone()
+            log = CatLog()
+            try:
+                with log:
+                    out, present = module(piece, past, True)
+            except NotImplementedError:
+                raise
+            except Exception as error:  # noqa: BLE001 - the judge names the mistake behind the crash
+                return {"steps": steps, "error": type(error).__name__,
+                        "cats": log.calls, "past_shape": list(past[0].shape) if past else None}
+            weights = module.last_attention
+            alone, _ = module(piece)
+            steps.append({"out": out, "alone": alone, "weights": weights, "cats": log.calls,
+                          "present_shapes": [list(t.shape) for t in present]
+                          if isinstance(present, (tuple, list)) and len(present) == 2
+                          and all(isinstance(t, torch.Tensor) for t in present) else None})
+            past = tuple(present) if isinstance(present, (tuple, list)) else present
+            start += n
+    return {"steps": steps}
+
+
+@check("cache_one_token_at_a_time", 2, "six one-token calls through the KV cache equal one full call",
+       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"))
+@check("cache_consistent", 2,
+       "calls of 2, 1 and 3 tokens through the KV cache equal one full call; present grows to [B, h, 6, d_h]",
+       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"))
+def judge_attention_cache(out, inputs, expected):
+    x, chunks = inputs["x"], inputs["chunks"]
+    B, _, d = x.shape
+    h = inputs["sizes"]["n_heads"]
+    dh = d // h
+    calls = "in one call per token" if all(n == 1 for n in chunks) else f"in chunks of {', '.join(map(str, chunks))}"
+    if "error" in out:
+        known = wrong_cache_axis(out["cats"], out["past_shape"]) if out["past_shape"] else None
+        raised = exception_name({"type": out["error"]})
+        return known or (f"calling forward with a past_key_value ({calls}) raised {raised}: "
+                          f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
+    steps, past = out["steps"], 0
+    for n, step in zip(chunks, steps):
+        if past and matches(step["out"], step["alone"], atol=1e-12, rtol=0) and not matches(
+                step["out"], out["full"][:, past:past + n], atol=1e-9, rtol=1e-7):
+            return ("the cached keys/values (past_key_value) are ignored: a call with the cache gives the same "
+                    "output as a call without it")
+        shapes = step["present_shapes"]
+        if shapes is None:
+            return "with use_cache=True forward should return present = (keys, values)"
+        for shape, what in zip(shapes, ("keys", "values")):
+            if problem := present_shape_problem(shape, what, (B, h, past, n, dh), step["cats"]):
+                return f"{problem} (after {past + n} tokens, {calls})"
+        if problem := shape_problem(step["weights"], (B, h, n, past + n), "self.last_attention"):
+            return f"{problem} after a call with {past} cached tokens: the weights are [B, h, T, T_past + T]"
+        if problem := weights_diagnosis(step["weights"], past):
+            return f"{problem} (in a call with {past} cached tokens)"
+        past += n
+    stepwise = torch.cat([step["out"] for step in steps], dim=1)
+    if problem := compare(stepwise, out["full"], "the cached output", atol=1e-9, rtol=1e-7):
+        return f"running attention {calls} through the KV cache differs from one full call: {problem}"
+    return None
+
+
+def _cache_inputs(g, chunks, sizes=WIDE):
+    T = sum(chunks)
+    return {"x": torch.randn(2, T, sizes["d_model"], generator=g, dtype=torch.float64), "sizes": sizes,
+            "state": random_attention_state(g, sizes), "chunks": list(chunks)}
+
+
+# ------------------------------------------------------- the lesson's formula
+# Public: the module's own projections, split_heads and merge_heads composed as the
+# lesson writes attention, o_proj(merge(softmax(mask(q kᵀ · scale)) v)), with the right
+# scale and mask and with each classic wrong one. The judge says which the output is.
+
+FORMULA_MISTAKES = {
+    "scale_d": "the scores are divided by d, the model width; divide by sqrt(d_h), the square root of one "
+               "head's width",
+    "scale_dh": "the scores are divided by d_h itself; divide by its square root, sqrt(d_h)",
+    "no_scale": "the scores are not scaled: divide q·k by sqrt(d_h) before the softmax",
+    "scale_sqrt_d": "the scores are divided by sqrt(d), the root of the model width; use sqrt(d_h), one head's width",
+    "times_sqrt_dh": "the scores are multiplied by sqrt(d_h); divide by it",
+    "no_mask": "there is no causal mask: each position attends to later positions too",
+    "next": "the mask lets the next token through: hide every key after the query's own position",
+    "dim_queries": "the softmax is taken over dim -2 (the queries); take it over the last axis (the keys)",
+    "diagonal": "the mask also hides the diagonal: a position must attend to itself (hide only the keys after it)",
+    "no_output_projection": "the output projection is missing: the merged heads go through o_proj",
+    "cache_ignored": "the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
+    "unshifted": "the causal mask is not shifted by the cache length: new token t sits at position T_past + t "
+                 "and sees every cached key",
+    "cache_after": "the cached keys/values are placed after the new ones: the cache holds the earlier positions, "
+                   "so it comes first, torch.cat([past, new], dim=2)",
+    "keys_values_mixed": "keys and values are mixed up: the cached keys are joined to the new values (or the other "
+                         "way round); keys join keys, values join values",
+}
+
+
+def _formula_variants(d, dh):
+    """label -> (scale, mask, softmax axis, cache arrangement, output projection)."""
+    root = 1 / math.sqrt(dh)
+    return {
+        "right": (root, "causal", -1, "before", True),
+        "scale_d": (1 / d, "causal", -1, "before", True),
+        "scale_dh": (1 / dh, "causal", -1, "before", True),
+        "no_scale": (1.0, "causal", -1, "before", True),
+        "scale_sqrt_d": (1 / math.sqrt(d), "causal", -1, "before", True),
+        "times_sqrt_dh": (math.sqrt(dh), "causal", -1, "before", True),
+        "no_mask": (root, "none", -1, "before", True),
+        "next": (root, "next", -1, "before", True),
+        "diagonal": (root, "diagonal", -1, "before", True),
+        "dim_queries": (root, "causal", -2, "before", True),
+        "no_output_projection": (root, "causal", -1, "before", False),
+        "cache_ignored": (root, "causal", -1, "ignored", True),
+        "unshifted": (root, "unshifted", -1, "before", True),
+        "cache_after": (root, "causal", -1, "after", True),
+        "keys_values_mixed": (root, "causal", -1, "mixed", True),
+    }
+
+
+def probe_attention_formula(ns, x, sizes, state, past=None):
+    module = loaded_attention(ns, sizes, state)
+    cache = lambda: None if past is None else tuple(t.clone() for t in past)  # noqa: E731
+    d, h = sizes["d_model"], sizes["n_heads"]
+    with torch.no_grad():
+        log = CatLog()
+        try:
+            with log:
+                out, _ = module(x.clone(), cache(), True)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # noqa: BLE001 - with a cache, the judge names the mistake behind a crash
+            if past is None:
+                raise
+            return {"error": type(error).__name__, "cats": log.calls, "past_shape": list(past[0].shape)}
+        weights = module.last_attention
+        q, k, v = (module.split_heads(getattr(module, p)(x.clone())) for p in ("q_proj", "k_proj", "v_proj"))
+        composed = {}
+        for label, (scale, mask, axis, arrangement, project) in _formula_variants(d, d // h).items():
+            if past is None and label in ("cache_ignored", "unshifted", "cache_after", "keys_values_mixed"):
+                continue
+            keys, values = k, v
+            if past is not None and arrangement != "ignored":
+                old_k, old_v = cache()
+                keys, values = {"before": (torch.cat([old_k, k], 2), torch.cat([old_v, v], 2)),
+                                "after": (torch.cat([k, old_k], 2), torch.cat([v, old_v], 2)),
+                                "mixed": (torch.cat([old_v, k], 2), torch.cat([old_k, v], 2))}[arrangement]
+            T, S = q.shape[2], keys.shape[2]
+            query_pos = torch.arange(S - T, S).unsqueeze(1)
+            key_pos = torch.arange(S).unsqueeze(0)
+            hide = {"causal": key_pos > query_pos, "none": torch.zeros(T, S, dtype=torch.bool),
+                    "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1),
+                    "diagonal": key_pos >= query_pos}[mask]
+            w = torch.softmax((q @ keys.transpose(-2, -1) * scale).masked_fill(hide, float("-inf")), dim=axis)
+            merged = module.merge_heads(w @ values)
+            composed[label] = module.o_proj(merged) if project else merged
+            if label == "right":
+                composed["right_weights"] = w
+    return {"out": out, "weights": weights, "composed": composed}
+
+
+@check("formula_with_cache", 2, "with 4 cached tokens the output is the same formula over [cached keys, new keys]",
+       probe=probe_attention_formula, inputs=lambda g: _reference_inputs(g, past_length=4))
+@check("formula", 2,
+       "d=12, h=3: the output is o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) of your own parts",
+       probe=probe_attention_formula, inputs=lambda g: _reference_inputs(g))
+def judge_attention_formula(out, inputs, expected):
+    if "error" in out:
+        return judge_attention_reference(out, inputs, expected)
+    composed = out["composed"]
+    right = composed["right"]
+    past = "" if inputs.get("past") is None else f" (with {inputs['past'][0].shape[2]} cached tokens)"
+    if compare(out["out"], right, atol=1e-9, rtol=1e-7) is None:
+        if problem := compare(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
+            return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention{past}"
+        return None
+    known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
+                                         if label in composed], atol=1e-7, rtol=1e-6)
+    if known:
+        return known + past
+    cached = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
+    if isinstance(out["weights"], torch.Tensor) and (weights := weights_diagnosis(out["weights"], cached)):
+        return weights + past
+    problem = compare(out["out"], right, "the attention output", atol=1e-9, rtol=1e-7)
+    return (f"{problem}{past}: the output is not o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) "
+            f"computed with your own projections and head functions")
+
+
+# ---------------------------------------------------------- against the reference
+
+
+@check("matches_reference_with_cache", 2,
+       "with a random past_key_value (4 cached tokens) the output, weights and present match the reference",
+       probe=probe_attention, inputs=lambda g: _reference_inputs(g, past_length=4), expect=_attention_mistakes,
+       hidden=True)
+@check("matches_reference", 3,
+       "random float64 weights and inputs (d=12, h=3) match the reference: output, weights, cache",
+       probe=probe_attention, inputs=lambda g: _reference_inputs(g), expect=_attention_mistakes, hidden=True)
+def judge_attention_reference(out, inputs, expected):
+    past = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
+    if "error" in out:
+        known = wrong_cache_axis(out["cats"], out["past_shape"])
+        return known or (f"calling forward with a past_key_value raised {exception_name({'type': out['error']})}: "
+                          f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
+    mismatch = compare(out["cached_out"], expected["out"], "the attention output", atol=1e-9, rtol=1e-7)
+    if mismatch:
+        known = first_diagnosis(out["cached_out"], expected["mistakes"], atol=1e-7, rtol=1e-6)
+        return known or weights_diagnosis(out["cached_weights"], past) or mismatch
+    present = out["cached_present"]
+    if not isinstance(present, list) or len(present) != 2:
+        return "with use_cache=True forward should return present = (keys, values)"
+    B, T, d = inputs["x"].shape
+    h = inputs["sizes"]["n_heads"]
+    dh = d // h
+    for tensor, wanted, what in zip(present, expected["present"], ("keys", "values")):
+        if isinstance(tensor, torch.Tensor) and (
+                problem := present_shape_problem(list(tensor.shape), what, (B, h, past, T, dh), [])):
+            return problem
+        if problem := compare(tensor, wanted, f"the returned {what}", atol=1e-9, rtol=1e-7):
+            return f"{problem}: present is the cached and the new {what}, joined along time"
+    if problem := compare(out["cached_weights"], expected["weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
+        return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention"
+    return None
+
+
+def _reference_inputs(g, past_length=0):
+    sizes, B, T = WIDE, 2, 5
+    d, h = sizes["d_model"], sizes["n_heads"]
+    inputs = {"x": torch.randn(B, T, d, generator=g, dtype=torch.float64), "sizes": sizes,
+              "state": random_attention_state(g, sizes)}
+    if past_length:
+        inputs["past"] = [torch.randn(B, h, past_length, d // h, generator=g, dtype=torch.float64) * 1.5
+                          for _ in range(2)]
+    return inputs

@@ -1,0 +1,63 @@
+"""The attention's four projections, made in CausalSelfAttention.__init__.
+
+The checks pin the contract: q_proj, k_proj, v_proj and o_proj are separate bias-free
+d×d linear maps, 4d² parameters whatever the number of heads.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check
+from grader.checks.ch04_attention.common import WALK_THROUGH, new_attention
+from grader.checks.course import PROJECTIONS
+
+TASKS = [
+    Task("attention_init", "model", "CausalSelfAttention.__init__", "the Q/K/V/O projections"),
+]
+
+
+def probe_projections(ns, sizes, more_heads=None):
+    module = new_attention(ns, sizes)
+    parts = {name: getattr(module, name, None) for name in PROJECTIONS}
+    report = {
+        "missing": [name for name, part in parts.items() if part is None],
+        "with_bias": [name for name, part in parts.items()
+                      if part is not None and getattr(part, "bias", None) is not None],
+        "shapes": {name: list(part.weight.shape) if isinstance(getattr(part, "weight", None), torch.Tensor) else None
+                   for name, part in parts.items()},
+        "distinct": len({id(part) for part in parts.values()}),
+        "parameters": sum(p.numel() for p in module.parameters()),
+    }
+    if more_heads:
+        report["parameters_more_heads"] = sum(
+            p.numel() for p in new_attention(ns, {**sizes, "n_heads": more_heads}).parameters())
+    return report
+
+
+@check("parameter_ledger_wide", 1, "d=64: 4d² = 16,384 parameters, for h=4 and for h=8 alike",
+       probe=probe_projections, inputs=lambda g: {"sizes": {"d_model": 64, "n_heads": 4}, "more_heads": 8}, hidden=True)
+@check("projections", 2,
+       "q_proj, k_proj, v_proj, o_proj are separate d×d linear maps without bias: 4d² = 64 parameters for d=4",
+       probe=probe_projections, inputs=lambda g: {"sizes": WALK_THROUGH})
+def judge_projections(out, inputs, expected):
+    d = inputs["sizes"]["d_model"]
+    if out["missing"]:
+        return (f"the attention has no attribute(s) {', '.join(out['missing'])}; q_proj, k_proj, v_proj "
+                f"and o_proj are part of the contract")
+    if out["with_bias"]:
+        return (f"{', '.join(out['with_bias'])} {'has a bias' if len(out['with_bias']) == 1 else 'have a bias'}: "
+                f"Q/K/V/O are linear maps without bias, nn.Linear(d, d, bias=False)")
+    if out["distinct"] < 4:
+        return "some of q_proj, k_proj, v_proj, o_proj are one object used twice: each needs its own weights"
+    for name, shape in out["shapes"].items():
+        if shape is None:
+            return f"{name} has no weight tensor: each projection is an nn.Linear(d, d, bias=False)"
+        if shape != [d, d]:
+            return f"{name}.weight has shape {shape}, expected [{d}, {d}]: each projection maps d features to d"
+    if out["parameters"] != 4 * d * d:
+        return (f"the attention registers {out['parameters']} parameters; four bias-free d×d projections "
+                f"give 4d² = {4 * d * d} for d={d}")
+    if "parameters_more_heads" in out and out["parameters_more_heads"] != out["parameters"]:
+        return "the parameter count changes with the number of heads; it should be 4d² whatever h is"
+    return None

@@ -1,0 +1,287 @@
+"""One draw, sample_next: temperature, top-k and a seeded generator.
+
+Draws are judged by their properties: greedy at temperature 0, never outside the top k,
+frequencies close to softmax(logits / temperature) over many draws (a tolerance a right
+sampler misses with negligible probability), and the same ids from the same seed. The
+generators are created inside the probe from a seed the grader sends.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, shape_problem, try_call
+from grader.checks.ch09_sampling.common import raised, seeded_generator
+from grader.checks.course import F64
+
+TASKS = [
+    Task("sample_next", "sample", "sample_next", "one draw: temperature, top-k, a seeded generator"),
+]
+
+# Frequencies from N draws have a standard deviation of at most sqrt(0.25 / N) = 0.0035 for
+# N = 20000: a tolerance of 0.02 is 5.6 of them, which a right sampler exceeds with
+# probability below 1e-7 per comparison.
+DRAWS, FREQUENCY_TOLERANCE = 20000, 0.02
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _ids_problem(ids, shape, V, what="the ids"):
+    if problem := shape_problem(ids, shape, what):
+        return problem
+    if ids.dtype != torch.long:
+        return f"{what} should be int64 ids (torch.long), got {ids.dtype}"
+    if ids.numel() and (ids.min() < 0 or ids.max() >= V):
+        return f"{what} contain values outside [0, V) = [0, {V})"
+    return None
+
+
+def _probabilities(logits, temperature, top_k=None):
+    rows = logits.double()
+    if top_k is not None and top_k < rows.shape[-1]:
+        keep = torch.topk(rows, top_k, dim=-1).indices
+        rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))
+    return torch.softmax(rows / temperature, dim=-1)
+
+
+def _frequencies(ids, V):
+    flat = ids.reshape(-1)
+    return torch.bincount(flat, minlength=V).double() / flat.numel()
+
+
+def _table(values):
+    return "(" + ", ".join(f"{v:.4f}" for v in values) + ")"
+
+
+# ------------------------------------------------------------------------ draws
+
+
+def probe_sample_calls(ns, logits, calls, repeat=1):
+    """sample_next on logits repeated `repeat` times along a new first axis, once per call
+    (temperature, top_k, seed); each call gets its own generator made from its seed."""
+    rows = logits.unsqueeze(0).repeat(repeat, *[1] * logits.dim()) if repeat > 1 else logits
+    results = []
+    for call in calls:
+        generator = seeded_generator(call["seed"]) if call.get("seed") is not None else None
+        before = torch.random.get_rng_state()
+        result = try_call(ns.sample.sample_next, rows.clone(), temperature=call["temperature"],
+                          top_k=call.get("top_k"), generator=generator)
+        result["global_rng_touched"] = not torch.equal(before, torch.random.get_rng_state())
+        if call.get("advance_global"):
+            torch.rand(3)
+        results.append(result)
+    return results
+
+
+def _greedy_inputs(g):
+    V = 13
+    logits = torch.randn(64, V, generator=g, dtype=F64) * 2
+    top2 = torch.topk(logits, 2, dim=-1)
+    close = top2.values[:, 0] - top2.values[:, 1] < 0.05  # no near-ties: 1e-6 must be plainly greedy
+    logits[close, top2.indices[close, 0]] += 1.0
+    seed = int(torch.randint(0, 2**31, (1,), generator=g))
+    return {"logits": logits, "calls": [{"temperature": 0.0, "seed": seed}, {"temperature": 1e-6, "seed": seed},
+                                        {"temperature": 0.0, "seed": None}]}
+
+
+@check("greedy_at_zero_temperature", 2,
+       "temperature 0 (with or without a generator) and 1e-6 give the argmax of every row, as int64 ids [B]",
+       probe=probe_sample_calls, inputs=_greedy_inputs)
+def judge_greedy(out, inputs, expected):
+    logits = inputs["logits"]
+    greedy = logits.argmax(dim=-1)
+    V = logits.shape[-1]
+    for call, result in zip(inputs["calls"], out):
+        t = call["temperature"]
+        if "raised" in result:
+            if t == 0:
+                return (f"{raised(result, 'temperature 0')}: temperature 0 means greedy, the argmax, with no "
+                        f"division and no draw")
+            return (f"{raised(result, f'temperature {t}')}: subtract each row's maximum before dividing by the "
+                    f"temperature, so the best logit becomes 0 and the others go to -inf, never nan")
+        ids = result["value"]
+        if problem := _ids_problem(ids, greedy.shape, V, f"the ids at temperature {t}"):
+            return problem
+        if torch.equal(ids, greedy):
+            continue
+        wrong = int((ids != greedy).sum())
+        if t == 0:
+            return (f"temperature 0 must be greedy: the argmax of every row, no randomness; {wrong} of "
+                    f"{ids.numel()} rows drew another id")
+        return (f"temperature {t} should be as good as greedy ({wrong} of {ids.numel()} rows are not the argmax): "
+                f"divide the max-shifted logits by the temperature before the softmax")
+    return None
+
+
+def _top_k_inputs(g):
+    V = 13
+    logits = torch.randn(V, generator=g, dtype=F64)
+    seed = int(torch.randint(0, 2**31, (1,), generator=g))
+    return {"logits": logits, "repeat": 4000,
+            "calls": [{"temperature": 5.0, "top_k": 3, "seed": seed}, {"temperature": 5.0, "top_k": 5, "seed": seed + 1},
+                      {"temperature": 1.0, "top_k": 1, "seed": seed + 2}]}
+
+
+@check("top_k_support", 2,
+       "4000 draws with top_k = 3 and 5 at temperature 5 use exactly the k largest logits; top_k = 1 is greedy",
+       probe=probe_sample_calls, inputs=_top_k_inputs)
+def judge_top_k(out, inputs, expected):
+    logits = inputs["logits"]
+    V = logits.shape[-1]
+    for call, result in zip(inputs["calls"], out):
+        k = call["top_k"]
+        if "raised" in result:
+            return raised(result, f"top_k={k}")
+        ids = result["value"]
+        if problem := _ids_problem(ids, (inputs["repeat"],), V, f"the ids with top_k={k}"):
+            return problem
+        allowed = set(torch.topk(logits, k).indices.tolist())
+        drawn = set(ids.tolist())
+        outside = drawn - allowed
+        if outside:
+            if len(drawn) == k + 1:
+                return (f"with top_k={k} the draws include {k + 1} different ids: keep exactly the k largest "
+                        f"logits (k, not k + 1; off by one)")
+            return (f"with top_k={k} some draws are not among the {k} largest logits: set every other logit to "
+                    f"-inf before the softmax")
+        if len(drawn) < k and call["temperature"] >= 2:
+            return (f"with top_k={k} at temperature {call['temperature']} only {len(drawn)} of the {k} largest "
+                    f"logits were ever drawn in {ids.numel()} draws: keep exactly k (not k - 1)")
+    return None
+
+
+@check("top_k_ties", 1, "with every logit tied, top_k = 4 draws exactly 4 different ids",
+       probe=probe_sample_calls,
+       inputs=lambda g: {"logits": torch.zeros(13, dtype=F64), "repeat": 2000,
+                         "calls": [{"temperature": 1.0, "top_k": 4,
+                                    "seed": int(torch.randint(0, 2**31, (1,), generator=g))}]})
+def judge_top_k_ties(out, inputs, expected):
+    result = out[0]
+    k = inputs["calls"][0]["top_k"]
+    if "raised" in result:
+        return raised(result, f"top_k={k} with tied logits")
+    ids = result["value"]
+    if problem := _ids_problem(ids, (inputs["repeat"],), inputs["logits"].shape[-1]):
+        return problem
+    drawn = len(set(ids.tolist()))
+    if drawn == k:
+        return None
+    if drawn > k:
+        return (f"with all {inputs['logits'].shape[-1]} logits tied and top_k={k}, {drawn} different ids were drawn: "
+                f"keep exactly k logits even with ties (torch.topk's indices, not a >= threshold)")
+    return f"with all logits tied and top_k={k}, only {drawn} different ids were drawn in {ids.numel()} draws"
+
+
+def _frequency_problem(out, inputs, hidden=False):
+    logits = inputs["logits"]
+    V = logits.shape[-1]
+    for number, (call, result) in enumerate(zip(inputs["calls"], out), start=1):
+        t, k = call["temperature"], call.get("top_k")
+        label = f"call {number}" if hidden else f"temperature {t}" + ("" if k is None else f", top_k={k}")
+        if "raised" in result:
+            return raised(result, label)
+        ids = result["value"]
+        if problem := _ids_problem(ids, (inputs["repeat"], *logits.shape[:-1]), V, f"the ids at {label}"):
+            return problem
+        rows = logits.reshape(-1, V)
+        drawn = ids.reshape(inputs["repeat"], -1)
+        for r in range(rows.shape[0]):
+            want = _probabilities(rows[r], t, k)
+            got = _frequencies(drawn[:, r], V)
+            if (got - want).abs().max() <= FREQUENCY_TOLERANCE:
+                continue
+            if (got[want == 0] > 0).any():
+                return (f"{label}: ids outside the top k were drawn" if k else
+                        f"{label}: ids whose probability is 0 were drawn")
+            candidates = [
+                (_probabilities(rows[r], 1.0, k), "the temperature has no effect: divide the logits by it before the "
+                                                  "softmax (scaling the probabilities and renormalising undoes it)"),
+                (_probabilities(rows[r], 1.0 / t, k), "the logits are multiplied by the temperature; divide them by it"),
+                (_probabilities(rows[r], t, None), "top_k is ignored: keep only the k largest logits"),
+            ]
+            for wrong, why in candidates:
+                if (wrong - want).abs().max() > 2 * FREQUENCY_TOLERANCE and (got - wrong).abs().max() <= FREQUENCY_TOLERANCE:
+                    return f"{label}: {why}"
+            if hidden:
+                return (f"{label}: over {drawn.shape[0]} draws the frequencies of some row differ from "
+                        f"softmax(logits / temperature) (restricted to the top k) by up to "
+                        f"{(got - want).abs().max().item():.3f}")
+            return (f"{label}: over {drawn.shape[0]} draws the frequencies were {_table(got.tolist())}; "
+                    f"softmax(logits / {t}) is {_table(want.tolist())}")
+    return None
+
+
+LESSON_LOGITS = [2.0, 1.0, 0.0]  # the lesson's table: τ = 0.5, 1, 2
+
+
+def _softmax_inputs(g):
+    seed = int(torch.randint(0, 2**31, (1,), generator=g))
+    return {"logits": torch.tensor(LESSON_LOGITS, dtype=F64), "repeat": DRAWS,
+            "calls": [{"temperature": 1.0, "seed": seed}]}
+
+
+def _temperature_inputs(g):
+    seed = int(torch.randint(0, 2**31, (1,), generator=g))
+    return {"logits": torch.tensor(LESSON_LOGITS, dtype=F64), "repeat": DRAWS,
+            "calls": [{"temperature": 2.0, "seed": seed}, {"temperature": 0.5, "seed": seed + 1}]}
+
+
+@check("temperature_scaling", 2,
+       "at temperature 2 the frequencies follow (0.5065, 0.3072, 0.1863), at 0.5 (0.8668, 0.1173, 0.0159)",
+       probe=probe_sample_calls, inputs=_temperature_inputs)
+@check("follows_softmax", 2,
+       f"{DRAWS} draws from logits (2, 1, 0) at temperature 1 have frequencies within "
+       f"{FREQUENCY_TOLERANCE} of (0.6652, 0.2447, 0.0900)",
+       probe=probe_sample_calls, inputs=_softmax_inputs)
+def judge_frequencies(out, inputs, expected):
+    return _frequency_problem(out, inputs)
+
+
+def _random_sampling_inputs(g):
+    V, R = 7, 3
+    logits = torch.randn(R, V, generator=g, dtype=F64) * 1.5
+    seed = int(torch.randint(0, 2**31, (1,), generator=g))
+    t = float(torch.empty(1).uniform_(0.5, 2.0, generator=g))
+    k = int(torch.randint(2, V, (1,), generator=g))
+    return {"logits": logits, "repeat": DRAWS,
+            "calls": [{"temperature": t, "top_k": k, "seed": seed}, {"temperature": 1.0, "top_k": V + 2, "seed": seed + 1},
+                      {"temperature": t, "top_k": None, "seed": seed + 2}]}
+
+
+@check("random_rows", 2,
+       "random logits [N, 3, V] with a random temperature and top_k (also k > V): ids [N, 3] whose "
+       "frequencies follow the top-k softmax",
+       probe=probe_sample_calls, inputs=_random_sampling_inputs, hidden=True)
+def judge_frequencies_hidden(out, inputs, expected):
+    return _frequency_problem(out, inputs, hidden=True)
+
+
+def _seeded_inputs(g):
+    seed = int(torch.randint(0, 2**31, (1,), generator=g))
+    return {"logits": torch.randn(100, 13, generator=g, dtype=F64),
+            "calls": [{"temperature": 1.0, "seed": seed, "advance_global": True},
+                      {"temperature": 1.0, "seed": seed, "advance_global": True},
+                      {"temperature": 1.0, "seed": seed + 1}]}
+
+
+@check("seeded_draws_repeat", 1,
+       "generators seeded alike give the same ids, different seeds different ones; torch's global random "
+       "state is left alone",
+       probe=probe_sample_calls, inputs=_seeded_inputs)
+def judge_seeded(out, inputs, expected):
+    first, again, other = out
+    for result, what in ((first, "the first call"), (again, "the second call"), (other, "the third call")):
+        if "raised" in result:
+            return raised(result, what)
+    V = inputs["logits"].shape[-1]
+    if problem := _ids_problem(first["value"], inputs["logits"].shape[:-1], V):
+        return problem
+    if any(r["global_rng_touched"] for r in out):
+        return ("sample_next used or reseeded torch's global random state: draw with "
+                "torch.multinomial(..., generator=generator) and nothing else random (no torch.manual_seed)")
+    if not torch.equal(first["value"], again["value"]):
+        return ("two generators seeded the same way gave different ids: draw with "
+                "torch.multinomial(probs, 1, generator=generator)")
+    if torch.equal(first["value"], other["value"]):
+        return "generators with different seeds gave the same 100 ids: the draws do not use the generator"
+    return None
