@@ -10,7 +10,6 @@ into a check status with a reason.
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +23,11 @@ import torch
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, Task
-from grader.run.inside import op_rules, wire
-from grader.run.inside.wire import Opaque, RemoteError
+from grader.run.feedback import (  # noqa: F401 - the statuses are the engine's vocabulary too
+    ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, TIMEOUT, _Audience, _check_reply, _failure_texts, _judge,
+    _remote_failure, _text,
+)
+from grader.run.inside import wire
 from grader.run.regions import package_sources, strip
 from grader.run.sandbox import Limits, Sandbox
 from grader.run.scan_calls import scan
@@ -36,8 +38,6 @@ from grader.run.worker import WorkerFailed
 ROOT = KIT_ROOT
 REFERENCE_PACKAGE = ROOT / "solutions" / "hero_transformer"
 
-PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN = (
-    "passed", "failed", "error", "timeout", "not implemented", "forbidden")
 
 
 @dataclass
@@ -135,275 +135,6 @@ class Reference:
 # ---------------------------------------------------------------------- grading
 
 
-def _text(value, limit: int = 600) -> str:
-    return (value if isinstance(value, str) else repr(value))[:limit]
-
-
-# Lines this short (`return x`, `)`, a docstring fragment) say nothing about the reference.
-_SECRET_LINE_CHARS = 20
-_WITHHELD = "(withheld: the text contained code from the reference)"
-_LOCATION = re.compile(r"(?:submission/)?([\w./-]+\.py):(\d+)")
-# The package as the student knows it: their folder, not the sandbox's copy of it.
-STUDENT_PACKAGE = "hero_transformer"
-
-
-def _place(rel: str, number) -> str:
-    """A file and line as the student finds them: hero_transformer/model.py line 173."""
-    return f"{STUDENT_PACKAGE}/{rel} line {number}"
-
-
-def _student_where(where: str) -> str:
-    """The worker's 'submission/model.py:173' as the student knows the file, unchanged otherwise."""
-    match = _LOCATION.fullmatch(where or "")
-    return _place(match[1], match[2]) if match else where
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
-_SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
-# Python's own wording for the commonest slip; echoed only when both names are ones the
-# grader can vouch for (a built-in type, a word of the upload), never free text.
-_NO_ATTRIBUTE = re.compile(r"'(\w{1,40})' object has no attribute '(\w{1,40})'")
-_COMMON_TYPES = {"NoneType", "int", "float", "bool", "str", "list", "tuple", "dict", "Tensor", "Parameter",
-                 "function", "method", "module"}
-
-
-def _squeezed(text: str) -> str:
-    return re.sub(r"\s+", "", text)
-
-
-@lru_cache(maxsize=4)
-def _reference_lines(reference: "Reference") -> frozenset[str]:
-    return frozenset(_squeezed(line) for source in reference.sources.values() for line in source.splitlines()
-                     if len(line.strip()) >= _SECRET_LINE_CHARS)
-
-
-@lru_cache(maxsize=1)
-def _checks_text() -> str:
-    """The checks' own source: a reference line they spell out (a diagnosis naming the
-    fix, say) is public, as the checks ship with the course."""
-    return "".join(_squeezed(path.read_text(encoding="utf-8"))
-                   for path in sorted((ROOT / "grader" / "checks").rglob("*.py")))
-
-
-def _known_exception_names() -> set[str]:
-    """Exception classes the grader's own process knows (builtins, torch, ...): a name
-    among them was not made up at run time to carry text."""
-    names, stack = set(), [BaseException]
-    while stack:
-        cls = stack.pop()
-        names.add(cls.__name__)
-        stack.extend(cls.__subclasses__())
-    return names
-
-
-class _Audience:
-    """What of the student's code's words the student may be shown.
-
-    Where certified parts were given to the worker, the code ran beside them and could
-    read them, so nothing it says reaches the student: no printed output, no exception
-    message, no repr, not even the source line its traceback names (linecache can be
-    rewritten). The student sees the grader's own words, the exception's type, and the
-    file and line number, with the line's text taken from the upload the grader holds.
-    Without certified parts (`make check` on a student's machine) there is nothing to
-    leak, and the student sees everything, which is how they debug."""
-
-    def __init__(self, submission: Submission, reference: "Reference | None"):
-        self.sources = submission.sources
-        self.reference = reference
-        self.private = reference is not None
-        self._secrets: frozenset[str] | None = None
-
-    def secrets(self) -> frozenset[str]:
-        # A line the upload itself holds is no secret to its author; skipping those also
-        # keeps this net from telling a student which of their lines match the reference.
-        if self._secrets is None:
-            own = {_squeezed(line) for source in self.sources.values() for line in source.splitlines()}
-            self._secrets = _reference_lines(self.reference) - own if self.reference is not None else frozenset()
-        return self._secrets
-
-    def redact(self, text: str) -> str:
-        """The safety net under every student-visible string: one that holds a line of
-        the reference is replaced whole."""
-        if not text or not self.private:
-            return text
-        squeezed = _squeezed(text)
-        found = [line for line in self.secrets() if line in squeezed]
-        return _WITHHELD if any(line not in _checks_text() for line in found) else text
-
-    def output(self, printed: str) -> tuple[str, str]:
-        """(what the student sees, what staff see) of what the code printed."""
-        return ("" if self.private else printed), printed
-
-    def location(self, where: str) -> str:
-        """' (file:line: text)' with the text read from the upload, or '' when the worker
-        named no line of a file the upload holds."""
-        match = _LOCATION.fullmatch(where or "")
-        if not match or match[1] not in self.sources:
-            return ""
-        rel, number = match[1], int(match[2])
-        lines = self.sources[rel].splitlines()
-        if not 1 <= number <= len(lines):
-            return f" ({_place(rel, number)})"
-        text = lines[number - 1].strip()[:160]
-        return f" ({_place(rel, number)}: {text})" if text else f" ({_place(rel, number)})"
-
-    def word(self, name: str) -> bool:
-        """An identifier the upload itself spells: text fixed before anything ran."""
-        return bool(_IDENTIFIER.fullmatch(name or "")) and any(
-            re.search(rf"\b{name}\b", source) for source in self.sources.values())
-
-    def exception_name(self, kind: str) -> str:
-        if _IDENTIFIER.fullmatch(kind or "") and (kind in _known_exception_names() or self.word(kind)):
-            return kind
-        return "an exception"
-
-    def syntax_error(self, where: str) -> str | None:
-        """The grader's own compile of the file the worker named: its message, not the worker's."""
-        match = _LOCATION.fullmatch(where or "")
-        if not match or match[1] not in self.sources:
-            return None
-        try:
-            compile(self.sources[match[1]], f"{STUDENT_PACKAGE}/{match[1]}", "exec", dont_inherit=True)
-        except SyntaxError as error:
-            return f"{type(error).__name__}: {error.msg}{self.location(f'{match[1]}:{error.lineno}')}"
-        except Exception:  # noqa: BLE001 - a file too deep to compile says nothing more
-            return None
-        return None
-
-
-def _doing(check: "Check | None") -> str:
-    """What the probe was doing when the code raised, in the grader's own words."""
-    return f", while this check ran ({check.summary})" if check is not None and check.summary else ""
-
-
-def _remote_failure(task: Task, error: dict, audience: _Audience, check: "Check | None" = None) -> tuple[str, str, str]:
-    """(status, what the student sees, what staff see) of an exception raised in the worker.
-    What the student sees is a sentence built from the exception's type, where it was raised
-    (the line's text read from the upload) and what the check was doing: never, in a graded
-    run, from the message, which the code chose and could have filled with the certified parts."""
-    kind, message, where, line = (_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
-    place = _student_where(where)
-    at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
-    named = message.strip("'\"")
-    if error.get("not_implemented") is True:
-        # The message is compared with task names, never echoed unless it is one.
-        if named == task.name:
-            shown = f"{task.qualname} still raises NotImplementedError"
-            return NOT_IMPLEMENTED, shown, shown
-        staff = f"it needs '{named}', which is not implemented yet" if message else f"NotImplementedError{at}"
-        if not audience.private:
-            return ERROR, staff, staff
-        if named in catalogue.tasks():
-            return ERROR, staff, staff
-        return ERROR, f"NotImplementedError{audience.location(where)}", staff
-    if kind == "ForbiddenCall":
-        if not audience.private:
-            return FORBIDDEN, message, message
-        called = next((name for name in task.forbidden if message == f"{name} is not allowed in this task"), None)
-        return FORBIDDEN, (message if called else "calls a library function this task forbids"), message
-    staff = f"{kind}: {message}{at}"
-    if not audience.private:
-        return ERROR, f"{staff}{_doing(check)}", staff
-    if kind in _SYNTAX_ERRORS:
-        compiled = audience.syntax_error(where)
-        if compiled:
-            return ERROR, compiled, staff
-    attribute = _NO_ATTRIBUTE.fullmatch(message) if kind == "AttributeError" else None
-    if attribute and attribute[1] in _COMMON_TYPES and audience.word(attribute[2]):
-        return ERROR, f"AttributeError: {message}{audience.location(where)}", staff
-    if kind == "RuntimeError" and message.startswith("the code called sys.exit("):
-        return ERROR, f"the code called sys.exit{audience.location(where)}", staff
-    name = audience.exception_name(kind)
-    raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
-    located = audience.location(where)
-    if not located:
-        # Raised in a certified part working on what the student's code built or returned.
-        raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
-                  f"your {task.qualname}, in a part that uses what it built or returned")
-        shown = f"{raised}{_doing(check)}; its message is kept for course staff when graded (`make check` shows it)"
-    else:
-        shown = (f"{task.qualname} {raised}{located}{_doing(check)}; its message is kept for course staff when "
-                 f"graded (`make check` shows it)")
-    return ERROR, audience.redact(shown), staff
-
-
-def _check_reply(reply) -> dict:
-    """Replies are data the submission could have written itself: take only their shape."""
-    if not isinstance(reply, dict) or not ({"result", "error"} & reply.keys()):
-        raise WorkerFailed("garbage", "the process answered with something that is not a probe result")
-    calls = reply.get("forbidden_calls", [])
-    if not isinstance(calls, list) or not all(isinstance(c, str) for c in calls):
-        raise WorkerFailed("garbage", "the process answered with a malformed list of forbidden calls")
-    if "error" in reply and not isinstance(reply["error"], dict):
-        raise WorkerFailed("garbage", "the process answered with a malformed error")
-    if reply.get("tampered"):
-        raise WorkerFailed("tampered", f"the grader's probe code was changed while the submission ran "
-                                       f"({_text(reply['tampered'], 200)})")
-    return reply
-
-
-_RAN_OPERATOR = re.compile(r"torch's built-in (kernel aten\.|function torch\.)([A-Za-z0-9_]+) ")
-
-
-def _forbidden_call_text(called: str, task: Task) -> str:
-    """What a student sees of a forbidden call the worker reported: rebuilt from the
-    grader's own words, since the worker's text could have been written by the
-    submission. Only names the task's rules forbid are repeated."""
-    if called in task.forbidden:
-        return f"uses {called}: the point of this task is to write it yourself"
-    ran = _RAN_OPERATOR.match(called)
-    if ran and op_rules.Rules(task.forbidden_ops).forbids(ran.group(2)):
-        op = ran.group(2)
-        return f"runs torch's built-in {ran.group(1)}{op} ({op_rules.hint(op)})"
-    if task.no_autograd and called.startswith("forward-mode autograd"):
-        return "uses forward-mode autograd: derive every gradient by hand"
-    if task.no_autograd and called.startswith("autograd"):
-        return "uses autograd: derive every gradient by hand, no tensor may require grad here"
-    if called.startswith("code that switched off the grader's operator recorder"):
-        return "switches off the grader's operator recorder"
-    if called.startswith("a new thread"):
-        return op_rules.THREADS
-    return "calls a library function this task asks you to write"
-
-
-def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected,
-           audience: _Audience) -> tuple[str, str, str]:
-    """(status, what the student sees, what staff see) of one reply."""
-    if reply.get("forbidden_calls"):
-        called = reply["forbidden_calls"][0][:200]
-        staff = f"uses {called}: the point of this task is to write it yourself"
-        if audience.private:
-            return FORBIDDEN, _forbidden_call_text(called, task), staff
-        return FORBIDDEN, staff, staff
-    if "error" in reply:
-        return _remote_failure(task, reply["error"], audience, check)
-    result = reply.get("result")
-    if isinstance(result, (RemoteError, Opaque)):
-        staff = f"the output does not have the expected form: {_text(result, 300)}"
-        what = "an exception object" if isinstance(result, RemoteError) else "an object that is not plain data"
-        return FAILED, (f"the output does not have the expected form: it is {what}" if audience.private
-                        else staff), staff
-    try:
-        diagnosis = check.judge(result, inputs, expected)
-    except Exception as error:  # noqa: BLE001 - whatever came back, it is the submission's answer
-        staff = f"the output does not have the expected form ({type(error).__name__}: {_text(error, 300)})"
-        return FAILED, (f"the output does not have the expected form ({type(error).__name__})"
-                        if audience.private else staff), staff
-    if diagnosis is None:
-        return PASSED, "", ""
-    return FAILED, audience.redact(str(diagnosis)), str(diagnosis)
-
-
-_FIXED_FAILURE_TEXT = {
-    # These reasons quote what the worker sent; the student gets the grader's words only.
-    "garbage": "the process running the code sent a malformed answer",
-    "tampered": "the grader's probe code was changed while the submission ran",
-}
-
-
-def _failure_texts(failure: WorkerFailed, audience: _Audience, prefix: str = "") -> dict:
-    shown = _FIXED_FAILURE_TEXT.get(failure.status, failure.reason) if audience.private else failure.reason
-    output, staff_output = audience.output(failure.output)
-    return {"diagnosis": audience.redact(prefix + shown), "output": output,
-            "staff_diagnosis": prefix + failure.reason, "staff_output": staff_output}
 
 
 def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits,
