@@ -1,0 +1,137 @@
+"""What chapter 06's four tasks share: their rule against autograd, the tolerances,
+and the two ways every hand-written gradient is judged.
+
+Every hand-written gradient is compared, in float64, with what autograd gives on the
+same forward. Autograd runs here in the grader (in the judge), never in the sandbox:
+the tasks forbid it there. A second, gradcheck-style property asks each gradient to
+agree with central finite differences of the forward along a random direction.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import GELU_KERNELS, NORM_KERNELS, compare, first_diagnosis, shape_problem
+
+NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
+               "torch.autograd.functional.vjp", "torch.autograd.functional.jacobian",
+               "torch.func.grad", "torch.func.grad_and_value",
+               "torch.func.vjp", "torch.func.jacrev", "torch.func.jacfwd")
+
+# At run time: no autograd of any kind, and none of torch's backward kernels.
+BY_HAND = dict(no_autograd=True, forbidden_ops=("*_backward", "*_backward_*") + NORM_KERNELS + GELU_KERNELS)
+
+ATOL, RTOL = 1e-9, 1e-7  # exact up to float64 rounding, any correct algebra
+NEAR = dict(atol=1e-8, rtol=1e-6)  # reproducing a known mistake
+
+
+def _random(g, *shape, scale=1.0, shift=0.0):
+    return torch.randn(*shape, generator=g, dtype=torch.float64) * scale + shift
+
+
+# ------------------------------------------------------------------- forwards
+# The forwards the backwards belong to, in plain torch. The judges run autograd and
+# finite differences on them, in the grader.
+
+
+def _linear(x, weight, bias):
+    return x @ weight.T + bias
+
+
+def _autograd(forward, grad_out, *tensors):
+    """The gradients autograd gives for sum(grad_out * forward(*tensors))."""
+    leaves = [t.detach().clone().double().requires_grad_(True) for t in tensors]
+    with torch.enable_grad():
+        y = forward(*leaves)
+        # <y, grad_out> as a scalar: the same vector-Jacobian product, without the
+        # grad_outputs path that makes torch import its symbolic-shape machinery (~0.3 s).
+        return [g.detach() for g in torch.autograd.grad((y * grad_out.double()).sum(), leaves)]
+
+
+def _directional(forward, grad_out, tensors, which, direction, h=1e-6):
+    """Central finite difference of sum(grad_out * forward) along `direction` in input `which`."""
+    plus = [t.clone() for t in tensors]
+    minus = [t.clone() for t in tensors]
+    plus[which] = plus[which] + h * direction
+    minus[which] = minus[which] - h * direction
+    with torch.no_grad():
+        return ((grad_out * (forward(*plus) - forward(*minus))).sum() / (2 * h)).item()
+
+
+# --------------------------------------------------------------------- judging
+
+
+def _shipped(out):
+    return {"grads": [v for v in out] if isinstance(out, (tuple, list)) else out}
+
+
+def _returned(out, names: tuple[str, ...], function: str) -> "str | None":
+    grads = out["grads"] = [v for v in out["grads"]] if isinstance(out["grads"], list) else out["grads"]
+    if len(names) == 1:
+        return None if isinstance(grads, torch.Tensor) else f"{names[0]} should be a tensor, got {type(grads).__name__}"
+    if not isinstance(grads, list) or len(grads) != len(names):
+        got = f"{len(grads)} values" if isinstance(grads, list) else type(grads).__name__
+        return f"{function} should return ({', '.join(names)}): {len(names)} tensors, got {got}"
+    for value, name in zip(grads, names):
+        if not isinstance(value, torch.Tensor):
+            return f"{name} should be a tensor, got {type(value).__name__}"
+    return None
+
+
+def _as_list(out, names):
+    return [out["grads"]] if len(names) == 1 else list(out["grads"])
+
+
+def _judge_grads(out, names, function, right, shape_mistakes, value_mistakes, atol=ATOL, rtol=RTOL, hidden=False):
+    """right: the correct gradients; shape_mistakes[name]: [(shape, why)];
+    value_mistakes[name]: [(why, tensor)]. The first wrong gradient is diagnosed.
+    Hidden checks name the mistake but print no shapes of their inputs."""
+    if problem := _returned(out, names, function):
+        return problem
+    for name, got, want in zip(names, _as_list(out, names), right):
+        if tuple(got.shape) != tuple(want.shape):
+            found = f"{name} has the wrong shape" if hidden else \
+                f"{name} has shape {list(got.shape)}, expected {list(want.shape)}"
+            for shape, why in shape_mistakes.get(name, []):
+                if tuple(got.shape) == tuple(shape):
+                    return f"{found}: {why}"
+            return f"{found} (a gradient has the shape of what it is the gradient of)"
+        if not torch.isfinite(got.double()).all():
+            return f"{name} contains NaN or inf"
+        if compare(got, want, atol=atol, rtol=rtol) is None:
+            continue
+        known = first_diagnosis(got, [(w, t) for w, t in value_mistakes.get(name, []) if t is not None], **NEAR)
+        return known or compare(got, want, name, atol=atol, rtol=rtol)
+    return None
+
+
+def _judge_finite_differences(out, names, function, forward, tensors, grad_out, directions, tolerance=1e-6):
+    """gradcheck's idea without autograd: <grad, v> equals the directional derivative."""
+    if problem := _returned(out, names, function):
+        return problem
+    for (name, got), tensor, direction, which in zip(zip(names, _as_list(out, names)), tensors, directions,
+                                                      range(len(names))):
+        if problem := shape_problem(got, tensor.shape, name):
+            return problem
+        analytic = (got.double() * direction).sum().item()
+        numeric = _directional(forward, grad_out, tensors, which, direction)
+        if not math.isfinite(analytic) or abs(analytic - numeric) > tolerance * (1.0 + abs(numeric)):
+            return (f"{name} disagrees with central finite differences of the forward along a random "
+                    f"direction (your gradient gives {analytic:.6g}, (f(θ + hv) − f(θ − hv)) / 2h gives "
+                    f"{numeric:.6g}): it is not the gradient of this forward")
+    return None
+
+
+def _reduced_shapes(x_shape, what):
+    """Shapes a per-feature gradient takes when the batch/time sum is done wrong."""
+    shape = tuple(x_shape)
+    mistakes = [(shape, f"{what} is not summed over batch and time: the same parameter serves every "
+                        "position, so its gradient adds up over all of them")]
+    if len(shape) > 2:
+        mistakes.append((shape[1:], f"{what} is summed over the first (batch) axis only; sum over batch and time"))
+    if len(shape) > 1:
+        mistakes.append((shape[:-1], f"{what} is summed over the features; sum over every axis but the last"))
+    mistakes.append(((), f"{what} is summed over every axis; keep the feature axis"))
+    return mistakes

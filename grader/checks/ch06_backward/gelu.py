@@ -1,0 +1,105 @@
+"""GELU's backward: gelu_backward(grad_out, x) gives dx for the exact GELU x·Φ(x).
+
+Judged against autograd on the same forward, at the derivative's known values
+(0.5 at 0, Φ(±1) ± φ(1) at ±1, 1 and 0 far out), and by finite differences; the
+mistakes table names a half-done product rule, a missing chain rule, a wrong normal
+density, the tanh approximation's derivative, ReLU's step and the forward itself.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import Task, check, compare, exact_gelu, first_diagnosis, matches, shape_problem
+from grader.checks.ch06_backward.common import (
+    BY_HAND, NEAR, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _random, _shipped,
+)
+
+TASKS = [
+    Task("gelu_backward", "backward", "gelu_backward", "GELU's backward",
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
+]
+
+
+def probe_gelu_backward(ns, grad_out, x):
+    return _shipped(ns.backward.gelu_backward(grad_out.clone(), x.clone()))
+
+
+def _gelu_mistakes(grad_out, x):
+    cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
+    tanh = torch.tanh(inner)
+    tanh_derivative = 0.5 * (1 + tanh) + 0.5 * x * (1 - tanh**2) * math.sqrt(2.0 / math.pi) * (1 + 3 * 0.044715 * x**2)
+    return [
+        ("the GELU derivative is missing the x·φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
+         grad_out * cdf),
+        ("the GELU derivative is missing the Φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
+         grad_out * x * pdf),
+        ("the local derivative is not multiplied by grad_out (the chain rule): return grad_out·(Φ(x) + x·φ(x))",
+         cdf + x * pdf),
+        ("φ(x) is missing its normalising factor 1/sqrt(2π): φ(x) = exp(−x²/2) / sqrt(2π)",
+         grad_out * (cdf + x * pdf * math.sqrt(2.0 * math.pi))),
+        ("φ(x) uses exp(−x²) instead of exp(−x²/2)",
+         grad_out * (cdf + x * torch.exp(-x * x) / math.sqrt(2.0 * math.pi))),
+        ("this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
+         grad_out * tanh_derivative),
+        ("this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)", grad_out * (x > 0).double()),
+        ("this is the forward GELU, not its derivative", grad_out * x * cdf),
+    ]
+
+
+def _gelu_inputs(g):
+    x = torch.linspace(-6, 6, 61, dtype=torch.float64).reshape(61)[torch.randperm(61, generator=g)].reshape(1, 61)
+    x = torch.cat([x, _random(g, 2, 61, scale=2.0)]).reshape(3, 61)
+    return {"grad_out": _random(g, 3, 61), "x": x, "_directions": [_random(g, 3, 61)]}
+
+
+def _expect_gelu(ref, inputs):
+    return ref.backward.gelu_backward(inputs["grad_out"], inputs["x"])
+
+
+# --------------------------------------------------------------------- checks
+
+
+@check("matches_autograd", 2, "x from −6 to 6 and random: dx equals autograd's gradient of the exact GELU x·Φ(x)",
+       probe=probe_gelu_backward, inputs=_gelu_inputs)
+def judge_gelu_autograd(out, inputs, expected):
+    g, x = inputs["grad_out"], inputs["x"]
+    right = _autograd(exact_gelu, g, x)
+    return _judge_grads(out, ("dx",), "gelu_backward", right, {}, {"dx": _gelu_mistakes(g, x)})
+
+
+@check("key_values", 1, "GELU'(0) = 0.5, GELU'(±1) = Φ(±1) ± φ(1), → 1 for large x, → 0 for very negative x",
+       probe=probe_gelu_backward,
+       inputs=lambda g: {"grad_out": torch.ones(5, dtype=torch.float64),
+                         "x": torch.tensor([0.0, 1.0, -1.0, 8.0, -8.0], dtype=torch.float64)})
+def judge_gelu_key_values(out, inputs, expected):
+    # grad_out = 1: the derivative itself. GELU'(0) = 1/2, GELU'(±1) = Φ(±1) ± φ(1), → 1 and → 0 far out.
+    figures = torch.tensor([0.5, 1.0833154705876864, -0.0833154705876864, 1.0, 0.0], dtype=torch.float64)
+    dx = out["grads"]
+    if problem := shape_problem(dx, figures.shape, "dx"):
+        return problem
+    if matches(dx, figures, atol=1e-9, rtol=0):
+        return None
+    known = first_diagnosis(dx, _gelu_mistakes(inputs["grad_out"], inputs["x"]), **NEAR)
+    lead = "at x = 0, 1, −1, 8, −8 the derivative should be 0.5, 1.0833155, −0.0833155, 1, 0"
+    return f"{lead}: {known}" if known else f"{lead}; {compare(dx, figures, 'dx', atol=1e-9, rtol=0)}"
+
+
+@check("finite_differences", 1, "dx agrees with central finite differences of GELU (gradcheck's test)",
+       probe=probe_gelu_backward, inputs=_gelu_inputs)
+def judge_gelu_finite_differences(out, inputs, expected):
+    return _judge_finite_differences(out, ("dx",), "gelu_backward", exact_gelu, [inputs["x"]], inputs["grad_out"],
+                                     inputs["_directions"])
+
+
+@check("matches_reference", 2, "random tensors of another shape match the reference gradient",
+       probe=probe_gelu_backward,
+       inputs=lambda g: {"grad_out": _random(g, 2, 3, 4, 5), "x": _random(g, 2, 3, 4, 5, scale=2.5)},
+       expect=_expect_gelu, hidden=True)
+def judge_gelu_reference(out, inputs, expected):
+    g, x = inputs["grad_out"], inputs["x"]
+    return _judge_grads(out, ("dx",), "gelu_backward", [expected], {}, {"dx": _gelu_mistakes(g, x)}, hidden=True)

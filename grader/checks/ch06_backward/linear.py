@@ -1,0 +1,103 @@
+"""The linear layer's backward: linear_backward(grad_out, x, weight) gives (dx, dweight,
+dbias) for y = x Wᵀ + b with nn.Linear's [out, in] weight and x [..., in].
+
+Judged against autograd on the same forward and by finite differences; the mistakes
+tables name Wᵀ for W, a transposed dweight, and dweight or dbias averaged over the
+positions or not summed over the batch.
+"""
+
+from __future__ import annotations
+
+from grader.checks._api import Task, check
+from grader.checks.ch06_backward.common import (
+    BY_HAND, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _linear, _random, _reduced_shapes,
+    _shipped,
+)
+
+TASKS = [
+    Task("linear_backward", "backward", "linear_backward", "the linear layer's backward",
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
+]
+
+
+def probe_linear_backward(ns, grad_out, x, weight):
+    out = ns.backward.linear_backward(grad_out.clone(), x.clone(), weight.clone())
+    return _shipped(out)
+
+
+LINEAR_NAMES = ("dx", "dweight", "dbias")
+
+
+def _linear_shapes(grad_out, x, weight):
+    out_features, in_features = weight.shape
+    dweight = [((in_features, out_features), "dweight is transposed: nn.Linear stores weight as [out, in], so "
+                                             "dweight = grad_outᵀ · x has shape [out, in]")]
+    if x.dim() > 2:
+        dweight += [(tuple(x.shape[:-2]) + (out_features, in_features),
+                     "dweight is not summed over the batch: every position uses the same W, so add up its "
+                     "contributions from all of them"),
+                    (tuple(x.shape[:-2]) + (in_features, out_features),
+                     "dweight is transposed and not summed over the batch")]
+    return {"dx": [(tuple(x.shape[:-1]) + (out_features,),
+                    "dx has grad_out's shape; dx = grad_out @ W has x's shape [..., in]")],
+            "dweight": dweight,
+            "dbias": _reduced_shapes(grad_out.shape, "dbias")}
+
+
+def _linear_mistakes(grad_out, x, weight):
+    flat_g = grad_out.reshape(-1, grad_out.shape[-1])
+    flat_x = x.reshape(-1, x.shape[-1])
+    positions = flat_g.shape[0]
+    dweight = flat_g.T @ flat_x
+    mistakes = {
+        "dx": [("dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W",
+                grad_out @ weight.T if weight.shape[0] == weight.shape[1] else None)],
+        "dweight": [("dweight is transposed: nn.Linear stores weight as [out, in], so dweight = grad_outᵀ · x",
+                     dweight.T if weight.shape[0] == weight.shape[1] else None),
+                    ("dweight averages over the positions; it must sum them", dweight / positions)],
+        "dbias": [("dbias averages over the positions; it must sum them", flat_g.sum(0) / positions)],
+    }
+    return mistakes
+
+
+def _linear_inputs(x_shape, out_features):
+    def make(g):
+        in_features = x_shape[-1]
+        x, w, b = _random(g, *x_shape), _random(g, out_features, in_features), _random(g, out_features)
+        out_shape = tuple(x_shape[:-1]) + (out_features,)
+        return {"grad_out": _random(g, *out_shape), "x": x, "weight": w, "_bias": b,
+                "_directions": [_random(g, *x_shape), _random(g, out_features, in_features), _random(g, out_features)]}
+    return make
+
+
+def _expect_linear(ref, inputs):
+    return list(ref.backward.linear_backward(inputs["grad_out"], inputs["x"], inputs["weight"]))
+
+
+# --------------------------------------------------------------------- checks
+
+
+@check("matches_autograd", 3, "x [2, 3, 4], W [6, 4]: dx, dW, db equal autograd's gradients of x Wᵀ + b",
+       probe=probe_linear_backward, inputs=_linear_inputs((2, 3, 4), 6))
+def judge_linear_autograd(out, inputs, expected):
+    g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
+    right = _autograd(_linear, g, x, w, inputs["_bias"])
+    return _judge_grads(out, LINEAR_NAMES, "linear_backward", right, _linear_shapes(g, x, w),
+                        _linear_mistakes(g, x, w))
+
+
+@check("finite_differences", 1,
+       "each gradient agrees with central finite differences of x Wᵀ + b (gradcheck's test)",
+       probe=probe_linear_backward, inputs=_linear_inputs((5, 3), 2))
+def judge_linear_finite_differences(out, inputs, expected):
+    tensors = [inputs["x"], inputs["weight"], inputs["_bias"]]
+    return _judge_finite_differences(out, LINEAR_NAMES, "linear_backward", _linear, tensors, inputs["grad_out"],
+                                     inputs["_directions"])
+
+
+@check("matches_reference", 2, "4-D inputs and a square weight match the reference gradients",
+       probe=probe_linear_backward, inputs=_linear_inputs((2, 2, 3, 5), 5), expect=_expect_linear, hidden=True)
+def judge_linear_reference(out, inputs, expected):
+    g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
+    return _judge_grads(out, LINEAR_NAMES, "linear_backward", expected, _linear_shapes(g, x, w),
+                        _linear_mistakes(g, x, w), hidden=True)

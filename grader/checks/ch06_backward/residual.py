@@ -1,0 +1,123 @@
+"""The residual feed-forward half-block's backward: residual_feedforward_backward(grad_out,
+x, gamma, beta, w1, b1, w2, b2) gives the seven gradients of x + fc2(gelu(fc1(LN(x)))).
+
+Judged against autograd on the same forward, with fc2's weight zero (the skip path
+alone must carry grad_out through unchanged), and by finite differences; the mistakes
+tables name a missing, lone or doubled skip gradient, transposed weight gradients and
+per-feature gradients summed over the wrong axes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, exact_gelu, layer_norm, matches, shape_problem
+from grader.checks.ch06_backward.common import (
+    BY_HAND, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _linear, _random, _reduced_shapes,
+    _returned, _shipped,
+)
+
+TASKS = [
+    Task("residual_backward", "backward", "residual_feedforward_backward",
+         "the backward of the residual feed-forward half-block",
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
+]
+
+RESIDUAL_NAMES = ("dx", "dgamma", "dbeta", "dw1", "db1", "dw2", "db2")
+RESIDUAL_ARGS = ("x", "gamma", "beta", "w1", "b1", "w2", "b2")
+
+
+def _residual(x, gamma, beta, w1, b1, w2, b2):
+    """The forward, in plain torch, for autograd and finite differences in the grader."""
+    return x + _linear(exact_gelu(_linear(layer_norm(x, gamma, beta), w1, b1)), w2, b2)
+
+
+def probe_residual_backward(ns, grad_out, x, gamma, beta, w1, b1, w2, b2):
+    out = ns.backward.residual_feedforward_backward(grad_out.clone(), x.clone(), gamma.clone(), beta.clone(),
+                                                    w1.clone(), b1.clone(), w2.clone(), b2.clone())
+    return _shipped(out)
+
+
+def _residual_mistakes(grad_out, right):
+    dx = right[0]
+    return {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
+                    dx - grad_out),
+                   ("dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) "
+                    "must be added to grad_out", grad_out),
+                   ("the skip gradient is added twice: dx = grad_out + the branch's dx, once", dx + grad_out)]}
+
+
+def _residual_shapes(inputs):
+    x, w1, w2 = inputs["x"], inputs["w1"], inputs["w2"]
+    transposed = "it is transposed: keep nn.Linear's [out, in] layout"
+    return {"dgamma": _reduced_shapes(x.shape, "dgamma"), "dbeta": _reduced_shapes(x.shape, "dbeta"),
+            "dw1": [(tuple(w1.shape[::-1]), transposed)], "dw2": [(tuple(w2.shape[::-1]), transposed)],
+            "db1": _reduced_shapes(tuple(x.shape[:-1]) + (w1.shape[0],), "db1"),
+            "db2": _reduced_shapes(x.shape, "db2")}
+
+
+def _residual_inputs(x_shape, f, dead=False):
+    def make(g):
+        d = x_shape[-1]
+        tensors = {"x": _random(g, *x_shape, scale=1.5, shift=0.5), "gamma": _random(g, d, scale=0.5, shift=1.0),
+                   "beta": _random(g, d, scale=0.5), "w1": _random(g, f, d, scale=0.7), "b1": _random(g, f, scale=0.5),
+                   "w2": _random(g, d, f, scale=0.7), "b2": _random(g, d, scale=0.5)}
+        if dead:
+            tensors["w2"] = torch.zeros(d, f, dtype=torch.float64)
+        directions = [_random(g, *tensors[name].shape) for name in RESIDUAL_ARGS]
+        return {"grad_out": _random(g, *x_shape), **tensors, "_directions": directions}
+    return make
+
+
+def _expect_residual(ref, inputs):
+    return list(ref.backward.residual_feedforward_backward(inputs["grad_out"],
+                                                           *(inputs[name] for name in RESIDUAL_ARGS)))
+
+
+# --------------------------------------------------------------------- checks
+
+
+@check("matches_autograd", 3,
+       "x [2, 3, 4], f = 8: all seven gradients of x + fc2(gelu(fc1(LN(x)))) equal autograd's",
+       probe=probe_residual_backward, inputs=_residual_inputs((2, 3, 4), 8))
+def judge_residual_autograd(out, inputs, expected):
+    g = inputs["grad_out"]
+    right = _autograd(_residual, g, *(inputs[name] for name in RESIDUAL_ARGS))
+    return _judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", right, _residual_shapes(inputs),
+                        _residual_mistakes(g, right))
+
+
+@check("dead_branch", 1, "with fc2's weight zero, dx equals grad_out exactly: the skip path passes it unchanged",
+       probe=probe_residual_backward, inputs=_residual_inputs((2, 3, 4), 8, dead=True))
+def judge_residual_dead_branch(out, inputs, expected):
+    if problem := _returned(out, RESIDUAL_NAMES, "residual_feedforward_backward"):
+        return problem
+    g = inputs["grad_out"]
+    dx = out["grads"][0]
+    if problem := shape_problem(dx, g.shape, "dx"):
+        return problem
+    if matches(dx, g, atol=1e-12, rtol=0):
+        return None
+    if matches(dx, torch.zeros_like(g), atol=1e-12, rtol=0):
+        return ("with fc2's weight zero the branch passes no gradient, yet dx is 0: the residual (skip) gradient "
+                "is missing: dx = grad_out + the branch's dx")
+    if matches(dx, 2 * g, atol=1e-12, rtol=0):
+        return "with fc2's weight zero dx is 2·grad_out: the skip gradient is added twice"
+    return ("with fc2's weight zero the branch passes no gradient, so dx must equal grad_out exactly "
+            "(the skip path carries it unchanged); yours differs")
+
+
+@check("finite_differences", 1,
+       "each gradient agrees with central finite differences of the half-block (gradcheck's test)",
+       probe=probe_residual_backward, inputs=_residual_inputs((3, 4), 6))
+def judge_residual_finite_differences(out, inputs, expected):
+    tensors = [inputs[name] for name in RESIDUAL_ARGS]
+    return _judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", _residual, tensors,
+                                     inputs["grad_out"], inputs["_directions"])
+
+
+@check("matches_reference", 2, "other shapes (x [3, 2, 6], f = 10) match the reference gradients",
+       probe=probe_residual_backward, inputs=_residual_inputs((3, 2, 6), 10), expect=_expect_residual, hidden=True)
+def judge_residual_reference(out, inputs, expected):
+    return _judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, _residual_shapes(inputs),
+                        _residual_mistakes(inputs["grad_out"], expected), hidden=True)
