@@ -28,24 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import KIT_ROOT
+from grader.checks import catalogue
 
 REPO_ROOT = KIT_ROOT
 ASSIGNMENTS = REPO_ROOT / "assignments"
 INDEX = ASSIGNMENTS / "README.md"
 
-# The chapter folders the course ships; a lesson lives in <folder>/README.md.
-CHAPTER_FOLDERS = (
-    "ch00_micro",
-    "ch01_tokens",
-    "ch02_embedding",
-    "ch03_positions",
-    "ch04_attention",
-    "ch05_block",
-    "ch06_backward",
-    "ch07_model",
-    "ch08_training",
-    "ch09_sampling",
-)
+# The chapter folders the course ships: one per check package, the same name.
+CHAPTER_FOLDERS = tuple(catalogue.chapter_packages())
 
 CHECKS_BLOCK = "checks"
 SUMMARY_BLOCK = "summary"
@@ -72,8 +62,6 @@ class Catalogue:
 def load_catalogue() -> Catalogue:
     """The grader's chapters; falls back to module-by-module loading when one of the
     check modules cannot be imported, so the others still count."""
-    from grader.checks import catalogue
-
     try:
         return Catalogue({chapter.number: chapter for chapter in catalogue.chapters()})
     except Exception:  # noqa: BLE001 - a check module being written may not import yet
