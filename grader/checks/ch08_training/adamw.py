@@ -1,0 +1,505 @@
+"""AdamW by hand: its parameters and state, one update, and forgetting the gradients.
+
+The optimizer is compared with AdamW written out in oracles.py (hand_adamw, proven equal
+to torch.optim.AdamW by tests/test_grader_oracles.py), run in the grader on the same
+parameters and gradients the probe was given: the sandbox only applies the student's
+code and reports what it did.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
+from grader.checks.ch08_training.common import SIZES, _model
+from grader.checks.ch08_training.oracles import ADAMW_MISTAKES, _adamw_loop, _quadratic_loss, hand_adamw
+from grader.checks.course import F64
+
+TASKS = [
+    Task("adamw_init", "train", "AdamW.__init__", "AdamW's parameters and state"),
+    Task("adamw_step", "train", "AdamW.step", "one AdamW update",
+         forbidden=("torch.optim.AdamW", "torch.optim.Adam", "torch.optim.adamw.adamw", "torch.optim.adam.adam",
+                    "torch.optim._functional.adamw", "torch.optim._functional.adam",
+                    "torch._fused_adamw_", "torch._fused_adam_"),
+         forbidden_ops=("_fused_*", "_foreach_*")),
+    Task("adamw_zero_grad", "train", "AdamW.zero_grad", "forgetting the gradients"),
+]
+
+HYPER = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+
+
+def _leaves(initial):
+    return [p.clone().requires_grad_(True) for p in initial]
+
+
+# --------------------------------------------------------------- AdamW.__init__
+
+
+def _held(optimizer, originals):
+    held = []
+    for p in getattr(optimizer, "params", None) or []:
+        held.append(next((j for j, q in enumerate(originals) if q is p), -1))
+    return held
+
+
+def _state_report(optimizer, originals):
+    params = list(getattr(optimizer, "params", None) or [])
+    report = {"held": _held(optimizer, originals), "count": len(params), "originals": len(originals),
+              "has_params": isinstance(getattr(optimizer, "params", None), (list, tuple))}
+    for key in ("exp_avg", "exp_avg_sq", "steps"):
+        value = getattr(optimizer, key, None)
+        report[f"has_{key}"] = value is not None
+        report[key] = list(value) if isinstance(value, (list, tuple)) else None
+    m, v = report["exp_avg"] or [], report["exp_avg_sq"] or []
+    report["aliases"] = [bool(i < len(m) and i < len(v) and (
+        m[i] is v[i] or m[i] is p or v[i] is p
+        or (isinstance(m[i], torch.Tensor) and isinstance(v[i], torch.Tensor) and m[i].numel()
+            and (m[i].data_ptr() == v[i].data_ptr() or m[i].data_ptr() == p.data_ptr()
+                 or v[i].data_ptr() == p.data_ptr()))))
+        for i, p in enumerate(params)]
+    if report["steps"] is not None:
+        report["steps"] = [int(s) if isinstance(s, (int, float)) or (isinstance(s, torch.Tensor) and s.numel() == 1)
+                           else repr(s) for s in report["steps"]]
+    return report
+
+
+def probe_adamw_init(ns, shapes, order, as_generator):
+    originals = [torch.randn(*s, dtype=F64).requires_grad_(True) for s in shapes]
+    listed = [originals[i] for i in order]
+    optimizer = ns.train.AdamW(iter(listed) if as_generator else listed, lr=1e-3)
+    return _state_report(optimizer, originals)
+
+
+def probe_adamw_init_model(ns, sizes):
+    model = _model(ns, sizes)
+    model.head.weight = model.token_embedding.weight  # tied: one tensor, two names
+    originals = list(model.parameters())
+    listed = (p for p in [*model.parameters(), model.head.weight, model.token_embedding.weight])
+    optimizer = ns.train.AdamW(listed, lr=1e-3)
+    return _state_report(optimizer, originals)
+
+
+def _first_seen(order):
+    seen = []
+    for i in order:
+        if i not in seen:
+            seen.append(i)
+    return seen
+
+
+def judge_adamw_held_once(out, inputs, expected):
+    wanted = _first_seen(inputs["order"]) if "order" in inputs else list(range(out["originals"]))
+    held = out["held"]
+    if not out["has_params"]:
+        return "AdamW should keep its parameters in self.params, a list"
+    if out["count"] == 0:
+        return ("self.params is empty: AdamW must keep the parameters it was given (a generator such as "
+                "model.parameters() can be read only once: read it into a list)")
+    if -1 in held:
+        return "self.params holds tensors that are not the parameters passed in: keep the parameter objects themselves"
+    if len(held) > len(set(held)):
+        return ("self.params holds a tensor more than once: a shared tensor listed twice must be kept once, "
+                "or it is stepped twice per step (compare by identity, e.g. with id(p))")
+    if sorted(held) != sorted(wanted):
+        return f"self.params holds {len(held)} tensors; there are {len(wanted)} distinct parameters"
+    if held != wanted:
+        return "self.params should keep the parameters in first-seen order"
+    return None
+
+
+def _random_init_inputs(g):
+    count = 6
+    shapes = [[int(n) for n in torch.randint(1, 5, (int(torch.randint(1, 4, (1,), generator=g)),), generator=g)]
+              for _ in range(count)]
+    order = torch.randperm(count, generator=g).tolist()
+    order += torch.randint(0, count, (4,), generator=g).tolist()
+    return {"shapes": shapes, "order": order, "as_generator": True}
+
+
+@check("random_duplicates", 1,
+       "random tensors with random repeats, passed as a generator: each held once, in first-seen order",
+       task="adamw_init", probe=probe_adamw_init, inputs=_random_init_inputs, hidden=True)
+@check("each_parameter_once", 2,
+       "a tensor listed twice (a shared weight) is held once, in first-seen order; m, v are zeros like each "
+       "parameter and every step count starts at 0",
+       task="adamw_init", probe=probe_adamw_init,
+       inputs=lambda g: {"shapes": [[3, 2], [4], [2, 2, 2]], "order": [0, 1, 0, 2, 1], "as_generator": False})
+def judge_adamw_state(out, inputs, expected):
+    if problem := judge_adamw_held_once(out, inputs, expected):
+        return problem
+    shapes = [tuple(inputs["shapes"][i]) for i in _first_seen(inputs["order"])]
+    for key, what in (("exp_avg", "self.exp_avg (m)"), ("exp_avg_sq", "self.exp_avg_sq (v)")):
+        values = out[key]
+        if values is None:
+            return f"{what} should be a list with one tensor per parameter"
+        if len(values) != len(shapes):
+            return f"{what} has {len(values)} entries, one per parameter means {len(shapes)}"
+        for i, (value, shape) in enumerate(zip(values, shapes)):
+            if problem := shape_problem(value, shape, f"{what}[{i}]"):
+                return f"{problem}: zeros shaped like parameter {i}"
+            if value.dtype != F64:
+                return f"{what}[{i}] is {value.dtype}; it should have the parameter's dtype (torch.zeros_like(p))"
+            if not torch.equal(value, torch.zeros_like(value)):
+                return f"{what}[{i}] should start at zero"
+    if any(out["aliases"]):
+        return ("m and v (and the parameter) must be separate tensors: self.exp_avg[i], self.exp_avg_sq[i] each "
+                "their own torch.zeros_like(p)")
+    steps = out["steps"]
+    if steps is None or list(steps) != [0] * len(shapes):
+        return f"self.steps should be a list of {len(shapes)} zeros, one step count per parameter"
+    return None
+
+
+@check("tied_model_generator", 1,
+       "a model with a tied weight, passed as a generator with its shared tensors repeated, is held "
+       "parameter by parameter, each once",
+       task="adamw_init", probe=probe_adamw_init_model, inputs=lambda g: {"sizes": dict(SIZES)})
+def judge_adamw_init_model(out, inputs, expected):
+    return judge_adamw_held_once(out, inputs, expected)
+
+
+def probe_adamw_rejects(ns):
+    good = torch.zeros(2, dtype=F64, requires_grad=True)
+    frozen = torch.zeros(3, dtype=F64)
+    return {"frozen": try_call(lambda: ns.train.AdamW([good, frozen]) and None),
+            "empty": try_call(lambda: ns.train.AdamW([]) and None),
+            "fine": try_call(lambda: ns.train.AdamW([good]) and None)}
+
+
+@check("rejects_frozen_and_empty", 1,
+       "a parameter that does not require grad, or an empty list, is refused with a clear error",
+       task="adamw_init", probe=probe_adamw_rejects)
+def judge_adamw_rejects(out, inputs, expected):
+    if "raised" in out["fine"]:
+        return f"AdamW([p]) with p requiring grad raised {exception_name(out['fine']['raised'])}: it must be accepted"
+    frozen = out["frozen"]
+    if "raised" not in frozen:
+        return ("AdamW accepted a tensor that does not require grad: it could never receive a gradient, so "
+                "raise a ValueError that says which parameter")
+    if frozen["raised"]["type"] not in ("ValueError", "TypeError", "RuntimeError"):
+        return (f"a parameter that does not require grad raised {exception_name(frozen['raised'])}; "
+                f"raise a ValueError that says what is wrong")
+    if not frozen["raised"]["message"].strip():
+        return "the error for a parameter that does not require grad has no message: say what is wrong"
+    empty = out["empty"]
+    if "raised" not in empty:
+        return "AdamW([]) was accepted: an empty parameter list is a mistake, raise a ValueError"
+    if empty["raised"]["type"] not in ("ValueError", "TypeError", "RuntimeError") or not empty["raised"]["message"]:
+        return f"AdamW([]) raised {exception_name(empty['raised'])}; raise a ValueError with a message"
+    return None
+
+
+# ----------------------------------------------------------------- AdamW.step
+
+
+def probe_adamw_trajectory(ns, params, grads, lrs, hyper):
+    """Apply the student's AdamW.step to the given gradients; the parameters after every step."""
+    leaves = _leaves(params)
+    optimizer = ns.train.AdamW(leaves, lr=lrs[0], betas=tuple(hyper["betas"]), eps=hyper["eps"],
+                               weight_decay=hyper["weight_decay"])
+    trajectory = [[] for _ in leaves]
+    for lr, step_grads in zip(lrs, grads):
+        optimizer.lr = lr
+        for p, g in zip(leaves, step_grads):
+            p.grad = None if g is None else g.clone()
+        optimizer.step()
+        for i, p in enumerate(leaves):
+            trajectory[i].append(p.detach().clone())
+    return {"trajectory": [torch.stack(t) for t in trajectory],
+            "requires_grad": [bool(p.requires_grad) for p in leaves]}
+
+
+def _trajectory_problem(out, inputs, expected_trajectory, mistakes=ADAMW_MISTAKES):
+    trajectory = out["trajectory"]
+    params, steps = inputs["params"], len(inputs["lrs"])
+    for i, (t, p) in enumerate(zip(trajectory, params)):
+        if problem := shape_problem(t, (steps, *p.shape), f"parameter {i}'s trajectory"):
+            return problem
+    if not all(out["requires_grad"]):
+        return "a parameter no longer requires grad after step(): update its values in place, keep it a leaf"
+    if all(torch.equal(t, p.unsqueeze(0).expand_as(t)) for t, p in zip(trajectory, params)):
+        return ("the parameters never changed: update them in place (p.mul_, p.add_, p.addcdiv_, p.copy_ ...); "
+                "assigning a new tensor to a name does not change the model's parameter")
+
+    def same(a, b, atol=1e-10, rtol=1e-9):
+        return all(matches(x, y, atol=atol, rtol=rtol) for x, y in zip(a, b))
+
+    if same(trajectory, expected_trajectory):
+        return None
+    for name, why in mistakes:
+        wrong = hand_adamw(params, inputs["grads"], inputs["lrs"], inputs["hyper"], mistake=name)
+        if same(trajectory, wrong, 1e-9, 1e-7) and not same(wrong, expected_trajectory):
+            return why
+    for step in range(steps):
+        for i, (t, e) in enumerate(zip(trajectory, expected_trajectory)):
+            if problem := compare(t[step], e[step], f"parameter {i}", atol=1e-10, rtol=1e-9):
+                return f"after step {step + 1} of {steps}, {problem}, compared with torch.optim.AdamW"
+    return "the parameters do not follow torch.optim.AdamW"
+
+
+def _schedule(steps, lr, warmup):
+    lrs = []
+    for step in range(steps):
+        if step < warmup:
+            lrs.append(lr * (step + 1) / warmup)
+        else:
+            progress = (step - warmup) / max(1, steps - 1 - warmup)
+            lrs.append(lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))))
+    return lrs
+
+
+def _adamw_inputs(g):
+    """60 steps on three tensors whose gradients live at different scales (1e-3, 1, 10),
+    with a changing learning rate."""
+    shapes, scales, steps = [(3, 4), (5,), (2, 2, 2)], [1e-3, 1.0, 10.0], 60
+    params = [torch.randn(*s, generator=g, dtype=F64) for s in shapes]
+    grads = [[torch.randn(*s, generator=g, dtype=F64) * k + 0.3 * k for s, k in zip(shapes, scales)]
+             for _ in range(steps)]
+    return {"params": params, "grads": grads, "lrs": _schedule(steps, 1e-2, 5), "hyper": dict(HYPER)}
+
+
+def _random_adamw_inputs(g):
+    """Random shapes, scales and hyper-parameters; some parameters skip some steps."""
+    count, steps = 4, 55
+    shapes = [tuple(int(n) for n in torch.randint(1, 5, (int(torch.randint(1, 4, (1,), generator=g)),),
+                                                  generator=g)) for _ in range(count)]
+    scales = [10 ** float(torch.empty(1).uniform_(-3, 1, generator=g)) for _ in range(count)]
+    params = [torch.randn(*s, generator=g, dtype=F64) for s in shapes]
+    grads = []
+    for step in range(steps):
+        row = []
+        for i, (s, k) in enumerate(zip(shapes, scales)):
+            skip = (i == 1 and step % 3 != 0) or (i == 3 and step % 5 == 2)
+            row.append(None if skip else torch.randn(*s, generator=g, dtype=F64) * k)
+        grads.append(row)
+    hyper = {"lr": 0.0, "betas": [float(torch.empty(1).uniform_(0.8, 0.95, generator=g)),
+                                  float(torch.empty(1).uniform_(0.95, 0.999, generator=g))],
+             "eps": 10 ** float(torch.empty(1).uniform_(-8, -5, generator=g)),
+             "weight_decay": float(torch.empty(1).uniform_(0.05, 0.3, generator=g))}
+    lr = 10 ** float(torch.empty(1).uniform_(-3, -1.5, generator=g))
+    return {"params": params, "grads": grads, "lrs": _schedule(steps, lr, 4), "hyper": hyper}
+
+
+def _skipping_inputs(g):
+    """12 steps on two tensors; the second has no gradient (.grad is None) at steps 2, 3, 5, 8 and 9."""
+    shapes, steps = [(3,), (2, 2)], 12
+    skipped = {1, 2, 4, 7, 8}
+    params = [torch.randn(*s, generator=g, dtype=F64) for s in shapes]
+    grads = [[torch.randn(*shapes[0], generator=g, dtype=F64),
+              None if step in skipped else torch.randn(*shapes[1], generator=g, dtype=F64) + 0.5]
+             for step in range(steps)]
+    return {"params": params, "grads": grads, "lrs": [0.05] * steps, "hyper": dict(HYPER, weight_decay=0.1)}
+
+
+def _first_step_inputs(g):
+    params = [torch.randn(4, 3, generator=g, dtype=F64), torch.randn(6, generator=g, dtype=F64)]
+    grads = [[torch.randn(4, 3, generator=g, dtype=F64) * 0.01, torch.randn(6, generator=g, dtype=F64) * 5]]
+    return {"params": params, "grads": grads, "lrs": [0.1],
+            "hyper": {"lr": 0.1, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}}
+
+
+@check("first_step", 2,
+       "the first step from m = v = 0 moves each entry by lr·g/(|g| + eps) ≈ lr·sign(g) (bias correction)",
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_first_step_inputs)
+def judge_adamw_first_step(out, inputs, expected):
+    """Step 1 from m = v = 0: m_hat = g, v_hat = g², so p moves by lr * g / (|g| + eps) ≈ lr * sign(g)."""
+    lr, eps = inputs["lrs"][0], inputs["hyper"]["eps"]
+    trajectory = out["trajectory"]
+    for i, (p, g, t) in enumerate(zip(inputs["params"], inputs["grads"][0], trajectory)):
+        if problem := shape_problem(t, (1, *p.shape), f"parameter {i}'s trajectory"):
+            return problem
+        right = p - lr * g / (g.abs() + eps)
+        if matches(t[0], right, atol=1e-12, rtol=1e-10):
+            continue
+        moved = (t[0] - p).abs()
+        if matches(t[0], p, atol=0, rtol=0):
+            return ("the parameters did not move on the first step: update them in place (p.add_, p.addcdiv_, "
+                    "p.copy_ ...)")
+        no_correction = p - lr * (0.1 * g) / (torch.sqrt(0.001 * g * g) + eps)
+        if matches(t[0], no_correction, atol=1e-9, rtol=1e-7):
+            return ("the first step moves each entry by about 3.16 lr instead of lr: there is no bias correction "
+                    "(m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t))")
+        return (f"the first step from m = v = 0 should move every entry by lr * g / (|g| + eps), about lr = {lr} "
+                f"in the direction of -g; parameter {i} moved by between {moved.min().item():.3g} and "
+                f"{moved.max().item():.3g}")
+    return None
+
+
+def _decay_inputs(g):
+    steps = 5
+    params = [torch.randn(3, 3, generator=g, dtype=F64), torch.randn(4, generator=g, dtype=F64)]
+    grads = [[torch.zeros(3, 3, dtype=F64), torch.zeros(4, dtype=F64)] for _ in range(steps)]
+    return {"params": params, "grads": grads, "lrs": [0.1] * steps,
+            "hyper": {"lr": 0.1, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.5}}
+
+
+@check("decoupled_decay", 1,
+       "with all-zero gradients each step only shrinks p by (1 − lr·weight_decay): decoupled decay",
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_decay_inputs)
+def judge_adamw_decay(out, inputs, expected):
+    """With all-zero gradients the Adam part is 0 / (0 + eps) = 0: only the decay acts."""
+    lr, wd = inputs["lrs"][0], inputs["hyper"]["weight_decay"]
+    factor = 1 - lr * wd
+    for i, (p, t) in enumerate(zip(inputs["params"], out["trajectory"])):
+        steps = len(inputs["lrs"])
+        if problem := shape_problem(t, (steps, *p.shape), f"parameter {i}'s trajectory"):
+            return problem
+        powers = torch.tensor([factor ** (k + 1) for k in range(steps)], dtype=F64).reshape(-1, *[1] * p.dim())
+        if matches(t, p * powers, atol=1e-12, rtol=1e-10):
+            continue
+        if matches(t, p.expand_as(t), atol=0, rtol=0):
+            return ("with zero gradients the parameters did not change: decoupled weight decay must still shrink p "
+                    "by (1 - lr * weight_decay) at every step (update p in place, and treat a zero gradient as a "
+                    "gradient, not as a missing one)")
+        no_lr = torch.tensor([(1 - wd) ** (k + 1) for k in range(steps)], dtype=F64).reshape_as(powers)
+        if matches(t, p * no_lr, atol=1e-12, rtol=1e-10):
+            return "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)"
+        coupled = hand_adamw(inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"], mistake="coupled")
+        if matches(t, coupled[i], atol=1e-9, rtol=1e-7):
+            return ("with zero gradients each entry moved by about lr toward 0: the weight decay went into the "
+                    "gradient (Adam with L2, coupled). AdamW's decay is decoupled: p <- p * (1 - lr * "
+                    "weight_decay), so zero gradients shrink p by exactly that factor per step")
+        return (f"with all-zero gradients, lr = {lr} and weight_decay = {wd}, each step should only shrink p by "
+                f"the factor 1 - lr * weight_decay = {factor}")
+    return None
+
+
+@check("random_matches_torch", 3,
+       "random shapes, betas, eps, lr and weight decay, some parameters without a gradient at some steps: "
+       "55 steps follow torch.optim.AdamW",
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_random_adamw_inputs, hidden=True)
+@check("skipped_steps", 1,
+       "a parameter whose .grad is None at a step is left alone (no decay, no move) and its own step count t "
+       "does not advance, as in torch.optim.AdamW",
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_skipping_inputs)
+@check("matches_torch", 3,
+       "60 steps with weight decay and a changing lr follow torch.optim.AdamW to 1e-10 (float64), gradients "
+       "at scales 1e-3, 1 and 10",
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_adamw_inputs)
+def judge_adamw_matches_torch(out, inputs, expected):
+    # hand_adamw with no mistake is torch.optim.AdamW step for step (tests/test_grader_oracles.py);
+    # building a torch.optim.AdamW here would cost the grader ~1 s of start-up.
+    oracle = hand_adamw(inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"])
+    return _trajectory_problem(out, inputs, oracle)
+
+
+# --------------------------------------------------------------- AdamW.zero_grad
+
+
+def probe_zero_grad(ns, params, grads, fresh):
+    leaves = _leaves(params)
+    optimizer = ns.train.AdamW(leaves, lr=0.1, weight_decay=0.1)
+    for p, g in zip(leaves, grads):
+        p.grad = g.clone()
+    optimizer.step()  # some state to keep
+    for p, g in zip(leaves, grads):
+        p.grad = g.clone()
+    before = [p.detach().clone() for p in leaves]
+    state = [(m.clone(), v.clone()) for m, v in zip(optimizer.exp_avg, optimizer.exp_avg_sq)]
+    steps = list(optimizer.steps)
+    optimizer.zero_grad()
+    cleared = [None if p.grad is None else p.grad.detach().clone() for p in leaves]
+    unchanged = all(torch.equal(b, p.detach()) for b, p in zip(before, leaves))
+    kept = (all(torch.equal(m, m2) and torch.equal(v, v2)
+                for (m, v), m2, v2 in zip(state, optimizer.exp_avg, optimizer.exp_avg_sq))
+            and list(optimizer.steps) == steps)
+    loss = sum((p * f).sum() for p, f in zip(leaves, fresh))
+    loss.backward()
+    return {"cleared": cleared, "params_unchanged": unchanged, "state_kept": kept,
+            "after_backward": [None if p.grad is None else p.grad.detach().clone() for p in leaves]}
+
+
+def _zero_grad_inputs(g):
+    shapes = [(3, 2), (4,)]
+    return {"params": [torch.randn(*s, generator=g, dtype=F64) for s in shapes],
+            "grads": [torch.randn(*s, generator=g, dtype=F64) for s in shapes],
+            "fresh": [torch.randn(*s, generator=g, dtype=F64) for s in shapes]}
+
+
+@check("clears_gradients", 2,
+       "zero_grad() clears every .grad (and nothing else), so the next backward() gives the new gradient only",
+       task="adamw_zero_grad", probe=probe_zero_grad, inputs=_zero_grad_inputs)
+def judge_zero_grad(out, inputs, expected):
+    for i, g in enumerate(out["cleared"]):
+        if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):
+            return ("after zero_grad() a parameter still has its old gradient: set every p.grad to None "
+                    "(for p in self.params)")
+    if not out["params_unchanged"]:
+        return "zero_grad() changed the parameters' values: it must only forget the gradients (p.grad = None)"
+    if not out["state_kept"]:
+        return "zero_grad() changed the optimizer's state (m, v or the step counts): it must only touch p.grad"
+    for i, (g, f) in enumerate(zip(out["after_backward"], inputs["fresh"])):
+        if matches(g, inputs["grads"][i] + f, atol=1e-12, rtol=1e-12):
+            return ("the next backward() added to the old gradient: zero_grad must clear p.grad itself, not a "
+                    "copy of it")
+        if not matches(g, f, atol=1e-12, rtol=1e-12):
+            return "after zero_grad() and backward() the gradient should be the new one only"
+    return None
+
+
+@check("sets_none", 1, "zero_grad() sets every .grad to None (not a tensor of zeros), as torch.optim.AdamW does",
+       task="adamw_zero_grad", probe=probe_zero_grad, inputs=_zero_grad_inputs)
+def judge_zero_grad_none(out, inputs, expected):
+    for i, g in enumerate(out["cleared"]):
+        if g is None:
+            continue
+        if isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0:
+            return (f"after zero_grad() parameter {i}'s .grad is a tensor of zeros; set it to None, as the docstring "
+                    f"and torch.optim.AdamW do: a zero gradient is still a gradient, so a parameter that gets no new "
+                    f"gradient would go on being decayed and moved by step()")
+        return f"after zero_grad() parameter {i} still has its old gradient: set every p.grad to None"
+    return None
+
+
+def probe_zero_grad_fresh(ns, shapes):
+    leaves = [torch.randn(*s, dtype=F64).requires_grad_(True) for s in shapes]
+    optimizer = ns.train.AdamW(leaves, lr=0.1)
+    optimizer.zero_grad()
+    return {"grads": [None if p.grad is None else p.grad.detach().clone() for p in leaves]}
+
+
+@check("before_any_backward", 1, "zero_grad() works on a fresh optimizer, before any gradient exists",
+       task="adamw_zero_grad", probe=probe_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]})
+def judge_zero_grad_fresh(out, inputs, expected):
+    for g in out["grads"]:
+        if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):
+            return "zero_grad() before any backward() should leave every .grad None (or zero)"
+    return None
+
+
+def probe_zero_grad_loop(ns, params, weights, centres, lr):
+    """The usual loop: zero_grad, backward, step, with the certified step."""
+    leaves = _leaves(params)
+    optimizer = ns.train.AdamW(leaves, lr=lr, weight_decay=0.1)
+    trajectory = []
+    for w, c in zip(weights, centres):
+        optimizer.zero_grad()
+        _quadratic_loss(leaves, w, c).backward()
+        optimizer.step()
+        trajectory.append([p.detach().clone() for p in leaves])
+    return {"trajectory": trajectory}
+
+
+def _zero_grad_loop_inputs(g):
+    shapes, steps = [(3, 2), (4,), (2, 2)], 6
+    return {"params": [torch.randn(*s, generator=g, dtype=F64) for s in shapes],
+            "weights": [[torch.rand(*s, generator=g, dtype=F64) + 0.5 for s in shapes] for _ in range(steps)],
+            "centres": [[torch.randn(*s, generator=g, dtype=F64) for s in shapes] for _ in range(steps)],
+            "lr": 0.05}
+
+
+@check("training_loop", 1, "six zero_grad / backward / step rounds follow torch.optim.AdamW's",
+       task="adamw_zero_grad", probe=probe_zero_grad_loop, inputs=_zero_grad_loop_inputs, hidden=True)
+def judge_zero_grad_loop(out, inputs, expected):
+    def same(a, b):
+        return all(matches(x, y, atol=1e-10, rtol=1e-9) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
+
+    if len(out["trajectory"]) != len(inputs["weights"]):
+        return "the loop did not run every step"
+    if same(out["trajectory"], _adamw_loop(inputs)):
+        return None
+    if same(out["trajectory"], _adamw_loop(inputs, zero=False)):
+        return "gradients accumulate across steps: zero_grad() must set every .grad to None"
+    return "a zero_grad / backward / step loop does not follow torch.optim.AdamW's: zero_grad must only clear .grad"

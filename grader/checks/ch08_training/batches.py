@@ -1,0 +1,125 @@
+"""Padded batches with a mask: documents of different lengths become inputs, targets and a
+mask [B, T], each row its document's training windows from position 0 on (cut to
+block_size), padded at the end with pad_id where the mask is False.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check
+from grader.checks.ch08_training.common import _windows
+
+TASKS = [
+    Task("make_batch", "train", "make_batch", "padded batches with a mask"),
+]
+
+
+def right_batch(documents, block_size, pad_id, front=False):
+    rows = [_windows(ids, block_size) for ids in documents]
+    T = max(len(x) for x, _ in rows)
+    inputs = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    targets = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.bool)
+    for b, (x, y) in enumerate(rows):
+        span = slice(T - len(x), T) if front else slice(0, len(x))
+        inputs[b, span] = torch.tensor(x)
+        targets[b, span] = torch.tensor(y)
+        mask[b, span] = True
+    return inputs, targets, mask
+
+
+def probe_make_batch(ns, documents, block_size, pad_id):
+    out = ns.train.make_batch([list(d) for d in documents], block_size, pad_id)
+    return {"out": list(out) if isinstance(out, (tuple, list)) else out}
+
+
+def _batch_problem(out, inputs, show=True):
+    documents, block_size, pad_id = inputs["documents"], inputs["block_size"], inputs["pad_id"]
+    parts = out["out"]
+    if not isinstance(parts, list) or len(parts) != 3:
+        return "make_batch should return three tensors: (inputs, targets, mask)"
+    got_inputs, got_targets, got_mask = parts
+    want_inputs, want_targets, want_mask = right_batch(documents, block_size, pad_id)
+    B, T = want_inputs.shape
+    for tensor, what in ((got_inputs, "inputs"), (got_targets, "targets"), (got_mask, "mask")):
+        if not isinstance(tensor, torch.Tensor):
+            return f"{what} should be a tensor, got {type(tensor).__name__}"
+        if tuple(tensor.shape) != (B, T):
+            longest = max(len(d) for d in documents) - 1
+            if tensor.dim() == 2 and tensor.shape[0] == B and tensor.shape[1] == block_size and T < block_size:
+                return (f"{what} is [B, block_size]; T is the longest row's number of positions "
+                        f"(min(block_size, len(ids) - 1)), here {T}" if show else
+                        f"{what} is [B, block_size]; T is the longest row's number of positions")
+            if tensor.dim() == 2 and tensor.shape[1] == longest and longest > block_size:
+                return "the rows are not cut to block_size: positions = min(block_size, len(ids) - 1)"
+            if show:
+                return f"{what} has shape {list(tensor.shape)}, expected [B, T] = {[B, T]}"
+            return f"{what} does not have the shape [B, T] (B documents, T the longest row's positions)"
+    if got_inputs.dtype != torch.long or got_targets.dtype != torch.long:
+        return "inputs and targets should be int64 (torch.long) ids"
+    if got_mask.dtype != torch.bool:
+        return f"mask should be a bool tensor (True on scored positions), got {got_mask.dtype}"
+    if torch.equal(got_inputs, want_inputs) and torch.equal(got_targets, want_targets) and torch.equal(got_mask, want_mask):
+        return None
+    front = right_batch(documents, block_size, pad_id, front=True)
+    if not torch.equal(front[2], want_mask) and (torch.equal(got_inputs, front[0]) or torch.equal(got_mask, front[2])):
+        return "the padding is at the front; pad at the end, so no real position ever sees it"
+    if torch.equal(got_inputs, want_inputs) and torch.equal(got_targets, want_inputs):
+        return "the targets are the inputs: targets[p] is the next id, ids[p + 1] (shift by one)"
+    if torch.equal(got_mask, torch.ones_like(want_mask)) and not want_mask.all():
+        return "mask is True on padded positions too: padding must not be scored (mask False there)"
+    if torch.equal(got_mask, ~want_mask):
+        return "mask is inverted: True on the scored positions, False on the padding"
+    bos = documents[0][0]
+    if pad_id != bos and torch.equal(got_inputs, right_batch(documents, block_size, bos)[0]):
+        return "the rows are padded with BOS; pad with the pad_id argument"
+    if not torch.equal(got_mask, want_mask):
+        return ("mask should be True exactly on each row's min(block_size, len(ids) - 1) scored positions, "
+                "from position 0 on")
+    if not torch.equal(got_inputs, want_inputs):
+        return "inputs should hold each row's training_windows inputs from position 0 on, then pad_id"
+    return "targets should hold each row's next-token targets (ids[p + 1]) from position 0 on, then pad_id"
+
+
+def _names_example(g):
+    # 'ana' and 'li' in the names vocabulary: a=0, i=8, l=11, n=13, BOS=26
+    return {"documents": [[26, 0, 13, 0, 26], [26, 11, 8, 26]], "block_size": 16, "pad_id": 26}
+
+
+@check("lesson_example", 2, "ana and li (BOS = pad_id = 26) give the lesson's inputs, targets and mask",
+       probe=probe_make_batch, inputs=_names_example)
+def judge_make_batch_example(out, inputs, expected):
+    if problem := _batch_problem(out, inputs):
+        return f"the lesson's example (ana, li with BOS = 26 as pad_id): {problem}"
+    return None
+
+
+def _batch_inputs(g):
+    # BOS = 9, pad_id 7 (any id): short rows padded, the long one cut to block_size
+    return {"documents": [[9, 1, 2, 9], [9, 3, 4, 5, 6, 1, 2, 3, 4, 9], [9, 9], [9, 5, 0, 0, 2, 9]],
+            "block_size": 6, "pad_id": 7}
+
+
+@check("padding_and_cropping", 2,
+       "short rows padded at the end with pad_id (mask False), a long one cut to block_size, T the longest row",
+       probe=probe_make_batch, inputs=_batch_inputs)
+def judge_make_batch(out, inputs, expected):
+    return _batch_problem(out, inputs)
+
+
+def _random_batch_inputs(g):
+    V = 12
+    bos = V - 1
+    documents = []
+    for row in range(6):
+        length = int(torch.randint(0, 3 if row == 2 else 12, (1,), generator=g))  # row 2 is short: padding
+        documents.append([bos, *torch.randint(0, bos, (length,), generator=g).tolist(), bos])
+    return {"documents": documents, "block_size": int(torch.randint(4, 9, (1,), generator=g)),
+            "pad_id": int(torch.randint(0, V, (1,), generator=g))}
+
+
+@check("random_documents", 2, "random documents, block sizes and pad ids give the right windows, padding and mask",
+       probe=probe_make_batch, inputs=_random_batch_inputs, hidden=True)
+def judge_make_batch_hidden(out, inputs, expected):
+    return _batch_problem(out, inputs, show=False)

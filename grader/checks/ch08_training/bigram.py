@@ -1,0 +1,146 @@
+"""The count-based bigram baseline: add-k smoothed counts of the (input, target) pairs the
+model is scored on, its validation loss in nats per scored character.
+
+The baseline is compared with the counting written out here (hand_bigram), which also
+reproduces the classic mistakes the diagnoses name.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import Task, check, exception_name, try_call
+from grader.checks.ch08_training.common import _close, _is_float, _random_docs
+
+TASKS = [
+    Task("bigram_baseline", "train", "bigram_baseline", "the count-based bigram baseline"),
+]
+
+
+def hand_bigram(train_docs, val_docs, block_size=None, k=1.0, mistake=None):
+    chars = sorted(set("".join(train_docs) + "".join(val_docs)))
+    stoi = {c: i for i, c in enumerate(chars)}
+    V, bos = len(chars) + 1, len(chars)
+
+    def pairs(docs):
+        for doc in docs:
+            ids = [stoi[c] for c in doc]
+            if mistake == "no_bos":
+                ids = ids if len(ids) > 1 else ids + ids
+            elif mistake == "leading_bos_only":
+                ids = [bos, *ids]
+            else:
+                ids = [bos, *ids, bos]
+            limit = len(ids) if block_size is None or mistake == "ignore_block" else block_size
+            n = min(limit, len(ids) - 1)
+            yield from zip(ids[:n], ids[1:n + 1])
+
+    counts = [[0.0] * V for _ in range(V)]
+    for a, b in pairs(train_docs):
+        counts[a][b] += 1
+    kk = 1.0 if mistake == "k_is_one" else k
+    scored = list(pairs(val_docs))
+    total = 0.0
+    for a, b in scored:
+        row = sum(counts[a])
+        if mistake == "no_kv":
+            p = (counts[a][b] + kk) / (row + kk)
+        else:
+            p = (counts[a][b] + kk) / (row + kk * V)
+        total += -math.log2(p) if mistake == "bits" else -math.log(p)
+    return total if mistake == "summed" else total / len(scored)
+
+
+BIGRAM_MISTAKES = [
+    ("no_kv", "the denominator lacks k·V: P(next | current) = (count + k) / (row total + k·V)"),
+    ("bits", "the loss is in bits (log2); use nats (natural log), like the model's loss"),
+    ("summed", "this is the summed negative log-likelihood; divide by the number of scored positions"),
+    ("k_is_one", "the smoothing argument is ignored (k = 1 used always)"),
+    ("ignore_block", "every pair is scored, ignoring block_size: count and score only the first "
+                     "min(block_size, len(ids) - 1) positions of each document, as the model is scored"),
+    ("no_bos", "the documents are not framed by BOS: encode_document gives [BOS, ..., BOS], and the pairs "
+               "(BOS, first letter) and (last letter, BOS) count"),
+    ("leading_bos_only", "the closing BOS is missing: the pair (last letter, BOS) counts too"),
+]
+
+
+def probe_bigram(ns, vocab_docs, calls):
+    tokenizer = ns.tokenizer.CharTokenizer(vocab_docs)
+    return [try_call(ns.train.bigram_baseline, call["train"], call["val"], tokenizer,
+                     block_size=call["block_size"], smoothing=call["k"]) for call in calls]
+
+
+def _bigram_problem(out, inputs, show=True):
+    for number, (call, result) in enumerate(zip(inputs["calls"], out), start=1):
+        label = (f"bigram_baseline({call['train']}, {call['val']}, block_size={call['block_size']}, "
+                 f"smoothing={call['k']})" if show else f"call {number}")
+        if "raised" in result:
+            return f"{label} raised {exception_name(result['raised'])}"
+        value = result["value"]
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = float(value)
+        if not _is_float(value):
+            return f"{label} should return a float, got {type(value).__name__}"
+        right = hand_bigram(call["train"], call["val"], call["block_size"], call["k"])
+        if _close(value, right, 1e-9):
+            continue
+        for name, why in BIGRAM_MISTAKES:
+            wrong = hand_bigram(call["train"], call["val"], call["block_size"], call["k"], mistake=name)
+            if not _close(wrong, right, 1e-9) and _close(value, wrong, 1e-9):
+                return f"{label}: {why}"
+        return f"{label} should be {right:.6f} nats per character, got {value:.6f}" if show else (
+            f"{label}: the baseline differs from add-k counting over the scored (input, target) pairs")
+    return None
+
+
+def _bigram_by_hand(g):
+    # a=0, b=1, BOS=2, V=3; train pairs (BOS,a) (a,b) (b,BOS)
+    return {"vocab_docs": ["ab"], "calls": [
+        {"train": ["ab"], "val": ["b"], "block_size": None, "k": 1.0},  # (ln 4 + ln 2) / 2
+        {"train": ["ab"], "val": ["b"], "block_size": None, "k": 0.5},  # -(ln 0.2 + ln 0.6) / 2
+        {"train": ["ab"], "val": ["ab"], "block_size": 1, "k": 1.0},  # ln 2
+    ]}
+
+
+def _bigram_cropped(g):
+    return {"vocab_docs": ["abc"], "calls": [
+        {"train": ["abba", "ab", "cab"], "val": ["ba", "abcab", "c"], "block_size": 3, "k": 0.5},
+        {"train": ["abba", "ab", "cab"], "val": ["ba", "abcab", "c"], "block_size": None, "k": 2.0},
+    ]}
+
+
+@check("cropped_and_smoothed", 1, "a small corpus with block_size 3 and k = 0.5, and with every position and k = 2",
+       probe=probe_bigram, inputs=_bigram_cropped)
+@check("by_hand", 2,
+       "train 'ab', val 'b': (ln 4 + ln 2)/2 with add-one, −(ln 0.2 + ln 0.6)/2 with k = 0.5; block_size 1 "
+       "on 'ab' gives ln 2",
+       probe=probe_bigram, inputs=_bigram_by_hand)
+def judge_bigram(out, inputs, expected):
+    return _bigram_problem(out, inputs)
+
+
+def _random_bigram_inputs(g):
+    train, val = _random_docs(g, 12, "abcd"), _random_docs(g, 6, "abcd")
+    calls = [{"train": train, "val": val, "block_size": int(torch.randint(2, 7, (1,), generator=g)),
+              "k": float(torch.empty(1).uniform_(0.1, 2.0, generator=g))},
+             {"train": train, "val": val, "block_size": None, "k": 1.0}]
+    return {"vocab_docs": train + val, "calls": calls}
+
+
+def _expect_bigram(ref, inputs):
+    tokenizer = ref.tokenizer.CharTokenizer(inputs["vocab_docs"])
+    return [ref.train.bigram_baseline(c["train"], c["val"], tokenizer, block_size=c["block_size"], smoothing=c["k"])
+            for c in inputs["calls"]]
+
+
+@check("random_corpora", 2, "random corpora, block sizes and k match the reference",
+       probe=probe_bigram, inputs=_random_bigram_inputs, expect=_expect_bigram, hidden=True)
+def judge_bigram_hidden(out, inputs, expected):
+    if problem := _bigram_problem(out, inputs, show=False):
+        return problem
+    for number, (result, want) in enumerate(zip(out, expected), start=1):
+        if not _close(float(result["value"]), want, 1e-9):
+            return f"call {number}: the baseline differs from the reference's"
+    return None

@@ -1,0 +1,208 @@
+"""Clipping the gradients by their global norm.
+
+The clipping is compared with torch.nn.utils.clip_grad_norm_, run in the grader on the
+same gradients the probe was given: the sandbox only applies the student's code and
+reports what it did.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, matches
+from grader.checks.ch08_training.common import CLIP_EPS, _close, _is_float
+from grader.checks.course import F64
+
+TASKS = [
+    Task("clip_grad_norm", "train", "clip_grad_norm", "clipping by the global norm",
+         forbidden=("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm",
+                    "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm",
+                    "torch.nn.utils.get_total_norm", "torch.nn.utils.clip_grads_with_norm_"),
+         forbidden_ops=("_foreach_*",)),
+]
+
+
+def probe_clip(ns, cases):
+    results = []
+    for case in cases:
+        tensors = []
+        for g in case["grads"]:
+            shape = g.shape if g is not None else (3,)
+            t = torch.zeros(shape, dtype=F64, requires_grad=True)
+            t.grad = None if g is None else g.clone()
+            tensors.append(t)
+        listed = [tensors[i] for i in case["order"]]
+        total = ns.train.clip_grad_norm(iter(listed) if case.get("as_generator") else listed, case["max_norm"])
+        results.append({"total": total.detach().clone() if isinstance(total, torch.Tensor) else total,
+                        "grads": [None if t.grad is None else t.grad.detach().clone() for t in tensors]})
+    return results
+
+
+def torch_clip(case):
+    """torch.nn.utils.clip_grad_norm_ on the distinct tensors that have a gradient (the oracle)."""
+    used = sorted(set(case["order"]))
+    tensors = []
+    for i in used:
+        g = case["grads"][i]
+        if g is not None:
+            t = torch.zeros(g.shape, dtype=F64, requires_grad=True)
+            t.grad = g.clone()
+            tensors.append((i, t))
+    total = torch.nn.utils.clip_grad_norm_([t for _, t in tensors], case["max_norm"])
+    grads = [None if g is None else g.clone() for g in case["grads"]]
+    for i, t in tensors:
+        grads[i] = t.grad.clone()
+    return total.detach(), grads
+
+
+def _clip_mistakes(case):
+    """(why, total it would return, grads it would leave) for the classic wrong clippings."""
+    used = [i for i in sorted(set(case["order"])) if case["grads"][i] is not None]
+    g = {i: case["grads"][i] for i in used}
+    max_norm = case["max_norm"]
+    norms = {i: torch.linalg.vector_norm(g[i]) for i in used}
+    total = torch.sqrt(sum(n * n for n in norms.values())) if used else torch.tensor(0.0, dtype=F64)
+    counted = [i for i in case["order"] if case["grads"][i] is not None]
+    total_dup = torch.sqrt(sum(norms[i] ** 2 for i in counted)) if counted else total
+    repeats = {i: case["order"].count(i) for i in used}
+
+    def grads_with(scale_of):
+        out = [None if x is None else x.clone() for x in case["grads"]]
+        for i in used:
+            out[i] = g[i] * scale_of(i)
+        return out
+
+    clamp = lambda s: torch.clamp(s, max=1.0)  # noqa: E731
+    scale = clamp(max_norm / (total + CLIP_EPS))
+    return [
+        ("each tensor is clipped by its own norm; clip by the global norm of all gradients together "
+         "(sqrt of the sum of every entry squared), one factor for all",
+         total, grads_with(lambda i: clamp(max_norm / (norms[i] + CLIP_EPS)))),
+        ("the gradients are scaled even though their norm is below max_norm: scale only when the norm exceeds it "
+         "(factor min(1, max_norm / (norm + 1e-6)))",
+         total, grads_with(lambda i: max_norm / (total + CLIP_EPS))),
+        ("the returned value is the squared norm: return sqrt(sum of squares)", total * total,
+         grads_with(lambda i: scale)),
+        ("the returned norm is taken after clipping; return the norm before clipping",
+         torch.minimum(total, total * scale), grads_with(lambda i: scale)),
+        ("the factor is max_norm / norm; it is max_norm / (norm + 1e-6), as torch's clip_grad_norm_",
+         total, grads_with(lambda i: clamp(max_norm / total))),
+        ("a tensor listed twice (a shared weight) is counted twice in the norm; count each tensor once",
+         total_dup, grads_with(lambda i: clamp(max_norm / (total_dup + CLIP_EPS)))),
+        ("a tensor listed twice (a shared weight) is scaled twice; scale each tensor once",
+         total, grads_with(lambda i: scale ** repeats[i])),
+        ("each entry is clamped to [-max_norm, max_norm] (clipping by value); clip by the global L2 norm",
+         total, [None if x is None else x.clamp(-max_norm, max_norm) for x in case["grads"]]),
+    ]
+
+
+def _grads_match(actual, wanted, atol=1e-12, rtol=1e-12):
+    if not isinstance(actual, list) or len(actual) != len(wanted):
+        return False
+    for a, w in zip(actual, wanted):
+        if w is None:
+            if a is not None:
+                return False
+        elif not matches(a, w, atol=atol, rtol=rtol):
+            return False
+    return True
+
+
+def _clip_problem(out, inputs, hidden=False):
+    for number, (case, result) in enumerate(zip(inputs["cases"], out), start=1):
+        total, grads = result["total"], result["grads"]
+        right_total, right_grads = torch_clip(case)
+        label = f"case {number}" + ("" if hidden else f" (max_norm {case['max_norm']})")
+        if not isinstance(total, torch.Tensor):
+            if _is_float(total) and _close(float(total), float(right_total), 1e-12):
+                return (f"{label}: the norm is returned as a {type(total).__name__}; return it as a 0-d tensor, "
+                        f"like torch.nn.utils.clip_grad_norm_")
+            return f"{label}: clip_grad_norm should return the total norm as a 0-d tensor, got {type(total).__name__}"
+        if total.dim() != 0:
+            return f"{label}: the returned norm has shape {list(total.shape)}; it should be a 0-d tensor"
+        total_ok = matches(total, right_total, atol=1e-12, rtol=1e-12)
+        grads_ok = _grads_match(grads, right_grads)
+        if total_ok and grads_ok:
+            continue
+        for why, wrong_total, wrong_grads in _clip_mistakes(case):
+            if (matches(total, wrong_total, atol=1e-12, rtol=1e-10) and _grads_match(grads, wrong_grads, 1e-12, 1e-10)
+                    and not (matches(wrong_total, right_total, atol=1e-12, rtol=1e-12)
+                             and _grads_match(wrong_grads, right_grads))):
+                return f"{label}: {why}"
+        if not total_ok:
+            return f"{label}: the returned norm differs from the global L2 norm of the gradients before clipping"
+        if any(g is None for g, w in zip(grads, right_grads) if w is not None):
+            return f"{label}: a gradient was removed; clipping must scale .grad in place"
+        if _grads_match(grads, [None if g is None else g for g in case["grads"]]) and float(right_total) > case["max_norm"]:
+            if case.get("as_generator"):
+                return (f"{label}: with parameters given as a generator (like model.parameters()) nothing was "
+                        f"clipped: a generator can be read only once, so make a list of it first")
+            return f"{label}: the norm exceeds max_norm but the gradients were not scaled (scale p.grad in place)"
+        return (f"{label}: the gradients after clipping differ from torch.nn.utils.clip_grad_norm_'s "
+                f"(every gradient times min(1, max_norm / (norm + 1e-6)))")
+    return None
+
+
+def _clip_cases(g):
+    def grads(scale):
+        return [torch.randn(3, 4, generator=g, dtype=F64) * scale, torch.randn(4, generator=g, dtype=F64) * scale,
+                torch.randn(2, 2, 2, generator=g, dtype=F64) * scale]
+
+    return {"cases": [{"grads": grads(1.0), "order": [0, 1, 2], "max_norm": 0.5},
+                      {"grads": grads(1.0), "order": [0, 1, 2], "max_norm": 1.0},
+                      {"grads": grads(0.1), "order": [0, 1, 2], "max_norm": 100.0}]}
+
+
+def _clip_global_inputs(g):
+    # norms 3 and 4: global 5; with max_norm 1 each is scaled by 1/5, to 0.6 and 0.8
+    return {"cases": [{"grads": [torch.tensor([3.0, 0.0], dtype=F64), torch.tensor([[0.0, 0.0], [4.0, 0.0]], dtype=F64)],
+                       "order": [0, 1], "max_norm": 1.0}]}
+
+
+def _clip_below_inputs(g):
+    return {"cases": [{"grads": [torch.randn(5, generator=g, dtype=F64) * 0.1,
+                                 torch.randn(2, 3, generator=g, dtype=F64) * 0.1], "order": [0, 1], "max_norm": 10.0}]}
+
+
+def _clip_missing_shared_inputs(g):
+    grads = [torch.randn(4, generator=g, dtype=F64) * 2, None, torch.randn(2, 3, generator=g, dtype=F64) * 2]
+    return {"cases": [{"grads": grads, "order": [0, 1, 2, 0], "max_norm": 1.0},
+                      {"grads": [x.clone() if x is not None else None for x in grads], "order": [2, 1, 0],
+                       "max_norm": 1.0, "as_generator": True}]}
+
+
+@check("missing_and_shared", 1,
+       "a parameter without .grad is skipped, a tensor listed twice counts once, a generator works",
+       probe=probe_clip, inputs=_clip_missing_shared_inputs)
+@check("below_limit_untouched", 1, "gradients whose norm is below max_norm are left exactly as they are",
+       probe=probe_clip, inputs=_clip_below_inputs)
+@check("global_norm", 1,
+       "gradients with norms 3 and 4 (global 5) and max_norm 1 become norms 0.6 and 0.8: one factor for all",
+       probe=probe_clip, inputs=_clip_global_inputs)
+@check("matches_torch", 2,
+       "max_norm 0.5, 1 and 100: the returned norm and the clipped gradients equal "
+       "torch.nn.utils.clip_grad_norm_'s",
+       probe=probe_clip, inputs=_clip_cases)
+def judge_clip(out, inputs, expected):
+    return _clip_problem(out, inputs)
+
+
+def _random_clip_inputs(g):
+    cases = []
+    for _ in range(4):
+        count = int(torch.randint(2, 5, (1,), generator=g))
+        grads = []
+        for i in range(count):
+            shape = [int(n) for n in torch.randint(1, 5, (int(torch.randint(1, 3, (1,), generator=g)),), generator=g)]
+            grads.append(None if i == 1 and count > 2 else torch.randn(*shape, generator=g, dtype=F64)
+                         * 10 ** float(torch.empty(1).uniform_(-1, 1, generator=g)))
+        order = list(range(count)) + [count - 1]
+        max_norm = 10 ** float(torch.empty(1).uniform_(-1, 1, generator=g))
+        cases.append({"grads": grads, "order": order, "max_norm": max_norm})
+    return {"cases": cases}
+
+
+@check("random_matches_torch", 2, "random shapes, scales and max_norm match torch.nn.utils.clip_grad_norm_",
+       probe=probe_clip, inputs=_random_clip_inputs, hidden=True)
+def judge_clip_hidden(out, inputs, expected):
+    return _clip_problem(out, inputs, hidden=True)

@@ -1,0 +1,51 @@
+"""What several of chapter 08's task modules share: the small model's sizes, building
+it and its random weights, the clipping factor's epsilon, the windows of a document,
+random documents and tolerant float comparisons.
+
+These run on both sides: in the sandbox to build models and optimizers, and in the
+grader to compute what torch, or a known mistake, would output.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks.course import config, load_state, random_lm_state
+
+SIZES = dict(vocab_size=7, block_size=6, d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0)
+CLIP_EPS = 1e-6  # max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_
+
+
+def _model(ns, sizes, state=None):
+    """The student's (or the reference's) TransformerLM at SIZES with `sizes` on top, in
+    float64, holding `state`; callers that run it set its mode."""
+    return load_state(ns.model.TransformerLM(config(ns, SIZES, **sizes)), state)
+
+
+def random_state(g, sizes, scale=1.0):
+    """A state_dict for the contract's module names at SIZES with `sizes` on top, weights
+    of a size that gives the model something to learn."""
+    return random_lm_state(g, {**SIZES, **sizes}, scale)
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, (float, int)) and not isinstance(value, bool)
+
+
+def _close(a: float, b: float, tol: float = 1e-9) -> bool:
+    return abs(a - b) <= tol * max(1.0, abs(b))
+
+
+def _windows(ids, block_size):
+    positions = min(block_size, len(ids) - 1)
+    return list(ids[:positions]), list(ids[1:positions + 1])
+
+
+def _random_docs(g, count, alphabet="abcdef"):
+    docs = []
+    for _ in range(count):
+        length = int(torch.randint(1, 11, (1,), generator=g))
+        docs.append("".join(alphabet[int(i)] for i in torch.randint(0, len(alphabet), (length,), generator=g)))
+    if not set(alphabet) <= set("".join(docs)):
+        docs.append(alphabet)
+    return docs

@@ -1,0 +1,274 @@
+"""The training step: zero the gradients, the masked loss, backward, clip, step, and return
+the loss and the gradient norm before clipping.
+
+The probe records, at the moment optimizer.step() runs, what the gradients are, and
+compares them with this batch's gradient computed on a copy of the model.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+from grader.checks._api import Task, check, matches
+from grader.checks.ch08_training.common import CLIP_EPS, SIZES, _close, _is_float, _model, random_state
+
+TASKS = [
+    Task("train_loop", "train", "train_step", "the training step"),
+]
+
+
+def _masked_loss(ns, logits, targets, mask):
+    return ns.train.masked_loss(logits, targets, mask)
+
+
+def probe_train_steps(ns, sizes, state, batches, max_norms, lr, weight_decay):
+    """Run the student's train_step on each batch; record, at the moment optimizer.step()
+    runs, what the gradients are, and compute (on a copy) what this batch's gradient is."""
+    model = _model(ns, sizes, state).train()
+    params = list(model.parameters())
+    names = [n for n, _ in model.named_parameters()]
+    optimizer = ns.train.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+    at_step = []
+    original_step = optimizer.step
+
+    def recording_step(*args, **kwargs):
+        at_step.append([None if p.grad is None else p.grad.detach().clone() for p in params])
+        return original_step(*args, **kwargs)
+
+    optimizer.step = recording_step
+    calls = []
+    for (inputs, targets, mask), max_norm in zip(batches, max_norms):
+        before = [p.detach().clone() for p in params]
+        twin = copy.deepcopy(model)
+        for p in twin.parameters():
+            p.grad = None
+        loss = _masked_loss(ns, twin(inputs)[0], targets, mask)
+        loss.backward()
+        fresh = [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in twin.parameters()]
+        already = len(at_step)
+        returned = ns.train.train_step(model, optimizer, inputs.clone(), targets.clone(), mask.clone(), max_norm)
+        with torch.no_grad():
+            loss_after = _masked_loss(ns, model(inputs)[0], targets, mask).item()
+        calls.append({"returned": list(returned) if isinstance(returned, (tuple, list)) else returned,
+                      "loss_before": loss.item(), "loss_after": loss_after, "fresh": fresh,
+                      "at_step": at_step[already:], "changed": [not torch.equal(b, p.detach()) for b, p in zip(before, params)]})
+    held = [next((j for j, q in enumerate(params) if q is p), -1) for p in optimizer.params]
+    return {"names": names, "requires_grad": [bool(p.requires_grad) for p in params], "held": held,
+            "calls": calls, "final": {n: p.detach().clone() for n, p in zip(names, params)}}
+
+
+def _norm(grads):
+    return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads if g is not None))
+
+
+def _clipped(grads, max_norm):
+    if max_norm is None:
+        return grads
+    scale = min(1.0, max_norm / (_norm(grads) + CLIP_EPS))
+    return [g * scale for g in grads]
+
+
+def _batch_tensors(g, V, B, T, lengths=None):
+    bos = V - 1
+    lengths = lengths or [T] + torch.randint(1, T + 1, (B - 1,), generator=g).tolist()
+    inputs = torch.randint(0, V, (B, T), generator=g)
+    targets = torch.randint(0, V, (B, T), generator=g)
+    mask = torch.zeros(B, T, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        mask[b, :n] = True
+        inputs[b, n:] = bos
+        targets[b, n:] = bos
+    return [inputs, targets, mask]
+
+
+def _train_inputs(g):
+    sizes = dict(SIZES)
+    state = random_state(g, sizes, scale=0.5)
+    V, T = sizes["vocab_size"], sizes["block_size"]
+    batches = [_batch_tensors(g, V, 3, T) for _ in range(3)]
+    return {"sizes": sizes, "state": state, "batches": batches, "max_norms": [0.05, 0.05, None],
+            "lr": 1e-2, "weight_decay": 0.1}
+
+
+@check("every_parameter_trains", 2,
+       "every parameter requires grad, has a non-zero gradient when the optimizer steps, and is held by the "
+       "optimizer exactly once",
+       probe=probe_train_steps, inputs=_train_inputs)
+def judge_every_parameter_trains(out, inputs, expected):
+    names = out["names"]
+    frozen = [n for n, r in zip(names, out["requires_grad"]) if not r]
+    if frozen:
+        return f"these parameters do not require grad after a step: {', '.join(frozen[:4])}"
+    first = out["calls"][0]
+    if not first["at_step"]:
+        return "train_step never called optimizer.step()"
+    grads = first["at_step"][0]
+    missing = [n for n, g in zip(names, grads) if g is None or not bool(g.abs().sum() > 0)]
+    if missing:
+        return (f"when optimizer.step() ran, these parameters had no (or an all-zero) gradient: "
+                f"{', '.join(missing[:4])}: call loss.backward() before optimizer.step()")
+    held = out["held"]
+    if sorted(held) != list(range(len(names))):
+        return "the optimizer does not hold every model parameter exactly once"
+    return None
+
+
+@check("returns_loss_and_norm", 2,
+       "train_step returns floats: the batch's loss before the update and the gradient norm before clipping",
+       probe=probe_train_steps, inputs=_train_inputs)
+def judge_returns_loss(out, inputs, expected):
+    for number, (call, max_norm) in enumerate(zip(out["calls"], inputs["max_norms"]), start=1):
+        returned = call["returned"]
+        if not isinstance(returned, list) or len(returned) != 2:
+            return "train_step should return a pair (loss, gradient norm)"
+        loss, norm = returned
+        if isinstance(loss, torch.Tensor) or isinstance(norm, torch.Tensor):
+            return "train_step should return Python floats: loss.item() and float(norm), not tensors"
+        if not (_is_float(loss) and _is_float(norm)):
+            return f"train_step should return two floats, got {type(loss).__name__} and {type(norm).__name__}"
+        if not _close(loss, call["loss_before"], 1e-10):
+            if _close(loss, call["loss_after"], 1e-10):
+                return f"call {number}: the returned loss is the loss after the update; return the loss the step was computed from"
+            return f"call {number}: the returned loss is not masked_loss of the model's logits on this batch"
+        right = _norm(call["fresh"])
+        if _close(norm, right, 1e-9):
+            continue
+        previous = out["calls"][number - 2]["at_step"] if number > 1 else []
+        if previous and previous[-1] and _close(norm, _norm([a + b for a, b in zip(previous[-1], call["fresh"])]), 1e-9):
+            return (f"call {number}: the gradient norm includes the previous step's gradient: gradients accumulate "
+                    f"because zero_grad() is not called before backward()")
+        if max_norm is not None and _close(norm, min(right, max_norm), 1e-6):
+            return f"call {number}: the returned norm is taken after clipping; return the norm before clipping"
+        return f"call {number}: the returned gradient norm is not the global norm of this batch's gradients"
+    return None
+
+
+@check("fresh_clipped_gradients", 2,
+       "each step uses this batch's gradient only (no accumulation across calls), clipped to max_norm, "
+       "and the parameters change",
+       probe=probe_train_steps, inputs=_train_inputs)
+def judge_fresh_clipped_gradients(out, inputs, expected):
+    names = out["names"]
+    for number, (call, max_norm) in enumerate(zip(out["calls"], inputs["max_norms"]), start=1):
+        if len(call["at_step"]) != 1:
+            return f"call {number}: optimizer.step() ran {len(call['at_step'])} times; once per train_step"
+        grads = call["at_step"][0]
+        if not any(call["changed"]):
+            return (f"call {number}: the parameters did not change: call optimizer.step() after loss.backward() "
+                    f"(a step before backward sees no gradient)")
+        wanted = _clipped(call["fresh"], max_norm)
+        if all(g is not None and matches(g, w, atol=1e-12, rtol=1e-9) for g, w in zip(grads, wanted)):
+            continue
+        previous = out["calls"][number - 2]["at_step"] if number > 1 else []
+        if previous and previous[-1]:
+            piled = _clipped([a + b for a, b in zip(previous[-1], call["fresh"])], max_norm)
+            if all(g is not None and matches(g, w, atol=1e-12, rtol=1e-9) for g, w in zip(grads, piled)):
+                return (f"call {number}: the gradients accumulate from the previous call: call optimizer.zero_grad() "
+                        f"before loss.backward()")
+        if max_norm is not None and all(g is not None and matches(g, f, atol=1e-12, rtol=1e-9)
+                                        for g, f in zip(grads, call["fresh"])):
+            return (f"call {number}: the gradients were not clipped to max_norm before optimizer.step(): "
+                    f"clip_grad_norm(optimizer.params, max_norm) goes between backward and step")
+        bad = next((n for n, g, w in zip(names, grads, wanted) if g is None or not matches(g, w, atol=1e-12, rtol=1e-9)),
+                   "?")
+        return (f"call {number}: when optimizer.step() ran, {bad}'s gradient was not this batch's gradient of "
+                f"masked_loss" + ("" if max_norm is None else " (clipped)"))
+    return None
+
+
+def probe_lowers_loss(ns, sizes, state, batch, steps, lr):
+    model = _model(ns, sizes, state).train()
+    optimizer = ns.train.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    inputs, targets, mask = batch
+    with torch.no_grad():
+        start = _masked_loss(ns, model(inputs)[0], targets, mask).item()
+    returned = [ns.train.train_step(model, optimizer, inputs, targets, mask, 1.0) for _ in range(steps)]
+    with torch.no_grad():
+        end = _masked_loss(ns, model(inputs)[0], targets, mask).item()
+    return {"start": start, "end": end, "returned": [list(r) if isinstance(r, (tuple, list)) else r for r in returned]}
+
+
+def _lowers_inputs(g):
+    sizes = dict(SIZES)
+    return {"sizes": sizes, "state": random_state(g, sizes, scale=0.5),
+            "batch": _batch_tensors(g, sizes["vocab_size"], 4, sizes["block_size"]), "steps": 5, "lr": 2e-2}
+
+
+@check("lowers_loss", 1, "five steps on one fixed batch lower its loss", probe=probe_lowers_loss, inputs=_lowers_inputs)
+def judge_lowers_loss(out, inputs, expected):
+    if not (out["end"] < out["start"] - 0.05):
+        return (f"{inputs['steps']} steps on one fixed batch should lower its loss (from {out['start']:.4f}); it "
+                f"ended at {out['end']:.4f}")
+    return None
+
+
+HIDDEN_SIZES = dict(vocab_size=9, block_size=7, d_model=12, n_heads=3, n_layers=2, d_ff=20, dropout=0.0)
+
+
+def _random_train_inputs(g):
+    sizes = dict(HIDDEN_SIZES)
+    state = random_state(g, sizes, scale=0.5)
+    batches = [_batch_tensors(g, sizes["vocab_size"], 4, sizes["block_size"]) for _ in range(4)]
+    return {"sizes": sizes, "state": state, "batches": batches, "max_norms": [0.1, None, 0.1, 0.1],
+            "lr": 10 ** float(torch.empty(1).uniform_(-2.5, -1.5, generator=g)), "weight_decay": 0.05}
+
+
+def _expect_train(ref, inputs):
+    """The reference's returns and final parameters, and those of the classic wrong loops."""
+
+    def run(kind):
+        model = _model(ref, inputs["sizes"], inputs["state"]).train()
+        optimizer = ref.train.AdamW(model.parameters(), lr=inputs["lr"], betas=(0.9, 0.95),
+                                    weight_decay=inputs["weight_decay"])
+        returns = []
+        for (x, y, mask), max_norm in zip(inputs["batches"], inputs["max_norms"]):
+            if kind == "right":
+                returns.append(ref.train.train_step(model, optimizer, x, y, mask, max_norm))
+                continue
+            if kind != "no_zero_grad":
+                optimizer.zero_grad()
+            loss = ref.train.masked_loss(model(x)[0], y, mask)
+            loss.backward()
+            norm = _norm([p.grad for p in optimizer.params])
+            if max_norm is not None and kind != "no_clip":
+                ref.train.clip_grad_norm(optimizer.params, max_norm)
+            optimizer.step()
+            returns.append((loss.item(), norm))
+        return {"returns": returns, "final": {n: p.detach().clone() for n, p in model.named_parameters()}}
+
+    return {"right": run("right"),
+            "mistakes": [("the gradients accumulate from step to step: call optimizer.zero_grad() before backward()",
+                          run("no_zero_grad")),
+                         ("the gradients are never clipped: clip_grad_norm(optimizer.params, max_norm) between "
+                          "backward() and step()", run("no_clip"))]}
+
+
+def _run_matches(out, run, atol=1e-9):
+    returns = [c["returned"] for c in out["calls"]]
+    if len(returns) != len(run["returns"]):
+        return False
+    for got, want in zip(returns, run["returns"]):
+        if not (isinstance(got, list) and len(got) == 2 and all(_is_float(v) for v in got)):
+            return False
+        if not (_close(got[0], want[0], atol) and _close(got[1], float(want[1]), atol)):
+            return False
+    return all(matches(out["final"].get(n), p, atol=atol, rtol=1e-7) for n, p in run["final"].items())
+
+
+@check("matches_reference", 3,
+       "four steps (with and without clipping) on a 2-layer model return and leave what the reference's do",
+       probe=probe_train_steps, inputs=_random_train_inputs, expect=_expect_train, hidden=True)
+def judge_train_reference(out, inputs, expected):
+    if _run_matches(out, expected["right"]):
+        return None
+    for why, run in expected["mistakes"]:
+        if _run_matches(out, run, atol=1e-8):
+            return why
+    if problem := judge_returns_loss(out, inputs, expected):
+        return problem
+    if problem := judge_fresh_clipped_gradients(out, inputs, expected):
+        return problem
+    return "four train_step calls do not leave the parameters where the reference's do"
