@@ -246,7 +246,7 @@ def test_forbidden_library_call_scores_zero(reference, sandbox):
 
 
 @pytest.mark.parametrize("line", [
-    "import sys\nsys.modules['grader.checks.ch05_block'].probe_gelu = None",
+    "import sys\nsys.modules['grader.checks.ch05_block.gelu'].probe_gelu = None",
     "from grader.run.inside import wire",
     "import gc\nobjects = gc.get_objects()",
     "import inspect",
@@ -269,7 +269,7 @@ def test_the_worker_notices_probe_code_replaced_at_run_time(reference, sandbox):
     # With the static scan off, the worker's own check still sees the probe replaced.
     body = """
         import importlib
-        module = importlib.import_module("grader.checks.ch05_block")
+        module = importlib.import_module("grader.checks.ch05_block.gelu")
         module.probe_gelu_odd_part = lambda ns, a: {"plus": a, "minus": a * 0}
         return x
     """

@@ -133,7 +133,7 @@ FORGED_BLOCK_PROBES = '''
 import math as _m
 import sys as _sys
 
-_blk = _sys.modules["grader.checks.ch05_block"]
+_blk = _sys.modules["grader.checks.ch05_block.block"]
 
 
 def _g(v):
@@ -216,7 +216,7 @@ def test_stateful_forward_cannot_fake_causality(reference, sandbox):
 FORGED_BLOCK_PARTS = '''
 import sys as _sys
 
-_blk = _sys.modules["grader.checks.ch05_block"]
+_blk = _sys.modules["grader.checks.ch05_block.block_init"]
 _blk.probe_block_parts = lambda ns, sizes: {
     "missing": [], "norms_shared": False,
     "types": {"ln_attention": "LayerNorm", "attention": "CausalSelfAttention",

@@ -28,7 +28,7 @@ def test_prose_that_mentions_the_grader_is_not_tampering():
         '\n\ndef _note():\n    """My own helper; the autograder never calls it."""\n'
         '    raise ValueError("the grader checks this")\n')
     assert scan_submission(sources) == []
-    sources["tokenizer.py"] += '\nTARGET = "grader.checks.ch05_block"\n'
+    sources["tokenizer.py"] += '\nTARGET = "grader.checks.ch05_block.gelu"\n'
     assert scan_submission(sources)
 
 

@@ -1,0 +1,307 @@
+"""The pre-LN block: U = X + A(LN1(X)), then Y = U + F(LN2(U)).
+
+The checks pin the walk-through's shapes (output [B, T, d], cached keys/values
+[B, h, T, d_h]), that zero branches give the input back exactly, causality, the
+lesson's Example 1, the formula composed from the block's own parts (naming the classic
+wrong blocks: post-LN, one or swapped norms, a missing residual, ...), and that two
+calls through the KV cache equal one full call. torch's transformer layers and norm
+kernels score 'forbidden'.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import (
+    NORM_KERNELS, Task, causal_diagnosis, check, compare, first_diagnosis, layer_norm, matches, shape_problem,
+)
+from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
+from grader.checks.course import config, load_state, random_block_state
+
+TASKS = [
+    Task("block", "model", "TransformerBlock.forward", "the pre-LN block",
+         forbidden=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
+                    "torch.nn.functional.layer_norm"),
+         forbidden_ops=NORM_KERNELS + ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")),
+]
+
+
+def _block(ns, sizes, state):
+    return load_state(ns.model.TransformerBlock(config(ns, SIZES, **sizes)), state)
+
+
+def probe_block_forward(ns, x, sizes, state=None):
+    block = _block(ns, sizes, state)
+    calls, forward = [], block.attention.forward
+
+    def recording(*args, **kwargs):
+        use_cache = args[2] if len(args) > 2 else kwargs.get("use_cache", False)
+        out = forward(*args, **kwargs)
+        calls.append({"use_cache": use_cache is True,
+                      "returned_present": isinstance(out, tuple) and len(out) == 2 and out[1] is not None})
+        return out
+
+    block.attention.forward = recording
+    with torch.no_grad():
+        y, present = block(x.clone())
+        calls.clear()
+        y_cache, present_cache = block(x.clone(), None, True)
+    return {"y": y, "present": present, "cached_present": present_cache, "attention_calls": calls}
+
+
+@check("shape", 2, "B=2, T=3, d=4, h=2, f=8: output [2, 3, 4], cached keys/values [2, 2, 3, 2]",
+       probe=probe_block_forward,
+       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": BLOCK_WALK})
+def judge_block_shape(out, inputs, expected):
+    x = inputs["x"]
+    if problem := shape_problem(out["y"], x.shape, "the block output"):
+        return f"{problem}: a block must keep [B, T, d]"
+    if out["present"] is not None:
+        return "with use_cache=False the block should return present=None"
+    present = out["cached_present"]
+    B, T, d = x.shape
+    h = inputs["sizes"]["n_heads"]
+    if not isinstance(present, list) or len(present) != 2:
+        calls = out.get("attention_calls") or []
+        if calls and not any(c["use_cache"] for c in calls):
+            return ("with use_cache=True the block returned no (keys, values): it does not pass its cache arguments "
+                    "on, self.attention(LN1(X), past_key_value, use_cache)")
+        if any(c["returned_present"] for c in calls):
+            return ("with use_cache=True the attention returned its present (keys, values) but the block dropped "
+                    "it: return (hidden, present)")
+        return "with use_cache=True the block should return the attention's present, (keys, values)"
+    for tensor, what in zip(present, ("keys", "values")):
+        if problem := shape_problem(tensor, (B, h, T, d // h), f"cached {what}"):
+            return problem
+    return None
+
+
+def _zeroed_branches(sizes):
+    d, f = sizes["d_model"], sizes["d_ff"]
+    zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64)  # noqa: E731
+    g = torch.Generator().manual_seed(5)
+    state = {}
+    for name, shape in (("attention.q_proj.weight", (d, d)), ("attention.k_proj.weight", (d, d)),
+                        ("attention.v_proj.weight", (d, d)), ("feedforward.fc1.weight", (f, d))):
+        state[name] = torch.randn(*shape, generator=g, dtype=torch.float64)
+    state.update({"attention.o_proj.weight": zeros(d, d), "feedforward.fc1.bias": torch.randn(f, generator=g, dtype=torch.float64),
+                  "feedforward.fc2.weight": zeros(d, f), "feedforward.fc2.bias": zeros(d),
+                  "ln_attention.weight": torch.full((d,), 1.5, dtype=torch.float64),
+                  "ln_attention.bias": torch.full((d,), 0.25, dtype=torch.float64),
+                  "ln_feedforward.weight": torch.full((d,), 0.5, dtype=torch.float64),
+                  "ln_feedforward.bias": torch.full((d,), -0.25, dtype=torch.float64)})
+    return state
+
+
+@check("zero_branch_identity", 2, "with both branches outputting zero the block returns its input exactly",
+       probe=probe_block_forward,
+       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 1,
+                         "sizes": BLOCK_WALK, "state": _zeroed_branches(BLOCK_WALK)})
+def judge_zero_branch(out, inputs, expected):
+    x, y = inputs["x"], out["y"]
+    if problem := shape_problem(y, x.shape, "the block output"):
+        return problem
+    if torch.equal(y, x) or matches(y, x, atol=1e-12, rtol=0):
+        return None
+    ones, zeros = torch.ones(x.shape[-1], dtype=torch.float64), torch.zeros(x.shape[-1], dtype=torch.float64)
+    post = layer_norm(layer_norm(x, torch.full_like(ones, 1.5), torch.full_like(zeros, 0.25)),
+                      torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25))
+    renormalised = layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25))
+    if matches(y, post, atol=1e-10, rtol=0) and not matches(y, renormalised, atol=1e-10, rtol=0):
+        return ("with both branches zero the output is LN2(LN1(X)): the block is post-LN (it normalises after each "
+                "residual add); this course's block is pre-LN, U = X + A(LN1(X)), Y = U + F(LN2(U)), so zero "
+                "branches leave X unchanged")
+    if matches(y, layer_norm(x, ones, zeros), atol=1e-6, rtol=1e-6) or matches(
+            y, layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25)), atol=1e-6, rtol=1e-6):
+        return "with both branches zero the output is a normalised input: the block's output must not be re-normalised (pre-LN adds to the raw residual stream)"
+    if matches(y, 2 * x, atol=1e-9, rtol=0):
+        return "with both branches zero the output is 2x: the residual is added twice"
+    if matches(y, torch.zeros_like(x), atol=1e-12, rtol=0):
+        return "with both branches zero the output is 0: the residual connection (X + ...) is missing"
+    return "with both branches zero the block must return its input exactly, but it changed it"
+
+
+def probe_block_output(ns, x, sizes, state):
+    block = _block(ns, sizes, state)
+    with torch.no_grad():
+        return {"y": block(x.clone())[0]}
+
+
+def _causal_inputs(g, sizes, state_maker):
+    B, T, d = 2, 6, sizes["d_model"]
+    x = torch.randn(B, T, d, generator=g, dtype=torch.float64)
+    changed = x.clone()
+    changed[:, 4:] = torch.randn(B, T - 4, d, generator=g, dtype=torch.float64)
+    return {"x": x, "changed": changed, "_first_changed": 4, "sizes": sizes, "state": state_maker(g, sizes)}
+
+
+@check("causal_invariance", 2, "changing tokens 4.. leaves the block's outputs at positions 0..3 unchanged",
+       probe=probe_block_output, inputs=lambda g: _causal_inputs(g, BLOCK_WALK, random_block_state),
+       separately=("x", "changed"))
+def judge_block_causal(out, inputs, expected):
+    return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "the block")
+
+
+def _example_block_inputs():
+    sizes = {"d_model": 2, "n_heads": 1, "d_ff": 2}
+    z = torch.zeros
+    state = {"ln_attention.weight": torch.ones(2, dtype=torch.float64), "ln_attention.bias": z(2, dtype=torch.float64),
+             "attention.q_proj.weight": torch.eye(2, dtype=torch.float64), "attention.k_proj.weight": torch.eye(2, dtype=torch.float64),
+             "attention.v_proj.weight": torch.eye(2, dtype=torch.float64), "attention.o_proj.weight": z(2, 2, dtype=torch.float64),
+             "ln_feedforward.weight": torch.ones(2, dtype=torch.float64), "ln_feedforward.bias": z(2, dtype=torch.float64),
+             "feedforward.fc1.weight": torch.eye(2, dtype=torch.float64), "feedforward.fc1.bias": z(2, dtype=torch.float64),
+             "feedforward.fc2.weight": 0.5 * torch.eye(2, dtype=torch.float64), "feedforward.fc2.bias": z(2, dtype=torch.float64)}
+    return {"x": torch.tensor([[[1.0, 3.0]]], dtype=torch.float64), "sizes": sizes, "state": state}
+
+
+@check("example_1", 2, "Example 1 gives (0.9206722, 3.4206696); increment difference 0.49999750",
+       probe=probe_block_forward, inputs=lambda g: _example_block_inputs())
+def judge_block_example(out, inputs, expected):
+    y = out["y"]
+    if problem := shape_problem(y, (1, 1, 2), "the block output"):
+        return problem
+    figure = torch.tensor([[[0.9206722, 3.4206696]]], dtype=torch.float64)
+    if matches(y, figure, atol=5e-7, rtol=0):
+        increment = y - inputs["x"]
+        if abs((increment[0, 0, 1] - increment[0, 0, 0]).item() - 0.49999750) < 5e-8:
+            return None
+    a = 1 / math.sqrt(1.00001)
+    if matches(y, torch.tensor([[[-a, a]]], dtype=torch.float64), atol=1e-6, rtol=0) or matches(
+            y, layer_norm(figure, torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)), atol=1e-6, rtol=0):
+        return "Example 1's output is normalised: pre-LN normalises the branch inputs, never the block output (post-LN is a different block)"
+    if matches(y, torch.tensor([[[-0.0793278, 0.4206696]]], dtype=torch.float64), atol=5e-7, rtol=0):
+        return "Example 1 returns only the increment: add the residual (U + F(LN2(U)))"
+    return "Example 1 should give (0.9206722, 3.4206696), with increment difference 0.49999750"
+
+
+BLOCK_FORMULA_MISTAKES = {
+    "feedforward_reads_x": "the feed-forward branch reads X instead of U = X + A(LN1(X))",
+    "one_norm": "one LayerNorm (ln_attention) is used for both branches; the feed-forward branch reads "
+                "ln_feedforward(U)",
+    "feedforward_first": "the feed-forward branch runs before attention; the block is U = X + A(LN1(X)), "
+                         "then Y = U + F(LN2(U))",
+    "post_ln": "the block is post-LN (normalising after the residual add); this course's block is pre-LN: "
+               "U = X + A(LN1(X)), Y = U + F(LN2(U))",
+    "renormalised": "the output is re-normalised: pre-LN adds the increments to the raw residual stream",
+    "no_ff_residual": "the feed-forward residual is missing (Y = F(LN2(U)))",
+    "no_attention_residual": "the attention residual is missing (U = A(LN1(X)))",
+    "branches_swapped_norms": "the two LayerNorms are swapped: attention reads ln_attention(X), the "
+                              "feed-forward branch ln_feedforward(U)",
+    "broadcast": "an increment is broadcast from [B, 1, d]: add each position's own increment",
+    "attention_unnormalised": "attention reads X itself; it reads LN1(X) = ln_attention(X)",
+    "feedforward_unnormalised": "the feed-forward branch reads U itself; it reads LN2(U) = ln_feedforward(U)",
+}
+
+
+def probe_block_formula(ns, x, sizes, state):
+    """The block's output and its own parts composed as the lesson's formula says, right
+    and in the classic wrong orders."""
+    block = _block(ns, sizes, state)
+    with torch.no_grad():
+        y = block(x.clone())[0]
+        attn = lambda h: block.attention(h)[0]  # noqa: E731
+        ffn, ln1, ln2 = block.feedforward, block.ln_attention, block.ln_feedforward
+        u = x + attn(ln1(x))
+        right = u + ffn(ln2(u))
+        first = x + ffn(ln2(x))
+        post_u = ln1(x + attn(x))
+        a_only = attn(ln1(x))
+        swapped_u = x + attn(ln2(x))
+        composed = {
+            "right": right,
+            "feedforward_reads_x": u + ffn(ln2(x)),
+            "one_norm": u + ffn(ln1(u)),
+            "feedforward_first": first + attn(ln1(first)),
+            "post_ln": ln2(post_u + ffn(post_u)),
+            "renormalised": ln2(right),
+            "no_ff_residual": ffn(ln2(u)),
+            "no_attention_residual": a_only + ffn(ln2(a_only)),
+            "branches_swapped_norms": swapped_u + ffn(ln1(swapped_u)),
+            "broadcast": (x + a_only[:, -1:]) + ffn(ln2(x + a_only[:, -1:])),
+            "attention_unnormalised": (x + attn(x)) + ffn(ln2(x + attn(x))),
+            "feedforward_unnormalised": u + ffn(u),
+        }
+    return {"y": y, "composed": composed}
+
+
+def _random_block_inputs(g):
+    sizes = {"d_model": 8, "n_heads": 2, "d_ff": 16}
+    return {"x": torch.randn(2, 5, 8, generator=g, dtype=torch.float64), "sizes": sizes,
+            "state": random_block_state(g, sizes)}
+
+
+@check("formula", 2,
+       "random weights (distinct norms): the output is U + F(LN2(U)), U = X + A(LN1(X)), of the block's own parts",
+       probe=probe_block_formula, inputs=_random_block_inputs)
+def judge_block_formula(out, inputs, expected):
+    composed = out["composed"]
+    if problem := shape_problem(out["y"], inputs["x"].shape, "the block output"):
+        return problem
+    if matches(out["y"], composed["right"], atol=1e-9, rtol=1e-7):
+        return None
+    known = first_diagnosis(out["y"], [(text, composed[label]) for label, text in BLOCK_FORMULA_MISTAKES.items()],
+                            atol=1e-7, rtol=1e-6)
+    return known or (compare(out["y"], composed["right"], "the block output", atol=1e-9, rtol=1e-7)
+                     + ": it is not U + F(LN2(U)) with U = X + A(LN1(X)) computed with the block's own parts")
+
+
+def _block_mistakes(ref, inputs):
+    """Outputs of the classic wrong blocks, built from reference parts."""
+    block = ref.model.TransformerBlock(config(ref, SIZES, **inputs["sizes"]))
+    load_state(block, inputs["state"])
+    x = inputs["x"]
+    with torch.no_grad():
+        attn = lambda h: block.attention(h)[0]  # noqa: E731
+        ffn, ln1, ln2 = block.feedforward, block.ln_attention, block.ln_feedforward
+        u = x + attn(ln1(x))
+        right = u + ffn(ln2(u))
+        post_u = ln1(x + attn(x))
+        return {
+            "right": right,
+            "mistakes": [
+                ("the block is post-LN (normalising after the residual add); this course's block is pre-LN: "
+                 "U = X + A(LN1(X)), Y = U + F(LN2(U))", ln2(post_u + ffn(post_u))),
+                ("the output is re-normalised: pre-LN adds the increments to the raw residual stream",
+                 ln2(right)),
+                ("the feed-forward branch reads X instead of U = X + A(LN1(X))", u + ffn(ln2(x))),
+                (BLOCK_FORMULA_MISTAKES["branches_swapped_norms"],
+                 (x + attn(ln2(x))) + ffn(ln1(x + attn(ln2(x))))),
+                (BLOCK_FORMULA_MISTAKES["feedforward_first"],
+                 (x + ffn(ln2(x))) + attn(ln1(x + ffn(ln2(x))))),
+                ("one LayerNorm is used for both branches; each branch has its own", u + ffn(ln1(u))),
+                ("the feed-forward residual is missing (Y = F(LN2(U)))", ffn(ln2(u))),
+                ("the attention residual is missing (U = A(LN1(X)))", attn(ln1(x)) + ffn(ln2(attn(ln1(x))))),
+                ("an increment is broadcast from [B, 1, d]: add each position's own increment",
+                 x + attn(ln1(x))[:, -1:, :] + ffn(ln2(x + attn(ln1(x))[:, -1:, :]))),
+            ],
+        }
+
+
+@check("matches_reference", 3, "random weights (distinct norms) and inputs match the reference pre-LN block",
+       probe=probe_block_forward, inputs=_random_block_inputs, expect=_block_mistakes, hidden=True)
+def judge_block_reference(out, inputs, expected):
+    if compare(out["y"], expected["right"], atol=1e-9, rtol=1e-7) is None:
+        return None
+    known = first_diagnosis(out["y"], expected["mistakes"], atol=1e-7, rtol=1e-6)
+    return known or compare(out["y"], expected["right"], "the block output", atol=1e-9, rtol=1e-7)
+
+
+def probe_block_cache(ns, x, sizes, state, split, part, earlier):
+    block = _block(ns, sizes, state)
+    with torch.no_grad():
+        if part == "full":
+            return {"full": block(x.clone())[0]}
+        first, present = block(x[:, :split].clone(), None, True)
+        rest, _ = block(x[:, split:].clone(), present, True)
+    return {"stepwise": torch.cat([first, rest], dim=1)}
+
+
+@check("cache_consistent", 1, "two calls through the KV cache equal one full call",
+       probe=probe_block_cache, inputs=lambda g: {**_random_block_inputs(g), "split": 3}, hidden=True,
+       parts=("full", "stepwise"))
+def judge_block_cache(out, inputs, expected):
+    if problem := compare(out["stepwise"], out["full"], "the cached block output", atol=1e-9, rtol=1e-7):
+        return f"running the block in two calls through the KV cache differs from one call: {problem}"
+    return None

@@ -1,0 +1,50 @@
+"""The block's parts: ln_attention, attention, ln_feedforward and feedforward.
+
+The names are part of the contract; the two LayerNorms must be separate objects, and
+the block registers exactly the ledger's 4d² + 2df + f + 5d parameters.
+"""
+
+from __future__ import annotations
+
+from grader.checks._api import Task, check
+from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
+from grader.checks.course import BLOCK_PARTS, PUBLISHED, block_parameters, config
+
+TASKS = [
+    Task("block_init", "model", "TransformerBlock.__init__", "the block's parts"),
+]
+
+
+def probe_block_parts(ns, sizes):
+    block = ns.model.TransformerBlock(config(ns, SIZES, **sizes))
+    parts = {name: getattr(block, name, None) for name in BLOCK_PARTS}
+    return {
+        "missing": [name for name, part in parts.items() if part is None],
+        "types": {name: type(part).__name__ for name, part in parts.items()},
+        "norms_shared": parts["ln_attention"] is not None and parts["ln_attention"] is parts["ln_feedforward"],
+        "parameters": sum(p.numel() for p in block.parameters()),
+    }
+
+
+@check("parameter_ledger_wide", 1, "the ledger holds for d=64, h=4, f=256 (49,728 per block)",
+       probe=probe_block_parts,
+       inputs=lambda g: {"sizes": {name: PUBLISHED[name] for name in ("d_model", "n_heads", "d_ff")}}, hidden=True)
+@check("parameter_ledger", 2,
+       "the block has ln_attention, attention, ln_feedforward, feedforward (two separate norms) "
+       "and 4d² + 2df + f + 5d parameters",
+       probe=probe_block_parts, inputs=lambda g: {"sizes": BLOCK_WALK})
+def judge_block_parts(out, inputs, expected):
+    if out["missing"]:
+        return f"the block has no attribute(s) {', '.join(out['missing'])}; the names are part of the contract"
+    wanted = {"ln_attention": "LayerNorm", "attention": "CausalSelfAttention",
+              "ln_feedforward": "LayerNorm", "feedforward": "FeedForward"}
+    for name, kind in wanted.items():
+        if out["types"][name] != kind:
+            return f"block.{name} should be a {kind}, found {out['types'][name]}"
+    if out["norms_shared"]:
+        return "ln_attention and ln_feedforward are one object used twice: each branch needs its own LayerNorm"
+    d, f = inputs["sizes"]["d_model"], inputs["sizes"]["d_ff"]
+    if out["parameters"] != block_parameters(d, f):
+        return (f"the block registers {out['parameters']} parameters; the ledger 4d² + 2df + f + 5d "
+                f"gives {block_parameters(d, f)} for d={d}, f={f}")
+    return None

@@ -1,0 +1,78 @@
+"""The feed-forward network, fc2(gelu(fc1(x))).
+
+Example 1 of the lesson (W1 = I, W2 = ½I, zero biases) pins the published increment;
+random weights pin the formula, and the classic mistakes (no nonlinearity, ReLU, the
+tanh GELU, a missing bias) are named. torch's GELU scores 'forbidden' here too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import GELU_KERNELS, Task, check, compare, exact_gelu, first_diagnosis, matches, tanh_gelu
+from grader.checks.ch05_block.common import SIZES
+from grader.checks.course import config, load_state
+
+TASKS = [
+    Task("feedforward", "model", "FeedForward.forward", "the feed-forward network",
+         forbidden=("torch.nn.functional.gelu", "torch.nn.GELU"), forbidden_ops=GELU_KERNELS),
+]
+
+
+def probe_feedforward(ns, x, state, sizes):
+    ffn = load_state(ns.model.FeedForward(config(ns, SIZES, **sizes)), state)
+    return {"y": ffn(x.clone())}
+
+
+def _example_feedforward_inputs():
+    a = 1 / math.sqrt(1.00001)
+    return {"x": torch.tensor([[[-a, a]]], dtype=torch.float64),
+            "state": {"fc1.weight": torch.eye(2, dtype=torch.float64), "fc1.bias": torch.zeros(2, dtype=torch.float64),
+                      "fc2.weight": 0.5 * torch.eye(2, dtype=torch.float64), "fc2.bias": torch.zeros(2, dtype=torch.float64)},
+            "sizes": {"d_model": 2, "n_heads": 1, "d_ff": 2}}
+
+
+def _feedforward_mistakes(x, state):
+    w1, b1, w2, b2 = state["fc1.weight"], state["fc1.bias"], state["fc2.weight"], state["fc2.bias"]
+    pre = x @ w1.T + b1
+    return [
+        ("there is no nonlinearity between the two linear layers: apply gelu to x W1 + b1", pre @ w2.T + b2),
+        ("ReLU is used where the exact GELU belongs", torch.relu(pre) @ w2.T + b2),
+        ("the tanh approximation of GELU is used; use the exact erf form", tanh_gelu(pre) @ w2.T + b2),
+        ("the second bias b2 is missing", exact_gelu(pre) @ w2.T),
+        ("the first bias b1 is missing", exact_gelu(x @ w1.T) @ w2.T + b2),
+    ]
+
+
+def _random_feedforward_inputs(g):
+    d, f = 4, 8
+    return {"x": torch.randn(2, 3, d, generator=g, dtype=torch.float64),
+            "state": {"fc1.weight": torch.randn(f, d, generator=g, dtype=torch.float64) * 0.7,
+                      "fc1.bias": torch.randn(f, generator=g, dtype=torch.float64) * 0.5,
+                      "fc2.weight": torch.randn(d, f, generator=g, dtype=torch.float64) * 0.7,
+                      "fc2.bias": torch.randn(d, generator=g, dtype=torch.float64) * 0.5},
+            "sizes": {"d_model": d, "d_ff": f}}
+
+
+@check("matches_reference", 3, "random weights and inputs give fc2(gelu(fc1(x)))",
+       probe=probe_feedforward, inputs=_random_feedforward_inputs, hidden=True)
+def judge_feedforward(out, inputs, expected):
+    x, state = inputs["x"], inputs["state"]
+    right = exact_gelu(x @ state["fc1.weight"].T + state["fc1.bias"]) @ state["fc2.weight"].T + state["fc2.bias"]
+    if compare(out["y"], right, atol=1e-9, rtol=1e-7) is None:
+        return None
+    known = first_diagnosis(out["y"], _feedforward_mistakes(x, state), atol=1e-7, rtol=1e-6)
+    return known or compare(out["y"], right, "the feed-forward output", atol=1e-9, rtol=1e-7)
+
+
+@check("example_1", 2, "Example 1 (W1 = I, W2 = ½I) gives the increment (-0.0793278, 0.4206696)",
+       probe=probe_feedforward, inputs=lambda g: _example_feedforward_inputs())
+def judge_feedforward_example(out, inputs, expected):
+    figure = torch.tensor([[[-0.0793278, 0.4206696]]], dtype=torch.float64)
+    if problem := judge_feedforward(out, inputs, expected):
+        return f"Example 1 should give the increment (-0.0793278, 0.4206696): {problem}"
+    if not matches(out["y"], figure, atol=5e-7, rtol=0):
+        return "Example 1 should give the increment (-0.0793278, 0.4206696)"
+    return None

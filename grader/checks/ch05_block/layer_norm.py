@@ -1,0 +1,183 @@
+"""LayerNorm over the last axis.
+
+The checks pin the lesson's figures and the classic mistakes: (1, 3) normalises to
+±1/sqrt(1.00001) (the population variance, eps = 1e-5 inside the square root), a
+constant vector gives exactly beta, a shift of every feature changes nothing, gamma
+starts at 1 and beta at 0, and each position is normalised with its own statistics.
+torch's LayerNorm (and its other norm kernels) score 'forbidden'.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import (
+    NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, layer_norm, matches, shape_problem,
+)
+from grader.checks.course import EPS
+
+TASKS = [
+    Task("layer_norm", "model", "LayerNorm.forward", "LayerNorm over the last axis",
+         forbidden=("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm",
+                    "torch.nn.functional.group_norm", "torch.nn.functional.rms_norm"),
+         forbidden_ops=NORM_KERNELS),
+]
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _layer_norm_mistakes(x, gamma, beta):
+    return [
+        ("the variance is divided by d - 1 instead of d (use the population variance)",
+         layer_norm(x, gamma, beta, divisor_offset=1)),
+        ("eps is missing from the square root", layer_norm(x, gamma, beta, eps=0.0)),
+        ("eps is added outside the square root; it belongs inside: sqrt(var + eps)",
+         layer_norm(x, gamma, beta, eps_outside=True)),
+        ("gamma and beta are not applied", layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta))),
+        ("the statistics are taken over the time axis; take them over the last (feature) axis only",
+         layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x),
+        ("the statistics are taken over all axes; take them over the last (feature) axis only",
+         layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))),
+    ]
+
+
+def probe_layer_norm(ns, x, gamma=None, beta=None):
+    norm = ns.model.LayerNorm(x.shape[-1]).double()
+    with torch.no_grad():
+        if gamma is not None:
+            norm.weight.copy_(gamma)
+            norm.bias.copy_(beta)
+        return {"y": norm(x.clone()), "eps": getattr(norm, "eps", None),
+                "gamma": norm.weight.detach().clone(), "beta": norm.bias.detach().clone()}
+
+
+# -------------------------------------------------------------------- figures
+
+
+@check("example_figures", 2, "(1, 3) normalises to ±1/sqrt(1.00001), not the d - 1 figure ±0.7071",
+       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[1.0, 3.0]], dtype=torch.float64)})
+def judge_layer_norm_figures(out, inputs, expected):
+    a = 1 / math.sqrt(1.00001)
+    figure = torch.tensor([[-a, a]], dtype=torch.float64)
+    if matches(out["y"], figure, atol=1e-9, rtol=0):
+        return None
+    x, ones, zeros = inputs["x"], torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    known = first_diagnosis(out["y"], _layer_norm_mistakes(x, ones, zeros), atol=1e-6, rtol=0)
+    if known:
+        return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001): {known}"
+    return compare(out["y"], figure, "LayerNorm((1, 3))", atol=1e-9, rtol=0)
+
+
+@check("constant_vector", 1, "a constant vector (2, 2) gives exactly beta, with no division by zero",
+       probe=probe_layer_norm,
+       inputs=lambda g: {"x": torch.tensor([[2.0, 2.0]], dtype=torch.float64),
+                         "gamma": torch.tensor([2.0, 5.0], dtype=torch.float64),
+                         "beta": torch.tensor([0.3, -0.7], dtype=torch.float64)})
+def judge_layer_norm_constant(out, inputs, expected):
+    y = out["y"]
+    if problem := shape_problem(y, inputs["x"].shape):
+        return problem
+    if not torch.isfinite(y).all():
+        return "a constant vector gives NaN or inf: its variance is 0, so eps must sit inside the square root"
+    if not matches(y, inputs["beta"].expand_as(y), atol=1e-12, rtol=0):
+        if matches(y, torch.zeros_like(y), atol=1e-12, rtol=0):
+            return ("a constant vector gives 0 instead of beta: gamma and beta are not applied (multiply the "
+                    "normalised values by self.weight, then add self.bias)")
+        return "a constant vector should come out as exactly beta (its centred values are all 0)"
+    return None
+
+
+# -------------------------------------------------------------- invariances
+
+
+def probe_layer_norm_shift(ns, x, shift):
+    norm = ns.model.LayerNorm(x.shape[-1]).double()
+    return {"y": norm(x.clone()), "shifted": norm(x + shift)}
+
+
+@check("shift_invariance", 1, "adding a constant to every feature changes nothing",
+       probe=probe_layer_norm_shift,
+       inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0, -2.0, 0.5]]], dtype=torch.float64), "shift": 7.25})
+def judge_layer_norm_shift(out, inputs, expected):
+    if problem := shape_problem(out["y"], inputs["x"].shape):
+        return problem
+    if not matches(out["shifted"], out["y"], atol=1e-9, rtol=0):
+        return "adding the same constant to every feature changed the output: subtract the mean of the last axis"
+    return None
+
+
+@check("defaults", 1, "eps is 1e-5, gamma starts at 1 and beta at 0",
+       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[1.0, 3.0, -2.0, 0.5]], dtype=torch.float64)})
+def judge_layer_norm_defaults(out, inputs, expected):
+    eps = out["eps"]
+    numeric = (isinstance(eps, (int, float)) and not isinstance(eps, bool)) or (
+        isinstance(eps, torch.Tensor) and eps.numel() == 1 and not eps.is_complex())
+    if not numeric:
+        return f"eps should be the number 1e-5, found {kind_of(eps)}"
+    value = float(eps)
+    if not math.isfinite(value):
+        return f"eps should be 1e-5, found {value!r}: eps must be a finite number"
+    if not abs(value - EPS) <= 1e-12:
+        return f"eps should be 1e-5, found {eps!r}"
+    if not (torch.equal(out["gamma"], torch.ones(4, dtype=torch.float64))
+            and torch.equal(out["beta"], torch.zeros(4, dtype=torch.float64))):
+        return "gamma should start at 1 and beta at 0"
+    return None
+
+
+def probe_layer_norm_rows(ns, x, gamma, beta):
+    norm = ns.model.LayerNorm(x.shape[-1]).double()
+    with torch.no_grad():
+        norm.weight.copy_(gamma)
+        norm.bias.copy_(beta)
+        rows = torch.stack([torch.stack([norm(x[b, t].clone().reshape(1, -1))[0] for t in range(x.shape[1])])
+                            for b in range(x.shape[0])])
+        return {"y": norm(x.clone()), "rows": rows}
+
+
+@check("each_position_alone", 1,
+       "x [2, 3, 4] normalised at once equals each position normalised alone: statistics over the last axis only",
+       probe=probe_layer_norm_rows,
+       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 0.5,
+                         "gamma": torch.rand(4, generator=g, dtype=torch.float64) + 0.5,
+                         "beta": torch.randn(4, generator=g, dtype=torch.float64)})
+def judge_layer_norm_rows(out, inputs, expected):
+    x, gamma, beta = inputs["x"], inputs["gamma"], inputs["beta"]
+    if problem := shape_problem(out["y"], x.shape, "LayerNorm(x)"):
+        return problem
+    if matches(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
+        return None
+    known = first_diagnosis(out["y"], _layer_norm_mistakes(x, gamma, beta)[4:], atol=1e-7, rtol=1e-6)
+    if known:
+        return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {known}"
+    return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "
+            "d features are normalised with their own mean and variance, never with other positions'")
+
+
+# ------------------------------------------------------------------ reference
+
+
+def _random_norm_inputs(g):
+    return {"x": torch.randn(2, 5, 6, generator=g, dtype=torch.float64) * 3 + 1,
+            "gamma": torch.rand(6, generator=g, dtype=torch.float64) + 0.5,
+            "beta": torch.randn(6, generator=g, dtype=torch.float64)}
+
+
+def _expect_layer_norm(ref, inputs):
+    norm = ref.model.LayerNorm(6).double()
+    with torch.no_grad():
+        norm.weight.copy_(inputs["gamma"])
+        norm.bias.copy_(inputs["beta"])
+        return norm(inputs["x"])
+
+
+@check("matches_reference", 3, "random [B, T, d] inputs with random gamma and beta match the reference",
+       probe=probe_layer_norm, inputs=_random_norm_inputs, expect=_expect_layer_norm, hidden=True)
+def judge_layer_norm_reference(out, inputs, expected):
+    if compare(out["y"], expected, atol=1e-9, rtol=1e-7) is None:
+        return None
+    known = first_diagnosis(out["y"], _layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]),
+                            atol=1e-7, rtol=1e-6)
+    return known or compare(out["y"], expected, "the normalised output", atol=1e-9, rtol=1e-7)

@@ -1,0 +1,5 @@
+"""Chapter 07: the full model: cross-entropy, the parameter ledger, TransformerLM's parts
+and its forward pass (with the KV cache across every block)."""
+
+TITLE = "The full language model"
+TASK_MODULES = ("cross_entropy", "parameter_count", "lm_init", "lm_forward")

@@ -1,0 +1,130 @@
+"""What chapter 07's task modules share: the chapter's sizes, the parameter ledger and
+the mistakes a wrong count points at, the model built from a state, and the loss as the
+lesson defines it (the stable log-softmax cross-entropy) with its classic mistakes."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import first_diagnosis, matches
+from grader.checks.course import PUBLISHED, block_parameters, config, load_state, model_parameters
+
+SIZES = dict(vocab_size=11, block_size=12, d_model=8, n_heads=2, n_layers=2, d_ff=16)
+# The lesson's two figures: 107,776 parameters for the published model, 424 for a small one.
+FIGURES = [PUBLISHED, dict(vocab_size=10, block_size=6, n_layers=2, d_model=4, n_heads=2, d_ff=8)]
+
+
+# ------------------------------------------------------------------- the ledger
+
+
+def _full_sizes(sizes):
+    return {**SIZES, **sizes}
+
+
+def _ledger(sizes):
+    return model_parameters(_full_sizes(sizes))
+
+
+def _describe(sizes):
+    s = _full_sizes(sizes)
+    return (f"V={s['vocab_size']}, C={s['block_size']}, N={s['n_layers']}, d={s['d_model']}, "
+            f"h={s['n_heads']}, f={s['d_ff']}")
+
+
+def _count_mistake(count, sizes) -> "str | None":
+    """Name the mistake a wrong parameter count points at, if a known one."""
+    s = _full_sizes(sizes)
+    V, C, N, d, f = s["vocab_size"], s["block_size"], s["n_layers"], s["d_model"], s["d_ff"]
+    block, diff = block_parameters(d, f), count - _ledger(sizes)
+    known = [
+        (-(N - 1) * block, "one block object reused N times: the N blocks must be N separate "
+                           "TransformerBlock objects, each with its own parameters"),
+        (-N * block, "the blocks' parameters are not counted/registered: keep the blocks in an nn.ModuleList "
+                     "(a plain Python list hides them from .parameters())"),
+        (V, "the head has a bias: the head is bias-free (nn.Linear(d, V, bias=False))"),
+        (-V * d, "the head is tied to the token embedding (one shared V×d matrix): this model's head is "
+                 "untied, with its own weight"),
+        (-V * d + V, "the head is tied to the token embedding and has a bias: it is untied and bias-free"),
+        (-2 * d, "there is no final LayerNorm (ln_final, 2d parameters) before the head"),
+        (-C * d, "the position embedding (C·d parameters) is missing"),
+        (4 * d * N, "the attention projections have biases (4d per block); Q/K/V/O are bias-free"),
+        (-f * N, "the first feed-forward bias (f per block) is missing"),
+        (-(f + d) * N, "the feed-forward biases (f + d per block) are missing"),
+        (-4 * d * N, "the blocks' LayerNorm γ and β (4d per block) are missing"),
+    ]
+    for amount, why in known:
+        if amount and diff == amount:
+            return why
+    return None
+
+
+def _random_configs(g, count=4):
+    configs = []
+    for _ in range(count):
+        pick = lambda low, high: int(torch.randint(low, high + 1, (1,), generator=g))  # noqa: E731
+        h = pick(1, 4)
+        configs.append(dict(vocab_size=pick(5, 60), block_size=pick(3, 40), n_layers=pick(1, 4),
+                            d_model=h * pick(1, 6), n_heads=h, d_ff=pick(2, 40)))
+    return configs
+
+
+def _model(ns, sizes, state=None):
+    return load_state(ns.model.TransformerLM(config(ns, SIZES, **sizes)), state)
+
+
+# ----------------------------------------------------------------- the loss
+
+
+def _stable_cross_entropy(logits, targets):
+    flat = logits.double().reshape(-1, logits.shape[-1])
+    rows = torch.arange(flat.shape[0])
+    return (torch.logsumexp(flat, dim=-1) - flat[rows, targets.reshape(-1)]).mean()
+
+
+def _picked_cross_entropy(log_probs, targets):
+    flat = log_probs.reshape(-1, log_probs.shape[-1])
+    return -flat[torch.arange(flat.shape[0]), targets.reshape(-1)].mean()
+
+
+def _cross_entropy_mistakes(logits, targets):
+    logits = logits.double()
+    n = targets.numel()
+    right = _stable_cross_entropy(logits, targets)
+    log_probs = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    mistakes = [
+        ("the loss is summed instead of averaged: divide by the number of scored positions (take the mean)",
+         right * n),
+        ("the sign is flipped: the loss is minus the mean log-probability of the targets", -right),
+        ("the loss averages the log-probabilities of every class; pick each position's target class",
+         -log_probs.mean()),
+        ("the loss uses the probability instead of its log: −mean(log p[target])",
+         _picked_cross_entropy(log_probs.exp(), targets)),
+    ]
+    for dim in range(logits.dim() - 1):  # a softmax over batch or time instead of the vocabulary
+        wrong = logits - torch.logsumexp(logits, dim=dim, keepdim=True)
+        mistakes.append(("the softmax normalises over the wrong axis: normalise over the vocabulary, the last axis "
+                         f"(yours normalises over axis {dim})", _picked_cross_entropy(wrong, targets)))
+    flat = logits.reshape(-1, logits.shape[-1])
+    mistakes.append(("the softmax normalises over the wrong axis (the positions, after flattening): normalise "
+                     "over the vocabulary, the last axis",
+                     _picked_cross_entropy(flat - torch.logsumexp(flat, dim=0, keepdim=True), targets)))
+    return mistakes
+
+
+def _judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | None":
+    if not isinstance(loss, torch.Tensor):
+        return f"{what} should be a tensor (keep it in the graph for training), got {type(loss).__name__}"
+    right = _stable_cross_entropy(logits, targets)
+    if loss.dim() != 0:
+        if tuple(loss.shape) in (tuple(targets.shape), (targets.numel(),)):
+            return (f"{what} has one value per position (shape {list(loss.shape)}): return their mean, "
+                    "a single number")
+        return f"{what} should be a scalar (a 0-dimensional tensor), got shape {list(loss.shape)}"
+    if not torch.isfinite(loss.double()).all():
+        return f"{what} is NaN or inf on ordinary logits"
+    if matches(loss, right, atol=1e-10, rtol=1e-9):
+        return None
+    known = first_diagnosis(loss, _cross_entropy_mistakes(logits, targets), atol=1e-8, rtol=1e-6)
+    if known or not reveal:
+        return known or f"{what} differs from the stable log-softmax cross-entropy of the logits"
+    return f"{what} is {loss.item():.6g}; the stable log-softmax cross-entropy of these logits is {right.item():.6g}"

@@ -1,0 +1,128 @@
+"""A stable cross-entropy loss: the mean over positions of −log softmax(logits)[target].
+
+The checks pin it against the log-softmax formula, for logits around ±1e4 (the max is
+subtracted before exp), for a target whose probability underflows (no log of a softmax),
+for all-zero logits (log V), and its gradient, (softmax − one-hot) / N. torch's
+cross-entropy, NLL loss and log-softmax, however spelled, score 'forbidden'.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks.ch07_model.common import _cross_entropy_mistakes, _judge_loss
+
+TASKS = [
+    Task("cross_entropy", "model", "cross_entropy", "a stable cross-entropy loss",
+         forbidden=("torch.nn.functional.cross_entropy", "torch.nn.functional.log_softmax", "torch.log_softmax",
+                    "torch.nn.functional.nll_loss", "torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss",
+                    "torch.special.log_softmax", "torch.Tensor.log_softmax"),
+         forbidden_methods=("log_softmax",),
+         forbidden_ops=("*log_softmax*", "nll_loss*", "cross_entropy*")),
+]
+
+
+def probe_cross_entropy(ns, logits, targets):
+    return {"loss": ns.model.cross_entropy(logits.clone(), targets.clone())}
+
+
+def _logits_inputs(shape, scale=2.0):
+    def make(g):
+        logits = torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+        targets = torch.randint(0, shape[-1], shape[:-1], generator=g)
+        return {"logits": logits, "targets": targets}
+    return make
+
+
+@check("matches_log_softmax", 2, "logits [2, 3, 5]: the loss equals the mean of −log softmax(logits)[target]",
+       probe=probe_cross_entropy, inputs=_logits_inputs((2, 3, 5)))
+def judge_cross_entropy(out, inputs, expected):
+    return _judge_loss(out["loss"], inputs["logits"], inputs["targets"])
+
+
+@check("matches_reference", 2, "random logits of other shapes ([N, V] and [B, T, V]) match the reference",
+       probe=probe_cross_entropy, inputs=_logits_inputs((17, 9), scale=4.0), hidden=True)
+def judge_cross_entropy_hidden(out, inputs, expected):
+    return _judge_loss(out["loss"], inputs["logits"], inputs["targets"], reveal=False)
+
+
+def _huge_logits(g):
+    B, T, V = 2, 3, 7
+    logits = torch.randn(B, T, V, generator=g, dtype=torch.float64) * 2
+    offsets = torch.tensor([1e4, -1e4, 5e3, -5e3, 1e4, 2e4], dtype=torch.float64).reshape(B, T, 1)
+    return {"logits": logits + offsets, "targets": torch.randint(0, V, (B, T), generator=g)}
+
+
+@check("huge_logits", 2, "logits around ±1e4 give a finite, exact loss (the max is subtracted before exp)",
+       probe=probe_cross_entropy, inputs=_huge_logits)
+def judge_cross_entropy_huge(out, inputs, expected):
+    loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
+        return ("the loss is NaN or inf for logits around ±1e4: there is no max subtraction, so exp overflows "
+                "(exp(1e4) = inf) or underflows to log(0). Subtract each row's own maximum before exp: "
+                "log-softmax(z) = (z − max z) − log Σ exp(z − max z)")
+    if (problem := _judge_loss(loss, logits, targets)) is not None:
+        return f"with logits around ±1e4: {problem}"
+    return None
+
+
+@check("tiny_probabilities", 1,
+       "a target whose logit is 1e4 below the others gives the finite loss 1e4 (no log of an underflowed 0)",
+       probe=probe_cross_entropy,
+       inputs=lambda g: {"logits": torch.tensor([[[0.0, -1e4, 0.0], [2.0, 1.0, -1e4 + 2.0]]], dtype=torch.float64),
+                         "targets": torch.tensor([[1, 2]])})
+def judge_cross_entropy_tiny(out, inputs, expected):
+    loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
+        return ("the loss is inf when the target's logit is 1e4 below the others: its softmax probability "
+                "underflows to 0 and log(0) = -inf. Take the log-softmax directly, (z − max z) − log Σ exp(z − max "
+                "z), instead of the log of a softmax")
+    if (problem := _judge_loss(loss, logits, targets)) is not None:
+        return f"with a target's logit 1e4 below the others: {problem}"
+    return None
+
+
+@check("uniform", 1, "all-zero logits over V = 27 classes give exactly log 27 ≈ 3.295837",
+       probe=probe_cross_entropy,
+       inputs=lambda g: {"logits": torch.zeros(2, 4, 27, dtype=torch.float64),
+                         "targets": torch.randint(0, 27, (2, 4), generator=g)})
+def judge_cross_entropy_uniform(out, inputs, expected):
+    loss, V = out["loss"], inputs["logits"].shape[-1]
+    if problem := shape_problem(loss, (), "the loss"):
+        return problem
+    figure = torch.tensor(V, dtype=torch.float64).log()
+    if matches(loss, figure, atol=1e-12, rtol=0):
+        return None
+    known = first_diagnosis(loss, _cross_entropy_mistakes(inputs["logits"], inputs["targets"]), atol=1e-8, rtol=1e-6)
+    lead = f"all-zero logits over V = {V} classes should give log V = {figure.item():.6f}"
+    return f"{lead}: {known}" if known else f"{lead}, got {loss.item():.6g}"
+
+
+def probe_cross_entropy_gradient(ns, logits, targets):
+    leaf = logits.clone().requires_grad_(True)
+    with torch.enable_grad():
+        loss = ns.model.cross_entropy(leaf, targets.clone())
+        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+            return {"gradient": None}
+        (gradient,) = torch.autograd.grad(loss, leaf)
+    return {"gradient": gradient}
+
+
+@check("gradient", 1, "the loss stays differentiable: d loss / d logits = (softmax − one-hot) / N",
+       probe=probe_cross_entropy_gradient, inputs=_logits_inputs((3, 4, 6)))
+def judge_cross_entropy_gradient(out, inputs, expected):
+    logits, targets = inputs["logits"], inputs["targets"]
+    if out["gradient"] is None:
+        return ("the loss is not connected to the logits (autograd cannot differentiate it): keep it a tensor "
+                "computed from the logits, without .item(), .detach() or torch.no_grad()")
+    flat = logits.reshape(-1, logits.shape[-1])
+    right = torch.softmax(flat, dim=-1)
+    right[torch.arange(flat.shape[0]), targets.reshape(-1)] -= 1.0
+    right = (right / flat.shape[0]).reshape(logits.shape)
+    if matches(out["gradient"], right * flat.shape[0], atol=1e-10, rtol=1e-8):
+        return ("the gradient is N times too large: the loss is summed instead of averaged over the "
+                f"N = {flat.shape[0]} positions")
+    if problem := compare(out["gradient"], right, "the gradient of the loss", atol=1e-10, rtol=1e-8):
+        return f"{problem}; d loss / d logits should be (softmax − one-hot(target)) / N"
+    return None

@@ -1,0 +1,318 @@
+"""TransformerLM's forward pass: logits = head(ln_final(blocks(token_embedding +
+position_embedding))), the loss against targets, and the KV cache across every block.
+
+The checks pin the shapes (loss and presents None unless asked for), the loss as the
+cross-entropy of the returned logits, the formula composed from the model's own parts
+(naming the classic wrong forwards), that the head reads ln_final, that positions
+matter, causality, and that feeding tokens in pieces through past_key_values gives the
+logits of one full pass, with positions offset by the cache length.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks.ch07_model.common import SIZES, _full_sizes, _judge_loss, _model, _stable_cross_entropy
+from grader.checks.course import random_lm_state
+
+TASKS = [
+    Task("lm_forward", "model", "TransformerLM.forward", "the model's forward pass"),
+]
+
+HIDDEN_SIZES = dict(vocab_size=13, block_size=10, d_model=12, n_heads=3, n_layers=3, d_ff=20)
+
+
+def _lm_inputs(sizes, B=2, T=7):
+    def make(g):
+        V = sizes["vocab_size"]
+        return {"sizes": sizes, "state": random_lm_state(g, _full_sizes(sizes)),
+                "idx": torch.randint(0, V, (B, T), generator=g), "targets": torch.randint(0, V, (B, T), generator=g)}
+    return make
+
+
+# --------------------------------------------------------------- the outputs
+
+
+def probe_lm_forward(ns, sizes, state, idx, targets):
+    model = _model(ns, sizes, state)
+    with torch.no_grad():
+        plain = model(idx.clone())
+        scored = model(idx.clone(), targets.clone())
+    as_list = lambda value: [v for v in value] if isinstance(value, (tuple, list)) else value  # noqa: E731
+    return {"plain": as_list(plain), "scored": as_list(scored)}
+
+
+def _triple(value, what):
+    if not isinstance(value, list) or len(value) != 3:
+        return f"{what} should return (logits, loss, presents), got {type(value).__name__}"
+    value[:] = [v for v in value]
+    return None
+
+
+@check("shapes", 2, "idx [2, 7] gives logits [2, 7, V]; loss and presents are None unless asked for",
+       probe=probe_lm_forward, inputs=_lm_inputs(SIZES))
+def judge_lm_shapes(out, inputs, expected):
+    B, T = inputs["idx"].shape
+    V = _full_sizes(inputs["sizes"])["vocab_size"]
+    if problem := _triple(out["plain"], "model(idx)"):
+        return problem
+    logits, loss, presents = out["plain"]
+    if problem := shape_problem(logits, (B, T, V), "the logits"):
+        return f"{problem}: one score per vocabulary entry at every position, [B, T, V]"
+    if loss is not None:
+        return "without targets the loss should be None"
+    if presents is not None:
+        return "with use_cache=False presents should be None"
+    return None
+
+
+@check("loss", 2, "with targets the loss equals the mean cross-entropy of the returned logits",
+       probe=probe_lm_forward, inputs=_lm_inputs(SIZES))
+def judge_lm_loss(out, inputs, expected):
+    if problem := _triple(out["scored"], "model(idx, targets)"):
+        return problem
+    logits, loss, _ = out["scored"]
+    targets = inputs["targets"]
+    if loss is None:
+        return "targets were given but the loss is None: return cross_entropy(logits, targets)"
+    if not isinstance(loss, torch.Tensor) or not isinstance(logits, torch.Tensor):
+        return "the logits and the loss should be tensors"
+    if loss.dim() == 0 and logits.shape[:-1] == targets.shape:
+        shifted = _stable_cross_entropy(logits[:, :-1], targets[:, 1:])
+        if not matches(loss, _stable_cross_entropy(logits, targets), atol=1e-10, rtol=1e-9) and matches(
+                loss, shifted, atol=1e-10, rtol=1e-9):
+            return ("the targets are shifted again: targets[b, t] is already the token that follows idx[b, t], "
+                    "so score logits[:, t] against targets[:, t]")
+    if problem := _judge_loss(loss, logits, targets, "the loss"):
+        return f"the loss should be the cross-entropy of the returned logits against the targets: {problem}"
+    return None
+
+
+# ----------------------------------------------------------------- the formula
+
+
+LM_MISTAKES = {
+    "no_final_norm": "there is no final LayerNorm before the head: logits = head(ln_final(hidden))",
+    "no_positions": "the position embeddings are not added to the token embeddings",
+    "first_block_only": "only the first block is applied: run the hidden state through every block in turn",
+    "last_block_only": "only the last block is applied, or every block reads the embeddings instead of the previous "
+                       "block's output: each block reads what the block before it returned",
+    "no_blocks": "the blocks are never applied",
+    "final_norm_twice": "the final LayerNorm is applied twice",
+    "blocks_reversed": "the blocks run in reverse order: blocks[0] comes first",
+}
+
+
+def _lm_composed(model, idx):
+    """The model's own parts composed as the lesson's forward, and as the classic wrong ones."""
+    with torch.no_grad():
+        tokens = model.token_embedding(idx)
+        hidden = model.position_embedding(tokens, 0)
+
+        def through(h, blocks):
+            for block in blocks:
+                h = block(h)[0]
+            return h
+
+        head = lambda h: model.head(model.ln_final(h))  # noqa: E731
+        blocks = list(model.blocks)
+        return {
+            "right": head(through(hidden, blocks)),
+            "no_final_norm": model.head(through(hidden, blocks)),
+            "no_positions": head(through(tokens, blocks)),
+            "first_block_only": head(through(hidden, blocks[:1])),
+            "last_block_only": head(through(hidden, blocks[-1:])),
+            "no_blocks": head(hidden),
+            "final_norm_twice": model.head(model.ln_final(model.ln_final(through(hidden, blocks)))),
+            "blocks_reversed": head(through(hidden, blocks[::-1])),
+        }
+
+
+def probe_lm_formula(ns, sizes, state, idx, targets=None):
+    model = _model(ns, sizes, state)
+    with torch.no_grad():
+        return {"logits": model(idx.clone())[0], "composed": _lm_composed(model, idx.clone())}
+
+
+@check("formula", 2,
+       "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
+       "parts, each block reading the one before",
+       probe=probe_lm_formula, inputs=_lm_inputs(dict(SIZES, n_layers=3), T=6))
+def judge_lm_formula(out, inputs, expected):
+    composed = out["composed"]
+    if compare(out["logits"], composed["right"], atol=1e-9, rtol=1e-7) is None:
+        return None
+    known = first_diagnosis(out["logits"], [(text, composed[label]) for label, text in LM_MISTAKES.items()],
+                            atol=1e-8, rtol=1e-6)
+    return known or (compare(out["logits"], composed["right"], "the logit tensor", atol=1e-9, rtol=1e-7)
+                     + ": the logits are not head(ln_final(blocks(token_embedding + position_embedding))) "
+                       "computed with the model's own parts")
+
+
+def _lm_final_norm_inputs(g):
+    inputs = _lm_inputs(SIZES)(g)
+    inputs["state"]["ln_final.weight"] = torch.zeros(SIZES["d_model"], dtype=torch.float64)
+    return inputs
+
+
+@check("final_norm_feeds_head", 1,
+       "with ln_final's gamma = 0 and beta = b every position's logits are head(b): the head reads ln_final",
+       probe=probe_lm_forward, inputs=_lm_final_norm_inputs)
+def judge_lm_final_norm_feeds_head(out, inputs, expected):
+    if problem := _triple(out["plain"], "model(idx)"):
+        return problem
+    logits = out["plain"][0]
+    B, T = inputs["idx"].shape
+    state = inputs["state"]
+    constant = state["head.weight"] @ state["ln_final.bias"]
+    if problem := shape_problem(logits, (B, T, constant.shape[0]), "the logits"):
+        return problem
+    if matches(logits, constant.expand(B, T, -1), atol=1e-9, rtol=1e-7):
+        return None
+    return ("with ln_final's gamma set to 0 and beta to b, every position's logits should be head(b): the head "
+            "must read the final LayerNorm's output (logits = head(ln_final(hidden))), and nothing may come "
+            "after it")
+
+
+def _lm_repeated_inputs(g):
+    inputs = _lm_inputs(SIZES, T=6)(g)
+    inputs["idx"] = torch.tensor([[3] * 6, [7] * 6])
+    return inputs
+
+
+@check("positions_matter", 1, "a token repeated at every position gets different logits at different positions",
+       probe=probe_lm_forward, inputs=_lm_repeated_inputs)
+def judge_lm_positions_matter(out, inputs, expected):
+    if problem := _triple(out["plain"], "model(idx)"):
+        return problem
+    logits = out["plain"][0]
+    if problem := shape_problem(logits, (*inputs["idx"].shape, _full_sizes(inputs["sizes"])["vocab_size"]),
+                                "the logits"):
+        return problem
+    if matches(logits, logits[:, :1].expand_as(logits), atol=1e-9, rtol=1e-7):
+        return ("a token repeated at every position gets the same logits at every position: the position "
+                "embeddings are not added to the token embeddings")
+    return None
+
+
+def probe_lm_logits(ns, sizes, state, idx):
+    model = _model(ns, sizes, state)
+    with torch.no_grad():
+        return {"logits": model(idx.clone())[0]}
+
+
+def _lm_causal_inputs(g):
+    inputs = _lm_inputs(SIZES, T=8)(g)
+    changed = inputs["idx"].clone()
+    V = SIZES["vocab_size"]
+    changed[:, 5:] = (changed[:, 5:] + 1 + torch.randint(0, V - 1, (2, 3), generator=g)) % V  # every one differs
+    return {"sizes": SIZES, "state": inputs["state"], "idx": inputs["idx"], "changed": changed, "_first_changed": 5}
+
+
+@check("causal_invariance", 2,
+       "changing tokens 5.. leaves the logits at positions 0..4 unchanged (the whole model)",
+       probe=probe_lm_logits, inputs=_lm_causal_inputs, separately=("idx", "changed"))
+def judge_lm_causal(out, inputs, expected):
+    return causal_diagnosis(out["idx"]["logits"], out["changed"]["logits"], inputs["_first_changed"], "the model")
+
+
+def _expect_lm(ref, inputs):
+    """The reference logits and loss, and what the classic wrong forwards would output."""
+    model = _model(ref, inputs["sizes"], inputs["state"])
+    composed = _lm_composed(model, inputs["idx"])
+    right = composed["right"]
+    return {"logits": right, "loss": _stable_cross_entropy(right, inputs["targets"]),
+            "mistakes": [(text, composed[label]) for label, text in LM_MISTAKES.items()]}
+
+
+@check("matches_reference", 3, "random weights (the reference's state_dict) give the reference logits and loss",
+       probe=probe_lm_forward, inputs=_lm_inputs(HIDDEN_SIZES, B=3, T=9), expect=_expect_lm, hidden=True)
+def judge_lm_reference(out, inputs, expected):
+    if problem := _triple(out["scored"], "model(idx, targets)"):
+        return problem
+    logits, loss, _ = out["scored"]
+    if compare(logits, expected["logits"], atol=1e-9, rtol=1e-7) is not None:
+        known = first_diagnosis(logits, expected["mistakes"], atol=1e-8, rtol=1e-6)
+        return known or compare(logits, expected["logits"], "the logit tensor", atol=1e-9, rtol=1e-7)
+    if not isinstance(loss, torch.Tensor) or compare(loss, expected["loss"], atol=1e-10, rtol=1e-9) is not None:
+        return "the logits are right but the loss is not their mean cross-entropy against the targets"
+    return None
+
+
+# ----------------------------------------------------------------- the cache
+
+
+def probe_lm_cache(ns, sizes, state, idx, chunks, part, earlier):
+    model = _model(ns, sizes, state)
+    with torch.no_grad():
+        if part == "full":
+            return {"full": model(idx.clone())[0]}
+        pieces, presents, start, layout = [], None, 0, []
+        for size in chunks:
+            out = model(idx[:, start:start + size].clone(), past_key_values=presents, use_cache=True)
+            logits, _, presents = out
+            pieces.append(logits)
+            start += size
+            if not isinstance(presents, (list, tuple)):
+                return {"presents": None, "layout": layout}
+            layout.append([[list(t.shape) for t in pair] if isinstance(pair, (list, tuple)) else None
+                           for pair in presents])
+        # What a model that forgets the cache length would output: every chunk after the
+        # first restarts its positions at 0.
+        positions = [p for size in chunks for p in range(size)]
+        table = model.position_embedding.weight
+        table[: len(positions)] = table[torch.tensor(positions)].clone()
+        no_offset = model(idx.clone())[0]
+    return {"stepwise": torch.cat(pieces, dim=1), "presents": True, "layout": layout,
+            "no_offset": no_offset}
+
+
+def _lm_cache_inputs(sizes, chunks):
+    def make(g):
+        inputs = _lm_inputs(sizes, T=sum(chunks))(g)
+        return {"sizes": sizes, "state": inputs["state"], "idx": inputs["idx"], "chunks": list(chunks)}
+    return make
+
+
+@check("cache_matches_full", 3,
+       "a 3-token prompt then 4 tokens one at a time through past_key_values gives the logits of one "
+       "full pass; presents hold one (keys, values) per block",
+       probe=probe_lm_cache, inputs=_lm_cache_inputs(SIZES, (3, 1, 1, 1, 1)), parts=("full", "stepwise"))
+def judge_lm_cache(out, inputs, expected, hidden=False):
+    B, T = inputs["idx"].shape
+    s = _full_sizes(inputs["sizes"])
+    N, h, d_h = s["n_layers"], s["n_heads"], s["d_model"] // s["n_heads"]
+    if out["presents"] is None:
+        return "with use_cache=True the model should return presents: one (keys, values) per block"
+    seen = 0
+    for size, layout in zip(inputs["chunks"], out["layout"]):
+        seen += size
+        if len(layout) != N:
+            if hidden:
+                return "presents should hold one (keys, values) per block, in the blocks' order"
+            return f"presents should hold one (keys, values) per block: {N} blocks, got {len(layout)} entries"
+        for pair in layout:
+            if pair is None or len(pair) != 2:
+                return "each entry of presents should be that block's (keys, values)"
+            if any(shape != [B, h, seen, d_h] for shape in pair):
+                if hidden:
+                    return ("the cached keys/values do not grow by the number of tokens fed: pass each block "
+                            "its own past and keep its present, [B, h, tokens so far, d_h]")
+                return (f"after {seen} tokens each block's cached keys/values should be [B, h, {seen}, d_h] = "
+                        f"{[B, h, seen, d_h]}, got {pair[0]}: pass each block its own past and keep its present")
+    if compare(out["stepwise"], out["full"], atol=1e-9, rtol=1e-7) is None:
+        return None
+    if matches(out["stepwise"], out["no_offset"], atol=1e-9, rtol=1e-7):
+        return ("positions are not offset by the cache length: tokens fed after a cache of length L sit at "
+                "positions L, L + 1, …; yours restart at 0. Pass past_length (the cached keys' length) to "
+                "the position embedding")
+    problem = compare(out["stepwise"], out["full"], "the cached logits", atol=1e-9, rtol=1e-7)
+    return f"feeding the tokens in pieces through the KV cache differs from one full pass: {problem}"
+
+
+@check("cache_chunks", 1, "uneven chunks through the cache give the logits of one full pass",
+       probe=probe_lm_cache, inputs=_lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True,
+       parts=("full", "stepwise"))
+def judge_lm_cache_hidden(out, inputs, expected):
+    return judge_lm_cache(out, inputs, expected, hidden=True)

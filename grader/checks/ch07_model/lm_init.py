@@ -1,0 +1,203 @@
+"""TransformerLM's parts: token_embedding, position_embedding, blocks, ln_final, head.
+
+The names and shapes are part of the contract. The checks pin the registered count
+against the ledger (the lesson's figures, random configurations, any number of heads),
+N separate blocks in an nn.ModuleList, an untied bias-free head, the final LayerNorm,
+and that the forward pass runs on the student's parts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, shape_problem
+from grader.checks.ch07_model.common import (
+    FIGURES, SIZES, _count_mistake, _describe, _full_sizes, _ledger, _model, _random_configs,
+)
+from grader.checks.course import LEDGER, LM_PARTS, config, random_lm_state
+
+TASKS = [
+    Task("lm_init", "model", "TransformerLM.__init__", "the model's parts"),
+]
+
+
+# ------------------------------------------------------------------ the count
+
+
+def probe_lm_counts(ns, configs):
+    return {"counts": [sum(p.numel() for p in ns.model.TransformerLM(config(ns, SIZES, **sizes)).parameters())
+                       for sizes in configs]}
+
+
+def _judge_lm_counts(out, inputs, hidden):
+    for count, sizes in zip(out["counts"], inputs["configs"]):
+        if count == _ledger(sizes):
+            continue
+        why = _count_mistake(count, sizes)
+        if hidden:
+            return ("for one of the hidden configurations TransformerLM registers a different number of "
+                    f"parameters than the ledger {LEDGER}" + (f": {why}" if why else ""))
+        return (f"for {_describe(sizes)} TransformerLM(cfg) registers {count:,} parameters; the ledger "
+                f"{LEDGER} gives {_ledger(sizes):,}" + (f": {why}" if why else ""))
+    return None
+
+
+@check("parameter_ledger", 2,
+       "TransformerLM registers 107,776 parameters for V=32, C=64, N=2, d=64, h=4, f=256 and 424 for "
+       "V=10, C=6, N=2, d=4, h=2, f=8",
+       probe=probe_lm_counts, inputs=lambda g: {"configs": FIGURES})
+def judge_lm_ledger(out, inputs, expected):
+    return _judge_lm_counts(out, inputs, hidden=False)
+
+
+@check("ledger_random_configs", 2, "random configurations register exactly the ledger's count",
+       probe=probe_lm_counts, inputs=lambda g: {"configs": _random_configs(g, 3)}, hidden=True)
+def judge_lm_ledger_hidden(out, inputs, expected):
+    return _judge_lm_counts(out, inputs, hidden=True)
+
+
+# ------------------------------------------------------------------ the parts
+
+
+def probe_lm_parts(ns, sizes):
+    from torch import nn
+
+    model = ns.model.TransformerLM(config(ns, SIZES, **sizes))
+    parts = {name: getattr(model, name, None) for name in LM_PARTS}
+    blocks, head, ln_final, token = parts["blocks"], parts["head"], parts["ln_final"], parts["token_embedding"]
+    listed = list(blocks) if isinstance(blocks, (list, tuple, nn.Module)) and hasattr(blocks, "__iter__") else []
+    block_parameters = [{id(p) for p in b.parameters()} for b in listed if isinstance(b, nn.Module)]
+    shared = any(block_parameters[i] & block_parameters[j]
+                 for i in range(len(block_parameters)) for j in range(i + 1, len(block_parameters)))
+    head_weight = getattr(head, "weight", None)
+    token_weight = getattr(token, "weight", None)
+    tied = (isinstance(head_weight, torch.Tensor) and isinstance(token_weight, torch.Tensor)
+            and (head_weight is token_weight or (head_weight.shape == token_weight.shape
+                                                 and head_weight.data_ptr() == token_weight.data_ptr())))
+    return {
+        "missing": [name for name, part in parts.items() if part is None],
+        "blocks_type": type(blocks).__name__,
+        "blocks_registered": isinstance(blocks, nn.Module),
+        "n_blocks": len(listed),
+        "distinct_blocks": len({id(b) for b in listed}),
+        "block_types": sorted({type(b).__name__ for b in listed}),
+        "blocks_share_parameters": shared,
+        "head_type": type(head).__name__,
+        "head_bias": getattr(head, "bias", None) is not None,
+        "head_shape": list(head_weight.shape) if isinstance(head_weight, torch.Tensor) else None,
+        "tied": tied,
+        "ln_final_type": type(ln_final).__name__,
+        "ln_final_size": (getattr(ln_final, "weight", None).numel()
+                          if isinstance(getattr(ln_final, "weight", None), torch.Tensor) else None),
+        "names": {name: list(p.shape) for name, p in model.named_parameters()},
+    }
+
+
+def _missing(out, *names):
+    gone = [name for name in names if name in out["missing"]]
+    if gone:
+        return (f"TransformerLM has no attribute(s) {', '.join(gone)}; the names token_embedding, "
+                "position_embedding, blocks, ln_final, head are part of the contract")
+    return None
+
+
+@check("separate_blocks", 2, "model.blocks holds N distinct TransformerBlock objects that share no parameters",
+       probe=probe_lm_parts, inputs=lambda g: {"sizes": dict(SIZES, n_layers=3)})
+def judge_lm_blocks(out, inputs, expected):
+    if problem := _missing(out, "blocks"):
+        return problem
+    N = _full_sizes(inputs["sizes"])["n_layers"]
+    if out["n_blocks"] != N:
+        return f"model.blocks holds {out['n_blocks']} blocks; n_layers = {N} asks for {N}"
+    if out["distinct_blocks"] != N:
+        return (f"one block object reused N times: model.blocks holds {out['distinct_blocks']} distinct "
+                f"object(s) for {N} places. [TransformerBlock(cfg)] * N repeats one object; build a new "
+                "block for each layer")
+    if out["block_types"] != ["TransformerBlock"]:
+        return f"model.blocks should hold TransformerBlock objects, found {', '.join(out['block_types'])}"
+    if out["blocks_share_parameters"]:
+        return "two blocks share parameters: every block needs its own (N separate, non-shared blocks)"
+    if not out["blocks_registered"]:
+        return (f"model.blocks is a plain {out['blocks_type']}: its parameters are not registered. "
+                "Use nn.ModuleList")
+    return None
+
+
+@check("untied_bias_free_head", 2, "the head is its own [V, d] weight: no bias, not tied to the token embedding",
+       probe=probe_lm_parts, inputs=lambda g: {"sizes": SIZES})
+def judge_lm_head(out, inputs, expected):
+    if problem := _missing(out, "head", "token_embedding"):
+        return problem
+    s = _full_sizes(inputs["sizes"])
+    if out["tied"]:
+        return ("the head is tied to the token embedding (the same weight): this model's head is untied, "
+                "with its own V×d weight")
+    if out["head_bias"]:
+        return "the head has a bias: it must be bias-free (nn.Linear(d, V, bias=False))"
+    if out["head_shape"] != [s["vocab_size"], s["d_model"]]:
+        return (f"head.weight has shape {out['head_shape']}, expected [V, d] = "
+                f"[{s['vocab_size']}, {s['d_model']}] (nn.Linear(d, V) stores [V, d])")
+    return None
+
+
+@check("final_layer_norm", 1, "the model has ln_final, a LayerNorm(d)",
+       probe=probe_lm_parts, inputs=lambda g: {"sizes": SIZES})
+def judge_lm_final_norm(out, inputs, expected):
+    if "ln_final" in out["missing"]:
+        return "there is no final LayerNorm: the model needs ln_final = LayerNorm(d) before the head"
+    d = _full_sizes(inputs["sizes"])["d_model"]
+    if out["ln_final_type"] != "LayerNorm" or out["ln_final_size"] != d:
+        return f"ln_final should be the course's LayerNorm(d) with d = {d}, found {out['ln_final_type']}"
+    return None
+
+
+def contract_names(sizes):
+    return {name: list(value.shape)
+            for name, value in random_lm_state(torch.Generator().manual_seed(0), _full_sizes(sizes)).items()}
+
+
+@check("module_names", 1,
+       "the parameters carry the contract's names (token_embedding, position_embedding, blocks.i, "
+       "ln_final, head) and shapes",
+       probe=probe_lm_parts, inputs=lambda g: {"sizes": SIZES})
+def judge_lm_names(out, inputs, expected):
+    wanted, names = contract_names(inputs["sizes"]), out["names"]
+    missing = [n for n in wanted if n not in names]
+    extra = [n for n in names if n not in wanted]
+    if missing or extra:
+        parts = ([f"missing {', '.join(missing[:4])}{' …' if len(missing) > 4 else ''}"] if missing else []) + \
+                ([f"unexpected {', '.join(extra[:4])}{' …' if len(extra) > 4 else ''}"] if extra else [])
+        return ("the registered parameters do not follow the contract's names "
+                "(token_embedding, position_embedding, blocks.i, ln_final, head): " + "; ".join(parts))
+    for name, shape in wanted.items():
+        if names[name] != shape:
+            return f"{name} has shape {names[name]}, expected {shape}"
+    return None
+
+
+@check("heads_do_not_change_count", 1, "h = 1, 2, 4 with d = 8 give the same count, the ledger's",
+       probe=probe_lm_counts, inputs=lambda g: {"configs": [dict(SIZES, n_heads=h) for h in (1, 2, 4)]})
+def judge_lm_heads(out, inputs, expected):
+    counts = out["counts"]
+    if len(set(counts)) != 1:
+        return (f"the parameter count changes with the number of heads ({', '.join(f'{c:,}' for c in counts)} "
+                "for h = 1, 2, 4): heads split d into slices, they add no parameters")
+    return _judge_lm_counts(out, inputs, hidden=False)
+
+
+def probe_lm_init_forward(ns, sizes, idx):
+    model = _model(ns, sizes)
+    with torch.no_grad():
+        out = model(idx.clone())
+    return {"logits": out[0] if isinstance(out, (tuple, list)) else out}
+
+
+@check("forward_runs", 1, "the forward pass runs on your parts and gives logits [2, 5, V]",
+       probe=probe_lm_init_forward,
+       inputs=lambda g: {"sizes": SIZES, "idx": torch.randint(0, 11, (2, 5), generator=g)})
+def judge_lm_init_forward(out, inputs, expected):
+    B, T = inputs["idx"].shape
+    V = _full_sizes(inputs["sizes"])["vocab_size"]
+    if problem := shape_problem(out["logits"], (B, T, V), "the logits"):
+        return f"the forward pass on your model's parts: {problem}"
+    return None

@@ -1,0 +1,68 @@
+"""The parameter ledger: parameter_count(cfg) = 2Vd + Cd + N(4d² + 2df + f + 5d) + 2d.
+
+The checks pin the lesson's two figures (107,776 and 424), random configurations, and
+that the count equals what TransformerLM(cfg) registers; a wrong count is matched to
+the part it forgot or added (a reused block, a bias on the head, a tied head, ...).
+"""
+
+from __future__ import annotations
+
+from grader.checks._api import Task, check
+from grader.checks.ch07_model.common import FIGURES, SIZES, _count_mistake, _describe, _ledger, _random_configs
+from grader.checks.course import LEDGER, config
+
+TASKS = [
+    Task("parameter_count", "model", "parameter_count", "the parameter ledger"),
+]
+
+
+def probe_parameter_count(ns, configs):
+    return {"counts": [ns.model.parameter_count(config(ns, SIZES, **sizes)) for sizes in configs]}
+
+
+def _judge_counts(out, inputs, hidden):
+    counts = out["counts"]
+    for count, sizes in zip(counts, inputs["configs"]):
+        if isinstance(count, bool) or not isinstance(count, int):
+            return f"parameter_count should return a Python int, got {type(count).__name__}"
+        if count == _ledger(sizes):
+            continue
+        why = _count_mistake(count, sizes)
+        if hidden:
+            return ("for one of the hidden configurations the count differs from the ledger " + LEDGER
+                    + (f": {why}" if why else ""))
+        return (f"for {_describe(sizes)} the ledger {LEDGER} gives {_ledger(sizes):,}, got {count:,}"
+                + (f": {why}" if why else ""))
+    return None
+
+
+@check("published_figures", 2,
+       "V=32, C=64, N=2, d=64, h=4, f=256 gives 107,776; V=10, C=6, N=2, d=4, h=2, f=8 gives 424",
+       probe=probe_parameter_count, inputs=lambda g: {"configs": FIGURES})
+def judge_parameter_count(out, inputs, expected):
+    return _judge_counts(out, inputs, hidden=False)
+
+
+@check("random_configs", 2, "random configurations follow the ledger " + LEDGER,
+       probe=probe_parameter_count, inputs=lambda g: {"configs": _random_configs(g)}, hidden=True)
+def judge_parameter_count_hidden(out, inputs, expected):
+    return _judge_counts(out, inputs, hidden=True)
+
+
+def probe_parameter_count_vs_model(ns, sizes):
+    model = ns.model.TransformerLM(config(ns, SIZES, **sizes))
+    return {"count": ns.model.parameter_count(config(ns, SIZES, **sizes)),
+            "registered": sum(p.numel() for p in model.parameters())}
+
+
+@check("matches_model", 1, "parameter_count(cfg) equals the parameters TransformerLM(cfg) registers",
+       probe=probe_parameter_count_vs_model,
+       inputs=lambda g: {"sizes": dict(vocab_size=27, block_size=16, n_layers=3, d_model=12, n_heads=3, d_ff=48)})
+def judge_parameter_count_vs_model(out, inputs, expected):
+    if isinstance(out["count"], bool) or not isinstance(out["count"], int):
+        return f"parameter_count should return a Python int, got {type(out['count']).__name__}"
+    if out["count"] != out["registered"]:
+        why = _count_mistake(out["count"], inputs["sizes"])
+        return (f"for {_describe(inputs['sizes'])} parameter_count gives {out['count']:,} but TransformerLM "
+                f"registers {out['registered']:,}" + (f": {why}" if why else ""))
+    return None
