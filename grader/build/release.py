@@ -90,17 +90,18 @@ def _check_decorators(node: ast.stmt) -> list[ast.Call]:
             if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "check"]
 
 
-def strip_hidden(source: str) -> Stripped:
+def strip_hidden(source: str, wanted: frozenset[str] = frozenset()) -> Stripped:
     """A check module without its hidden checks and whatever only they reached. A judge
     all of whose @check declarations are hidden goes with them; one that also serves a
     public check loses only the hidden declarations. Cuts by line ranges of the
-    original text, so the comments of what stays survive."""
+    original text, so the comments of what stays survive. `wanted` names what other
+    modules import from this one, which stays too."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     cut: list[tuple[int, int]] = []  # 1-based inclusive line ranges
     hidden, removed = [], []
     definitions: dict[str, list[ast.stmt]] = {}
-    roots: set[str] = set()
+    roots: set[str] = set(wanted)
     for node in tree.body:
         declarations = _check_decorators(node)
         if declarations:
@@ -147,6 +148,48 @@ def strip_hidden(source: str) -> Stripped:
     # Cutting two neighbouring functions leaves their blank lines behind: keep at most two.
     text = re.sub(r"\n{4,}", "\n\n\n", text)
     return Stripped(text, hidden, removed)
+
+
+def _imported_from(source: str, package: str) -> dict[str, set[str]]:
+    """{sibling module: the names this source imports from it} within one chapter package."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            dotted = node.module if node.level == 0 else f"{package}.{node.module}"
+            if dotted.startswith(package + "."):
+                found.setdefault(dotted[len(package) + 1:], set()).update(a.name for a in node.names)
+    return found
+
+
+def strip_package(package: str, sources: dict[str, str]) -> dict[str, Stripped]:
+    """Every module of a chapter's check package without its hidden checks. A helper a
+    public check in another module imports (from common.py, say) stays: names imported
+    across the package are kept until nothing more is wanted."""
+    wanted = {name: frozenset() for name in sources}
+    while True:
+        stripped = {name: strip_hidden(text, wanted[name]) for name, text in sources.items()}
+        more = {name: set(w) for name, w in wanted.items()}
+        for text in (s.text for s in stripped.values()):
+            for module, names in _imported_from(text, package).items():
+                if module in more:
+                    more[module] |= names
+        if all(more[name] == wanted[name] for name in sources):
+            return stripped
+        wanted = {name: frozenset(names) for name, names in more.items()}
+
+
+def _stripped_checks(chapters: list[str] | None = None) -> dict[Path, Stripped]:
+    """Each check module of the chapters (all without a list), as the bundle carries it."""
+    found = {}
+    for name in catalogue.chapter_packages():
+        if chapters and name[2:4] not in chapters:
+            continue
+        folder = ROOT / "grader" / "checks" / name
+        paths = {path.stem: path for path in sorted(folder.glob("*.py"))}
+        stripped = strip_package(f"grader.checks.{name}", {stem: path.read_text(encoding="utf-8")
+                                                           for stem, path in paths.items()})
+        found.update({paths[stem]: result for stem, result in stripped.items()})
+    return found
 
 
 # ---------------------------------------------------------------- normalising
@@ -275,8 +318,7 @@ class Secrets:
             stubs |= set(fingerprints(ast.parse(path.read_text(encoding="utf-8"))))
         public, hidden_sources = set(), []
         hidden = {c.name for c in catalogue.all_checks() if c.hidden}
-        for path in _check_modules():
-            stripped = strip_hidden(path.read_text(encoding="utf-8"))
+        for path, stripped in _stripped_checks().items():
             public |= set(fingerprints(ast.parse(stripped.text)))
             label = path.relative_to(ROOT).as_posix()
             hidden_sources += [(f"hidden part of {label}", text) for text in stripped.removed]
@@ -404,13 +446,6 @@ def _chapter_folders(chapters: list[str] | None) -> list[Path]:
     return [f for f in folders if not chapters or f.name[2:4] in chapters]
 
 
-def _check_modules(chapters: list[str] | None = None) -> list[Path]:
-    """Every module of the chapters' check packages (all chapters without a list)."""
-    checks = ROOT / "grader" / "checks"
-    return [path for name in catalogue.chapter_packages() if not chapters or name[2:4] in chapters
-            for path in (sorted((checks / name).glob("*.py")) if (checks / name).is_dir() else [checks / f"{name}.py"])]
-
-
 def _copy_tree(source: Path, target: Path):
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
 
@@ -433,10 +468,10 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
     for path in sorted((ROOT / "grader" / "checks").glob("*.py")):
         if not catalogue.CHAPTER_PACKAGE.fullmatch(path.stem):
             shutil.copy2(path, grader / "checks" / path.name)
-    for path in _check_modules(chapters):
+    for path, stripped in _stripped_checks(chapters).items():
         target = grader / path.relative_to(ROOT / "grader")
         target.parent.mkdir(exist_ok=True)
-        target.write_text(strip_hidden(path.read_text(encoding="utf-8")).text, encoding="utf-8")
+        target.write_text(stripped.text, encoding="utf-8")
     lessons = folder / "assignments"
     lessons.mkdir()
     for chapter in _chapter_folders(chapters):
