@@ -1,4 +1,4 @@
-"""Chapter 03: learned absolute positions, offset by the length of the KV cache.
+"""Learned absolute positions, offset by the length of the KV cache.
 
 The contract the checks pin: forward(hidden [B, T, d], past_length) returns
 hidden + rows past_length .. past_length + T - 1 of the position table, the same rows
@@ -12,8 +12,6 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
-
-CHAPTER, TITLE = "03", "Learned absolute positions"
 
 TASKS = [
     Task("positions", "model", "PositionEmbedding.forward", "position rows offset by the cache length"),
@@ -34,6 +32,13 @@ def _distinct_weight(C, d):
     """Row p = 100 (p + 1) + j: every row different, so a wrong row shows."""
     return (100.0 * torch.arange(1, C + 1, dtype=torch.float64)[:, None]
             + torch.arange(d, dtype=torch.float64)[None, :])
+
+
+WEIGHT6, WEIGHT8, WEIGHT4 = _distinct_weight(6, 4), _distinct_weight(8, 4), _distinct_weight(4, 3)
+
+
+def _h(g, B, T, d):
+    return torch.randn(B, T, d, generator=g, dtype=torch.float64)
 
 
 def _rows(weight, rows):
@@ -98,23 +103,6 @@ def probe_positions(ns, weight, cases):
     return results
 
 
-def probe_positions_input(ns, weight, hidden, past):
-    module = _positions(ns, weight)
-    given = hidden.clone()
-    with torch.no_grad():
-        out = module(given, past)
-    return {"given_after": given, "same_object": out is given}
-
-
-def judge_positions_input(out, inputs, expected):
-    if not torch.equal(out["given_after"], inputs["hidden"]):
-        return ("the caller's hidden tensor changed: the rows were added in place (hidden += ...); return "
-                "hidden + rows, a new tensor, so the token embeddings the caller holds stay as they were")
-    if out["same_object"]:
-        return "forward returned the very tensor it was given: return hidden + rows, a new tensor"
-    return None
-
-
 def _span(past, T) -> str:
     return f"position {past} has a row" if T == 1 else f"positions {past}..{past + T - 1} all have rows"
 
@@ -126,6 +114,19 @@ def _raised_on_valid(raised, T, past, C) -> str:
     return f"raised {exception_name(raised)}, though {_span(past, T)}"
 
 
+# Stacked checks are declared nearest the function first: adds_rows, cache_offset,
+# same_rows_per_batch. full_context, judged here too, is declared after too_long below.
+@check("same_rows_per_batch", 2,
+       "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
+       probe=probe_positions,
+       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]})
+@check("cache_offset", 2,
+       "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
+       "one new token after 7 gives row 7",
+       probe=probe_positions,
+       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]})
+@check("adds_rows", 3, "block_size 6, hidden [2, 3, 4]: the output keeps the shape and is hidden + rows 0, 1, 2",
+       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]})
 def judge_positions(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
@@ -136,22 +137,6 @@ def judge_positions(out, inputs, expected):
             return f"{where}: {_raised_on_valid(result['raised'], T, past, C)}"
         if problem := _diagnose(result["value"], hidden, weight, past, "the output"):
             return f"{where}: {problem}"
-    return None
-
-
-def judge_positions_reference(out, inputs, expected):
-    weight = inputs["weight"]
-    for number, ((hidden, past), result, right) in enumerate(zip(inputs["cases"], out, expected)):
-        if "raised" in result:
-            return (f"random case {number + 1}: raised {exception_name(result['raised'])} although every position fits "
-                    f"in block_size")
-        y = result["value"]
-        if compare(y, right, atol=1e-9, rtol=1e-9) is None:
-            continue
-        for text, wrong in _position_mistakes(hidden, weight, past):
-            if matches(y, wrong, atol=1e-9, rtol=0):
-                return f"random case {number + 1}: {text}"
-        return f"random case {number + 1}: " + compare(y, right, "the output", atol=1e-9, rtol=1e-9)
     return None
 
 
@@ -174,9 +159,32 @@ def _expect_positions(ref, inputs):
         return [module(hidden, past) for hidden, past in inputs["cases"]]
 
 
+@check("matches_reference", 2, "random tables, batches, lengths and cache offsets give the reference output",
+       probe=probe_positions, inputs=_random_position_inputs, expect=_expect_positions, hidden=True)
+def judge_positions_reference(out, inputs, expected):
+    weight = inputs["weight"]
+    for number, ((hidden, past), result, right) in enumerate(zip(inputs["cases"], out, expected)):
+        if "raised" in result:
+            return (f"random case {number + 1}: raised {exception_name(result['raised'])} although every position fits "
+                    f"in block_size")
+        y = result["value"]
+        if compare(y, right, atol=1e-9, rtol=1e-9) is None:
+            continue
+        for text, wrong in _position_mistakes(hidden, weight, past):
+            if matches(y, wrong, atol=1e-9, rtol=0):
+                return f"random case {number + 1}: {text}"
+        return f"random case {number + 1}: " + compare(y, right, "the output", atol=1e-9, rtol=1e-9)
+    return None
+
+
 # -------------------------------------------------------------- too long / fits
 
 
+@check("too_long", 2,
+       "block_size 4: T=5, or T=2 after 3 cached, or T=1 after 4 raise a clear ValueError, not a silent wrap",
+       probe=probe_positions,
+       inputs=lambda g: {"weight": WEIGHT4.clone(),
+                         "cases": [[_h(g, 1, 5, 3), 0], [_h(g, 2, 2, 3), 3], [_h(g, 1, 1, 3), 4]]})
 def judge_too_long(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
@@ -205,6 +213,14 @@ def judge_too_long(out, inputs, expected):
     return None
 
 
+# Judged like adds_rows; declared here, after too_long, to keep the table's order.
+check("full_context", 1,
+      "block_size 4: T=4, T=2 after 2 cached and T=1 after 3 fit exactly (past_length + T == block_size)",
+      probe=probe_positions,
+      inputs=lambda g: {"weight": WEIGHT4.clone(),
+                        "cases": [[_h(g, 2, 4, 3), 0], [_h(g, 1, 2, 3), 2], [_h(g, 2, 1, 3), 3]]})(judge_positions)
+
+
 # ------------------------------------------------------------------- gradient
 
 
@@ -217,6 +233,8 @@ def probe_gradient(ns, weight, hidden, past):
     return {"grad": None if module.weight.grad is None else module.weight.grad.clone()}
 
 
+@check("gradient", 1, "the gradient reaches exactly the rows used, once per sequence of the batch",
+       probe=probe_gradient, inputs=lambda g: {"weight": WEIGHT8.clone(), "hidden": _h(g, 3, 2, 4), "past": 4})
 def judge_gradient(out, inputs, expected):
     hidden, past, weight = inputs["hidden"], inputs["past"], inputs["weight"]
     B, T, _ = hidden.shape
@@ -231,50 +249,26 @@ def judge_gradient(out, inputs, expected):
     return None
 
 
-# ----------------------------------------------------------------------- checks
-
-WEIGHT6, WEIGHT8, WEIGHT4 = _distinct_weight(6, 4), _distinct_weight(8, 4), _distinct_weight(4, 3)
+# ------------------------------------------------------------ input unchanged
 
 
-def _h(g, B, T, d):
-    return torch.randn(B, T, d, generator=g, dtype=torch.float64)
+def probe_positions_input(ns, weight, hidden, past):
+    module = _positions(ns, weight)
+    given = hidden.clone()
+    with torch.no_grad():
+        out = module(given, past)
+    return {"given_after": given, "same_object": out is given}
 
 
-CHECKS = [
-    check("ch03.positions.adds_rows", "positions", 3,
-          "block_size 6, hidden [2, 3, 4]: the output keeps the shape and is hidden + rows 0, 1, 2",
-          probe_positions, judge_positions,
-          inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]}),
-    check("ch03.positions.cache_offset", "positions", 2,
-          "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
-          "one new token after 7 gives row 7",
-          probe_positions, judge_positions,
-          inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]}),
-    check("ch03.positions.same_rows_per_batch", "positions", 2,
-          "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
-          probe_positions, judge_positions,
-          inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]}),
-    check("ch03.positions.too_long", "positions", 2,
-          "block_size 4: T=5, or T=2 after 3 cached, or T=1 after 4 raise a clear ValueError, not a silent wrap",
-          probe_positions, judge_too_long,
-          inputs=lambda g: {"weight": WEIGHT4.clone(),
-                            "cases": [[_h(g, 1, 5, 3), 0], [_h(g, 2, 2, 3), 3], [_h(g, 1, 1, 3), 4]]}),
-    check("ch03.positions.full_context", "positions", 1,
-          "block_size 4: T=4, T=2 after 2 cached and T=1 after 3 fit exactly (past_length + T == block_size)",
-          probe_positions, judge_positions,
-          inputs=lambda g: {"weight": WEIGHT4.clone(),
-                            "cases": [[_h(g, 2, 4, 3), 0], [_h(g, 1, 2, 3), 2], [_h(g, 2, 1, 3), 3]]}),
-    check("ch03.positions.gradient", "positions", 1,
-          "the gradient reaches exactly the rows used, once per sequence of the batch",
-          probe_gradient, judge_gradient,
-          inputs=lambda g: {"weight": WEIGHT8.clone(), "hidden": _h(g, 3, 2, 4), "past": 4}),
-    check("ch03.positions.input_unchanged", "positions", 1,
-          "the caller's hidden tensor is left as it was: the rows are added out of place (hidden + rows)",
-          probe_positions_input, judge_positions_input,
-          inputs=lambda g: {"weight": torch.randn(6, 4, generator=g, dtype=torch.float64),
-                            "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1}),
-    check("ch03.positions.matches_reference", "positions", 2,
-          "random tables, batches, lengths and cache offsets give the reference output",
-          probe_positions, judge_positions_reference, inputs=_random_position_inputs, expect=_expect_positions,
-          hidden=True),
-]
+@check("input_unchanged", 1,
+       "the caller's hidden tensor is left as it was: the rows are added out of place (hidden + rows)",
+       probe=probe_positions_input,
+       inputs=lambda g: {"weight": torch.randn(6, 4, generator=g, dtype=torch.float64),
+                         "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1})
+def judge_positions_input(out, inputs, expected):
+    if not torch.equal(out["given_after"], inputs["hidden"]):
+        return ("the caller's hidden tensor changed: the rows were added in place (hidden += ...); return "
+                "hidden + rows, a new tensor, so the token embeddings the caller holds stay as they were")
+    if out["same_object"]:
+        return "forward returned the very tensor it was given: return hidden + rows, a new tensor"
+    return None

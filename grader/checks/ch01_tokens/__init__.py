@@ -1,0 +1,5 @@
+"""Chapter 01: the character vocabulary with its BOS id, encode/decode, and the
+(input, target) training windows."""
+
+TITLE = "Tokens and training windows"
+TASK_MODULES = ("vocab", "encode", "decode", "windows")

@@ -1,0 +1,47 @@
+"""What the tokenizer checks share: the small corpus the lessons use, the random corpora
+of the hidden checks, and reading a list of ids out of what the student's code returned."""
+
+from __future__ import annotations
+
+import string
+
+import torch
+
+SMALL_CORPUS = ["ana", "bob", "emma"]  # chars a b e m n o -> ids 0..5, BOS = 6
+
+# Probes run in the sandbox: they turn whatever the student's code returned or raised
+# into plain data. Judges run in the grader on that data.
+
+
+def plain_ints(value):
+    """A list of ints from a list/tuple/1-D tensor of integers, else a short repr."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 1 or value.is_floating_point() or value.is_complex():
+            return {"unreadable": f"a tensor of shape {list(value.shape)} and dtype {value.dtype}"}
+        return [int(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.is_floating_point():
+                v = int(v.item())
+            if isinstance(v, bool) or not isinstance(v, int):
+                return {"unreadable": f"a {type(value).__name__} holding {type(v).__name__} values, not ints"}
+            out.append(int(v))
+        return out
+    return {"unreadable": f"a {type(value).__name__}, not a list of ints"}
+
+
+def random_corpus(g):
+    """(documents, alphabet): a random alphabet (letters, digits, punctuation, accents)
+    and random documents over it, some empty, one holding every character."""
+    pool = list(string.ascii_lowercase + string.ascii_uppercase + string.digits + " .-'") + list("éßüñøæ")
+    order = torch.randperm(len(pool), generator=g).tolist()
+    size = int(torch.randint(3, 30, (1,), generator=g))
+    alphabet = [pool[i] for i in order[:size]]
+    documents = []
+    for _ in range(int(torch.randint(3, 12, (1,), generator=g))):
+        length = int(torch.randint(0, 9, (1,), generator=g))
+        documents.append("".join(alphabet[i] for i in torch.randint(0, size, (length,), generator=g).tolist()))
+    documents.append("".join(alphabet))  # every character of the alphabet occurs somewhere
+    shuffled = torch.randperm(len(documents), generator=g).tolist()
+    return [documents[i] for i in shuffled], alphabet

@@ -1,0 +1,115 @@
+"""Ids back to text.
+
+The contract the checks pin: decode drops every BOS id, also one in the middle, so
+decode(encode_document(s)) == s; an id outside the vocabulary is a ValueError.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, exception_name, first_difference, kind_of, try_call
+from grader.checks.ch01_tokens.common import SMALL_CORPUS, random_corpus
+
+TASKS = [
+    Task("decode", "tokenizer", "CharTokenizer.decode", "ids back to text"),
+]
+
+
+def probe_decode(ns, corpus, id_lists):
+    tok = ns.tokenizer.CharTokenizer(list(corpus))
+    return {"results": [try_call(tok.decode, list(ids)) for ids in id_lists],
+            "chars": list(tok.chars), "bos_id": tok.bos_id}
+
+
+def _decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
+    said = "decode of random ids" if hidden else f"decode({ids})"
+    right = "".join(chars[i] for i in ids if i != bos)
+    if "raised" in result:
+        raised = result["raised"]
+        if raised["type"] == "IndexError" and bos in ids:
+            return (f"{said} raised IndexError: BOS (id {bos if not hidden else 'K'}) has no character in chars; "
+                    "decode drops BOS ids")
+        return f"{said} raised {exception_name(raised)}"
+    text = result["value"]
+    if not isinstance(text, str):
+        return f"decode should return a str, got {type(text).__name__}"
+    if text == right:
+        return None
+    if bos in ids:
+        cut = ids.index(bos)
+        if text == "".join(chars[i] for i in ids[:cut]) and cut < len(ids) - 1:
+            return f"{said} stops at the first BOS; drop every BOS id and keep the characters around them"
+        if len(text) > len(right) and all(ch in text for ch in right):
+            return f"{said} keeps something for BOS; BOS ids are dropped, so decode(encode_document(s)) == s"
+    if hidden:
+        return f"{said} differs from the reference"
+    return f"{said} should give {right!r}; {first_difference(text, right)}"
+
+
+# Stacked checks are declared nearest the function first: drops_bos, then round_trip.
+@check("round_trip", 1, "decode gives back the text: [] -> '', [2, 3, 3, 0] -> 'emma'",
+       probe=probe_decode, inputs={"corpus": SMALL_CORPUS, "id_lists": [[], [2, 3, 3, 0], [3, 0, 3, 0, 3, 5, 5], [4]]})
+@check("drops_bos", 2,
+       "decode([6, 0, 4, 0, 6]) == 'ana' with BOS = 6: every BOS id is dropped, also one in the middle",
+       probe=probe_decode, inputs={"corpus": SMALL_CORPUS, "id_lists": [[6, 0, 4, 0, 6], [6], [0, 6, 0], [1, 5, 1, 6]]})
+def judge_decode(out, inputs, expected):
+    for ids, result in zip(inputs["id_lists"], out["results"]):
+        if problem := _decode_problem(result, ids, out["chars"], out["bos_id"]):
+            return problem
+    return None
+
+
+# ------------------------------------------------------------------- bad ids
+
+
+def probe_decode_bad(ns, corpus, id_lists):
+    tok = ns.tokenizer.CharTokenizer(list(corpus))
+    return {"results": [try_call(tok.decode, list(ids)) for ids in id_lists], "vocab_size": len(tok.chars) + 1}
+
+
+@check("bad_id", 1,
+       "an id outside the vocabulary (7 with V = 7, -1) raises a ValueError, not an IndexError or a silent read",
+       probe=probe_decode_bad, inputs={"corpus": SMALL_CORPUS, "id_lists": [[0, 7], [-1], [2, 99, 6]]})
+def judge_decode_bad(out, inputs, expected):
+    V = out["vocab_size"]
+    for ids, result in zip(inputs["id_lists"], out["results"]):
+        bad = next(i for i in ids if not 0 <= i < V)
+        if "raised" not in result:
+            kind = "a negative id reads a character from the end of chars" if bad < 0 else "nothing stopped it"
+            return (f"decode({ids}) returned {kind_of(result['value'])} although id {bad} is outside the vocabulary "
+                    f"[0, {V}) ({kind}): raise a ValueError")
+        if not result["raised"]["value_error"]:
+            return (f"decode({ids}) raised {exception_name(result['raised'])}: an id outside the vocabulary [0, {V}) "
+                    f"should raise a ValueError (check the range before looking the id up)")
+    return None
+
+
+# ----------------------------------------------------------------- reference
+
+
+def _random_decode_inputs(g):
+    corpus, alphabet = random_corpus(g)
+    K = len(alphabet)
+    id_lists = []
+    for _ in range(5):
+        length = int(torch.randint(1, 15, (1,), generator=g))
+        id_lists.append(torch.randint(0, K + 1, (length,), generator=g).tolist())  # BOS = K included
+    id_lists.append([K] + id_lists[0] + [K])
+    return {"corpus": corpus, "id_lists": id_lists}
+
+
+def _expect_decode(ref, inputs):
+    tok = ref.tokenizer.CharTokenizer(list(inputs["corpus"]))
+    return [tok.decode(ids) for ids in inputs["id_lists"]]
+
+
+@check("matches_reference", 2, "random id lists (BOS anywhere) give the reference text",
+       probe=probe_decode, inputs=_random_decode_inputs, expect=_expect_decode, hidden=True)
+def judge_decode_reference(out, inputs, expected):
+    for number, (ids, result, right) in enumerate(zip(inputs["id_lists"], out["results"], expected)):
+        if problem := _decode_problem(result, ids, out["chars"], out["bos_id"], hidden=True):
+            return f"random id list {number + 1}: {problem}"
+        if result["value"] != right:
+            return f"random id list {number + 1}: decode differs from the reference"
+    return None
