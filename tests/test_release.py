@@ -203,20 +203,31 @@ def test_strip_hidden_cuts_the_hidden_entries_and_what_only_they_use():
             return None
 
 
+        @check("hidden_but_called", 2, "secret", probe=probe, inputs=_secret_inputs, hidden=True)
+        def judge_reused(out, inputs, expected):
+            return None
+
+
+        @check("calls_it", 1, "public", probe=probe)
+        def judge_calling(out, inputs, expected):
+            return judge_reused(out, inputs, expected)
+
+
         @check("both_public", 1, "public too", probe=probe)
         @check("both_secret", 2, "secret too", probe=probe, inputs=_secret_inputs, hidden=True)
         def judge_shared(out, inputs, expected):
             return None
         ''')
     stripped = release.strip_hidden(source)
-    assert stripped.hidden_checks == ["secret", "both_secret"]
+    assert stripped.hidden_checks == ["secret", "hidden_but_called", "both_secret"]
     for gone in ("_secret_inputs", "_secret_scale", "@staticmethod", "judge_secret", "_judge_secret_helper",
-                 "_unused_public_helper", '"secret"', "both_secret"):
+                 "_unused_public_helper", '"secret"', "both_secret", "hidden_but_called"):
         assert gone not in stripped.text, gone
     assert "# Shared by both kinds." in stripped.text and '@check("both_public"' in stripped.text
     tree = ast.parse(stripped.text)
-    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["probe", "_public_inputs", "judge",
-                                                                              "judge_shared"]
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == [
+        "probe", "_public_inputs", "judge", "judge_reused", "judge_calling", "judge_shared"]
+    assert not [n for n in tree.body if getattr(n, "name", "") == "judge_reused" and n.decorator_list]
 
 
 def test_opened_chapters_only(tmp_path):

@@ -102,15 +102,15 @@ def strip_hidden(source: str, wanted: frozenset[str] = frozenset()) -> Stripped:
     hidden, removed = [], []
     definitions: dict[str, list[ast.stmt]] = {}
     roots: set[str] = set(wanted)
+    judges_only: list[ast.FunctionDef] = []  # judges of hidden checks alone
     for node in tree.body:
         declarations = _check_decorators(node)
         if declarations:
             secret = [d for d in declarations if _is_hidden(d)]
             hidden += [_check_name(d) or "?" for d in secret]
-            if len(secret) == len(declarations):
-                start = min(d.lineno for d in node.decorator_list)
-                removed.append("".join(lines[start - 1:node.end_lineno]))
-                cut.append((start, node.end_lineno))
+            if len(secret) == len(declarations):  # goes, unless a public judge calls it
+                judges_only.append(node)
+                definitions.setdefault(node.name, []).append(node)
                 continue
             for declaration in secret:
                 removed.append("".join(lines[declaration.lineno - 1:declaration.end_lineno]))
@@ -131,7 +131,16 @@ def strip_hidden(source: str, wanted: frozenset[str] = frozenset()) -> Stripped:
             continue
         reached.add(name)
         for node in definitions.get(name, []):
-            stack.extend(_used(node))
+            stack.extend(set().union(*(_used(part) for part in [node.args, *node.body])) if node in judges_only
+                         else _used(node))
+    for node in judges_only:
+        if node.name in reached:  # kept as a plain function: only its declarations go
+            spans = [(d.lineno, d.end_lineno) for d in node.decorator_list]
+        else:
+            spans = [(min(d.lineno for d in node.decorator_list), node.end_lineno)]
+        for start, end in spans:
+            removed.append("".join(lines[start - 1:end]))
+            cut.append((start, end))
     for node in tree.body:
         names = _defined(node)
         if _check_decorators(node) or not names or names & _KEEP_ALWAYS or names & reached:
