@@ -1,4 +1,8 @@
-"""The checks, one module per chapter. These modules are imported on both sides: the
-grader reads their check tables, the sandboxed worker runs their probe functions.
-So they import only torch, the standard library and grader.checks._api — never the
-reference or anything that scores."""
+"""The checks: one package per chapter (chNN_topic/), one module per task, each check
+declared with @check beside its probe and judge (_api.py says how); the course's
+contract (course.py); and the catalogue that collects them (catalogue.py).
+
+These modules are imported on both sides: the grader reads the declarations, the
+sandboxed worker runs the probes. So they import only torch, the standard library,
+grader.checks._api and grader.checks.course — never the reference or anything that
+scores."""

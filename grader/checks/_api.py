@@ -95,7 +95,7 @@ class Declared:
                      probe=self.probe, judge=self.judge, **self.more)
 
 
-def check(name: str, points: float, summary: str, *legacy, probe=None, task: "str | None" = None, **more):
+def check(name: str, points: float, summary: str, *, probe, task: "str | None" = None, **more):
     """Declare a check on its judge:
 
         @check("lookup", 3, "ids [2, 3] give vectors [2, 3, 5]", probe=probe_lookup, inputs=...)
@@ -104,10 +104,6 @@ def check(name: str, points: float, summary: str, *legacy, probe=None, task: "st
     The chapter and the task come from the module the judge lives in (its package and
     its TASKS; `task=` picks one where a module holds several). Stacked decorators
     declare several checks sharing one judge, nearest the function first."""
-    if legacy:  # TRANSITION: check(name, task, points, summary, probe, judge, **more)
-        task_name, points, summary, probe, judge = points, summary, *legacy
-        return Check(name=name, task=task_name, points=points, summary=summary, probe=probe, judge=judge, **more)
-
     def declare(judge):
         module = sys.modules[judge.__module__]
         module.__dict__.setdefault(DECLARED, []).append(Declared(name, task, points, summary, probe, judge, more))

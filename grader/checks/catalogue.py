@@ -32,14 +32,12 @@ def chapter_packages() -> list[str]:
     import grader.checks as package
 
     return sorted(info.name for info in pkgutil.iter_modules(package.__path__)
-                  if CHAPTER_PACKAGE.fullmatch(info.name))
+                  if info.ispkg and CHAPTER_PACKAGE.fullmatch(info.name))
 
 
 def load_chapter(package_name: str) -> Chapter:
     number = CHAPTER_PACKAGE.fullmatch(package_name)["number"]
     package = importlib.import_module(f"grader.checks.{package_name}")
-    if not hasattr(package, "__path__"):  # TRANSITION: a chapter still in one module
-        return Chapter(number, package.TITLE, package_name, tuple(package.TASKS), tuple(package.CHECKS))
     tasks, checks = [], []
     for part in package.TASK_MODULES:
         module = importlib.import_module(f"{package.__name__}.{part}")
@@ -66,8 +64,7 @@ def _checks_of(module, number: str) -> list[Check]:
 def chapter_source(chapter: Chapter) -> str:
     """The text of all the chapter's check modules, for the tools that read them."""
     folder = Path(__file__).parent / chapter.module
-    paths = sorted(folder.glob("*.py")) if folder.is_dir() else [folder.with_suffix(".py")]
-    return "\n".join(path.read_text(encoding="utf-8") for path in paths)
+    return "\n".join(path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py")))
 
 
 @lru_cache(maxsize=None)
