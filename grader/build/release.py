@@ -297,17 +297,14 @@ def _region_bodies(root: Path) -> list[tuple[str, str]]:
 
 
 def _accuracy_bodies() -> list[tuple[str, str]]:
-    """(label, body) of every mutant and variant: each restates a reference body."""
-    found = []
-    for path in sorted((ROOT / "grader" / "qa" / "mutants").glob("ch*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("mutant", "variant"):
-                name = _check_name(node) or "?"
-                for arg in node.args[2:3]:
-                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        found.append((f"grader/qa/mutants/{path.name} {node.func.id} {name}", arg.value))
-    return found
+    """(label, body) of every mutant and variant: the full text of the region each one
+    writes (a patched mutant's too), which restates a reference body."""
+    from grader.qa.mutants import catalogue
+
+    reference = package_sources(ROOT / "solutions" / "hero_transformer")
+    mutants, variants = catalogue()
+    return [(f"grader/qa/mutants {kind} {entry.name} (region {entry.task})", entry.region(reference))
+            for kind, entries in (("mutant", mutants), ("variant", variants)) for entry in entries]
 
 
 @dataclass

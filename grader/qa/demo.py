@@ -4,8 +4,6 @@ student would read for each."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
@@ -46,9 +44,7 @@ def run_demo(console: Console | None = None) -> int:
                  ("the untouched student copy", load(ROOT / "hero_transformer"), ["05"])]
         for label, name, chapters in TYPICAL_MISTAKES:
             entry = mutants[name]
-            task = catalogue.tasks()[entry.task]
-            cases.append((label, Submission(label, apply(reference.sources, task.module, task.name, entry.body)),
-                          chapters))
+            cases.append((label, Submission(label, entry.apply(reference.sources)), chapters))
         cases.append(("a LayerNorm that loops forever", _hostile(reference), ["05"]))
         for label, submission, chapters in cases:
             console.print(Rule(f"[bold]{label}"))

@@ -1,6 +1,6 @@
 """Chapter 00: the mistakes a scalar-autograd GPT invites, and right ways to write it."""
 
-from grader.qa.mutants import mutant, variant
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
     # Value: the primitives
@@ -28,30 +28,15 @@ MUTANTS = [
     mutant("relu_gradient_for_negative_inputs", "micro_value_relu", """
         return Value(max(0.0, self.data), (self,), (1.0,))
     """, "ch00.micro_value_relu.value_and_gradient", "negative", "relu passes the gradient for x < 0"),
-    mutant("relu_gradient_one_at_zero", "micro_value_relu", """
-        positive = self.data >= 0.0
-        return Value(self.data if positive else 0.0, (self,), (1.0 if positive else 0.0,))
-    """, "ch00.micro_value_relu.at_zero", "exactly", "relu'(0) = 1 against the docstring"),
+    mutant("relu_gradient_one_at_zero", "micro_value_relu", patch("""
+        - positive = self.data > 0.0
+        + positive = self.data >= 0.0
+    """), "ch00.micro_value_relu.at_zero", "exactly", "relu'(0) = 1 against the docstring"),
     # backward
-    mutant("backward_overwrites", "micro_backward", """
-        order, visited = [], set()
-        stack = [(self, False)]
-        while stack:
-            node, children_done = stack.pop()
-            if children_done:
-                order.append(node)
-                continue
-            if node in visited:
-                continue
-            visited.add(node)
-            stack.append((node, True))
-            for child in node._children:
-                stack.append((child, False))
-        self.grad = 1.0
-        for node in reversed(order):
-            for child, local in zip(node._children, node._local_grads):
-                child.grad = local * node.grad
-    """, "ch00.micro_backward.reused_node", "added", "child.grad = instead of +="),
+    mutant("backward_overwrites", "micro_backward", patch("""
+        - child.grad += local * node.grad
+        + child.grad = local * node.grad
+    """), "ch00.micro_backward.reused_node", "added", "child.grad = instead of +="),
     mutant("backward_breadth_first", "micro_backward", """
         self.grad = 1.0
         queue, seen = [self], {self}
@@ -63,40 +48,14 @@ MUTANTS = [
                     seen.add(child)
                     queue.append(child)
     """, "ch00.micro_backward.topological_order", "every node that uses it", "breadth-first instead of topological order"),
-    mutant("backward_no_visited_set", "micro_backward", """
-        order = []
-        stack = [(self, False)]
-        while stack:
-            node, children_done = stack.pop()
-            if children_done:
-                order.append(node)
-                continue
-            stack.append((node, True))
-            for child in node._children:
-                stack.append((child, False))
-        self.grad = 1.0
-        for node in reversed(order):
-            for child, local in zip(node._children, node._local_grads):
-                child.grad += local * node.grad
-    """, "ch00.micro_backward.topological_order", "only once", "a shared node pushes its grad twice"),
-    mutant("backward_root_grad_not_set", "micro_backward", """
-        order, visited = [], set()
-        stack = [(self, False)]
-        while stack:
-            node, children_done = stack.pop()
-            if children_done:
-                order.append(node)
-                continue
-            if node in visited:
-                continue
-            visited.add(node)
-            stack.append((node, True))
-            for child in node._children:
-                stack.append((child, False))
-        for node in reversed(order):
-            for child, local in zip(node._children, node._local_grads):
-                child.grad += local * node.grad
-    """, "ch00.micro_backward.reused_node", "root", "the root's grad is never set to 1"),
+    mutant("backward_no_visited_set", "micro_backward", patch("""
+        - if node in visited:
+        -     continue
+        - visited.add(node)
+    """), "ch00.micro_backward.topological_order", "only once", "a shared node pushes its grad twice"),
+    mutant("backward_root_grad_not_set", "micro_backward", patch("""
+        - self.grad = 1.0
+    """), "ch00.micro_backward.reused_node", "root", "the root's grad is never set to 1"),
     mutant("backward_recursive", "micro_backward", """
         order, visited = [], set()
         def build(node):
@@ -112,164 +71,99 @@ MUTANTS = [
                 child.grad += local * node.grad
     """, "ch00.micro_backward.deep_graph", "recursion", "recursion breaks on deep graphs"),
     # RMSNorm
-    mutant("rmsnorm_no_eps", "micro_rmsnorm", """
-        mean_square = vsum([x * x for x in xs]) / len(xs)
-        return [x * mean_square ** -0.5 for x in xs]
-    """, ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.zero_vector"), "eps", "eps left out"),
-    mutant("rmsnorm_eps_outside_sqrt", "micro_rmsnorm", """
-        mean_square = vsum([x * x for x in xs]) / len(xs)
-        return [x / (mean_square ** 0.5 + RMS_NORM_EPS) for x in xs]
-    """, "ch00.micro_rmsnorm.figure", "outside", "eps added outside the square root"),
-    mutant("rmsnorm_mean_not_mean_of_squares", "micro_rmsnorm", """
-        mean = vsum(xs) / len(xs)
-        scale = (mean + RMS_NORM_EPS) ** -0.5
-        return [x * scale for x in xs]
-    """, "ch00.micro_rmsnorm.figure", "not the mean of squares", "mean(x) instead of mean(x²)"),
+    mutant("rmsnorm_no_eps", "micro_rmsnorm", patch("""
+        - scale = (mean_square + RMS_NORM_EPS) ** -0.5
+        + scale = mean_square ** -0.5
+    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.zero_vector"), "eps", "eps left out"),
+    mutant("rmsnorm_eps_outside_sqrt", "micro_rmsnorm", patch("""
+        - scale = (mean_square + RMS_NORM_EPS) ** -0.5
+        + scale = 1.0 / (mean_square ** 0.5 + RMS_NORM_EPS)
+    """), "ch00.micro_rmsnorm.figure", "outside", "eps added outside the square root"),
+    mutant("rmsnorm_mean_not_mean_of_squares", "micro_rmsnorm", patch("""
+        - mean_square = vsum([x * x for x in xs]) / len(xs)
+        + mean_square = vsum(xs) / len(xs)
+    """), "ch00.micro_rmsnorm.figure", "not the mean of squares", "mean(x) instead of mean(x²)"),
     mutant("rmsnorm_is_layernorm", "micro_rmsnorm", """
         mean = vsum(xs) / len(xs)
         centred = [x - mean for x in xs]
         scale = (vsum([c * c for c in centred]) / len(xs) + RMS_NORM_EPS) ** -0.5
         return [c * scale for c in centred]
     """, "ch00.micro_rmsnorm.figure", "LayerNorm", "the mean subtracted (LayerNorm)"),
-    mutant("rmsnorm_scale_detached", "micro_rmsnorm", """
-        scale = (sum(x.data * x.data for x in xs) / len(xs) + RMS_NORM_EPS) ** -0.5
-        return [x * scale for x in xs]
-    """, "ch00.micro_rmsnorm.gradient", "constant", "the scale computed from .data"),
+    mutant("rmsnorm_scale_detached", "micro_rmsnorm", patch("""
+        - mean_square = vsum([x * x for x in xs]) / len(xs)
+        + mean_square = sum(x.data * x.data for x in xs) / len(xs)
+    """), "ch00.micro_rmsnorm.gradient", "constant", "the scale computed from .data"),
     # softmax
-    mutant("softmax_without_max", "micro_softmax", """
-        exps = [value.exp() for value in logits]
-        total = vsum(exps)
-        return [e / total for e in exps]
-    """, "ch00.micro_softmax.stable", "largest", "no max subtraction: overflow"),
-    mutant("softmax_total_detached", "micro_softmax", """
-        largest = max(value.data for value in logits)
-        exps = [(value - largest).exp() for value in logits]
-        total = sum(e.data for e in exps)
-        return [e / total for e in exps]
-    """, "ch00.micro_softmax.gradient", "constant", "the total computed from .data"),
+    mutant("softmax_without_max", "micro_softmax", patch("""
+        - exps = [(value - largest).exp() for value in logits]
+        + exps = [value.exp() for value in logits]
+    """), "ch00.micro_softmax.stable", "largest", "no max subtraction: overflow"),
+    mutant("softmax_total_detached", "micro_softmax", patch("""
+        - total = vsum(exps)
+        + total = sum(e.data for e in exps)
+    """), "ch00.micro_softmax.gradient", "constant", "the total computed from .data"),
     # attention
-    mutant("attention_not_scaled", "micro_attention", """
-        weights = softmax([dot(query, key) for key in keys])
-        output = [dot(weights, [value[i] for value in values]) for i in range(len(query))]
-        return output, weights
-    """, "ch00.micro_attention.scaled_weights", "not scaled", "no 1/sqrt(d_head)"),
-    mutant("attention_scaled_by_d", "micro_attention", """
-        weights = softmax([dot(query, key) / len(query) for key in keys])
-        output = [dot(weights, [value[i] for value in values]) for i in range(len(query))]
-        return output, weights
-    """, "ch00.micro_attention.scaled_weights", "divided by d_head", "1/d_head instead of 1/sqrt(d_head)"),
+    mutant("attention_not_scaled", "micro_attention", patch("""
+        - weights = softmax([dot(query, key) * scale for key in keys])
+        + weights = softmax([dot(query, key) for key in keys])
+    """), "ch00.micro_attention.scaled_weights", "not scaled", "no 1/sqrt(d_head)"),
+    mutant("attention_scaled_by_d", "micro_attention", patch("""
+        - scale = 1.0 / math.sqrt(len(query))
+        + scale = 1.0 / len(query)
+    """), "ch00.micro_attention.scaled_weights", "divided by d_head", "1/d_head instead of 1/sqrt(d_head)"),
     # the layer
-    mutant("block_no_attention_residual", "micro_block", """
-        h = rmsnorm(x)
-        q = linear(h, self.table(layer, "wq"))
-        k = linear(h, self.table(layer, "wk"))
-        v = linear(h, self.table(layer, "wv"))
-        keys, values = self.cache[layer]["keys"], self.cache[layer]["values"]
-        keys.append(k)
-        values.append(v)
-        heads = []
-        for head in range(self.n_head):
-            lo, hi = head * self.head_dim, (head + 1) * self.head_dim
-            out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
-            heads.extend(out)
-            self.last_attention[layer][head] = [w.data for w in weights]
-        x = linear(heads, self.table(layer, "wo"))
-        h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
-        return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
-    """, ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "residual",
+    mutant("block_no_attention_residual", "micro_block", patch("""
+        - x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
+        + x = linear(heads, self.table(layer, "wo"))
+    """), ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "residual",
        "x = WO(heads) without x +"),
-    mutant("block_mlp_reads_layer_input", "micro_block", """
-        h = rmsnorm(x)
-        q = linear(h, self.table(layer, "wq"))
-        k = linear(h, self.table(layer, "wk"))
-        v = linear(h, self.table(layer, "wv"))
-        keys, values = self.cache[layer]["keys"], self.cache[layer]["values"]
-        keys.append(k)
-        values.append(v)
-        heads = []
-        for head in range(self.n_head):
-            lo, hi = head * self.head_dim, (head + 1) * self.head_dim
-            out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
-            heads.extend(out)
-            self.last_attention[layer][head] = [w.data for w in weights]
-        u = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
-        h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
-        return [a + b for a, b in zip(u, linear(h, self.table(layer, "fc2")))]
-    """, "ch00.micro_block.formula", "after the attention residual", "the MLP reads the layer input"),
-    mutant("block_attends_only_to_itself", "micro_block", """
-        h = rmsnorm(x)
-        q = linear(h, self.table(layer, "wq"))
-        k = linear(h, self.table(layer, "wk"))
-        v = linear(h, self.table(layer, "wv"))
-        keys, values = [k], [v]
-        heads = []
-        for head in range(self.n_head):
-            lo, hi = head * self.head_dim, (head + 1) * self.head_dim
-            out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
-            heads.extend(out)
-            self.last_attention[layer][head] = [w.data for w in weights]
-        x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
-        h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
-        return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
-    """, "ch00.micro_block.formula", "cache", "no KV cache: each position sees only itself"),
-    mutant("block_output_normalised", "micro_block", """
-        h = rmsnorm(x)
-        q = linear(h, self.table(layer, "wq"))
-        k = linear(h, self.table(layer, "wk"))
-        v = linear(h, self.table(layer, "wv"))
-        keys, values = self.cache[layer]["keys"], self.cache[layer]["values"]
-        keys.append(k)
-        values.append(v)
-        heads = []
-        for head in range(self.n_head):
-            lo, hi = head * self.head_dim, (head + 1) * self.head_dim
-            out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
-            heads.extend(out)
-            self.last_attention[layer][head] = [w.data for w in weights]
-        x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
-        h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
-        return rmsnorm([a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))])
-    """, ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "normalised",
+    mutant("block_mlp_reads_layer_input", "micro_block", patch("""
+        - x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
+        + u = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
+          h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
+        - return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
+        + return [a + b for a, b in zip(u, linear(h, self.table(layer, "fc2")))]
+    """), "ch00.micro_block.formula", "after the attention residual", "the MLP reads the layer input"),
+    mutant("block_attends_only_to_itself", "micro_block", patch("""
+        - keys, values = self.cache[layer]["keys"], self.cache[layer]["values"]
+        - keys.append(k)
+        - values.append(v)
+        + keys, values = [k], [v]
+    """), "ch00.micro_block.formula", "cache", "no KV cache: each position sees only itself"),
+    mutant("block_output_normalised", "micro_block", patch("""
+        - return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
+        + return rmsnorm([a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))])
+    """), ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "normalised",
        "the layer's output re-normalised"),
     # forward
-    mutant("forward_final_norm", "micro_forward", """
-        x = rmsnorm([t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])])
-        for layer in range(self.n_layer):
-            x = self.block(layer, x)
-        return linear(rmsnorm(x), self.state["lm_head"])
-    """, "ch00.micro_forward.formula", "final norm", "a final norm before the LM head"),
-    mutant("forward_no_position_row", "micro_forward", """
-        x = rmsnorm(list(self.state["wte"][token_id]))
-        for layer in range(self.n_layer):
-            x = self.block(layer, x)
-        return linear(x, self.state["lm_head"])
-    """, "ch00.micro_forward.formula", "position row", "WPE[pos] not added"),
-    mutant("forward_embedding_not_normalised", "micro_forward", """
-        x = [t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])]
-        for layer in range(self.n_layer):
-            x = self.block(layer, x)
-        return linear(x, self.state["lm_head"])
-    """, "ch00.micro_forward.formula", "not normalised", "no RMSNorm of the embedding sum"),
-    mutant("forward_returns_features", "micro_forward", """
-        x = rmsnorm([t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])])
-        for layer in range(self.n_layer):
-            x = self.block(layer, x)
-        return x
-    """, ("ch00.micro_forward.ana_walk_through", "ch00.micro_forward.formula"), "LM head",
+    mutant("forward_final_norm", "micro_forward", patch("""
+        - return linear(x, self.state["lm_head"])
+        + return linear(rmsnorm(x), self.state["lm_head"])
+    """), "ch00.micro_forward.formula", "final norm", "a final norm before the LM head"),
+    mutant("forward_no_position_row", "micro_forward", patch("""
+        - x = [t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])]
+        + x = list(self.state["wte"][token_id])
+    """), "ch00.micro_forward.formula", "position row", "WPE[pos] not added"),
+    mutant("forward_embedding_not_normalised", "micro_forward", patch("""
+        - x = rmsnorm(x)
+    """), "ch00.micro_forward.formula", "not normalised", "no RMSNorm of the embedding sum"),
+    mutant("forward_returns_features", "micro_forward", patch("""
+        - return linear(x, self.state["lm_head"])
+        + return x
+    """), ("ch00.micro_forward.ana_walk_through", "ch00.micro_forward.formula"), "LM head",
        "E features returned instead of V logits"),
-    mutant("forward_first_layer_only", "micro_forward", """
-        x = rmsnorm([t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])])
-        x = self.block(0, x)
-        return linear(x, self.state["lm_head"])
-    """, "ch00.micro_forward.formula", "every layer", "only layer 0 runs"),
-    mutant("forward_imports_numpy", "micro_forward", """
-        import numpy as np
-        x = rmsnorm([t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])])
-        for layer in range(self.n_layer):
-            x = self.block(layer, x)
-        head = np.array([[p.data for p in row] for row in self.state["lm_head"]])
-        return linear(x, self.state["lm_head"])[: head.shape[0]]
-    """, "ch00.micro_forward.pure_python", "plain Python", "numpy imported inside forward"),
+    mutant("forward_first_layer_only", "micro_forward", patch("""
+        - for layer in range(self.n_layer):
+        -     x = self.block(layer, x)
+        + x = self.block(0, x)
+    """), "ch00.micro_forward.formula", "every layer", "only layer 0 runs"),
+    mutant("forward_imports_numpy", "micro_forward", patch("""
+        + import numpy as np
+          x = [t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])]
+        - return linear(x, self.state["lm_head"])
+        + head = np.array([[p.data for p in row] for row in self.state["lm_head"]])
+        + return linear(x, self.state["lm_head"])[: head.shape[0]]
+    """), "ch00.micro_forward.pure_python", "plain Python", "numpy imported inside forward"),
     mutant("forward_uses_torch", "micro_forward", """
         import torch
         x = rmsnorm([t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])])
@@ -280,156 +174,74 @@ MUTANTS = [
         return [Value(v) for v in logits.tolist()]
     """, "ch00.micro_forward.formula", "torch.tensor", "torch for the LM head"),
     # loss
-    mutant("loss_summed", "micro_loss", """
-        model.start_sequence()
-        losses = []
-        for pos in range(n):
-            probs = softmax(model.forward(ids[pos], pos))
-            losses.append(-probs[ids[pos + 1]].log())
-        return vsum(losses)
-    """, "ch00.micro_loss.ana_mean_nll", "SUM", "summed, not averaged"),
-    mutant("loss_divided_by_len_ids", "micro_loss", """
-        model.start_sequence()
-        losses = []
-        for pos in range(n):
-            probs = softmax(model.forward(ids[pos], pos))
-            losses.append(-probs[ids[pos + 1]].log())
-        return vsum(losses) / len(ids)
-    """, "ch00.micro_loss.ana_mean_nll", "len(ids)", "divided by len(ids), not the scored positions"),
-    mutant("loss_ignores_the_window", "micro_loss", """
-        model.start_sequence()
-        losses = []
-        for pos in range(len(ids) - 1):
-            probs = softmax(model.forward(ids[pos], pos))
-            losses.append(-probs[ids[pos + 1]].log())
-        return vsum(losses) / (len(ids) - 1)
-    """, "ch00.micro_loss.window", "pairs past the window", "scores every pair, past block_size"),
-    mutant("loss_target_is_the_input", "micro_loss", """
-        model.start_sequence()
-        losses = []
-        for pos in range(n):
-            probs = softmax(model.forward(ids[pos], pos))
-            losses.append(-probs[ids[pos]].log())
-        return vsum(losses) / n
-    """, "ch00.micro_loss.ana_mean_nll", "ids[p + 1]", "the target is the input id, not the next one"),
+    mutant("loss_summed", "micro_loss", patch("""
+        - return vsum(losses) / n
+        + return vsum(losses)
+    """), "ch00.micro_loss.ana_mean_nll", "SUM", "summed, not averaged"),
+    mutant("loss_divided_by_len_ids", "micro_loss", patch("""
+        - return vsum(losses) / n
+        + return vsum(losses) / len(ids)
+    """), "ch00.micro_loss.ana_mean_nll", "len(ids)", "divided by len(ids), not the scored positions"),
+    mutant("loss_ignores_the_window", "micro_loss", patch("""
+        - for pos in range(n):
+        + for pos in range(len(ids) - 1):
+        - return vsum(losses) / n
+        + return vsum(losses) / (len(ids) - 1)
+    """), "ch00.micro_loss.window", "pairs past the window", "scores every pair, past block_size"),
+    mutant("loss_target_is_the_input", "micro_loss", patch("""
+        - losses.append(-probs[ids[pos + 1]].log())
+        + losses.append(-probs[ids[pos]].log())
+    """), "ch00.micro_loss.ana_mean_nll", "ids[p + 1]", "the target is the input id, not the next one"),
     # Adam
-    mutant("adam_no_bias_correction", "micro_adam", """
-        lr_t = self.lr * (1.0 - self.t / self.total_steps)
-        for i, p in enumerate(self.params):
-            g = p.grad
-            self.m[i] = self.beta1 * self.m[i] + (1.0 - self.beta1) * g
-            self.v[i] = self.beta2 * self.v[i] + (1.0 - self.beta2) * g * g
-            p.data -= lr_t * self.m[i] / (math.sqrt(self.v[i]) + self.eps)
-            p.grad = 0.0
-        self.t += 1
-    """, ("ch00.micro_adam.hand_computation", "ch00.micro_adam.first_step_is_lr"), "bias correction",
+    mutant("adam_no_bias_correction", "micro_adam", patch("""
+        - m_hat = self.m[i] / correction1
+        - v_hat = self.v[i] / correction2
+        + m_hat, v_hat = self.m[i], self.v[i]
+    """), ("ch00.micro_adam.hand_computation", "ch00.micro_adam.first_step_is_lr"), "bias correction",
        "no bias correction"),
-    mutant("adam_no_lr_decay", "micro_adam", """
-        b1, b2 = self.beta1, self.beta2
-        for i, p in enumerate(self.params):
-            g = p.grad
-            self.m[i] = b1 * self.m[i] + (1.0 - b1) * g
-            self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g
-            m_hat = self.m[i] / (1.0 - b1 ** (self.t + 1))
-            v_hat = self.v[i] / (1.0 - b2 ** (self.t + 1))
-            p.data -= self.lr * m_hat / (math.sqrt(v_hat) + self.eps)
-            p.grad = 0.0
-        self.t += 1
-    """, "ch00.micro_adam.hand_computation", "decay", "constant learning rate"),
-    mutant("adam_grads_not_reset", "micro_adam", """
-        lr_t = self.lr * (1.0 - self.t / self.total_steps)
-        b1, b2 = self.beta1, self.beta2
-        for i, p in enumerate(self.params):
-            g = p.grad
-            self.m[i] = b1 * self.m[i] + (1.0 - b1) * g
-            self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g
-            m_hat = self.m[i] / (1.0 - b1 ** (self.t + 1))
-            v_hat = self.v[i] / (1.0 - b2 ** (self.t + 1))
-            p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
-        self.t += 1
-    """, "ch00.micro_adam.hand_computation", "reset", "p.grad not zeroed after the step"),
-    mutant("adam_bias_correction_off_by_one", "micro_adam", """
-        lr_t = self.lr * (1.0 - self.t / self.total_steps)
-        b1, b2 = self.beta1, self.beta2
-        for i, p in enumerate(self.params):
-            g = p.grad
-            self.m[i] = b1 * self.m[i] + (1.0 - b1) * g
-            self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g
-            m_hat = self.m[i] / (1.0 - b1 ** self.t)
-            v_hat = self.v[i] / (1.0 - b2 ** self.t)
-            p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
-            p.grad = 0.0
-        self.t += 1
-    """, "ch00.micro_adam.hand_computation", "beta^(t+1)", "1 − β^t with t from 0: division by zero"),
+    mutant("adam_no_lr_decay", "micro_adam", patch("""
+        - p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
+        + p.data -= self.lr * m_hat / (math.sqrt(v_hat) + self.eps)
+    """), "ch00.micro_adam.hand_computation", "decay", "constant learning rate"),
+    mutant("adam_grads_not_reset", "micro_adam", patch("""
+        - p.grad = 0.0
+    """), "ch00.micro_adam.hand_computation", "reset", "p.grad not zeroed after the step"),
+    mutant("adam_bias_correction_off_by_one", "micro_adam", patch("""
+        - correction1 = 1.0 - b1 ** (self.t + 1)
+        - correction2 = 1.0 - b2 ** (self.t + 1)
+
+        - m_hat = self.m[i] / correction1
+        - v_hat = self.v[i] / correction2
+        + m_hat = self.m[i] / (1.0 - b1 ** self.t)
+        + v_hat = self.v[i] / (1.0 - b2 ** self.t)
+    """), "ch00.micro_adam.hand_computation", "beta^(t+1)", "1 − β^t with t from 0: division by zero"),
     # sampling
-    mutant("sample_does_not_stop_at_bos", "micro_sample", """
-        bos = tokenizer.bos_id
-        model.start_sequence()
-        token, out = bos, []
-        for pos in range(model.block_size):
-            probs = softmax([logit / temperature for logit in model.forward(token, pos)])
-            token = rng.choices(range(model.vocab_size), weights=[p.data for p in probs])[0]
-            out.append(token)
-        model.finish_sequence()
-        return tokenizer.decode(out)
-    """, "ch00.micro_sample.stops_at_bos", "stop at BOS", "goes on after BOS"),
-    mutant("sample_global_random", "micro_sample", """
-        bos = tokenizer.bos_id
-        model.start_sequence()
-        token, out = bos, []
-        for pos in range(model.block_size):
-            probs = softmax([logit / temperature for logit in model.forward(token, pos)])
-            token = random.choices(range(model.vocab_size), weights=[p.data for p in probs])[0]
-            if token == bos:
-                break
-            out.append(token)
-        model.finish_sequence()
-        return tokenizer.decode(out)
-    """, "ch00.micro_sample.seeded", "rng passed in", "module-level random instead of rng"),
-    mutant("sample_temperature_multiplied", "micro_sample", """
-        bos = tokenizer.bos_id
-        model.start_sequence()
-        token, out = bos, []
-        for pos in range(model.block_size):
-            probs = softmax([logit * temperature for logit in model.forward(token, pos)])
-            token = rng.choices(range(model.vocab_size), weights=[p.data for p in probs])[0]
-            if token == bos:
-                break
-            out.append(token)
-        model.finish_sequence()
-        return tokenizer.decode(out)
-    """, "ch00.micro_sample.temperature", "multiplied", "logits × temperature"),
-    mutant("sample_greedy", "micro_sample", """
-        bos = tokenizer.bos_id
-        model.start_sequence()
-        token, out = bos, []
-        for pos in range(model.block_size):
-            logits = model.forward(token, pos)
-            token = max(range(model.vocab_size), key=lambda i: logits[i].data)
-            if token == bos:
-                break
-            out.append(token)
-        model.finish_sequence()
-        return tokenizer.decode(out)
-    """, "ch00.micro_sample.seeded", "same name", "argmax instead of a random draw"),
-    mutant("block_attends_before_appending", "micro_block", """
-        h = rmsnorm(x)
-        q = linear(h, self.table(layer, "wq"))
-        k = linear(h, self.table(layer, "wk"))
-        v = linear(h, self.table(layer, "wv"))
-        keys, values = self.cache[layer]["keys"], self.cache[layer]["values"]
-        heads = []
-        for head in range(self.n_head):
-            lo, hi = head * self.head_dim, (head + 1) * self.head_dim
-            out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
-            heads.extend(out)
-            self.last_attention[layer][head] = [w.data for w in weights]
-        keys.append(k)
-        values.append(v)
-        x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
-        h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
-        return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
-    """, ("ch00.micro_block.formula", "ch00.micro_block.matches_reference"), "before appending",
+    mutant("sample_does_not_stop_at_bos", "micro_sample", patch("""
+        - if token == bos:
+        -     break
+    """), "ch00.micro_sample.stops_at_bos", "stop at BOS", "goes on after BOS"),
+    mutant("sample_global_random", "micro_sample", patch("""
+        - token = rng.choices(range(model.vocab_size), weights=[p.data for p in probs])[0]
+        + token = random.choices(range(model.vocab_size), weights=[p.data for p in probs])[0]
+    """), "ch00.micro_sample.seeded", "rng passed in", "module-level random instead of rng"),
+    mutant("sample_temperature_multiplied", "micro_sample", patch("""
+        - probs = softmax([logit / temperature for logit in model.forward(token, pos)])
+        + probs = softmax([logit * temperature for logit in model.forward(token, pos)])
+    """), "ch00.micro_sample.temperature", "multiplied", "logits × temperature"),
+    mutant("sample_greedy", "micro_sample", patch("""
+        - probs = softmax([logit / temperature for logit in model.forward(token, pos)])
+        - token = rng.choices(range(model.vocab_size), weights=[p.data for p in probs])[0]
+        + logits = model.forward(token, pos)
+        + token = max(range(model.vocab_size), key=lambda i: logits[i].data)
+    """), "ch00.micro_sample.seeded", "same name", "argmax instead of a random draw"),
+    mutant("block_attends_before_appending", "micro_block", patch("""
+        - keys.append(k)
+        - values.append(v)
+
+        + keys.append(k)
+        + values.append(v)
+          x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
+    """), ("ch00.micro_block.formula", "ch00.micro_block.matches_reference"), "before appending",
        "attends before appending the current key"),
 ]
 

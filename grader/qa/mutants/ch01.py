@@ -1,35 +1,31 @@
 """Chapter 01: the mistakes the chapter warns about, and right ways to write it."""
 
-from grader.qa.mutants import mutant, variant
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
     # The vocabulary
-    mutant("vocab_first_seen_order", "build_vocab", """
-        self.chars = list(dict.fromkeys("".join(documents)))
-        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
-        self.bos_id = len(self.chars)
-    """, "ch01.build_vocab.sorted_characters", "sorted order", "characters in first-seen order, not sorted"),
+    mutant("vocab_first_seen_order", "build_vocab", patch("""
+        - self.chars = sorted(set("".join(documents)))
+        + self.chars = list(dict.fromkeys("".join(documents)))
+    """), "ch01.build_vocab.sorted_characters", "sorted order", "characters in first-seen order, not sorted"),
     mutant("vocab_bos_zero", "build_vocab", """
         self.chars = sorted(set("".join(documents)))
         self.stoi = {ch: i + 1 for i, ch in enumerate(self.chars)}
         self.bos_id = 0
     """, "ch01.build_vocab.sorted_characters", "BOS takes id 0", "BOS is id 0 and the characters shift to 1..K"),
-    mutant("vocab_duplicates", "build_vocab", """
-        self.chars = sorted("".join(documents))
-        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
-        self.bos_id = len(self.chars)
-    """, "ch01.build_vocab.sorted_characters", "more than once", "every occurrence kept, not the set"),
-    mutant("vocab_bos_one_past", "build_vocab", """
-        self.chars = sorted(set("".join(documents)))
-        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
-        self.bos_id = len(self.chars) + 1
-    """, ("ch01.build_vocab.sorted_characters", "ch01.build_vocab.names_alphabet"), "len(chars) + 1",
+    mutant("vocab_duplicates", "build_vocab", patch("""
+        - self.chars = sorted(set("".join(documents)))
+        + self.chars = sorted("".join(documents))
+    """), "ch01.build_vocab.sorted_characters", "more than once", "every occurrence kept, not the set"),
+    mutant("vocab_bos_one_past", "build_vocab", patch("""
+        - self.bos_id = len(self.chars)
+        + self.bos_id = len(self.chars) + 1
+    """), ("ch01.build_vocab.sorted_characters", "ch01.build_vocab.names_alphabet"), "len(chars) + 1",
        "bos_id = K + 1"),
-    mutant("vocab_no_stoi", "build_vocab", """
-        self.chars = sorted(set("".join(documents)))
-        self.char_to_id = {ch: i for i, ch in enumerate(self.chars)}
-        self.bos_id = len(self.chars)
-    """, "ch01.build_vocab.sorted_characters", "self.stoi", "the char → id map under another name"),
+    mutant("vocab_no_stoi", "build_vocab", patch("""
+        - self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        + self.char_to_id = {ch: i for i, ch in enumerate(self.chars)}
+    """), "ch01.build_vocab.sorted_characters", "self.stoi", "the char → id map under another name"),
     # encode
     mutant("encode_adds_bos", "encode", """
         return [self.bos_id] + [self.stoi[ch] for ch in text]
@@ -80,22 +76,19 @@ MUTANTS = [
         positions = min(block_size, len(ids) - 1)
         return ids[len(ids) - 1 - positions : -1], ids[len(ids) - positions :]
     """, "ch01.windows.positions", "last positions", "window cut from the end of the document"),
-    mutant("vocab_set_not_sorted", "build_vocab", """
-        self.chars = list(set("".join(documents)))
-        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
-        self.bos_id = len(self.chars)
-    """, ("ch01.build_vocab.sorted_characters", "ch01.build_vocab.names_alphabet"), "sorted order",
+    mutant("vocab_set_not_sorted", "build_vocab", patch("""
+        - self.chars = sorted(set("".join(documents)))
+        + self.chars = list(set("".join(documents)))
+    """), ("ch01.build_vocab.sorted_characters", "ch01.build_vocab.names_alphabet"), "sorted order",
        "chars from a set, never sorted"),
-    mutant("vocab_drops_whitespace", "build_vocab", """
-        self.chars = sorted(set("".join(documents).replace(" ", "")))
-        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
-        self.bos_id = len(self.chars)
-    """, "ch01.build_vocab.every_character_kept", "space", "whitespace left out of the vocabulary"),
-    mutant("vocab_lowercases", "build_vocab", """
-        self.chars = sorted(set("".join(documents).lower()))
-        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
-        self.bos_id = len(self.chars)
-    """, "ch01.build_vocab.every_character_kept", "lowercase", "the corpus lowercased"),
+    mutant("vocab_drops_whitespace", "build_vocab", patch("""
+        - self.chars = sorted(set("".join(documents)))
+        + self.chars = sorted(set("".join(documents).replace(" ", "")))
+    """), "ch01.build_vocab.every_character_kept", "space", "whitespace left out of the vocabulary"),
+    mutant("vocab_lowercases", "build_vocab", patch("""
+        - self.chars = sorted(set("".join(documents)))
+        + self.chars = sorted(set("".join(documents).lower()))
+    """), "ch01.build_vocab.every_character_kept", "lowercase", "the corpus lowercased"),
     mutant("decode_no_range_check", "decode", """
         return "".join(self.chars[int(i)] for i in ids if int(i) != self.bos_id)
     """, "ch01.decode.bad_id", "outside the vocabulary", "an out-of-range id read from the end of chars"),
@@ -103,12 +96,10 @@ MUTANTS = [
         positions = min(block_size, len(ids) - 1)
         return list(ids[:max(positions, 0)]), list(ids[1:max(positions, 0) + 1])
     """, "ch01.windows.too_short", "fewer than 2", "a document with fewer than 2 ids gives empty windows"),
-    mutant("windows_inputs_targets_swapped", "windows", """
-        positions = min(block_size, len(ids) - 1)
-        if positions <= 0:
-            raise ValueError("a document needs at least 2 ids")
-        return list(ids[1:positions + 1]), list(ids[:positions])
-    """, ("ch01.windows.ana", "ch01.windows.positions"), "swapped", "inputs and targets swapped"),
+    mutant("windows_inputs_targets_swapped", "windows", patch("""
+        - return list(ids[:positions]), list(ids[1 : positions + 1])
+        + return list(ids[1 : positions + 1]), list(ids[:positions])
+    """), ("ch01.windows.ana", "ch01.windows.positions"), "swapped", "inputs and targets swapped"),
 ]
 
 VARIANTS = [

@@ -1,47 +1,33 @@
 """Chapter 02: the mistakes the chapter warns about, and right ways to write it."""
 
-from grader.qa.mutants import mutant, variant
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("embedding_no_checks", "embedding", """
         return self.weight[idx]
     """, "ch02.embedding.bad_ids", "IndexError", "no range or dtype check: torch's IndexError"),
-    mutant("embedding_upper_bound_only", "embedding", """
-        if idx.is_floating_point():
-            raise ValueError(f"token ids must be integers, got {idx.dtype}")
-        if idx.max() >= self.weight.shape[0]:
-            raise ValueError(f"token id {idx.max().item()} is too large")
-        return self.weight[idx]
-    """, "ch02.embedding.bad_ids", "negative", "negative ids read rows from the end"),
-    mutant("embedding_float_truncated", "embedding", """
-        V = self.weight.shape[0]
-        if (idx < 0).any() or (idx >= V).any():
-            raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
-        return self.weight[idx.long()]
-    """, "ch02.embedding.bad_ids", "integers", "float ids silently truncated"),
-    mutant("embedding_first_id_only", "embedding", """
-        if idx.is_floating_point():
-            raise ValueError(f"token ids must be integers, got {idx.dtype}")
-        first = idx.reshape(-1)[0].item()
-        if not 0 <= first < self.weight.shape[0]:
-            raise ValueError(f"token id {first} is outside the vocabulary")
-        return self.weight[idx]
-    """, "ch02.embedding.bad_ids", "IndexError", "only the first id is range-checked"),
-    mutant("embedding_message_without_id", "embedding", """
-        if idx.is_floating_point():
-            raise ValueError("token ids must be integers")
-        if (idx < 0).any() or (idx >= self.weight.shape[0]).any():
-            raise ValueError("a token id is outside the vocabulary")
-        return self.weight[idx]
-    """, "ch02.embedding.bad_id_named", "name the bad id", "ValueError that does not name the id"),
-    mutant("embedding_detached", "embedding", """
-        V = self.weight.shape[0]
-        if idx.is_floating_point():
-            raise ValueError(f"token ids must be integers, got {idx.dtype}")
-        if (idx < 0).any() or (idx >= V).any():
-            raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
-        return self.weight.data[idx]
-    """, "ch02.embedding.gradient", "no gradient", "lookup through .data: no gradient"),
+    mutant("embedding_upper_bound_only", "embedding", patch("""
+        - if idx.numel() and (idx.min() < 0 or idx.max() >= vocab_size):
+        + if idx.numel() and idx.max() >= vocab_size:
+    """), "ch02.embedding.bad_ids", "negative", "negative ids read rows from the end"),
+    mutant("embedding_float_truncated", "embedding", patch("""
+        - if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        -     raise ValueError(f"token ids must be an integer tensor, got dtype {idx.dtype}")
+    """), "ch02.embedding.bad_ids", "integers", "float ids silently truncated"),
+    mutant("embedding_first_id_only", "embedding", patch("""
+        - if idx.numel() and (idx.min() < 0 or idx.max() >= vocab_size):
+        -     bad = idx[(idx < 0) | (idx >= vocab_size)][0].item()
+        + bad = idx.reshape(-1)[0].item()
+        + if not 0 <= bad < vocab_size:
+    """), "ch02.embedding.bad_ids", "IndexError", "only the first id is range-checked"),
+    mutant("embedding_message_without_id", "embedding", patch("""
+        - raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
+        + raise ValueError("a token id is outside the vocabulary")
+    """), "ch02.embedding.bad_id_named", "name the bad id", "ValueError that does not name the id"),
+    mutant("embedding_detached", "embedding", patch("""
+        - return self.weight[idx.long()]
+        + return self.weight.data[idx.long()]
+    """), "ch02.embedding.gradient", "no gradient", "lookup through .data: no gradient"),
     mutant("embedding_library_call", "embedding", """
         V = self.weight.shape[0]
         if idx.is_floating_point():
@@ -50,20 +36,14 @@ MUTANTS = [
             raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
         return torch.nn.functional.embedding(idx, self.weight)
     """, "ch02.embedding.lookup", "torch.nn.functional.embedding", "the library lookup the task asks to write"),
-    mutant("embedding_row_off_by_one", "embedding", """
-        if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-            raise ValueError(f"token ids must be integers, got {idx.dtype}")
-        if idx.numel() and (idx.min() < 0 or idx.max() >= self.weight.shape[0]):
-            raise ValueError(f"token id {idx[(idx < 0) | (idx >= self.weight.shape[0])][0].item()} is out of range")
-        return self.weight[idx.long() - 1]
-    """, "ch02.embedding.lookup", "off by one", "row id − 1 read for id"),
-    mutant("embedding_one_hot", "embedding", """
-        if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-            raise ValueError(f"token ids must be integers, got {idx.dtype}")
-        if idx.numel() and (idx.min() < 0 or idx.max() >= self.weight.shape[0]):
-            raise ValueError(f"token id {idx[(idx < 0) | (idx >= self.weight.shape[0])][0].item()} is out of range")
-        return (idx.long().unsqueeze(-1) == torch.arange(self.weight.shape[0])).to(self.weight.dtype)
-    """, "ch02.embedding.lookup", "one-hot", "one-hot vectors returned instead of rows"),
+    mutant("embedding_row_off_by_one", "embedding", patch("""
+        - return self.weight[idx.long()]
+        + return self.weight[idx.long() - 1]
+    """), "ch02.embedding.lookup", "off by one", "row id − 1 read for id"),
+    mutant("embedding_one_hot", "embedding", patch("""
+        - return self.weight[idx.long()]
+        + return (idx.long().unsqueeze(-1) == torch.arange(self.weight.shape[0])).to(self.weight.dtype)
+    """), "ch02.embedding.lookup", "one-hot", "one-hot vectors returned instead of rows"),
 ]
 
 VARIANTS = [

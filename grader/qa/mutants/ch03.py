@@ -1,14 +1,12 @@
 """Chapter 03: the mistakes the chapter warns about, and right ways to write it."""
 
-from grader.qa.mutants import mutant, variant
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
-    mutant("positions_offset_ignored", "positions", """
-        T = hidden.shape[1]
-        if past_length + T > self.weight.shape[0]:
-            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
-        return hidden + self.weight[:T]
-    """, "ch03.positions.cache_offset", "past_length is ignored", "cache offset ignored: rows 0..T-1"),
+    mutant("positions_offset_ignored", "positions", patch("""
+        - return hidden + self.weight[past_length : past_length + T]
+        + return hidden + self.weight[:T]
+    """), "ch03.positions.cache_offset", "past_length is ignored", "cache offset ignored: rows 0..T-1"),
     mutant("positions_modulo_wrap", "positions", """
         T = hidden.shape[1]
         rows = torch.arange(past_length, past_length + T) % self.weight.shape[0]
@@ -23,12 +21,10 @@ MUTANTS = [
         T = hidden.shape[1]
         return hidden + self.weight[past_length : past_length + T]
     """, "ch03.positions.too_long", "reached torch", "no check: torch's broadcasting error"),
-    mutant("positions_check_off_by_one", "positions", """
-        T = hidden.shape[1]
-        if past_length + T >= self.weight.shape[0]:
-            raise ValueError(f"position {past_length + T - 1} does not fit in block_size {self.weight.shape[0]}")
-        return hidden + self.weight[past_length : past_length + T]
-    """, "ch03.positions.full_context", "off by one", "a full context (== block_size) rejected"),
+    mutant("positions_check_off_by_one", "positions", patch("""
+        - if past_length + T > block_size:
+        + if past_length + T >= block_size:
+    """), "ch03.positions.full_context", "off by one", "a full context (== block_size) rejected"),
     mutant("positions_flattened_batch", "positions", """
         B, T, _ = hidden.shape
         if past_length + T > self.weight.shape[0]:
@@ -37,25 +33,19 @@ MUTANTS = [
         return hidden + self.weight[rows]
     """, ("ch03.positions.adds_rows", "ch03.positions.same_rows_per_batch"), "flattened",
        "positions run on across the flattened batch"),
-    mutant("positions_rows_off_by_one", "positions", """
-        T = hidden.shape[1]
-        if past_length + T > self.weight.shape[0]:
-            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
-        return hidden + self.weight[past_length + 1 : past_length + T + 1]
-    """, "ch03.positions.adds_rows", "off by one", "row p + 1 added at position p"),
-    mutant("positions_detached", "positions", """
-        T = hidden.shape[1]
-        if past_length + T > self.weight.shape[0]:
-            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
-        return hidden + self.weight.detach()[past_length : past_length + T]
-    """, "ch03.positions.gradient", "no gradient", "position rows detached: no gradient"),
-    mutant("positions_in_place", "positions", """
-        T = hidden.shape[1]
-        if past_length + T > self.weight.shape[0]:
-            raise ValueError(f"positions up to {past_length + T - 1} do not fit block_size {self.weight.shape[0]}")
-        hidden += self.weight[past_length:past_length + T]
-        return hidden
-    """, "ch03.positions.input_unchanged", "in place", "hidden += rows changes the caller's tensor"),
+    mutant("positions_rows_off_by_one", "positions", patch("""
+        - return hidden + self.weight[past_length : past_length + T]
+        + return hidden + self.weight[past_length + 1 : past_length + T + 1]
+    """), "ch03.positions.adds_rows", "off by one", "row p + 1 added at position p"),
+    mutant("positions_detached", "positions", patch("""
+        - return hidden + self.weight[past_length : past_length + T]
+        + return hidden + self.weight.detach()[past_length : past_length + T]
+    """), "ch03.positions.gradient", "no gradient", "position rows detached: no gradient"),
+    mutant("positions_in_place", "positions", patch("""
+        - return hidden + self.weight[past_length : past_length + T]
+        + hidden += self.weight[past_length : past_length + T]
+        + return hidden
+    """), "ch03.positions.input_unchanged", "in place", "hidden += rows changes the caller's tensor"),
 ]
 
 VARIANTS = [

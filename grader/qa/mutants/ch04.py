@@ -1,39 +1,29 @@
 """Chapter 04: the attention mistakes the chapter warns about, and right ways to write it."""
 
-from grader.qa.mutants import mutant, variant
+from grader.qa.mutants import mutant, patch, variant
 
 
-def _forward(cache="""
-        if past_key_value is not None:
-            past_k, past_v = past_key_value
-            k = torch.cat([past_k, k], dim=2)
-            v = torch.cat([past_v, v], dim=2)
-""", scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)",
+def _forward(scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)",
              mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(total - T + 1), float('-inf'))",
-             softmax="weights = torch.softmax(scores, dim=-1)", keep="self.last_attention = weights",
-             present="present = (k, v) if use_cache else None"):
-    """A student's forward with one part swapped for a mistake (each part at 8 spaces)."""
+             softmax="weights = torch.softmax(scores, dim=-1)"):
+    """A correct forward for the variants, with one part written another way (each part at 8 spaces)."""
     return (
         "        q = self.split_heads(self.q_proj(x))\n"
         "        k = self.split_heads(self.k_proj(x))\n"
         "        v = self.split_heads(self.v_proj(x))\n"
-        + cache.strip("\n") + "\n"
+        "        if past_key_value is not None:\n"
+        "            past_k, past_v = past_key_value\n"
+        "            k = torch.cat([past_k, k], dim=2)\n"
+        "            v = torch.cat([past_v, v], dim=2)\n"
         "        T, total = q.shape[2], k.shape[2]\n"
         f"        {scores}\n"
         f"        {mask}\n"
         f"        {softmax}\n"
-        f"        {keep}\n"
-        f"        {present}\n"
+        "        self.last_attention = weights\n"
+        "        present = (k, v) if use_cache else None\n"
         "        return self.o_proj(self.merge_heads(weights @ v)), present\n"
     )
 
-
-_INIT = """
-    self.q_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={q})
-    self.k_proj = {k}
-    self.v_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={b})
-    self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias={b})
-"""
 
 FORMULA = ("ch04.attention.formula", "ch04.attention.matches_reference")
 WEIGHTS = ("ch04.attention.causal_softmax_weights",) + FORMULA
@@ -42,102 +32,132 @@ CACHE = ("ch04.attention.cache_consistent", "ch04.attention.cache_one_token_at_a
 
 MUTANTS = [
     # The projections
-    mutant("attention_init_with_bias", "attention_init",
-           _INIT.format(q="True", k="nn.Linear(cfg.d_model, cfg.d_model)", b="True"),
-           "ch04.attention_init.projections", "bias", "bias on Q/K/V/O"),
-    mutant("attention_init_shared_query_key", "attention_init",
-           _INIT.format(q="False", k="self.q_proj", b="False"),
-           "ch04.attention_init.projections", "one object", "q_proj and k_proj are one layer"),
+    mutant("attention_init_with_bias", "attention_init", """
+        self.q_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=True)
+        self.k_proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.v_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=True)
+        self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=True)
+    """, "ch04.attention_init.projections", "bias", "bias on Q/K/V/O"),
+    mutant("attention_init_shared_query_key", "attention_init", patch("""
+        - self.k_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        + self.k_proj = self.q_proj
+    """), "ch04.attention_init.projections", "one object", "q_proj and k_proj are one layer"),
     # Splitting and merging heads
-    mutant("split_heads_axes_mixed_up", "split_heads", """
-        B, T, _ = x.shape
-        return x.view(B, self.n_heads, T, self.d_head)
-    """, "ch04.split_heads.head_features", "mixed up", "view(B, h, T, d_h) without the transpose"),
-    mutant("split_heads_strided", "split_heads", """
-        B, T, _ = x.shape
-        return x.view(B, T, self.d_head, self.n_heads).permute(0, 3, 1, 2)
-    """, "ch04.split_heads.head_features", "contiguous", "head i takes every h-th feature"),
-    mutant("split_heads_no_transpose", "split_heads", """
-        B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_head)
-    """, "ch04.split_heads.shape", "heads axis comes second", "[B, T, h, d_h] returned"),
-    mutant("merge_heads_no_transpose", "merge_heads", """
-        B, _, T, _ = x.shape
-        return x.reshape(B, T, self.n_heads * self.d_head)
-    """, ("ch04.merge_heads.head_features", "ch04.merge_heads.inverse_of_split"), "transpose",
+    mutant("split_heads_axes_mixed_up", "split_heads", patch("""
+        - return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+        + return x.view(B, self.n_heads, T, self.d_head)
+    """), "ch04.split_heads.head_features", "mixed up", "view(B, h, T, d_h) without the transpose"),
+    mutant("split_heads_strided", "split_heads", patch("""
+        - return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+        + return x.view(B, T, self.d_head, self.n_heads).permute(0, 3, 1, 2)
+    """), "ch04.split_heads.head_features", "contiguous", "head i takes every h-th feature"),
+    mutant("split_heads_no_transpose", "split_heads", patch("""
+        - return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+        + return x.view(B, T, self.n_heads, self.d_head)
+    """), "ch04.split_heads.shape", "heads axis comes second", "[B, T, h, d_h] returned"),
+    mutant("merge_heads_no_transpose", "merge_heads", patch("""
+        - return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)
+        + return x.reshape(B, T, self.n_heads * self.d_head)
+    """), ("ch04.merge_heads.head_features", "ch04.merge_heads.inverse_of_split"), "transpose",
        "merge without transposing h and T back"),
-    mutant("merge_heads_interleaved", "merge_heads", """
-        B, _, T, _ = x.shape
-        return x.permute(0, 2, 3, 1).reshape(B, T, self.n_heads * self.d_head)
-    """, "ch04.merge_heads.head_features", "interleaved", "heads' features interleaved"),
+    mutant("merge_heads_interleaved", "merge_heads", patch("""
+        - return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)
+        + return x.permute(0, 2, 3, 1).reshape(B, T, self.n_heads * self.d_head)
+    """), "ch04.merge_heads.head_features", "interleaved", "heads' features interleaved"),
     # The mask and the softmax
-    mutant("attention_no_causal_mask", "attention", _forward(mask="pass"),
-           WEIGHTS + ("ch04.attention.causal_invariance",), "no causal mask", "no causal mask"),
-    mutant("attention_mask_hides_diagonal", "attention", _forward(
-        mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(total - T), float('-inf'))"),
-           WEIGHTS, "diagonal", "the mask also hides the diagonal"),
-    mutant("attention_mask_hides_diagonal_additive", "attention", _forward(
-        mask="scores = scores - 1e9 * torch.ones(T, total, dtype=scores.dtype).triu(total - T)"),
-           WEIGHTS, "diagonal", "additive mask that also hides the diagonal"),
-    mutant("attention_mask_lets_next_token_through", "attention", _forward(
-        mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(total - T + 2), float('-inf'))"),
-           WEIGHTS + ("ch04.attention.causal_invariance",), "next token", "triu offset 2"),
-    mutant("attention_softmax_over_queries", "attention", _forward(softmax="weights = torch.softmax(scores, dim=-2)"),
-           WEIGHTS, "dim -2", "softmax over dim −2"),
-    mutant("attention_keeps_scores", "attention", _forward(keep="self.last_attention = scores"),
-           "ch04.attention.causal_softmax_weights", "scores", "last_attention holds the scores"),
+    mutant("attention_no_causal_mask", "attention", patch("""
+        - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
+    """), WEIGHTS + ("ch04.attention.causal_invariance",), "no causal mask", "no causal mask"),
+    mutant("attention_mask_hides_diagonal", "attention", patch("""
+        - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
+        + scores = scores.masked_fill(key_pos >= query_pos, float("-inf"))
+    """), WEIGHTS, "diagonal", "the mask also hides the diagonal"),
+    mutant("attention_mask_hides_diagonal_additive", "attention", patch("""
+        - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
+        + scores = scores - 1e9 * (key_pos >= query_pos).to(scores.dtype)
+    """), WEIGHTS, "diagonal", "additive mask that also hides the diagonal"),
+    mutant("attention_mask_lets_next_token_through", "attention", patch("""
+        - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
+        + scores = scores.masked_fill(key_pos > query_pos + 1, float("-inf"))
+    """), WEIGHTS + ("ch04.attention.causal_invariance",), "next token", "triu offset 2"),
+    mutant("attention_softmax_over_queries", "attention", patch("""
+        - scores = scores - scores.amax(dim=-1, keepdim=True)
+        + scores = scores - scores.amax(dim=-2, keepdim=True)
+        - weights = weights / weights.sum(dim=-1, keepdim=True)
+        + weights = weights / weights.sum(dim=-2, keepdim=True)
+    """), WEIGHTS, "dim -2", "softmax over dim −2"),
+    mutant("attention_keeps_scores", "attention", patch("""
+          scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
+        + self.last_attention = scores
+        - self.last_attention = weights
+    """), "ch04.attention.causal_softmax_weights", "scores", "last_attention holds the scores"),
     # The scale
-    mutant("attention_scale_one_over_d", "attention", _forward(
-        scores="scores = q @ k.transpose(-2, -1) / (self.n_heads * self.d_head)"),
-           FORMULA, "model width", "scaled by 1/d"),
-    mutant("attention_scale_one_over_d_head", "attention", _forward(
-        scores="scores = q @ k.transpose(-2, -1) / self.d_head"),
-           FORMULA, "d_h itself", "scaled by 1/d_h"),
-    mutant("attention_no_scale", "attention", _forward(scores="scores = q @ k.transpose(-2, -1)"),
-           FORMULA, "not scaled", "no scaling"),
-    mutant("attention_scale_sqrt_d", "attention", _forward(
-        scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.n_heads * self.d_head)"),
-           FORMULA, "sqrt(d)", "scaled by 1/sqrt(d)"),
+    mutant("attention_scale_one_over_d", "attention", patch("""
+        - scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        + scores = q @ k.transpose(-2, -1) / (self.n_heads * self.d_head)
+    """), FORMULA, "model width", "scaled by 1/d"),
+    mutant("attention_scale_one_over_d_head", "attention", patch("""
+        - scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        + scores = q @ k.transpose(-2, -1) / self.d_head
+    """), FORMULA, "d_h itself", "scaled by 1/d_h"),
+    mutant("attention_no_scale", "attention", patch("""
+        - scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        + scores = q @ k.transpose(-2, -1)
+    """), FORMULA, "not scaled", "no scaling"),
+    mutant("attention_scale_sqrt_d", "attention", patch("""
+        - scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        + scores = q @ k.transpose(-2, -1) / math.sqrt(self.n_heads * self.d_head)
+    """), FORMULA, "sqrt(d)", "scaled by 1/sqrt(d)"),
     # The cache
-    mutant("attention_cache_wrong_axis", "attention", _forward(cache="""
-        if past_key_value is not None:
-            k = torch.cat([past_key_value[0], k], dim=1)
-            v = torch.cat([past_key_value[1], v], dim=1)
-"""), CACHE, "time axis", "cache concatenated along the heads axis"),
-    mutant("attention_cache_on_feature_axis", "attention", _forward(cache="""
-        if past_key_value is not None:
-            k = torch.cat([past_key_value[0], k], dim=-1)
-            v = torch.cat([past_key_value[1], v], dim=-1)
-"""), CACHE, "time axis", "cache concatenated along the feature axis"),
-    mutant("attention_cache_ignored", "attention", _forward(cache=""), CACHE, "ignored",
-           "past_key_value ignored"),
-    mutant("attention_present_without_new_tokens", "attention", _forward(
-        present="present = (past_key_value if past_key_value is not None else (k, v)) if use_cache else None"),
-           CACHE, "new tokens", "present returned without this call's tokens"),
-    mutant("attention_present_without_cached_tokens", "attention", _forward(cache="""
-        new_k, new_v = k, v
-        if past_key_value is not None:
-            k = torch.cat([past_key_value[0], k], dim=2)
-            v = torch.cat([past_key_value[1], v], dim=2)
-""", present="present = (new_k, new_v) if use_cache else None"),
-           CACHE, "cached ones", "present holds only the new tokens"),
-    mutant("attention_mask_not_shifted", "attention", _forward(
-        mask="scores = scores.masked_fill(torch.ones(T, total, dtype=torch.bool).triu(1), float('-inf'))"),
-           CACHE, "not shifted", "mask not offset by the cache length"),
-    mutant("attention_cache_after_new_tokens", "attention", _forward(cache="""
-        if past_key_value is not None:
-            k = torch.cat([k, past_key_value[0]], dim=2)
-            v = torch.cat([v, past_key_value[1]], dim=2)
-"""), CACHE, "placed after the new ones", "cached keys joined after the new ones"),
-    mutant("attention_cache_keys_values_mixed", "attention", _forward(cache="""
-        if past_key_value is not None:
-            past_k, past_v = past_key_value
-            k = torch.cat([past_v, k], dim=2)
-            v = torch.cat([past_k, v], dim=2)
-"""), CACHE, "mixed up", "cached values joined to the new keys"),
-    mutant("attention_no_output_projection", "attention", _forward().replace(
-        "return self.o_proj(self.merge_heads(weights @ v)), present", "return self.merge_heads(weights @ v), present"),
-           FORMULA, "o_proj", "the output projection left out"),
+    mutant("attention_cache_wrong_axis", "attention", patch("""
+        - k = torch.cat([past_k, k], dim=2)
+        - v = torch.cat([past_v, v], dim=2)
+        + k = torch.cat([past_k, k], dim=1)
+        + v = torch.cat([past_v, v], dim=1)
+    """), CACHE, "time axis", "cache concatenated along the heads axis"),
+    mutant("attention_cache_on_feature_axis", "attention", patch("""
+        - k = torch.cat([past_k, k], dim=2)
+        - v = torch.cat([past_v, v], dim=2)
+        + k = torch.cat([past_k, k], dim=-1)
+        + v = torch.cat([past_v, v], dim=-1)
+    """), CACHE, "time axis", "cache concatenated along the feature axis"),
+    mutant("attention_cache_ignored", "attention", patch("""
+        - if past_key_value is not None:
+        -     past_k, past_v = past_key_value
+        -     k = torch.cat([past_k, k], dim=2)
+        -     v = torch.cat([past_v, v], dim=2)
+    """), CACHE, "ignored",
+       "past_key_value ignored"),
+    mutant("attention_present_without_new_tokens", "attention", patch("""
+        - present = (k, v) if use_cache else None
+        + present = (past_key_value if past_key_value is not None else (k, v)) if use_cache else None
+    """), CACHE, "new tokens", "present returned without this call's tokens"),
+    mutant("attention_present_without_cached_tokens", "attention", patch("""
+        + new_k, new_v = k, v
+          if past_key_value is not None:
+        - present = (k, v) if use_cache else None
+        + present = (new_k, new_v) if use_cache else None
+    """), CACHE, "cached ones", "present holds only the new tokens"),
+    mutant("attention_mask_not_shifted", "attention", patch("""
+        - query_pos = torch.arange(past, total, device=x.device).unsqueeze(1)
+        + query_pos = torch.arange(T, device=x.device).unsqueeze(1)
+    """), CACHE, "not shifted", "mask not offset by the cache length"),
+    mutant("attention_cache_after_new_tokens", "attention", patch("""
+        - k = torch.cat([past_k, k], dim=2)
+        - v = torch.cat([past_v, v], dim=2)
+        + k = torch.cat([k, past_k], dim=2)
+        + v = torch.cat([v, past_v], dim=2)
+    """), CACHE, "placed after the new ones", "cached keys joined after the new ones"),
+    mutant("attention_cache_keys_values_mixed", "attention", patch("""
+        - k = torch.cat([past_k, k], dim=2)
+        - v = torch.cat([past_v, v], dim=2)
+        + k = torch.cat([past_v, k], dim=2)
+        + v = torch.cat([past_k, v], dim=2)
+    """), CACHE, "mixed up", "cached values joined to the new keys"),
+    mutant("attention_no_output_projection", "attention", patch("""
+        - return self.o_proj(out), present
+        + return out, present
+    """), FORMULA, "o_proj", "the output projection left out"),
     mutant("attention_uses_sdpa", "attention", """
         q = self.split_heads(self.q_proj(x))
         k = self.split_heads(self.k_proj(x))

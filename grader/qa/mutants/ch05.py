@@ -1,24 +1,21 @@
 """Chapter 05: the mistakes the chapter warns about, and right ways to write it."""
 
-from grader.qa.mutants import mutant, variant
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
     # LayerNorm
-    mutant("layer_norm_variance_d_minus_1", "layer_norm", """
-        mean = x.mean(dim=-1, keepdim=True)
-        variance = x.var(dim=-1, keepdim=True, unbiased=True)
-        return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
-    """, "ch05.layer_norm.example_figures", "d - 1", "variance divided by d − 1"),
-    mutant("layer_norm_no_eps", "layer_norm", """
-        mean = x.mean(dim=-1, keepdim=True)
-        variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-        return (x - mean) / torch.sqrt(variance) * self.weight + self.bias
-    """, "ch05.layer_norm.constant_vector", "eps", "eps left out"),
-    mutant("layer_norm_eps_outside_sqrt", "layer_norm", """
-        mean = x.mean(dim=-1, keepdim=True)
-        variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-        return (x - mean) / (torch.sqrt(variance) + self.eps) * self.weight + self.bias
-    """, ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "outside the square root",
+    mutant("layer_norm_variance_d_minus_1", "layer_norm", patch("""
+        - variance = (centred * centred).mean(dim=-1, keepdim=True)
+        + variance = x.var(dim=-1, keepdim=True, unbiased=True)
+    """), "ch05.layer_norm.example_figures", "d - 1", "variance divided by d − 1"),
+    mutant("layer_norm_no_eps", "layer_norm", patch("""
+        - return centred / torch.sqrt(variance + self.eps) * self.weight + self.bias
+        + return centred / torch.sqrt(variance) * self.weight + self.bias
+    """), "ch05.layer_norm.constant_vector", "eps", "eps left out"),
+    mutant("layer_norm_eps_outside_sqrt", "layer_norm", patch("""
+        - return centred / torch.sqrt(variance + self.eps) * self.weight + self.bias
+        + return centred / (torch.sqrt(variance) + self.eps) * self.weight + self.bias
+    """), ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "outside the square root",
        "eps added outside the square root"),
     mutant("layer_norm_over_time_axis", "layer_norm", """
         mean = x.mean(dim=-2, keepdim=True)
@@ -30,11 +27,10 @@ MUTANTS = [
         variance = ((x - mean) ** 2).mean()
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
     """, ("ch05.layer_norm.each_position_alone", "ch05.layer_norm.matches_reference"), "all axes", "statistics over all axes"),
-    mutant("layer_norm_no_gamma_beta", "layer_norm", """
-        mean = x.mean(dim=-1, keepdim=True)
-        variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-        return (x - mean) / torch.sqrt(variance + self.eps)
-    """, ("ch05.layer_norm.constant_vector", "ch05.layer_norm.matches_reference"), "gamma and beta are not applied",
+    mutant("layer_norm_no_gamma_beta", "layer_norm", patch("""
+        - return centred / torch.sqrt(variance + self.eps) * self.weight + self.bias
+        + return centred / torch.sqrt(variance + self.eps)
+    """), ("ch05.layer_norm.constant_vector", "ch05.layer_norm.matches_reference"), "gamma and beta are not applied",
        "γ/β not applied"),
     # GELU
     mutant("gelu_tanh", "gelu", """
@@ -54,12 +50,10 @@ MUTANTS = [
         return self.fc2(torch.relu(self.fc1(x)))
     """, "ch05.feedforward.example_1", "relu", "ReLU in the feed-forward"),
     # The block's parts
-    mutant("block_shared_layer_norm", "block_init", """
-        self.ln_attention = LayerNorm(cfg.d_model)
-        self.attention = CausalSelfAttention(cfg)
-        self.ln_feedforward = self.ln_attention
-        self.feedforward = FeedForward(cfg)
-    """, "ch05.block_init.parameter_ledger", "one object used twice", "the two LayerNorms are one object"),
+    mutant("block_shared_layer_norm", "block_init", patch("""
+        - self.ln_feedforward = LayerNorm(cfg.d_model)
+        + self.ln_feedforward = self.ln_attention
+    """), "ch05.block_init.parameter_ledger", "one object used twice", "the two LayerNorms are one object"),
     # The block
     mutant("block_post_ln", "block", """
         attended, present = self.attention(hidden, past_key_value, use_cache)
@@ -69,29 +63,23 @@ MUTANTS = [
     """, ("ch05.block.example_1", "ch05.block.zero_branch_identity", "ch05.block.formula", "ch05.block.matches_reference"),
        "post-LN",
        "post-LN instead of pre-LN"),
-    mutant("block_output_renormalised", "block", """
-        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-        hidden = hidden + attended
-        hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
-        return self.ln_feedforward(hidden), present
-    """, "ch05.block.zero_branch_identity", "re-normalised", "the block's output re-normalised"),
+    mutant("block_output_renormalised", "block", patch("""
+        - return hidden, present
+        + return self.ln_feedforward(hidden), present
+    """), "ch05.block.zero_branch_identity", "re-normalised", "the block's output re-normalised"),
     mutant("block_feedforward_reads_x", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         fed = self.feedforward(self.ln_feedforward(hidden))
         return hidden + attended + fed, present
     """, ("ch05.block.formula", "ch05.block.matches_reference"), "reads X instead of U", "feed-forward branch reads X, not U"),
-    mutant("block_increment_broadcast", "block", """
-        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-        hidden = hidden + attended[:, -1:, :]
-        hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
-        return hidden, present
-    """, ("ch05.block.causal_invariance", "ch05.block.matches_reference"), "future", "an increment broadcast from [B,1,d]"),
-    mutant("block_one_norm_for_both", "block", """
-        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-        hidden = hidden + attended
-        hidden = hidden + self.feedforward(self.ln_attention(hidden))
-        return hidden, present
-    """, ("ch05.block.formula", "ch05.block.matches_reference"), "one LayerNorm", "ln_attention used for both branches"),
+    mutant("block_increment_broadcast", "block", patch("""
+        - hidden = hidden + self.residual_dropout(attended)
+        + hidden = hidden + self.residual_dropout(attended[:, -1:, :])
+    """), ("ch05.block.causal_invariance", "ch05.block.matches_reference"), "future", "an increment broadcast from [B,1,d]"),
+    mutant("block_one_norm_for_both", "block", patch("""
+        - fed = self.feedforward(self.ln_feedforward(hidden))
+        + fed = self.feedforward(self.ln_attention(hidden))
+    """), ("ch05.block.formula", "ch05.block.matches_reference"), "one LayerNorm", "ln_attention used for both branches"),
     mutant("block_feedforward_first", "block", """
         hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
@@ -102,28 +90,24 @@ MUTANTS = [
         hidden = hidden + attended
         return hidden + self.feedforward(self.ln_attention(hidden)), present
     """, ("ch05.block.formula", "ch05.block.matches_reference"), "swapped", "the two LayerNorms swapped"),
-    mutant("block_no_residual", "block", """
-        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-        hidden = attended
-        hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
-        return hidden, present
-    """, "ch05.block.zero_branch_identity", "residual", "the attention residual dropped"),
+    mutant("block_no_residual", "block", patch("""
+        - hidden = hidden + self.residual_dropout(attended)
+        + hidden = self.residual_dropout(attended)
+    """), "ch05.block.zero_branch_identity", "residual", "the attention residual dropped"),
     mutant("gelu_library", "gelu", """
         return torch.nn.functional.gelu(x)
     """, "ch05.gelu.exact_values", "torch.nn.functional.gelu", "the library GELU"),
     mutant("layer_norm_library", "layer_norm", """
         return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
     """, "ch05.layer_norm.example_figures", "torch.nn.functional.layer_norm", "the library LayerNorm"),
-    mutant("block_drops_present", "block", """
-        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-        hidden = hidden + attended
-        return hidden + self.feedforward(self.ln_feedforward(hidden)), None
-    """, "ch05.block.shape", "present", "present dropped"),
-    mutant("block_no_cache_arguments", "block", """
-        attended, present = self.attention(self.ln_attention(hidden))
-        hidden = hidden + attended
-        return hidden + self.feedforward(self.ln_feedforward(hidden)), present
-    """, "ch05.block.shape", "cache arguments", "past_key_value and use_cache not passed to the attention"),
+    mutant("block_drops_present", "block", patch("""
+        - return hidden, present
+        + return hidden, None
+    """), "ch05.block.shape", "present", "present dropped"),
+    mutant("block_no_cache_arguments", "block", patch("""
+        - attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+        + attended, present = self.attention(self.ln_attention(hidden))
+    """), "ch05.block.shape", "cache arguments", "past_key_value and use_cache not passed to the attention"),
 ]
 
 VARIANTS = [

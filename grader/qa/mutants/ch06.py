@@ -1,116 +1,77 @@
 """Chapter 06: the mistakes of hand-written backward passes, and right ways to write them."""
 
-import textwrap
-
-from grader.qa.mutants import mutant, variant
-
-
-def _join(*parts: str) -> str:
-    """A region body from pieces written at different indentations."""
-    return "\n".join(textwrap.dedent(part).strip("\n") for part in parts)
-
-
-_LN_STATS = """
-    d = x.shape[-1]
-    mean = x.mean(dim=-1, keepdim=True)
-    centred = x - mean
-    inv_std = 1.0 / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)
-    normalised = centred * inv_std
-    dgamma = (grad_out * normalised).reshape(-1, d).sum(dim=0)
-    dbeta = grad_out.reshape(-1, d).sum(dim=0)
-    dnorm = grad_out * gamma
-"""
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
     # LayerNorm
-    mutant("layer_norm_backward_no_mean_terms", "layer_norm_backward", _join(_LN_STATS, """
-        dx = dnorm * inv_std
-        return dx, dgamma, dbeta
+    mutant("layer_norm_backward_no_mean_terms", "layer_norm_backward", patch("""
+        - dx = inv_std / d * (
+        -     d * dnorm
+        -     - dnorm.sum(dim=-1, keepdim=True)
+        -     - normalised * (dnorm * normalised).sum(dim=-1, keepdim=True)
+        - )
+        + dx = dnorm * inv_std
     """), ("ch06.layer_norm_backward.matches_autograd",), "missing the mean terms",
        "dx without the two correction terms"),
-    mutant("layer_norm_backward_no_variance_term", "layer_norm_backward", _join(_LN_STATS, """
-        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True))
-        return dx, dgamma, dbeta
+    mutant("layer_norm_backward_no_variance_term", "layer_norm_backward", patch("""
+        - - normalised * (dnorm * normalised).sum(dim=-1, keepdim=True)
     """), "ch06.layer_norm_backward.matches_autograd", "variance", "dx without the variance's correction"),
-    mutant("layer_norm_backward_dgamma_not_summed", "layer_norm_backward", _join(_LN_STATS, """
-        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
-                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
-        return dx, grad_out * normalised, dbeta
+    mutant("layer_norm_backward_dgamma_not_summed", "layer_norm_backward", patch("""
+        - dgamma = (grad_out * normalised).reshape(-1, d).sum(dim=0)
+        + dgamma = grad_out * normalised
     """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
        "dgamma not summed over batch and time"),
-    mutant("layer_norm_backward_dbeta_not_summed", "layer_norm_backward", _join(_LN_STATS, """
-        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
-                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
-        return dx, dgamma, grad_out
+    mutant("layer_norm_backward_dbeta_not_summed", "layer_norm_backward", patch("""
+        - dbeta = grad_out.reshape(-1, d).sum(dim=0)
+        + dbeta = grad_out
     """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
        "dbeta not summed over batch and time"),
-    mutant("layer_norm_backward_unbiased_variance", "layer_norm_backward", _join(_LN_STATS.replace(
-        "(centred * centred).mean(dim=-1, keepdim=True)", "x.var(dim=-1, keepdim=True)"), """
-        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
-                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
-        return dx, dgamma, dbeta
+    mutant("layer_norm_backward_unbiased_variance", "layer_norm_backward", patch("""
+        - inv_std = 1.0 / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)
+        + inv_std = 1.0 / torch.sqrt(x.var(dim=-1, keepdim=True) + eps)
     """), "ch06.layer_norm_backward.matches_autograd", "unbiased", "unbiased variance in the backward"),
-    mutant("layer_norm_backward_ignores_gamma", "layer_norm_backward", _join(_LN_STATS, """
-        dnorm = grad_out
-        dx = inv_std * (dnorm - dnorm.mean(dim=-1, keepdim=True)
-                        - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True))
-        return dx, dgamma, dbeta
+    mutant("layer_norm_backward_ignores_gamma", "layer_norm_backward", patch("""
+        - dnorm = grad_out * gamma
+        + dnorm = grad_out
     """), "ch06.layer_norm_backward.matches_autograd", "ignores gamma", "γ left out of dx"),
     # GELU
-    mutant("gelu_backward_no_x_pdf", "gelu_backward", """
-        cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
-        return grad_out * cdf
-    """, ("ch06.gelu_backward.matches_autograd", "ch06.gelu_backward.key_values"), "x·φ(x)",
+    mutant("gelu_backward_no_x_pdf", "gelu_backward", patch("""
+        - return grad_out * (cdf + x * pdf)
+        + return grad_out * cdf
+    """), ("ch06.gelu_backward.matches_autograd", "ch06.gelu_backward.key_values"), "x·φ(x)",
        "GELU derivative without the x·φ(x) term"),
-    mutant("gelu_backward_no_chain_rule", "gelu_backward", """
-        cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
-        pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-        return cdf + x * pdf
-    """, "ch06.gelu_backward.matches_autograd", "chain rule", "local derivative not times grad_out"),
+    mutant("gelu_backward_no_chain_rule", "gelu_backward", patch("""
+        - return grad_out * (cdf + x * pdf)
+        + return cdf + x * pdf
+    """), "ch06.gelu_backward.matches_autograd", "chain rule", "local derivative not times grad_out"),
     mutant("gelu_backward_tanh", "gelu_backward", """
         k = math.sqrt(2.0 / math.pi)
         t = torch.tanh(k * (x + 0.044715 * x ** 3))
         return grad_out * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x))
     """, "ch06.gelu_backward.matches_autograd", "tanh", "derivative of the tanh approximation"),
     # Linear
-    mutant("linear_backward_dweight_transposed", "linear_backward", """
-        flat_grad = grad_out.reshape(-1, grad_out.shape[-1])
-        flat_x = x.reshape(-1, x.shape[-1])
-        return grad_out @ weight, flat_x.T @ flat_grad, flat_grad.sum(dim=0)
-    """, "ch06.linear_backward.matches_autograd", "transposed", "dW transposed"),
-    mutant("linear_backward_dweight_per_batch", "linear_backward", """
-        dweight = grad_out.transpose(-2, -1) @ x
-        return grad_out @ weight, dweight, grad_out.reshape(-1, grad_out.shape[-1]).sum(dim=0)
-    """, "ch06.linear_backward.matches_autograd", "not summed over the batch", "dW not summed over the batch"),
-    mutant("linear_backward_dbias_not_summed", "linear_backward", """
-        flat_grad = grad_out.reshape(-1, grad_out.shape[-1])
-        flat_x = x.reshape(-1, x.shape[-1])
-        return grad_out @ weight, flat_grad.T @ flat_x, grad_out
-    """, "ch06.linear_backward.matches_autograd", "not summed", "db not summed"),
+    mutant("linear_backward_dweight_transposed", "linear_backward", patch("""
+        - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
+        + return dx, flat_x.T @ flat_grad, flat_grad.sum(dim=0)
+    """), "ch06.linear_backward.matches_autograd", "transposed", "dW transposed"),
+    mutant("linear_backward_dweight_per_batch", "linear_backward", patch("""
+        - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
+        + return dx, grad_out.transpose(-2, -1) @ x, flat_grad.sum(dim=0)
+    """), "ch06.linear_backward.matches_autograd", "not summed over the batch", "dW not summed over the batch"),
+    mutant("linear_backward_dbias_not_summed", "linear_backward", patch("""
+        - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
+        + return dx, flat_grad.T @ flat_x, grad_out
+    """), "ch06.linear_backward.matches_autograd", "not summed", "db not summed"),
     # Residual
-    mutant("residual_backward_no_skip", "residual_backward", """
-        mean = x.mean(dim=-1, keepdim=True)
-        centred = x - mean
-        normed = centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
-        pre = normed @ w1.T + b1
-        act = 0.5 * pre * (1.0 + torch.erf(pre / math.sqrt(2.0)))
-        dact, dw2, db2 = linear_backward(grad_out, act, w2)
-        dnormed, dw1, db1 = linear_backward(gelu_backward(dact, pre), normed, w1)
-        dx, dgamma, dbeta = layer_norm_backward(dnormed, x, gamma, eps)
-        return dx, dgamma, dbeta, dw1, db1, dw2, db2
-    """, ("ch06.residual_backward.matches_autograd", "ch06.residual_backward.dead_branch"), "skip",
+    mutant("residual_backward_no_skip", "residual_backward", patch("""
+        - return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
+        + return dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
+    """), ("ch06.residual_backward.matches_autograd", "ch06.residual_backward.dead_branch"), "skip",
        "the residual (skip) gradient dropped"),
-    mutant("residual_backward_skip_only", "residual_backward", """
-        mean = x.mean(dim=-1, keepdim=True)
-        centred = x - mean
-        normed = centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
-        pre = normed @ w1.T + b1
-        act = 0.5 * pre * (1.0 + torch.erf(pre / math.sqrt(2.0)))
-        dact, dw2, db2 = linear_backward(grad_out, act, w2)
-        dnormed, dw1, db1 = linear_backward(gelu_backward(dact, pre), normed, w1)
-        _, dgamma, dbeta = layer_norm_backward(dnormed, x, gamma, eps)
-        return grad_out, dgamma, dbeta, dw1, db1, dw2, db2
-    """, "ch06.residual_backward.matches_autograd", "only the skip path", "the branch's dx dropped"),
+    mutant("residual_backward_skip_only", "residual_backward", patch("""
+        - return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
+        + return grad_out, dgamma, dbeta, dw1, db1, dw2, db2
+    """), "ch06.residual_backward.matches_autograd", "only the skip path", "the branch's dx dropped"),
     # Forbidden: autograd does the work
     mutant("layer_norm_backward_autograd", "layer_norm_backward", """
         import torch.nn.functional as F

@@ -1,45 +1,13 @@
 """Chapter 07: the full model's classic mistakes, and right ways to write it."""
 
-import textwrap
-
-from grader.qa.mutants import mutant, variant
-
-
-def _join(*parts: str) -> str:
-    """A region body from pieces written at different indentations."""
-    return "\n".join(textwrap.dedent(part).strip("\n") for part in parts)
-
-
-_INIT = """
-    self.token_embedding = TokenEmbedding(cfg.vocab_size, cfg.d_model)
-    self.position_embedding = PositionEmbedding(cfg.block_size, cfg.d_model)
-    self.embedding_dropout = nn.Dropout(cfg.dropout)
-"""
-
-_FORWARD_HEAD = """
-    past_length = 0 if past_key_values is None else past_key_values[0][0].shape[2]
-    hidden = self.token_embedding(idx)
-    hidden = self.embedding_dropout(self.position_embedding(hidden, past_length))
-"""
-
-_FORWARD_BLOCKS = """
-    presents = [] if use_cache else None
-    for i, block in enumerate(self.blocks):
-        past = None if past_key_values is None else past_key_values[i]
-        hidden, present = block(hidden, past, use_cache)
-        if use_cache:
-            presents.append(present)
-"""
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
     # cross-entropy
-    mutant("cross_entropy_summed", "cross_entropy", """
-        logits = logits.reshape(-1, logits.shape[-1])
-        targets = targets.reshape(-1)
-        shifted = logits - logits.amax(dim=-1, keepdim=True)
-        log_probs = shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
-        return -log_probs[torch.arange(targets.shape[0]), targets].sum()
-    """, "ch07.cross_entropy.matches_log_softmax", "summed instead of averaged", "loss summed, not averaged"),
+    mutant("cross_entropy_summed", "cross_entropy", patch("""
+        - return -picked.mean()
+        + return -picked.sum()
+    """), "ch07.cross_entropy.matches_log_softmax", "summed instead of averaged", "loss summed, not averaged"),
     mutant("cross_entropy_log_of_softmax_no_max", "cross_entropy", """
         exps = logits.exp()
         probs = exps / exps.sum(dim=-1, keepdim=True)
@@ -51,12 +19,10 @@ MUTANTS = [
         log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
         return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
     """, "ch07.cross_entropy.matches_log_softmax", "wrong axis", "softmax over time, not the vocabulary"),
-    mutant("cross_entropy_detached", "cross_entropy", """
-        logits = logits.detach().reshape(-1, logits.shape[-1])
-        targets = targets.reshape(-1)
-        log_probs = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
-        return -log_probs[torch.arange(targets.shape[0]), targets].mean()
-    """, "ch07.cross_entropy.gradient", "not connected", "the loss detached from the logits"),
+    mutant("cross_entropy_detached", "cross_entropy", patch("""
+        - logits = logits.reshape(-1, logits.shape[-1])
+        + logits = logits.detach().reshape(-1, logits.shape[-1])
+    """), "ch07.cross_entropy.gradient", "not connected", "the loss detached from the logits"),
     mutant("cross_entropy_library", "cross_entropy", """
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     """, "ch07.cross_entropy.matches_log_softmax", "torch.nn.functional.cross_entropy", "the library loss"),
@@ -65,85 +31,65 @@ MUTANTS = [
         return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
     """, "ch07.cross_entropy.matches_log_softmax", "log_softmax", "Tensor.log_softmax does the work"),
     # parameter ledger
-    mutant("parameter_count_no_final_norm", "parameter_count", """
-        V, C, N, d, f = cfg.vocab_size, cfg.block_size, cfg.n_layers, cfg.d_model, cfg.d_ff
-        return 2 * V * d + C * d + N * (4 * d * d + 2 * d * f + f + 5 * d)
-    """, "ch07.parameter_count.published_figures", "final LayerNorm", "ledger without the final LayerNorm"),
-    mutant("parameter_count_tied_head", "parameter_count", """
-        V, C, N, d, f = cfg.vocab_size, cfg.block_size, cfg.n_layers, cfg.d_model, cfg.d_ff
-        return V * d + C * d + N * (4 * d * d + 2 * d * f + f + 5 * d) + 2 * d
-    """, "ch07.parameter_count.published_figures", "tied", "ledger with a tied head"),
+    mutant("parameter_count_no_final_norm", "parameter_count", patch("""
+        - return 2 * V * d + C * d + N * per_block + 2 * d
+        + return 2 * V * d + C * d + N * per_block
+    """), "ch07.parameter_count.published_figures", "final LayerNorm", "ledger without the final LayerNorm"),
+    mutant("parameter_count_tied_head", "parameter_count", patch("""
+        - return 2 * V * d + C * d + N * per_block + 2 * d
+        + return V * d + C * d + N * per_block + 2 * d
+    """), "ch07.parameter_count.published_figures", "tied", "ledger with a tied head"),
     # the model's parts
-    mutant("lm_init_one_block_reused", "lm_init", _join(_INIT, """
-        block = TransformerBlock(cfg)
-        self.blocks = nn.ModuleList([block] * cfg.n_layers)
-        self.ln_final = LayerNorm(cfg.d_model)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+    mutant("lm_init_one_block_reused", "lm_init", patch("""
+        - self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        + block = TransformerBlock(cfg)
+        + self.blocks = nn.ModuleList([block] * cfg.n_layers)
     """), ("ch07.lm_init.separate_blocks", "ch07.lm_init.parameter_ledger"), "one block object reused",
        "one block object reused N times"),
-    mutant("lm_init_head_bias", "lm_init", _join(_INIT, """
-        self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
-        self.ln_final = LayerNorm(cfg.d_model)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
+    mutant("lm_init_head_bias", "lm_init", patch("""
+        - self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        + self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
     """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "the head has a bias",
        "a bias on the head"),
-    mutant("lm_init_tied_head", "lm_init", _join(_INIT, """
-        self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
-        self.ln_final = LayerNorm(cfg.d_model)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.head.weight = self.token_embedding.weight
+    mutant("lm_init_tied_head", "lm_init", patch("""
+          self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        + self.head.weight = self.token_embedding.weight
     """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "shared",
        "head tied to the token embedding"),
-    mutant("lm_init_no_final_norm", "lm_init", _join(_INIT, """
-        self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+    mutant("lm_init_no_final_norm", "lm_init", patch("""
+        - self.ln_final = LayerNorm(cfg.d_model)
     """), ("ch07.lm_init.parameter_ledger", "ch07.lm_init.final_layer_norm"), "final LayerNorm",
        "no final LayerNorm"),
-    mutant("lm_init_blocks_in_a_list", "lm_init", _join(_INIT, """
-        self.blocks = [TransformerBlock(cfg) for _ in range(cfg.n_layers)]
-        self.ln_final = LayerNorm(cfg.d_model)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+    mutant("lm_init_blocks_in_a_list", "lm_init", patch("""
+        - self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        + self.blocks = [TransformerBlock(cfg) for _ in range(cfg.n_layers)]
     """), ("ch07.lm_init.parameter_ledger", "ch07.lm_init.separate_blocks"), "ModuleList",
        "blocks in a plain Python list"),
     # the forward pass
-    mutant("lm_forward_no_final_norm", "lm_forward", _join(_FORWARD_HEAD, _FORWARD_BLOCKS, """
-        logits = self.head(hidden)
-        loss = None if targets is None else cross_entropy(logits, targets)
-        return logits, loss, presents
+    mutant("lm_forward_no_final_norm", "lm_forward", patch("""
+        - logits = self.head(self.ln_final(hidden))
+        + logits = self.head(hidden)
     """), ("ch07.lm_forward.final_norm_feeds_head", "ch07.lm_forward.matches_reference"), "final LayerNorm",
        "final LayerNorm not applied"),
-    mutant("lm_forward_positions_not_offset", "lm_forward", _join("""
-        hidden = self.token_embedding(idx)
-        hidden = self.embedding_dropout(self.position_embedding(hidden))
-    """, _FORWARD_BLOCKS, """
-        logits = self.head(self.ln_final(hidden))
-        loss = None if targets is None else cross_entropy(logits, targets)
-        return logits, loss, presents
+    mutant("lm_forward_positions_not_offset", "lm_forward", patch("""
+        - hidden = self.embedding_dropout(self.position_embedding(hidden, past_length))
+        + hidden = self.embedding_dropout(self.position_embedding(hidden))
     """), "ch07.lm_forward.cache_matches_full", "offset by the cache length", "positions restart at 0 after the cache"),
-    mutant("lm_forward_no_positions", "lm_forward", _join("""
-        hidden = self.embedding_dropout(self.token_embedding(idx))
-    """, _FORWARD_BLOCKS, """
-        logits = self.head(self.ln_final(hidden))
-        loss = None if targets is None else cross_entropy(logits, targets)
-        return logits, loss, presents
+    mutant("lm_forward_no_positions", "lm_forward", patch("""
+        - hidden = self.embedding_dropout(self.position_embedding(hidden, past_length))
+        + hidden = self.embedding_dropout(hidden)
     """), ("ch07.lm_forward.positions_matter", "ch07.lm_forward.matches_reference"),
        "position embeddings are not added", "no position embedding"),
-    mutant("lm_forward_blocks_read_embeddings", "lm_forward", _join(_FORWARD_HEAD, """
-        presents = [] if use_cache else None
-        for i, block in enumerate(self.blocks):
-            past = None if past_key_values is None else past_key_values[i]
-            out, present = block(hidden, past, use_cache)
-            if use_cache:
-                presents.append(present)
-        logits = self.head(self.ln_final(out))
-        loss = None if targets is None else cross_entropy(logits, targets)
-        return logits, loss, presents
+    mutant("lm_forward_blocks_read_embeddings", "lm_forward", patch("""
+        - hidden, present = block(hidden, past, use_cache)
+        + out, present = block(hidden, past, use_cache)
+        - logits = self.head(self.ln_final(hidden))
+        + logits = self.head(self.ln_final(out))
     """), ("ch07.lm_forward.formula", "ch07.lm_forward.matches_reference"), "last block",
        "every block reads the embeddings"),
-    mutant("lm_forward_loss_shifted", "lm_forward", _join(_FORWARD_HEAD, _FORWARD_BLOCKS, """
-        logits = self.head(self.ln_final(hidden))
-        loss = None if targets is None else cross_entropy(logits[:, :-1], targets[:, 1:])
-        return logits, loss, presents
+    mutant("lm_forward_loss_shifted", "lm_forward", patch("""
+        - loss = None if targets is None else cross_entropy(logits, targets)
+        + loss = None if targets is None else cross_entropy(logits[:, :-1], targets[:, 1:])
     """), "ch07.lm_forward.loss", "shifted again", "targets shifted a second time"),
     mutant("cross_entropy_log_of_stable_softmax", "cross_entropy", """
         shifted = logits - logits.amax(dim=-1, keepdim=True)
@@ -179,13 +125,16 @@ VARIANTS = [
         embeddings = cfg.vocab_size * d + cfg.block_size * d
         return embeddings + cfg.n_layers * (attention + feedforward + norms) + 2 * d + cfg.vocab_size * d
     """, "the ledger added up part by part"),
-    variant("lm_init_loop_modulelist", "lm_init", _join(_INIT, """
+    variant("lm_init_loop_modulelist", "lm_init", """
+        self.token_embedding = TokenEmbedding(cfg.vocab_size, cfg.d_model)
+        self.position_embedding = PositionEmbedding(cfg.block_size, cfg.d_model)
+        self.embedding_dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList()
         for _ in range(cfg.n_layers):
             self.blocks.append(TransformerBlock(cfg))
         self.ln_final = LayerNorm(cfg.d_model)
         self.head = nn.Linear(in_features=cfg.d_model, out_features=cfg.vocab_size, bias=False)
-    """), "ModuleList filled in a loop"),
+    """, "ModuleList filled in a loop"),
     variant("lm_forward_zip_presents", "lm_forward", """
         caches = past_key_values if past_key_values is not None else [None] * len(self.blocks)
         offset = 0 if past_key_values is None else past_key_values[0][1].size(-2)

@@ -1,134 +1,74 @@
 """Chapter 08: the training chapter's classic mistakes, and right ways to write it."""
 
-import textwrap
-
-from grader.qa.mutants import mutant, variant
-
-
-def _join(*parts: str) -> str:
-    """A region body from pieces written at different indentations."""
-    return "\n".join(textwrap.dedent(part).strip("\n") for part in parts)
-
-
-def _step(decay="p.mul_(1.0 - self.lr * self.weight_decay)", grad="grad = p.grad",
-          moments="m.mul_(beta1).add_(grad, alpha=1.0 - beta1)\nv.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)",
-          update="p.sub_(self.lr * (m / (1.0 - beta1**t)) / ((v / (1.0 - beta2**t)).sqrt() + self.eps))",
-          betas="beta1, beta2 = self.betas", t="self.steps[i] += 1\nt = self.steps[i]", after=""):
-    """An AdamW.step body with one part swapped out."""
-    lines = [betas, "for i, p in enumerate(self.params):", "    if p.grad is None:", "        continue"]
-    lines += ["    " + line for line in grad.splitlines()]
-    lines += ["    " + line for line in t.splitlines()]
-    lines += ["    " + decay, "    m, v = self.exp_avg[i], self.exp_avg_sq[i]"]
-    lines += ["    " + line for line in moments.splitlines()]
-    lines += ["    " + update]
-    if after:
-        lines += ["    " + after]
-    return "\n".join(lines)
-
-
-_INIT_TAIL = """
-    self.exp_avg = [torch.zeros_like(p) for p in self.params]
-    self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-    self.steps = [0 for _ in self.params]
-"""
-
-_TRAIN_HEAD = """
-    optimizer.zero_grad()
-    logits, _, _ = model(inputs)
-    loss = masked_loss(logits, targets, mask)
-"""
-
-_NORM = """
-    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in optimizer.params if p.grad is not None]))
-"""
-
-_EVAL_HEAD = """
-    encoded = encode_documents(docs, tokenizer)
-    was_training = model.training
-    model.eval()
-"""
-
-_BIGRAM_HEAD = """
-    V = tokenizer.vocab_size
-
-    def pairs(docs):
-        for doc in docs:
-            ids = tokenizer.encode_document(doc)
-            inputs, targets = training_windows(ids, block_size or len(ids))
-            yield from zip(inputs, targets)
-
-    counts = torch.zeros((V, V), dtype=torch.float64)
-    for a, b in pairs(train_docs):
-        counts[a, b] += 1
-    scored = list(pairs(val_docs))
-    rows = torch.tensor([a for a, _ in scored])
-    cols = torch.tensor([b for _, b in scored])
-"""
+from grader.qa.mutants import mutant, patch, variant
 
 MUTANTS = [
     # AdamW.__init__
-    mutant("adamw_init_keeps_duplicates", "adamw_init", _join("""
-        self.params = list(params)
-        for p in self.params:
-            if not p.requires_grad:
-                raise ValueError("AdamW: a parameter does not require grad")
-        if not self.params:
-            raise ValueError("AdamW got an empty parameter list")
-    """, _INIT_TAIL), "ch08.adamw_init.each_parameter_once", "more than once", "a shared tensor held twice"),
-    mutant("adamw_init_accepts_frozen", "adamw_init", _join("""
-        self.params = []
-        for p in params:
-            if all(p is not q for q in self.params):
-                self.params.append(p)
-        if not self.params:
-            raise ValueError("AdamW got an empty parameter list")
-    """, _INIT_TAIL), "ch08.adamw_init.rejects_frozen_and_empty", "does not require grad",
+    mutant("adamw_init_keeps_duplicates", "adamw_init", patch("""
+        - if id(p) in seen:
+        -     continue  # a shared tensor: step it once, not once per appearance
+        - seen.add(id(p))
+    """), "ch08.adamw_init.each_parameter_once", "more than once", "a shared tensor held twice"),
+    mutant("adamw_init_accepts_frozen", "adamw_init", patch("""
+        - if not p.requires_grad:
+        -     raise ValueError(
+        -         f"AdamW: parameter {index} (shape {tuple(p.shape)}) does not require grad: "
+        -         f"it would never receive a gradient, so it cannot be trained"
+        -     )
+    """), "ch08.adamw_init.rejects_frozen_and_empty", "does not require grad",
        "a frozen tensor accepted"),
-    mutant("adamw_init_reads_generator_twice", "adamw_init", _join("""
-        if any(not p.requires_grad for p in params):
-            raise ValueError("AdamW: a parameter does not require grad")
-        self.params = []
-        for p in params:
-            if all(p is not q for q in self.params):
-                self.params.append(p)
-    """, _INIT_TAIL), "ch08.adamw_init.tied_model_generator", "read only once", "the generator read twice"),
+    mutant("adamw_init_reads_generator_twice", "adamw_init", patch("""
+        + if any(not p.requires_grad for p in params):
+        +     raise ValueError("AdamW: a parameter does not require grad")
+          self.params = []
+        - if not self.params:
+        -     raise ValueError("AdamW got an empty parameter list")
+    """), "ch08.adamw_init.tied_model_generator", "read only once", "the generator read twice"),
     # AdamW.step
-    mutant("adamw_no_bias_correction", "adamw_step",
-           _step(update="p.sub_(self.lr * m / (v.sqrt() + self.eps))"),
-           ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "bias correction",
-           "no bias correction"),
-    mutant("adamw_coupled_weight_decay", "adamw_step",
-           _step(decay="pass", grad="grad = p.grad + self.weight_decay * p"),
-           ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "L2",
-           "weight decay added to the gradient (Adam + L2)"),
-    mutant("adamw_eps_inside_sqrt", "adamw_step",
-           _step(update="p.sub_(self.lr * (m / (1.0 - beta1**t)) / ((v / (1.0 - beta2**t) + self.eps).sqrt()))"),
-           "ch08.adamw_step.matches_torch", "inside the square root", "eps inside the square root"),
-    mutant("adamw_betas_swapped", "adamw_step", _step(betas="beta2, beta1 = self.betas"),
-           "ch08.adamw_step.matches_torch", "swapped", "beta1 and beta2 swapped"),
-    mutant("adamw_decay_after_update", "adamw_step",
-           _step(decay="pass", after="p.mul_(1.0 - self.lr * self.weight_decay)"),
-           "ch08.adamw_step.matches_torch", "after the Adam update", "decay applied after the update"),
-    mutant("adamw_moments_not_kept", "adamw_step",
-           _step(moments="m = (1.0 - beta1) * grad\nv = (1.0 - beta2) * grad * grad"),
-           "ch08.adamw_step.matches_torch", "not kept", "fresh m and v every step"),
-    mutant("adamw_one_global_step_count", "adamw_step",
-           _step(betas="beta1, beta2 = self.betas\nself.t = getattr(self, 't', 0) + 1",
-                 t="self.steps[i] += 1\nt = self.t"),
-           ("ch08.adamw_step.skipped_steps", "ch08.adamw_step.random_matches_torch"), "shared by all parameters",
-           "one global t"),
-    mutant("adamw_not_in_place", "adamw_step", _join("""
-        beta1, beta2 = self.betas
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            self.steps[i] += 1
-            t = self.steps[i]
-            self.exp_avg[i] = beta1 * self.exp_avg[i] + (1 - beta1) * p.grad
-            self.exp_avg_sq[i] = beta2 * self.exp_avg_sq[i] + (1 - beta2) * p.grad**2
-            m_hat = self.exp_avg[i] / (1 - beta1**t)
-            v_hat = self.exp_avg_sq[i] / (1 - beta2**t)
-            p = p * (1 - self.lr * self.weight_decay) - self.lr * m_hat / (v_hat.sqrt() + self.eps)
+    mutant("adamw_no_bias_correction", "adamw_step", patch("""
+        - denom = (v.sqrt() / math.sqrt(bias_correction2)).add_(self.eps)
+        - p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+        + denom = v.sqrt().add_(self.eps)
+        + p.addcdiv_(m, denom, value=-self.lr)
+    """), ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "bias correction",
+       "no bias correction"),
+    mutant("adamw_coupled_weight_decay", "adamw_step", patch("""
+        - grad = p.grad
+        + grad = p.grad + self.weight_decay * p
+        - p.mul_(1.0 - self.lr * self.weight_decay)
+    """), ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "L2",
+       "weight decay added to the gradient (Adam + L2)"),
+    mutant("adamw_eps_inside_sqrt", "adamw_step", patch("""
+        - denom = (v.sqrt() / math.sqrt(bias_correction2)).add_(self.eps)
+        + denom = (v / bias_correction2 + self.eps).sqrt()
+    """), "ch08.adamw_step.matches_torch", "inside the square root", "eps inside the square root"),
+    mutant("adamw_betas_swapped", "adamw_step", patch("""
+        - beta1, beta2 = self.betas
+        + beta2, beta1 = self.betas
+    """), "ch08.adamw_step.matches_torch", "swapped", "beta1 and beta2 swapped"),
+    mutant("adamw_decay_after_update", "adamw_step", patch("""
+        - p.mul_(1.0 - self.lr * self.weight_decay)
+          p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+        + p.mul_(1.0 - self.lr * self.weight_decay)
+    """), "ch08.adamw_step.matches_torch", "after the Adam update", "decay applied after the update"),
+    mutant("adamw_moments_not_kept", "adamw_step", patch("""
+        - m.mul_(beta1).add_(grad, alpha=1.0 - beta1)
+        - v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        + m = (1.0 - beta1) * grad
+        + v = (1.0 - beta2) * grad * grad
+    """), "ch08.adamw_step.matches_torch", "not kept", "fresh m and v every step"),
+    mutant("adamw_one_global_step_count", "adamw_step", patch("""
+          beta1, beta2 = self.betas
+        + self.t = getattr(self, 't', 0) + 1
+        - t = self.steps[i]
+        + t = self.t
+    """), ("ch08.adamw_step.skipped_steps", "ch08.adamw_step.random_matches_torch"), "shared by all parameters",
+       "one global t"),
+    mutant("adamw_not_in_place", "adamw_step", patch("""
+        - p.mul_(1.0 - self.lr * self.weight_decay)
+        + p = p * (1.0 - self.lr * self.weight_decay)
+        - p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+        + p = p - self.lr / bias_correction1 * m / denom
     """), ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "in place",
        "the update assigned to a local name"),
     mutant("adamw_library", "adamw_step", """
@@ -139,21 +79,21 @@ MUTANTS = [
         self._inner.step()
     """, "ch08.adamw_step.matches_torch", "torch.optim.AdamW", "torch.optim.AdamW does the work"),
     # AdamW.zero_grad
-    mutant("zero_grad_does_nothing", "adamw_zero_grad", """
-        for p in self.params:
-            grad = p.grad
-            grad = None
-    """, "ch08.adamw_zero_grad.clears_gradients", "old gradient", "the gradients are never cleared"),
+    mutant("zero_grad_does_nothing", "adamw_zero_grad", patch("""
+        - p.grad = None
+        + grad = p.grad
+        + grad = None
+    """), "ch08.adamw_zero_grad.clears_gradients", "old gradient", "the gradients are never cleared"),
     mutant("zero_grad_resets_moments", "adamw_zero_grad", """
         for i, p in enumerate(self.params):
             p.grad = None
             self.exp_avg[i] = torch.zeros_like(p)
             self.exp_avg_sq[i] = torch.zeros_like(p)
     """, "ch08.adamw_zero_grad.clears_gradients", "optimizer's state", "the moments reset with the gradients"),
-    mutant("zero_grad_assumes_a_gradient", "adamw_zero_grad", """
-        for p in self.params:
-            p.grad.zero_()
-    """, "ch08.adamw_zero_grad.before_any_backward", "NoneType", "p.grad.zero_() on a None gradient"),
+    mutant("zero_grad_assumes_a_gradient", "adamw_zero_grad", patch("""
+        - p.grad = None
+        + p.grad.zero_()
+    """), "ch08.adamw_zero_grad.before_any_backward", "NoneType", "p.grad.zero_() on a None gradient"),
     # clip_grad_norm
     mutant("clip_per_tensor", "clip_grad_norm", """
         total = torch.zeros((), dtype=torch.float64)
@@ -167,22 +107,15 @@ MUTANTS = [
         return total
     """, ("ch08.clip_grad_norm.global_norm", "ch08.clip_grad_norm.matches_torch"), "its own norm",
        "each tensor clipped on its own"),
-    mutant("clip_always_scales", "clip_grad_norm", """
-        grads = list({id(p): p.grad for p in parameters if p.grad is not None}.values())
-        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        for g in grads:
-            g.mul_(max_norm / (total + 1e-6))
-        return total
-    """, ("ch08.clip_grad_norm.below_limit_untouched", "ch08.clip_grad_norm.matches_torch"), "below max_norm",
+    mutant("clip_always_scales", "clip_grad_norm", patch("""
+        - scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        + scale = max_norm / (total + 1e-6)
+    """), ("ch08.clip_grad_norm.below_limit_untouched", "ch08.clip_grad_norm.matches_torch"), "below max_norm",
        "scales even below max_norm"),
-    mutant("clip_returns_norm_after", "clip_grad_norm", """
-        grads = list({id(p): p.grad for p in parameters if p.grad is not None}.values())
-        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-        for g in grads:
-            g.mul_(scale)
-        return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-    """, "ch08.clip_grad_norm.matches_torch", "after clipping", "returns the norm after clipping"),
+    mutant("clip_returns_norm_after", "clip_grad_norm", patch("""
+        - return total
+        + return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    """), "ch08.clip_grad_norm.matches_torch", "after clipping", "returns the norm after clipping"),
     mutant("clip_reads_generator_twice", "clip_grad_norm", """
         unique = {id(p): p for p in parameters if p.grad is not None}
         total = torch.sqrt(sum((p.grad**2).sum() for p in unique.values()))
@@ -198,166 +131,102 @@ MUTANTS = [
         return torch.nn.utils.clip_grad_norm_(list({id(p): p for p in parameters}.values()), max_norm)
     """, "ch08.clip_grad_norm.matches_torch", "clip_grad_norm_", "torch's clip_grad_norm_"),
     # make_batch
-    mutant("make_batch_targets_not_shifted", "make_batch", """
-        windows = [training_windows(list(ids), block_size) for ids in documents]
-        T = max(len(x) for x, _ in windows)
-        inputs = torch.full((len(windows), T), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(windows), T), dtype=torch.bool)
-        for row, (x, y) in enumerate(windows):
-            inputs[row, : len(x)] = torch.tensor(x)
-            mask[row, : len(x)] = True
-        return inputs, inputs.clone(), mask
-    """, ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "shift",
+    mutant("make_batch_targets_not_shifted", "make_batch", patch("""
+        - return inputs, targets, mask
+        + return inputs, inputs.clone(), mask
+    """), ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "shift",
        "targets equal to the inputs"),
-    mutant("make_batch_padding_scored", "make_batch", """
-        windows = [training_windows(list(ids), block_size) for ids in documents]
-        T = max(len(x) for x, _ in windows)
-        inputs = torch.full((len(windows), T), pad_id, dtype=torch.long)
-        targets = torch.full((len(windows), T), pad_id, dtype=torch.long)
-        for row, (x, y) in enumerate(windows):
-            inputs[row, : len(x)] = torch.tensor(x)
-            targets[row, : len(y)] = torch.tensor(y)
-        return inputs, targets, torch.ones((len(windows), T), dtype=torch.bool)
-    """, ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "padded positions",
+    mutant("make_batch_padding_scored", "make_batch", patch("""
+        - mask = torch.zeros((len(windows), T), dtype=torch.bool)
+        + mask = torch.ones((len(windows), T), dtype=torch.bool)
+    """), ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "padded positions",
        "the mask is True on padding"),
-    mutant("make_batch_padding_in_front", "make_batch", """
-        windows = [training_windows(list(ids), block_size) for ids in documents]
-        T = max(len(x) for x, _ in windows)
-        inputs = torch.full((len(windows), T), pad_id, dtype=torch.long)
-        targets = torch.full((len(windows), T), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(windows), T), dtype=torch.bool)
-        for row, (x, y) in enumerate(windows):
-            inputs[row, T - len(x):] = torch.tensor(x)
-            targets[row, T - len(y):] = torch.tensor(y)
-            mask[row, T - len(x):] = True
-        return inputs, targets, mask
-    """, ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "front",
+    mutant("make_batch_padding_in_front", "make_batch", patch("""
+        - inputs[row, : len(x)] = torch.tensor(x, dtype=torch.long)
+        - targets[row, : len(y)] = torch.tensor(y, dtype=torch.long)
+        - mask[row, : len(x)] = True
+        + inputs[row, T - len(x):] = torch.tensor(x, dtype=torch.long)
+        + targets[row, T - len(y):] = torch.tensor(y, dtype=torch.long)
+        + mask[row, T - len(x):] = True
+    """), ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "front",
        "padding at the front"),
-    mutant("make_batch_always_block_size", "make_batch", """
-        windows = [training_windows(list(ids), block_size) for ids in documents]
-        inputs = torch.full((len(windows), block_size), pad_id, dtype=torch.long)
-        targets = torch.full((len(windows), block_size), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(windows), block_size), dtype=torch.bool)
-        for row, (x, y) in enumerate(windows):
-            inputs[row, : len(x)] = torch.tensor(x)
-            targets[row, : len(y)] = torch.tensor(y)
-            mask[row, : len(x)] = True
-        return inputs, targets, mask
-    """, "ch08.make_batch.lesson_example", "longest row", "T fixed at block_size"),
+    mutant("make_batch_always_block_size", "make_batch", patch("""
+        - T = max(len(x) for x, _ in windows)
+        + T = block_size
+    """), "ch08.make_batch.lesson_example", "longest row", "T fixed at block_size"),
     # train_step
-    mutant("train_step_no_zero_grad", "train_loop", _join("""
-        logits, _, _ = model(inputs)
-        loss = masked_loss(logits, targets, mask)
-        loss.backward()
-    """, _NORM, """
-        if max_norm is not None:
-            clip_grad_norm(optimizer.params, max_norm)
-        optimizer.step()
-        return loss.item(), float(norm)
+    mutant("train_step_no_zero_grad", "train_loop", patch("""
+        - optimizer.zero_grad()
     """), ("ch08.train_loop.fresh_clipped_gradients", "ch08.train_loop.returns_loss_and_norm"), "accumulate",
        "no zero_grad: gradients pile up"),
-    mutant("train_step_step_before_backward", "train_loop", _join(_TRAIN_HEAD, """
-        optimizer.step()
-        loss.backward()
-    """, _NORM, """
-        if max_norm is not None:
-            clip_grad_norm(optimizer.params, max_norm)
-        return loss.item(), float(norm)
+    mutant("train_step_step_before_backward", "train_loop", patch("""
+        + optimizer.step()
+          loss.backward()
+        - optimizer.step()
     """), ("ch08.train_loop.every_parameter_trains", "ch08.train_loop.fresh_clipped_gradients"),
        "before optimizer.step()", "optimizer.step() before backward()"),
-    mutant("train_step_loss_after_update", "train_loop", _join(_TRAIN_HEAD, """
-        loss.backward()
-        norm = clip_grad_norm(optimizer.params, max_norm) if max_norm is not None else 0.0
-        optimizer.step()
-        with torch.no_grad():
-            after = masked_loss(model(inputs)[0], targets, mask)
-        return after.item(), float(norm)
+    mutant("train_step_loss_after_update", "train_loop", patch("""
+        - return loss.item(), float(norm)
+        + with torch.no_grad():
+        +     after = masked_loss(model(inputs)[0], targets, mask)
+        + return after.item(), float(norm)
     """), "ch08.train_loop.returns_loss_and_norm", "after the update", "returns the loss after the update"),
-    mutant("train_step_clips_after_step", "train_loop", _join(_TRAIN_HEAD, """
-        loss.backward()
-        optimizer.step()
-        if max_norm is not None:
-            norm = clip_grad_norm(optimizer.params, max_norm)
-        else:
-            norm = clip_grad_norm(optimizer.params, float("inf"))
-        return loss.item(), float(norm)
+    mutant("train_step_clips_after_step", "train_loop", patch("""
+        - optimizer.step()
+
+        + optimizer.step()
+          if max_norm is not None:
     """), "ch08.train_loop.fresh_clipped_gradients", "not clipped", "clipping after the step"),
-    mutant("train_step_returns_tensors", "train_loop", _join(_TRAIN_HEAD, """
-        loss.backward()
-        norm = clip_grad_norm(optimizer.params, max_norm if max_norm is not None else float("inf"))
-        optimizer.step()
-        return loss.detach(), norm
+    mutant("train_step_returns_tensors", "train_loop", patch("""
+        - return loss.item(), float(norm)
+        + return loss.detach(), norm
     """), "ch08.train_loop.returns_loss_and_norm", "floats", "tensors returned instead of floats"),
     # evaluate
-    mutant("evaluate_mean_of_batch_means", "evaluate", _join(_EVAL_HEAD, """
-        means = []
-        for start in range(0, len(encoded), batch_size):
-            inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size, tokenizer.bos_id)
-            logits, _, _ = model(inputs)
-            means.append(masked_loss(logits, targets, mask).item())
-        model.train(was_training)
-        return sum(means) / len(means)
+    mutant("evaluate_mean_of_batch_means", "evaluate", patch("""
+        - total, count = 0.0, 0
+        + means = []
+        - n = int(mask.sum())
+        - total += masked_loss(logits, targets, mask).item() * n
+        - count += n
+        + means.append(masked_loss(logits, targets, mask).item())
+        - return total / count
+        + return sum(means) / len(means)
     """), ("ch08.evaluate.per_scored_character", "ch08.evaluate.matches_reference"), "batch means",
        "mean of per-batch means"),
-    mutant("evaluate_padding_scored", "evaluate", _join(_EVAL_HEAD, """
-        total, count = 0.0, 0
-        for start in range(0, len(encoded), batch_size):
-            inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size, tokenizer.bos_id)
-            logits, _, _ = model(inputs)
-            total += cross_entropy(logits, targets).item() * targets.numel()
-            count += targets.numel()
-        model.train(was_training)
-        return total / count
+    mutant("evaluate_padding_scored", "evaluate", patch("""
+        - n = int(mask.sum())
+        - total += masked_loss(logits, targets, mask).item() * n
+        - count += n
+        + total += cross_entropy(logits, targets).item() * targets.numel()
+        + count += targets.numel()
     """), ("ch08.evaluate.per_scored_character", "ch08.evaluate.matches_reference"), "padded",
        "padded positions scored"),
-    mutant("evaluate_in_training_mode", "evaluate", """
-        encoded = encode_documents(docs, tokenizer)
-        total, count = 0.0, 0
-        with torch.no_grad():
-            for start in range(0, len(encoded), batch_size):
-                inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size,
-                                                   tokenizer.bos_id)
-                n = int(mask.sum())
-                total += masked_loss(model(inputs)[0], targets, mask).item() * n
-                count += n
-        return total / count
-    """, "ch08.evaluate.eval_mode_restored", "model.eval()", "dropout left on while evaluating"),
-    mutant("evaluate_always_back_to_train", "evaluate", _join(_EVAL_HEAD, """
-        total, count = 0.0, 0
-        for start in range(0, len(encoded), batch_size):
-            inputs, targets, mask = make_batch(encoded[start : start + batch_size], model.cfg.block_size, tokenizer.bos_id)
-            n = int(mask.sum())
-            total += masked_loss(model(inputs)[0], targets, mask).item() * n
-            count += n
-        model.train()
-        return total / count
+    mutant("evaluate_in_training_mode", "evaluate", patch("""
+        - model.eval()
+    """), "ch08.evaluate.eval_mode_restored", "model.eval()", "dropout left on while evaluating"),
+    mutant("evaluate_always_back_to_train", "evaluate", patch("""
+        - model.train(was_training)
+        + model.train()
     """), "ch08.evaluate.eval_mode_restored", "restore the mode", "always returns to training mode"),
     # bigram_baseline
-    mutant("bigram_no_kv_in_denominator", "bigram_baseline", _join(_BIGRAM_HEAD, """
-        log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing))
-        return float(-log_probs[rows, cols].mean())
+    mutant("bigram_no_kv_in_denominator", "bigram_baseline", patch("""
+        - log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
+        + log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing))
     """), "ch08.bigram_baseline.by_hand", "k·V", "add-k without k·V in the denominator"),
-    mutant("bigram_in_bits", "bigram_baseline", _join(_BIGRAM_HEAD, """
-        probs = (counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V)
-        return float(-torch.log2(probs[rows, cols]).mean())
+    mutant("bigram_in_bits", "bigram_baseline", patch("""
+        - log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
+        + log_probs = torch.log2((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
     """), "ch08.bigram_baseline.by_hand", "bits", "log2 instead of ln"),
-    mutant("bigram_ignores_block_size", "bigram_baseline", """
-        V = tokenizer.vocab_size
-        counts = torch.zeros((V, V), dtype=torch.float64)
-        for doc in train_docs:
-            ids = tokenizer.encode_document(doc)
-            for a, b in zip(ids, ids[1:]):
-                counts[a, b] += 1
-        log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
-        scored = [(a, b) for doc in val_docs for ids in [tokenizer.encode_document(doc)] for a, b in zip(ids, ids[1:])]
-        return float(-sum(log_probs[a, b] for a, b in scored) / len(scored))
-    """, ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "block_size",
+    mutant("bigram_ignores_block_size", "bigram_baseline", patch("""
+        - inputs, targets = training_windows(ids, block_size or len(ids))
+        + inputs, targets = ids[:-1], ids[1:]
+    """), ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "block_size",
        "every pair scored, block_size ignored"),
-    mutant("zero_grad_zeroes_in_place", "adamw_zero_grad", """
-        for p in self.params:
-            if p.grad is not None:
-                p.grad.zero_()
-    """, "ch08.adamw_zero_grad.sets_none", "tensor of zeros", "gradients zeroed in place instead of set to None"),
+    mutant("zero_grad_zeroes_in_place", "adamw_zero_grad", patch("""
+        - p.grad = None
+        + if p.grad is not None:
+        +     p.grad.zero_()
+    """), "ch08.adamw_zero_grad.sets_none", "tensor of zeros", "gradients zeroed in place instead of set to None"),
 ]
 
 VARIANTS = [

@@ -1,26 +1,9 @@
 """Chapter 09: the sampling chapter's classic mistakes, and right ways to write it."""
 
-from grader.qa.mutants import mutant, variant
+from grader.qa.mutants import mutant, patch, variant
 
-_SAMPLE = """
-lead, V = logits.shape[:-1], logits.shape[-1]
-rows = logits.detach().reshape(-1, V).double()
-if top_k is not None and top_k < V:
-    keep = torch.topk(rows, top_k, dim=-1).indices
-    rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))
-if temperature == 0.0:
-    return rows.argmax(dim=-1).reshape(lead)
-scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
-probs = torch.softmax(scaled, dim=-1)
-return torch.multinomial(probs, 1, generator=generator).reshape(lead)
-"""
-
-
-def _sample(old: str, new: str) -> str:
-    assert old in _SAMPLE, old
-    return _SAMPLE.replace(old, new)
-
-
+# A whole generate, simpler than the reference's, for the mutants whose diagnoses quote the
+# line an error is raised at (so they keep this body and its line numbers) and for a variant.
 _GENERATE = """
 ids = torch.as_tensor(prompt_ids, dtype=torch.long)
 single = ids.dim() == 1
@@ -59,8 +42,6 @@ if single:
 return (out, all_logits) if return_logits else out
 """
 
-_FEED = "logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)"
-
 
 def _generate(*replacements: tuple[str, str]) -> str:
     body = _GENERATE
@@ -72,72 +53,95 @@ def _generate(*replacements: tuple[str, str]) -> str:
 
 MUTANTS = [
     # sample_next
-    mutant("sample_ignores_temperature", "sample_next",
-           _sample("(rows - rows.amax(dim=-1, keepdim=True)) / temperature", "rows - rows.amax(dim=-1, keepdim=True)"),
-           "ch09.sample_next.temperature_scaling", "no effect", "temperature ignored"),
-    mutant("sample_multiplies_by_temperature", "sample_next",
-           _sample("(rows - rows.amax(dim=-1, keepdim=True)) / temperature",
-                   "(rows - rows.amax(dim=-1, keepdim=True)) * temperature"),
-           "ch09.sample_next.temperature_scaling", "multiplied", "logits times the temperature"),
-    mutant("sample_top_k_plus_one", "sample_next",
-           _sample("torch.topk(rows, top_k, dim=-1)", "torch.topk(rows, min(top_k + 1, V), dim=-1)"),
-           "ch09.sample_next.top_k_support", "off by one", "top-k keeps k + 1 ids"),
-    mutant("sample_top_k_threshold_keeps_ties", "sample_next",
-           _sample("""    keep = torch.topk(rows, top_k, dim=-1).indices
-    rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))""",
-                   """    kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
-    rows = rows.masked_fill(rows < kth, float("-inf"))"""),
-           "ch09.sample_next.top_k_ties", "threshold", "a >= threshold keeps every tie"),
-    mutant("sample_greedy_by_sampling", "sample_next",
-           _sample("""if temperature == 0.0:
-    return rows.argmax(dim=-1).reshape(lead)
-""", "temperature = temperature or 1.0\n"),
-           "ch09.sample_next.greedy_at_zero_temperature", "argmax", "temperature 0 samples instead of argmax"),
-    mutant("sample_divides_by_zero", "sample_next",
-           _sample("""if temperature == 0.0:
-    return rows.argmax(dim=-1).reshape(lead)
-""", ""),
-           "ch09.sample_next.greedy_at_zero_temperature", "no division", "temperature 0 divides by zero"),
-    mutant("sample_global_rng", "sample_next",
-           _sample("torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)"),
-           "ch09.sample_next.seeded_draws_repeat", "generator", "the generator argument ignored"),
-    mutant("sample_reseeds_globally", "sample_next",
-           _sample("return torch.multinomial(probs, 1, generator=generator)",
-                   "torch.manual_seed(0)\nreturn torch.multinomial(probs, 1)"),
-           "ch09.sample_next.seeded_draws_repeat", "global random state", "torch.manual_seed inside sample_next"),
+    mutant("sample_ignores_temperature", "sample_next", patch("""
+        - scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+        + scaled = rows - rows.amax(dim=-1, keepdim=True)
+    """), "ch09.sample_next.temperature_scaling", "no effect", "temperature ignored"),
+    mutant("sample_multiplies_by_temperature", "sample_next", patch("""
+        - scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+        + scaled = (rows - rows.amax(dim=-1, keepdim=True)) * temperature
+    """), "ch09.sample_next.temperature_scaling", "multiplied", "logits times the temperature"),
+    mutant("sample_top_k_plus_one", "sample_next", patch("""
+        - keep = torch.topk(rows, top_k, dim=-1).indices
+        + keep = torch.topk(rows, min(top_k + 1, V), dim=-1).indices
+    """), "ch09.sample_next.top_k_support", "off by one", "top-k keeps k + 1 ids"),
+    mutant("sample_top_k_threshold_keeps_ties", "sample_next", patch("""
+        - keep = torch.topk(rows, top_k, dim=-1).indices
+        - masked = torch.full_like(rows, float("-inf"))
+        - rows = masked.scatter(-1, keep, rows.gather(-1, keep))
+        + kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
+        + rows = rows.masked_fill(rows < kth, float("-inf"))
+    """), "ch09.sample_next.top_k_ties", "threshold", "a >= threshold keeps every tie"),
+    mutant("sample_greedy_by_sampling", "sample_next", patch("""
+        - if temperature == 0.0:
+        -     return rows.argmax(dim=-1).reshape(lead)
+        + temperature = temperature or 1.0
+    """), "ch09.sample_next.greedy_at_zero_temperature", "argmax", "temperature 0 samples instead of argmax"),
+    mutant("sample_divides_by_zero", "sample_next", patch("""
+        - if temperature == 0.0:
+        -     return rows.argmax(dim=-1).reshape(lead)
+    """), "ch09.sample_next.greedy_at_zero_temperature", "no division", "temperature 0 divides by zero"),
+    mutant("sample_global_rng", "sample_next", patch("""
+        - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
+        + return torch.multinomial(probs, 1).reshape(lead)
+    """), "ch09.sample_next.seeded_draws_repeat", "generator", "the generator argument ignored"),
+    mutant("sample_reseeds_globally", "sample_next", patch("""
+        - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
+        + torch.manual_seed(0)
+        + return torch.multinomial(probs, 1).reshape(lead)
+    """), "ch09.sample_next.seeded_draws_repeat", "global random state", "torch.manual_seed inside sample_next"),
     # generate
-    mutant("generate_feeds_whole_sequence", "generate",
-           _generate((_FEED, "logits, _, _ = model(torch.cat(pieces, dim=1))")),
-           "ch09.generate.one_token_per_step", "whole sequence",
-           "no cache: the whole sequence fed every step (right logits, quadratic cost)"),
-    mutant("generate_forgets_the_cache", "generate",
-           _generate((_FEED, "logits, _, past = model(next_ids.unsqueeze(1), use_cache=True)")),
-           "ch09.generate.cached_equals_recompute", "without past_key_values",
-           "new ids fed alone without past_key_values"),
-    mutant("generate_ignores_stop_id", "generate",
-           _generate(("        if stop_id is not None:\n", "        if False:\n"),
-                     ("(stop_id is not None and bool(finished.all()))", "False")),
-           "ch09.generate.stops_at_stop_id", "stops once", "no stopping at BOS"),
-    mutant("generate_stops_every_row_at_the_first", "generate",
-           _generate(("(stop_id is not None and bool(finished.all()))", "(stop_id is not None and bool(finished.any()))")),
-           "ch09.generate.finished_rows_wait", "every row", "all rows stop when one does"),
-    mutant("generate_crops_silently", "generate",
-           _generate(("""if prompt_length > block_size or max_new_tokens > room:
-    if not stop_at_block_size or prompt_length > block_size:
-        raise ValueError(f"prompt + max_new_tokens may be at most block_size + 1 = {block_size + 1}")
-    max_new_tokens = room""", """ids = ids[:, -block_size:]
-max_new_tokens = min(max_new_tokens, block_size + 1 - ids.shape[1])""")),
-           "ch09.generate.context_limit", "crop", "output silently cut at block_size"),
+    mutant("generate_feeds_whole_sequence", "generate", patch("""
+        - logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
+        + logits, _, _ = model(torch.cat(pieces, dim=1))
+    """), "ch09.generate.one_token_per_step", "whole sequence",
+       "no cache: the whole sequence fed every step (right logits, quadratic cost)"),
+    mutant("generate_forgets_the_cache", "generate", patch("""
+        - logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
+        + logits, _, past = model(next_ids.unsqueeze(1), use_cache=True)
+    """), "ch09.generate.cached_equals_recompute", "without past_key_values",
+       "new ids fed alone without past_key_values"),
+    mutant("generate_ignores_stop_id", "generate", patch("""
+        - if stop_id is not None:
+        -     next_ids = torch.where(finished, torch.full_like(next_ids, stop_id), next_ids)
+        -     finished |= next_ids == stop_id
+
+        - if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.all())):
+        + if step == max_new_tokens - 1:
+    """), "ch09.generate.stops_at_stop_id", "stops once", "no stopping at BOS"),
+    mutant("generate_stops_every_row_at_the_first", "generate", patch("""
+        - if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.all())):
+        + if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.any())):
+    """), "ch09.generate.finished_rows_wait", "every row", "all rows stop when one does"),
+    mutant("generate_crops_silently", "generate", patch("""
+        - if prompt_length > block_size:
+        -     raise ValueError(
+        -         f"the prompt has {prompt_length} ids but block_size is {block_size}: it does not fit the context"
+        -     )
+        + ids = ids[:, -block_size:]
+        + prompt_length = ids.shape[1]
+
+        - if max_new_tokens > room:
+        -     if not stop_at_block_size:
+        -         raise ValueError(
+        -             f"prompt ({prompt_length} ids) + max_new_tokens ({max_new_tokens}) needs "
+        -             f"{prompt_length + max_new_tokens - 1} positions but block_size is {block_size}: "
+        -             f"ask for at most {room} new ids, or pass stop_at_block_size=True to stop at the limit"
+        -         )
+        -     max_new_tokens = room
+        + max_new_tokens = min(max_new_tokens, room)
+    """), "ch09.generate.context_limit", "crop", "output silently cut at block_size"),
     mutant("generate_limit_off_by_one", "generate",
            _generate(("room = block_size + 1 - prompt_length", "room = block_size - prompt_length")),
            "ch09.generate.context_limit", "block_size + 1", "prompt + max_new_tokens <= block_size"),
     mutant("generate_feeds_the_last_id", "generate",
            _generate(("if step == max_new_tokens - 1 or (", "if (")),
            "ch09.generate.one_token_per_step", "never fed", "the last new id fed to the model too"),
-    mutant("sample_temperature_after_softmax", "sample_next",
-           _sample("""scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
-probs = torch.softmax(scaled, dim=-1)""", """probs = torch.softmax(rows, dim=-1) / temperature"""),
-           "ch09.sample_next.temperature_scaling", "no effect", "temperature applied to the probabilities"),
+    mutant("sample_temperature_after_softmax", "sample_next", patch("""
+        - scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
+        - probs = torch.softmax(scaled, dim=-1)
+        + probs = torch.softmax(rows, dim=-1) / temperature
+    """), "ch09.sample_next.temperature_scaling", "no effect", "temperature applied to the probabilities"),
     mutant("generate_refeeds_last_prompt_token", "generate",
            _generate(("    logits, _, past = model(ids, use_cache=True)\n",
                       "    _, _, past = model(ids[:, :-1], use_cache=True) if prompt_length > 1 else (None, None, None)\n"
@@ -145,9 +149,9 @@ probs = torch.softmax(scaled, dim=-1)""", """probs = torch.softmax(rows, dim=-1)
                       "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n")),
            ("ch09.generate.one_token_per_step", "ch09.generate.cached_equals_recompute"), "second time",
            "the last prompt token fed twice"),
-    mutant("generate_in_training_mode", "generate",
-           _generate(("model.eval()\n", "")),
-           "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),
+    mutant("generate_in_training_mode", "generate", patch("""
+        - model.eval()
+    """), "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),
 ]
 
 VARIANTS = [
