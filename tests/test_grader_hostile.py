@@ -121,33 +121,38 @@ def test_fake_results_file_is_overwritten(reference, sandbox, tmp_path):
 @needs_bwrap
 def test_grader_and_solution_files_are_invisible(reference, sandbox):
     paths = [str(SOLUTIONS / "model.py"), str(ROOT / "grader" / "run" / "engine.py"), str(ROOT / "Makefile")]
+    # The whole filesystem is walked once per worker (remembered across the checks'
+    # calls), so the walk fits in a check's time limit even on a loaded machine.
     body = f"""
         import os
-        seen = []
-        for path in {paths!r}:
-            try:
-                seen.append(open(path).read())
-            except OSError:
-                pass
-        for root, dirs, files in os.walk("/"):
-            if root.startswith(("/proc", "/sys", "/dev")):
-                dirs[:] = []
-                continue
-            for name in files:
-                if name in ("model.py", "engine.py", "Makefile"):
-                    try:
-                        text = open(os.path.join(root, name), errors="ignore").read()
-                    except OSError:
-                        continue
-                    if "BEGIN SOLUTION" in text or "def grade_task" in text or "hero_transformer" in text:
-                        seen.append(os.path.join(root, name))
-        if seen:
+        cache = globals().setdefault("_walked", [])
+        if not cache:
+            seen = []
+            for path in {paths!r}:
+                try:
+                    seen.append(open(path).read())
+                except OSError:
+                    pass
+            for root, dirs, files in os.walk("/"):
+                if root.startswith(("/proc", "/sys", "/dev")):
+                    dirs[:] = []
+                    continue
+                for name in files:
+                    if name in ("model.py", "engine.py", "Makefile"):
+                        try:
+                            text = open(os.path.join(root, name), errors="ignore").read()
+                        except OSError:
+                            continue
+                        if "BEGIN SOLUTION" in text or "def grade_task" in text or "hero_transformer" in text:
+                            seen.append(os.path.join(root, name))
+            cache.append(seen)
+        if cache[0]:
             return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
         raise RuntimeError("nothing to steal")
     """
     results = run(reference, sandbox, "gelu", body)
     assert_no_points(results)
-    assert all("nothing to steal" in r.staff_diagnosis for r in results)
+    assert all("nothing to steal" in r.staff_diagnosis for r in results), [r.staff_diagnosis for r in results]
 
 
 def test_reference_of_the_graded_task_is_not_in_memory(reference, sandbox):
