@@ -12,7 +12,9 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, compare, exact_gelu, first_diagnosis, matches, shape_problem
+from grader.checks._api import (
+    Task, check, compare, exact_gelu, first_diagnosis, matches, shape_problem, tanh_gelu,
+)
 from grader.checks.ch06_backward.common import (
     BY_HAND, NEAR, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _random, _shipped,
 )
@@ -28,26 +30,26 @@ def probe_gelu_backward(ns, grad_out, x):
 
 
 def _gelu_mistakes(grad_out, x):
-    cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
-    pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-    inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
-    tanh = torch.tanh(inner)
-    tanh_derivative = 0.5 * (1 + tanh) + 0.5 * x * (1 - tanh**2) * math.sqrt(2.0 / math.pi) * (1 + 3 * 0.044715 * x**2)
+    # GELU'(x) from autograd on the exact forward, Φ(x) from torch.special.ndtr, and the
+    # product rule's other term as their difference: x·φ(x) = GELU'(x) − Φ(x).
+    slope = _autograd(exact_gelu, torch.ones_like(x), x)[0]
+    cdf = torch.special.ndtr(x.double())
+    x_pdf = slope - cdf
     return [
         ("the GELU derivative is missing the x·φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
          grad_out * cdf),
         ("the GELU derivative is missing the Φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
-         grad_out * x * pdf),
+         grad_out * x_pdf),
         ("the local derivative is not multiplied by grad_out (the chain rule): return grad_out·(Φ(x) + x·φ(x))",
-         cdf + x * pdf),
+         slope),
         ("φ(x) is missing its normalising factor 1/sqrt(2π): φ(x) = exp(−x²/2) / sqrt(2π)",
-         grad_out * (cdf + x * pdf * math.sqrt(2.0 * math.pi))),
-        ("φ(x) uses exp(−x²) instead of exp(−x²/2)",
-         grad_out * (cdf + x * torch.exp(-x * x) / math.sqrt(2.0 * math.pi))),
+         grad_out * (cdf + x_pdf * math.sqrt(2.0 * math.pi))),
+        ("φ(x) uses exp(−x²) instead of exp(−x²/2)",  # exp(−x²) = exp(−x²/2)·exp(−x²/2)
+         grad_out * (cdf + x_pdf * torch.exp(-x * x / 2))),
         ("this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
-         grad_out * tanh_derivative),
+         _autograd(tanh_gelu, grad_out, x)[0]),
         ("this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)", grad_out * (x > 0).double()),
-        ("this is the forward GELU, not its derivative", grad_out * x * cdf),
+        ("this is the forward GELU, not its derivative", grad_out * exact_gelu(x)),
     ]
 
 

@@ -49,10 +49,12 @@ def _ln_dx(grad_out, x, gamma, eps=EPS, mean_term=True, variance_term=True, unbi
 
 def _layer_norm_mistakes(grad_out, x, gamma):
     positions = max(1, grad_out.numel() // grad_out.shape[-1])
-    flat = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
-    _, normalised = _ln_dx(grad_out, x, gamma)
-    dgamma = flat(grad_out * normalised).sum(0)
-    dbeta = flat(grad_out).sum(0)
+    # dgamma and dbeta from autograd on the grader's LayerNorm (neither depends on beta);
+    # the two wrong dgammas from autograd on gamma·x and gamma·(x − mean), the scale
+    # applied to an input that was not normalised.
+    _, dgamma, dbeta = _autograd(layer_norm, grad_out, x, gamma, torch.zeros_like(gamma))
+    unnormalised = _autograd(torch.mul, grad_out, gamma, x)[0]
+    uncentred = _autograd(torch.mul, grad_out, gamma, x - x.mean(-1, keepdim=True))[0]
     return {
         "dx": [
             ("dx is missing the mean terms: x̂ depends on every feature through the mean and the variance, so "
@@ -70,9 +72,8 @@ def _layer_norm_mistakes(grad_out, x, gamma):
              "population variance, divided by d", _ln_dx(grad_out, x, gamma, unbiased=True)[0]),
         ],
         "dgamma": [
-            ("dgamma uses x instead of the normalised x̂: dgamma = Σ grad_out·x̂", flat(grad_out * x).sum(0)),
-            ("dgamma uses x − mean without dividing by σ: dgamma = Σ grad_out·x̂",
-             flat(grad_out * (x - x.mean(-1, keepdim=True))).sum(0)),
+            ("dgamma uses x instead of the normalised x̂: dgamma = Σ grad_out·x̂", unnormalised),
+            ("dgamma uses x − mean without dividing by σ: dgamma = Σ grad_out·x̂", uncentred),
             ("dgamma averages over the positions; it must sum over batch and time", dgamma / positions),
             ("dgamma is multiplied by gamma; dgamma = Σ grad_out·x̂", dgamma * gamma),
         ],

@@ -45,19 +45,18 @@ def _linear_shapes(grad_out, x, weight):
 
 
 def _linear_mistakes(grad_out, x, weight):
-    flat_g = grad_out.reshape(-1, grad_out.shape[-1])
-    flat_x = x.reshape(-1, x.shape[-1])
-    positions = flat_g.shape[0]
-    dweight = flat_g.T @ flat_x
-    mistakes = {
+    # dweight and dbias from autograd on x Wᵀ + b (neither depends on b).
+    positions = grad_out.numel() // grad_out.shape[-1]
+    _, dweight, dbias = _autograd(_linear, grad_out, x, weight, grad_out.new_zeros(weight.shape[0]))
+    square = weight.shape[0] == weight.shape[1]
+    return {
         "dx": [("dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W",
-                grad_out @ weight.T if weight.shape[0] == weight.shape[1] else None)],
+                grad_out @ weight.T if square else None)],
         "dweight": [("dweight is transposed: nn.Linear stores weight as [out, in], so dweight = grad_outᵀ · x",
-                     dweight.T if weight.shape[0] == weight.shape[1] else None),
+                     dweight.T if square else None),
                     ("dweight averages over the positions; it must sum them", dweight / positions)],
-        "dbias": [("dbias averages over the positions; it must sum them", flat_g.sum(0) / positions)],
+        "dbias": [("dbias averages over the positions; it must sum them", dbias / positions)],
     }
-    return mistakes
 
 
 def _linear_inputs(x_shape, out_features):

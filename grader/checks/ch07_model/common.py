@@ -1,10 +1,12 @@
 """What chapter 07's task modules share: the chapter's sizes, the parameter ledger and
 the mistakes a wrong count points at, the model built from a state, and the loss as the
-lesson defines it (the stable log-softmax cross-entropy) with its classic mistakes."""
+lesson defines it (the stable log-softmax cross-entropy, taken from torch's own) with its
+classic mistakes."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from grader.checks._api import first_diagnosis, matches
 from grader.checks.course import PUBLISHED, block_parameters, config, load_state, model_parameters
@@ -76,21 +78,21 @@ def _model(ns, sizes, state=None):
 
 
 def _stable_cross_entropy(logits, targets):
-    flat = logits.double().reshape(-1, logits.shape[-1])
-    rows = torch.arange(flat.shape[0])
-    return (torch.logsumexp(flat, dim=-1) - flat[rows, targets.reshape(-1)]).mean()
+    """The right loss, from torch's own cross-entropy in float64."""
+    return F.cross_entropy(logits.double().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def _picked_cross_entropy(log_probs, targets):
-    flat = log_probs.reshape(-1, log_probs.shape[-1])
-    return -flat[torch.arange(flat.shape[0]), targets.reshape(-1)].mean()
+    """−mean of each position's entry at its target (torch's nll_loss), whatever the entries are."""
+    return F.nll_loss(log_probs.reshape(-1, log_probs.shape[-1]), targets.reshape(-1))
 
 
 def _cross_entropy_mistakes(logits, targets):
+    # Every value from torch's cross_entropy, log_softmax and nll_loss, in float64.
     logits = logits.double()
     n = targets.numel()
     right = _stable_cross_entropy(logits, targets)
-    log_probs = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    log_probs = F.log_softmax(logits, dim=-1)
     mistakes = [
         ("the loss is summed instead of averaged: divide by the number of scored positions (take the mean)",
          right * n),
@@ -101,13 +103,12 @@ def _cross_entropy_mistakes(logits, targets):
          _picked_cross_entropy(log_probs.exp(), targets)),
     ]
     for dim in range(logits.dim() - 1):  # a softmax over batch or time instead of the vocabulary
-        wrong = logits - torch.logsumexp(logits, dim=dim, keepdim=True)
         mistakes.append(("the softmax normalises over the wrong axis: normalise over the vocabulary, the last axis "
-                         f"(yours normalises over axis {dim})", _picked_cross_entropy(wrong, targets)))
+                         f"(yours normalises over axis {dim})",
+                         _picked_cross_entropy(F.log_softmax(logits, dim=dim), targets)))
     flat = logits.reshape(-1, logits.shape[-1])
     mistakes.append(("the softmax normalises over the wrong axis (the positions, after flattening): normalise "
-                     "over the vocabulary, the last axis",
-                     _picked_cross_entropy(flat - torch.logsumexp(flat, dim=0, keepdim=True), targets)))
+                     "over the vocabulary, the last axis", _picked_cross_entropy(F.log_softmax(flat, dim=0), targets)))
     return mistakes
 
 
