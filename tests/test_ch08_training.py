@@ -176,6 +176,22 @@ def test_make_batch_pads_at_the_end_and_masks_padding():
     assert inputs[0].tolist()[:4] == [tok.bos_id, *tok.encode("ana")]
 
 
+def test_the_judges_batch_is_make_batch():
+    """The public judge of make_batch builds its own batch one document at a time from
+    the windows; on random documents, block sizes and pad ids it is make_batch's."""
+    from grader.checks.ch08_training.batches import right_batch
+
+    g = torch.Generator().manual_seed(5)
+    for _ in range(200):
+        count = int(torch.randint(1, 7, (1,), generator=g))
+        documents = [[9, *torch.randint(0, 9, (int(torch.randint(0, 12, (1,), generator=g)),), generator=g).tolist(), 9]
+                     for _ in range(count)]
+        block_size, pad_id = int(torch.randint(1, 10, (1,), generator=g)), int(torch.randint(0, 10, (1,), generator=g))
+        for judge, ours in zip(right_batch(documents, block_size, pad_id), make_batch(documents, block_size, pad_id)):
+            assert judge.dtype == ours.dtype
+            assert torch.equal(judge, ours)
+
+
 def test_padded_batch_scores_what_the_documents_score_one_by_one():
     torch.manual_seed(0)
     tok = CharTokenizer(NAMES)

@@ -2,19 +2,25 @@
 at one position through the whole model.
 
 The probes build a small MicroGPT with a fixed seed and return its weight tables, so a
-judge can run the same network as a float "twin": the right one, and the classic
-mistakes (no residual, a final norm, no position row, ...) to name the one a submission
-reproduces. Hidden checks build the same model with the reference. Here too is "no
-torch or numpy anywhere in micro.py" (pure_python).
+judge can run the same network as a "twin" in torch float64, written from the lesson's
+equations for a whole sequence at once (a causal mask where micro.py has its cache): the
+right one, and the classic mistakes (no residual, a final norm, no position row, ...) to
+name the one a submission reproduces. Hidden checks build the same model with the
+reference. Here too is "no torch or numpy anywhere in micro.py" (pure_python).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import types
 
+import torch
+import torch.nn.functional as F
+
 from grader.checks._api import check, exception_name
-from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, _all_close, _attention, _data, _flat,
+from grader.checks.course import EPS
+from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, _all_close, _data, _flat,
                                              _model, _off_by, _random_seed, _rms, _shape, _tables, _task)
 
 TASKS = [
@@ -23,43 +29,49 @@ TASKS = [
 ]
 
 
-# ---------------------------------------------------------- the model: float twin
+# ------------------------------------------------- the model: a torch float64 twin
+#
+# micro.py runs one position at a time and remembers the earlier positions' keys and
+# values in a cache. The twin runs the lesson's equations on a whole sequence at once
+# instead, as chapters 04-05 do: a [P, E] tensor per layer, with a causal mask standing
+# in for the cache (position p attends to positions 0..p, exactly what the cache holds
+# when p arrives). Both give the same numbers; the twin is torch, the model is scalars.
 
 
-def _linear(x, w):
-    return [sum(a * b for a, b in zip(row, x)) for row in w]
+def _f64(rows) -> torch.Tensor:
+    return torch.as_tensor(rows, dtype=torch.float64)
 
 
-def _twin_block(tables, layer, x, cache, n_head, flaw=None):
-    """One layer for one position in floats; the reference's formula, or a known flaw."""
-    t = lambda name: tables[f"layer{layer}.{name}"]  # noqa: E731
-    E = len(x)
-    hd = E // n_head
-    h = x if flaw == "no_attention_norm" else _rms(x)
-    q, k, v = _linear(h, t("wq")), _linear(h, t("wk")), _linear(h, t("wv"))
-    if flaw == "no_cache":
-        keys, values = [k], [v]
-    else:
-        cache["keys"].append(k)
-        cache["values"].append(v)
-        keys, values = cache["keys"], cache["values"]
-    heads, weights = [], []
-    for head in range(n_head):
-        lo, hi = head * hd, (head + 1) * hd
-        out, w = _attention(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
-        heads.extend(out)
-        weights.append(w)
-    attended = _linear(heads, t("wo"))
-    u = attended if flaw == "no_attention_residual" else [a + b for a, b in zip(x, attended)]
-    m_in = x if flaw == "mlp_reads_input" else u
-    hidden = _linear(m_in if flaw == "no_mlp_norm" else _rms(m_in), t("fc1"))
-    if flaw != "no_relu":
-        hidden = [max(0.0, z) for z in hidden]
-    y2 = _linear(hidden, t("fc2"))
-    y = y2 if flaw == "no_mlp_residual" else [a + b for a, b in zip(u, y2)]
-    if flaw == "output_normalised":
-        y = _rms(y)
-    return y, weights
+def _unit_rms(x: torch.Tensor) -> torch.Tensor:
+    """RMSNorm without a gain, over the last dimension: x / sqrt(mean(x^2) + eps)."""
+    return x * torch.rsqrt(x.square().mean(dim=-1, keepdim=True) + EPS)
+
+
+def _twin_block(tables, layer, x, n_head, flaw=None):
+    """Layer `layer` on every position of a sequence at once: x is [P, E]; returns the
+    layer's output [P, E] and each head's attention weights [H, P, P] (row p is zero past
+    p). The lesson's pre-norm layer, or one known flaw of it."""
+    weight = lambda name: _f64(tables[f"layer{layer}.{name}"])  # noqa: E731
+    P, E = x.shape
+    d = E // n_head
+    normed = x if flaw == "no_attention_norm" else _unit_rms(x)
+    # [P, E] -> [H, P, d]: head i owns features i*d .. (i+1)*d - 1
+    split = lambda table: F.linear(normed, weight(table)).reshape(P, n_head, d).permute(1, 0, 2)  # noqa: E731
+    queries, keys, vals = split("wq"), split("wk"), split("wv")
+    visible = torch.eye(P, dtype=torch.bool) if flaw == "no_cache" else torch.ones(P, P, dtype=torch.bool).tril()
+    logits = torch.einsum("hpd,htd->hpt", queries, keys) * d ** -0.5
+    attention = logits.masked_fill(~visible, -math.inf).softmax(dim=-1)
+    mixed = torch.einsum("hpt,htd->phd", attention, vals).reshape(P, E)
+    after_attention = F.linear(mixed, weight("wo"))
+    if flaw != "no_attention_residual":
+        after_attention = after_attention + x
+    mlp_input = x if flaw == "mlp_reads_input" else after_attention
+    if flaw != "no_mlp_norm":
+        mlp_input = _unit_rms(mlp_input)
+    expanded = F.linear(mlp_input, weight("fc1"))
+    mlp = F.linear(expanded if flaw == "no_relu" else F.relu(expanded), weight("fc2"))
+    out = mlp if flaw == "no_mlp_residual" else mlp + after_attention
+    return (_unit_rms(out) if flaw == "output_normalised" else out), attention
 
 
 _BLOCK_FLAWS = {
@@ -75,23 +87,18 @@ _BLOCK_FLAWS = {
 
 
 def _twin_logits(tables, sizes, ids, flaw=None):
-    caches = [{"keys": [], "values": []} for _ in range(sizes["n_layer"])]
-    logits, attention = [], []
-    for pos, token in enumerate(ids):
-        x = list(tables["wte"][token])
-        if flaw != "no_position":
-            x = [a + b for a, b in zip(x, tables["wpe"][pos])]
-        if flaw != "no_embedding_norm":
-            x = _rms(x)
-        attention = []
-        layers = 1 if flaw == "first_layer_only" else sizes["n_layer"]
-        for layer in range(layers):
-            x, weights = _twin_block(tables, layer, x, caches[layer], sizes["n_head"])
-            attention.append(weights)
-        if flaw == "final_norm":
-            x = _rms(x)
-        logits.append(_linear(x, tables["lm_head"]))
-    return logits, attention
+    """The logits [P][V] of a whole sequence of ids: RMSNorm(WTE[ids] + WPE[0..P-1]),
+    every layer, the LM head (or one known flaw of that)."""
+    x = _f64(tables["wte"])[list(ids)]
+    if flaw != "no_position":
+        x = x + _f64(tables["wpe"])[: len(ids)]
+    if flaw != "no_embedding_norm":
+        x = _unit_rms(x)
+    for layer in range(1 if flaw == "first_layer_only" else sizes["n_layer"]):
+        x, _ = _twin_block(tables, layer, x, sizes["n_head"])
+    if flaw == "final_norm":
+        x = _unit_rms(x)
+    return F.linear(x, _f64(tables["lm_head"])).tolist()
 
 
 _FORWARD_FLAWS = {
@@ -137,13 +144,11 @@ def probe_block(ns, sizes, seed, spread, xs, zero=()):
 
 
 def _block_twin(tables, sizes, xs, flaw=None):
-    cache = {"keys": [], "values": []}
-    ys, rows = [], []
-    for x in xs:
-        y, w = _twin_block(tables, 0, x, cache, sizes["n_head"], flaw)
-        ys.append(y)
-        rows.append(w)
-    return ys, rows
+    """Layer 0 on the positions xs in order: the outputs [P][E], and per position the
+    attention rows that position has, [P][H][p + 1]."""
+    y, attention = _twin_block(tables, 0, _f64(xs), sizes["n_head"], flaw)
+    rows = [[attention[head, p, : p + 1].tolist() for head in range(sizes["n_head"])] for p in range(len(xs))]
+    return y.tolist(), rows
 
 
 def _block_raised(out) -> "str | None":
@@ -302,11 +307,11 @@ def _judge_forward(out, inputs, tables, reveal):
             return (f"forward returned E = {sizes['n_embd']} values: apply the LM head, "
                     f"logit[v] = dot(LMHead[v], x), to get V = {V} logits")
         return f"forward should return V = {V} logits per call, got shape {shape}"
-    want, _ = _twin_logits(tables, sizes, ids)
+    want = _twin_logits(tables, sizes, ids)
     if _all_close(out["logits"], want, TOL):
         return None
     for flaw, text in _FORWARD_FLAWS.items():
-        if _all_close(out["logits"], _twin_logits(tables, sizes, ids, flaw)[0], NEAR):
+        if _all_close(out["logits"], _twin_logits(tables, sizes, ids, flaw), NEAR):
             return text
     worst = max(range(len(ids)), key=lambda p: _off_by(out["logits"][p], want[p]))
     return (f"the logits are off by up to {_off_by(out['logits'], want):.3g} (worst at position {worst})"

@@ -15,18 +15,26 @@ TASKS = [
 ]
 
 
+def _laid_out(cells, width, filler, front):
+    """One row of `width` cells: `cells` from cell 0 on and `filler` after them, or (front,
+    the mistake) `filler` first so that `cells` end in the last cell."""
+    gap = [filler] * (width - len(cells))
+    return gap + cells if front else cells + gap
+
+
 def right_batch(documents, block_size, pad_id, front=False):
-    rows = [_windows(ids, block_size) for ids in documents]
-    T = max(len(x) for x, _ in rows)
-    inputs = torch.full((len(rows), T), pad_id, dtype=torch.long)
-    targets = torch.full((len(rows), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), T), dtype=torch.bool)
-    for b, (x, y) in enumerate(rows):
-        span = slice(T - len(x), T) if front else slice(0, len(x))
-        inputs[b, span] = torch.tensor(x)
-        targets[b, span] = torch.tensor(y)
-        mask[b, span] = True
-    return inputs, targets, mask
+    """The batch the lesson describes, one document at a time: its windows (chapter 01's
+    contract: positions = min(block_size, len(ids) - 1), targets the inputs shifted by
+    one), laid out in a row as wide as the longest document's windows, pad_id after them
+    and the mask True exactly on the document's own positions. `front`: the same rows
+    padded at the front, a known mistake."""
+    per_document = [_windows(ids, block_size) for ids in documents]
+    width = max((len(x) for x, _ in per_document), default=0)
+    inputs = [_laid_out(x, width, pad_id, front) for x, _ in per_document]
+    targets = [_laid_out(y, width, pad_id, front) for _, y in per_document]
+    scored = [_laid_out([True] * len(x), width, False, front) for x, _ in per_document]
+    return (torch.tensor(inputs, dtype=torch.long), torch.tensor(targets, dtype=torch.long),
+            torch.tensor(scored, dtype=torch.bool))
 
 
 def probe_make_batch(ns, documents, block_size, pad_id):
