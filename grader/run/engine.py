@@ -290,8 +290,10 @@ class _TaskRun:
 
     def finish(self, results: list[CheckResult]):
         if self.worker is not None:
-            output = self.worker.output.text(wait=0.0)
+            # Ended first, so its output pipe reaches end-of-file and the tail holds all it
+            # printed: reading before that raced the thread that drains the pipe.
             self.worker.close()
+            output = self.worker.output.text(wait=2.0)
             if output and results:
                 shown, staff = self.audience.output(output)
                 results[-1].output = results[-1].output or shown
