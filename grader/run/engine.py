@@ -90,6 +90,7 @@ class Reference:
         self._modules = None
         self._without: dict[str, dict[str, str]] = {}
         self._compiled: dict[str, dict[str, str]] = {}
+        self._packed_code: dict[tuple[str, str], str] = {}
 
     @classmethod
     @lru_cache(maxsize=1)
@@ -108,9 +109,17 @@ class Reference:
         """without(task), each module compiled here once and sent as marshalled code (the
         worker's interpreter is this one), so no worker spends its start compiling."""
         if task not in self._compiled:
-            self._compiled[task] = {rel: wire.pack_code(source, f"certified/{rel}")
-                                    for rel, source in self.without(task).items()}
+            self._compiled[task] = {rel: self._packed(rel, source) for rel, source in self.without(task).items()}
         return self._compiled[task]
+
+    def _packed(self, rel: str, source: str) -> str:
+        """A module's text compiled once: stripping one task leaves every other module's
+        text as it is, so most tasks share each module's code."""
+        key = (rel, source)
+        packed = self._packed_code.get(key)
+        if packed is None:
+            packed = self._packed_code[key] = wire.pack_code(source, f"certified/{rel}")
+        return packed
 
     @property
     def modules(self) -> SimpleNamespace:
