@@ -372,6 +372,10 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     own_sandbox = sandbox is None
     sandbox = sandbox or Sandbox(Limits())
     parallel = parallel or max(1, min(2, os.cpu_count() or 1))
+    # The grading threads are the parallelism here: torch's own helper threads beside them
+    # only contend for the same cores (and spin while they wait). One thread per op also
+    # computes the expected values as the sandbox computes the answers.
+    torch.set_num_threads(1)
     if reference is not None:
         reference.modules  # import it once here, not from two grading threads at once
     deadline = time.monotonic() + sandbox.limits.submission_seconds
