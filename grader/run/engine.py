@@ -28,7 +28,7 @@ from grader.run.feedback import (  # noqa: F401 - the statuses are the engine's 
     _remote_failure, _text,
 )
 from grader.run.inside import wire
-from grader.run.regions import package_sources, strip
+from grader.run.regions import BEGIN, package_sources, strip
 from grader.run.sandbox import Limits, Sandbox
 from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission
@@ -91,6 +91,8 @@ class Reference:
         self._without: dict[str, dict[str, str]] = {}
         self._compiled: dict[str, dict[str, str]] = {}
         self._packed_code: dict[tuple[str, str], str] = {}
+        self._regions_of: dict[str, frozenset[str]] = {}
+        self._kept_text: dict[str, str] = {}
 
     @classmethod
     @lru_cache(maxsize=1)
@@ -102,8 +104,23 @@ class Reference:
     def without(self, task: str) -> dict[str, str]:
         """The certified parts for grading `task`: every region but its own."""
         if task not in self._without:
-            self._without[task] = {rel: strip(source, {task}) for rel, source in self.sources.items()}
+            self._without[task] = {rel: strip(source, {task}) if task in self._tasks_in(rel) else self._kept(rel)
+                                   for rel, source in self.sources.items()}
         return self._without[task]
+
+    def _tasks_in(self, rel: str) -> frozenset[str]:
+        """The tasks whose regions a module holds (strip leaves any other module as it
+        leaves it for no task at all)."""
+        if rel not in self._regions_of:
+            self._regions_of[rel] = frozenset(found["task"] for line in self.sources[rel].splitlines()
+                                              if (found := BEGIN.match(line)))
+        return self._regions_of[rel]
+
+    def _kept(self, rel: str) -> str:
+        """The module with every region kept (only the markers gone), made once."""
+        if rel not in self._kept_text:
+            self._kept_text[rel] = strip(self.sources[rel], set())
+        return self._kept_text[rel]
 
     def compiled_without(self, task: str) -> dict[str, str]:
         """without(task), each module compiled here once and sent as marshalled code (the
