@@ -51,3 +51,24 @@ def test_a_scan_that_breaks_costs_its_task_only(reference, monkeypatch):
     others = [r for r in report.results if r.check.task != "gelu"]
     assert gelu and all(r.status == ERROR for r in gelu)
     assert others and all(r.status == PASSED for r in others)
+
+
+def test_certified_parts_made_once_are_those_made_for_each_task(reference):
+    """Reference.without / compiled_without reuse what one task's stripping leaves as it
+    was: each task's certified parts must be exactly what stripping and compiling for
+    that task alone gives."""
+    from grader.checks import catalogue
+    from grader.run.engine import Reference
+    from grader.run.inside import wire
+    from grader.run.regions import BEGIN, strip
+
+    fresh = Reference(reference.root)
+    for task in catalogue.tasks():
+        expected = {rel: strip(source, {task}) for rel, source in fresh.sources.items()}
+        assert fresh.without(task) == expected
+        compiled = fresh.compiled_without(task)
+        assert compiled == {rel: wire.pack_code(text, f"certified/{rel}") for rel, text in expected.items()}
+        # The graded task's region is in none of what the worker gets.
+        own = [rel for rel, source in fresh.sources.items()
+               if any((found := BEGIN.match(line)) and found["task"] == task for line in source.splitlines())]
+        assert own and all(f'raise NotImplementedError("{task}")' in expected[rel] for rel in own)

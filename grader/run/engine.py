@@ -28,7 +28,7 @@ from grader.run.feedback import (  # noqa: F401 - the statuses are the engine's 
     _remote_failure, _text,
 )
 from grader.run.inside import wire
-from grader.run.regions import package_sources, strip
+from grader.run.regions import BEGIN, package_sources, strip
 from grader.run.sandbox import Limits, Sandbox
 from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission
@@ -90,6 +90,9 @@ class Reference:
         self._modules = None
         self._without: dict[str, dict[str, str]] = {}
         self._compiled: dict[str, dict[str, str]] = {}
+        self._packed_code: dict[tuple[str, str], str] = {}
+        self._regions_of: dict[str, frozenset[str]] = {}
+        self._kept_text: dict[str, str] = {}
 
     @classmethod
     @lru_cache(maxsize=1)
@@ -101,16 +104,39 @@ class Reference:
     def without(self, task: str) -> dict[str, str]:
         """The certified parts for grading `task`: every region but its own."""
         if task not in self._without:
-            self._without[task] = {rel: strip(source, {task}) for rel, source in self.sources.items()}
+            self._without[task] = {rel: strip(source, {task}) if task in self._tasks_in(rel) else self._kept(rel)
+                                   for rel, source in self.sources.items()}
         return self._without[task]
+
+    def _tasks_in(self, rel: str) -> frozenset[str]:
+        """The tasks whose regions a module holds (strip leaves any other module as it
+        leaves it for no task at all)."""
+        if rel not in self._regions_of:
+            self._regions_of[rel] = frozenset(found["task"] for line in self.sources[rel].splitlines()
+                                              if (found := BEGIN.match(line)))
+        return self._regions_of[rel]
+
+    def _kept(self, rel: str) -> str:
+        """The module with every region kept (only the markers gone), made once."""
+        if rel not in self._kept_text:
+            self._kept_text[rel] = strip(self.sources[rel], set())
+        return self._kept_text[rel]
 
     def compiled_without(self, task: str) -> dict[str, str]:
         """without(task), each module compiled here once and sent as marshalled code (the
         worker's interpreter is this one), so no worker spends its start compiling."""
         if task not in self._compiled:
-            self._compiled[task] = {rel: wire.pack_code(source, f"certified/{rel}")
-                                    for rel, source in self.without(task).items()}
+            self._compiled[task] = {rel: self._packed(rel, source) for rel, source in self.without(task).items()}
         return self._compiled[task]
+
+    def _packed(self, rel: str, source: str) -> str:
+        """A module's text compiled once: stripping one task leaves every other module's
+        text as it is, so most tasks share each module's code."""
+        key = (rel, source)
+        packed = self._packed_code.get(key)
+        if packed is None:
+            packed = self._packed_code[key] = wire.pack_code(source, f"certified/{rel}")
+        return packed
 
     @property
     def modules(self) -> SimpleNamespace:
@@ -365,6 +391,10 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     own_sandbox = sandbox is None
     sandbox = sandbox or Sandbox(Limits())
     parallel = parallel or max(1, min(2, os.cpu_count() or 1))
+    # The grading threads are the parallelism here: torch's own helper threads beside them
+    # only contend for the same cores (and spin while they wait). One thread per op also
+    # computes the expected values as the sandbox computes the answers.
+    torch.set_num_threads(1)
     if reference is not None:
         reference.modules  # import it once here, not from two grading threads at once
     deadline = time.monotonic() + sandbox.limits.submission_seconds

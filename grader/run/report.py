@@ -58,6 +58,33 @@ def _chapter_titles() -> dict[str, str]:
     return {c.number: c.title for c in catalogue.chapters()}
 
 
+@lru_cache(maxsize=1)
+def _reference_parts(reference: Reference) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Each task's reference body and each module's module-level imports, read once
+    (every chapter's parts_used asks the same of the same sources)."""
+    bodies, imports = {}, {}
+    for rel, source in reference.sources.items():
+        lines = source.splitlines()
+        for region in find_regions(source, rel):
+            bodies[region.task] = "\n".join(lines[region.begin:region.end - 1])
+        # Only a module-level import ties a module to another; one inside a function
+        # (a program's main) runs outside the checks.
+        imports[rel[:-3]] = set(re.findall(r"^from \.(\w+) import", source, flags=re.M))
+    return bodies, imports
+
+
+@lru_cache(maxsize=None)
+def _mention(qualname: str) -> tuple[str, re.Pattern]:
+    """What in a text means the task's function is built or called: the pattern, and a
+    piece of text every match contains (a cheap test first)."""
+    owner, _, method = qualname.rpartition(".")
+    if owner and method in ("__init__", "forward"):
+        return owner, re.compile(rf"\b{re.escape(owner)}\b")  # a class is built and called by its name
+    if owner:
+        return f".{method}(", re.compile(rf"\.{re.escape(method)}\(")
+    return f"{method}(", re.compile(rf"\b{re.escape(method)}\(")
+
+
 @lru_cache(maxsize=None)
 def parts_used(chapter: str) -> frozenset[str] | None:
     """The tasks a chapter's checks run besides its own: what the chapter's probes build
@@ -68,14 +95,7 @@ def parts_used(chapter: str) -> frozenset[str] | None:
     if reference is None or found is None:
         return None
     tasks = catalogue.tasks()
-    bodies, imports = {}, {}
-    for rel, source in reference.sources.items():
-        lines = source.splitlines()
-        for region in find_regions(source, rel):
-            bodies[region.task] = "\n".join(lines[region.begin:region.end - 1])
-        # Only a module-level import ties a module to another; one inside a function
-        # (a program's main) runs outside the checks.
-        imports[rel[:-3]] = set(re.findall(r"^from \.(\w+) import", source, flags=re.M))
+    bodies, imports = _reference_parts(reference)
     checks_source = catalogue.chapter_source(found)
     modules = set(re.findall(r"\bns\.(\w+)\b", checks_source)) & set(imports)
     while True:
@@ -84,26 +104,19 @@ def parts_used(chapter: str) -> frozenset[str] | None:
             break
         modules |= more
 
-    def mentioned(task, text) -> bool:
-        owner, _, method = task.qualname.rpartition(".")
-        if owner and method in ("__init__", "forward"):
-            pattern = rf"\b{re.escape(owner)}\b"  # a class is built and called by its name
-        elif owner:
-            pattern = rf"\.{re.escape(method)}\("
-        else:
-            pattern = rf"\b{re.escape(method)}\("
-        return re.search(pattern, text) is not None
-
     own = {t.name for t in found.tasks}
-    text, used = checks_source + "\n".join(bodies.get(t, "") for t in own), set()
-    grew = True
-    while grew:
-        grew = False
-        for name, task in tasks.items():
-            if name not in own and name not in used and task.module in modules and mentioned(task, text):
+    # The text the checks run grows by each used part's body, joined by newlines; no
+    # pattern spans a line, so each piece is searched once, as it is added (the same
+    # closure as searching the whole text again after every addition).
+    candidates = [(name, *_mention(task.qualname)) for name, task in tasks.items()
+                  if name not in own and task.module in modules]
+    pieces, used = [checks_source + "\n".join(bodies.get(t, "") for t in own)], set()
+    while pieces:
+        text = pieces.pop()
+        for name, literal, pattern in candidates:
+            if name not in used and literal in text and pattern.search(text) is not None:
                 used.add(name)
-                text += "\n" + bodies.get(name, "")
-                grew = True
+                pieces.append(bodies.get(name, ""))
     return frozenset(used)
 
 
