@@ -24,8 +24,8 @@ from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, Task
 from grader.run.feedback import (  # noqa: F401 - the statuses are the engine's vocabulary too
-    ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, TIMEOUT, _Audience, _check_reply, _failure_texts, _judge,
-    _remote_failure, _text,
+    ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, TIMEOUT, Audience, checked_reply, failure_texts, judge_answer,
+    remote_failure, as_text,
 )
 from grader.run.inside import wire
 from grader.run.regions import BEGIN, package_sources, strip
@@ -181,7 +181,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
 def _start_worker(task, submission, reference, sandbox, deadline: float, imported=None):
     """A ready worker, or (None, failure) when the submission or the sandbox can't load;
     the failure is CheckResult's fields."""
-    audience = _Audience(submission, reference)
+    audience = Audience(submission, reference)
     try:
         # A fork of the package imported once where there is one (the process may have
         # died since: then this task imports it itself, like any other without one).
@@ -201,9 +201,9 @@ def _start_worker(task, submission, reference, sandbox, deadline: float, importe
     except WorkerFailed as failure:
         # A module that hangs or dies at import does so for every check: say it once.
         status = TIMEOUT if failure.status == "timeout" else ERROR
-        return None, {"status": status, **_failure_texts(failure, audience, "loading the submission failed: ")}
+        return None, {"status": status, **failure_texts(failure, audience, "loading the submission failed: ")}
     if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
-        status, shown, staff = _remote_failure(task, ready["setup_error"], audience)
+        status, shown, staff = remote_failure(task, ready["setup_error"], audience)
         worker.close()
         output, staff_output = audience.output(worker.output.text())
         return None, {"status": ERROR if status == NOT_IMPLEMENTED else status,
@@ -267,15 +267,15 @@ class _TaskRun:
                 # Code that hung once will most likely hang again: don't wait as long twice.
                 self.timeout_cap = min(self.timeout_cap, 2.0)
             status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
-            return CheckResult(check, status, **_failure_texts(failure, self.audience))
-        status, diagnosis, staff = _judge(check, self.task, reply, inputs, expected, self.audience)
+            return CheckResult(check, status, **failure_texts(failure, self.audience))
+        status, diagnosis, staff = judge_answer(check, self.task, reply, inputs, expected, self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, diagnosis, certified=certified, staff_diagnosis=staff)
 
     @property
-    def audience(self) -> _Audience:
+    def audience(self) -> Audience:
         if getattr(self, "_audience", None) is None:
-            self._audience = _Audience(self.submission, self.reference)
+            self._audience = Audience(self.submission, self.reference)
         return self._audience
 
     def call(self, check: Check, sent: dict) -> dict:
@@ -284,7 +284,7 @@ class _TaskRun:
                                                             self.deadline, self.imported)
         if self.setup_failure:
             raise _SetupFailed()
-        return _check_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__,
+        return checked_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__,
                                              sent, max(0.5, min(check.timeout, self.timeout_cap,
                                                                 self.deadline - time.monotonic()))))
 
@@ -355,7 +355,7 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
         except Exception as error:  # noqa: BLE001 - a grader bug must cost one check, not the run
             run.drop_worker()
             results.append(CheckResult(check, ERROR, f"the grader failed on this check; please report it "
-                                                     f"({type(error).__name__}: {_text(error, 300)})"))
+                                                     f"({type(error).__name__}: {as_text(error, 300)})"))
     run.finish(results)
     return results
 

@@ -26,7 +26,7 @@ PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN = (
     "passed", "failed", "error", "timeout", "not implemented", "forbidden")
 
 
-def _text(value, limit: int = 600) -> str:
+def as_text(value, limit: int = 600) -> str:
     return (value if isinstance(value, str) else repr(value))[:limit]
 
 
@@ -70,7 +70,7 @@ _LAST_SECRETS: list = []  # [(the upload's files, reference, secrets)]: an uploa
 
 
 def _secrets_for(sources: dict[str, str], reference: "Reference | None") -> frozenset[str]:
-    """The reference's lines this upload does not hold itself (see _Audience.secrets),
+    """The reference's lines this upload does not hold itself (see Audience.secrets),
     made once per upload's content rather than once per task and per worker."""
     files = tuple(sorted(sources.items()))  # compared by content: no stale answer for a changed dict
     last = _LAST_SECRETS[0] if _LAST_SECRETS else None
@@ -101,7 +101,7 @@ def _known_exception_names() -> set[str]:
     return names
 
 
-class _Audience:
+class Audience:
     """What of the student's code's words the student may be shown.
 
     Where certified parts were given to the worker, the code ran beside them and could
@@ -180,12 +180,12 @@ def _doing(check: "Check | None") -> str:
     return f", while this check ran ({check.summary})" if check is not None and check.summary else ""
 
 
-def _remote_failure(task: Task, error: dict, audience: _Audience, check: "Check | None" = None) -> tuple[str, str, str]:
+def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of an exception raised in the worker.
     What the student sees is a sentence built from the exception's type, where it was raised
     (the line's text read from the upload) and what the check was doing: never, in a graded
     run, from the message, which the code chose and could have filled with the certified parts."""
-    kind, message, where, line = (_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
+    kind, message, where, line = (as_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
     place = _student_where(where)
     at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
     named = message.strip("'\"")
@@ -231,7 +231,7 @@ def _remote_failure(task: Task, error: dict, audience: _Audience, check: "Check 
     return ERROR, audience.redact(shown), staff
 
 
-def _check_reply(reply) -> dict:
+def checked_reply(reply) -> dict:
     """Replies are data the submission could have written itself: take only their shape."""
     if not isinstance(reply, dict) or not ({"result", "error"} & reply.keys()):
         raise WorkerFailed("garbage", "the process answered with something that is not a probe result")
@@ -242,7 +242,7 @@ def _check_reply(reply) -> dict:
         raise WorkerFailed("garbage", "the process answered with a malformed error")
     if reply.get("tampered"):
         raise WorkerFailed("tampered", f"the grader's probe code was changed while the submission ran "
-                                       f"({_text(reply['tampered'], 200)})")
+                                       f"({as_text(reply['tampered'], 200)})")
     return reply
 
 
@@ -270,8 +270,8 @@ def _forbidden_call_text(called: str, task: Task) -> str:
     return "calls a library function this task asks you to write"
 
 
-def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected,
-           audience: _Audience) -> tuple[str, str, str]:
+def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
+           audience: Audience) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of one reply."""
     if reply.get("forbidden_calls"):
         called = reply["forbidden_calls"][0][:200]
@@ -280,17 +280,17 @@ def _judge(check: Check, task: Task, reply: dict, inputs: dict, expected,
             return FORBIDDEN, _forbidden_call_text(called, task), staff
         return FORBIDDEN, staff, staff
     if "error" in reply:
-        return _remote_failure(task, reply["error"], audience, check)
+        return remote_failure(task, reply["error"], audience, check)
     result = reply.get("result")
     if isinstance(result, (RemoteError, Opaque)):
-        staff = f"the output does not have the expected form: {_text(result, 300)}"
+        staff = f"the output does not have the expected form: {as_text(result, 300)}"
         what = "an exception object" if isinstance(result, RemoteError) else "an object that is not plain data"
         return FAILED, (f"the output does not have the expected form: it is {what}" if audience.private
                         else staff), staff
     try:
         diagnosis = check.judge(result, inputs, expected)
     except Exception as error:  # noqa: BLE001 - whatever came back, it is the submission's answer
-        staff = f"the output does not have the expected form ({type(error).__name__}: {_text(error, 300)})"
+        staff = f"the output does not have the expected form ({type(error).__name__}: {as_text(error, 300)})"
         return FAILED, (f"the output does not have the expected form ({type(error).__name__})"
                         if audience.private else staff), staff
     if diagnosis is None:
@@ -305,7 +305,7 @@ _FIXED_FAILURE_TEXT = {
 }
 
 
-def _failure_texts(failure: WorkerFailed, audience: _Audience, prefix: str = "") -> dict:
+def failure_texts(failure: WorkerFailed, audience: Audience, prefix: str = "") -> dict:
     shown = _FIXED_FAILURE_TEXT.get(failure.status, failure.reason) if audience.private else failure.reason
     output, staff_output = audience.output(failure.output)
     return {"diagnosis": audience.redact(prefix + shown), "output": output,

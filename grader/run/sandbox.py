@@ -25,7 +25,7 @@ from pathlib import Path
 
 from grader import KIT_ROOT
 from grader.run.submission_process import SubmissionProcess
-from grader.run.worker import Worker, _OutputTail
+from grader.run.worker import Worker, OutputTail
 
 GRADER_DIR = KIT_ROOT / "grader"
 SANDBOX_ROOT = "/sandbox"
@@ -200,7 +200,7 @@ class Sandbox:
         # where the seccomp filter is not available (kept to measure what it saves).
         from grader.run.inside import syscall_filter
 
-        self._door = _DoorFolder() if import_once and reuse_zygote and syscall_filter.supported() else None
+        self._door = DoorFolder() if import_once and reuse_zygote and syscall_filter.supported() else None
         self.imported_once = False  # whether the last submission was imported once (the report says so)
 
     def describe(self, imported_once: bool | None = None) -> str:
@@ -326,7 +326,7 @@ class Sandbox:
                 finally:
                     theirs.close()
                     os.close(out_write)
-                return Worker(self, pid, ours, _OutputTail(out_read))
+                return Worker(self, pid, ours, OutputTail(out_read))
 
     def _kill(self, pid: int):
         with self._lock:
@@ -390,7 +390,7 @@ def _drop_to_nobody():
 
 
 
-class _DoorFolder:
+class DoorFolder:
     """The folder, made once per sandbox, that holds each submission's door (a listening
     socket named by a random token). The sandbox can pass through it but not list it, so
     one upload can neither find nor knock on another's door."""

@@ -16,10 +16,10 @@ import time
 from typing import TYPE_CHECKING
 
 from grader.run.inside import wire
-from grader.run.worker import Worker, WorkerFailed, _OutputTail
+from grader.run.worker import Worker, WorkerFailed, OutputTail
 
 if TYPE_CHECKING:  # the sandbox makes these; importing it here would be circular
-    from grader.run.sandbox import Sandbox, _DoorFolder
+    from grader.run.sandbox import Sandbox, DoorFolder
 
 
 NS_GET_PARENT = 0xB702  # ioctl on a namespace file: the namespace that owns it
@@ -87,7 +87,7 @@ class _Door:
     # A greeting is one small frame, sent at once; nobody may hold the door longer.
     GREETING_SECONDS, GREETING_BYTES, PENDING = 2.0, 1024, 16
 
-    def __init__(self, folder: _DoorFolder, submission: "SubmissionProcess"):
+    def __init__(self, folder: DoorFolder, submission: "SubmissionProcess"):
         import secrets
 
         self.name = secrets.token_hex(16)
@@ -272,7 +272,7 @@ class SubmissionProcess:
             finally:
                 theirs.close()
                 os.close(out_write)
-        self.control, self.output = ours, _OutputTail(out_read)
+        self.control, self.output = ours, OutputTail(out_read)
         self.door = _Door(folder, self)
         deadline = time.monotonic() + limits.setup_seconds
         try:
@@ -311,7 +311,7 @@ class SubmissionProcess:
             except (ProcessLookupError, PermissionError):
                 pass
 
-        return Worker(self.sandbox, pid, connection, _OutputTail(out_read), end=end)
+        return Worker(self.sandbox, pid, connection, OutputTail(out_read), end=end)
 
     def close(self):
         if self.door is not None:

@@ -27,7 +27,7 @@ class WorkerFailed(Exception):
         self.status, self.reason, self.output = status, reason, output
 
 
-class _OutputTail:
+class OutputTail:
     """Drains a worker's stdout/stderr so it can never block on a full pipe, keeping
     only the first and last few hundred characters."""
 
@@ -57,7 +57,7 @@ class _OutputTail:
 
 
 class Worker:
-    def __init__(self, sandbox: "Sandbox", pid: int, channel: socket.socket, output: _OutputTail,
+    def __init__(self, sandbox: "Sandbox", pid: int, channel: socket.socket, output: OutputTail,
                  end=None):
         self.sandbox, self.pid, self.channel, self.output = sandbox, pid, channel, output
         self._end = end or (lambda: sandbox._kill(pid))

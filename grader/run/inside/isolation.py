@@ -1,7 +1,7 @@
 """How a worker is kept apart from every other: its own user, pid, network, IPC and
 mount namespaces, a filesystem that is all read-only but for private scratch folders,
 a /proc that shows only itself, the reference's folder covered, and no capabilities.
-run_worker (in zygote.py) applies these in each forked worker; _namespaces_work asks
+run_worker (in zygote.py) applies these in each forked worker; namespaces_work asks
 once, at the zygote's start, whether this machine allows them."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import signal
 _LIBC = None
 
 
-def _prctl(option: int, value: int) -> None:
-    _libc().prctl(option, value, 0, 0, 0)
+def set_process_option(option: int, value: int) -> None:
+    c_library().prctl(option, value, 0, 0, 0)
 
 
 # Each worker gets its own user, pid, network, IPC and mount namespaces, so whatever it
@@ -37,7 +37,7 @@ PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
 
 
 
-def _libc():
+def c_library():
     global _LIBC
     import ctypes
 
@@ -46,7 +46,7 @@ def _libc():
     return _LIBC
 
 
-def _namespaces_work() -> bool:
+def namespaces_work() -> bool:
     """Whether this machine lets a worker set itself up as run_worker does: its own
     namespaces, a read-only filesystem and a /proc of its own (the mount calls need a
     recent kernel). Asked once, by doing it all in a child; where any step fails every
@@ -55,7 +55,7 @@ def _namespaces_work() -> bool:
     if pid == 0:
         code = 1
         try:
-            status = _in_new_namespaces(_private_filesystem, ())
+            status = in_new_namespaces(private_filesystem, ())
             code = 0 if status == 0 else 1
         except BaseException:  # noqa: BLE001 - any failure means: not here
             pass
@@ -64,14 +64,14 @@ def _namespaces_work() -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def _in_new_namespaces(run, handed_down: tuple[int, ...]) -> int | None:
+def in_new_namespaces(run, handed_down: tuple[int, ...]) -> int | None:
     """Enter new user, pid, network, IPC and mount namespaces and call run() in a child
     that is pid 1 there; this process stays outside, runs nothing else, closes the fds
     handed down to the child, and waits. When the grader has it killed, the kernel kills
     the child (parent-death signal) and with it, as the namespace's init, every process
     the child started. None (and nothing run) where the namespaces are refused."""
     uid, gid = os.getuid(), os.getgid()
-    if _libc().unshare(WORKER_NAMESPACES) != 0:
+    if c_library().unshare(WORKER_NAMESPACES) != 0:
         return None
     _map_own_ids(uid, gid)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -79,7 +79,7 @@ def _in_new_namespaces(run, handed_down: tuple[int, ...]) -> int | None:
     child = os.fork()
     if child == 0:
         os.close(alive_write)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        set_process_option(PR_SET_PDEATHSIG, signal.SIGKILL)
         import select
 
         if select.select([alive_read], [], [], 0)[0]:
@@ -107,12 +107,12 @@ def _map_own_ids(uid: int, gid: int) -> None:
             out.write(text)
 
 
-def _mount(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> bool:
-    return _libc().mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
+def mount_fs(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> bool:
+    return c_library().mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
                          data.encode() if data else None) == 0
 
 
-def _everything_read_only() -> None:
+def everything_read_only() -> None:
     """Every mount read-only in this namespace (device files stay usable). Without
     bubblewrap a worker may share the host's filesystem as the grader's own user (where
     `nobody` cannot reach this Python); this leaves it nothing to write to but the
@@ -124,34 +124,34 @@ def _everything_read_only() -> None:
                     ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
     attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
-    libc = _libc()
+    libc = c_library()
     libc.syscall.restype = ctypes.c_long
     if libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)) < 0:
         raise OSError(ctypes.get_errno(), "cannot make the filesystem read-only")
 
 
-def _private_filesystem() -> None:
+def private_filesystem() -> None:
     """A /proc that shows only this worker's namespace (refused under bubblewrap, whose
     /proc is partly covered; its workers still cannot signal what they see), and a
     private empty folder over every shared one it could write to."""
     # The folders a worker could write to before, each given a private empty one after.
     writable = {d for d in PRIVATE_DIRS if os.path.isdir(d) and os.access(d, os.W_OK)}
-    _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    _everything_read_only()
-    if not _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV):
+    mount_fs("none", "/", None, MS_REC | MS_PRIVATE)
+    everything_read_only()
+    if not mount_fs("proc", "/proc", "proc", MS_NOSUID | MS_NODEV):
         _proc_of_its_own()
     for directory in PRIVATE_DIRS:
         if directory in writable:
-            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
-    _hide_reference()
+            mount_fs("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
+    hide_reference()
 
 
-def _hide_reference() -> None:
+def hide_reference() -> None:
     """Without bubblewrap the host's filesystem is visible: cover the reference's folder
     (named by the grader) with an empty read-only one."""
     for secret in os.environ.get("HERO_TRANSFORMER_HIDE", "").split(os.pathsep):
         if secret and os.path.isdir(secret):
-            _mount("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
+            mount_fs("tmpfs", secret, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
 
 
 def _proc_of_its_own() -> None:
@@ -162,21 +162,21 @@ def _proc_of_its_own() -> None:
     import ctypes
 
     own = f"/proc/{os.readlink('/proc/self')}"
-    libc = _libc()
+    libc = c_library()
     libc.syscall.restype = ctypes.c_long
     tree = libc.syscall(SYS_OPEN_TREE, AT_FDCWD, own.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
     if tree < 0:
         raise OSError(ctypes.get_errno(), "cannot take a copy of this worker's /proc entry")
-    if not _mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0555"):
+    if not mount_fs("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0555"):
         raise OSError(ctypes.get_errno(), "cannot cover /proc")
     os.mkdir("/proc/self")
     if libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, b"/proc/self", MOVE_MOUNT_F_EMPTY_PATH) < 0:
         raise OSError(ctypes.get_errno(), "cannot place this worker's /proc entry")
     os.close(tree)
-    _mount("tmpfs", "/proc", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    mount_fs("tmpfs", "/proc", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _drop_capabilities() -> None:
+def drop_capabilities() -> None:
     """The namespace's capabilities were needed for the mounts above; without them the
     student's code can neither undo those mounts nor make new ones."""
     import ctypes
@@ -188,5 +188,5 @@ def _drop_capabilities() -> None:
         _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
                     ("inheritable", ctypes.c_uint32)]
 
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    _libc().capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)())
+    set_process_option(PR_SET_NO_NEW_PRIVS, 1)
+    c_library().capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)())

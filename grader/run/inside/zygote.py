@@ -28,9 +28,9 @@ if __name__ == "__main__":  # started as a script in the sandbox: argv[2] is the
 
 from grader.run.inside.isolation import (  # noqa: E402 - after the path is set
     CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER, MS_NODEV, MS_NOSUID, MS_PRIVATE,
-    MS_RDONLY, MS_REC, PRIVATE_DIRS, PR_SET_PDEATHSIG, _drop_capabilities, _everything_read_only,
-    _hide_reference, _in_new_namespaces, _libc, _mount, _namespaces_work, _prctl,
-    _private_filesystem,
+    MS_RDONLY, MS_REC, PRIVATE_DIRS, PR_SET_PDEATHSIG, drop_capabilities, everything_read_only,
+    hide_reference, in_new_namespaces, c_library, mount_fs, namespaces_work, set_process_option,
+    private_filesystem,
 )
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     _harden_process()
     global _SEND, _RECV
     _SEND, _RECV = wire.bound_sender(), wire.bound_receiver()  # before any student code exists here
-    isolated = _namespaces_work()
+    isolated = namespaces_work()
     # Every worker inherits this heap and never frees it: keep the collector off it.
     import gc
 
@@ -121,8 +121,8 @@ def _harden_process() -> None:
     so _kill_strays can end them before they touch the next worker."""
     PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
     try:
-        _prctl(PR_SET_DUMPABLE, 0)
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        set_process_option(PR_SET_DUMPABLE, 0)
+        set_process_option(PR_SET_CHILD_SUBREAPER, 1)
     except OSError:
         pass
 
@@ -160,11 +160,11 @@ def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
     """In the zygote's fresh child: serve one task from namespaces of its own."""
 
     def serve():
-        _private_filesystem()
-        _drop_capabilities()
+        private_filesystem()
+        drop_capabilities()
         serve_worker(channel_fd, output_fd)
 
-    status = _in_new_namespaces(serve, (channel_fd, output_fd)) if isolate else None
+    status = in_new_namespaces(serve, (channel_fd, output_fd)) if isolate else None
     if status is None:
         serve_worker(channel_fd, output_fd)
         return 0
@@ -194,7 +194,7 @@ def run_submission(control_fd: int, output_fd: int) -> None:
     """In the zygote's child S: S' (pid 1 of new namespaces) imports the package and
     forks the workers. S runs no student code, and the zygote ends it with a fixed
     status, so a worker's exit says nothing to anyone."""
-    _in_new_namespaces(lambda: serve_submission(control_fd, output_fd), (control_fd, output_fd))
+    in_new_namespaces(lambda: serve_submission(control_fd, output_fd), (control_fd, output_fd))
 
 
 def serve_submission(control_fd: int, output_fd: int) -> None:
@@ -205,7 +205,7 @@ def serve_submission(control_fd: int, output_fd: int) -> None:
     control = socket.socket(fileno=control_fd)
     request = _RECV(control)
     _sealed_filesystem()
-    _drop_capabilities()
+    drop_capabilities()
     # Say who we are, before any student code runs: the grader learns this process's
     # pid namespace, the parent of every worker's it will accept.
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as announce:
@@ -252,26 +252,26 @@ def _sealed_filesystem() -> None:
     """Nothing S' or its forks could write to or read about each other: every mount
     read-only, no /proc, the shared scratch folders emptied, the reference's folder
     (without bubblewrap) hidden."""
-    _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    _everything_read_only()
-    if not _mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555"):
+    mount_fs("none", "/", None, MS_REC | MS_PRIVATE)
+    everything_read_only()
+    if not mount_fs("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555"):
         raise OSError("cannot cover /proc")
     for directory in PRIVATE_DIRS:
         if os.path.isdir(directory):  # read-only already; emptied too, so no two sandboxes meet here
-            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
-    _hide_reference()
+            mount_fs("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0555")
+    hide_reference()
 
 
 def _run_connected_worker(listener: str) -> None:
     """A fork of S' (the middle, which only waits) and its child, the worker: pid 1 of
     new pid and user namespaces, which connects to the grader and serves one task."""
     # (No id mapping: there is no /proc here to write it to, and nothing to create files in.)
-    if _libc().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) != 0:
+    if c_library().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) != 0:
         return
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     child = os.fork()
     if child == 0:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        set_process_option(PR_SET_PDEATHSIG, signal.SIGKILL)
         os.closerange(3, 1 << 16)
         channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         channel.connect(listener)
