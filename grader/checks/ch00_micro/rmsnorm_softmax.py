@@ -52,18 +52,23 @@ def _rms_mistakes(xs):
     ]
 
 
-def probe_rmsnorm(ns, x, w=None):
-    Value = ns.micro.Value
-    xs = _values(ns, x)
+def _probe_vector_function(ns, name, numbers, w, error, key):
+    """Call micro.<name> on Values of `numbers`: its data, whether it returned Values, and
+    with weights w the inputs' gradients of sum(w·out). `error` raised is the answer {key: ...}."""
+    inputs = _values(ns, numbers)
     try:
-        out = ns.micro.rmsnorm(xs)
-    except ZeroDivisionError as error:
-        return {"zero_division": str(error)}
-    result = {"data": _data(out, "rmsnorm's result"), "values": all(isinstance(v, Value) for v in out)}
+        out = getattr(ns.micro, name)(inputs)
+    except error as raised:
+        return {key: str(raised)}
+    result = {"data": _data(out, f"{name}'s result"), "values": all(isinstance(v, ns.micro.Value) for v in out)}
     if w is not None:
         ns.micro.vsum([wi * v for wi, v in zip(w, out)]).backward()
-        result["grads"] = [v.grad for v in xs]
+        result["grads"] = [v.grad for v in inputs]
     return result
+
+
+def probe_rmsnorm(ns, x, w=None):
+    return _probe_vector_function(ns, "rmsnorm", x, w, ZeroDivisionError, "zero_division")
 
 
 def _judge_rmsnorm(out, x, w, reveal):
@@ -127,17 +132,7 @@ def judge_rmsnorm_hidden(out, inputs, expected):
 
 
 def probe_softmax(ns, logits, w=None):
-    Value = ns.micro.Value
-    ls = _values(ns, logits)
-    try:
-        out = ns.micro.softmax(ls)
-    except OverflowError as error:
-        return {"overflow": str(error)}
-    result = {"data": _data(out, "softmax's result"), "values": all(isinstance(v, Value) for v in out)}
-    if w is not None:
-        ns.micro.vsum([wi * v for wi, v in zip(w, out)]).backward()
-        result["grads"] = [v.grad for v in ls]
-    return result
+    return _probe_vector_function(ns, "softmax", logits, w, OverflowError, "overflow")
 
 
 def _judge_softmax(out, logits, w, reveal):
