@@ -233,6 +233,21 @@ def test_strip_hidden_cuts_the_hidden_entries_and_what_only_they_use():
     assert not [n for n in tree.body if getattr(n, "name", "") == "judge_reused" and n.decorator_list]
 
 
+def test_stripped_check_modules_keep_no_import_only_hidden_checks_used(built):
+    """An import the hidden part alone needed goes with it, so its helper is not shipped
+    (chapter 08's AdamW loop is the oracle of a hidden check only)."""
+    folder, _, _ = built
+    for path in (folder / "grader" / "checks").glob("ch*/*.py"):
+        tree = ast.parse(path.read_text())
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                unused = [a.asname or a.name for a in node.names if (a.asname or a.name) not in used]
+                assert not unused, f"{path.name} imports {unused} without using them"
+    assert "_adamw_loop" not in (folder / "grader" / "checks" / "ch08_training" / "oracles.py").read_text()
+
+
 def test_opened_chapters_only(tmp_path):
     folder, _, findings = release.build(tmp_path, ["00", "05"])
     assert release.blocking(findings) == []

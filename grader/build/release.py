@@ -103,6 +103,7 @@ def strip_hidden(source: str, wanted: frozenset[str] = frozenset()) -> Stripped:
     definitions: dict[str, list[ast.stmt]] = {}
     roots: set[str] = set(wanted)
     judges_only: list[ast.FunctionDef] = []  # judges of hidden checks alone
+    imports: list[ast.ImportFrom] = []
     for node in tree.body:
         declarations = _check_decorators(node)
         if declarations:
@@ -117,6 +118,9 @@ def strip_hidden(source: str, wanted: frozenset[str] = frozenset()) -> Stripped:
                 cut.append((declaration.lineno, declaration.end_lineno))
             kept = [d for d in node.decorator_list if d not in secret]
             roots |= set().union(*(_used(part) for part in [*kept, node.args, *node.body]))
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            imports.append(node)  # kept only for the names something kept still uses
             continue
         names = _defined(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                                     ast.Assign, ast.AnnAssign)) else set()
@@ -150,10 +154,22 @@ def strip_hidden(source: str, wanted: frozenset[str] = frozenset()) -> Stripped:
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         removed.append("".join(lines[start - 1:node.end_lineno]))
         cut.append((start, node.end_lineno))
+    # An import the hidden part alone used goes too (else another module of the package
+    # would be told to keep what it names); one that mixes both keeps the used names.
+    rewritten: dict[int, str] = {}
+    for node in imports:
+        used = [a for a in node.names if (a.asname or a.name) in reached]
+        if len(used) == len(node.names):
+            continue
+        cut.append((node.lineno, node.end_lineno))
+        if used:
+            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in used)
+            rewritten[node.lineno] = f"from {'.' * node.level}{node.module or ''} import {names}\n"
     dropped = set()
     for start, end in cut:
         dropped.update(range(start, end + 1))
-    text = "".join(line for number, line in enumerate(lines, start=1) if number not in dropped)
+    text = "".join(rewritten.get(number, "") if number in dropped else line
+                   for number, line in enumerate(lines, start=1))
     # Cutting two neighbouring functions leaves their blank lines behind: keep at most two.
     text = re.sub(r"\n{4,}", "\n\n\n", text)
     return Stripped(text, hidden, removed)
@@ -316,7 +332,6 @@ class Secrets:
     def of_kit(cls) -> "Secrets":
         prints: dict[str, str] = {}
         sources = _region_bodies(ROOT / "solutions" / "hero_transformer") + _accuracy_bodies()
-        hidden: set[str] = set()
         # Public by design: the stub package (its code outside the regions), and for the
         # hidden checks' code, whatever the public checks also spell out.
         stubs = set()
@@ -349,6 +364,7 @@ class Finding:
     what: str
     scope: str = ""  # the enclosing function in a Python file, for the allow-list
     allowed: str = ""  # the allow-list's reason, when it lists this place
+    allowed_by: str = ""  # the allow-list entry that did
 
     def __str__(self):
         where = f"{self.path}:{self.line}" + (f" ({self.scope})" if self.scope else "")
@@ -434,9 +450,10 @@ def scan(bundle: Path, secrets: Secrets | None = None, allowed: dict[str, str] |
                 scope = max((s for s in scopes if s[0] <= where <= s[1]), key=lambda s: s[0], default=(0, 0, ""))[2]
                 findings.append(Finding(rel, where, f"restates {source}", scope))
     for i, finding in enumerate(findings):
-        why = allowed.get(f"{finding.path}::{finding.scope}") or allowed.get(finding.path)
+        entry = next((key for key in (f"{finding.path}::{finding.scope}", finding.path) if key in allowed), "")
+        why = allowed.get(entry)
         if why and "hidden" not in finding.what:  # a hidden check's name or code is never allowed
-            findings[i] = Finding(finding.path, finding.line, finding.what, finding.scope, why)
+            findings[i] = Finding(finding.path, finding.line, finding.what, finding.scope, why, entry)
     return findings
 
 
@@ -448,8 +465,7 @@ def stale_allowances(findings: list[Finding], allowed: dict[str, str] | None = N
     """Allow-list entries no finding of a full bundle used: left over from code that has
     changed, and a hole a new leak at that place would slip through."""
     allowed = read_allow_list() if allowed is None else allowed
-    used = {f"{f.path}::{f.scope}" for f in findings if f.allowed} | {f.path for f in findings if f.allowed}
-    return sorted(entry for entry in allowed if entry not in used)
+    return sorted(set(allowed) - {f.allowed_by for f in findings if f.allowed})
 
 
 # --------------------------------------------------------------------- building

@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import torch
 
+from grader.checks.course import EPS
+
 
 @dataclass(frozen=True)
 class Check:
@@ -163,7 +165,6 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
 # --------------------------------------------------------------------- oracles
 # The formulas several chapters judge against, written once, in plain torch.
 
-LAYER_NORM_EPS = 1e-5
 
 
 def exact_gelu(x: torch.Tensor) -> torch.Tensor:
@@ -174,7 +175,7 @@ def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-def layer_norm(x, gamma, beta, eps=LAYER_NORM_EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
+def layer_norm(x, gamma, beta, eps=EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
     """LayerNorm over `dims`; the keyword arguments reproduce the classic mistakes
     (d - 1 divisor, eps outside the root, statistics over the wrong axes)."""
     mean = x.mean(dim=dims, keepdim=True)

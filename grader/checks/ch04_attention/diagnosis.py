@@ -60,15 +60,6 @@ def present_shape_problem(shape, what, sizes, cats) -> "str | None":
     known = wrong_cache_axis(cats, [B, h, past, dh]) if past else None
     return known or f"the returned {what} have shape {shape}; present is [B, h, T_past + T, d_h]"
 
-    if problem := shape_problem(out["round_trip"], x.shape, "merge_heads(split_heads(x))"):
-        return problem
-    if not torch.equal(out["round_trip"], x):
-        return ("merge_heads(split_heads(x)) is not x: merge_heads must undo split_heads exactly "
-                "(transpose h and T back, then reshape to [B, T, d])")
-    if not torch.equal(out["again"], _heads(x, inputs["sizes"]["n_heads"])):
-        return "split_heads(merge_heads(y)) is not y: merge_heads must be the exact inverse of split_heads"
-    return None
-
 
 def weights_diagnosis(w, past: int = 0, what: str = "self.last_attention") -> "str | None":
     """None when w [B, h, T, past + T] holds causal softmax rows; else what is wrong."""
