@@ -72,10 +72,12 @@ def chapters() -> tuple[Chapter, ...]:
     return tuple(load_chapter(name) for name in chapter_packages())
 
 
+@lru_cache(maxsize=None)
 def tasks() -> dict[str, Task]:
     return {task.name: task for chapter in chapters() for task in chapter.tasks}
 
 
+@lru_cache(maxsize=None)
 def chapter_of_task() -> dict[str, Chapter]:
     return {task.name: chapter for chapter in chapters() for task in chapter.tasks}
 

@@ -178,10 +178,10 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
     }
 
 
-def _start_worker(task, submission, reference, sandbox, deadline: float, imported=None):
+def _start_worker(task, submission, reference, sandbox, deadline: float, audience: Audience,
+                  imported=None):
     """A ready worker, or (None, failure) when the submission or the sandbox can't load;
     the failure is CheckResult's fields."""
-    audience = Audience(submission, reference)
     try:
         # A fork of the package imported once where there is one (the process may have
         # died since: then this task imports it itself, like any other without one).
@@ -229,9 +229,9 @@ class _TaskRun:
     """One task's checks, run one at a time on a worker; after any failure the next
     check gets a fresh worker."""
 
-    def __init__(self, task, submission, reference, sandbox, seed, deadline, imported=None):
+    def __init__(self, task, submission, reference, sandbox, seed, deadline, imported=None, audience=None):
         self.task, self.submission, self.reference, self.sandbox, self.seed = task, submission, reference, sandbox, seed
-        self.deadline, self.imported = deadline, imported
+        self.deadline, self.imported, self._audience = deadline, imported, audience
         self.worker = None
         self.setup_failure = None
         self.timeout_cap = sandbox.limits.check_seconds
@@ -274,14 +274,14 @@ class _TaskRun:
 
     @property
     def audience(self) -> Audience:
-        if getattr(self, "_audience", None) is None:
+        if self._audience is None:
             self._audience = Audience(self.submission, self.reference)
         return self._audience
 
     def call(self, check: Check, sent: dict) -> dict:
         if self.worker is None and self.setup_failure is None:
             self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox,
-                                                            self.deadline, self.imported)
+                                                            self.deadline, self.audience, self.imported)
         if self.setup_failure:
             raise _SetupFailed()
         return checked_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__,
@@ -328,7 +328,7 @@ class _TaskRun:
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
                sandbox: Sandbox, seed: int, scan_for_tampering: bool = True,
-               deadline: float | None = None, imported=None) -> list[CheckResult]:
+               deadline: float | None = None, imported=None, audience: Audience | None = None) -> list[CheckResult]:
     """Grade one task's checks. Never raises: every failure is a check status.
     (scan_for_tampering=False lets tests reach the layers behind the static scan.)"""
     try:
@@ -346,7 +346,7 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
     deadline = time.monotonic() + sandbox.limits.submission_seconds if deadline is None else deadline
-    run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported), []
+    run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported, audience), []
     for check in checks:
         try:
             started = time.perf_counter()
@@ -410,8 +410,10 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         # The costliest tasks (most workers to start) first, so two threads finish together;
         # the report keeps the catalogue's order.
         order = sorted(range(len(plan)), key=lambda i: -_workers_needed(plan[i][1]))
+        # One audience for the upload: what of the reference it does not hold is worked out once.
+        audience = Audience(submission, reference)
         futures = {i: pool.submit(grade_task, *plan[i], submission, reference, sandbox, seed, deadline=deadline,
-                                  imported=imported) for i in order}
+                                  imported=imported, audience=audience) for i in order}
         results = []
         for i in range(len(plan)):
             results.extend(futures[i].result())

@@ -66,22 +66,6 @@ def _reference_lines(reference: "Reference") -> frozenset[str]:
                      if len(line.strip()) >= _SECRET_LINE_CHARS)
 
 
-_LAST_SECRETS: list = []  # [(the upload's files, reference, secrets)]: an upload's tasks all ask the same
-
-
-def _secrets_for(sources: dict[str, str], reference: "Reference | None") -> frozenset[str]:
-    """The reference's lines this upload does not hold itself (see Audience.secrets),
-    made once per upload's content rather than once per task and per worker."""
-    files = tuple(sorted(sources.items()))  # compared by content: no stale answer for a changed dict
-    last = _LAST_SECRETS[0] if _LAST_SECRETS else None
-    if last is not None and last[1] is reference and last[0] == files:
-        return last[2]
-    own = {_squeezed(line) for source in sources.values() for line in source.splitlines()}
-    secrets = _reference_lines(reference) - own if reference is not None else frozenset()
-    _LAST_SECRETS[:] = [(files, reference, secrets)]
-    return secrets
-
-
 @lru_cache(maxsize=1)
 def _checks_text() -> str:
     """The checks' own source: a reference line they spell out (a diagnosis naming the
@@ -122,7 +106,9 @@ class Audience:
         # A line the upload itself holds is no secret to its author; skipping those also
         # keeps this net from telling a student which of their lines match the reference.
         if self._secrets is None:
-            self._secrets = _secrets_for(self.sources, self.reference)
+            own = {_squeezed(line) for source in self.sources.values() for line in source.splitlines()}
+            self._secrets = (_reference_lines(self.reference) - own if self.reference is not None
+                             else frozenset())
         return self._secrets
 
     def redact(self, text: str) -> str:
