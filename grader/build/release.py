@@ -305,10 +305,8 @@ def _region_bodies(root: Path) -> list[tuple[str, str]]:
     """(label, body) of every solution region of the reference."""
     found = []
     for rel, source in package_sources(root).items():
-        lines = source.splitlines(keepends=True)
         for region in find_regions(source, rel):
-            found.append((f"solutions/{root.name}/{rel} region {region.task}",
-                          "".join(lines[region.begin:region.end - 1])))
+            found.append((f"solutions/{root.name}/{rel} region {region.task}", region.body(source)))
     return found
 
 

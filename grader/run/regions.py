@@ -35,6 +35,10 @@ class Region:
     begin: int  # 1-based line of BEGIN
     end: int  # 1-based line of END
 
+    def body(self, source: str) -> str:
+        """The lines between the markers, as they stand in `source`."""
+        return "\n".join(source.splitlines()[self.begin:self.end - 1])
+
 
 def _enclosing_functions(source: str) -> list[tuple[int, int, str]]:
     spans = []

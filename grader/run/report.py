@@ -64,9 +64,8 @@ def _reference_parts(reference: Reference) -> tuple[dict[str, str], dict[str, se
     (every chapter's parts_used asks the same of the same sources)."""
     bodies, imports = {}, {}
     for rel, source in reference.sources.items():
-        lines = source.splitlines()
         for region in find_regions(source, rel):
-            bodies[region.task] = "\n".join(lines[region.begin:region.end - 1])
+            bodies[region.task] = region.body(source)
         # Only a module-level import ties a module to another; one inside a function
         # (a program's main) runs outside the checks.
         imports[rel[:-3]] = set(re.findall(r"^from \.(\w+) import", source, flags=re.M))

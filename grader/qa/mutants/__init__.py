@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from grader import KIT_ROOT
-from grader.run.regions import BEGIN, END, package_sources
+from grader.run.regions import BEGIN, END, find_regions, package_sources
 
 REFERENCE_PACKAGE = KIT_ROOT / "solutions" / "hero_transformer"
 
@@ -185,15 +185,9 @@ def _kit_reference() -> tuple[tuple[str, str], ...]:
 def region_of(sources: dict[str, str], task: str) -> tuple[str, str]:
     """(file, the region's text, dedented and without its markers) of `task` in `sources`."""
     for rel, source in sources.items():
-        inside, found = False, []
-        for line in source.splitlines():
-            begin = BEGIN.match(line)
-            if begin and begin["task"] == task:
-                inside = True
-            elif inside and END.match(line):
-                return rel, textwrap.dedent("\n".join(found)).strip("\n") + "\n"
-            elif inside:
-                found.append(line)
+        for region in find_regions(source, rel):
+            if region.task == task:
+                return rel, textwrap.dedent(region.body(source)).strip("\n") + "\n"
     raise KeyError(f"no region '{task}' in these sources")
 
 
