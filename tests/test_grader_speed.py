@@ -72,3 +72,26 @@ def test_certified_parts_made_once_are_those_made_for_each_task(reference):
         own = [rel for rel, source in fresh.sources.items()
                if any((found := BEGIN.match(line)) and found["task"] == task for line in source.splitlines())]
         assert own and all(f'raise NotImplementedError("{task}")' in expected[rel] for rel in own)
+
+
+def test_the_bench_counts_the_workers_a_grade_starts(reference, monkeypatch):
+    """`make bench` prices the workers' process life by this count: it must be the
+    number of workers grading a correct submission really starts."""
+    from grader.qa.bench import workers_per_grade
+    from grader.run.submission_process import SubmissionProcess
+
+    started = []
+    for owner in (Sandbox, SubmissionProcess):
+        real = owner.worker
+
+        def counted(self, *args, _real=real, **kwargs):
+            worker = _real(self, *args, **kwargs)
+            started.append(worker)
+            return worker
+
+        monkeypatch.setattr(owner, "worker", counted)
+    chapters = ["04", "05"]
+    with Sandbox(Limits()) as box:
+        report = grade(Submission("reference", dict(reference.sources)), chapters, sandbox=box, seed=3)
+    assert report.results and all(r.status == PASSED for r in report.results)
+    assert len(started) == workers_per_grade(chapters) > len(report.results) // 4

@@ -470,8 +470,9 @@ def stale_allowances(findings: list[Finding], allowed: dict[str, str] | None = N
 
 
 def _chapter_folders(chapters: list[str] | None) -> list[Path]:
-    folders = sorted(p for p in (ROOT / "assignments").glob("ch[0-9][0-9]_*") if p.is_dir())
-    return [f for f in folders if not chapters or f.name[2:4] in chapters]
+    from grader.build.lesson_tables import ASSIGNMENTS, CHAPTER_FOLDERS
+
+    return [ASSIGNMENTS / name for name in CHAPTER_FOLDERS if not chapters or name[2:4] in chapters]
 
 
 def _copy_tree(source: Path, target: Path):

@@ -28,7 +28,7 @@ from grader.run.feedback import (  # noqa: F401 - the statuses are the engine's 
     remote_failure, as_text,
 )
 from grader.run.inside import wire
-from grader.run.regions import BEGIN, package_sources, strip
+from grader.run.regions import find_regions, package_sources, strip
 from grader.run.sandbox import Limits, Sandbox
 from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission
@@ -88,11 +88,12 @@ class Reference:
         self.root = root
         self.sources = package_sources(root)
         self._modules = None
-        self._without: dict[str, dict[str, str]] = {}
-        self._compiled: dict[str, dict[str, str]] = {}
-        self._packed_code: dict[tuple[str, str], str] = {}
-        self._regions_of: dict[str, frozenset[str]] = {}
-        self._kept_text: dict[str, str] = {}
+        self._tasks_in = {rel: frozenset(region.task for region in find_regions(source, rel))
+                          for rel, source in self.sources.items()}
+        # Compiled once each: a module with every region kept, which most tasks' workers get,
+        # and per task the certified parts as its workers get them.
+        self._kept_code: dict[str, str] = {}
+        self._certified: dict[str, dict[str, str]] = {}
 
     @classmethod
     @lru_cache(maxsize=1)
@@ -102,41 +103,27 @@ class Reference:
         return cls() if (REFERENCE_PACKAGE / "__init__.py").exists() else None
 
     def without(self, task: str) -> dict[str, str]:
-        """The certified parts for grading `task`: every region but its own."""
-        if task not in self._without:
-            self._without[task] = {rel: strip(source, {task}) if task in self._tasks_in(rel) else self._kept(rel)
-                                   for rel, source in self.sources.items()}
-        return self._without[task]
+        """The certified parts' text for grading `task`: every region but its own."""
+        return {rel: self._text(rel, task) for rel in self.sources}
 
-    def _tasks_in(self, rel: str) -> frozenset[str]:
-        """The tasks whose regions a module holds (strip leaves any other module as it
-        leaves it for no task at all)."""
-        if rel not in self._regions_of:
-            self._regions_of[rel] = frozenset(found["task"] for line in self.sources[rel].splitlines()
-                                              if (found := BEGIN.match(line)))
-        return self._regions_of[rel]
-
-    def _kept(self, rel: str) -> str:
-        """The module with every region kept (only the markers gone), made once."""
-        if rel not in self._kept_text:
-            self._kept_text[rel] = strip(self.sources[rel], set())
-        return self._kept_text[rel]
+    def _text(self, rel: str, task: str) -> str:
+        return strip(self.sources[rel], {task} if task in self._tasks_in[rel] else set())
 
     def compiled_without(self, task: str) -> dict[str, str]:
-        """without(task), each module compiled here once and sent as marshalled code (the
+        """without(task), each module compiled here and sent as marshalled code (the
         worker's interpreter is this one), so no worker spends its start compiling."""
-        if task not in self._compiled:
-            self._compiled[task] = {rel: self._packed(rel, source) for rel, source in self.without(task).items()}
-        return self._compiled[task]
+        if task not in self._certified:
+            self._certified[task] = {rel: self._compile(rel, task) if task in self._tasks_in[rel] else self._kept(rel)
+                                     for rel in self.sources}
+        return self._certified[task]
 
-    def _packed(self, rel: str, source: str) -> str:
-        """A module's text compiled once: stripping one task leaves every other module's
-        text as it is, so most tasks share each module's code."""
-        key = (rel, source)
-        packed = self._packed_code.get(key)
-        if packed is None:
-            packed = self._packed_code[key] = wire.pack_code(source, f"certified/{rel}")
-        return packed
+    def _kept(self, rel: str) -> str:
+        if rel not in self._kept_code:
+            self._kept_code[rel] = self._compile(rel, "")
+        return self._kept_code[rel]
+
+    def _compile(self, rel: str, task: str) -> str:
+        return wire.pack_code(self._text(rel, task), f"certified/{rel}")
 
     @property
     def modules(self) -> SimpleNamespace:
@@ -314,16 +301,17 @@ class _TaskRun:
             self.worker.kill()
         self.worker = None
 
-    def finish(self, results: list[CheckResult]):
+    def finish(self, ran: list[CheckResult]):
+        """Ends the last worker and gives what it printed to the last check it ran."""
         if self.worker is not None:
             # Ended first, so its output pipe reaches end-of-file and the tail holds all it
             # printed: reading before that raced the thread that drains the pipe.
             self.worker.close()
             output = self.worker.output.text(wait=2.0)
-            if output and results:
+            if output and ran:
                 shown, staff = self.audience.output(output)
-                results[-1].output = results[-1].output or shown
-                results[-1].staff_output = results[-1].staff_output or staff
+                ran[-1].output = ran[-1].output or shown
+                ran[-1].staff_output = ran[-1].staff_output or staff
 
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
@@ -346,18 +334,21 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
     deadline = time.monotonic() + sandbox.limits.submission_seconds if deadline is None else deadline
-    run, results = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported, audience), []
-    for check in checks:
+    run, ran = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported, audience), []
+    # Checks that run in workers of their own go first: the rest then share one worker,
+    # where after them a check would need a new one. The report keeps the catalogue's order.
+    for check in sorted(checks, key=lambda c: not (c.separately or c.parts)):
         try:
             started = time.perf_counter()
-            results.append(run.run(check))
-            results[-1].seconds = time.perf_counter() - started
+            ran.append(run.run(check))
+            ran[-1].seconds = time.perf_counter() - started
         except Exception as error:  # noqa: BLE001 - a grader bug must cost one check, not the run
             run.drop_worker()
-            results.append(CheckResult(check, ERROR, f"the grader failed on this check; please report it "
-                                                     f"({type(error).__name__}: {as_text(error, 300)})"))
-    run.finish(results)
-    return results
+            ran.append(CheckResult(check, ERROR, f"the grader failed on this check; please report it "
+                                                 f"({type(error).__name__}: {as_text(error, 300)})"))
+    run.finish(ran)
+    by_check = {id(result.check): result for result in ran}
+    return [by_check[id(check)] for check in checks]
 
 
 def _workers_needed(checks: list[Check]) -> int:
