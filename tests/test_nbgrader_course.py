@@ -78,7 +78,7 @@ def sources(root: Path) -> dict[str, str]:
 
 def post_ln() -> dict[str, str]:
     wrong = next(m for m in accuracy_catalogue()[0] if m.name == "block_post_ln")
-    return apply(sources(SOLUTIONS), "model", wrong.task, wrong.body)
+    return apply(sources(SOLUTIONS), "model", wrong.task, wrong.region())
 
 
 def gradebook(course: Path) -> dict[str, dict]:

@@ -248,14 +248,19 @@ def causal_diagnosis(y, y_changed, first_changed: int, what: str, tol: float = 1
 # it says what kind of thing came back, and quotes numbers only.
 
 
-def _standard_exception_names() -> frozenset[str]:
-    names, stack = set(), [BaseException]
+def exception_classes() -> list[type]:
+    """Every exception class this process has defined so far."""
+    found, stack = [], [BaseException]
     while stack:
         cls = stack.pop()
-        if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
-            names.add(cls.__name__)
+        found.append(cls)
         stack.extend(cls.__subclasses__())
-    return frozenset(names)
+    return found
+
+
+def _standard_exception_names() -> frozenset[str]:
+    return frozenset(cls.__name__ for cls in exception_classes()
+                     if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."))
 
 
 def exception_name(raised) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.checks._api import Check, Task
+from grader.checks._api import Check, Task, exception_classes
 from grader.run.inside import op_rules
 from grader.run.inside.wire import Opaque, RemoteError
 from grader.run.submission import Submission
@@ -77,12 +77,7 @@ def _checks_text() -> str:
 def _known_exception_names() -> set[str]:
     """Exception classes the grader's own process knows (builtins, torch, ...): a name
     among them was not made up at run time to carry text."""
-    names, stack = set(), [BaseException]
-    while stack:
-        cls = stack.pop()
-        names.add(cls.__name__)
-        stack.extend(cls.__subclasses__())
-    return names
+    return {cls.__name__ for cls in exception_classes()}
 
 
 class Audience:

@@ -219,11 +219,6 @@ class Entry:
         return changed
 
     @property
-    def body(self) -> str:
-        """region() against the kit's reference (the name callers used before patches)."""
-        return self.region()
-
-    @property
     def shown(self) -> str:
         """What the catch table shows: the patch, or the whole body."""
         return self.change.text if self.is_patch else self.region().rstrip("\n")
