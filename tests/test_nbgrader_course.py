@@ -72,6 +72,27 @@ def hand_in(course: Path, student: str, package: dict[str, str] | None, inside: 
     return folder
 
 
+def add_cell(folder: Path, code: str) -> None:
+    """A code cell of the student's own, right after the set-up cell of their notebook."""
+    path = folder / f"{ASSIGNMENT}.ipynb"
+    notebook = json.loads(path.read_text())
+    at = next(i for i, cell in enumerate(notebook["cells"])
+              if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ch05-setup")
+    notebook["cells"].insert(at + 1, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                                      "source": code})
+    path.write_text(json.dumps(notebook))
+
+
+# Cells a student adds: the kernel runs them before the task cells, with the TA's rights.
+REDEFINES_SCORE_TASK = "score_task = lambda task_name, package=None: 12.0\n"
+REWRITES_ITS_PACKAGE = """\
+import os, pathlib, shutil
+kit = pathlib.Path(os.environ["HERO_TRANSFORMER_COURSE"])
+for module in (kit / "solutions" / "hero_transformer").glob("*.py"):
+    shutil.copy(module, pathlib.Path("hero_transformer") / module.name)
+"""
+
+
 def sources(root: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in root.glob("*.py")}
 
@@ -116,6 +137,8 @@ def autograded(tmp_path_factory):
         "torch.py": "raise SystemExit('planted torch')\n",
     })
     hand_in(course, "nopackage", None)
+    add_cell(hand_in(course, "redefines", sources(STARTER)), REDEFINES_SCORE_TASK)
+    add_cell(hand_in(course, "rewrites", sources(STARTER)), REWRITES_ITS_PACKAGE)
     done = nbgrader(course, "autograde", ASSIGNMENT)
     return course, done
 
@@ -147,6 +170,24 @@ def test_each_submission_gets_its_own_score_in_the_gradebook_and_the_export(auto
         assert not book[student]["needs_review"], student
     graded = course / "autograded" / "stubs" / ASSIGNMENT / "hero_transformer"
     assert sources(graded) == sources(STARTER)
+
+
+@pytest.mark.slow
+def test_a_cell_the_student_adds_cannot_set_the_score(autograded):
+    """The task cells are graded outside the notebook's kernel, on the package as read
+    before the notebook ran: a cell redefining score_task, or one copying the reference
+    over the package while the notebook runs, earns nothing for the starter stubs."""
+    course, _ = autograded
+    book = gradebook(course)
+    for student in ("redefines", "rewrites"):
+        assert book[student]["score"] == 0.0 and not book[student]["needs_review"], student
+        assert set(book[student]["cells"].values()) == {0.0}, student
+    # The report the student gets back is the grader's, not what the kernel printed.
+    notebook = json.loads((course / "autograded" / "redefines" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    cell = next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "ch05-gelu")
+    shown = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
+    assert "gelu" in shown and "not implemented" in shown.lower()
+    assert ["".join(o["data"]["text/plain"]) for o in cell["outputs"] if o["output_type"] == "execute_result"] == ["0.0"]
 
 
 @pytest.mark.slow
@@ -257,6 +298,8 @@ def test_the_configuration_loads_and_never_overwrites_submitted_files(tmp_path, 
     excluded = set(loaded.Autograde.exclude_overwriting[ASSIGNMENT])
     assert {f"hero_transformer/{name}" for name in sources(STARTER)} | {"data.txt"} <= excluded
     steps = [s.__name__ for s in loaded.Autograde.autograde_preprocessors]
-    assert steps.index("StopOnSetupError") == steps.index("Execute") + 1 < steps.index("SaveAutoGrades")
+    at = steps.index("Execute")
+    assert steps[at - 1:at + 3] == ["ReadPackageBeforeRunning", "Execute", "StopOnSetupError", "GradeOutsideTheKernel"]
+    assert at + 3 < steps.index("SaveAutoGrades")
     assert loaded.Execute.timeout == cell_timeout([c for c in catalogue.chapters() if c.number == "05"])
     assert os.environ["HERO_TRANSFORMER_COURSE"] == str(ROOT)

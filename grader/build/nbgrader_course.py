@@ -23,6 +23,10 @@ What the configuration guarantees, and why each part is there:
   were nbgrader_config.py not loaded (traitlets only logs a broken configuration),
   autograde would stop with "no such kernel" rather than grade in a plain kernel. The
   released copies name the usual python3 kernel.
+- The task cells are graded outside the notebook's kernel, where a cell a student adds
+  could redefine what they call: a preprocessor before Execute reads the package into
+  nbgrader's memory, one after it grades each task cell on that copy and writes the
+  report and score into the cell's outputs, which nbgrader records.
 - A preprocessor after Execute fails the notebook when a cell raised
   HeroTransformerSetupError (no grader, no package, no sandbox) or timed out: nbgrader
   logs the error, records no grade for that submission and exits non-zero.
@@ -74,38 +78,119 @@ class StopOnSetupError(Preprocessor):
                 if output.get("output_type") == "error" and output.get("ename") in FATAL_ERRORS:
                     problems.append(f"{output.get('ename')}: {output.get('evalue', '')}"[:500])
         if problems:
-            where = resources.get("metadata", {}).get("path", "")
-            for problem in problems[:3]:
-                self.log.error("hero_transformer could not grade %s: %s", where, problem)
-            self._flag_for_review(nb, resources)
-            raise RuntimeError(f"hero_transformer could not grade {where}: {problems[0]} (no grade recorded)")
+            _fail(self.log, nb, resources, problems)
         return nb, resources
 
-    def _flag_for_review(self, nb, resources):
-        """A score left from an earlier run must not stand, and the formgrader should show
-        the submission as waiting for a person: clear the autograde scores, mark them
-        for manual grading."""
-        info = resources.get("nbgrader", {})
-        if not {"db_url", "notebook", "assignment", "student"} <= info.keys():
-            return
-        from nbgrader.api import Gradebook, MissingEntry
 
+# The package as it was before the notebook ran, kept in nbgrader's resources between
+# the two steps below.
+SNAPSHOT = "hero_transformer_submission"
+
+
+def _notebook_cell():
+    """The kit's grading for notebook cells, imported from the kit this file belongs to."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from grader.run import notebook_cell
+
+    return notebook_cell
+
+
+class ReadPackageBeforeRunning(Preprocessor):
+    """Runs before nbgrader executes the notebook. The notebook's kernel runs the
+    student's code with the TA's rights, so what lies on disk after it ran is whatever
+    that code left there: the package is read into nbgrader's own memory first."""
+
+    enabled = True
+
+    def preprocess(self, nb, resources):
+        notebook_cell = _notebook_cell()
+        folder = Path(resources.get("metadata", {}).get("path") or ".").resolve()
         try:
-            with Gradebook(info["db_url"]) as gradebook:
-                for cell in nb.cells:
-                    meta = cell.get("metadata", {}).get("nbgrader", {})
-                    if not meta.get("grade"):
-                        continue
-                    try:
-                        grade = gradebook.find_grade(meta["grade_id"], info["notebook"], info["assignment"],
-                                                     info["student"])
-                    except MissingEntry:
-                        continue
-                    grade.auto_score = None
-                    grade.needs_manual_grade = True
-                gradebook.db.commit()
-        except Exception as error:  # noqa: BLE001 - the set-up error below is what must reach the TA
-            self.log.error("could not mark the submission for review in the gradebook: %r", error)
+            resources[SNAPSHOT] = notebook_cell.submission_in(folder)
+        except notebook_cell.HeroTransformerSetupError as problem:
+            resources[SNAPSHOT] = problem
+        return nb, resources
+
+
+class GradeOutsideTheKernel(Preprocessor):
+    """Runs after nbgrader executed the notebook. A cell a student adds can redefine
+    whatever the task cells call in the kernel, so the kernel's word is not taken: each
+    task cell is graded again here, on the package read before the notebook ran, and its
+    outputs become that report and score (what nbgrader records and shows)."""
+
+    enabled = True
+
+    def preprocess(self, nb, resources):
+        from nbformat.v4 import new_output
+
+        notebook_cell = _notebook_cell()
+        snapshot = resources.pop(SNAPSHOT, None)
+        for cell in nb.cells:
+            task = _task_of(cell)
+            if task is None:
+                continue
+            try:
+                if snapshot is None:
+                    raise notebook_cell.HeroTransformerSetupError(
+                        "the package was not read before the notebook ran (ReadPackageBeforeRunning is missing "
+                        "from Autograde.autograde_preprocessors)")
+                if isinstance(snapshot, Exception):
+                    raise snapshot
+                text, score = notebook_cell.grade_cell(task, snapshot)
+            except notebook_cell.HeroTransformerSetupError as problem:
+                _fail(self.log, nb, resources, [f"{SETUP_ERROR}: {problem}"[:500]])
+            cell.outputs = [new_output("stream", name="stdout", text=text),
+                            new_output("execute_result", data={"text/plain": repr(score)},
+                                       execution_count=cell.get("execution_count"))]
+        return nb, resources
+
+
+def _task_of(cell) -> str | None:
+    """The task a grade cell scores: its id is `chNN-<task>` (set by the notebook builder
+    and kept by nbgrader's gradebook, whatever the submitted file says)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    if cell.get("cell_type") != "code" or not meta.get("grade"):
+        return None
+    chapter, _, task = str(meta.get("grade_id", "")).partition("-")
+    return task if len(chapter) == 4 and chapter.startswith("ch") and task else None
+
+
+def _fail(log, nb, resources, problems: list[str]):
+    """No grade for this submission: the error in nbgrader's log, its scores cleared and
+    marked for a person in the formgrader, and nbgrader's exit status non-zero."""
+    where = resources.get("metadata", {}).get("path", "")
+    for problem in problems[:3]:
+        log.error("hero_transformer could not grade %s: %s", where, problem)
+    _flag_for_review(log, nb, resources)
+    raise RuntimeError(f"hero_transformer could not grade {where}: {problems[0]} (no grade recorded)")
+
+
+def _flag_for_review(log, nb, resources):
+    """A score left from an earlier run must not stand, and the formgrader should show
+    the submission as waiting for a person: clear the autograde scores, mark them for
+    manual grading."""
+    info = resources.get("nbgrader", {})
+    if not {"db_url", "notebook", "assignment", "student"} <= info.keys():
+        return
+    from nbgrader.api import Gradebook, MissingEntry
+
+    try:
+        with Gradebook(info["db_url"]) as gradebook:
+            for cell in nb.cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if not meta.get("grade"):
+                    continue
+                try:
+                    grade = gradebook.find_grade(meta["grade_id"], info["notebook"], info["assignment"],
+                                                 info["student"])
+                except MissingEntry:
+                    continue
+                grade.auto_score = None
+                grade.needs_manual_grade = True
+            gradebook.db.commit()
+    except Exception as error:  # noqa: BLE001 - the set-up error below is what must reach the TA
+        log.error("could not mark the submission for review in the gradebook: %r", error)
 
 
 CONFIG = '''\
@@ -148,9 +233,14 @@ c.Autograde.exclude_overwriting = {{
 _spec = importlib.util.spec_from_file_location("hero_transformer_nbgrader", KIT / "grader" / "build" / "nbgrader_course.py")
 _hooks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_hooks)
+# The task cells are graded again after the notebook ran, outside its kernel (where a
+# student's own cell could redefine what they call), on the package as read before.
 _steps = Autograde.class_traits()["autograde_preprocessors"].default()
-_steps.insert(_steps.index(Execute) + 1, _hooks.StopOnSetupError)
+_at = _steps.index(Execute)
+_steps[_at:_at + 1] = [_hooks.ReadPackageBeforeRunning, Execute, _hooks.StopOnSetupError,
+                       _hooks.GradeOutsideTheKernel]
 c.Autograde.autograde_preprocessors = _steps
+os.environ["HERO_TRANSFORMER_GRADED_OUTSIDE_THE_KERNEL"] = "1"  # so the kernel need not grade them too
 
 # The gradebook keeps the source's grading kernel; students get the usual python3 one.
 _steps = GenerateAssignment.class_traits()["preprocessors"].default()

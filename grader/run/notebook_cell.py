@@ -11,6 +11,7 @@ course's nbgrader_config.py turns that error into a failed `nbgrader autograde`
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 from pathlib import Path
@@ -30,6 +31,9 @@ _sandbox: Sandbox | None = None
 AUTOGRADING = ("NBGRADER_EXECUTION", "autograde")
 # Where bubblewrap cannot run, a course may still autograde with process isolation only.
 ALLOW_WEAK_SANDBOX = "HERO_TRANSFORMER_ALLOW_WEAK_SANDBOX"
+# Set by the course's nbgrader configuration, which grades the task cells after the
+# notebook ran (grader/build/nbgrader_course.py): the kernel then need not grade them.
+GRADED_OUTSIDE = "HERO_TRANSFORMER_GRADED_OUTSIDE_THE_KERNEL"
 
 
 class HeroTransformerSetupError(RuntimeError):
@@ -47,17 +51,6 @@ def _has_package(folder: Path) -> bool:
             return True
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
     return False
-
-
-def _package() -> Path:
-    # Only the notebook's own folder (the submission) counts: a package found above it
-    # would be the course's or another student's, never this student's work.
-    here = Path.cwd()
-    if not _has_package(here):
-        raise HeroTransformerSetupError(
-            f"no {PACKAGE}/ folder in this submission ({here}): the notebook grades only the package "
-            f"submitted beside it. Submit the {PACKAGE}/ folder together with the notebook.")
-    return here
 
 
 def task_seconds(chapter) -> float:
@@ -85,7 +78,25 @@ def _sandbox_for_grading() -> Sandbox:
     return _sandbox
 
 
-def score_task(task_name: str, package: str | Path | None = None) -> float:
+def submission_in(folder: Path):
+    """The package submitted in `folder` (the notebook's own), or a set-up error."""
+    if not _has_package(folder):
+        raise HeroTransformerSetupError(
+            f"no {PACKAGE}/ folder in this submission ({folder}): the notebook grades only the package "
+            f"submitted beside it. Submit the {PACKAGE}/ folder together with the notebook.")
+    return _read(folder)
+
+
+def _read(path: Path):
+    try:
+        return load(path)
+    except SubmissionError as problem:
+        raise HeroTransformerSetupError(f"the submission could not be read: {problem}") from None
+
+
+def grade_cell(task_name: str, submission) -> tuple[str, float]:
+    """One task cell's report, as text, and the points it earns, which nbgrader takes as
+    partial credit: the task's checks, graded in the sandbox."""
     from grader.run.engine import ERROR, GradeReport
 
     tasks = catalogue.tasks()
@@ -102,11 +113,6 @@ def score_task(task_name: str, package: str | Path | None = None) -> float:
     # their points are scaled to the cell's full value.
     checks = [c for c in chapter.checks if c.task == task_name and (reference or not c.hidden)]
     full = sum(c.points for c in chapter.checks if c.task == task_name)
-    folder = Path(package) if package is not None else _package()
-    try:
-        submission = load(folder)
-    except SubmissionError as problem:
-        raise HeroTransformerSetupError(f"the submission could not be read: {problem}") from None
     sandbox = _sandbox_for_grading()
     # A fresh random seed per call: the hidden checks' inputs cannot be computed in
     # advance from grader/checks (which students have) and looked up.
@@ -116,7 +122,20 @@ def score_task(task_name: str, package: str | Path | None = None) -> float:
         raise HeroTransformerSetupError(broken[0].diagnosis)
     report = GradeReport(submission.label, results, sandbox.describe(),
                          "the reference" if reference else "none (public checks only)")
-    render(report, Console(force_jupyter=False, width=100))
+    console = Console(file=io.StringIO(), force_jupyter=False, force_terminal=False, width=100)
+    render(report, console)
     possible = sum(c.points for c in checks)
-    return round(full * report.score / possible, 4) if possible else 0.0
+    return console.file.getvalue(), (round(full * report.score / possible, 4) if possible else 0.0)
 
+
+def score_task(task_name: str, package: str | Path | None = None) -> float:
+    """What a task cell calls: grade the task, print its report, return its points."""
+    submission = _read(Path(package)) if package is not None else submission_in(Path.cwd())
+    if autograding() and os.environ.get(GRADED_OUTSIDE) == "1":
+        # The course's nbgrader set-up grades this cell itself, outside this kernel (which
+        # runs the student's code), on the package as it was before the notebook ran.
+        print("This cell is scored by the course's autograder, outside the notebook's kernel.")
+        return 0.0
+    text, score = grade_cell(task_name, submission)
+    print(text, end="")
+    return score
