@@ -396,6 +396,38 @@ def test_a_worker_cannot_rewrite_the_zygote(reference):
     assert {r.status for r in later} == {"forbidden"}, [(r.check.name, r.status) for r in later]
 
 
+SECRET = "SECRET_PAYLOAD_0123456789_" * 3  # stands for certified code the submission read
+
+
+def test_a_judge_never_builds_its_words_from_a_vocabulary_the_code_rewrote(reference, sandbox):
+    """decode may rewrite the tokenizer's chars before returning: the judges work from the
+    vocabulary the contract fixes, so neither a quoted 'right' text nor a pass follows."""
+    for body in (f"self.chars = ['a', 'b', {SECRET!r}, '', 'x', 'y']\nreturn ''",
+                 "self.chars = [''] * 10\nreturn ''"):
+        results = run(reference, sandbox, "decode", body)
+        assert_no_points(results)
+        assert not any(SECRET in r.diagnosis for r in results)
+
+
+def test_an_exception_message_the_code_chose_is_never_quoted(reference, sandbox):
+    results = run(reference, sandbox, "micro_softmax", f"raise OverflowError({SECRET!r})")
+    assert_no_points(results)
+    overflow = [r.diagnosis for r in results if "exp overflowed" in r.diagnosis]
+    assert overflow and not any(SECRET in r.diagnosis for r in results)
+
+
+def test_names_in_the_submission_are_not_quoted_by_the_pure_python_check(reference, sandbox):
+    append = f"""
+        def {SECRET}():
+            import numpy
+            return numpy
+    """
+    results = grade_one(reference, sandbox, "micro_forward", hostile_sources(reference, append=append,
+                                                                              module="micro"), only={"pure_python"})
+    assert [r.status for r in results] == ["failed"] and "numpy" in results[0].diagnosis
+    assert SECRET not in results[0].diagnosis
+
+
 # ============================================================== (c) escaping limits
 
 

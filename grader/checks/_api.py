@@ -278,6 +278,19 @@ def kind_of(value) -> str:
             "NoneType": "None"}.get(name, f"a{'n' if name[:1] in 'aeiou' else ''} {name}")
 
 
+# Python's own words for the arithmetic failures some judges explain. Any other message
+# is text the submission's code could have chosen, and a diagnosis never quotes it.
+STANDARD_MESSAGES = frozenset({
+    "math range error", "float division by zero", "division by zero", "integer division or modulo by zero",
+    "0.0 cannot be raised to a negative power", "(34, 'Numerical result out of range')",
+})
+
+
+def standard_message(message) -> str:
+    """' (message)' where Python itself words an error so, else ''."""
+    return f" ({message})" if message in STANDARD_MESSAGES else ""
+
+
 def first_difference(text, right: str) -> str:
     """Where a returned text first differs from the right one, without quoting it."""
     if not isinstance(text, str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from grader.checks._api import check
+from grader.checks._api import check, standard_message
 from grader.checks.ch00_micro.common import _all_close, _is_number, _off_by, _random_seed, _task, _values
 
 TASKS = [_task("micro_adam", "Adam.step", "Adam with bias correction and lr decay")]
@@ -65,7 +65,8 @@ def probe_adam(ns, start, grads, settings):
 def _judge_adam(out, inputs, reveal):
     start, grads, settings = inputs["start"], inputs["grads"], inputs["settings"]
     if "zero_division" in out:
-        return (f"step {out['steps']} divided by zero ({out['zero_division']}): the bias correction of step t "
+        return (f"step {out['steps']} divided by zero{standard_message(out['zero_division'])}: the bias correction "
+                f"of step t "
                 f"(counting from 0) is 1 - beta^(t+1)")
     want = _adam(start, grads, **settings)
     if not _all_close(out["trajectory"], want, 1e-12):

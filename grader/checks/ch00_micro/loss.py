@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, _all_close, _close, _kind, _model, _off_by,
@@ -77,6 +78,10 @@ def _loss_candidates(logits, ids, reveal=True):
     ]
 
 
+_PAST_THE_TABLE = re.compile(r"position \d+ does not fit: block_size is \d+, so positions are 0\.\.\d+ "
+                             r"\(WPE has \d+ rows\)")
+
+
 def _judge_loss(out, inputs, reveal):
     ids, sizes = inputs["ids"], inputs["sizes"]
     n = min(sizes["block_size"], len(ids) - 1)
@@ -85,9 +90,11 @@ def _judge_loss(out, inputs, reveal):
             if not reveal:
                 return ("a document longer than the window raised ValueError: score only min(T, len(ids) - 1) "
                         "positions; the pairs past the window are not scored")
-            return (f"a document of {len(ids)} ids raised ValueError ({out['value_error']}): score only "
+            # The model's own words for a position past its table: quoted only when they are those.
+            said = f" ({out['value_error']})" if _PAST_THE_TABLE.fullmatch(str(out["value_error"])) else ""
+            return (f"a document of {len(ids)} ids raised ValueError{said}: score only "
                     f"min(T, len(ids) - 1) = {n} positions; the pairs past the window are not scored")
-        return f"document_loss raised ValueError: {out['value_error']}"
+        return "document_loss raised ValueError on a document that fits the window"
     if "type" in out:
         return "document_loss returned something else; it should return a Value (the graph's root for backward)"
     mean, wrong = _loss_candidates(out["logits"], ids, reveal)

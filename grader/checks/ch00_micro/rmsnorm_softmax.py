@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from grader.checks._api import check
+from grader.checks._api import check, standard_message
 from grader.checks.ch00_micro.common import (NEAR, _all_close, _data, _is_number, _off_by, _rms, _softmax, _task,
                                              _uniform, _values)
 from grader.checks.course import EPS
@@ -73,7 +73,8 @@ def probe_rmsnorm(ns, x, w=None):
 
 def _judge_rmsnorm(out, x, w, reveal):
     if "zero_division" in out:
-        return (f"rmsnorm divided by zero ({out['zero_division']}): eps = 1e-5 goes inside the square root, "
+        return (f"rmsnorm divided by zero{standard_message(out['zero_division'])}: eps = 1e-5 goes inside the "
+                f"square root, "
                 f"so an all-zero vector stays finite")
     if not out["values"]:
         return "rmsnorm should return a list of Values (the graph needs them for backward)"
@@ -137,9 +138,11 @@ def probe_softmax(ns, logits, w=None):
 
 def _judge_softmax(out, logits, w, reveal):
     if "overflow" in out:
-        return (f"exp overflowed ({out['overflow']}) on logits near {max(logits):g}: subtract the largest "
+        return (f"exp overflowed{standard_message(out['overflow'])} on logits near {max(logits):g}: subtract the "
+                f"largest "
                 f"logit (a plain number, max of .data) before exp" if reveal else
-                f"exp overflowed ({out['overflow']}) on large logits: subtract the largest logit before exp")
+                f"exp overflowed{standard_message(out['overflow'])} on large logits: subtract the largest logit "
+                f"before exp")
     if not out["values"]:
         return "softmax should return a list of Values (the graph needs them for backward)"
     want = _softmax(logits)

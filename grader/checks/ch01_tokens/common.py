@@ -13,6 +13,14 @@ SMALL_CORPUS = ["ana", "bob", "emma"]  # chars a b e m n o -> ids 0..5, BOS = 6
 # into plain data. Judges run in the grader on that data.
 
 
+def vocabulary(corpus) -> tuple[list[str], dict[str, int], int]:
+    """(chars, stoi, BOS id) that the contract fixes for `corpus`. The encode and decode
+    judges work from these, never from the chars or stoi the submission reports: its
+    own code may have rewritten them to match whatever it returned."""
+    chars = sorted({ch for document in corpus for ch in document})
+    return chars, dict(zip(chars, range(len(chars)))), len(chars)
+
+
 def plain_ints(value):
     """A list of ints from a list/tuple/1-D tensor of integers, else a short repr."""
     if isinstance(value, torch.Tensor):

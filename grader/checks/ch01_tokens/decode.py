@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, exception_name, first_difference, kind_of, try_call
-from grader.checks.ch01_tokens.common import SMALL_CORPUS, random_corpus
+from grader.checks.ch01_tokens.common import SMALL_CORPUS, random_corpus, vocabulary
 
 TASKS = [
     Task("decode", "tokenizer", "CharTokenizer.decode", "ids back to text"),
@@ -54,8 +54,9 @@ def _decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
        "decode([6, 0, 4, 0, 6]) == 'ana' with BOS = 6: every BOS id is dropped, also one in the middle",
        probe=probe_decode, inputs={"corpus": SMALL_CORPUS, "id_lists": [[6, 0, 4, 0, 6], [6], [0, 6, 0], [1, 5, 1, 6]]})
 def judge_decode(out, inputs, expected):
+    chars, _, bos = vocabulary(inputs["corpus"])
     for ids, result in zip(inputs["id_lists"], out["results"]):
-        if problem := _decode_problem(result, ids, out["chars"], out["bos_id"]):
+        if problem := _decode_problem(result, ids, chars, bos):
             return problem
     return None
 
@@ -107,8 +108,9 @@ def _expect_decode(ref, inputs):
 @check("matches_reference", 2, "random id lists (BOS anywhere) give the reference text",
        probe=probe_decode, inputs=_random_decode_inputs, expect=_expect_decode, hidden=True)
 def judge_decode_reference(out, inputs, expected):
+    chars, _, bos = vocabulary(inputs["corpus"])
     for number, (ids, result, right) in enumerate(zip(inputs["id_lists"], out["results"], expected)):
-        if problem := _decode_problem(result, ids, out["chars"], out["bos_id"], hidden=True):
+        if problem := _decode_problem(result, ids, chars, bos, hidden=True):
             return f"random id list {number + 1}: {problem}"
         if result["value"] != right:
             return f"random id list {number + 1}: decode differs from the reference"

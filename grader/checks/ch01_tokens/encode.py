@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, exception_name, first_difference, try_call
-from grader.checks.ch01_tokens.common import SMALL_CORPUS, plain_ints, random_corpus
+from grader.checks.ch01_tokens.common import SMALL_CORPUS, plain_ints, random_corpus, vocabulary
 
 TASKS = [
     Task("encode", "tokenizer", "CharTokenizer.encode", "characters to ids"),
@@ -65,7 +65,7 @@ def _encode_problem(result, text, stoi, bos, hidden=False) -> "str | None":
        "[BOS a n a BOS] = [6, 0, 4, 0, 6]: 5 ids",
        probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["ana"]})
 def judge_encode_ana(out, inputs, expected):
-    stoi, bos = dict(out["stoi"]), out["bos_id"]
+    _, stoi, bos = vocabulary(inputs["corpus"])
     result = out["results"][0]
     if problem := _encode_problem(result, "ana", stoi, bos):
         return problem
@@ -81,7 +81,7 @@ def judge_encode_ana(out, inputs, expected):
 @check("round_trip", 1, "encode gives one id per character ('' gives []) and decode(encode(s)) == s",
        probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["", "a", "emmabob", "mamamoo", "noon"]})
 def judge_encode_round_trip(out, inputs, expected):
-    stoi, bos = dict(out["stoi"]), out["bos_id"]
+    _, stoi, bos = vocabulary(inputs["corpus"])
     for text, result in zip(inputs["texts"], out["results"]):
         if problem := _encode_problem(result, text, stoi, bos):
             return problem
@@ -113,7 +113,7 @@ def probe_encode_unknown(ns, corpus, texts):
        "not a KeyError, not a silent skip",
        probe=probe_encode_unknown, inputs={"corpus": SMALL_CORPUS, "texts": ["an#a", "Q"], "_unknown": ["#", "Q"]})
 def judge_encode_unknown(out, inputs, expected):
-    stoi = dict(out["stoi"])
+    _, stoi, _ = vocabulary(inputs["corpus"])
     for text, unknown, result in zip(inputs["texts"], inputs["_unknown"], out["results"]):
         said = f"encode({text!r})"
         if "value" in result:
@@ -154,7 +154,7 @@ def _expect_encode(ref, inputs):
 @check("matches_reference", 2, "random corpora and texts give the reference ids",
        probe=probe_encode, inputs=_random_encode_inputs, expect=_expect_encode, hidden=True)
 def judge_encode_reference(out, inputs, expected):
-    stoi, bos = dict(out["stoi"]), out["bos_id"]
+    _, stoi, bos = vocabulary(inputs["corpus"])
     for number, (text, result, right) in enumerate(zip(inputs["texts"], out["results"], expected)):
         if problem := _encode_problem(result, text, stoi, bos, hidden=True):
             return f"random text {number + 1}: {problem}"
