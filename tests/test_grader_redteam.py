@@ -428,6 +428,30 @@ def test_names_in_the_submission_are_not_quoted_by_the_pure_python_check(referen
     assert SECRET not in results[0].diagnosis
 
 
+@pytest.mark.parametrize("task_name, body", [
+    ("layer_norm", """
+        import sys
+        api = getattr(sys, "mod" + "ules")["gra" + "der.checks._api"]
+        return api.layer_norm(x, self.weight, self.bias, eps=self.eps)
+    """),
+    ("gelu", """
+        import sys
+        return getattr(sys, "mod" + "ules")["gra" + "der.checks._api"].exact_gelu(x)
+    """),
+    ("layer_norm", """
+        import sys
+        checks = getattr(sys, "mod" + "ules")["gra" + "der.checks.ch05_block.layer_norm"]
+        judges = [d.judge for d in vars(checks).get("__declared_checks__", [])]
+        return judges[0].__globals__["layer_norm"](x, self.weight, self.bias, eps=self.eps)
+    """),
+])
+def test_the_judges_oracles_are_not_in_the_sandbox(reference, sandbox, task_name, body):
+    """The check modules run in the sandbox for their probes; a judge's oracle reached
+    through sys.modules (or through the declared checks) refuses to run there."""
+    results = run(reference, sandbox, task_name, body)
+    assert_no_points(results)
+
+
 # ============================================================== (c) escaping limits
 
 
@@ -569,6 +593,24 @@ def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
     assert_no_points(results)
     assert all(r.status in ("timeout", "error") for r in results)
     assert elapsed < 2.0, f"{len(results)} checks took {elapsed:.1f} s with a 1 s setup limit"
+
+
+def test_a_package_whose_forks_die_is_graded_per_task_after_one_wait(reference):
+    """An at-fork hook that ends every fork of the imported package: the first task waits
+    once for a worker, and every task then imports the package in its own worker."""
+    from grader.run.engine import grade
+
+    append = """
+        import os as _os
+        _os.register_at_fork(after_in_child=lambda: _os._exit(3))
+    """
+    sources = hostile_sources(reference, append=append, module="micro")
+    with Sandbox(Limits(setup_seconds=3.0)) as box:
+        started = time.monotonic()
+        report = grade(Submission("forks die", sources), ["05"], sandbox=box, seed=5)
+        spent = time.monotonic() - started
+    assert [r.check.name for r in report.results if r.status != PASSED] == []
+    assert spent < 3.0 * 3, f"{spent:.1f} s: each task waited for a fork again"
 
 
 # =========================================================== (d) output and its display

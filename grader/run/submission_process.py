@@ -216,6 +216,9 @@ class SubmissionProcess:
         self._used: dict[tuple[int, int], int] = {}  # a worker's pid namespace -> its pid 1, as we count
         self._used_lock = threading.Lock()  # the door's thread
         self._lock = threading.Lock()  # one fork at a time, each with its worker
+        # Set when a fork gave no worker: what broke it (an at-fork hook the package
+        # registered, say) breaks every later fork too, so no task waits for one again.
+        self.broken: str | None = None
 
     # -- called by the door, on its thread
     def announced(self, pid: int):
@@ -291,14 +294,17 @@ class SubmissionProcess:
 
         timeout = self.sandbox.limits.setup_seconds
         with self._lock:
+            if self.broken is not None:
+                raise WorkerFailed("crashed", self.broken, "")
             try:
                 self.control.settimeout(timeout)
                 wire.send(self.control, {"op": "fork"})
                 wire.recv(self.control, deadline=time.monotonic() + timeout)
                 connection, pid = self.arrivals.get(timeout=timeout)
             except (OSError, EOFError, TimeoutError, wire.WireError, queue.Empty) as error:
-                raise WorkerFailed("crashed", "the submission's process did not start a worker "
-                                   f"(it ended, or hung at import): {error!r}", self.output.text(wait=0.0)) from None
+                self.broken = ("the submission's process did not start a worker (it ended, hung at import, or its "
+                               f"forks die): {error!r}")
+                raise WorkerFailed("crashed", self.broken, self.output.text(wait=0.0)) from None
         out_read, out_write = os.pipe()
         try:
             socket.send_fds(connection, [b"\0"], [out_write])

@@ -51,6 +51,9 @@ def main() -> None:
 
     for info in pkgutil.walk_packages(grader.checks.__path__, "grader.checks."):
         importlib.import_module(info.name)
+    from grader.run.inside import probes_only
+
+    probes_only.keep_only_what_probes_use()  # the judges' oracles never reach a submission
     _snapshot_grader_code()
     _harden_process()
     global _SEND, _RECV
