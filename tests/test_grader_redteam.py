@@ -613,6 +613,30 @@ def test_a_package_whose_forks_die_is_graded_per_task_after_one_wait(reference):
     assert spent < 3.0 * 3, f"{spent:.1f} s: each task waited for a fork again"
 
 
+@pytest.mark.slow
+@bwrap_only
+def test_a_fork_bomb_costs_its_own_task_only(reference):
+    """A worker holds at most Limits.worker_processes processes, so a fork bomb in gelu
+    leaves room for the workers of every other task (gelu_backward, graded beside it on
+    the certified gelu, among them)."""
+    from grader.run.engine import grade
+
+    body = """
+        import os
+        fork = getattr(os, "fo" + "rk")
+        while True:
+            try:
+                fork()
+            except OSError:
+                pass
+    """
+    with Sandbox(Limits(check_seconds=3.0)) as box:
+        report = grade(Submission("fork bomb", hostile_sources(reference, {"gelu": body})), ["05", "06"],
+                       sandbox=box, seed=5)
+    lost = {r.check.task for r in report.results if r.status != PASSED}
+    assert lost == {"gelu"}, [(r.check.name, r.diagnosis) for r in report.results if r.status != PASSED]
+
+
 # =========================================================== (d) output and its display
 
 

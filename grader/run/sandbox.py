@@ -46,16 +46,23 @@ class Limits:
     check_seconds: float = 10.0
     setup_seconds: float = 30.0
     processes: int = 48  # processes and threads of the whole sandbox, where a pids cgroup exists
+    # Processes and threads of one worker: a fork bomb in one task holds at most these, and
+    # its siblings can still start. Kept by a pids group of its own where the sandbox has
+    # one (root), and by RLIMIT_NPROC in its user namespace where the grader is not root.
+    worker_processes: int = 16
     # Wall clock for one submission, all its checks: past it the rest are 'timeout'.
     submission_seconds: float = 600.0
 
-    def rlimits(self) -> dict:
+    def rlimits(self, worker: bool = False) -> dict:
+        """The resource limits of the process that imports a submission, or (worker=True)
+        of a task's worker."""
         return {
             "RLIMIT_AS": self.memory_bytes,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.file_bytes,
             "RLIMIT_NOFILE": self.open_files,
             "RLIMIT_CORE": 0,
+            **({"RLIMIT_NPROC": self.worker_processes} if worker else {}),
         }
 
 
@@ -156,20 +163,43 @@ class _PidsCgroup:
             with open(self.path / "cgroup.procs", "w") as procs:
                 procs.write(str(os.getpid()))
 
+    def confine(self, pid: int, limit: int) -> None:
+        """Move one worker, before it runs anything, into a group of its own inside this
+        one, capped at `limit`: a fork bomb in it cannot take the processes its siblings
+        need. The groups of workers that are gone are removed on the way."""
+        if self.path is None:
+            return
+        for old in self.path.glob("worker.*"):
+            try:
+                old.rmdir()  # fails, harmlessly, while its worker lives
+            except OSError:
+                pass
+        try:
+            group = self.path / f"worker.{pid}"
+            group.mkdir(exist_ok=True)
+            (group / "pids.max").write_text(str(limit))
+            (group / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            pass  # the sandbox's own cap still holds
+
     def close(self):
         if self.path is None:
             return
         for _ in range(50):
-            try:
-                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-            except OSError:
-                pids = []
+            pids = []
+            for group in [self.path, *self.path.glob("worker.*")]:
+                try:
+                    pids += [int(p) for p in (group / "cgroup.procs").read_text().split()]
+                except OSError:
+                    pass
             for pid in pids:
                 try:
                     os.kill(pid, 9)
                 except ProcessLookupError:
                     pass
             try:
+                for group in self.path.glob("worker.*"):
+                    group.rmdir()
                 self.path.rmdir()
                 self.path = None
                 return
@@ -327,6 +357,11 @@ class Sandbox:
                     theirs.close()
                     os.close(out_write)
                 return Worker(self, pid, ours, OutputTail(out_read))
+
+    def confine_worker(self, pid: int) -> None:
+        """Cap a new worker's processes (Limits.worker_processes) apart from its siblings'."""
+        if self._pids is not None:
+            self._pids.confine(pid, self.limits.worker_processes)
 
     def _kill(self, pid: int):
         with self._lock:

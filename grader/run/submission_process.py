@@ -305,6 +305,7 @@ class SubmissionProcess:
                 self.broken = ("the submission's process did not start a worker (it ended, hung at import, or its "
                                f"forks die): {error!r}")
                 raise WorkerFailed("crashed", self.broken, self.output.text(wait=0.0)) from None
+        self.sandbox.confine_worker(pid)  # it waits for its output pipe before it runs anything
         out_read, out_write = os.pipe()
         try:
             socket.send_fds(connection, [b"\0"], [out_write])
