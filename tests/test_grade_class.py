@@ -400,3 +400,26 @@ def test_look_alikes_see_through_renaming_and_ignore_the_reference():
     assert pairs and pairs[0][:2] == ("ann", "ben") and pairs[0][2] == 1.0 and pairs[0][3] == ["layer_norm"]
     assert not any({"ref1", "ref2"} == {a, b} or {"stub1", "stub2"} == {a, b} for a, b, _, _ in pairs)
     assert all(score < 1.0 for a, b, score, _ in pairs if "cat" in (a, b))
+
+
+def test_a_zip_inside_a_students_folder_is_their_upload(tmp_path):
+    """Moodle's "download in folders" puts each student's file in a folder of their own:
+    the zip there is graded, and two zips that both hold a package are refused by name."""
+    download = tmp_path / "download"
+    (download / "Ada Lovelace_501_assignsubmission_file_").mkdir(parents=True)
+    _zip_package(download / "Ada Lovelace_501_assignsubmission_file_" / "hero_transformer.zip")
+    twice = download / "Alan Turing_502_assignsubmission_file_"
+    twice.mkdir()
+    _zip_package(twice / "first.zip")
+    _zip_package(twice / "second.zip")
+    roster = tmp_path / "worksheet.csv"
+    roster.write_text("Identifier,Full name,Email address,Status,Grade,Maximum Grade\n"
+                      "Participant 501,Ada Lovelace,ada@uni.edu,Submitted,,36\n"
+                      "Participant 502,Alan Turing,alan@uni.edu,Submitted,,36\n")
+    out = tmp_path / "out"
+    assert cli(["grade-class", str(download), "--out", str(out), "--roster", str(roster), "--format", "moodle",
+                "--chapters", "05"]) == 0
+    rows = {row["Full name"]: row for row in csv.DictReader(io.StringIO((out / "moodle.csv").read_text()))}
+    assert float(rows["Ada Lovelace"]["Grade"]) == possible_points(["05"])
+    assert rows["Alan Turing"]["Grade"] in ("", "0")
+    assert "first.zip, second.zip" in rows["Alan Turing"]["Feedback comments"]

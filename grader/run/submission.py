@@ -120,6 +120,20 @@ def _from_folder(root: Path) -> Submission:
     if not roots and Path(".") in holding_py:
         # The package's own files, uploaded in a folder of another name.
         roots.append(PurePosixPath("."))
+    if not roots:
+        # A folder holding the upload as an archive (Moodle's "download in folders" does that).
+        archives = [rel for rel, is_dir, is_link in entries
+                    if not is_dir and not is_link and rel.name.lower().endswith(ARCHIVE_SUFFIXES)]
+        if archives:
+            found = _archives_with_a_package(root, archives)
+            if len(found) == 1:
+                rel, inner = found[0]
+                return Submission(f"{label}/{rel.as_posix()}", inner.sources)
+            if len(found) > 1:
+                raise SubmissionError(
+                    f"{label} holds {len(found)} archives with a {PACKAGE}/ folder in them "
+                    f"({', '.join(rel.as_posix() for rel, _ in found)}): the grader cannot tell which to grade. "
+                    f"Upload one.")
     if not roots:  # a package that is only a link (to solutions/, say) is refused as such
         _refuse_links([rel.as_posix() for rel, is_dir, is_link in entries
                        if is_link and (is_dir or rel.suffix == ".py")], label)
@@ -139,6 +153,23 @@ def _from_folder(root: Path) -> Submission:
                                   f"in all)")
         sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
     return Submission(label, sources)
+
+
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz")
+
+
+def _archives_with_a_package(root: Path, archives: list[Path]) -> "list[tuple[Path, Submission]]":
+    found = []
+    for rel in sorted(archives):
+        path = root / rel
+        try:
+            if zipfile.is_zipfile(path):
+                found.append((rel, _from_zip(path)))
+            elif is_tarball(path):
+                found.append((rel, _from_tar(path)))
+        except SubmissionError:
+            continue  # not the upload (or unreadable): the folder is judged without it
+    return found
 
 
 # Everything a damaged archive can raise while it is opened or read: a bad CRC or
