@@ -83,6 +83,14 @@ def add_cell(folder: Path, code: str) -> None:
     path.write_text(json.dumps(notebook))
 
 
+def drop_cells(folder: Path, grade_ids: set[str]) -> None:
+    path = folder / f"{ASSIGNMENT}.ipynb"
+    notebook = json.loads(path.read_text())
+    notebook["cells"] = [cell for cell in notebook["cells"]
+                         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") not in grade_ids]
+    path.write_text(json.dumps(notebook))
+
+
 # Cells a student adds: the kernel runs them before the task cells, with the TA's rights.
 REDEFINES_SCORE_TASK = "score_task = lambda task_name, package=None: 12.0\n"
 REWRITES_ITS_PACKAGE = """\
@@ -139,6 +147,7 @@ def autograded(tmp_path_factory):
     hand_in(course, "nopackage", None)
     add_cell(hand_in(course, "redefines", sources(STARTER)), REDEFINES_SCORE_TASK)
     add_cell(hand_in(course, "rewrites", sources(STARTER)), REWRITES_ITS_PACKAGE)
+    drop_cells(hand_in(course, "dropped", sources(SOLUTIONS)), {"ch05-setup", "ch05-gelu"})
     done = nbgrader(course, "autograde", ASSIGNMENT)
     return course, done
 
@@ -188,6 +197,16 @@ def test_a_cell_the_student_adds_cannot_set_the_score(autograded):
     shown = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
     assert "gelu" in shown and "not implemented" in shown.lower()
     assert ["".join(o["data"]["text/plain"]) for o in cell["outputs"] if o["output_type"] == "execute_result"] == ["0.0"]
+
+
+@pytest.mark.slow
+def test_deleted_locked_cells_cost_nothing(autograded):
+    """The set-up cell and a task cell deleted from a notebook whose package is right: the
+    task cells are graded outside the kernel, and the deleted one is put back."""
+    course, done = autograded
+    entry = gradebook(course)["dropped"]
+    assert entry["score"] == FULL and not entry["needs_review"]
+    assert "the task cell ch05-gelu was deleted" in done.stderr
 
 
 @pytest.mark.slow

@@ -126,6 +126,7 @@ class GradeOutsideTheKernel(Preprocessor):
 
         notebook_cell = _notebook_cell()
         snapshot = resources.pop(SNAPSHOT, None)
+        self._restore_deleted_task_cells(nb, resources)
         for cell in nb.cells:
             task = _task_of(cell)
             if task is None:
@@ -144,6 +145,33 @@ class GradeOutsideTheKernel(Preprocessor):
                             new_output("execute_result", data={"text/plain": repr(score)},
                                        execution_count=cell.get("execution_count"))]
         return nb, resources
+
+
+    def _restore_deleted_task_cells(self, nb, resources):
+        """A task cell the student deleted is put back (from nbgrader's gradebook) at the
+        end of the notebook, so its task is graded like any other, never silently lost."""
+        from nbformat.v4 import new_code_cell
+
+        info = resources.get("nbgrader", {})
+        if not {"db_url", "notebook", "assignment"} <= info.keys():
+            return
+        from nbgrader.api import Gradebook
+
+        present = {cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") for cell in nb.cells}
+        with Gradebook(info["db_url"]) as gradebook:
+            notebook = gradebook.find_notebook(info["notebook"], info["assignment"])
+            for grade in notebook.grade_cells:
+                if grade.name in present or grade.cell_type != "code":
+                    continue
+                source = gradebook.find_source_cell(grade.name, info["notebook"], info["assignment"])
+                cell = new_code_cell(source.source)
+                cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade.name, "locked": True,
+                                             "points": grade.max_score, "schema_version": 3, "solution": False,
+                                             "task": False}
+                if _task_of(cell) is not None:
+                    self.log.warning("%s: the task cell %s was deleted; it is put back and graded",
+                                     resources.get("metadata", {}).get("path", ""), grade.name)
+                    nb.cells.append(cell)
 
 
 def _task_of(cell) -> str | None:
