@@ -112,7 +112,8 @@ def test_canvas_csv_has_the_header_rows_and_values_canvas_imports(canvas):
     assert score["106"] == CHAPTER_01  # a loose tokenizer.py: chapter 01 right, the rest as released
     assert score["107"] == FULL  # the latest of two attempts
     assert score["108"] == score["109"] == score["110"] == FULL  # hostile names, graded like anyone
-    assert score["111"] == "" and score["112"] == ""  # nothing (gradable) uploaded: the cell is left alone
+    assert score["111"] == ""  # nothing uploaded: the cell is left alone
+    assert score["112"] == "0"  # notes.txt alone: an upload that holds no package, as a corrupt zip
     assert by_id["110"][0] == "'=cmd|' /C calc'!A0"
     assert "199" not in by_id  # not on the roster: no row, but accounted for (below)
     plain = _rows(out / "gradebook.csv")
@@ -143,11 +144,11 @@ def test_every_entry_of_the_download_is_accounted_for(canvas):
     assert status["gracehu_107_1007_submission.zip"] == "superseded"
     assert status["gracehu_107_1010_submission-1.zip"] == "graded"
     assert status["danlee_104_1004_submission.zip"] == "unreadable archive"
-    assert status["henryo_112_1012_notes.txt"] == "not a submission"
+    assert status["henryo_112_1012_notes.txt"] == "not graded"  # his only upload, so his row says why
     assert status["caf\\xe9_109_1009_submission.zip"] == status[LONG_NAME] == "graded"
     assert sum(s == "graded" for s in status.values()) == 9
     summary = (out / "summary.md").read_text()
-    for why in ("unknown student", "superseded", "unreadable archive", "not a submission"):
+    for why in ("unknown student", "superseded", "unreadable archive", "not graded"):
         assert why in summary
 
 
@@ -155,7 +156,8 @@ def test_each_student_gets_feedback_and_staff_get_a_summary(canvas):
     _, _, out = canvas
     names = {p.name for p in (out / "feedback").iterdir()}
     assert {"asmith.md", "asmith.html", "cwu.md", "fli.md", "evil.md", "lname.md", "acafe.md"} <= names
-    assert not any(n.startswith(("aabsent", "holsen")) for n in names)
+    assert not any(n.startswith("aabsent") for n in names)
+    assert "notes.txt is neither a folder" in (out / "feedback" / "holsen.md").read_text()
     carol = (out / "feedback" / "cwu.md").read_text()
     assert f"Total: {_rows(out / 'gradebook.csv')['Wu, Carol']['total']} / {FULL} points" in carol
     assert "block.zero\\_branch\\_identity" in carol and "0/2 | failed" in carol and "(late)" in carol
@@ -192,7 +194,7 @@ def test_a_rerun_regrades_nothing_unchanged_and_the_zip_of_the_download_reads_th
     grade_class(whole, out, roster=roster, fmt="canvas", chapters=["01", "05"], public_only=True, seed=1,
                 console=console)
     said = console.export_text()
-    assert "9 upload(s) unchanged since they were graded: kept, not regraded" in said
+    assert "10 upload(s) unchanged since they were graded: kept, not regraded" in said
     assert "grading" not in said.split("not regraded", 1)[1]
     after = _read_csv(out / "canvas.csv")
     expected = [row for row in csv.reader(io.StringIO(before.decode())) if row[1] != "109"]
@@ -423,3 +425,20 @@ def test_a_zip_inside_a_students_folder_is_their_upload(tmp_path):
     assert float(rows["Ada Lovelace"]["Grade"]) == possible_points(["05"])
     assert rows["Alan Turing"]["Grade"] in ("", "0")
     assert "first.zip, second.zip" in rows["Alan Turing"]["Feedback comments"]
+
+
+def test_a_student_who_uploaded_only_a_notebook_keeps_a_row(tmp_path):
+    """Canvas names the student on every file: one who uploaded a notebook alone gets a
+    row saying so (not silence), while a stray file beside a usable upload stays stray."""
+    download = tmp_path / "download"
+    download.mkdir()
+    (download / "aaa_11111_80001_ch05_block.ipynb").write_text("{}")
+    _zip_package(download / "bbb_22222_80002_hero_transformer.zip")
+    (download / "bbb_22222_80003_notes.txt").write_text("my notes")
+    out = tmp_path / "out"
+    assert cli(["grade-class", str(download), "--out", str(out), "--format", "canvas", "--chapters", "05"]) == 0
+    rows = {row["student"]: row for row in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
+    assert rows["aaa"]["total"] == "0" and "is a notebook" in rows["aaa"]["note"]
+    assert float(rows["bbb"]["total"]) == possible_points(["05"])
+    entries = {row["entry"]: row for row in csv.DictReader(io.StringIO((out / "entries.csv").read_text()))}
+    assert entries["bbb_22222_80003_notes.txt"]["status"] == "not a submission"

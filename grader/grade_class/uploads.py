@@ -400,7 +400,7 @@ def _by_name(items):
     """Canvas and Moodle say who and which attempt in each name; a plain folder has one
     entry per student, named after them."""
     files = package_files()
-    candidates, entries = [], []
+    candidates, entries, unusable = [], [], []
     canvas = sum(bool(CANVAS.match(n)) for _, n in items)
     moodle = sum(bool(MOODLE.match(n)) for _, n in items)
     lms = "canvas" if canvas and canvas >= moodle else "moodle" if moodle else "plain"
@@ -431,17 +431,31 @@ def _by_name(items):
             # A loose file counts when the package has a file of that name.
             bare = re.sub(r"-\d+(\.py)$", r"\1", original)  # Canvas adds -1, -2 to repeated names
             if bare not in files:
-                entries.append(Entry(shown(name), "not a submission", student=people[0].name,
-                                     note=f"a loose .py that is not a file of {PACKAGE}/ "
-                                          f"(those are {', '.join(sorted(files))})"))
+                unusable.append(((path, name, people, attempt, late, None), Entry(
+                    shown(name), "not a submission", student=people[0].name,
+                    note=f"a loose .py that is not a file of {PACKAGE}/ (those are {', '.join(sorted(files))})")))
                 continue
             original = bare
         elif kind == "unknown":
-            entries.append(Entry(shown(name), "not a submission", student=people[0].name,
-                                 note="not a folder, a zip, a tarball or a .py file"))
+            unusable.append(((path, name, people, attempt, late, None), Entry(
+                shown(name), "not a submission", student=people[0].name,
+                note="not a folder, a zip, a tarball or a .py file")))
             continue
         candidates.append((path, name, people, attempt, late, original if kind == "py" else None))
+    # A student whose name says they uploaded, but nothing usable (a notebook alone, say),
+    # still gets a row: graded, that upload says what is wrong with it. Beside a usable
+    # upload of theirs it is only a stray file.
+    uploaded = {_identity(c[2][0]) for c in candidates}
+    for candidate, entry in unusable:
+        if lms != "plain" and _identity(candidate[2][0]) not in uploaded:
+            candidates.append(candidate)
+        else:
+            entries.append(entry)
     return lms, candidates, entries
+
+
+def _identity(person: "Student") -> str:
+    return person.id or person.identifier or person.login or person.name
 
 
 def _assign(lms: str, candidates, entries: list[Entry], roster: list[Student] | None) -> Intake:

@@ -56,7 +56,10 @@ def load(path: str | Path) -> Submission:
         return _from_zip(path)
     if is_tarball(path):
         return _from_tar(path)
-    raise SubmissionError(f"{path} is neither a folder, a .zip nor a tarball; upload {PACKAGE}/ or a .zip of it")
+    if path.suffix.lower() == ".ipynb":
+        raise SubmissionError(f"{path.name} is a notebook: the grader grades the {PACKAGE}/ package, where the "
+                              f"tasks are written. Upload {PACKAGE}/ or a .zip of it (`make submit` builds one)")
+    raise SubmissionError(f"{path.name} is neither a folder, a .zip nor a tarball; upload {PACKAGE}/ or a .zip of it")
 
 
 def is_tarball(path: Path) -> bool:
