@@ -191,7 +191,7 @@ def _start_worker(task, submission, reference, sandbox, deadline: float, audienc
         status = TIMEOUT if failure.status == "timeout" else ERROR
         return None, {"status": status, **failure_texts(failure, audience, "loading the submission failed: ")}
     if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
-        status, shown, staff = remote_failure(task, ready["setup_error"], audience)
+        status, shown, staff = remote_failure(task, ready["setup_error"], audience, loading=True)
         worker.close()
         output, staff_output = audience.output(worker.output.text())
         return None, {"status": ERROR if status == NOT_IMPLEMENTED else status,

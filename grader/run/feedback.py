@@ -161,7 +161,11 @@ def _doing(check: "Check | None") -> str:
     return f", while this check ran ({check.summary})" if check is not None and check.summary else ""
 
 
-def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None) -> tuple[str, str, str]:
+_MISSING_MODULE = re.compile(r"the submission has no (\w+)\.py")
+
+
+def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None,
+                   loading: bool = False) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of an exception raised in the worker.
     What the student sees is a sentence built from the exception's type, where it was raised
     (the line's text read from the upload) and what the check was doing: never, in a graded
@@ -201,6 +205,14 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
     name = audience.exception_name(kind)
     raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
     located = audience.location(where)
+    if loading:
+        # Before any task ran: the package's own import (or a module it lacks) failed.
+        missing = _MISSING_MODULE.fullmatch(message) if kind == "ModuleNotFoundError" else None
+        if missing and missing[1] in {t.module for t in catalogue.tasks().values()}:
+            return ERROR, message, staff
+        what = name if name != "an exception" else "an exception of its own class"
+        return ERROR, audience.redact(f"{what} was raised while the package was imported{located}; its message "
+                                      f"is kept for course staff when graded (`make check` shows it)"), staff
     if not located:
         # Raised in a certified part working on what the student's code built or returned.
         raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
