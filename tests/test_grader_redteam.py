@@ -567,6 +567,30 @@ return None
     assert ", ".join(map(str, CODES[:8])) not in results[0].diagnosis, results[0].diagnosis
 
 
+BIG = int.from_bytes(SECRET.encode(), "big")  # text spelt as one integer
+_HUGE_PARAMETER = f"""
+class _Huge(nn.Parameter):
+    def numel(self):
+        return {BIG}
+self.spelt = _Huge(torch.zeros(1))
+"""
+
+
+@pytest.mark.parametrize("task, check, body", [
+    ("parameter_count", "published_figures", f"return {BIG}"),
+    ("attention_init", "projections", "\n".join(f"self.{p} = nn.Linear(cfg.d_model, cfg.d_model, bias=False)"
+                                                for p in ("q_proj", "k_proj", "v_proj", "o_proj")) + _HUGE_PARAMETER),
+    ("block_init", "parameter_ledger", "self.ln_attention = LayerNorm(cfg.d_model)\nself.attention = "
+     "CausalSelfAttention(cfg)\nself.ln_feedforward = LayerNorm(cfg.d_model)\nself.feedforward = FeedForward(cfg)"
+     + _HUGE_PARAMETER),
+    ("lm_init", "parameter_ledger", _LM_PARTS + _HUGE_PARAMETER),
+])
+def test_a_count_that_spells_text_is_never_quoted(reference, sandbox, task, check, body):
+    said = _failed_without_secret(run(reference, sandbox, task, body, only={check}), [check])
+    assert str(BIG)[:30] not in said[0] and f"{BIG:,}"[:30] not in said[0], said[0]
+    assert "parameters" in said[0] or "got" in said[0]
+
+
 # ============================================================== (c) escaping limits
 
 

@@ -328,6 +328,14 @@ def known_class_name(name) -> "str | None":
     return name if name in course | torch_modules | python else None
 
 
+def shown_count(n, grouped: bool = True) -> str:
+    """A count the code produced (a parameter count, say), quoted when it is a number a
+    model could have: an integer of a thousand digits could spell out any text."""
+    if isinstance(n, float) or (isinstance(n, int) and not isinstance(n, bool) and abs(n) < 10**12):
+        return f"{n:,}" if grouped else str(n)
+    return "a number too large to be a count" if isinstance(n, int) else "something that is not a number"
+
+
 def first_difference(text, right: str) -> str:
     """Where a returned text first differs from the right one, without quoting it."""
     if not isinstance(text, str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, plain_shape, shown_shape
+from grader.checks._api import Task, check, plain_shape, shown_count, shown_shape
 from grader.checks.ch04_attention.common import WALK_THROUGH, new_attention
 from grader.checks.course import PROJECTIONS
 
@@ -61,7 +61,8 @@ def judge_projections(out, inputs, expected):
             return (f"{name}.weight has shape {shown_shape(shape)}, expected [{d}, {d}]: each projection maps d "
                     f"features to d")
     if out["parameters"] != 4 * d * d:
-        return (f"the attention registers {out['parameters']} parameters; four bias-free d×d projections "
+        return (f"the attention registers {shown_count(out['parameters'], grouped=False)} parameters; four "
+                f"bias-free d×d projections "
                 f"give 4d² = {4 * d * d} for d={d}")
     if "parameters_more_heads" in out and out["parameters_more_heads"] != out["parameters"]:
         return "the parameter count changes with the number of heads; it should be 4d² whatever h is"

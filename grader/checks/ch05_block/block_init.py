@@ -6,7 +6,7 @@ the block registers exactly the ledger's 4d² + 2df + f + 5d parameters.
 
 from __future__ import annotations
 
-from grader.checks._api import Task, check, known_class_name
+from grader.checks._api import Task, check, known_class_name, shown_count
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
 from grader.checks.course import BLOCK_PARTS, PUBLISHED, block_parameters, config
 
@@ -48,6 +48,7 @@ def judge_block_parts(out, inputs, expected):
         return "ln_attention and ln_feedforward are one object used twice: each branch needs its own LayerNorm"
     d, f = inputs["sizes"]["d_model"], inputs["sizes"]["d_ff"]
     if out["parameters"] != block_parameters(d, f):
-        return (f"the block registers {out['parameters']} parameters; the ledger 4d² + 2df + f + 5d "
+        return (f"the block registers {shown_count(out['parameters'], grouped=False)} parameters; the ledger "
+                f"4d² + 2df + f + 5d "
                 f"gives {block_parameters(d, f)} for d={d}, f={f}")
     return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, known_class_name, plain_shape, shape_problem, shown_shape
+from grader.checks._api import Task, check, known_class_name, plain_shape, shape_problem, shown_count, shown_shape
 from grader.checks.ch07_model.common import (
     FIGURES, SIZES, _count_mistake, _describe, _full_sizes, _ledger, _model, _random_configs,
 )
@@ -37,7 +37,7 @@ def _judge_lm_counts(out, inputs, hidden):
         if hidden:
             return ("for one of the hidden configurations TransformerLM registers a different number of "
                     f"parameters than the ledger {LEDGER}" + (f": {why}" if why else ""))
-        return (f"for {_describe(sizes)} TransformerLM(cfg) registers {count:,} parameters; the ledger "
+        return (f"for {_describe(sizes)} TransformerLM(cfg) registers {shown_count(count)} parameters; the ledger "
                 f"{LEDGER} gives {_ledger(sizes):,}" + (f": {why}" if why else ""))
     return None
 
@@ -202,7 +202,7 @@ def _in_contract_words(name, wanted) -> bool:
 def judge_lm_heads(out, inputs, expected):
     counts = out["counts"]
     if len(set(counts)) != 1:
-        return (f"the parameter count changes with the number of heads ({', '.join(f'{c:,}' for c in counts)} "
+        return (f"the parameter count changes with the number of heads ({', '.join(shown_count(c) for c in counts)} "
                 "for h = 1, 2, 4): heads split d into slices, they add no parameters")
     return _judge_lm_counts(out, inputs, hidden=False)
 
