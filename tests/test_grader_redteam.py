@@ -452,6 +452,169 @@ def test_the_judges_oracles_are_not_in_the_sandbox(reference, sandbox, task_name
     assert_no_points(results)
 
 
+# A tensor whose .shape is text: a probe that reads list(t.shape) off what the code built
+# gets the text back (the wire rebuilds real tensors, but a shape the probe read is data).
+_TEXT_SHAPE = f"""
+class _TextShape(torch.Tensor):
+    @property
+    def shape(self):
+        return [{SECRET!r}]
+"""
+
+
+def _failed_without_secret(results, names):
+    assert results and {r.check.name.rsplit(".", 1)[-1] for r in results} == set(names), results
+    assert all(r.status != PASSED for r in results), [(r.check.name, r.status) for r in results]
+    assert not any(SECRET in r.diagnosis for r in results), [r.diagnosis for r in results]
+    return [r.diagnosis for r in results]
+
+
+def test_a_projection_shape_the_code_reported_is_never_quoted(reference, sandbox):
+    body = _TEXT_SHAPE + """
+class _Projection:
+    def __init__(self, d):
+        self.weight = torch.zeros(d, d).as_subclass(_TextShape)
+        self.bias = None
+self.q_proj = _Projection(cfg.d_model)
+self.k_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+self.v_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+"""
+    said = _failed_without_secret(run(reference, sandbox, "attention_init", body, only={"projections"}),
+                                  ["projections"])
+    assert "q_proj.weight has shape" in said[0]
+
+
+def test_a_cache_shape_the_code_reported_is_never_quoted(reference, sandbox):
+    body = _TEXT_SHAPE + """
+B, T, _ = x.shape
+self.last_attention = torch.full((B, self.n_heads, T, T), 1.0 / T, dtype=x.dtype)
+fake = torch.zeros(1).as_subclass(_TextShape)
+return x.clone(), ((fake, fake) if use_cache else None)
+"""
+    said = _failed_without_secret(run(reference, sandbox, "attention", body, only={"cache_consistent"}),
+                                  ["cache_consistent"])
+    assert "the returned keys have shape" in said[0]
+
+
+def test_a_class_name_the_code_chose_is_never_quoted_for_the_blocks_parts(reference, sandbox):
+    body = f"""
+self.ln_attention = LayerNorm(cfg.d_model)
+self.attention = type({SECRET!r}, (CausalSelfAttention,), {{}})(cfg)
+self.ln_feedforward = LayerNorm(cfg.d_model)
+self.feedforward = FeedForward(cfg)
+"""
+    said = _failed_without_secret(run(reference, sandbox, "block_init", body, only={"parameter_ledger"}),
+                                  ["parameter_ledger"])
+    assert "block.attention should be a CausalSelfAttention" in said[0]
+
+
+_LM_PARTS = """
+self.token_embedding = TokenEmbedding(cfg.vocab_size, cfg.d_model)
+self.position_embedding = PositionEmbedding(cfg.block_size, cfg.d_model)
+self.embedding_dropout = nn.Dropout(cfg.dropout)
+self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+self.ln_final = LayerNorm(cfg.d_model)
+self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+"""
+
+
+@pytest.mark.parametrize("check, change, words", [
+    ("separate_blocks", f"self.blocks = nn.ModuleList([type({SECRET!r}, (TransformerBlock,), {{}})(cfg) "
+                        f"for _ in range(cfg.n_layers)])", "should hold TransformerBlock objects"),
+    ("separate_blocks", f"del self.blocks\nkind = {SECRET!r}\n"
+                        "self.blocks = type(kind, (list,), {})(TransformerBlock(cfg) for _ in range(cfg.n_layers))",
+     "parameters are not registered"),
+    ("final_layer_norm", f"self.ln_final = type({SECRET!r}, (LayerNorm,), {{}})(cfg.d_model)",
+     "ln_final should be the course's LayerNorm"),
+    ("module_names", f"self.register_parameter({SECRET!r}, nn.Parameter(torch.zeros(1)))", "unexpected"),
+    ("untied_bias_free_head", _TEXT_SHAPE + "del self.head\nself.head = type('Head', (), {})()\n"
+                                            "self.head.weight = torch.zeros(1).as_subclass(_TextShape)",
+     "head.weight has shape"),
+])
+def test_names_and_shapes_the_model_reported_are_never_quoted(reference, sandbox, check, change, words):
+    said = _failed_without_secret(run(reference, sandbox, "lm_init", _LM_PARTS + change, only={check}), [check])
+    assert words in said[0]
+
+
+def test_a_presents_shape_the_model_reported_is_never_quoted(reference, sandbox):
+    body = f"""
+class _Cached:
+    shape = [{SECRET!r}]
+B, T = idx.shape
+logits = torch.zeros(B, T, self.cfg.vocab_size, dtype=torch.float64)
+return logits, None, ([(_Cached(), _Cached()) for _ in self.blocks] if use_cache else None)
+"""
+    said = _failed_without_secret(run(reference, sandbox, "lm_forward", body, only={"cache_matches_full"}),
+                                  ["cache_matches_full"])
+    assert "cached keys/values should be" in said[0]
+
+
+def test_parameter_names_the_code_gave_the_model_are_never_quoted(reference, sandbox):
+    """train.py renames the model's parameters at import; train_step steps without backward."""
+    append = f"""
+        def _renamed(self, *args, **kwargs):
+            for name, p in torch.nn.Module.named_parameters(self, *args, **kwargs):
+                yield {SECRET!r} + name, p
+
+
+        TransformerLM.named_parameters = _renamed
+    """
+    sources = hostile_sources(reference, {"train_loop": "optimizer.step()\nreturn 0.0, 0.0"}, append=append,
+                              module="train")
+    said = _failed_without_secret(grade_one(reference, sandbox, "train_loop", sources,
+                                            only={"every_parameter_trains"}), ["every_parameter_trains"])
+    assert "had no (or an all-zero) gradient" in said[0]
+
+
+CODES = [ord(c) for c in SECRET]  # text spelt in numbers
+
+
+def test_returned_ids_that_spell_text_are_never_quoted(reference, sandbox):
+    results = run(reference, sandbox, "generate", f"return torch.tensor({CODES!r})", only={"stops_at_stop_id"})
+    assert [r.status for r in results] == ["failed"]
+    assert ", ".join(map(str, CODES[:8])) not in results[0].diagnosis, results[0].diagnosis
+
+
+def test_call_lengths_that_spell_text_are_never_quoted(reference, sandbox):
+    body = f"""
+model(torch.tensor([list(prompt_ids)]))
+for code in {CODES!r}:
+    try:
+        model(torch.zeros(1, code, dtype=torch.long))
+    except Exception:
+        pass
+return None
+"""
+    results = run(reference, sandbox, "generate", body, only={"one_token_per_step"})
+    assert [r.status for r in results] == ["failed"]
+    assert ", ".join(map(str, CODES[:8])) not in results[0].diagnosis, results[0].diagnosis
+
+
+BIG = int.from_bytes(SECRET.encode(), "big")  # text spelt as one integer
+_HUGE_PARAMETER = f"""
+class _Huge(nn.Parameter):
+    def numel(self):
+        return {BIG}
+self.spelt = _Huge(torch.zeros(1))
+"""
+
+
+@pytest.mark.parametrize("task, check, body", [
+    ("parameter_count", "published_figures", f"return {BIG}"),
+    ("attention_init", "projections", "\n".join(f"self.{p} = nn.Linear(cfg.d_model, cfg.d_model, bias=False)"
+                                                for p in ("q_proj", "k_proj", "v_proj", "o_proj")) + _HUGE_PARAMETER),
+    ("block_init", "parameter_ledger", "self.ln_attention = LayerNorm(cfg.d_model)\nself.attention = "
+     "CausalSelfAttention(cfg)\nself.ln_feedforward = LayerNorm(cfg.d_model)\nself.feedforward = FeedForward(cfg)"
+     + _HUGE_PARAMETER),
+    ("lm_init", "parameter_ledger", _LM_PARTS + _HUGE_PARAMETER),
+])
+def test_a_count_that_spells_text_is_never_quoted(reference, sandbox, task, check, body):
+    said = _failed_without_secret(run(reference, sandbox, task, body, only={check}), [check])
+    assert str(BIG)[:30] not in said[0] and f"{BIG:,}"[:30] not in said[0], said[0]
+    assert "parameters" in said[0] or "got" in said[0]
+
+
 # ============================================================== (c) escaping limits
 
 

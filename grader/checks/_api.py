@@ -291,6 +291,51 @@ def standard_message(message) -> str:
     return f" ({message})" if message in STANDARD_MESSAGES else ""
 
 
+def plain_shape(shape) -> "list[int] | None":
+    """A shape a probe read off an object the code built (list(t.shape)), when it is one:
+    a short list of sizes. A tensor subclass, or any object with a .shape, may report
+    anything there, text included; then None, and the diagnosis says no more than that
+    the shape is wrong."""
+    if isinstance(shape, list) and len(shape) <= 8 and all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**40 for n in shape):
+        return shape
+    return None
+
+
+def shown_shape(shape) -> str:
+    """A reported shape as a diagnosis may quote it: its sizes, or what it is not."""
+    if shape is None:
+        return "None"
+    plain = plain_shape(shape)
+    return str(plain) if plain is not None else "(not a list of sizes)"
+
+
+def known_class_name(name) -> "str | None":
+    """A class name a probe reported (type(obj).__name__), when the grader knows it on its
+    own: a class of the course's contract (the tasks' classes), one of torch.nn's
+    modules or a Python builtin. Any other name is text the submission chose: None."""
+    import builtins
+
+    from torch import nn
+
+    from grader.checks import catalogue
+
+    if not isinstance(name, str):
+        return None
+    course = {task.qualname.split(".")[0] for task in catalogue.tasks().values() if "." in task.qualname}
+    torch_modules = {n for n, cls in vars(nn).items() if isinstance(cls, type) and issubclass(cls, nn.Module)}
+    python = {n for n, cls in vars(builtins).items() if isinstance(cls, type)} | {"NoneType"}
+    return name if name in course | torch_modules | python else None
+
+
+def shown_count(n, grouped: bool = True) -> str:
+    """A count the code produced (a parameter count, say), quoted when it is a number a
+    model could have: an integer of a thousand digits could spell out any text."""
+    if isinstance(n, float) or (isinstance(n, int) and not isinstance(n, bool) and abs(n) < 10**12):
+        return f"{n:,}" if grouped else str(n)
+    return "a number too large to be a count" if isinstance(n, int) else "something that is not a number"
+
+
 def first_difference(text, right: str) -> str:
     """Where a returned text first differs from the right one, without quoting it."""
     if not isinstance(text, str):

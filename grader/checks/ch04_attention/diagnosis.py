@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
+from grader.checks._api import shown_shape
+
 AXIS_NAMES = {0: "the batch axis", 1: "the heads axis", 2: "the time axis", 3: "the feature axis"}
 
 
@@ -58,7 +60,7 @@ def present_shape_problem(shape, what, sizes, cats) -> "str | None":
         return (f"the returned {what} hold only the cached tokens; present must add this call's new tokens: "
                 f"[B, h, T_past + T, d_h]")
     known = wrong_cache_axis(cats, [B, h, past, dh]) if past else None
-    return known or f"the returned {what} have shape {shape}; present is [B, h, T_past + T, d_h]"
+    return known or f"the returned {what} have shape {shown_shape(shape)}; present is [B, h, T_past + T, d_h]"
 
 
 def weights_diagnosis(w, past: int = 0, what: str = "self.last_attention") -> "str | None":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check
+from grader.checks._api import Task, check, plain_shape, shown_count, shown_shape
 from grader.checks.ch04_attention.common import WALK_THROUGH, new_attention
 from grader.checks.course import PROJECTIONS
 
@@ -42,21 +42,27 @@ def probe_projections(ns, sizes, more_heads=None):
        probe=probe_projections, inputs=lambda g: {"sizes": WALK_THROUGH})
 def judge_projections(out, inputs, expected):
     d = inputs["sizes"]["d_model"]
-    if out["missing"]:
-        return (f"the attention has no attribute(s) {', '.join(out['missing'])}; q_proj, k_proj, v_proj "
+    # The names are the contract's, in its order; what the probe reported only picks them.
+    missing = [name for name in PROJECTIONS if name in out["missing"]]
+    with_bias = [name for name in PROJECTIONS if name in out["with_bias"]]
+    if missing:
+        return (f"the attention has no attribute(s) {', '.join(missing)}; q_proj, k_proj, v_proj "
                 f"and o_proj are part of the contract")
-    if out["with_bias"]:
-        return (f"{', '.join(out['with_bias'])} {'has a bias' if len(out['with_bias']) == 1 else 'have a bias'}: "
+    if with_bias:
+        return (f"{', '.join(with_bias)} {'has a bias' if len(with_bias) == 1 else 'have a bias'}: "
                 f"Q/K/V/O are linear maps without bias, nn.Linear(d, d, bias=False)")
     if out["distinct"] < 4:
         return "some of q_proj, k_proj, v_proj, o_proj are one object used twice: each needs its own weights"
-    for name, shape in out["shapes"].items():
+    for name in PROJECTIONS:
+        shape = out["shapes"].get(name)
         if shape is None:
             return f"{name} has no weight tensor: each projection is an nn.Linear(d, d, bias=False)"
-        if shape != [d, d]:
-            return f"{name}.weight has shape {shape}, expected [{d}, {d}]: each projection maps d features to d"
+        if plain_shape(shape) != [d, d]:
+            return (f"{name}.weight has shape {shown_shape(shape)}, expected [{d}, {d}]: each projection maps d "
+                    f"features to d")
     if out["parameters"] != 4 * d * d:
-        return (f"the attention registers {out['parameters']} parameters; four bias-free d×d projections "
+        return (f"the attention registers {shown_count(out['parameters'], grouped=False)} parameters; four "
+                f"bias-free d×d projections "
                 f"give 4d² = {4 * d * d} for d={d}")
     if "parameters_more_heads" in out and out["parameters_more_heads"] != out["parameters"]:
         return "the parameter count changes with the number of heads; it should be 4d² whatever h is"

@@ -6,7 +6,7 @@ the block registers exactly the ledger's 4d² + 2df + f + 5d parameters.
 
 from __future__ import annotations
 
-from grader.checks._api import Task, check
+from grader.checks._api import Task, check, known_class_name, shown_count
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
 from grader.checks.course import BLOCK_PARTS, PUBLISHED, block_parameters, config
 
@@ -34,17 +34,21 @@ def probe_block_parts(ns, sizes):
        "and 4d² + 2df + f + 5d parameters",
        probe=probe_block_parts, inputs=lambda g: {"sizes": BLOCK_WALK})
 def judge_block_parts(out, inputs, expected):
-    if out["missing"]:
-        return f"the block has no attribute(s) {', '.join(out['missing'])}; the names are part of the contract"
+    # Part names are the contract's; class names only when the grader knows them on its own.
+    missing = [name for name in BLOCK_PARTS if name in out["missing"]]
+    if missing:
+        return f"the block has no attribute(s) {', '.join(missing)}; the names are part of the contract"
     wanted = {"ln_attention": "LayerNorm", "attention": "CausalSelfAttention",
               "ln_feedforward": "LayerNorm", "feedforward": "FeedForward"}
     for name, kind in wanted.items():
-        if out["types"][name] != kind:
-            return f"block.{name} should be a {kind}, found {out['types'][name]}"
+        found = out["types"].get(name)
+        if found != kind:
+            return f"block.{name} should be a {kind}, found {known_class_name(found) or 'an object of another class'}"
     if out["norms_shared"]:
         return "ln_attention and ln_feedforward are one object used twice: each branch needs its own LayerNorm"
     d, f = inputs["sizes"]["d_model"], inputs["sizes"]["d_ff"]
     if out["parameters"] != block_parameters(d, f):
-        return (f"the block registers {out['parameters']} parameters; the ledger 4d² + 2df + f + 5d "
+        return (f"the block registers {shown_count(out['parameters'], grouped=False)} parameters; the ledger "
+                f"4d² + 2df + f + 5d "
                 f"gives {block_parameters(d, f)} for d={d}, f={f}")
     return None

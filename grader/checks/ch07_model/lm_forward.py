@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import (
+    Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem, shown_shape,
+)
 from grader.checks.ch07_model.common import SIZES, _full_sizes, _judge_loss, _model, _stable_cross_entropy
 from grader.checks.course import random_lm_state
 
@@ -300,7 +302,8 @@ def judge_lm_cache(out, inputs, expected, hidden=False):
                     return ("the cached keys/values do not grow by the number of tokens fed: pass each block "
                             "its own past and keep its present, [B, h, tokens so far, d_h]")
                 return (f"after {seen} tokens each block's cached keys/values should be [B, h, {seen}, d_h] = "
-                        f"{[B, h, seen, d_h]}, got {pair[0]}: pass each block its own past and keep its present")
+                        f"{[B, h, seen, d_h]}, got {shown_shape(pair[0])}: pass each block its own past and keep its "
+                        f"present")
     if compare(out["stepwise"], out["full"], atol=1e-9, rtol=1e-7) is None:
         return None
     if matches(out["stepwise"], out["no_offset"], atol=1e-9, rtol=1e-7):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, shape_problem
+from grader.checks._api import Task, check, known_class_name, plain_shape, shape_problem, shown_count, shown_shape
 from grader.checks.ch07_model.common import (
     FIGURES, SIZES, _count_mistake, _describe, _full_sizes, _ledger, _model, _random_configs,
 )
@@ -37,7 +37,7 @@ def _judge_lm_counts(out, inputs, hidden):
         if hidden:
             return ("for one of the hidden configurations TransformerLM registers a different number of "
                     f"parameters than the ledger {LEDGER}" + (f": {why}" if why else ""))
-        return (f"for {_describe(sizes)} TransformerLM(cfg) registers {count:,} parameters; the ledger "
+        return (f"for {_describe(sizes)} TransformerLM(cfg) registers {shown_count(count)} parameters; the ledger "
                 f"{LEDGER} gives {_ledger(sizes):,}" + (f": {why}" if why else ""))
     return None
 
@@ -114,12 +114,14 @@ def judge_lm_blocks(out, inputs, expected):
                 f"object(s) for {N} places. [TransformerBlock(cfg)] * N repeats one object; build a new "
                 "block for each layer")
     if out["block_types"] != ["TransformerBlock"]:
-        return f"model.blocks should hold TransformerBlock objects, found {', '.join(out['block_types'])}"
+        found = sorted({known_class_name(kind) or "objects of another class" for kind in out["block_types"]})
+        return f"model.blocks should hold TransformerBlock objects, found {', '.join(found)}"
     if out["blocks_share_parameters"]:
         return "two blocks share parameters: every block needs its own (N separate, non-shared blocks)"
     if not out["blocks_registered"]:
-        return (f"model.blocks is a plain {out['blocks_type']}: its parameters are not registered. "
-                "Use nn.ModuleList")
+        kind = known_class_name(out["blocks_type"])
+        return (f"model.blocks is {f'a plain {kind}' if kind else 'not an nn.Module'}: its parameters are not "
+                "registered. Use nn.ModuleList")
     return None
 
 
@@ -134,8 +136,8 @@ def judge_lm_head(out, inputs, expected):
                 "with its own V×d weight")
     if out["head_bias"]:
         return "the head has a bias: it must be bias-free (nn.Linear(d, V, bias=False))"
-    if out["head_shape"] != [s["vocab_size"], s["d_model"]]:
-        return (f"head.weight has shape {out['head_shape']}, expected [V, d] = "
+    if plain_shape(out["head_shape"]) != [s["vocab_size"], s["d_model"]]:
+        return (f"head.weight has shape {shown_shape(out['head_shape'])}, expected [V, d] = "
                 f"[{s['vocab_size']}, {s['d_model']}] (nn.Linear(d, V) stores [V, d])")
     return None
 
@@ -147,7 +149,8 @@ def judge_lm_final_norm(out, inputs, expected):
         return "there is no final LayerNorm: the model needs ln_final = LayerNorm(d) before the head"
     d = _full_sizes(inputs["sizes"])["d_model"]
     if out["ln_final_type"] != "LayerNorm" or out["ln_final_size"] != d:
-        return f"ln_final should be the course's LayerNorm(d) with d = {d}, found {out['ln_final_type']}"
+        found = known_class_name(out["ln_final_type"]) or "an object of another class"
+        return f"ln_final should be the course's LayerNorm(d) with d = {d}, found {found}"
     return None
 
 
@@ -165,14 +168,33 @@ def judge_lm_names(out, inputs, expected):
     missing = [n for n in wanted if n not in names]
     extra = [n for n in names if n not in wanted]
     if missing or extra:
+        # An unexpected name is the submission's text: quoted only when spelt wholly in the
+        # contract's words (blocks.0.attention.q_proj.bias), else only counted.
+        spelt = [n for n in extra if _in_contract_words(n, wanted)]
+        others = len(extra) - len(spelt)
+        unexpected = ", ".join(spelt[:4]) + (" …" if len(spelt) > 4 else "")
+        if others:
+            unexpected += (" and " if spelt else "") + (f"{others} name{'s' if others > 1 else ''} of its own "
+                                                        f"(not made of the contract's words)")
         parts = ([f"missing {', '.join(missing[:4])}{' …' if len(missing) > 4 else ''}"] if missing else []) + \
-                ([f"unexpected {', '.join(extra[:4])}{' …' if len(extra) > 4 else ''}"] if extra else [])
+                ([f"unexpected {unexpected}"] if extra else [])
         return ("the registered parameters do not follow the contract's names "
                 "(token_embedding, position_embedding, blocks.i, ln_final, head): " + "; ".join(parts))
     for name, shape in wanted.items():
-        if names[name] != shape:
-            return f"{name} has shape {names[name]}, expected {shape}"
+        if plain_shape(names[name]) != shape:
+            return f"{name} has shape {shown_shape(names[name])}, expected {shape}"
     return None
+
+
+_INDICES = {str(i) for i in range(100)}
+
+
+def _in_contract_words(name, wanted) -> bool:
+    """Whether a parameter name is made only of the contract's own words (its module and
+    parameter names, and small indices), so that quoting it repeats no text of the code's."""
+    words = {word for key in wanted for word in key.split(".")} | {"weight", "bias"}
+    parts = name.split(".") if isinstance(name, str) else []
+    return 0 < len(parts) <= 6 and all(part in words or part in _INDICES for part in parts)
 
 
 @check("heads_do_not_change_count", 1, "h = 1, 2, 4 with d = 8 give the same count, the ledger's",
@@ -180,7 +202,7 @@ def judge_lm_names(out, inputs, expected):
 def judge_lm_heads(out, inputs, expected):
     counts = out["counts"]
     if len(set(counts)) != 1:
-        return (f"the parameter count changes with the number of heads ({', '.join(f'{c:,}' for c in counts)} "
+        return (f"the parameter count changes with the number of heads ({', '.join(shown_count(c) for c in counts)} "
                 "for h = 1, 2, 4): heads split d into slices, they add no parameters")
     return _judge_lm_counts(out, inputs, hidden=False)
 

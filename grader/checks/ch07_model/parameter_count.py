@@ -7,7 +7,7 @@ the part it forgot or added (a reused block, a bias on the head, a tied head, ..
 
 from __future__ import annotations
 
-from grader.checks._api import Task, check
+from grader.checks._api import Task, check, shown_count
 from grader.checks.ch07_model.common import FIGURES, SIZES, _count_mistake, _describe, _ledger, _random_configs
 from grader.checks.course import LEDGER, config
 
@@ -31,7 +31,7 @@ def _judge_counts(out, inputs, hidden):
         if hidden:
             return ("for one of the hidden configurations the count differs from the ledger " + LEDGER
                     + (f": {why}" if why else ""))
-        return (f"for {_describe(sizes)} the ledger {LEDGER} gives {_ledger(sizes):,}, got {count:,}"
+        return (f"for {_describe(sizes)} the ledger {LEDGER} gives {_ledger(sizes):,}, got {shown_count(count)}"
                 + (f": {why}" if why else ""))
     return None
 
@@ -63,6 +63,6 @@ def judge_parameter_count_vs_model(out, inputs, expected):
         return f"parameter_count should return a Python int, got {type(out['count']).__name__}"
     if out["count"] != out["registered"]:
         why = _count_mistake(out["count"], inputs["sizes"])
-        return (f"for {_describe(inputs['sizes'])} parameter_count gives {out['count']:,} but TransformerLM "
-                f"registers {out['registered']:,}" + (f": {why}" if why else ""))
+        return (f"for {_describe(inputs['sizes'])} parameter_count gives {shown_count(out['count'])} but TransformerLM "
+                f"registers {shown_count(out['registered'])}" + (f": {why}" if why else ""))
     return None

@@ -93,20 +93,29 @@ def _train_inputs(g):
             "lr": 1e-2, "weight_decay": 0.1}
 
 
+def _contract_names(out, inputs) -> list[str]:
+    """The probe's parameter names, each as the grader may quote it: a name of the contract
+    (the state_dict the model was loaded from) or a stand-in; the model's own naming is
+    text the submission's code could have changed."""
+    known = set(inputs["state"])
+    return [name if isinstance(name, str) and name in known else "a parameter outside the contract's names"
+            for name in out["names"]]
+
+
 @check("every_parameter_trains", 2,
        "every parameter requires grad, has a non-zero gradient when the optimizer steps, and is held by the "
        "optimizer exactly once",
        probe=probe_train_steps, inputs=_train_inputs)
 def judge_every_parameter_trains(out, inputs, expected):
-    names = out["names"]
-    frozen = [n for n, r in zip(names, out["requires_grad"]) if not r]
+    names = _contract_names(out, inputs)
+    frozen = list(dict.fromkeys(n for n, r in zip(names, out["requires_grad"]) if not r))
     if frozen:
         return f"these parameters do not require grad after a step: {', '.join(frozen[:4])}"
     first = out["calls"][0]
     if not first["at_step"]:
         return "train_step never called optimizer.step()"
     grads = first["at_step"][0]
-    missing = [n for n, g in zip(names, grads) if g is None or not bool(g.abs().sum() > 0)]
+    missing = list(dict.fromkeys(n for n, g in zip(names, grads) if g is None or not bool(g.abs().sum() > 0)))
     if missing:
         return (f"when optimizer.step() ran, these parameters had no (or an all-zero) gradient: "
                 f"{', '.join(missing[:4])}: call loss.backward() before optimizer.step()")
@@ -151,7 +160,7 @@ def judge_returns_loss(out, inputs, expected):
        "and the parameters change",
        probe=probe_train_steps, inputs=_train_inputs)
 def judge_fresh_clipped_gradients(out, inputs, expected):
-    names = out["names"]
+    names = _contract_names(out, inputs)
     for number, (call, max_norm) in enumerate(zip(out["calls"], inputs["max_norms"]), start=1):
         if len(call["at_step"]) != 1:
             return f"call {number}: optimizer.step() ran {len(call['at_step'])} times; once per train_step"

@@ -149,6 +149,15 @@ def judge_cached_equals_recompute(out, inputs, expected):
     return None
 
 
+def _shown_lengths(lengths, P, n) -> str:
+    """How many ids each model call got, as the list when it is one a generation could
+    make (at most n + 2 calls of at most P + n ids): the code chooses these numbers, and a
+    longer list of them could spell out any text."""
+    if len(lengths) <= n + 2 and all(isinstance(x, int) and -1 <= x <= P + n for x in lengths):
+        return f"{lengths} ids"
+    return f"other numbers of ids, in {len(lengths)} calls"
+
+
 @check("one_token_per_step", 2,
        "the prompt goes through the model once; each later call gets exactly one token, with past_key_values",
        probe=probe_generate, inputs=_one_token_inputs)
@@ -163,22 +172,26 @@ def judge_one_token_per_step(out, inputs, expected):
     if not calls:
         return "the model was never called"
     if P > 1 and lengths[:3] == [P - 1, 1, 1] and len(lengths) == n + 2:
-        return (f"the last prompt token is fed a second time (the model got {lengths} ids): it then takes two "
+        return (f"the last prompt token is fed a second time (the model got {_shown_lengths(lengths, P, n)}): it "
+                f"then takes two "
                 f"positions; feed the whole prompt once, then only each new id")
     if calls[0]["length"] != P:
-        return f"the first model call should get the whole prompt ({P} ids) once; it got {calls[0]['length']}"
+        first = lengths[0] if isinstance(lengths[0], int) and -1 <= lengths[0] <= P + n else "another number"
+        return f"the first model call should get the whole prompt ({P} ids) once; it got {first}"
     if len(lengths) > 1 and lengths[1:] == list(range(P + 1, P + len(lengths))):
-        return (f"each step feeds the whole sequence again (the model got {lengths} ids): after the prompt, feed "
+        return (f"each step feeds the whole sequence again (the model got {_shown_lengths(lengths, P, n)}): after "
+                f"the prompt, feed "
                 f"only the new id (one token) with past_key_values, the cache of the previous call")
     if any(length != 1 for length in lengths[1:]):
-        return (f"after the prompt each model call should get exactly one token, the new id; the calls got {lengths} "
-                f"ids")
+        return (f"after the prompt each model call should get exactly one token, the new id; the calls got "
+                f"{_shown_lengths(lengths, P, n)}")
     if not all(c["past"] for c in calls[1:]):
         return "after the prompt each model call needs past_key_values (the presents of the previous call)"
     if len(lengths) == n + 1:
         return (f"the model was called {n + 1} times for {n} new ids: the last new id is predicted, never fed "
                 f"(feeding it wastes a call and needs a position past the limit)")
-    return f"for a {P}-id prompt and {n} new ids the model calls should get {want} ids; they got {lengths}"
+    return (f"for a {P}-id prompt and {n} new ids the model calls should get {want} ids; they got "
+            f"{_shown_lengths(lengths, P, n).removesuffix(' ids')}")
 
 
 def probe_generate_stop(ns, sizes, state, prompt, max_new_tokens, seed, stop_id):
@@ -208,6 +221,7 @@ def _stop_inputs(g):
        probe=probe_generate_stop, inputs=_stop_inputs)
 def judge_generate_stop(out, inputs, expected):
     prompt, stop, n = inputs["prompt"], inputs["stop_id"], inputs["max_new_tokens"]
+    V = inputs["sizes"]["vocab_size"]
     want = [*prompt.tolist(), stop]
     for key in ("stopped", "batch", "no_stop"):
         if "raised" in out[key]:
@@ -229,7 +243,19 @@ def judge_generate_stop(out, inputs, expected):
                 f"new ids: a row stops once it has produced stop_id")
     if got.tolist() == prompt.tolist():
         return "stop_id must stay in the output: the ids end with it"
-    return f"a model that always prefers stop_id = {stop} should give {want}; got {got.tolist()}"
+    return f"a model that always prefers stop_id = {stop} should give {want}; got {_shown_ids(got, len(want) + n, V)}"
+
+
+def _shown_ids(ids, limit, V) -> str:
+    """Returned ids as a list when there are at most `limit` of them, each an id of the
+    vocabulary: any other list of numbers the code returned could spell out any text."""
+    if ids.dim() != 1:
+        return f"a tensor of shape {list(ids.shape)}"
+    if ids.numel() > limit:
+        return f"{ids.numel()} ids"
+    if ids.numel() and not ((ids >= 0).all() and (ids < V).all()):
+        return f"{ids.numel()} values, not all of them ids of the vocabulary"
+    return str(ids.tolist())
 
 
 def probe_generate_rows(ns, sizes, state, prompt, max_new_tokens, seed, stop_id, temperature):
