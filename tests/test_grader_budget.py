@@ -38,3 +38,19 @@ def test_a_budget_must_be_a_positive_number(tmp_path):
     done = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path), "--budget", "soon"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "not a number of seconds" in done.stderr
+
+
+def test_a_slow_import_is_named_as_one(reference):
+    """An experiment left at module level that outlasts the start-up limit: every check
+    says the import was too slow and where such code belongs, not 'an endless loop'."""
+    from grader.run.engine import TIMEOUT, grade
+    from grader.run.sandbox import Limits, Sandbox
+    from grader.run.submission import Submission
+
+    sources = dict(reference.sources)
+    sources["model.py"] = sources["model.py"] + "\nimport time\ntime.sleep(8)  # an experiment\n"
+    with Sandbox(Limits(setup_seconds=2.0)) as box:
+        report = grade(Submission("slow import", sources), ["05"], sandbox=box, seed=3)
+    assert report.results and all(r.status == TIMEOUT for r in report.results)
+    assert all("importing the package took longer than 2 s" in r.diagnosis and '__name__ == "__main__"' in r.diagnosis
+               for r in report.results)

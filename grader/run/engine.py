@@ -189,7 +189,12 @@ def _start_worker(task, submission, reference, sandbox, deadline: float, audienc
     except WorkerFailed as failure:
         # A module that hangs or dies at import does so for every check: say it once.
         status = TIMEOUT if failure.status == "timeout" else ERROR
-        return None, {"status": status, **failure_texts(failure, audience, "loading the submission failed: ")}
+        texts = failure_texts(failure, audience, "loading the submission failed: ")
+        if status == TIMEOUT:
+            texts["diagnosis"] = (f"importing the package took longer than {sandbox.limits.setup_seconds:g} s: code "
+                                  f"at module level runs every time the package is imported; an experiment or a "
+                                  f"training run left there belongs under `if __name__ == \"__main__\":`")
+        return None, {"status": status, **texts}
     if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
         status, shown, staff = remote_failure(task, ready["setup_error"], audience, loading=True)
         worker.close()
