@@ -322,3 +322,19 @@ def test_the_configuration_loads_and_never_overwrites_submitted_files(tmp_path, 
     assert at + 3 < steps.index("SaveAutoGrades")
     assert loaded.Execute.timeout == cell_timeout([c for c in catalogue.chapters() if c.number == "05"])
     assert os.environ["HERO_TRANSFORMER_COURSE"] == str(ROOT)
+
+
+def test_a_timed_out_cell_is_named_in_the_error(tmp_path):
+    """nbgrader records a cell time-out with an empty message: the failure says which cell."""
+    import logging
+
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from grader.build.nbgrader_course import StopOnSetupError
+
+    looping = new_code_cell("while True: pass")
+    looping.outputs = [new_output("error", ename="CellTimeoutError", evalue="", traceback=[])]
+    notebook = new_notebook(cells=[new_code_cell("x = 1"), looping])
+    with pytest.raises(RuntimeError) as failed:
+        StopOnSetupError(log=logging.getLogger("test")).preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
+    assert "CellTimeoutError: cell 2 (a cell of the student's own) ran past the cell time limit" in str(failed.value)

@@ -71,15 +71,25 @@ class StopOnSetupError(Preprocessor):
 
     def preprocess(self, nb, resources):
         problems = []
-        for cell in nb.cells:
+        for number, cell in enumerate(nb.cells, start=1):
             if cell.get("cell_type") != "code":
                 continue
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error" and output.get("ename") in FATAL_ERRORS:
-                    problems.append(f"{output.get('ename')}: {output.get('evalue', '')}"[:500])
+                    ename, said = output.get("ename"), output.get("evalue", "")
+                    problems.append(f"{ename}: {said or _what_stopped(ename, number, cell)}"[:500])
         if problems:
             _fail(self.log, nb, resources, problems)
         return nb, resources
+
+
+def _what_stopped(ename: str, number: int, cell) -> str:
+    """The words nbgrader leaves out of a time-out or a dead kernel: which cell, and what it is."""
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    which = f"cell {number} ({grade_id})" if grade_id else f"cell {number} (a cell of the student's own)"
+    if ename == "CellTimeoutError":
+        return f"{which} ran past the cell time limit (Execute.timeout in nbgrader_config.py)"
+    return f"the kernel died while {which} ran"
 
 
 # The package as it was before the notebook ran, kept in nbgrader's resources between
