@@ -29,8 +29,9 @@ from pathlib import Path
 import pytest
 
 from grader.checks import catalogue
-from grader.qa.mutants import apply
+from grader.qa.mutants import apply, region_of
 from grader.run.engine import PASSED, GradeReport, Reference, grade_task
+from grader.run.regions import package_sources
 from grader.run.report import render, results_json
 from grader.run.sandbox import Limits, Sandbox, bwrap_works
 from grader.run.submission import Submission, SubmissionError, load
@@ -509,14 +510,8 @@ self.feedforward = FeedForward(cfg)
     assert "block.attention should be a CausalSelfAttention" in said[0]
 
 
-_LM_PARTS = """
-self.token_embedding = TokenEmbedding(cfg.vocab_size, cfg.d_model)
-self.position_embedding = PositionEmbedding(cfg.block_size, cfg.d_model)
-self.embedding_dropout = nn.Dropout(cfg.dropout)
-self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
-self.ln_final = LayerNorm(cfg.d_model)
-self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-"""
+# The reference's own lm_init body, which the cases below extend with one change each.
+_LM_PARTS = region_of(package_sources(SOLUTIONS), "lm_init")[1]
 
 
 @pytest.mark.parametrize("check, change, words", [
