@@ -10,7 +10,6 @@ declared checks (which hold the judges) are forgotten.
 
 from __future__ import annotations
 
-import dis
 import sys
 import types
 
@@ -27,30 +26,11 @@ def _check_modules() -> dict[str, types.ModuleType]:
             if module is not None and (name == CHECKS or name.startswith(CHECKS + "."))}
 
 
-def _ours(value) -> bool:
-    return getattr(value, "__module__", None) in _check_modules() if callable(value) else False
-
-
 def _codes(code: types.CodeType):
     yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from _codes(const)
-
-
-def _referenced(function) -> list:
-    """What a function of the checks can reach by name: the globals its code reads (and
-    their attributes, where a global is a check module), its defaults and its closure."""
-    found = list(function.__defaults__ or ()) + list((function.__kwdefaults__ or {}).values())
-    found += [cell.cell_contents for cell in (function.__closure__ or ()) if _filled(cell)]
-    names = {ins.argval for code in _codes(function.__code__) for ins in dis.get_instructions(code)
-             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM")}
-    scope = function.__globals__
-    found += [scope[name] for name in names if name in scope]
-    imported = [value for value in scope.values()
-                if isinstance(value, types.ModuleType) and value.__name__ in _check_modules()]
-    found += [vars(module)[name] for module in imported for name in names if name in vars(module)]
-    return found
 
 
 def _filled(cell) -> bool:
@@ -61,21 +41,34 @@ def _filled(cell) -> bool:
     return True
 
 
-def reachable_from_probes() -> set[int]:
-    """ids of the functions and classes of the checks that some probe can call."""
-    todo = [d.probe for module in _check_modules().values() for d in vars(module).get(DECLARED, [])]
+def reachable_from_probes(modules: dict[str, types.ModuleType]) -> set[int]:
+    """ids of the functions and classes of the check modules that some probe can call:
+    what a function's code names (as a global, or as an attribute of a check module it
+    imported), its defaults and its closure, and a class's whole body and bases."""
+    def ours(value) -> bool:
+        return callable(value) and getattr(value, "__module__", None) in modules
+
+    todo = [d.probe for module in modules.values() for d in vars(module).get(DECLARED, [])]
     seen: set[int] = set()
     while todo:
         value = todo.pop()
-        if id(value) in seen or not _ours(value):
+        if id(value) in seen or not ours(value):
             continue
         seen.add(id(value))
         if isinstance(value, type):
             todo.extend(vars(value).values())
-            todo.extend(base for base in value.__mro__[1:] if _ours(base))
+            todo.extend(base for base in value.__mro__[1:] if ours(base))
         function = getattr(value, "__func__", value)
-        if isinstance(function, types.FunctionType):
-            todo.extend(_referenced(function))
+        if not isinstance(function, types.FunctionType):
+            continue
+        todo.extend(function.__defaults__ or ())
+        todo.extend((function.__kwdefaults__ or {}).values())
+        todo.extend(cell.cell_contents for cell in function.__closure__ or () if _filled(cell))
+        names = {name for code in _codes(function.__code__) for name in code.co_names}
+        scope = function.__globals__
+        for space in [scope] + [vars(v) for v in scope.values()
+                                if isinstance(v, types.ModuleType) and v.__name__ in modules]:
+            todo.extend(space[name] for name in names if name in space)
     return seen
 
 
@@ -88,11 +81,12 @@ def _refuse(name: str):
 
 def keep_only_what_probes_use() -> list[str]:
     """Replace what no probe reaches; returns the names replaced."""
-    keep = reachable_from_probes()
+    modules = _check_modules()
+    keep = reachable_from_probes(modules)
     replaced = []
-    for module_name, module in _check_modules().items():
+    for module_name, module in modules.items():
         for attr, value in list(vars(module).items()):
-            if _ours(value) and getattr(value, "__module__", None) == module_name and id(value) not in keep:
+            if callable(value) and getattr(value, "__module__", None) == module_name and id(value) not in keep:
                 setattr(module, attr, _refuse(f"{module_name}.{attr}"))
                 replaced.append(f"{module_name}.{attr}")
         if DECLARED in vars(module):
