@@ -9,7 +9,6 @@ into a check status with a reason.
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 import time
@@ -179,7 +178,7 @@ def _start_worker(task, submission, reference, sandbox, deadline: float, audienc
                 worker = imported.worker()
             except WorkerFailed:
                 imported = None
-        worker = worker or _when_processes_free_up(sandbox.worker, deadline)
+        worker = worker or sandbox.worker()
     except Exception as broken:  # noqa: BLE001 - whatever stops the sandbox costs this task only
         return None, {"status": ERROR, "diagnosis": f"the grader could not start a sandboxed process: {broken!r}"}
     try:
@@ -212,22 +211,6 @@ def _start_worker(task, submission, reference, sandbox, deadline: float, audienc
     claimed = ready.get("certified") if isinstance(ready.get("certified"), list) else []
     worker.certified = tuple(sorted({t for t in claimed if isinstance(t, str) and t in known and t != task.name}))
     return worker, None
-
-
-def _when_processes_free_up(start, deadline: float, patience: float = 20.0):
-    """start(), tried again for a while when it fails for want of processes: a fork bomb
-    in another task's worker fills the sandbox's process cap until that worker is ended
-    (at its check's time limit), and it must not cost this task its points."""
-    give_up = min(deadline, time.monotonic() + patience)
-    while True:
-        try:
-            return start()
-        except Exception as error:  # noqa: BLE001 - anything else is the caller's to report
-            short = isinstance(error, OSError) and error.errno in (errno.EAGAIN, errno.ENOMEM) or \
-                "Resource temporarily unavailable" in str(error)
-            if not short or time.monotonic() + 0.5 >= give_up:
-                raise
-            time.sleep(0.5)
 
 
 class _SetupFailed(Exception):
