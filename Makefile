@@ -42,12 +42,12 @@ test: $(STAMP)
 	$(PYTHON) -m pytest -q -n 2
 
 figures: $(STAMP)
-	$(PYTHON) -m grader.build.figures
+	$(PYTHON) -m grader.generate.figures
 
 student: $(STAMP)
-	$(PYTHON) -m grader.build.student_copy
-	$(PYTHON) -m grader.build.lesson_tables
-	$(PYTHON) -m grader.build.notebooks
+	$(PYTHON) -m grader.generate.student_copy
+	$(PYTHON) -m grader.generate.lesson_tables
+	$(PYTHON) -m grader.generate.notebooks
 
 check: $(STAMP)
 	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH)) $(ARGS)

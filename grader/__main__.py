@@ -11,6 +11,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from grader.edition import EDITION
+
 # Nothing here imports torch at start-up: grading boots the sandbox's zygote (which
 # imports torch) first, so that both imports run side by side.
 
@@ -98,9 +100,9 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     return report
 
 
-# A student's release ships the engine without the TA's modules (grader.build.release leaves
-# them out); its CLI then offers the student's commands only.
-_KIT = (Path(__file__).parent / "build").is_dir()
+# A student's release ships the engine without the TA's modules and says so in
+# grader/edition.py; its CLI then offers the student's commands only.
+_KIT = EDITION == "course"
 
 
 def _student_main(parser, argv) -> int:
@@ -171,7 +173,7 @@ def main(argv=None) -> int:
     sub.add_parser("release", help="build the student bundle and zip, scanned for leaks (TA); "
                                    "see `python -m grader release --help`", add_help=False)
     if argv[:1] == ["release"]:
-        from grader.build.release import main as release
+        from grader.generate.release import main as release
 
         return release(argv[1:])
     if argv[:2] == ["grade-class", "merge"]:
@@ -193,7 +195,7 @@ def main(argv=None) -> int:
     if args.command == "grade-class":
         return _grade_class(args, console)
     if args.command == "gradescope":
-        from grader.build.gradescope import build
+        from grader.lms.gradescope import build
 
         chapters = _chapters(args.chapters)
         names = build(Path(args.output), chapters)
@@ -204,7 +206,7 @@ def main(argv=None) -> int:
                       f"upload it as the assignment's autograder")
         return 0
     if args.command == "nbgrader-course":
-        from grader.build.nbgrader_course import build as build_course
+        from grader.lms.nbgrader_course import build as build_course
 
         try:
             folders = build_course(Path(args.dest), _chapters(args.chapters),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import lesson_tables as assignments
+from grader.generate import lesson_tables as assignments
 from grader.checks import catalogue
 from grader.checks._api import Check, Task
 from grader.run.regions import find_regions
@@ -40,11 +40,11 @@ def test_every_chapter_folder_has_a_lesson(name):
 
 
 def test_the_lessons_are_in_sync_with_the_catalogue():
-    assert assignments.stale() == [], "run `python -m grader.build.lesson_tables` to refresh the lessons"
+    assert assignments.stale() == [], "run `python -m grader.generate.lesson_tables` to refresh the lessons"
 
 
 def test_the_check_command_passes():
-    done = subprocess.run([sys.executable, "-m", "grader.build.lesson_tables", "--check"], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "grader.generate.lesson_tables", "--check"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import lesson_tables as assignments
-from grader.build import figures
+from grader.generate import lesson_tables as assignments
+from grader.generate import figures
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
@@ -23,7 +23,7 @@ def _lesson(folder: str) -> str:
 
 def test_make_figures_redraws_the_committed_figures_exactly():
     # A fresh process, as `make figures` runs: no torch or matplotlib state from other tests.
-    done = subprocess.run([sys.executable, "-m", "grader.build.figures", "--check"], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "grader.generate.figures", "--check"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 

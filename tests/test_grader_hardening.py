@@ -259,7 +259,7 @@ def _run_setup(tmp_path, env_course: str | None):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     if env_course is not None:
         env["HERO_TRANSFORMER_COURSE"] = env_course
-    code = _setup_cell() + "\nimport grader.run.notebook_cell\nprint('FROM', grader.run.notebook_cell.__file__)\n"
+    code = _setup_cell() + "\nimport grader.lms.notebook_cell\nprint('FROM', grader.lms.notebook_cell.__file__)\n"
     return course, subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
                                   timeout=120, env=env)
 
@@ -267,14 +267,14 @@ def _run_setup(tmp_path, env_course: str | None):
 def test_the_setup_cell_imports_the_instructors_grader(tmp_path):
     course, done = _run_setup(tmp_path, str(tmp_path / "course"))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"FROM {course}/grader/run/notebook_cell.py" in done.stdout
+    assert f"FROM {course}/grader/lms/notebook_cell.py" in done.stdout
     assert "advisory" not in done.stdout
 
 
 def test_without_the_variable_the_setup_cell_warns_and_skips_the_submission(tmp_path):
     course, done = _run_setup(tmp_path, None)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"FROM {course}/grader/run/notebook_cell.py" in done.stdout
+    assert f"FROM {course}/grader/lms/notebook_cell.py" in done.stdout
     assert "advisory" in done.stdout
 
 

@@ -1036,7 +1036,7 @@ def test_a_grader_planted_beside_the_notebook_is_not_the_one_imported(tmp_path):
 def test_hidden_inputs_are_not_predictable_in_the_notebook_flow(tmp_path):
     import torch
 
-    import grader.run.notebook_cell as notebook
+    import grader.lms.notebook_cell as notebook
 
     table = {}
     for check in checks_of("gelu"):  # what a student can run at home

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.build.gradescope import CPU_WHEELS, build, torch_requirement
+from grader.lms.gradescope import CPU_WHEELS, build, torch_requirement
 from grader.run.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -195,7 +195,7 @@ def test_the_catalogue_mixes_patches_and_bodies():
 def test_the_release_scan_knows_a_patched_mutant_s_own_lines(tmp_path):
     """The leak scan reads each mutant's full region through the catalogue, so the lines a
     patch writes are found in a bundle too (this mutant's, not the reference's)."""
-    from grader.build import release
+    from grader.generate import release
 
     (tmp_path / "sample.py").write_text(textwrap.dedent("""\
         def keep_the_best(scores, k):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.build.nbgrader_course import KERNEL_NAME, build, cell_timeout
+from grader.lms.nbgrader_course import KERNEL_NAME, build, cell_timeout
 from grader.qa.mutants import apply, catalogue as accuracy_catalogue
 from grader.run.engine import possible_points
 from grader.run.sandbox import bwrap_works
@@ -292,7 +292,7 @@ def test_the_course_configuration_holds_what_grading_needs(tmp_path):
 
 def test_the_cell_time_limit_covers_the_graders_own_worst_case():
     from grader.checks import catalogue
-    from grader.run.notebook_cell import task_seconds
+    from grader.lms.notebook_cell import task_seconds
 
     chapters = catalogue.chapters()
     limit = cell_timeout(chapters)
@@ -330,7 +330,7 @@ def test_a_timed_out_cell_is_named_in_the_error(tmp_path):
 
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from grader.build.nbgrader_course import StopOnSetupError
+    from grader.lms.nbgrader_course import StopOnSetupError
 
     looping = new_code_cell("while True: pass")
     looping.outputs = [new_output("error", ename="CellTimeoutError", evalue="", traceback=[])]

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from nbgrader.utils import determine_grade
 
-from grader.build.lesson_tables import CHAPTER_FOLDERS
-from grader.build.notebooks import build, main as notebooks_main, path_of
+from grader.generate.lesson_tables import CHAPTER_FOLDERS
+from grader.generate.notebooks import build, main as notebooks_main, path_of
 from grader.checks import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ def test_each_task_has_one_autograded_cell_worth_its_points(folder):
 
 
 def test_score_task_gives_full_points_to_the_reference_and_none_to_the_stubs():
-    from grader.run.notebook_cell import score_task
+    from grader.lms.notebook_cell import score_task
 
     full = sum(c.points for c in catalogue.all_checks() if c.task == "gelu")
     assert score_task("gelu", ROOT / "solutions" / "hero_transformer") == full
@@ -56,7 +56,7 @@ def test_an_executed_notebook_is_graded_by_nbgrader(tmp_path, monkeypatch):
 
 
 def test_score_task_grades_only_the_package_in_the_notebooks_own_folder(tmp_path, monkeypatch):
-    from grader.run.notebook_cell import HeroTransformerSetupError, score_task
+    from grader.lms.notebook_cell import HeroTransformerSetupError, score_task
 
     course = tmp_path / "course"  # a package above the notebook's folder is not the submission
     (course / "hero_transformer").mkdir(parents=True)
@@ -129,7 +129,7 @@ def test_on_the_stub_copy_the_experiments_only_say_what_is_missing(folder, tmp_p
 
 
 def test_experiment_cells_are_read_only_ungraded_and_never_hold_solution_code():
-    from grader.build.notebooks import EXPERIMENTS, TRY_SETUP
+    from grader.generate.notebooks import EXPERIMENTS, TRY_SETUP
 
     solution = set()
     for path in (ROOT / "solutions" / "hero_transformer").glob("*.py"):

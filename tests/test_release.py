@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import release
+from grader.generate import release
 from grader.checks import catalogue
 from grader.run.engine import possible_points
 
@@ -274,7 +274,7 @@ def test_allow_list_entries_say_why(tmp_path):
 
 
 def test_classroom_payload_reads_as_the_reporter_expects():
-    from grader.run.github_classroom import classroom_result
+    from grader.lms.github_classroom import classroom_result
 
     payload = classroom_result({"tests": [
         {"name": "ch05.gelu.odd_part", "status": "passed", "score": 1, "max_score": 1, "output": ""},

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.build import student_copy
+from grader.generate import student_copy
 from grader.run.regions import STUDENT_HEADER, all_regions, package_sources
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

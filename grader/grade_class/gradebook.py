@@ -15,7 +15,6 @@ files alone by grader.grade_class.outputs, which is also what `merge` runs on sh
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -33,18 +32,18 @@ from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.grade_class.uploads import InputError, Upload, read_input, read_roster, roster_columns, shown
 from grader.run.engine import GradeReport, Reference, grade, possible_points
-from grader.run.report import results_json, staff_path, write_atomic as write_file
+from grader.files import read_json, write_json
+from grader.grade_class.records import RECORD_FORMAT, STATE, read_records, record_path
+from grader.run.report import results_json, staff_path
 from grader.run.sandbox import Limits, Sandbox
 from grader.run.submission import SubmissionError
 
 ROOT = KIT_ROOT
-RECORD_FORMAT = 1
-STATE = "class.json"
 # What a grade depends on: the engine, the sandbox, the checks and the reference. The rest
 # of grader/ (class outputs, build tools, the mutant catalogue) only shapes what is
 # written, so editing it regrades nothing.
 _GRADING = ("grader/__init__.py", "grader/run", "grader/checks", "solutions/hero_transformer")
-_NOT_GRADING = {"notebook_cell.py", "github_classroom.py"}
+
 
 
 class Interrupted(Exception):
@@ -60,7 +59,7 @@ def kit_version() -> str:
     digest = hashlib.sha256()
     for base in (ROOT / part for part in _GRADING):
         for path in sorted([base] if base.is_file() else base.rglob("*.py")):
-            if "__pycache__" in path.parts or path.name in _NOT_GRADING:
+            if "__pycache__" in path.parts:
                 continue
             digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
@@ -86,32 +85,6 @@ def in_shard(upload_slug: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(upload_slug.encode()).hexdigest(), 16) % n == k - 1
 
 
-def write_atomic(data, path: Path) -> None:
-    """A JSON record, written whole or not at all."""
-    write_file(path, json.dumps(data, indent=1, ensure_ascii=True))
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def record_path(out: Path, upload_slug: str) -> Path:
-    return out / "results" / f"{upload_slug}.json"
-
-
-def read_records(folder: Path) -> dict[str, dict]:
-    records = {}
-    for path in sorted((folder / "results").glob("*.json")):
-        if path.name.endswith(".staff.json") or path.name.startswith("."):
-            continue
-        data = read_json(path)
-        if data and data.get("format") == RECORD_FORMAT and isinstance(data.get("upload"), dict):
-            records[data["upload"]["slug"]] = data
-    return records
 
 
 # ------------------------------------------------------------------ one upload
@@ -178,8 +151,8 @@ def save_record(out: Path, record: dict) -> None:
     staff = record.pop("staff", None)
     path = record_path(out, record["upload"]["slug"])
     if staff is not None:
-        write_atomic(staff, staff_path(path))
-    write_atomic(record, path)
+        write_json(staff_path(path), staff)
+    write_json(path, record)
 
 
 def _grading_key(settings: dict) -> dict:
@@ -300,12 +273,12 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
         for entry in intake.entries:
             if entry.status == "to grade" and entry.upload not in mine_slugs:
                 entry.status, entry.note = "other shard", f"graded by another shard than {shard[0]}/{shard[1]}"
-        write_atomic({"format": RECORD_FORMAT, "kit": settings["kit"], "settings": _grading_key(settings),
+        write_json(out / STATE, {"format": RECORD_FORMAT, "kit": settings["kit"], "settings": _grading_key(settings),
                       "seed": class_seed, "shard": list(shard) if shard else None, "lms": intake.lms,
                       "options": options, "roster": bool(students),
                       "students": [vars(s) for s in intake.students],
                       "entries": [vars(e) for e in intake.entries],
-                      "uploads": sorted(mine_slugs)}, out / STATE)
+                      "uploads": sorted(mine_slugs)})
         done = read_records(out)
         todo = []
         for upload in mine:

@@ -13,11 +13,9 @@ No cell of any CSV starts a formula; names are escaped wherever they are shown.
 
 from __future__ import annotations
 
-import csv
 import html
 import io
 import json
-import os
 import re
 import statistics
 from collections import Counter
@@ -25,35 +23,15 @@ from pathlib import Path
 
 from grader.checks import catalogue
 from grader.grade_class.uploads import InputError, Student, shown, slug, student_from
-from grader.run.report import code_block, markdown_text, plain, staff_path, write_atomic
+from grader.files import read_json, write_atomic, write_json
+from grader.lms.gradebooks import FORMATS, chapter_max, csv_text, number, write_lms_gradebook
+from grader.grade_class.records import STATE, read_records, record_path
+from grader.run.report import code_block, markdown_text, staff_path
 
-FORMATS = ("csv", "canvas", "moodle", "nbgrader")
-CANVAS_FIRST = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-
-
-def cell(value):
-    """Text a spreadsheet would run as a formula (or a DDE command) gets a leading quote."""
-    if isinstance(value, str):
-        value = plain(value).replace("\r", " ").replace("\n", " ")
-        if value[:1] in ("=", "+", "-", "@", "\t", "|", "%"):
-            return "'" + value
-    return value
-
-
-def number(value) -> str:
-    return f"{float(value):g}"
 
 
 def _write(path: Path, text: str | bytes) -> None:
     write_atomic(path, text)
-
-
-def _csv(header: list[str], rows: list[list]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow([cell(h) for h in header])
-    writer.writerows([[cell(v) for v in row] for row in rows])
-    return buffer.getvalue()
 
 
 # ------------------------------------------------------------------ gathering
@@ -63,7 +41,6 @@ class ClassResults:
     """The states and records of one or more runs, joined."""
 
     def __init__(self, folders: list[Path], options: dict | None):
-        from grader.grade_class.gradebook import STATE, read_json, read_records
 
         self.states = [s for s in (read_json(Path(f) / STATE) for f in folders) if s]
         records: dict[str, dict] = {}
@@ -152,7 +129,6 @@ class ClassResults:
 
 
 def build(folders: list[Path], out: Path, options: dict | None = None) -> list[dict]:
-    from grader.grade_class.gradebook import STATE, write_atomic
 
     data = ClassResults([Path(f) for f in folders], options)
     out = Path(out)
@@ -161,21 +137,15 @@ def build(folders: list[Path], out: Path, options: dict | None = None) -> list[d
         merged.update({"entries": data.entries, "uploads": sorted(data.records), "shard": None,
                        "options": data.options, "students": [vars(s) for s in data.students]})
         if data.states:
-            write_atomic(merged, out / STATE)
+            write_json(out / STATE, merged)
     rows = plain_rows(data)
     header = ["student", "id", "email", "total", "max", *[f"ch{n}" for n in data.numbers], "status", "late",
               "attempts", "upload", "note"]
-    _write(out / "gradebook.csv", _csv(header, [[row[h] for h in header] for row in rows]))
-    _write(out / "entries.csv", _csv(["entry", "status", "student", "upload", "note"],
+    _write(out / "gradebook.csv", csv_text(header, [[row[h] for h in header] for row in rows]))
+    _write(out / "entries.csv", csv_text(["entry", "status", "student", "upload", "note"],
                                      [[e["name"], e["status"], e["student"], e["upload"], e["note"]]
                                       for e in data.entries]))
-    fmt = data.options["format"]
-    if fmt == "canvas":
-        _write(out / "canvas.csv", canvas_csv(data))
-    elif fmt == "moodle":
-        _write(out / "moodle.csv", moodle_csv(data))
-    elif fmt == "nbgrader":
-        nbgrader_gradebook(data, out / "gradebook.db")
+    write_lms_gradebook(data.options["format"], data, out)
     write_feedback(data, out / "feedback")
     write_summary(data, out)
     return rows
@@ -199,119 +169,6 @@ def plain_rows(data: ClassResults) -> list[dict]:
                 row[f"ch{n}"] = number(record["chapters"].get(n, {}).get("score", 0))
         rows.append(row)
     return rows
-
-
-def _grade_columns(data: ClassResults) -> list[tuple[str, str | None]]:
-    """(header, chapter or None for the total) of each grade column. A roster exported
-    from Canvas already names its assignments `Name (id)`: that header is reused."""
-    name, given_id = data.options["assignment"], data.options["assignment_id"]
-    existing = data.options.get("roster_columns") or []
-
-    def header(title: str) -> str:
-        for column in existing:
-            if column.startswith(f"{title} (") and column.endswith(")"):
-                return column
-        return f"{title} ({given_id})" if given_id and title == name else title
-
-    if data.options["columns"] == "chapters":
-        return [(header(f"{name} ch{n}"), n) for n in data.numbers]
-    return [(header(name), None)]
-
-
-def _score(record: dict | None, chapter: str | None) -> str:
-    if record is None:
-        return ""
-    return number(record["score"] if chapter is None else record["chapters"].get(chapter, {}).get("score", 0))
-
-
-def canvas_csv(data: ClassResults) -> str:
-    columns = _grade_columns(data)
-    rows = [["    Points Possible", "", "", "", "",
-             *[number(data.max_score() if c is None else _chapter_max(data, c)) for _, c in columns]]]
-    for s in data.students:
-        record = data.of.get(s.key)
-        rows.append([s.name or s.login, s.id, s.sis_user_id, s.sis_login_id, s.section,
-                     *[_score(record, c) for _, c in columns]])
-    return _csv(CANVAS_FIRST + [h for h, _ in columns], rows)
-
-
-def _chapter_max(data: ClassResults, chapter: str) -> float:
-    from grader.run.engine import possible_points
-
-    return possible_points([chapter], data.settings.get("public_only", False))
-
-
-def moodle_csv(data: ClassResults) -> str:
-    """Moodle's grading worksheet (Identifier, Grade) that its gradebook import also maps
-    by email address or username."""
-    columns = _grade_columns(data)
-    chapter_columns = [(h, c) for h, c in columns if c is not None]
-    rows = []
-    for s in data.students:
-        record = data.of.get(s.key)
-        rows.append([s.identifier, s.name, s.email, s.login or s.sis_login_id, _score(record, None),
-                     number(data.max_score()), *[_score(record, c) for _, c in chapter_columns],
-                     _feedback_line(record)])
-    return _csv(["Identifier", "Full name", "Email address", "Username", "Grade", "Maximum Grade",
-                 *[h for h, _ in chapter_columns], "Feedback comments"], rows)
-
-
-def _feedback_line(record: dict | None) -> str:
-    if record is None:
-        return "nothing was uploaded"
-    if record["problem"]:
-        return record["problem"]
-    failed = sum(c["status"] != "passed" for c in record["checks"])
-    return f"{len(record['checks']) - failed} of {len(record['checks'])} checks passed"
-
-
-def nbgrader_gradebook(data: ClassResults, path: Path) -> None:
-    """One notebook per chapter with one grade cell worth the chapter's points, and each
-    student's chapter score as its autograded score: what formgrader shows."""
-    try:
-        from nbgrader.api import Gradebook, MissingEntry
-    except ImportError:
-        raise InputError("--format nbgrader needs nbgrader: pip install nbgrader") from None
-    import shutil
-    import sys
-
-    if shutil.which("alembic") is None:
-        # nbgrader runs the `alembic` command to stamp a new database; a venv's python run
-        # without activating the venv (as `make` does) has it beside itself only.
-        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    assignment = data.options["assignment"]
-    with Gradebook(f"sqlite:///{path.resolve()}") as gradebook:
-        gradebook.update_or_create_assignment(assignment)
-        for n in data.numbers:
-            notebook = f"ch{n}"
-            try:
-                gradebook.find_notebook(notebook, assignment)
-            except MissingEntry:
-                gradebook.add_notebook(notebook, assignment)
-            try:
-                cell = gradebook.find_grade_cell("score", notebook, assignment)
-                cell.max_score = _chapter_max(data, n)
-            except MissingEntry:
-                gradebook.add_grade_cell("score", notebook, assignment, max_score=_chapter_max(data, n),
-                                         cell_type="code")
-        gradebook.db.commit()
-        for s in data.students:
-            record = data.of.get(s.key)
-            if record is None:
-                continue
-            first, _, last = (s.name or s.short).partition(" ")
-            if ", " in s.name:
-                last, _, first = s.name.partition(", ")
-            student_id = data.file_names[s.key]
-            gradebook.update_or_create_student(student_id, first_name=first, last_name=last, email=s.email or None)
-            try:
-                gradebook.find_submission(assignment, student_id)
-            except MissingEntry:
-                gradebook.add_submission(assignment, student_id)
-            for n in data.numbers:
-                grade = gradebook.find_grade("score", f"ch{n}", assignment, student_id)
-                grade.auto_score = float(record["chapters"].get(n, {}).get("score", 0))
-            gradebook.db.commit()
 
 
 # -------------------------------------------------------------------- feedback
@@ -377,7 +234,6 @@ def write_feedback(data: ClassResults, folder: Path) -> None:
 
 def copy_results(folders: list[Path], json_dir: Path) -> None:
     """Each student's Gradescope-shaped results.json as NAME.json, its staff companion beside it."""
-    from grader.grade_class.gradebook import read_json, record_path, write_atomic
 
     data = ClassResults(folders, None)
     for s in data.students:
@@ -385,11 +241,11 @@ def copy_results(folders: list[Path], json_dir: Path) -> None:
         if record is None:
             continue
         name = data.file_names[s.key]
-        write_atomic(record["results"], json_dir / f"{name}.json")
+        write_json(json_dir / f"{name}.json", record["results"])
         for folder in folders:
             staff = read_json(staff_path(record_path(Path(folder), record["upload"]["slug"])))
             if staff is not None:
-                write_atomic(staff, json_dir / f"{name}.staff.json")
+                write_json(json_dir / f"{name}.staff.json", staff)
                 break
 
 
@@ -442,7 +298,7 @@ def write_summary(data: ClassResults, out: Path) -> None:
                   "| chapter | mean | of |", "| --- | ---: | ---: |"]
         for n in data.numbers:
             points = [r["chapters"].get(n, {}).get("score", 0) for r in rows]
-            lines.append(f"| {n} | {statistics.fmean(points):.1f} | {_chapter_max(data, n):g} |")
+            lines.append(f"| {n} | {statistics.fmean(points):.1f} | {chapter_max(data, n):g} |")
         lines.append("")
     else:
         lines += ["No results yet.", ""]

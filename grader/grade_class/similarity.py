@@ -14,7 +14,6 @@ import ast
 import hashlib
 from functools import lru_cache
 from itertools import combinations
-from pathlib import Path
 
 from grader import KIT_ROOT
 from grader.checks import catalogue

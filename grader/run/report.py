@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.checks import catalogue
+from grader.files import write_atomic
 from grader.run.engine import PASSED, GradeReport, Reference
 from grader.run.regions import find_regions
 
@@ -310,19 +309,3 @@ def write_json(data: dict, path: str | Path) -> None:
 
 def _write_one(data: dict, path: Path) -> None:
     write_atomic(path, json.dumps(data, indent=2))
-
-
-def write_atomic(path: str | Path, content: str | bytes) -> None:
-    """Write through a temporary file in the same folder and rename it into place, so
-    a reader (or a run resumed after Ctrl-C) never sees half a file; nothing is left
-    behind when writing fails."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(content.encode("utf-8") if isinstance(content, str) else content)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -17,7 +17,7 @@ What the configuration guarantees, and why each part is there:
 - `Autograde.exclude_overwriting` names every file of source/<assignment>/ but the
   notebook, recomputed each time nbgrader starts: autograde never copies the starter
   package over a student's package, and a submission without a package stays without one.
-- The cell time limit is the grader's own worst case (grader.run.notebook_cell.task_seconds),
+- The cell time limit is the grader's own worst case (grader.lms.notebook_cell.task_seconds),
   not nbgrader's 30 s: slow but correct code is judged by the grader's per-check limits.
 - The source notebooks name that kernel, which only this configuration makes findable:
   were nbgrader_config.py not loaded (traitlets only logs a broken configuration),
@@ -101,7 +101,7 @@ def _notebook_cell():
     """The kit's grading for notebook cells, imported from the kit this file belongs to."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from grader.run import notebook_cell
+    from grader.lms import notebook_cell
 
     return notebook_cell
 
@@ -341,7 +341,7 @@ def kernel_spec(python: str, kit: Path) -> dict:
 
 
 def cell_timeout(chapters) -> int:
-    from grader.run.notebook_cell import task_seconds
+    from grader.lms.notebook_cell import task_seconds
 
     # A minute on top for the kernel's own start and the set-up cell's imports.
     return int(max(task_seconds(c) for c in chapters) + 60)
@@ -351,10 +351,10 @@ def build(dest: Path, chapters: list[str] | None = None, kit: Path = ROOT, pytho
           allow_weak_sandbox: bool = False) -> list[str]:
     """Write the course into dest (which must be empty or absent); the assignment names."""
     from grader.checks import catalogue
-    from grader.build.lesson_tables import CHAPTER_FOLDERS
+    from grader.generate.lesson_tables import CHAPTER_FOLDERS
     import nbformat
 
-    from grader.build.notebooks import build as build_notebook
+    from grader.generate.notebooks import build as build_notebook
 
     kit = kit.resolve()
     # The folder resolved, the file name kept: a venv reached through a symbolic link still

@@ -1,7 +1,7 @@
 """Generate the student copy hero_transformer/ from solutions/hero_transformer/.
 
-    python -m grader.build.student_copy          # write it
-    python -m grader.build.student_copy --check  # exit 1 if the committed copy is stale
+    python -m grader.generate.student_copy          # write it
+    python -m grader.generate.student_copy --check  # exit 1 if the committed copy is stale
 """
 
 from __future__ import annotations

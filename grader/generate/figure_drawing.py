@@ -1,6 +1,6 @@
 """What every lesson figure draws with: the reference imported under a private name,
 the names data and one short seeded training run, and the boxes, arrows and heatmaps
-the figures are made of. Used by grader/build/figures.py and its chapter modules."""
+the figures are made of. Used by grader/generate/figures.py and its chapter modules."""
 
 from __future__ import annotations
 

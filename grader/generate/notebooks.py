@@ -1,7 +1,7 @@
 """nbgrader notebooks, one per chapter, generated from the lessons and the catalogue.
 
-    python -m grader.build.notebooks            write assignments/chNN_*/chNN_*.ipynb
-    python -m grader.build.notebooks --check    exit 1 when a notebook is out of date
+    python -m grader.generate.notebooks            write assignments/chNN_*/chNN_*.ipynb
+    python -m grader.generate.notebooks --check    exit 1 when a notebook is out of date
 
 Each notebook is an nbgrader *source* notebook: the lesson as read-only markdown
 cells, one per section (its figures attached, so the notebook needs no files beside
@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader.build.lesson_tables import ASSIGNMENTS, CHAPTER_FOLDERS
+from grader.generate.lesson_tables import ASSIGNMENTS, CHAPTER_FOLDERS
 from grader.checks import catalogue
 
 SETUP = '''\
@@ -69,12 +69,12 @@ def _hero_transformer_import(course):
         del sys.modules[name]
     sys.path[:] = [str(course)] + [p for p in saved if Path(p or ".").resolve() != here]
     try:
-        import grader.run.notebook_cell
+        import grader.lms.notebook_cell
     finally:
         sys.path[:] = saved
-    if Path(grader.run.notebook_cell.__file__).resolve().parent != (course / "grader" / "run").resolve():
-        raise HeroTransformerSetupError(f"grader was imported from {grader.run.notebook_cell.__file__}, not from {course}")
-    return grader.run.notebook_cell.score_task
+    if Path(grader.lms.notebook_cell.__file__).resolve().parent != (course / "grader" / "lms").resolve():
+        raise HeroTransformerSetupError(f"grader was imported from {grader.lms.notebook_cell.__file__}, not from {course}")
+    return grader.lms.notebook_cell.score_task
 
 
 score_task = _hero_transformer_import(_hero_transformer_course())'''

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from grader.build.figure_drawing import (
+from grader.generate.figure_drawing import (
     BLUE, GREY, ORANGE, RED, MICRO_STEPS, SHORT_RUN, _arrow, _blank, _box, _grid_frame, _heatmap, _label, _plt, names,
     reference, short_run,
 )

@@ -6,7 +6,7 @@ partial credit for the cell.
 A problem that is not the student's code — no package in the submission, no
 reference, no sandbox — raises HeroTransformerSetupError instead of returning 0: the
 course's nbgrader_config.py turns that error into a failed `nbgrader autograde`
-(see grader/build/nbgrader_course.py), so no one is recorded a silent 0.
+(see grader/lms/nbgrader_course.py), so no one is recorded a silent 0.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ AUTOGRADING = ("NBGRADER_EXECUTION", "autograde")
 # Where bubblewrap cannot run, a course may still autograde with process isolation only.
 ALLOW_WEAK_SANDBOX = "HERO_TRANSFORMER_ALLOW_WEAK_SANDBOX"
 # Set by the course's nbgrader configuration, which grades the task cells after the
-# notebook ran (grader/build/nbgrader_course.py): the kernel then need not grade them.
+# notebook ran (grader/lms/nbgrader_course.py): the kernel then need not grade them.
 GRADED_OUTSIDE = "HERO_TRANSFORMER_GRADED_OUTSIDE_THE_KERNEL"
 
 

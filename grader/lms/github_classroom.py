@@ -1,4 +1,4 @@
-"""python -m grader.run.github_classroom [--chapters 05] — the public checks, scored the way GitHub
+"""python -m grader.lms.github_classroom [--chapters 05] — the public checks, scored the way GitHub
 Classroom's autograding reporter reads them.
 
 Writes `result=<base64 JSON>` to $GITHUB_OUTPUT (version 1 of the reporter's format: one
@@ -31,7 +31,7 @@ def classroom_result(results: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.run.github_classroom", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grader.lms.github_classroom", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("package", nargs="?", default="hero_transformer")
     parser.add_argument("--chapters", help="e.g. 05 or 05,07 (default: every chapter released)")

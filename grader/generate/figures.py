@@ -1,7 +1,7 @@
 """The lessons' figures, drawn from the reference with matplotlib.
 
-    python -m grader.build.figures            write assignments/chNN_*/figures/*.svg
-    python -m grader.build.figures --check    exit 1 when a committed figure differs from a fresh one
+    python -m grader.generate.figures            write assignments/chNN_*/figures/*.svg
+    python -m grader.generate.figures --check    exit 1 when a committed figure differs from a fresh one
 
 Every figure is computed from solutions/hero_transformer (imported under a private
 name, never the student copy) and saved as SVG with fixed fonts, metadata and hash
@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.build.figure_drawing import (
+from grader.generate.figure_drawing import (
     ASSIGNMENTS, FIGURE_DIR, METADATA, REPO_ROOT, STYLE, _plt,
 )
-from grader.build.figures_ch00_04 import (
+from grader.generate.figures_ch00_04 import (
     attention_heads, causal_mask, embedding_lookup, kv_cache, micro_attention, micro_graph,
     position_rows, token_windows,
 )
-from grader.build.figures_ch05_09 import (
+from grader.generate.figures_ch05_09 import (
     block_diagram, gelu_forms, layer_norm_batch, loss_curve, lr_schedule, parameter_ledger,
     residual_gradient, sampled_names, temperature_topk,
 )

@@ -40,8 +40,8 @@ ALLOW_LIST = TEMPLATE / "ALLOWED_FINDINGS.txt"
 BUNDLE_NAME = "hero_transformer-student"
 
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
-STUDENT_GRADER = ("__init__.py", "__main__.py")  # and run/, and checks/ without its hidden checks
-STUDENT_RUN_LEFT_OUT = ("notebook_cell.py",)
+STUDENT_GRADER = ("__init__.py", "__main__.py", "edition.py", "files.py", "lms/__init__.py",
+                  "lms/github_classroom.py")  # and run/, and checks/ without its hidden checks
 
 # A single statement this long (normalised) is specific enough to be a leak on its own;
 # anything shorter (`return x`, `B, T = x.shape`) must come with a neighbour.
@@ -470,7 +470,7 @@ def stale_allowances(findings: list[Finding], allowed: dict[str, str] | None = N
 
 
 def _chapter_folders(chapters: list[str] | None) -> list[Path]:
-    from grader.build.lesson_tables import ASSIGNMENTS, CHAPTER_FOLDERS
+    from grader.generate.lesson_tables import ASSIGNMENTS, CHAPTER_FOLDERS
 
     return [ASSIGNMENTS / name for name in CHAPTER_FOLDERS if not chapters or name[2:4] in chapters]
 
@@ -490,10 +490,12 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
     grader = folder / "grader"
     (grader / "checks").mkdir(parents=True)
     for name in STUDENT_GRADER:
+        (grader / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / "grader" / name, grader / name)
+    edition = grader / "edition.py"
+    edition.write_text(edition.read_text(encoding="utf-8").replace('EDITION = "course"', 'EDITION = "student"'),
+                       encoding="utf-8")
     _copy_tree(ROOT / "grader" / "run", grader / "run")
-    for name in STUDENT_RUN_LEFT_OUT:
-        (grader / "run" / name).unlink()
     for path in sorted((ROOT / "grader" / "checks").glob("*.py")):
         if not catalogue.CHAPTER_PACKAGE.fullmatch(path.stem):
             shutil.copy2(path, grader / "checks" / path.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from grader.build.figure_drawing import (
+from grader.generate.figure_drawing import (
     BLUE, GREEN, GREY, ORANGE, RED, SHORT_RUN, _arrow, _blank, _box, _label, _plt, names, reference, short_run,
 )
 

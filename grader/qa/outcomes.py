@@ -1,0 +1,75 @@
+"""Every status and diagnosis the grader gives the mutant catalogue and the correct
+variants, as one JSON file: the before/after comparison for a change to the grader that
+must not change a verdict.
+
+    python -m grader.qa.outcomes before.json            # all checks, with the reference
+    python -m grader.qa.outcomes after.json --public    # what `make check` shows (no reference)
+    python -m grader.qa.outcomes --compare before.json after.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from grader.qa.catch_table import SEED
+
+
+def outcomes(public: bool, runner: str | None = None) -> dict[str, list]:
+    from grader.checks import catalogue
+    from grader.qa.mutants import catalogue as accuracy_catalogue
+    from grader.run.engine import Reference, grade_task
+    try:
+        from grader.run.processes import open_runner
+    except ImportError:  # before the process layer
+        from grader.run.sandbox import Limits, Sandbox
+
+        def open_runner(kind, with_reference):
+            return Sandbox(Limits())
+    from grader.run.submission import Submission
+
+    reference = Reference.available()
+    mutants, variants = accuracy_catalogue()
+    found: dict[str, list] = {}
+    with open_runner(runner or "sandbox", with_reference=not public) as processes:
+        for entry in [*mutants, *variants]:
+            task = catalogue.tasks()[entry.task]
+            chapter = catalogue.chapter_of_task()[task.name]
+            checks = [c for c in chapter.checks if c.task == task.name and not (public and c.hidden)]
+            submission = Submission(f"{type(entry).__name__.lower()}:{entry.name}", entry.apply(reference.sources))
+            results = grade_task(task, checks, submission, None if public else reference, processes, SEED)
+            found[f"{type(entry).__name__.lower()}:{entry.name}"] = [
+                [r.check.name, r.status, r.diagnosis] for r in results]
+    return found
+
+
+def compare(before: dict, after: dict) -> list[str]:
+    differences = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            differences.append(f"{key}:\n  before {before.get(key)}\n  after  {after.get(key)}")
+    return differences
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.qa.outcomes", description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--public", action="store_true", help="public checks without the reference, as make check")
+    parser.add_argument("--runner", choices=["sandbox", "portable"], default=None)
+    parser.add_argument("--compare", action="store_true", help="compare two files written before")
+    args = parser.parse_args(argv)
+    if args.compare:
+        before, after = (json.loads(p.read_text(encoding="utf-8")) for p in args.files[:2])
+        differences = compare(before, after)
+        print("\n".join(differences) or f"identical: {len(before)} entries")
+        return 1 if differences else 0
+    found = outcomes(args.public, args.runner)
+    args.files[0].write_text(json.dumps(found, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(f"wrote {args.files[0]}: {len(found)} entries")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
