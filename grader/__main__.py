@@ -17,21 +17,15 @@ from grader.edition import EDITION
 # imports torch) first, so that both imports run side by side.
 
 
-def _chapters(text: str | None) -> list[str] | None:
-    if not text:
-        return None
+def parse_chapters(text: str | None) -> list[str] | None:
+    """The command line's chapter list ("05,07", "ch5") as chapter numbers; exits with the
+    reason when one is unknown."""
     from grader.checks import catalogue
 
-    known = {c.number for c in catalogue.chapters()}
-    chosen = []
-    for part in text.replace(" ", ",").split(","):
-        if not part:
-            continue
-        number = part.lower().removeprefix("ch").zfill(2)
-        if number not in known:
-            raise SystemExit(f"error: there is no chapter {part!r}; chapters with checks: {', '.join(sorted(known))}")
-        chosen.append(number)
-    return chosen
+    try:
+        return catalogue.parse_chapters(text)
+    except ValueError as unknown:
+        raise SystemExit(f"error: {unknown}") from None
 
 
 WEAK_SANDBOX = ("bubblewrap is not usable here, and without it the code being graded could read "
@@ -51,39 +45,54 @@ def _seconds(text: str) -> float:
 
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
                 seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True,
-                budget: float = 600.0):
-    """`chapters` may be the command line's text ("05,07"): it is read once the sandbox
-    boots, since reading it imports the checks and so torch."""
-    from grader.run.sandbox import Limits, Sandbox
+                budget: float = 600.0, runner_kind: str | None = None):
+    """`chapters` may be the command line's text ("05,07"): it is read once the runner
+    boots, since reading it imports the checks and so torch. `runner_kind` is "sandbox",
+    "portable" or None (the best this machine offers)."""
+    from grader.run.processes import Limits, RunnerRefused
+    from grader.run.reference import Reference
+    from grader.run.results import GradeReport
+    from grader.run.runners import choose, open_runner
 
-    # Boot the sandbox first: it imports torch while this process does the same.
-    sandbox = Sandbox(Limits(submission_seconds=budget))
+    kind = choose(runner_kind)
+    if kind == "portable" and public_only:
+        use_reference = False  # it holds no reference: the student's own parts stand in, as in a release
+    needs_reference = (use_reference and Reference.available() is not None) or not public_only
+    report = None
     try:
-        sandbox.start()
-    except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
-        pass
+        # Boot the runner first: it imports torch while this process does the same.
+        runner = open_runner(kind, Limits(submission_seconds=budget), with_reference=needs_reference)
+    except RunnerRefused as refused:
+        report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
+        runner = None
+    if runner is not None:
+        try:
+            runner.start()
+        except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
+            pass
     try:
-        chapters = _chapters(chapters) if isinstance(chapters, str) else chapters
+        chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
     except SystemExit:
-        sandbox.close()
+        if runner is not None:
+            runner.close()
         raise
     import gc
 
-    from grader.run.engine import GradeReport, Reference, grade
+    from grader.run.engine import grade
 
     # What is imported now lives until the end: the collector need not walk it again.
     gc.freeze()
     from grader.run.report import render, results_json, write_json
     from grader.run.submission import SubmissionError, load
 
-    report = None
     try:
-        submission = load(path)
-        if sandbox.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.available():
-            raise SubmissionError(WEAK_SANDBOX)
-        with console.status("grading…"):
-            report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
-                           sandbox=sandbox)
+        if runner is not None:
+            submission = load(path)
+            if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.available():
+                raise SubmissionError(WEAK_SANDBOX)
+            with console.status("grading…"):
+                report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
+                               runner=runner)
     except SubmissionError as problem:
         report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
     except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
@@ -91,7 +100,8 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
                              problem=f"the grader hit an internal error; please report it: {crash!r}")
         traceback.print_exc()
     finally:
-        sandbox.close()
+        if runner is not None:
+            runner.close()
         if json_path and report is not None:
             write_json(results_json(report), json_path)
     render(report, console)
@@ -110,7 +120,8 @@ def _student_main(parser, argv) -> int:
     args = parser.parse_args(argv)
     console = Console()
     if args.command == "check":
-        report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget)
+        report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget,
+                             runner_kind=args.runner)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
     return _submit(Path(args.package), Path(args.output), console)
 
@@ -122,6 +133,9 @@ def main(argv=None) -> int:
     c.add_argument("package", nargs="?", default="hero_transformer")
     c.add_argument("--chapters")
     c.add_argument("--budget", type=_seconds, default=600.0)
+    c.add_argument("--runner", choices=["sandbox", "portable"],
+                   help="how your code is run: the Linux sandbox, or plain processes (any platform); "
+                        "default: the sandbox on Linux, portable elsewhere")
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
     s.add_argument("--output", default="submission.zip")
@@ -139,6 +153,8 @@ def main(argv=None) -> int:
     g.add_argument("--profile", action="store_true", help="also list the slowest checks and their times")
     g.add_argument("--budget", type=_seconds, default=600.0,
                    help="wall-clock seconds for the whole submission; checks not run by then score 'timeout'")
+    g.add_argument("--runner", choices=["sandbox", "portable"],
+                   help="the sandbox (default); the portable runner refuses a grade, which needs the reference")
     k = sub.add_parser("grade-class", help="grade a class's uploads into LMS gradebooks (TA); "
                                            "`grade-class merge DIR... --out DIR` joins shards",
                        description="Grade every upload of INPUT (Canvas, Gradescope or Moodle download, or a folder, "
@@ -183,21 +199,22 @@ def main(argv=None) -> int:
 
     if args.command == "grade":
         report = run_grading(args.submission, args.chapters, args.public_only, args.json, console, args.seed,
-                             allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget)
+                             allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget, runner_kind=args.runner)
         if args.profile and report.results:
             _profile(report, console)
         return 0 if not report.problem else 1
     if args.command == "check":
         # Public checks only. Where solutions/ is present the other parts are certified;
         # in a student's release without it, their own code stands in (the report says which).
-        report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget)
+        report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget,
+                             runner_kind=args.runner)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
     if args.command == "grade-class":
         return _grade_class(args, console)
     if args.command == "gradescope":
         from grader.lms.gradescope import build
 
-        chapters = _chapters(args.chapters)
+        chapters = parse_chapters(args.chapters)
         names = build(Path(args.output), chapters)
         from grader.run.engine import possible_points
 
@@ -209,7 +226,7 @@ def main(argv=None) -> int:
         from grader.lms.nbgrader_course import build as build_course
 
         try:
-            folders = build_course(Path(args.dest), _chapters(args.chapters),
+            folders = build_course(Path(args.dest), parse_chapters(args.chapters),
                                    allow_weak_sandbox=args.allow_weak_sandbox)
         except (FileExistsError, ValueError) as problem:
             console.print(f"[red]{problem}[/]")
@@ -253,7 +270,7 @@ def _grade_class(args, console: Console) -> int:
     out = Path(args.out or "grade-class-out")
     try:
         rows = grade_class(Path(args.folder), out, roster=Path(args.roster) if args.roster else None, fmt=args.format,
-                           chapters=_chapters(args.chapters), public_only=args.public_only, seed=args.seed,
+                           chapters=parse_chapters(args.chapters), public_only=args.public_only, seed=args.seed,
                            shard=parse_shard(args.shard), jobs=args.jobs, console=console, budget=args.budget,
                            assignment=args.assignment, assignment_id=args.assignment_id, columns=args.columns,
                            csv_path=Path(args.csv) if args.csv else None,

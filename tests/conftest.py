@@ -104,7 +104,7 @@ def f64():
 @pytest.fixture(scope="session")
 def reference():
     """The reference package as the grader loads it (solutions/)."""
-    from grader.run.engine import Reference
+    from grader.run.reference import Reference
 
     return Reference()
 
@@ -112,7 +112,8 @@ def reference():
 @pytest.fixture(scope="module")
 def sandbox():
     """A real sandbox with short limits, for grading submissions that misbehave."""
-    from grader.run.sandbox import Limits, Sandbox
+    from grader.run.processes import Limits
+    from grader.run.sandbox import Sandbox
 
     with Sandbox(Limits(check_seconds=3.0, memory_bytes=3 * 1024**3)) as box:
         yield box

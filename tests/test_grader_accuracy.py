@@ -12,8 +12,9 @@ import pytest
 from grader.checks import catalogue as checks_catalogue
 from grader.qa.catch_table import check_words, run_entry
 from grader.qa.mutants import catalogue, lesson_mistakes
-from grader.run.engine import PASSED
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.results import PASSED
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 
 MUTANTS, VARIANTS = catalogue()
 ROOT = Path(__file__).resolve().parent.parent

@@ -43,14 +43,16 @@ def test_a_budget_must_be_a_positive_number(tmp_path):
 def test_a_slow_import_is_named_as_one(reference):
     """An experiment left at module level that outlasts the start-up limit: every check
     says the import was too slow and where such code belongs, not 'an endless loop'."""
-    from grader.run.engine import TIMEOUT, grade
-    from grader.run.sandbox import Limits, Sandbox
+    from grader.run.results import TIMEOUT
+    from grader.run.engine import grade
+    from grader.run.processes import Limits
+    from grader.run.sandbox import Sandbox
     from grader.run.submission import Submission
 
     sources = dict(reference.sources)
     sources["model.py"] = sources["model.py"] + "\nimport time\ntime.sleep(8)  # an experiment\n"
     with Sandbox(Limits(setup_seconds=2.0)) as box:
-        report = grade(Submission("slow import", sources), ["05"], sandbox=box, seed=3)
+        report = grade(Submission("slow import", sources), ["05"], runner=box, seed=3)
     assert report.results and all(r.status == TIMEOUT for r in report.results)
     assert all("importing the package took longer than 2 s" in r.diagnosis and '__name__ == "__main__"' in r.diagnosis
                for r in report.results)

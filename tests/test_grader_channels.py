@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-from grader.run.engine import PASSED
-from grader.run.sandbox import Limits, Sandbox, bwrap_works
+from grader.run.results import PASSED
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox, bwrap_works
 
 from tests.test_grader_redteam import earned, grade_one, hostile_sources
 
@@ -181,7 +182,7 @@ def _causal_points(reference, box, channel: str, replay: bool) -> list[str]:
 @pytest.mark.parametrize("channel", list(CHANNELS))
 def test_a_replay_through_a_channel_gains_nothing(reference, isolation, channel):
     with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
-        if not box.start().worker().sandbox.isolated:
+        if not box.start().isolates_workers():
             pytest.xfail(f"HOLE: this machine refuses unprivileged user namespaces, so workers share the "
                          f"{channel} (and the report's sandbox line says so)")
         plain = _causal_points(reference, box, channel, replay=False)
@@ -340,7 +341,7 @@ def _imported_once_points(reference, box, channel: str, replay: bool) -> list[st
 
     sources = hostile_sources(reference, {"block": NON_CAUSAL_BLOCK},
                               append=f"REPLAY = {replay}\n" + PACKING + textwrap.dedent(IMPORT_TIME_CHANNELS[channel]))
-    imported = box.submission_process(sources)
+    imported = box.package(sources)
     assert imported is not None, "the package was not imported once here"
     try:
         checks = [c for c in checks_of("block") if c.name.endswith("causal_invariance")]
@@ -355,7 +356,7 @@ def _imports_once(box) -> bool:
     from grader.run.inside import syscall_filter
 
     box.start().worker().kill()
-    return box.isolated and syscall_filter.supported() and box._door is not None
+    return box.isolated and syscall_filter.supported() and box.door_folder is not None
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
@@ -436,7 +437,7 @@ def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
     with Sandbox(Limits(check_seconds=8.0), isolation=isolation) as box:
         if not _imports_once(box):
             pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
-        imported = box.submission_process(sources)
+        imported = box.package(sources)
         assert imported is not None
         try:
             results = grade_task(catalogue.tasks()["gelu"], checks_of("gelu"), Submission("hostile", sources),
@@ -479,14 +480,14 @@ def test_an_upload_flooding_the_door_does_not_hold_up_another(reference, isolati
     with Sandbox(Limits(check_seconds=8.0, setup_seconds=10.0), isolation=isolation) as box:
         if not _imports_once(box):
             pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
-        flooding = box.submission_process(hostile_sources(reference, append=FLOOD_THE_DOOR))
+        flooding = box.package(hostile_sources(reference, append=FLOOD_THE_DOOR))
         assert flooding is not None
         imported_per_task = []
         per_task_worker = box.worker
         box.worker = lambda: imported_per_task.append(1) or per_task_worker()
         try:
             time.sleep(0.5)
-            report = grade(Submission("next student", dict(reference.sources)), ["05"], sandbox=box, seed=3)
+            report = grade(Submission("next student", dict(reference.sources)), ["05"], runner=box, seed=3)
         finally:
             flooding.close()
     # Every worker came through the door: none had to fall back to importing per task.

@@ -11,10 +11,12 @@ import pytest
 
 from grader.__main__ import main as cli
 from grader.checks import catalogue
-from grader.run.engine import NOT_IMPLEMENTED, PASSED, grade
+from grader.run.results import NOT_IMPLEMENTED, PASSED
+from grader.run.engine import grade
 from grader.run.regions import all_regions
 from grader.run.report import results_json
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.submission import SubmissionError, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +32,7 @@ def sandbox():
 
 @pytest.fixture(scope="module")
 def reference_report(sandbox):
-    return grade(load(SOLUTIONS), sandbox=sandbox, seed=11)
+    return grade(load(SOLUTIONS), runner=sandbox, seed=11)
 
 
 def test_every_task_is_a_region_of_the_reference_and_back():
@@ -66,7 +68,7 @@ def test_reference_gets_full_marks(reference_report):
 
 
 def test_student_copy_gets_zero_and_every_check_not_implemented(sandbox):
-    report = grade(load(STUDENT), sandbox=sandbox, seed=11)
+    report = grade(load(STUDENT), runner=sandbox, seed=11)
     assert report.score == 0
     odd = [(r.check.name, r.status, r.diagnosis) for r in report.results if r.status != NOT_IMPLEMENTED]
     assert not odd
@@ -90,11 +92,11 @@ def test_results_json_has_gradescope_shape(reference_report):
 def test_hidden_check_output_reveals_no_numbers_from_expected_values(sandbox):
     # A wrong GELU fails hidden checks; their text must not print the expected tensor.
     from grader.qa.mutants import apply
-    from grader.run.engine import Reference
+    from grader.run.reference import Reference
 
     reference = Reference()
     sources = apply(reference.sources, "model", "gelu", "return torch.relu(x)")
-    report = grade(load_sources(sources), chapters=["05"], sandbox=sandbox, seed=3)
+    report = grade(load_sources(sources), chapters=["05"], runner=sandbox, seed=3)
     for test in results_json(report)["tests"]:
         if "hidden" in test["tags"] and test["status"] == "failed":
             assert "tensor(" not in test["output"]

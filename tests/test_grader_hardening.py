@@ -19,7 +19,7 @@ import torch
 
 from grader.checks._api import Check, causal_diagnosis
 from grader.checks.ch05_block.layer_norm import judge_layer_norm_defaults
-from grader.run.engine import CheckResult, GradeReport
+from grader.run.results import CheckResult, GradeReport
 from grader.run.report import code_block, markdown_text, plain, render, results_json
 from grader.run.scan_calls import scan
 from grader.run.submission import SubmissionError, load

@@ -15,9 +15,11 @@ import pytest
 
 from grader.checks import catalogue
 from grader.qa.mutants import apply
-from grader.run.engine import PASSED, grade, grade_task
+from grader.run.results import PASSED
+from grader.run.engine import grade, grade_task
 from grader.run.report import results_json, write_json
-from grader.run.sandbox import Limits, Sandbox, bwrap_works
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.submission import Submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +49,7 @@ def test_syntax_error_in_model_fails_only_model_tasks(reference, sandbox):
     sources = dict(reference.sources)
     sources["model.py"] = sources["model.py"].replace("class LayerNorm(nn.Module):", "class LayerNorm(nn.Module)")
     submission = Submission("syntax-error", sources)
-    report = grade(submission, chapters=["05"], sandbox=sandbox, seed=1)
+    report = grade(submission, chapters=["05"], runner=sandbox, seed=1)
     assert_no_points(report.results)
     assert all(r.status == "error" for r in report.results)
     assert "SyntaxError" in report.results[0].diagnosis and "model.py" in report.results[0].diagnosis
@@ -73,7 +75,7 @@ def test_huge_allocation_is_refused(reference, sandbox):
 def test_os_exit_at_import(reference, sandbox):
     sources = dict(reference.sources)
     sources["model.py"] = sources["model.py"].replace("import torch\n", "import torch\nimport os\nos._exit(0)\n", 1)
-    report = grade(Submission("exit", sources), chapters=["05"], sandbox=sandbox, seed=1)
+    report = grade(Submission("exit", sources), chapters=["05"], runner=sandbox, seed=1)
     assert_no_points(report.results)
     assert all(r.status == "error" for r in report.results)
     assert "ended without answering" in report.results[0].diagnosis
@@ -111,7 +113,7 @@ def test_fake_results_file_is_overwritten(reference, sandbox, tmp_path):
     """
     task = catalogue.tasks()["gelu"]
     sources = apply(reference.sources, task.module, task.name, textwrap.dedent(body))
-    report = grade(Submission("fake", sources), chapters=["05"], sandbox=sandbox, seed=1)
+    report = grade(Submission("fake", sources), chapters=["05"], runner=sandbox, seed=1)
     write_json(results_json(report), out)
     data = json.loads(out.read_text())
     assert data["score"] == report.score < report.max_score
@@ -265,7 +267,7 @@ def test_forbidden_library_call_scores_zero(reference, sandbox):
 def test_reaching_into_the_grader_scores_forbidden_everywhere(reference, sandbox, line):
     sources = dict(reference.sources)
     sources["tokenizer.py"] += "\n" + line + "\n"
-    report = grade(Submission("tamper", sources), chapters=["05"], sandbox=sandbox, seed=1)
+    report = grade(Submission("tamper", sources), chapters=["05"], runner=sandbox, seed=1)
     assert {r.status for r in report.results} == {"forbidden"}
     assert "tokenizer.py line" in report.results[0].diagnosis
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from grader.checks import catalogue
-from grader.run.engine import FORBIDDEN, PASSED
+from grader.run.feedback import forbidden_words
+from grader.run.results import FORBIDDEN, PASSED
 from grader.run.scan_calls import scan
 
 from test_grader_redteam import hostile_sources, run
@@ -198,18 +199,20 @@ def test_the_recorder_leaves_no_mode_behind_and_reports_tampering():
 
     rules = op_rules.Rules(("native_group_norm",))
     x = torch.randn(2, 4, dtype=torch.float64)
-    tripped: list[str] = []
+    tripped: list[dict] = []
     with op_rules.watching(rules, tripped):
         torch.var_mean(x, -1)
     assert tripped == []
     with pytest.raises(op_rules.ForbiddenCall):
         with op_rules.watching(rules, tripped):
             torch.group_norm(x.reshape(2, 1, 4), 1)
-    assert tripped and "aten.native_group_norm" in tripped[0] and "mean and the variance" in tripped[0]
+    assert tripped[0] == {"kind": "op", "layer": "kernel", "name": "native_group_norm"}
+    assert "aten.native_group_norm" in forbidden_words(tripped[0]) and "mean and the variance" in forbidden_words(tripped[0])
     tripped.clear()
     with op_rules.watching(rules, tripped):
         torch.utils._python_dispatch._pop_mode()
-    assert any("switched off" in message for message in tripped), tripped
+    assert any(code["kind"] == "recorder_off" for code in tripped), tripped
+    assert any("switched off" in forbidden_words(code) for code in tripped), tripped
     assert torch._C._len_torch_dispatch_stack() == 0 and torch._C._len_torch_function_stack() == 0
     tripped.clear()
     with op_rules.watching(op_rules.Rules(), tripped):  # no rule: no mode at all

@@ -30,10 +30,13 @@ import pytest
 
 from grader.checks import catalogue
 from grader.qa.mutants import apply, region_of
-from grader.run.engine import PASSED, GradeReport, Reference, grade_task
+from grader.run.results import PASSED, GradeReport
+from grader.run.reference import Reference
+from grader.run.engine import grade_task
 from grader.run.regions import package_sources
 from grader.run.report import render, results_json
-from grader.run.sandbox import Limits, Sandbox, bwrap_works
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.submission import Submission, SubmissionError, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -765,7 +768,7 @@ def test_a_package_whose_forks_die_is_graded_per_task_after_one_wait(reference):
     sources = hostile_sources(reference, append=append, module="micro")
     with Sandbox(Limits(setup_seconds=3.0)) as box:
         started = time.monotonic()
-        report = grade(Submission("forks die", sources), ["05"], sandbox=box, seed=5)
+        report = grade(Submission("forks die", sources), ["05"], runner=box, seed=5)
         spent = time.monotonic() - started
     assert [r.check.name for r in report.results if r.status != PASSED] == []
     assert spent < 3.0 * 3, f"{spent:.1f} s: each task waited for a fork again"
@@ -790,7 +793,7 @@ def test_a_fork_bomb_costs_its_own_task_only(reference):
     """
     with Sandbox(Limits(check_seconds=3.0)) as box:
         report = grade(Submission("fork bomb", hostile_sources(reference, {"gelu": body})), ["05", "06"],
-                       sandbox=box, seed=5)
+                       runner=box, seed=5)
     lost = {r.check.task for r in report.results if r.status != PASSED}
     assert lost == {"gelu"}, [(r.check.name, r.diagnosis) for r in report.results if r.status != PASSED]
 

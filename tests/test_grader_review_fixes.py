@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.run.engine import Reference, grade
+from grader.run.reference import Reference
+from grader.run.engine import grade
 from grader.run.inside import wire
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.scan_tampering import scan_submission
 from grader.run.submission import load
 
@@ -46,7 +48,7 @@ def test_a_utf8_bom_and_windows_zip_paths_are_read(tmp_path):
     submission = load(archive)
     assert "model.py" in submission.sources and not submission.sources["model.py"].startswith("\ufeff")
     with Sandbox(Limits()) as box:
-        report = grade(submission, chapters=["02"], sandbox=box, seed=1)
+        report = grade(submission, chapters=["02"], runner=box, seed=1)
     assert report.score == report.max_score > 0
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from grader.run.engine import ERROR, PASSED, grade
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.results import ERROR, PASSED
+from grader.run.engine import grade
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
 
 from tests.test_grader_redteam import hostile_sources
@@ -23,7 +25,7 @@ def test_importing_once_gives_the_same_result_for_every_check(reference, which):
     outcomes = []
     for import_once in (True, False):
         with Sandbox(Limits(), import_once=import_once) as box:
-            report = grade(Submission(which, sources), ["04", "05"], sandbox=box, seed=11)
+            report = grade(Submission(which, sources), ["04", "05"], runner=box, seed=11)
             outcomes.append(([(r.check.name, r.status, r.diagnosis) for r in report.results], box.imported_once))
     (once, was_once), (per_task, was_per_task) = outcomes
     if not was_once:
@@ -46,7 +48,7 @@ def test_a_scan_that_breaks_costs_its_task_only(reference, monkeypatch):
 
     monkeypatch.setattr(engine, "scan", breaks_on_gelu)
     with Sandbox(Limits()) as box:
-        report = grade(Submission("reference", dict(reference.sources)), ["05"], sandbox=box, seed=3)
+        report = grade(Submission("reference", dict(reference.sources)), ["05"], runner=box, seed=3)
     gelu = [r for r in report.results if r.check.task == "gelu"]
     others = [r for r in report.results if r.check.task != "gelu"]
     assert gelu and all(r.status == ERROR for r in gelu)
@@ -58,7 +60,7 @@ def test_certified_parts_made_once_are_those_made_for_each_task(reference):
     was: each task's certified parts must be exactly what stripping and compiling for
     that task alone gives."""
     from grader.checks import catalogue
-    from grader.run.engine import Reference
+    from grader.run.reference import Reference
     from grader.run.inside import wire
     from grader.run.regions import BEGIN, strip
 
@@ -92,6 +94,6 @@ def test_the_bench_counts_the_workers_a_grade_starts(reference, monkeypatch):
         monkeypatch.setattr(owner, "worker", counted)
     chapters = ["04", "05"]
     with Sandbox(Limits()) as box:
-        report = grade(Submission("reference", dict(reference.sources)), chapters, sandbox=box, seed=3)
+        report = grade(Submission("reference", dict(reference.sources)), chapters, runner=box, seed=3)
     assert report.results and all(r.status == PASSED for r in report.results)
     assert len(started) == workers_per_grade(chapters) > len(report.results) // 4

@@ -12,7 +12,8 @@ from rich.console import Console
 
 from grader.checks import catalogue
 from grader.qa.mutants import apply
-from grader.run.engine import ERROR, GradeReport, grade_task
+from grader.run.results import ERROR, GradeReport
+from grader.run.engine import grade_task
 from grader.run.report import certified_line, parts_used, render, results_json
 from grader.run.submission import Submission
 
@@ -52,7 +53,7 @@ def test_make_check_shows_the_message_and_the_same_place(reference, sandbox):
 
 
 def _result(check_name, status, diagnosis, certified=()):
-    from grader.run.engine import CheckResult
+    from grader.run.results import CheckResult
 
     check = next(c for c in catalogue.all_checks() if c.name == check_name)
     return CheckResult(check, status, diagnosis, certified=tuple(certified))

@@ -310,24 +310,6 @@ def shown_shape(shape) -> str:
     return str(plain) if plain is not None else "(not a list of sizes)"
 
 
-def known_class_name(name) -> "str | None":
-    """A class name a probe reported (type(obj).__name__), when the grader knows it on its
-    own: a class of the course's contract (the tasks' classes), one of torch.nn's
-    modules or a Python builtin. Any other name is text the submission chose: None."""
-    import builtins
-
-    from torch import nn
-
-    from grader.checks import catalogue
-
-    if not isinstance(name, str):
-        return None
-    course = {task.qualname.split(".")[0] for task in catalogue.tasks().values() if "." in task.qualname}
-    torch_modules = {n for n, cls in vars(nn).items() if isinstance(cls, type) and issubclass(cls, nn.Module)}
-    python = {n for n, cls in vars(builtins).items() if isinstance(cls, type)} | {"NoneType"}
-    return name if name in course | torch_modules | python else None
-
-
 def shown_count(n, grouped: bool = True) -> str:
     """A count the code produced (a parameter count, say), quoted when it is a number a
     model could have: an integer of a thousand digits could spell out any text."""

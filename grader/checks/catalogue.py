@@ -84,3 +84,36 @@ def chapter_of_task() -> dict[str, Chapter]:
 
 def all_checks() -> list[Check]:
     return [c for chapter in chapters() for c in chapter.checks]
+
+
+def known_class_name(name) -> "str | None":
+    """A class name a probe reported (type(obj).__name__), when the grader knows it on its
+    own: a class of the course's contract (the tasks' classes), one of torch.nn's
+    modules or a Python builtin. Any other name is text the submission chose: None."""
+    import builtins
+
+    from torch import nn
+
+    if not isinstance(name, str):
+        return None
+    course = {task.qualname.split(".")[0] for task in tasks().values() if "." in task.qualname}
+    torch_modules = {n for n, cls in vars(nn).items() if isinstance(cls, type) and issubclass(cls, nn.Module)}
+    python = {n for n, cls in vars(builtins).items() if isinstance(cls, type)} | {"NoneType"}
+    return name if name in course | torch_modules | python else None
+
+
+def parse_chapters(text: str | None) -> list[str] | None:
+    """Chapter numbers from text such as "05,07", "5 7" or "ch05"; None for all chapters.
+    ValueError names a chapter that has no checks."""
+    if not text:
+        return None
+    known = {c.number for c in chapters()}
+    chosen = []
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        number = part.lower().removeprefix("ch").zfill(2)
+        if number not in known:
+            raise ValueError(f"there is no chapter {part!r}; chapters with checks: {', '.join(sorted(known))}")
+        chosen.append(number)
+    return chosen

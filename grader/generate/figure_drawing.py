@@ -85,14 +85,14 @@ def short_run():
     return model, tokenizer, history, baseline
 
 
-def _label(tokenizer, i: int) -> str:
+def text_label(tokenizer, i: int) -> str:
     return "BOS" if i == tokenizer.bos_id else tokenizer.decode([i])
 
 
 # --------------------------------------------------------------- drawing helpers
 
 
-def _plt():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,7 +101,7 @@ def _plt():
     return plt
 
 
-def _box(ax, x, y, text, width=1.0, height=0.5, face="#eef3fb", edge=BLUE, size=9, weight="normal"):
+def box(ax, x, y, text, width=1.0, height=0.5, face="#eef3fb", edge=BLUE, size=9, weight="normal"):
     from matplotlib.patches import FancyBboxPatch
 
     ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.02,rounding_size=0.08",
@@ -109,7 +109,7 @@ def _box(ax, x, y, text, width=1.0, height=0.5, face="#eef3fb", edge=BLUE, size=
     ax.text(x, y, text, ha="center", va="center", fontsize=size, weight=weight)
 
 
-def _arrow(ax, start, end, color="black", text=None, offset=(0.0, 0.12), style="-|>", size=8, rad=0.0, at=0.5):
+def arrow(ax, start, end, color="black", text=None, offset=(0.0, 0.12), style="-|>", size=8, rad=0.0, at=0.5):
     ax.annotate("", xy=end, xytext=start,
                 arrowprops=dict(arrowstyle=style, color=color, lw=1.2, shrinkA=0, shrinkB=0,
                                 connectionstyle=f"arc3,rad={rad}"))
@@ -119,7 +119,7 @@ def _arrow(ax, start, end, color="black", text=None, offset=(0.0, 0.12), style="
                 bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"))
 
 
-def _heatmap(ax, weights, rows, cols, title=None, vmax=1.0, masked_above=None, fmt="{:.2f}", size=7, hatch="///"):
+def heatmap(ax, weights, rows, cols, title=None, vmax=1.0, masked_above=None, fmt="{:.2f}", size=7, hatch="///"):
     """Weights as coloured cells with their values; cells where masked_above says so
     are hatched grey (a masked score, weight exactly 0)."""
     import numpy as np
@@ -130,15 +130,15 @@ def _heatmap(ax, weights, rows, cols, title=None, vmax=1.0, masked_above=None, f
     for r in range(data.shape[0]):
         for c in range(data.shape[1]):
             if masked_above is not None and masked_above(r, c):
-                ax.add_patch(_plt().Rectangle((c, r), 1, 1, facecolor="#dddddd", hatch=hatch, edgecolor="white"))
+                ax.add_patch(pyplot().Rectangle((c, r), 1, 1, facecolor="#dddddd", hatch=hatch, edgecolor="white"))
                 continue
             value = data[r, c]
             ax.text(c + 0.5, r + 0.5, fmt.format(value), ha="center", va="center", fontsize=size,
                     color="white" if value > 0.6 * vmax else "black")
-    _grid_frame(ax, data.shape, rows, cols, title)
+    grid_frame(ax, data.shape, rows, cols, title)
 
 
-def _grid_frame(ax, shape, rows, cols, title):
+def grid_frame(ax, shape, rows, cols, title):
     """The frame every grid of cells shares: labels at cell centres, row 0 on top,
     square cells, no ticks or spines."""
     import numpy as np
@@ -154,7 +154,7 @@ def _grid_frame(ax, shape, rows, cols, title):
         ax.set_title(title, fontsize=9)
 
 
-def _blank(ax):
+def blank(ax):
     ax.set_axis_off()
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.generate.figure_drawing import (
-    ASSIGNMENTS, FIGURE_DIR, METADATA, REPO_ROOT, STYLE, _plt,
+    ASSIGNMENTS, FIGURE_DIR, METADATA, REPO_ROOT, STYLE, pyplot,
 )
 from grader.generate.figures_ch00_04 import (
     attention_heads, causal_mask, embedding_lookup, kv_cache, micro_attention, micro_graph,
@@ -75,7 +75,7 @@ def render(figure: Figure) -> bytes:
     import matplotlib
     import torch
 
-    plt = _plt()
+    plt = pyplot()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # reductions split across threads may round differently
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 
 from grader.generate.figure_drawing import (
-    BLUE, GREY, ORANGE, RED, MICRO_STEPS, SHORT_RUN, _arrow, _blank, _box, _grid_frame, _heatmap, _label, _plt, names,
+    BLUE, GREY, ORANGE, RED, MICRO_STEPS, SHORT_RUN, arrow, blank, box, grid_frame, heatmap, text_label, pyplot, names,
     reference, short_run,
 )
 
@@ -24,13 +24,13 @@ def micro_graph():
     loss = d**2
     loss.backward()
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.4, 3.6))
     nodes = {"a": (0.0, 1.2, a), "b": (0.0, -0.9, b), "c = a·b": (3.0, -0.9, c), "d = c + a": (5.2, 0.3, d),
              "L = d²": (8.0, 0.3, loss)}
     for name, (x, y, v) in nodes.items():
         leaf = name in ("a", "b")
-        _box(ax, x, y, f"{name}\ndata {v.data:g}\ngrad {v.grad:g}", width=1.5, height=0.95,
+        box(ax, x, y, f"{name}\ndata {v.data:g}\ngrad {v.grad:g}", width=1.5, height=0.95,
              face="#fff4e6" if leaf else "#eef3fb", edge=ORANGE if leaf else BLUE)
     edges = [("a", "c = a·b", f"∂c/∂a = b = {c._local_grads[0]:g}", 0.35, 0.0),
              ("b", "c = a·b", f"∂c/∂b = a = {c._local_grads[1]:g}", 0.5, 0.25),
@@ -40,14 +40,14 @@ def micro_graph():
     for src, dst, text, at, lift in edges:
         x0, y0, _ = nodes[src]
         x1, y1, _ = nodes[dst]
-        _arrow(ax, (x0 + 0.75, y0), (x1 - 0.75, y1), text=text, offset=(0.0, lift), at=at)
+        arrow(ax, (x0 + 0.75, y0), (x1 - 0.75, y1), text=text, offset=(0.0, lift), at=at)
     ax.text(3.8, -1.85, f"a.grad = (∂c/∂a)·c.grad + (∂d/∂a)·d.grad = ({b.data:g})·({c.grad:g}) + 1·({d.grad:g}) "
             f"= {a.grad:g}:  two paths, two contributions, added", ha="center", fontsize=9, color=RED)
     ax.text(3.8, 2.05, "forward: data flows left to right.  backward: grad flows right to left, "
             "child.grad += local × node.grad", ha="center", fontsize=9)
     ax.set_xlim(-0.9, 8.9)
     ax.set_ylim(-2.1, 2.3)
-    _blank(ax)
+    blank(ax)
     return fig
 
 
@@ -75,11 +75,11 @@ def micro_attention():
         if was_enabled:
             gc.enable()
 
-    plt = _plt()
-    labels = [f"{p} {_label(tokenizer, i)}" for p, i in enumerate(ids[:-1])]
+    plt = pyplot()
+    labels = [f"{p} {text_label(tokenizer, i)}" for p, i in enumerate(ids[:-1])]
     fig, axes = plt.subplots(1, model.n_head, figsize=(9.6, 2.9))
     for head, ax in enumerate(axes):
-        _heatmap(ax, rows[head], labels if head == 0 else [""] * len(labels), labels, title=f"head {head}",
+        heatmap(ax, rows[head], labels if head == 0 else [""] * len(labels), labels, title=f"head {head}",
                  masked_above=lambda r, c: c > r)
     axes[0].set_ylabel("query position")
     fig.supxlabel("key position (what the query looks at)", fontsize=9)
@@ -96,22 +96,22 @@ def token_windows():
     """'ana' as ids and its four (input, target) pairs; 'olivia' cut to block_size 4."""
     _, _, _, tokenizer = names()
     windows = reference().tokenizer.training_windows
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(8.0, 4.6))
     for ax, (text, block) in zip(axes, (("ana", 16), ("olivia", 4))):
         ids = tokenizer.encode_document(text)
         inputs, targets = windows(ids, block)
         for p, i in enumerate(ids):
             scored_in = p < len(inputs)
-            _box(ax, p, 2.0, f"{_label(tokenizer, i)}\n{i}", width=0.8, height=0.7)
+            box(ax, p, 2.0, f"{text_label(tokenizer, i)}\n{i}", width=0.8, height=0.7)
             if p < len(ids) - 1:
                 color = BLUE if scored_in else GREY
-                _box(ax, p, 0.55, f"{_label(tokenizer, i)}", width=0.7, height=0.45,
+                box(ax, p, 0.55, f"{text_label(tokenizer, i)}", width=0.7, height=0.45,
                      face="#eef3fb" if scored_in else "#f2f2f2", edge=color)
                 nxt = ids[p + 1]
-                _box(ax, p, -0.45, f"{_label(tokenizer, nxt)}", width=0.7, height=0.45,
+                box(ax, p, -0.45, f"{text_label(tokenizer, nxt)}", width=0.7, height=0.45,
                      face="#fff4e6" if scored_in else "#f2f2f2", edge=ORANGE if scored_in else GREY)
-                _arrow(ax, (p, 0.3), (p, -0.2), color=color)
+                arrow(ax, (p, 0.3), (p, -0.2), color=color)
                 ax.text(p, 1.05, f"pos {p}", ha="center", fontsize=7, color=color)
         ax.text(-0.9, 2.0, "ids", ha="right", va="center", fontsize=9)
         ax.text(-0.9, 0.55, "input", ha="right", va="center", fontsize=9, color=BLUE)
@@ -124,7 +124,7 @@ def token_windows():
         ax.set_title(note, fontsize=9)
         ax.set_xlim(-2.0, 8.0)
         ax.set_ylim(-0.9, 2.5)
-        _blank(ax)
+        blank(ax)
     fig.tight_layout()
     return fig
 
@@ -146,10 +146,10 @@ def embedding_lookup():
     one_hot = torch.nn.functional.one_hot(ids[0], 6).double()
     product = one_hot @ embedding.weight.detach().double()
     assert torch.allclose(product, looked_up.double())
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(9.4, 3.0), gridspec_kw={"width_ratios": [6, 4, 4]})
     rows = [f"id {i}" for i in ids[0].tolist()]
-    _heatmap(axes[0], one_hot.tolist(), rows, [str(v) for v in range(6)], title="one-hot rows [T=3, V=6]",
+    heatmap(axes[0], one_hot.tolist(), rows, [str(v) for v in range(6)], title="one-hot rows [T=3, V=6]",
              fmt="{:.0f}")
     weight = embedding.weight.detach()
     scale = float(weight.abs().max())
@@ -175,8 +175,8 @@ def _signed_heatmap(ax, values, rows, scale, title, highlight=()):
             ax.text(c + 0.5, r + 0.5, f"{data[r, c]:.1f}", ha="center", va="center", fontsize=7,
                     color="white" if abs(data[r, c]) > 0.6 * scale else "black")
     for r in highlight:
-        ax.add_patch(_plt().Rectangle((0, r), data.shape[1], 1, fill=False, edgecolor="black", linewidth=1.6))
-    _grid_frame(ax, data.shape, rows, [str(c) for c in range(data.shape[1])], title)
+        ax.add_patch(pyplot().Rectangle((0, r), data.shape[1], 1, fill=False, edgecolor="black", linewidth=1.6))
+    grid_frame(ax, data.shape, rows, [str(c) for c in range(data.shape[1])], title)
 
 
 # ----------------------------------------------------------------- chapters 03, 04
@@ -219,17 +219,17 @@ def position_rows():
             rows.append(None)
             refused = str(error)
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 3.2))
     for call, ((t, past), used) in enumerate(zip(plan, rows)):
         y = len(plan) - 1 - call
         for p in range(block + 1):
             if used is not None and p in used:
-                _box(ax, p, y, f"row {p}", width=0.85, height=0.7, face="#cfe2f3", edge=BLUE, size=8)
+                box(ax, p, y, f"row {p}", width=0.85, height=0.7, face="#cfe2f3", edge=BLUE, size=8)
             elif p < past:
-                _box(ax, p, y, "earlier", width=0.85, height=0.7, face="#f2f2f2", edge=GREY, size=7)
+                box(ax, p, y, "earlier", width=0.85, height=0.7, face="#f2f2f2", edge=GREY, size=7)
             elif used is None and p == past:
-                _box(ax, p, y, "no row", width=0.85, height=0.7, face="#fde0dd", edge=RED, size=8)
+                box(ax, p, y, "no row", width=0.85, height=0.7, face="#fde0dd", edge=RED, size=8)
         label = f"call {call + 1}: T={t}, past_length={past}"
         ax.text(-0.7, y, label, ha="right", va="center", fontsize=8, color=RED if used is None else "black")
     ax.axvline(block - 0.5, color=RED, linestyle="--", linewidth=1)
@@ -238,7 +238,7 @@ def position_rows():
                  fontsize=9)
     ax.set_xlim(-4.2, block + 0.8)
     ax.set_ylim(-0.6, len(plan) - 0.1)
-    _blank(ax)
+    blank(ax)
     assert refused is not None  # the plan ends with a call that must not fit
     return fig
 
@@ -260,11 +260,11 @@ def causal_mask():
         attention(x[:, 4:], past_key_value=past, use_cache=True)
         cached = attention.last_attention[0, 0].tolist()
 
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), gridspec_kw={"width_ratios": [6, 6]})
     keys = [str(k) for k in range(6)]
-    _heatmap(axes[0], full, keys, keys, title="one call, T = 6: weights [6, 6]", masked_above=lambda r, c: c > r)
-    _heatmap(axes[1], cached, ["4", "5"], keys, title="T = 2 after T_past = 4 cached: weights [2, 6]",
+    heatmap(axes[0], full, keys, keys, title="one call, T = 6: weights [6, 6]", masked_above=lambda r, c: c > r)
+    heatmap(axes[1], cached, ["4", "5"], keys, title="T = 2 after T_past = 4 cached: weights [2, 6]",
              masked_above=lambda r, c: c > r + 4)
     axes[0].set_ylabel("query position")
     axes[1].set_ylabel("query position")
@@ -284,15 +284,15 @@ def attention_heads():
     ids = tokenizer.encode_document("olivia")[:-1]
     with torch.no_grad():
         model(torch.tensor([ids]))
-    labels = [_label(tokenizer, i) for i in ids]
-    plt = _plt()
+    labels = [text_label(tokenizer, i) for i in ids]
+    plt = pyplot()
     n_layers, n_heads = len(model.blocks), model.cfg.n_heads
     fig, axes = plt.subplots(n_layers, n_heads, figsize=(10.0, 5.6))
     for layer, block in enumerate(model.blocks):
         weights = block.attention.last_attention[0]
         for head in range(n_heads):
             ax = axes[layer][head]
-            _heatmap(ax, weights[head].tolist(), labels if head == 0 else [""] * len(labels), labels,
+            heatmap(ax, weights[head].tolist(), labels if head == 0 else [""] * len(labels), labels,
                      title=f"layer {layer}, head {head}", masked_above=lambda r, c: c > r, fmt="{:.1f}", size=6,
                      hatch=None)
         axes[layer][0].set_ylabel("query (predicts the next letter)", fontsize=8)
@@ -305,17 +305,17 @@ def attention_heads():
 def kv_cache():
     """What the cache holds after each call: the prompt once, then one token per call."""
     ids, calls, tokenizer = _cache_calls()
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.6, 3.0))
     total = len(ids)
     for call, (fed, shape) in enumerate(calls):
         y = len(calls) - 1 - call
         for p in range(total):
             if p in fed:
-                _box(ax, p, y, f"{_label(tokenizer, ids[p])}\nnew k, v", width=0.9, height=0.75, face="#cfe2f3",
+                box(ax, p, y, f"{text_label(tokenizer, ids[p])}\nnew k, v", width=0.9, height=0.75, face="#cfe2f3",
                      edge=BLUE, size=7)
             elif p < fed[0]:
-                _box(ax, p, y, f"{_label(tokenizer, ids[p])}\ncached", width=0.9, height=0.75, face="#f2f2f2",
+                box(ax, p, y, f"{text_label(tokenizer, ids[p])}\ncached", width=0.9, height=0.75, face="#f2f2f2",
                      edge=GREY, size=7)
         ax.text(-0.7, y, f"call {call + 1}: feeds {len(fed)} token{'s' if len(fed) > 1 else ''}", ha="right",
                 va="center", fontsize=8)
@@ -324,7 +324,7 @@ def kv_cache():
                  fontsize=9)
     ax.set_xlim(-3.6, total + 2.6)
     ax.set_ylim(-0.6, len(calls) - 0.3)
-    _blank(ax)
+    blank(ax)
     return fig
 
 

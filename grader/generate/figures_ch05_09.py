@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from grader.generate.figure_drawing import (
-    BLUE, GREEN, GREY, ORANGE, RED, SHORT_RUN, _arrow, _blank, _box, _label, _plt, names, reference, short_run,
+    BLUE, GREEN, GREY, ORANGE, RED, SHORT_RUN, arrow, blank, box, text_label, pyplot, names, reference, short_run,
 )
 
 
@@ -23,7 +23,7 @@ def gelu_forms():
     exact = gelu(x)
     tanh_form = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     relu = torch.clamp(x, min=0)
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.6))
     axes[0].plot(x, relu, color=GREY, linestyle="--", label="ReLU max(0, a)")
     axes[0].plot(x, tanh_form, color=ORANGE, linewidth=3, alpha=0.5, label="tanh form")
@@ -63,7 +63,7 @@ def layer_norm_batch():
     with torch.no_grad():
         y = norm(x)
     variance = ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1)
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8), sharey=False)
     for ax, data, title in ((axes[0], x, "before: each position has its own mean and variance"),
                             (axes[1], y, "after LayerNorm (γ = 1, β = 0), over the last axis")):
@@ -109,35 +109,35 @@ def block_diagram():
         y, present = block(x, use_cache=True)
     weights = list(block.attention.last_attention.shape)
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10.0, 3.4))
     s = lambda v: "[" + ", ".join(map(str, v)) + "]"  # noqa: E731
-    _box(ax, 0.0, 0.0, f"X\n{s(list(x.shape))}", width=1.1, height=0.8, face="#f2f2f2", edge="black")
-    _box(ax, 1.7, 1.3, f"LN₁\n{s(shapes['ln_attention'])}", width=1.2, height=0.8)
-    _box(ax, 3.6, 1.3, f"A: attention\nQ, K, V {s(list(present[0].shape))}\nweights {s(weights)}\n→ {s(shapes['attention'])}",
+    box(ax, 0.0, 0.0, f"X\n{s(list(x.shape))}", width=1.1, height=0.8, face="#f2f2f2", edge="black")
+    box(ax, 1.7, 1.3, f"LN₁\n{s(shapes['ln_attention'])}", width=1.2, height=0.8)
+    box(ax, 3.6, 1.3, f"A: attention\nQ, K, V {s(list(present[0].shape))}\nweights {s(weights)}\n→ {s(shapes['attention'])}",
          width=2.1, height=1.25)
-    _box(ax, 5.2, 0.0, "+", width=0.5, height=0.5, face="white", edge="black", size=12)
-    _box(ax, 6.1, 0.0, f"U\n{s(shapes['attention'])}", width=0.9, height=0.8, face="#f2f2f2", edge="black")
-    _box(ax, 7.3, 1.3, f"LN₂\n{s(shapes['ln_feedforward'])}", width=1.2, height=0.8)
-    _box(ax, 9.2, 1.3, f"F: fc1 → {s(shapes['fc1'])}\nGELU\nfc2 → {s(shapes['feedforward'])}", width=2.1, height=1.25)
-    _box(ax, 10.6, 0.0, "+", width=0.5, height=0.5, face="white", edge="black", size=12)
-    _box(ax, 11.6, 0.0, f"Y\n{s(list(y.shape))}", width=1.0, height=0.8, face="#f2f2f2", edge="black")
-    _arrow(ax, (0.55, 0.0), (4.95, 0.0), color=GREY, text="skip: X unchanged", offset=(0.4, -0.25))
-    _arrow(ax, (0.3, 0.4), (1.1, 1.3))
-    _arrow(ax, (2.3, 1.3), (2.55, 1.3))
-    _arrow(ax, (4.65, 1.0), (5.1, 0.25))
-    _arrow(ax, (5.45, 0.0), (5.65, 0.0))
-    _arrow(ax, (6.55, 0.0), (10.35, 0.0), color=GREY, text="skip: U unchanged", offset=(0.9, -0.25))
-    _arrow(ax, (6.4, 0.4), (6.7, 1.3))
-    _arrow(ax, (7.9, 1.3), (8.15, 1.3))
-    _arrow(ax, (10.25, 1.0), (10.5, 0.25))
-    _arrow(ax, (10.85, 0.0), (11.1, 0.0))
+    box(ax, 5.2, 0.0, "+", width=0.5, height=0.5, face="white", edge="black", size=12)
+    box(ax, 6.1, 0.0, f"U\n{s(shapes['attention'])}", width=0.9, height=0.8, face="#f2f2f2", edge="black")
+    box(ax, 7.3, 1.3, f"LN₂\n{s(shapes['ln_feedforward'])}", width=1.2, height=0.8)
+    box(ax, 9.2, 1.3, f"F: fc1 → {s(shapes['fc1'])}\nGELU\nfc2 → {s(shapes['feedforward'])}", width=2.1, height=1.25)
+    box(ax, 10.6, 0.0, "+", width=0.5, height=0.5, face="white", edge="black", size=12)
+    box(ax, 11.6, 0.0, f"Y\n{s(list(y.shape))}", width=1.0, height=0.8, face="#f2f2f2", edge="black")
+    arrow(ax, (0.55, 0.0), (4.95, 0.0), color=GREY, text="skip: X unchanged", offset=(0.4, -0.25))
+    arrow(ax, (0.3, 0.4), (1.1, 1.3))
+    arrow(ax, (2.3, 1.3), (2.55, 1.3))
+    arrow(ax, (4.65, 1.0), (5.1, 0.25))
+    arrow(ax, (5.45, 0.0), (5.65, 0.0))
+    arrow(ax, (6.55, 0.0), (10.35, 0.0), color=GREY, text="skip: U unchanged", offset=(0.9, -0.25))
+    arrow(ax, (6.4, 0.4), (6.7, 1.3))
+    arrow(ax, (7.9, 1.3), (8.15, 1.3))
+    arrow(ax, (10.25, 1.0), (10.5, 0.25))
+    arrow(ax, (10.85, 0.0), (11.1, 0.0))
     ax.text(5.8, -0.95, "U = X + A(LN₁(X))        Y = U + F(LN₂(U))        "
             "LayerNorm only at the entrance of each branch; the output is not normalised",
             ha="center", fontsize=9)
     ax.set_xlim(-0.7, 12.3)
     ax.set_ylim(-1.2, 2.1)
-    _blank(ax)
+    blank(ax)
     return fig
 
 
@@ -159,25 +159,25 @@ def residual_gradient():
     dx = backward.residual_feedforward_backward(g, x, gamma, beta, w1, b1, w2, b2)[0]
     dead = backward.residual_feedforward_backward(g, x, gamma, beta, w1, b1, torch.zeros_like(w2), b2)[0]
 
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 3.6), gridspec_kw={"width_ratios": [1.1, 1]})
     ax = axes[0]
-    _box(ax, 0.0, 0.0, "x", width=0.6, height=0.5, face="#f2f2f2", edge="black")
-    _box(ax, 2.2, 1.0, "R: LN → fc1 → GELU → fc2", width=2.6, height=0.55)
-    _box(ax, 4.4, 0.0, "+", width=0.45, height=0.45, face="white", edge="black", size=12)
-    _box(ax, 5.4, 0.0, "y", width=0.6, height=0.5, face="#f2f2f2", edge="black")
-    _arrow(ax, (0.3, 0.05), (4.15, 0.05), color=GREY)
-    _arrow(ax, (0.2, 0.25), (0.9, 0.8), color=GREY)
-    _arrow(ax, (3.5, 0.8), (4.3, 0.25), color=GREY)
-    _arrow(ax, (4.65, 0.0), (5.1, 0.0), color=GREY)
-    _arrow(ax, (4.15, -0.15), (0.3, -0.15), color=GREEN, text="I · grad_out: straight through", offset=(0, -0.22))
-    _arrow(ax, (4.4, 0.3), (0.0, 0.3), color=ORANGE, text="J_Rᵀ · grad_out: back through every layer of R",
+    box(ax, 0.0, 0.0, "x", width=0.6, height=0.5, face="#f2f2f2", edge="black")
+    box(ax, 2.2, 1.0, "R: LN → fc1 → GELU → fc2", width=2.6, height=0.55)
+    box(ax, 4.4, 0.0, "+", width=0.45, height=0.45, face="white", edge="black", size=12)
+    box(ax, 5.4, 0.0, "y", width=0.6, height=0.5, face="#f2f2f2", edge="black")
+    arrow(ax, (0.3, 0.05), (4.15, 0.05), color=GREY)
+    arrow(ax, (0.2, 0.25), (0.9, 0.8), color=GREY)
+    arrow(ax, (3.5, 0.8), (4.3, 0.25), color=GREY)
+    arrow(ax, (4.65, 0.0), (5.1, 0.0), color=GREY)
+    arrow(ax, (4.15, -0.15), (0.3, -0.15), color=GREEN, text="I · grad_out: straight through", offset=(0, -0.22))
+    arrow(ax, (4.4, 0.3), (0.0, 0.3), color=ORANGE, text="J_Rᵀ · grad_out: back through every layer of R",
            offset=(0, 1.25), rad=0.6)
-    _arrow(ax, (5.1, -0.15), (4.65, -0.15), color="black")
+    arrow(ax, (5.1, -0.15), (4.65, -0.15), color="black")
     ax.text(2.6, -1.0, "∂y/∂x = I + J_R,   so   dx = grad_out + (the branch's dx)", ha="center", fontsize=9)
     ax.set_xlim(-0.5, 6.0)
     ax.set_ylim(-1.3, 2.3)
-    _blank(ax)
+    blank(ax)
 
     ax = axes[1]
     positions = torch.arange(d, dtype=torch.float64)
@@ -221,7 +221,7 @@ def parameter_ledger():
         groups[part(name)] = groups.get(part(name), 0) + p.numel()
     total = sum(groups.values())
     labels = list(groups)
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.6, 4.2))
     colours = [ORANGE if "block" in label else BLUE for label in labels]
     ax.barh(range(len(labels)), [groups[k] for k in labels], color=colours)
@@ -249,7 +249,7 @@ def loss_curve():
     import torch
 
     _, tokenizer, history, baseline = short_run()
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 4.0))
     losses = torch.tensor(history["train_loss"])
     window = 20
@@ -277,7 +277,7 @@ def lr_schedule():
     steps, lr = train.DEFAULTS["steps"], train.DEFAULTS["lr"]
     warmup = max(1, steps // 20)
     values = [train.learning_rate(step, steps, lr, warmup) for step in range(steps)]
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 3.2))
     ax.plot(range(steps), values, color=BLUE)
     ax.axvline(warmup, color=GREY, linestyle="--", linewidth=0.8)
@@ -304,10 +304,10 @@ def temperature_topk():
     model, tokenizer, _, _ = short_run()
     with torch.no_grad():
         logits = model(torch.tensor([[tokenizer.bos_id]]))[0][0, -1].double()
-    labels = [_label(tokenizer, i) for i in range(tokenizer.vocab_size)]
+    labels = [text_label(tokenizer, i) for i in range(tokenizer.vocab_size)]
     settings = [("τ = 0.5 (sharper)", 0.5, None), ("τ = 1 (the model's own)", 1.0, None),
                 ("τ = 2 (flatter)", 2.0, None), ("τ = 1, top-k = 5", 1.0, 5)]
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(4, 1, figsize=(8.6, 6.4), sharex=True)
     for ax, (title, tau, k) in zip(axes, settings):
         scaled = logits / tau
@@ -343,7 +343,7 @@ def sampled_names():
         out = generate(model, prompt, max_new_tokens=model.cfg.block_size, temperature=tau,
                        generator=generator, stop_id=tokenizer.bos_id)
         columns.append([tokenizer.decode(row[1:]) for row in out.tolist()])
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 3.6))
     for c, (tau, column) in enumerate(zip(temperatures, columns)):
         ax.text(c, per + 0.3, f"τ = {tau}", ha="center", fontsize=10, weight="bold", color=BLUE)
@@ -356,7 +356,7 @@ def sampled_names():
     ax.set_title("grey: in the 2017 list; bold: made up.  One seed for every column: "
                  "low τ keeps to likely letters, high τ wanders to rare ones",
                  fontsize=9, pad=14)
-    _blank(ax)
+    blank(ax)
     return fig
 
 

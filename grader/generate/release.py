@@ -542,9 +542,10 @@ def main(argv=None) -> int:
         print(f"{len(blocking(findings))} blocking finding(s) in {args.scan}, {len(findings) - len(blocking(findings))}"
               f" allowed by {ALLOW_LIST.relative_to(ROOT)}")
         return 1 if blocking(findings) else 0
-    from grader.__main__ import _chapters
-
-    chapters = _chapters(args.chapters)
+    try:
+        chapters = catalogue.parse_chapters(args.chapters)
+    except ValueError as unknown:
+        raise SystemExit(f"error: {unknown}") from None
     folder, archive, findings = build(Path(args.out), chapters)
     # Allowed places are printed every time, so the list never turns into silence.
     for finding in sorted(findings, key=lambda f: not f.allowed):

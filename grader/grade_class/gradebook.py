@@ -31,11 +31,14 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.grade_class.uploads import InputError, Upload, read_input, read_roster, roster_columns, shown
-from grader.run.engine import GradeReport, Reference, grade, possible_points
+from grader.run.results import GradeReport
+from grader.run.reference import Reference
+from grader.run.engine import grade, possible_points
 from grader.files import read_json, write_json
 from grader.grade_class.records import RECORD_FORMAT, STATE, read_records, record_path
 from grader.run.report import results_json, staff_path
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.submission import SubmissionError
 
 ROOT = KIT_ROOT
@@ -107,7 +110,7 @@ def grade_upload(upload: Upload, content_hash: str, settings: dict, seed: int, s
     try:
         submission = upload.submission()
         prints = fingerprints(submission.sources)
-        report = grade(submission, chapters, public_only=public_only, sandbox=sandbox, seed=seed)
+        report = grade(submission, chapters, public_only=public_only, runner=sandbox, seed=seed)
     except SubmissionError as problem:
         text = str(problem)
         for path in upload.paths:  # the upload by the name it was listed under, not where it sits on disk

@@ -268,7 +268,7 @@ c.Autograde.exclude_overwriting = {{
 
 # A broken set-up (no grader, no package, no sandbox) fails autograde for that
 # submission, with an error in the log, instead of recording 0.
-_spec = importlib.util.spec_from_file_location("hero_transformer_nbgrader", KIT / "grader" / "build" / "nbgrader_course.py")
+_spec = importlib.util.spec_from_file_location("hero_transformer_nbgrader", KIT / "grader" / "lms" / "nbgrader_course.py")
 _hooks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_hooks)
 # The task cells are graded again after the notebook ran, outside its kernel (where a

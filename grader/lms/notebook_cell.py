@@ -20,9 +20,11 @@ from rich.console import Console
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.run.engine import Reference, grade_task
+from grader.run.reference import Reference
+from grader.run.engine import grade_task
 from grader.run.report import render
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.submission import PACKAGE, SubmissionError, load
 
 _sandbox: Sandbox | None = None
@@ -97,7 +99,7 @@ def _read(path: Path):
 def grade_cell(task_name: str, submission) -> tuple[str, float]:
     """One task cell's report, as text, and the points it earns, which nbgrader takes as
     partial credit: the task's checks, graded in the sandbox."""
-    from grader.run.engine import ERROR, GradeReport
+    from grader.run.results import RUNNER_FAILED, GradeReport
 
     tasks = catalogue.tasks()
     if task_name not in tasks:
@@ -117,7 +119,7 @@ def grade_cell(task_name: str, submission) -> tuple[str, float]:
     # A fresh random seed per call: the hidden checks' inputs cannot be computed in
     # advance from grader/checks (which students have) and looked up.
     results = grade_task(task, checks, submission, reference, sandbox, seed=secrets.randbelow(2**31))
-    broken = [r for r in results if r.status == ERROR and (r.diagnosis or "").startswith("the grader could not start")]
+    broken = [r for r in results if r.cause == RUNNER_FAILED]
     if broken:
         raise HeroTransformerSetupError(broken[0].diagnosis)
     report = GradeReport(submission.label, results, sandbox.describe(),

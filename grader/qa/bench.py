@@ -154,9 +154,9 @@ print(spent() - before)
 
 def workers_per_grade(chapters: list[str] | None = None) -> int:
     """Worker processes a grade of a correct submission starts (all chapters by default)."""
-    from grader.run.engine import _workers_needed, select_checks
+    from grader.run.engine import workers_needed, select_checks
 
-    return sum(_workers_needed(checks) for _, checks in select_checks(chapters, False))
+    return sum(workers_needed(checks) for _, checks in select_checks(chapters, False))
 
 
 def isolation_floor(workers: int) -> float:
@@ -169,7 +169,8 @@ def isolation_floor(workers: int) -> float:
 
 def zygote_ratio() -> tuple[float, float]:
     from grader.run.engine import grade
-    from grader.run.sandbox import Limits, Sandbox
+    from grader.run.processes import Limits
+    from grader.run.sandbox import Sandbox
     from grader.run.submission import load
 
     submission = load(ROOT / "solutions" / "hero_transformer")
@@ -177,7 +178,7 @@ def zygote_ratio() -> tuple[float, float]:
     for reuse in (True, False):
         with Sandbox(Limits(), reuse_zygote=reuse) as box:
             started = time.perf_counter()
-            grade(submission, sandbox=box, seed=1, parallel=1)
+            grade(submission, runner=box, seed=1, parallel=1)
             timings.append(time.perf_counter() - started)
     return timings[0], timings[1]
 

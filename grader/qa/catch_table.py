@@ -12,8 +12,11 @@ from rich.table import Table
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.qa.mutants import Mutant, Variant, catalogue as accuracy_catalogue
-from grader.run.engine import PASSED, Reference, grade_task
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.results import PASSED
+from grader.run.reference import Reference
+from grader.run.engine import grade_task
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
 
 SEED = 20261129

@@ -11,9 +11,11 @@ from rich.table import Table
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.qa.mutants import apply, catalogue as accuracy_catalogue
-from grader.run.engine import Reference, grade
+from grader.run.reference import Reference
+from grader.run.engine import grade
 from grader.run.report import render
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission, load
 
 ROOT = KIT_ROOT
@@ -48,7 +50,7 @@ def run_demo(console: Console | None = None) -> int:
         cases.append(("a LayerNorm that loops forever", _hostile(reference), ["05"]))
         for label, submission, chapters in cases:
             console.print(Rule(f"[bold]{label}"))
-            report = grade(submission, chapters, sandbox=sandbox, seed=2026)
+            report = grade(submission, chapters, runner=sandbox, seed=2026)
             render(report, console)
             failed = sum(r.status != "passed" for r in report.results)
             summary.add_row(label, ", ".join(chapters) if chapters else "all",

@@ -20,11 +20,13 @@ from grader.qa.catch_table import SEED
 def outcomes(public: bool, runner: str | None = None) -> dict[str, list]:
     from grader.checks import catalogue
     from grader.qa.mutants import catalogue as accuracy_catalogue
-    from grader.run.engine import Reference, grade_task
+    from grader.run.reference import Reference
+    from grader.run.engine import grade_task
     try:
         from grader.run.processes import open_runner
     except ImportError:  # before the process layer
-        from grader.run.sandbox import Limits, Sandbox
+        from grader.run.processes import Limits
+        from grader.run.sandbox import Sandbox
 
         def open_runner(kind, with_reference):
             return Sandbox(Limits())

@@ -13,136 +13,23 @@ import os
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
-from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, Task
-from grader.run.feedback import (  # noqa: F401 - the statuses are the engine's vocabulary too
-    ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, TIMEOUT, Audience, checked_reply, failure_texts, judge_answer,
-    remote_failure, as_text,
-)
-from grader.run.inside import wire
-from grader.run.regions import find_regions, package_sources, strip
-from grader.run.sandbox import Limits, Sandbox
+from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
+from grader.run.processes import Limits, Runner, RunnerRefused
+from grader.run.runners import WHERE_GRADING_RUNS, open_runner
+from grader.run.reference import Reference
+from grader.run.results import (ERROR, FORBIDDEN, NOT_IMPLEMENTED, RUNNER_FAILED, TIMEOUT, CheckResult,
+                                GradeReport)
 from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission
 from grader.run.submission import Submission
 from grader.run.worker import WorkerFailed
 
-ROOT = KIT_ROOT
-REFERENCE_PACKAGE = ROOT / "solutions" / "hero_transformer"
 
-
-
-@dataclass
-class CheckResult:
-    check: Check
-    status: str
-    diagnosis: str = ""  # what the student is shown
-    output: str = ""  # what the student's code printed, shown only where no certified part ran beside it
-    certified: tuple[str, ...] = ()  # the tasks whose reference stood in while this ran
-    # Course staff only: the diagnosis with everything the student's code said in it
-    # (exception messages, reprs, the line its traceback named) and all it printed.
-    # Where certified parts ran beside the student's code, that code could read them, so
-    # none of its words may reach the student; these fields keep them for staff.
-    staff_diagnosis: str = ""
-    staff_output: str = ""
-    seconds: float = 0.0  # wall time of this check, its worker's start included (`grade --profile`)
-
-    @property
-    def score(self) -> float:
-        return self.check.points if self.status == PASSED else 0.0
-
-
-@dataclass
-class GradeReport:
-    submission: str
-    results: list[CheckResult]
-    sandbox: str
-    certified: str
-    elapsed: float = 0.0
-    problem: str = ""  # a submission-level problem (no package found, ...)
-
-    @property
-    def score(self) -> float:
-        return sum(r.score for r in self.results)
-
-    @property
-    def max_score(self) -> float:
-        return sum(r.check.points for r in self.results)
-
-
-# ------------------------------------------------------------------ the reference
-
-
-class Reference:
-    """The reference package, imported in the grader's process only."""
-
-    def __init__(self, root: Path = REFERENCE_PACKAGE):
-        self.root = root
-        self.sources = package_sources(root)
-        self._modules = None
-        self._tasks_in = {rel: frozenset(region.task for region in find_regions(source, rel))
-                          for rel, source in self.sources.items()}
-        # Compiled once each: a module with every region kept, which most tasks' workers get,
-        # and per task the certified parts as its workers get them.
-        self._kept_code: dict[str, str] = {}
-        self._certified: dict[str, dict[str, str]] = {}
-
-    @classmethod
-    @lru_cache(maxsize=1)
-    def available(cls) -> "Reference | None":
-        """The one reference a grading process uses (a class of uploads shares it), or
-        None where solutions/ is absent, as in a student's copy of the course."""
-        return cls() if (REFERENCE_PACKAGE / "__init__.py").exists() else None
-
-    def without(self, task: str) -> dict[str, str]:
-        """The certified parts' text for grading `task`: every region but its own."""
-        return {rel: self._text(rel, task) for rel in self.sources}
-
-    def _text(self, rel: str, task: str) -> str:
-        return strip(self.sources[rel], {task} if task in self._tasks_in[rel] else set())
-
-    def compiled_without(self, task: str) -> dict[str, str]:
-        """without(task), each module compiled here and sent as marshalled code (the
-        worker's interpreter is this one), so no worker spends its start compiling."""
-        if task not in self._certified:
-            self._certified[task] = {rel: self._compile(rel, task) if task in self._tasks_in[rel] else self._kept(rel)
-                                     for rel in self.sources}
-        return self._certified[task]
-
-    def _kept(self, rel: str) -> str:
-        if rel not in self._kept_code:
-            self._kept_code[rel] = self._compile(rel, "")
-        return self._kept_code[rel]
-
-    def _compile(self, rel: str, task: str) -> str:
-        return wire.pack_code(self._text(rel, task), f"certified/{rel}")
-
-    @property
-    def modules(self) -> SimpleNamespace:
-        if self._modules is None:
-            import importlib.util
-            import sys
-
-            name = "_reference_hero_transformer"
-            spec = importlib.util.spec_from_file_location(name, self.root / "__init__.py",
-                                                          submodule_search_locations=[str(self.root)])
-            package = importlib.util.module_from_spec(spec)
-            sys.modules[name] = package
-            spec.loader.exec_module(package)
-            loaded = {}
-            for rel in self.sources:
-                if rel != "__init__.py" and "/" not in rel:
-                    loaded[rel[:-3]] = importlib.import_module(f"{name}.{rel[:-3]}")
-            self._modules = SimpleNamespace(**loaded)
-        return self._modules
 
 
 # ---------------------------------------------------------------------- grading
@@ -151,7 +38,10 @@ class Reference:
 
 
 def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits,
-                    imported: bool = False) -> dict:
+                    imported: bool = False, fresh: bool = False) -> dict:
+    """The task's request to a new worker. `fresh`: the package must be imported anew for
+    it, never reused from an earlier task (a runner that keeps processes between tasks
+    honours it; a forked worker is fresh anyway)."""
     regions = [{"task": t.name, "module": t.module, "qualname": t.qualname} for t in catalogue.tasks().values()]
     return {
         "task": task.name,
@@ -162,12 +52,13 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
         "limits": limits.rlimits(worker=True),
         "tripwires": list(task.forbidden),
         "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd},
+        "fresh": fresh,
     }
 
 
-def _start_worker(task, submission, reference, sandbox, deadline: float, audience: Audience,
-                  imported=None):
-    """A ready worker, or (None, failure) when the submission or the sandbox can't load;
+def _start_worker(task, submission, reference, runner, deadline: float, audience: Audience,
+                  imported=None, fresh: bool = False):
+    """A ready worker, or (None, failure) when the submission or the runner can't load;
     the failure is CheckResult's fields."""
     try:
         # A fork of the package imported once where there is one (the process may have
@@ -178,19 +69,20 @@ def _start_worker(task, submission, reference, sandbox, deadline: float, audienc
                 worker = imported.worker()
             except WorkerFailed:
                 imported = None
-        worker = worker or sandbox.worker()
-    except Exception as broken:  # noqa: BLE001 - whatever stops the sandbox costs this task only
-        return None, {"status": ERROR, "diagnosis": f"the grader could not start a sandboxed process: {broken!r}"}
+        worker = worker or runner.worker()
+    except Exception as broken:  # noqa: BLE001 - whatever stops the runner costs this task only
+        return None, {"status": ERROR, "diagnosis": f"the grader could not start a sandboxed process: {broken!r}",
+                      "cause": RUNNER_FAILED}
     try:
-        ready = worker.start(_worker_request(task, submission, reference, sandbox.limits,
-                                             imported=imported is not None),
-                             max(0.5, min(sandbox.limits.setup_seconds, deadline - time.monotonic())))
+        ready = worker.start(_worker_request(task, submission, reference, runner.limits,
+                                             imported=imported is not None, fresh=fresh),
+                             max(0.5, min(runner.limits.setup_seconds, deadline - time.monotonic())))
     except WorkerFailed as failure:
         # A module that hangs or dies at import does so for every check: say it once.
         status = TIMEOUT if failure.status == "timeout" else ERROR
         texts = failure_texts(failure, audience, "loading the submission failed: ")
         if status == TIMEOUT:
-            texts["diagnosis"] = (f"importing the package took longer than {sandbox.limits.setup_seconds:g} s: code "
+            texts["diagnosis"] = (f"importing the package took longer than {runner.limits.setup_seconds:g} s: code "
                                   f"at module level runs every time the package is imported; an experiment or a "
                                   f"training run left there belongs under `if __name__ == \"__main__\":`")
         return None, {"status": status, **texts}
@@ -221,19 +113,20 @@ class _TaskRun:
     """One task's checks, run one at a time on a worker; after any failure the next
     check gets a fresh worker."""
 
-    def __init__(self, task, submission, reference, sandbox, seed, deadline, imported=None, audience=None):
-        self.task, self.submission, self.reference, self.sandbox, self.seed = task, submission, reference, sandbox, seed
+    def __init__(self, task, submission, reference, runner, seed, deadline, imported=None, audience=None):
+        self.task, self.submission, self.reference, self.runner, self.seed = task, submission, reference, runner, seed
         self.deadline, self.imported, self._audience = deadline, imported, audience
         self.worker = None
         self.setup_failure = None
-        self.timeout_cap = sandbox.limits.check_seconds
+        self.timeout_cap = runner.limits.check_seconds
         self.last_certified: tuple[str, ...] = ()
+        self.fresh_next = False  # the next worker must import the package anew
 
     def run(self, check: Check) -> CheckResult:
         if time.monotonic() >= self.deadline:
             self.drop_worker()
             return CheckResult(check, TIMEOUT, (
-                f"the grading time for one submission ({self.sandbox.limits.submission_seconds:g} s) ran out before "
+                f"the grading time for one submission ({self.runner.limits.submission_seconds:g} s) ran out before "
                 f"this check ran: something is far too slow — often an experiment left at module level, which "
                 f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
         generator = torch.Generator().manual_seed(self.seed + sum(map(ord, check.name)))
@@ -272,8 +165,10 @@ class _TaskRun:
 
     def call(self, check: Check, sent: dict) -> dict:
         if self.worker is None and self.setup_failure is None:
-            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.sandbox,
-                                                            self.deadline, self.audience, self.imported)
+            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.runner,
+                                                            self.deadline, self.audience, self.imported,
+                                                            fresh=self.fresh_next)
+            self.fresh_next = False
         if self.setup_failure:
             raise _SetupFailed()
         return checked_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__,
@@ -285,7 +180,8 @@ class _TaskRun:
         dict results merged into one, each later part told the earlier results)."""
         gathered, merged, certified = {}, {}, ()
         for name, inputs in runs:
-            self.drop_worker()
+            self.drop_worker(clean=True)
+            self.fresh_next = True  # no state of the student's package may link two runs
             if merge:
                 inputs = {**inputs, "earlier": dict(gathered)}
             reply = self.call(check, inputs)
@@ -297,13 +193,18 @@ class _TaskRun:
                     return {"result": reply["result"], "forbidden_calls": []}
                 merged.update(reply["result"])
             certified = self.worker.certified
-        self.drop_worker()
+        self.drop_worker(clean=True)
         self.last_certified = certified
         return {"result": merged if merge else gathered, "forbidden_calls": []}
 
-    def drop_worker(self):
+    def drop_worker(self, clean: bool = False):
+        """End the worker: killed after a failure; told to exit (clean=True) after a run
+        that answered, so a runner that keeps processes may reuse it."""
         if self.worker is not None:
-            self.worker.kill()
+            if clean:
+                self.worker.close()
+            else:
+                self.worker.kill()
         self.worker = None
 
     def finish(self, ran: list[CheckResult]):
@@ -320,10 +221,14 @@ class _TaskRun:
 
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
-               sandbox: Sandbox, seed: int, scan_for_tampering: bool = True,
+               runner: Runner, seed: int, scan_for_tampering: bool = True,
                deadline: float | None = None, imported=None, audience: Audience | None = None) -> list[CheckResult]:
-    """Grade one task's checks. Never raises: every failure is a check status.
-    (scan_for_tampering=False lets tests reach the layers behind the static scan.)"""
+    """Grade one task's checks. Never raises for anything the submission does: every
+    failure is a check status. (scan_for_tampering=False lets tests reach the layers
+    behind the static scan.) RunnerRefused when the runner may not hold what the run
+    needs: the reference, or a hidden check."""
+    if not runner.holds_reference and (reference is not None or any(c.hidden for c in checks)):
+        raise RunnerRefused(WHERE_GRADING_RUNS)
     try:
         tampering = scan_submission(submission.sources) if scan_for_tampering else []
         hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden,
@@ -338,8 +243,8 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
     if hits:
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
-    deadline = time.monotonic() + sandbox.limits.submission_seconds if deadline is None else deadline
-    run, ran = _TaskRun(task, submission, reference, sandbox, seed, deadline, imported, audience), []
+    deadline = time.monotonic() + runner.limits.submission_seconds if deadline is None else deadline
+    run, ran = _TaskRun(task, submission, reference, runner, seed, deadline, imported, audience), []
     # Checks that run in workers of their own go first: the rest then share one worker,
     # where after them a check would need a new one. The report keeps the catalogue's order.
     for check in sorted(checks, key=lambda c: not (c.separately or c.parts)):
@@ -356,7 +261,7 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
     return [by_check[id(check)] for check in checks]
 
 
-def _workers_needed(checks: list[Check]) -> int:
+def workers_needed(checks: list[Check]) -> int:
     """How many workers a task's checks start: one, plus one per side of each comparison."""
     return 1 + sum(len(c.separately) + len(c.parts) for c in checks)
 
@@ -378,52 +283,54 @@ def possible_points(chapters: list[str] | None = None, public_only: bool = False
 
 
 def grade(submission: Submission, chapters: list[str] | None = None, public_only: bool = False,
-          sandbox: Sandbox | None = None, seed: int | None = None, parallel: int | None = None,
+          runner: Runner | None = None, seed: int | None = None, parallel: int | None = None,
           use_reference: bool = True) -> GradeReport:
     started = time.perf_counter()
     reference = Reference.available() if use_reference else None
+    if runner is not None and not runner.holds_reference and (reference is not None or not public_only):
+        raise RunnerRefused(WHERE_GRADING_RUNS)
     seed = secrets.randbelow(2**31) if seed is None else seed
     plan = select_checks(chapters, public_only)
-    own_sandbox = sandbox is None
-    sandbox = sandbox or Sandbox(Limits())
+    own_runner = runner is None
+    runner = runner or open_runner(with_reference=reference is not None or not public_only)
     parallel = parallel or max(1, min(2, os.cpu_count() or 1))
     # The grading threads are the parallelism here: torch's own helper threads beside them
     # only contend for the same cores (and spin while they wait). One thread per op also
-    # computes the expected values as the sandbox computes the answers.
+    # computes the expected values as the runner computes the answers.
     torch.set_num_threads(1)
     if reference is not None:
         reference.modules  # import it once here, not from two grading threads at once
-    deadline = time.monotonic() + sandbox.limits.submission_seconds
+    deadline = time.monotonic() + runner.limits.submission_seconds
     # Scanned once, before the threads (the scan caches what it finds per upload).
     try:
         scan_submission(submission.sources)
     except Exception:  # noqa: BLE001 - each task reports a failing scan itself
         pass
-    # The package imported once for all tasks, where the sandbox can seal that process.
-    imported = sandbox.submission_process(submission.sources) if plan and submission.sources else None
+    # The package imported once for all tasks, where the runner can seal that process.
+    imported = runner.package(submission.sources) if plan and submission.sources else None
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
         # The costliest tasks (most workers to start) first, so two threads finish together;
         # the report keeps the catalogue's order.
-        order = sorted(range(len(plan)), key=lambda i: -_workers_needed(plan[i][1]))
+        order = sorted(range(len(plan)), key=lambda i: -workers_needed(plan[i][1]))
         # One audience for the upload: what of the reference it does not hold is worked out once.
         audience = Audience(submission, reference)
-        futures = {i: pool.submit(grade_task, *plan[i], submission, reference, sandbox, seed, deadline=deadline,
+        futures = {i: pool.submit(grade_task, *plan[i], submission, reference, runner, seed, deadline=deadline,
                                   imported=imported, audience=audience) for i in order}
         results = []
         for i in range(len(plan)):
             results.extend(futures[i].result())
         pool.shutdown()
     except BaseException:
-        # Ctrl-C (or anything else): drop what has not started; closing the sandbox ends the rest.
+        # Ctrl-C (or anything else): drop what has not started; closing the runner ends the rest.
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
-        described = sandbox.describe(imported_once=imported is not None)
+        described = runner.describe(imported_once=imported is not None)
         if imported is not None:
             imported.close()
-        if own_sandbox:
-            sandbox.close()
+        if own_runner:
+            runner.close()
     certified = ("the reference, for every task but the one graded" if reference
                  else "none available: each task uses your own code for the parts it builds on")
     return GradeReport(submission.label, results, described, certified, time.perf_counter() - started)

@@ -7,23 +7,15 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING
-
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, Task, exception_classes
 from grader.run.inside import op_rules
 from grader.run.inside.wire import Opaque, RemoteError
+from grader.run.reference import Reference
+from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
 from grader.run.submission import Submission
 from grader.run.worker import WorkerFailed
-
-if TYPE_CHECKING:  # the engine builds the reference and imports this module
-    from grader.run.engine import Reference
-
-
-# The statuses a check can end with.
-PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN = (
-    "passed", "failed", "error", "timeout", "not implemented", "forbidden")
 
 
 def as_text(value, limit: int = 600) -> str:
@@ -49,11 +41,12 @@ def _student_where(where: str) -> str:
     return _place(match[1], match[2]) if match else where
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
 _SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
-# Python's own wording for the commonest slip; echoed only when both names are ones the
-# grader can vouch for (a built-in type, a word of the upload), never free text.
-_NO_ATTRIBUTE = re.compile(r"'(\w{1,40})' object has no attribute '(\w{1,40})'")
+# The commonest slip, an attribute a value does not have, as the worker reports it
+# (the value's type, the name); echoed only when both are ones the grader can vouch for
+# (a built-in type, a word of the upload), never free text. A module's missing
+# attribute is worded otherwise by Python, and not echoed.
 _COMMON_TYPES = {"NoneType", "int", "float", "bool", "str", "list", "tuple", "dict", "Tensor", "Parameter",
-                 "function", "method", "module"}
+                 "function", "method"}
 
 
 def _squeezed(text: str) -> str:
@@ -61,7 +54,7 @@ def _squeezed(text: str) -> str:
 
 
 @lru_cache(maxsize=4)
-def _reference_lines(reference: "Reference") -> frozenset[str]:
+def _reference_lines(reference: Reference) -> frozenset[str]:
     return frozenset(_squeezed(line) for source in reference.sources.values() for line in source.splitlines()
                      if len(line.strip()) >= _SECRET_LINE_CHARS)
 
@@ -91,7 +84,7 @@ class Audience:
     Without certified parts (`make check` on a student's machine) there is nothing to
     leak, and the student sees everything, which is how they debug."""
 
-    def __init__(self, submission: Submission, reference: "Reference | None"):
+    def __init__(self, submission: Submission, reference: Reference | None):
         self.sources = submission.sources
         self.reference = reference
         self.private = reference is not None
@@ -161,9 +154,6 @@ def _doing(check: "Check | None") -> str:
     return f", while this check ran ({check.summary})" if check is not None and check.summary else ""
 
 
-_MISSING_MODULE = re.compile(r"the submission has no (\w+)\.py")
-
-
 def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None,
                    loading: bool = False) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of an exception raised in the worker.
@@ -185,11 +175,15 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         if named in catalogue.tasks():
             return ERROR, staff, staff
         return ERROR, f"NotImplementedError{audience.location(where)}", staff
-    if kind == "ForbiddenCall":
+    forbidden = forbidden_code(error.get("forbidden"))
+    if forbidden is not None:
+        # Raised before any probe ran (a tripwire hit while the package loaded).
+        said = (f"{forbidden['name']} is not allowed in this task" if forbidden["kind"] == "name"
+                else forbidden_words(forbidden))
         if not audience.private:
-            return FORBIDDEN, message, message
-        called = next((name for name in task.forbidden if message == f"{name} is not allowed in this task"), None)
-        return FORBIDDEN, (message if called else "calls a library function this task forbids"), message
+            return FORBIDDEN, said, said
+        allowed = forbidden["kind"] == "name" and forbidden["name"] in task.forbidden
+        return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said
     staff = f"{kind}: {message}{at}"
     if not audience.private:
         return ERROR, f"{staff}{_doing(check)}", staff
@@ -197,19 +191,20 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         compiled = audience.syntax_error(where)
         if compiled:
             return ERROR, compiled, staff
-    attribute = _NO_ATTRIBUTE.fullmatch(message) if kind == "AttributeError" else None
-    if attribute and attribute[1] in _COMMON_TYPES and audience.word(attribute[2]):
-        return ERROR, f"AttributeError: {message}{audience.location(where)}", staff
-    if kind == "RuntimeError" and message.startswith("the code called sys.exit("):
+    attribute = error.get("attribute") if kind == "AttributeError" else None
+    if isinstance(attribute, dict) and attribute.get("owner") in _COMMON_TYPES and audience.word(attribute.get("name")):
+        return ERROR, (f"AttributeError: '{attribute['owner']}' object has no attribute '{attribute['name']}'"
+                       f"{audience.location(where)}"), staff
+    if error.get("exit") is True:
         return ERROR, f"the code called sys.exit{audience.location(where)}", staff
     name = audience.exception_name(kind)
     raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
     located = audience.location(where)
     if loading:
         # Before any task ran: the package's own import (or a module it lacks) failed.
-        missing = _MISSING_MODULE.fullmatch(message) if kind == "ModuleNotFoundError" else None
-        if missing and missing[1] in {t.module for t in catalogue.tasks().values()}:
-            return ERROR, message, staff
+        missing = error.get("missing_module")
+        if isinstance(missing, str) and missing in {t.module for t in catalogue.tasks().values()}:
+            return ERROR, f"the submission has no {missing}.py", staff
         what = name if name != "an exception" else "an exception of its own class"
         return ERROR, audience.redact(f"{what} was raised while the package was imported{located}; its message "
                                       f"is kept for course staff when graded (`make check` shows it)"), staff
@@ -229,7 +224,7 @@ def checked_reply(reply) -> dict:
     if not isinstance(reply, dict) or not ({"result", "error"} & reply.keys()):
         raise WorkerFailed("garbage", "the process answered with something that is not a probe result")
     calls = reply.get("forbidden_calls", [])
-    if not isinstance(calls, list) or not all(isinstance(c, str) for c in calls):
+    if not isinstance(calls, list) or not all(forbidden_code(c) is not None for c in calls):
         raise WorkerFailed("garbage", "the process answered with a malformed list of forbidden calls")
     if "error" in reply and not isinstance(reply["error"], dict):
         raise WorkerFailed("garbage", "the process answered with a malformed error")
@@ -239,27 +234,65 @@ def checked_reply(reply) -> dict:
     return reply
 
 
-_RAN_OPERATOR = re.compile(r"torch's built-in (kernel aten\.|function torch\.)([A-Za-z0-9_]+) ")
+# ------------------------------------------------------------ forbidden calls, as codes
+# The worker reports what it caught as a code (grader/run/inside/op_rules.py and tasks.py
+# make them); every sentence about it is made here.
+
+_FORBIDDEN_KINDS = {"name": ("name",), "op": ("layer", "name"), "forward_autograd": ("name",),
+                    "autograd": ("name",), "recorder_off": ("how", "name"), "thread": ()}
+_OP_LAYERS = {"kernel": "kernel aten.", "function": "function torch."}
+_RECORDER_OFF = {"dispatch_popped": "the dispatch mode was taken off its stack",
+                 "stack_changed": "a mode stack was changed"}
+THREADS = "a new thread, where the grader cannot see which torch operators run (stay in the calling thread)"
 
 
-def _forbidden_call_text(called: str, task: Task) -> str:
-    """What a student sees of a forbidden call the worker reported: rebuilt from the
-    grader's own words, since the worker's text could have been written by the
-    submission. Only names the task's rules forbid are repeated."""
-    if called in task.forbidden:
-        return f"uses {called}: the point of this task is to write it yourself"
-    ran = _RAN_OPERATOR.match(called)
-    if ran and op_rules.Rules(task.forbidden_ops).forbids(ran.group(2)):
-        op = ran.group(2)
-        return f"runs torch's built-in {ran.group(1)}{op} ({op_rules.hint(op)})"
-    if task.no_autograd and called.startswith("forward-mode autograd"):
+def forbidden_code(value) -> dict | None:
+    """A forbidden call's code as the worker sent it, if it has the shape of one."""
+    if not isinstance(value, dict) or value.get("kind") not in _FORBIDDEN_KINDS:
+        return None
+    fields = _FORBIDDEN_KINDS[value["kind"]]
+    if not all(isinstance(value.get(f), str) and len(value[f]) <= 200 for f in fields):
+        return None
+    if value["kind"] == "op" and value["layer"] not in _OP_LAYERS:
+        return None
+    return {"kind": value["kind"], **{f: value[f] for f in fields}}
+
+
+def forbidden_words(code: dict) -> str:
+    """What was called, in the grader's words (course staff read this; so does a student
+    of `make check`, where no certified part ran)."""
+    kind, name = code["kind"], code.get("name", "")
+    if kind == "name":
+        return name
+    if kind == "op":
+        return f"torch's built-in {_OP_LAYERS[code['layer']]}{name} ({op_rules.hint(name)})"
+    if kind == "forward_autograd":
+        return f"forward-mode autograd (torch.{name}): derive every gradient by hand"
+    if kind == "autograd":
+        return (f"autograd ({name} ran on a tensor that requires grad): derive every gradient by hand, "
+                f"no tensor may require grad here")
+    if kind == "recorder_off":
+        how = _RECORDER_OFF.get(code["how"]) or (f"{name} was modified" if code["how"] == "handler_modified" else name)
+        return f"code that switched off the grader's operator recorder ({how})"
+    return THREADS
+
+
+def _forbidden_call_text(code: dict, task: Task) -> str:
+    """What a student sees of a forbidden call where certified parts ran: only names the
+    task's own rules forbid are repeated, since the code could have chosen the rest."""
+    kind, name = code["kind"], code.get("name", "")
+    if kind == "name" and name in task.forbidden:
+        return f"uses {name}: the point of this task is to write it yourself"
+    if kind == "op" and op_rules.Rules(task.forbidden_ops).forbids(name):
+        return f"runs torch's built-in {_OP_LAYERS[code['layer']]}{name} ({op_rules.hint(name)})"
+    if kind == "forward_autograd" and task.no_autograd:
         return "uses forward-mode autograd: derive every gradient by hand"
-    if task.no_autograd and called.startswith("autograd"):
+    if kind == "autograd" and task.no_autograd:
         return "uses autograd: derive every gradient by hand, no tensor may require grad here"
-    if called.startswith("code that switched off the grader's operator recorder"):
+    if kind == "recorder_off":
         return "switches off the grader's operator recorder"
-    if called.startswith("a new thread"):
-        return op_rules.THREADS
+    if kind == "thread":
+        return THREADS
     return "calls a library function this task asks you to write"
 
 
@@ -267,8 +300,8 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
            audience: Audience) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of one reply."""
     if reply.get("forbidden_calls"):
-        called = reply["forbidden_calls"][0][:200]
-        staff = f"uses {called}: the point of this task is to write it yourself"
+        called = forbidden_code(reply["forbidden_calls"][0])
+        staff = f"uses {forbidden_words(called)}: the point of this task is to write it yourself"
         if audience.private:
             return FORBIDDEN, _forbidden_call_text(called, task), staff
         return FORBIDDEN, staff, staff

@@ -16,7 +16,8 @@ from rich.text import Text
 
 from grader.checks import catalogue
 from grader.files import write_atomic
-from grader.run.engine import PASSED, GradeReport, Reference
+from grader.run.results import PASSED, GradeReport
+from grader.run.reference import Reference
 from grader.run.regions import find_regions
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",

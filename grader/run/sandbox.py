@@ -20,12 +20,12 @@ import sys
 import sysconfig
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from grader import KIT_ROOT
-from grader.run.submission_process import SubmissionProcess
-from grader.run.worker import Worker, OutputTail
+from grader.run.submission_process import DOOR_INSIDE, DoorFolder, SubmissionProcess
+from grader.run.processes import Limits
+from grader.run.worker import OutputTail, Worker
 
 GRADER_DIR = KIT_ROOT / "grader"
 SANDBOX_ROOT = "/sandbox"
@@ -33,39 +33,6 @@ NOBODY = 65534
 # Folders of the course that hold what no worker may read (the reference), where the
 # worker shares the grader's filesystem (no bubblewrap).
 HIDDEN_FROM_WORKERS = ("solutions",)
-DOOR_INSIDE = f"{SANDBOX_ROOT}/door"  # where the grader's socket for connected workers appears
-GIB = 1024**3
-
-
-@dataclass
-class Limits:
-    memory_bytes: int = 4 * GIB  # address space; torch alone maps ~0.7 GB
-    cpu_seconds: int = 120  # per worker, a backstop behind the wall-clock timeouts
-    file_bytes: int = 16 * 1024 * 1024
-    open_files: int = 256
-    check_seconds: float = 10.0
-    setup_seconds: float = 30.0
-    processes: int = 48  # processes and threads of the whole sandbox, where a pids cgroup exists
-    # Processes and threads of one worker: a fork bomb in one task holds at most these, and
-    # its siblings can still start. Kept by a pids group of its own where the sandbox has
-    # one (root), and by RLIMIT_NPROC in its user namespace where the grader is not root.
-    worker_processes: int = 16
-    # Wall clock for one submission, all its checks: past it the rest are 'timeout'.
-    submission_seconds: float = 600.0
-
-    def rlimits(self, worker: bool = False) -> dict:
-        """The resource limits of the process that imports a submission, or (worker=True)
-        of a task's worker."""
-        return {
-            "RLIMIT_AS": self.memory_bytes,
-            "RLIMIT_CPU": self.cpu_seconds,
-            "RLIMIT_FSIZE": self.file_bytes,
-            "RLIMIT_NOFILE": self.open_files,
-            "RLIMIT_CORE": 0,
-            **({"RLIMIT_NPROC": self.worker_processes} if worker else {}),
-        }
-
-
 
 
 def bwrap_works() -> bool:
@@ -230,7 +197,7 @@ class Sandbox:
         # where the seccomp filter is not available (kept to measure what it saves).
         from grader.run.inside import syscall_filter
 
-        self._door = DoorFolder() if import_once and reuse_zygote and syscall_filter.supported() else None
+        self.door_folder = DoorFolder() if import_once and reuse_zygote and syscall_filter.supported() else None
         self.imported_once = False  # whether the last submission was imported once (the report says so)
 
     def describe(self, imported_once: bool | None = None) -> str:
@@ -271,7 +238,7 @@ class Sandbox:
         fd = child_end.fileno()
         if self.kind == "bwrap":
             root = SANDBOX_ROOT
-            command = _bwrap_prefix(shutil.which("bwrap"), self._door.dir if self._door else None) + [
+            command = _bwrap_prefix(shutil.which("bwrap"), self.door_folder.dir if self.door_folder else None) + [
                 sys.executable, "-I", f"{root}/grader/run/inside/zygote.py", str(fd), root]
             preexec, env, cwd = self._pids.join, None, "/"
         else:
@@ -333,37 +300,54 @@ class Sandbox:
         elif not self._ready:
             self._await_ready()
 
-    def worker(self) -> Worker:
+    holds_reference = True  # certified parts reach only the workers it isolates
+
+    def fork(self, op: str) -> tuple[int, socket.socket, int]:
+        """Ask the zygote for a child (`op`: "fork" for a task's worker, "submission"
+        for a package imported once): (its pid, our end of its channel, the read end of
+        its output). A dead zygote is started again, once; OSError if that fails too."""
         with self._lock:
             for attempt in range(2):
-                if not self.reuse_zygote:
+                if not self.reuse_zygote and op == "fork":
                     self._shutdown_process()
                 self._ensure()
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 out_read, out_write = os.pipe()
                 try:
-                    socket.send_fds(self._control, [json.dumps({"op": "fork"}).encode()], [theirs.fileno(), out_write])
+                    socket.send_fds(self._control, [json.dumps({"op": op}).encode()], [theirs.fileno(), out_write])
                     reply = json.loads(self._control.recv(4096) or b"{}")
                     pid = int(reply["pid"])
-                except (OSError, ValueError, KeyError):
+                except (OSError, ValueError, KeyError) as error:
                     # The zygote died (perhaps a worker killed it): start a new one.
                     ours.close()
                     os.close(out_read)
                     self._shutdown_process()
                     if attempt:
-                        raise
+                        raise OSError(f"the sandbox's zygote gave no {op}: {error!r}") from None
                     continue
                 finally:
                     theirs.close()
                     os.close(out_write)
-                return Worker(self, pid, ours, OutputTail(out_read))
+                return pid, ours, out_read
+        raise OSError("unreachable")
+
+    def worker(self) -> Worker:
+        pid, channel, out_read = self.fork("fork")
+        return Worker(pid, channel, OutputTail(out_read), end=lambda clean: self.kill(pid))
+
+    def isolates_workers(self) -> bool:
+        """Whether each worker gets namespaces of its own (the zygote says so when it boots)."""
+        with self._lock:
+            self._ensure()
+            return self.isolated
 
     def confine_worker(self, pid: int) -> None:
         """Cap a new worker's processes (Limits.worker_processes) apart from its siblings'."""
         if self._pids is not None:
             self._pids.confine(pid, self.limits.worker_processes)
 
-    def _kill(self, pid: int):
+    def kill(self, pid: int) -> None:
+        """End one of the zygote's children."""
         with self._lock:
             if self._control is not None and self._process is not None and self._process.poll() is None:
                 try:
@@ -386,10 +370,13 @@ class Sandbox:
         self._process = self._control = None
         self._ready = False
 
-    def submission_process(self, sources: dict[str, str]) -> "SubmissionProcess | None":
+    def package(self, sources: dict[str, str]) -> "SubmissionProcess | None":
         """The submission's package imported once, ready to fork workers from; None where
         that cannot be done (no seccomp filter or namespaces here, or the import hung or
         died), and the caller imports it in each task's worker instead."""
+        if self.door_folder is None:
+            self.imported_once = False
+            return None
         process = SubmissionProcess(self, sources)
         try:
             started = process.start()
@@ -406,9 +393,9 @@ class Sandbox:
             if self._pids is not None:
                 self._pids.close()
                 self._pids = None
-            if self._door is not None:
-                self._door.close()
-                self._door = None
+            if self.door_folder is not None:
+                self.door_folder.close()
+                self.door_folder = None
 
     def __enter__(self):
         return self
@@ -421,25 +408,3 @@ def _drop_to_nobody():
     os.setgroups([])
     os.setgid(NOBODY)
     os.setuid(NOBODY)
-
-
-
-
-class DoorFolder:
-    """The folder, made once per sandbox, that holds each submission's door (a listening
-    socket named by a random token). The sandbox can pass through it but not list it, so
-    one upload can neither find nor knock on another's door."""
-
-    def __init__(self):
-        import tempfile
-
-        # Not under /tmp: a submission's process covers /tmp (without bubblewrap, the host's).
-        base = "/run" if os.access("/run", os.W_OK) else None
-        self.dir = tempfile.mkdtemp(prefix="hero-transformer-door-", dir=base)
-        os.chmod(self.dir, 0o711)
-
-    def inside(self, kind: str, name: str) -> str:
-        return f"{DOOR_INSIDE}/{name}" if kind == "bwrap" else os.path.join(self.dir, name)
-
-    def close(self):
-        shutil.rmtree(self.dir, ignore_errors=True)

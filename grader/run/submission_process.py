@@ -6,20 +6,18 @@ grader send it the task's certified parts."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import struct
 import threading
 import time
-from typing import TYPE_CHECKING
+import shutil
 
 from grader.run.inside import wire
-from grader.run.worker import Worker, WorkerFailed, OutputTail
+from grader.run.worker import OutputTail, Worker, WorkerFailed
 
-if TYPE_CHECKING:  # the sandbox makes these; importing it here would be circular
-    from grader.run.sandbox import Sandbox, DoorFolder
+DOOR_INSIDE = "/sandbox/door"  # where the door folder appears inside bubblewrap
 
 
 NS_GET_PARENT = 0xB702  # ioctl on a namespace file: the namespace that owns it
@@ -72,7 +70,28 @@ def _sockets_of(pid: int | str) -> set[str]:
 
 
 
-class _Door:
+class DoorFolder:
+    """The folder, made once per sandbox, that holds each submission's door (a listening
+    socket named by a random token). The sandbox can pass through it but not list it, so
+    one upload can neither find nor knock on another's door."""
+
+    def __init__(self):
+        import tempfile
+
+        # Not under /tmp: a submission's process covers /tmp (without bubblewrap, the host's).
+        base = "/run" if os.access("/run", os.W_OK) else None
+        self.dir = tempfile.mkdtemp(prefix="hero-transformer-door-", dir=base)
+        os.chmod(self.dir, 0o711)
+
+    def inside(self, kind: str, name: str) -> str:
+        """The door's path as the submission's process sees it."""
+        return f"{DOOR_INSIDE}/{name}" if kind == "bwrap" else os.path.join(self.dir, name)
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Door:
     """One submission's listening socket, through which its process announces itself
     and its forked workers connect, and the checks made on whoever connects before it
     is given a task.
@@ -87,7 +106,7 @@ class _Door:
     # A greeting is one small frame, sent at once; nobody may hold the door longer.
     GREETING_SECONDS, GREETING_BYTES, PENDING = 2.0, 1024, 16
 
-    def __init__(self, folder: DoorFolder, submission: "SubmissionProcess"):
+    def __init__(self, folder: DoorFolder, submission):
         import secrets
 
         self.name = secrets.token_hex(16)
@@ -201,13 +220,15 @@ class _Door:
 
 class SubmissionProcess:
     """One submission's package, imported once in a sealed process (S') in the sandbox;
-    worker() gives a fresh fork of it, connected and checked, for one task."""
+    worker() gives a fresh fork of it, connected and checked, for one task. `sandbox`
+    is the grader.run.sandbox.Sandbox it runs in: its limits, door_folder, kind,
+    fork(), kill() and confine_worker() are what this uses."""
 
-    def __init__(self, sandbox: "Sandbox", sources: dict[str, str]):
+    def __init__(self, sandbox, sources: dict[str, str]):
         import queue
 
         self.sandbox, self.sources = sandbox, sources
-        self.door: _Door | None = None
+        self.door: Door | None = None
         self.arrivals: "queue.Queue[tuple[socket.socket, int]]" = queue.Queue()
         self.namespace: tuple[int, int] | None = None
         self.pid = None  # S, as the zygote counts
@@ -255,28 +276,15 @@ class SubmissionProcess:
         """Import the package once. False when that cannot be done here (the caller then
         imports it per task, as without this)."""
         sandbox, limits = self.sandbox, self.sandbox.limits
-        folder = sandbox._door
-        if folder is None:
+        folder = sandbox.door_folder
+        if folder is None or not sandbox.isolates_workers():
             return False
-        with sandbox._lock:
-            sandbox._ensure()
-            if not sandbox.isolated:
-                return False
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            out_read, out_write = os.pipe()
-            try:
-                socket.send_fds(sandbox._control, [json.dumps({"op": "submission"}).encode()],
-                                [theirs.fileno(), out_write])
-                self.pid = int(json.loads(sandbox._control.recv(4096) or b"{}")["pid"])
-            except (OSError, ValueError, KeyError):
-                ours.close()
-                os.close(out_read)
-                return False
-            finally:
-                theirs.close()
-                os.close(out_write)
+        try:
+            self.pid, ours, out_read = sandbox.fork("submission")
+        except OSError:
+            return False
         self.control, self.output = ours, OutputTail(out_read)
-        self.door = _Door(folder, self)
+        self.door = Door(folder, self)
         deadline = time.monotonic() + limits.setup_seconds
         try:
             wire.send(ours, {"token": self.door.name, "listener": folder.inside(sandbox.kind, self.door.name),
@@ -318,14 +326,14 @@ class SubmissionProcess:
             except (ProcessLookupError, PermissionError):
                 pass
 
-        return Worker(self.sandbox, pid, connection, OutputTail(out_read), end=end)
+        return Worker(pid, connection, OutputTail(out_read), end=lambda clean: end())
 
     def close(self):
         if self.door is not None:
             self.door.close()
             self.door = None
         if self.pid is not None:
-            self.sandbox._kill(self.pid)
+            self.sandbox.kill(self.pid)
             self.pid = None
         if self.control is not None:
             self.control.close()

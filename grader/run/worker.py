@@ -1,6 +1,7 @@
-"""The grader's handle on one sandboxed worker: send it a probe, read its answer
-within a time limit, keep the tail of what it printed, end it. A worker that dies,
-hangs or answers with garbage raises WorkerFailed with a status and a reason."""
+"""The grader's handle on one worker, whichever runner started it: send it a probe,
+read its answer within a time limit, keep the tail of what it printed, end it. A
+worker that dies, hangs or answers with garbage raises WorkerFailed with a status and a
+reason. It knows nothing of the runner: how to end the process is given to it."""
 
 from __future__ import annotations
 
@@ -9,13 +10,9 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from grader.run.inside import wire
-
-if TYPE_CHECKING:  # the sandbox makes these; importing it here would be circular
-    from grader.run.sandbox import Sandbox
-
 
 
 class WorkerFailed(Exception):
@@ -57,10 +54,13 @@ class OutputTail:
 
 
 class Worker:
-    def __init__(self, sandbox: "Sandbox", pid: int, channel: socket.socket, output: OutputTail,
-                 end=None):
-        self.sandbox, self.pid, self.channel, self.output = sandbox, pid, channel, output
-        self._end = end or (lambda: sandbox._kill(pid))
+    """`end(clean)` ends the process: clean=False after a failure or a kill (it must
+    go), clean=True after the worker was told to exit, when a runner may keep the
+    process and its channel for the next task (end returns True then)."""
+
+    def __init__(self, pid: int, channel: socket.socket, output, end: Callable[[bool], bool | None]):
+        self.pid, self.channel, self.output = pid, channel, output
+        self.end = end
         self.alive = True
         self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
 
@@ -89,20 +89,21 @@ class Worker:
     def call(self, module: str, probe: str, inputs: dict, timeout: float):
         return self._exchange({"module": module, "probe": probe, "inputs": inputs}, timeout)
 
-    def kill(self):
+    def kill(self, clean: bool = False):
         if self.alive:
             self.alive = False
-            self._end()
-            try:
-                self.channel.close()
-            except OSError:
-                pass
+            if not self.end(clean):
+                try:
+                    self.channel.close()
+                except OSError:
+                    pass
 
     def close(self):
         if self.alive:
             try:
                 self.channel.settimeout(1.0)
                 wire.send(self.channel, {"op": "exit"})
+                clean = True
             except OSError:
-                pass
-            self.kill()
+                clean = False
+            self.kill(clean)

@@ -6,7 +6,8 @@ the block registers exactly the ledger's 4d² + 2df + f + 5d parameters.
 
 from __future__ import annotations
 
-from grader.checks._api import Task, check, known_class_name, shown_count
+from grader.checks._api import Task, check, shown_count
+from grader.checks.catalogue import known_class_name
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
 from grader.checks.course import BLOCK_PARTS, PUBLISHED, block_parameters, config
 

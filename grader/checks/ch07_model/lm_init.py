@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, known_class_name, plain_shape, shape_problem, shown_count, shown_shape
+from grader.checks._api import Task, check, plain_shape, shape_problem, shown_count, shown_shape
+from grader.checks.catalogue import known_class_name
 from grader.checks.ch07_model.common import (
     FIGURES, SIZES, _count_mistake, _describe, _full_sizes, _ledger, _model, _random_configs,
 )

@@ -30,7 +30,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class ForbiddenCall(RuntimeError):
-    """Same name as the tripwires' error: the engine and try_call treat both alike."""
+    """A task's probe called what the task forbids: a tripwire's name, an operator of
+    its rule, autograd where gradients are by hand, or the recorder switched off.
+    `code` says which as data ({"kind": ..., ...}); the grader words it (feedback.py)."""
+
+    def __init__(self, message: str, code: dict | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 # What to do instead, by operator family; the first matching pattern wins.
@@ -106,35 +112,34 @@ class _Watch:
         self.function = _FunctionRecorder(self)
         self.in_handler = False  # our own checks touch tensors: not the student's calls
 
-    def trip(self, message: str):
-        self.note(message)
-        raise ForbiddenCall(message)
+    def trip(self, code: dict):
+        self.note(code)
+        raise ForbiddenCall("a call this task forbids", code)
 
     def check_op(self, op: str, layer: str):
         if self.rules.forbids(op):
-            self.trip(f"torch's built-in {layer}{op} ({hint(op)})")
+            self.trip({"kind": "op", "layer": layer, "name": op})
         if self.rules.no_autograd and op in FORWARD_AD:
-            self.trip(f"forward-mode autograd (torch.{op}): derive every gradient by hand")
+            self.trip({"kind": "forward_autograd", "name": op})
 
     def check_grad(self, tensors, op: str, recording: bool):
         # A parameter may require grad (nn.Module makes them so); autograd runs once an
         # operator takes one with grad mode on, or returns a tensor with a grad_fn.
         for tensor in tensors:
             if (recording and tensor.requires_grad) or tensor.grad_fn is not None:
-                self.trip(f"autograd ({op} ran on a tensor that requires grad): derive every gradient by hand, "
-                          f"no tensor may require grad here")
+                self.trip({"kind": "autograd", "name": op})
 
     def dispatch_in_place(self) -> bool:
         # Anywhere on the stack: a mode pushed above it still hands every kernel down.
         return any(torch._C._get_dispatch_stack_at(i) is self.dispatch
                    for i in range(torch._C._len_torch_dispatch_stack()))
 
-    def tampered(self, how: str):
-        self.note(f"code that switched off the grader's operator recorder ({how})")
+    def tampered(self, how: str, name: str = ""):
+        self.note({"kind": "recorder_off", "how": how, "name": name})
 
-    def note(self, message: str):
-        if message not in self.tripped:
-            self.tripped.append(message)
+    def note(self, code: dict):
+        if code not in self.tripped:
+            self.tripped.append(code)
 
 
 class _DispatchRecorder(TorchDispatchMode):
@@ -147,7 +152,7 @@ class _DispatchRecorder(TorchDispatchMode):
         watch.in_handler = True
         try:
             op = _op_name(func)
-            watch.check_op(op, "kernel aten.")
+            watch.check_op(op, "kernel")
             if watch.rules.no_autograd:
                 recording = torch.is_grad_enabled()
                 watch.check_grad(_tensors(args), f"aten.{op}", recording)
@@ -167,9 +172,10 @@ class _FunctionRecorder(TorchFunctionMode):
         watch = self.watch
         if not watch.in_handler:
             if not watch.dispatch_in_place():
-                watch.tampered("the dispatch mode was taken off its stack")
-                raise ForbiddenCall("the grader's operator recorder was switched off")
-            watch.check_op(_op_name(func), "function torch.")
+                watch.tampered("dispatch_popped")
+                raise ForbiddenCall("the grader's operator recorder was switched off",
+                                    {"kind": "recorder_off", "how": "dispatch_popped", "name": ""})
+            watch.check_op(_op_name(func), "function")
         result = func(*args, **(kwargs or {}))
         if watch.rules.no_autograd and not watch.in_handler:
             watch.check_grad(_tensors((result,)), _op_name(func) or "a torch function", False)
@@ -196,25 +202,25 @@ _ACTIVE: list[_Watch] = []  # the watch of the probe now running, if any
 # before the worker started, so replacing the module attribute only reaches callers
 # that look them up now: the student's. (torch.overrides._pop_mode and its kin are
 # left alone: torch's handle_torch_function calls them by module lookup.)
-THREADS = "a new thread, where the grader cannot see which torch operators run (stay in the calling thread)"
 GUARDED = (
-    (torch._C, "DisableTorchFunction", None), (torch._C, "_DisableTorchDispatch", None),
-    (torch._C, "_pop_torch_function_stack", None), (torch._C, "_pop_torch_dispatch_stack", None),
-    (torch._C, "_set_torch_function_mode", None), (_thread, "start_new_thread", THREADS),
-    (threading, "_start_new_thread", THREADS),
+    (torch._C, "DisableTorchFunction", "recorder_off"), (torch._C, "_DisableTorchDispatch", "recorder_off"),
+    (torch._C, "_pop_torch_function_stack", "recorder_off"), (torch._C, "_pop_torch_dispatch_stack", "recorder_off"),
+    (torch._C, "_set_torch_function_mode", "recorder_off"), (_thread, "start_new_thread", "thread"),
+    (threading, "_start_new_thread", "thread"),
 )
 
 
-def _guard(owner, attr, message):
+def _guard(owner, attr, kind):
     original = getattr(owner, attr, None)
     if original is None or getattr(original, "_op_rules_guard", False):
         return
-    message = message or f"code that switched off the grader's operator recorder ({owner.__name__}.{attr})"
+    code = ({"kind": "thread"} if kind == "thread" else
+            {"kind": "recorder_off", "how": "entry", "name": f"{owner.__name__}.{attr}"})
 
     def guarded(*args, **kwargs):
         if _ACTIVE and not _ACTIVE[-1].in_handler:
-            _ACTIVE[-1].note(message)
-            raise ForbiddenCall(message)
+            _ACTIVE[-1].note(code)
+            raise ForbiddenCall("a call this task forbids", code)
         return original(*args, **kwargs)
 
     guarded._op_rules_guard = True
@@ -223,8 +229,8 @@ def _guard(owner, attr, message):
 
 def guard_switches() -> None:
     """Wrap what could switch the recorder off; the wrappers act only while it records."""
-    for owner, attr, message in GUARDED:
-        _guard(owner, attr, message)
+    for owner, attr, kind in GUARDED:
+        _guard(owner, attr, kind)
 
 
 def arm(rules: Rules) -> None:
@@ -254,11 +260,11 @@ def watching(rules: Rules, tripped: list):
                       and torch._C._len_torch_dispatch_stack() == dispatch_depth + 1
                       and watch.dispatch_in_place())
             if not intact:
-                watch.tampered("a mode stack was changed")
+                watch.tampered("stack_changed")
                 _restore(function_depth, dispatch_depth, watch)
             changed = [cls.__name__ for cls, handlers in _HANDLERS.items() if dict(vars(cls)) != handlers]
             if changed:
-                watch.tampered(f"{changed[0]} was modified")
+                watch.tampered("handler_modified", changed[0])
 
 
 def _restore(function_depth: int, dispatch_depth: int, watch: _Watch) -> None:

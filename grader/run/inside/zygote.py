@@ -20,12 +20,11 @@ import resource
 import signal
 import socket
 import sys
-import traceback
-import types
 
 if __name__ == "__main__":  # started as a script in the sandbox: argv[2] is the kit's root
     sys.path.insert(0, sys.argv[2])
 
+from grader.run.inside import tasks  # noqa: E402
 from grader.run.inside.isolation import (  # noqa: E402 - after the path is set
     CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER, MS_NODEV, MS_NOSUID, MS_PRIVATE,
     MS_RDONLY, MS_REC, PRIVATE_DIRS, PR_SET_PDEATHSIG, drop_capabilities, everything_read_only,
@@ -54,7 +53,7 @@ def main() -> None:
     from grader.run.inside import probes_only
 
     probes_only.keep_only_what_probes_use()  # the judges' oracles never reach a submission
-    _snapshot_grader_code()
+    tasks.snapshot_grader_code()
     _harden_process()
     global _SEND, _RECV
     _SEND, _RECV = wire.bound_sender(), wire.bound_receiver()  # before any student code exists here
@@ -174,12 +173,6 @@ def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
     return status
 
 
-def _forget_certified_sources() -> None:
-    for finder in sys.meta_path:
-        if isinstance(finder, _SourcePackage) and finder.name == CERTIFIED_PACKAGE:
-            finder.sources = {}
-
-
 # ------------------------------------------- a submission imported once, then forked
 
 # The student's package is imported once per submission, in a process of its own (S');
@@ -190,7 +183,6 @@ def _forget_certified_sources() -> None:
 # connecting to the grader's socket itself, after it was forked, in pid and user
 # namespaces of its own: the grader checks who connected (grader/run/sandbox.py) before it
 # sends the certified parts, so they never pass through S'.
-_IMPORTED_ONCE: "tuple[dict, dict] | None" = None
 
 
 def run_submission(control_fd: int, output_fd: int) -> None:
@@ -201,7 +193,6 @@ def run_submission(control_fd: int, output_fd: int) -> None:
 
 
 def serve_submission(control_fd: int, output_fd: int) -> None:
-    global _IMPORTED_ONCE
     from grader.run.inside import op_rules, syscall_filter
 
     _redirect_output(output_fd)
@@ -222,11 +213,11 @@ def serve_submission(control_fd: int, output_fd: int) -> None:
     modules = sorted(key[:-3] for key in request["student"] if key.endswith(".py") and "/" not in key
                      and key != "__init__.py")
     try:
-        student = _load(STUDENT_PACKAGE, request["student"], "submission", modules, broken)
+        student = tasks.load(tasks.STUDENT_PACKAGE, request["student"], "submission", modules, broken)
     except BaseException as error:  # noqa: BLE001 - the package itself failed: grade per task instead
-        _SEND(control, {"setup_error": _describe(error)})
+        _SEND(control, {"setup_error": tasks.describe(error)})
         return
-    _IMPORTED_ONCE = (student, broken)
+    tasks.IMPORTED_ONCE.update(student=student, broken=broken)
     import gc
 
     gc.freeze()
@@ -285,29 +276,9 @@ def _run_connected_worker(listener: str) -> None:
         if len(fds) != 1:
             return
         _redirect_output(fds[0])
-        serve_tasks(channel)
+        tasks.serve_tasks(channel, _SEND, _RECV, _apply_limits)
         return
     os.waitpid(child, 0)
-
-
-_GRADER_CODE: dict = {}
-
-
-def _snapshot_grader_code() -> None:
-    for name, module in list(sys.modules.items()):
-        if name.startswith("grader."):
-            for attr, value in vars(module).items():
-                if isinstance(value, types.FunctionType):
-                    _GRADER_CODE[(name, attr)] = (value, value.__code__, value.__defaults__)
-
-
-def _grader_code_changed() -> str | None:
-    for (name, attr), (function, code, defaults) in _GRADER_CODE.items():
-        module = sys.modules.get(name)
-        current = getattr(module, attr, None) if module is not None else None
-        if current is not function or function.__code__ is not code or function.__defaults__ is not defaults:
-            return f"{name}.{attr}"
-    return None
 
 
 # ------------------------------------------------------------------------ worker
@@ -330,230 +301,7 @@ def _redirect_output(output_fd: int) -> None:
 def serve_worker(channel_fd: int, output_fd: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _redirect_output(output_fd)
-    serve_tasks(socket.socket(fileno=channel_fd))
-
-
-def serve_tasks(channel: socket.socket) -> None:
-    from grader.run.inside import op_rules
-
-    # Made in the zygote, before any student code existed: replacing json, struct or the
-    # wire module's functions changes neither how answers leave nor how calls arrive.
-    send, recv = _SEND, _RECV
-    request = recv(channel)
-    _apply_limits(request.get("limits", {}))
-    tripped: list[str] = []
-    _set_tripwires(request.get("tripwires", []), tripped)
-    rules = op_rules.Rules.from_request(request.get("op_rules"))
-    op_rules.arm(rules)
-    try:
-        namespace = build_namespace(request)
-    except BaseException as error:  # noqa: BLE001 - any failure is the submission's
-        send(channel, {"setup_error": _describe(error)})
-        return
-    finally:
-        # The certified sources are compiled now: keep no text of them for student code to find.
-        request.pop("certified", None)
-        _forget_certified_sources()
-    send(channel, {"ready": True, "certified": namespace.certified_tasks})
-    while True:
-        try:
-            call = recv(channel)
-        except EOFError:
-            return
-        if call.get("op") == "exit":
-            return
-        tripped.clear()
-        try:
-            module = importlib.import_module(f"grader.checks.{call['module']}")
-            probe = getattr(module, call["probe"])
-            with op_rules.watching(rules, tripped):
-                result = probe(namespace, **call["inputs"])
-            reply = {"result": result}
-        except BaseException as error:  # noqa: BLE001
-            if isinstance(error, SystemExit):
-                error = RuntimeError(f"the code called sys.exit({error.code!r})")
-            reply = {"error": _describe(error)}
-        reply["forbidden_calls"] = list(tripped)
-        changed = _grader_code_changed()
-        if changed:
-            reply = {"tampered": changed, "error": {"type": "Tampering", "message": changed}}
-        sys.stdout.flush()
-        sys.stderr.flush()
-        send(channel, reply)
-
-
-def _describe(error: BaseException) -> dict:
-    frames = traceback.extract_tb(error.__traceback__)
-    # Only frames from the submission are worth showing a student.
-    student = [f for f in frames if f.filename.startswith("submission/")]
-    where = f"{student[-1].filename}:{student[-1].lineno}" if student else None
-    line = student[-1].line if student else None
-    if isinstance(error, SyntaxError):
-        where, line = f"{error.filename}:{error.lineno}", (error.text or "").strip()
-    return {
-        "type": type(error).__name__,
-        "message": str(error)[:1000],
-        "where": where,
-        "not_implemented": isinstance(error, NotImplementedError),
-        "line": line,
-    }
-
-
-# ---------------------------------------------------------- tripwires (forbidden calls)
-
-
-class ForbiddenCall(RuntimeError):
-    pass
-
-
-def _set_tripwires(dotted_names: list[str], tripped: list[str]) -> None:
-    for dotted in dotted_names:
-        owner_path, _, attr = dotted.rpartition(".")
-        if not owner_path:
-            continue  # a whole module cannot be tripwired; the static scan covers it
-        try:
-            owner = importlib.import_module(owner_path)
-        except ImportError:
-            parent_path, _, class_name = owner_path.rpartition(".")
-            try:
-                owner = getattr(importlib.import_module(parent_path), class_name)
-            except (ImportError, AttributeError, ValueError):
-                continue
-
-        def tripwire(*args, _name=dotted, **kwargs):
-            tripped.append(_name)
-            raise ForbiddenCall(f"{_name} is not allowed in this task")
-
-        setattr(owner, attr, tripwire)
-
-
-# ------------------------------------------------------------- packages from source
-
-
-class _SourcePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves one package's modules from a dict of source texts."""
-
-    def __init__(self, name: str, sources: dict[str, str], label: str):
-        self.name, self.sources, self.label = name, sources, label
-
-    def _key(self, fullname: str):
-        if fullname == self.name:
-            return "__init__.py", True
-        if not fullname.startswith(self.name + "."):
-            return None, False
-        rel = fullname[len(self.name) + 1 :].replace(".", "/")
-        if rel + ".py" in self.sources:
-            return rel + ".py", False
-        if rel + "/__init__.py" in self.sources:
-            return rel + "/__init__.py", True
-        return None, False
-
-    def find_spec(self, fullname, path=None, target=None):
-        key, is_package = self._key(fullname)
-        if key is None and fullname != self.name:
-            return None
-        spec = importlib.util.spec_from_loader(fullname, self, origin=f"{self.label}/{key}", is_package=is_package)
-        return spec
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        key, _ = self._key(module.__name__)
-        source = self.sources.get(key, "") if key else ""
-        module.__file__ = f"{self.label}/{key}"
-        # Certified modules come compiled by the grader; the student's come as text.
-        from grader.run.inside.wire import module_code
-
-        exec(module_code(source, module.__file__), module.__dict__)
-
-
-STUDENT_PACKAGE = "hero_transformer"
-CERTIFIED_PACKAGE = "_certified_hero_transformer"
-
-
-def _load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) -> dict[str, types.ModuleType]:
-    """Import the wanted modules of the package (and whatever they import); a module
-    that fails is noted in `broken` so that only the tasks that need it fail."""
-    sys.meta_path.insert(0, _SourcePackage(name, sources, label))
-    importlib.import_module(name)
-    for short in wanted:
-        if f"{short}.py" in sources or f"{short}/__init__.py" in sources:
-            try:
-                importlib.import_module(f"{name}.{short}")
-            except Exception as error:  # noqa: BLE001 - a student's module may fail to import
-                broken[short] = error
-    prefix = name + "."
-    return {key[len(prefix):]: module for key, module in list(sys.modules.items())
-            if key.startswith(prefix) and module is not None}
-
-
-def build_namespace(request: dict) -> types.SimpleNamespace:
-    """The student's package, with every task but the graded one replaced by its
-    certified version, and the certified code calling back into the student's objects."""
-    if _IMPORTED_ONCE is not None:
-        student, broken = _IMPORTED_ONCE
-    else:
-        broken = {}
-        # Only the graded task's module and what it imports: faster, and less to go wrong.
-        student = _load(STUDENT_PACKAGE, request["student"], "submission", request.get("needs", []), broken)
-    certified = (_load(CERTIFIED_PACKAGE, request["certified"], "certified", sorted(student), {})
-                 if request.get("certified") else {})
-    graded = request["task"]
-    for module in request.get("needs", []):
-        if module in broken:
-            raise broken[module]
-        if module not in student:
-            raise ModuleNotFoundError(f"the submission has no {module}.py")
-    replaced_functions, installed = {}, []
-    for region in request["regions"]:
-        module, qualname = region["module"], region["qualname"]
-        if region["task"] == graded or module not in certified or module not in student:
-            continue
-        *class_path, attr = qualname.split(".")
-        source_owner = _walk(certified[module], class_path)
-        target_owner = _walk(student[module], class_path)
-        if source_owner is None or target_owner is None:
-            continue
-        original = getattr(target_owner, attr, None)
-        setattr(target_owner, attr, _rebind(getattr(source_owner, attr), target_owner))
-        installed.append(region["task"])
-        if not class_path and original is not None:
-            replaced_functions[id(original)] = getattr(source_owner, attr)
-    # Aliases (`from .model import gelu`) must see the certified function too.
-    for module in student.values():
-        for key, value in list(vars(module).items()):
-            if id(value) in replaced_functions:
-                setattr(module, key, replaced_functions[id(value)])
-    # Certified code looks names up in its own module: point them at the student's objects.
-    owners = {(r["module"], r["qualname"].split(".")[0]) for r in request["regions"]}
-    for module, top in owners:
-        if module in certified and module in student and hasattr(student[module], top):
-            setattr(certified[module], top, getattr(student[module], top))
-    return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
-
-
-def _rebind(function, owner):
-    """A certified method moved onto the student's class: its zero-argument super()
-    must now mean the student's class, so give it a fresh __class__ cell."""
-    code = getattr(function, "__code__", None)
-    if code is None or not isinstance(owner, type) or "__class__" not in code.co_freevars:
-        return function
-    closure = tuple(types.CellType(owner) if name == "__class__" else cell
-                    for name, cell in zip(code.co_freevars, function.__closure__))
-    moved = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__, closure)
-    moved.__kwdefaults__ = function.__kwdefaults__
-    moved.__qualname__, moved.__doc__ = function.__qualname__, function.__doc__
-    return moved
-
-
-def _walk(module, class_path):
-    owner = module
-    for part in class_path:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            return None
-    return owner
+    tasks.serve_tasks(socket.socket(fileno=channel_fd), _SEND, _RECV, _apply_limits)
 
 
 if __name__ == "__main__":

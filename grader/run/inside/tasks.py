@@ -1,0 +1,349 @@
+"""Serving a task's probes: the part of a worker that is the same wherever it runs.
+
+A worker receives one task's request (the student's package as source text, the
+certified parts as compiled code, the task's rules), builds the hybrid the task is
+graded on, runs probes one at a time and answers with plain data. The Linux sandbox's
+zygote (zygote.py) and the portable worker (portable_worker.py) both serve tasks
+through serve_tasks; this module uses nothing one platform lacks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import traceback
+import types
+
+from grader.run.inside.op_rules import ForbiddenCall
+
+
+class MissingModule(ModuleNotFoundError):
+    """The task's module is not in the submission."""
+
+    def __init__(self, module: str):
+        super().__init__(f"the submission has no {module}.py")
+        self.module = module
+
+
+class ExitCalled(RuntimeError):
+    """The code called sys.exit (or raised SystemExit) while a probe ran."""
+
+    def __init__(self, code):
+        super().__init__(f"the code called sys.exit({code!r})")
+
+
+# The package imported once for every task a process serves: {"student": modules by
+# name, "broken": the modules whose import failed, with their exceptions}.
+IMPORTED_ONCE: dict = {}
+
+GRADER_CODE: dict = {}
+
+
+def snapshot_grader_code() -> None:
+    for name, module in list(sys.modules.items()):
+        if name.startswith("grader."):
+            for attr, value in vars(module).items():
+                if isinstance(value, types.FunctionType):
+                    GRADER_CODE[(name, attr)] = (value, value.__code__, value.__defaults__)
+
+
+def grader_code_changed() -> str | None:
+    for (name, attr), (function, code, defaults) in GRADER_CODE.items():
+        module = sys.modules.get(name)
+        current = getattr(module, attr, None) if module is not None else None
+        if current is not function or function.__code__ is not code or function.__defaults__ is not defaults:
+            return f"{name}.{attr}"
+    return None
+
+
+
+
+# ------------------------------------------------------------------------ serving
+
+
+def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prepare=None) -> None:
+    """Serve one task's request and probes on `channel`; with many=True, go on to the
+    next task's request after each {"op": "exit"} (the portable worker, which holds no
+    certified part), else return; `prepare(request)` runs before each task's set-up
+    (the portable worker imports the package once there). `send` and `recv` were bound before any student code
+    existed: replacing json, struct or the wire module's functions changes neither how
+    answers leave nor how calls arrive."""
+    from grader.run.inside import op_rules
+
+    while True:
+        try:
+            request = recv(channel)
+        except EOFError:
+            return
+        if not isinstance(request, dict) or request.get("op") == "exit":
+            return
+        if apply_limits is not None:
+            apply_limits(request.get("limits", {}))
+        tripped: list = []
+        undo = set_tripwires(request.get("tripwires", []), tripped)
+        rules = op_rules.Rules.from_request(request.get("op_rules"))
+        op_rules.arm(rules)
+        try:
+            if prepare is not None:
+                try:
+                    prepare(request)
+                except Exception as error:  # noqa: BLE001 - the task cannot be set up: say so, as data
+                    send(channel, {"setup_error": describe(error)})
+                    continue
+            _serve_one(channel, send, recv, request, rules, tripped)
+        finally:
+            undo()
+        if not many:
+            return
+
+
+def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None:
+    from grader.run.inside import op_rules
+
+    try:
+        namespace = build_namespace(request)
+    except BaseException as error:  # noqa: BLE001 - any failure is the submission's
+        send(channel, {"setup_error": describe(error)})
+        return
+    finally:
+        # The certified sources are compiled now: keep no text of them for student code to find.
+        request.pop("certified", None)
+        forget_certified_sources()
+    send(channel, {"ready": True, "certified": namespace.certified_tasks})
+    while True:
+        try:
+            call = recv(channel)
+        except EOFError:
+            return
+        if call.get("op") == "exit":
+            return
+        tripped.clear()
+        try:
+            module = importlib.import_module(f"grader.checks.{call['module']}")
+            probe = getattr(module, call["probe"])
+            with op_rules.watching(rules, tripped):
+                result = probe(namespace, **call["inputs"])
+            reply = {"result": result}
+        except BaseException as error:  # noqa: BLE001
+            if isinstance(error, SystemExit):
+                error = ExitCalled(error.code)
+            reply = {"error": describe(error)}
+        reply["forbidden_calls"] = [dict(code) for code in tripped]
+        changed = grader_code_changed()
+        if changed:
+            reply = {"tampered": changed, "error": {"type": "Tampering", "message": changed}}
+        sys.stdout.flush()
+        sys.stderr.flush()
+        send(channel, reply)
+
+
+def describe(error: BaseException) -> dict:
+    frames = traceback.extract_tb(error.__traceback__)
+    # Only frames from the submission are worth showing a student.
+    student = [f for f in frames if f.filename.startswith("submission/")]
+    where = f"{student[-1].filename}:{student[-1].lineno}" if student else None
+    line = student[-1].line if student else None
+    if isinstance(error, SyntaxError):
+        where, line = f"{error.filename}:{error.lineno}", (error.text or "").strip()
+    described = {
+        "type": type(error).__name__,
+        "message": str(error)[:1000],
+        "where": where,
+        "not_implemented": isinstance(error, NotImplementedError),
+        "line": line,
+    }
+    # What the grader decides on travels as codes, never as words it would parse back.
+    if isinstance(error, ForbiddenCall) and isinstance(error.code, dict):
+        described["forbidden"] = dict(error.code)
+    if isinstance(error, MissingModule):
+        described["missing_module"] = error.module
+    if isinstance(error, ExitCalled):
+        described["exit"] = True
+    if isinstance(error, AttributeError) and isinstance(getattr(error, "name", None), str):
+        # Python's own record of the slip, not its message: whose attribute, which name.
+        owner = type(getattr(error, "obj", None)).__name__ if hasattr(error, "obj") else None
+        if owner is not None:
+            described["attribute"] = {"owner": owner, "name": error.name}
+    return described
+
+
+
+# ---------------------------------------------------------- tripwires (forbidden calls)
+
+
+def set_tripwires(dotted_names: list[str], tripped: list):
+    """Replace each named function with one that trips; returns what puts them back
+    (a process that serves several tasks arms each task's own names only)."""
+    restore = []
+    for dotted in dotted_names:
+        owner_path, _, attr = dotted.rpartition(".")
+        if not owner_path:
+            continue  # a whole module cannot be tripwired; the static scan covers it
+        try:
+            owner = importlib.import_module(owner_path)
+        except ImportError:
+            parent_path, _, class_name = owner_path.rpartition(".")
+            try:
+                owner = getattr(importlib.import_module(parent_path), class_name)
+            except (ImportError, AttributeError, ValueError):
+                continue
+
+        def tripwire(*args, _name=dotted, **kwargs):
+            code = {"kind": "name", "name": _name}
+            tripped.append(code)
+            raise ForbiddenCall(f"{_name} is not allowed in this task", code)
+
+        missing = object()
+        restore.append((owner, attr, owner.__dict__.get(attr, missing) if hasattr(owner, "__dict__") else missing,
+                        missing))
+        setattr(owner, attr, tripwire)
+
+    def undo():
+        for owner, attr, original, missing in reversed(restore):
+            try:
+                if original is missing:
+                    delattr(owner, attr)
+                else:
+                    setattr(owner, attr, original)
+            except (AttributeError, TypeError):
+                pass
+
+    return undo
+
+def forget_certified_sources() -> None:
+    for finder in sys.meta_path:
+        if isinstance(finder, SourcePackage) and finder.name == CERTIFIED_PACKAGE:
+            finder.sources = {}
+
+
+# ------------------------------------------------------------- packages from source
+
+
+class SourcePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves one package's modules from a dict of source texts."""
+
+    def __init__(self, name: str, sources: dict[str, str], label: str):
+        self.name, self.sources, self.label = name, sources, label
+
+    def _key(self, fullname: str):
+        if fullname == self.name:
+            return "__init__.py", True
+        if not fullname.startswith(self.name + "."):
+            return None, False
+        rel = fullname[len(self.name) + 1 :].replace(".", "/")
+        if rel + ".py" in self.sources:
+            return rel + ".py", False
+        if rel + "/__init__.py" in self.sources:
+            return rel + "/__init__.py", True
+        return None, False
+
+    def find_spec(self, fullname, path=None, target=None):
+        key, is_package = self._key(fullname)
+        if key is None and fullname != self.name:
+            return None
+        spec = importlib.util.spec_from_loader(fullname, self, origin=f"{self.label}/{key}", is_package=is_package)
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        key, _ = self._key(module.__name__)
+        source = self.sources.get(key, "") if key else ""
+        module.__file__ = f"{self.label}/{key}"
+        # Certified modules come compiled by the grader; the student's come as text.
+        from grader.run.inside.wire import module_code
+
+        exec(module_code(source, module.__file__), module.__dict__)
+
+
+STUDENT_PACKAGE = "hero_transformer"
+CERTIFIED_PACKAGE = "_certified_hero_transformer"
+
+
+def load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) -> dict[str, types.ModuleType]:
+    """Import the wanted modules of the package (and whatever they import); a module
+    that fails is noted in `broken` so that only the tasks that need it fail."""
+    sys.meta_path.insert(0, SourcePackage(name, sources, label))
+    importlib.import_module(name)
+    for short in wanted:
+        if f"{short}.py" in sources or f"{short}/__init__.py" in sources:
+            try:
+                importlib.import_module(f"{name}.{short}")
+            except Exception as error:  # noqa: BLE001 - a student's module may fail to import
+                broken[short] = error
+    prefix = name + "."
+    return {key[len(prefix):]: module for key, module in list(sys.modules.items())
+            if key.startswith(prefix) and module is not None}
+
+
+def build_namespace(request: dict) -> types.SimpleNamespace:
+    """The student's package, with every task but the graded one replaced by its
+    certified version, and the certified code calling back into the student's objects."""
+    if IMPORTED_ONCE:
+        student, broken = IMPORTED_ONCE["student"], IMPORTED_ONCE["broken"]
+    else:
+        broken = {}
+        # Only the graded task's module and what it imports: faster, and less to go wrong.
+        student = load(STUDENT_PACKAGE, request["student"], "submission", request.get("needs", []), broken)
+    certified = (load(CERTIFIED_PACKAGE, request["certified"], "certified", sorted(student), {})
+                 if request.get("certified") else {})
+    graded = request["task"]
+    for module in request.get("needs", []):
+        if module in broken:
+            raise broken[module]
+        if module not in student:
+            raise MissingModule(module)
+    replaced_functions, installed = {}, []
+    for region in request["regions"]:
+        module, qualname = region["module"], region["qualname"]
+        if region["task"] == graded or module not in certified or module not in student:
+            continue
+        *class_path, attr = qualname.split(".")
+        source_owner = _walk(certified[module], class_path)
+        target_owner = _walk(student[module], class_path)
+        if source_owner is None or target_owner is None:
+            continue
+        original = getattr(target_owner, attr, None)
+        setattr(target_owner, attr, _rebind(getattr(source_owner, attr), target_owner))
+        installed.append(region["task"])
+        if not class_path and original is not None:
+            replaced_functions[id(original)] = getattr(source_owner, attr)
+    # Aliases (`from .model import gelu`) must see the certified function too.
+    for module in student.values():
+        for key, value in list(vars(module).items()):
+            if id(value) in replaced_functions:
+                setattr(module, key, replaced_functions[id(value)])
+    # Certified code looks names up in its own module: point them at the student's objects.
+    owners = {(r["module"], r["qualname"].split(".")[0]) for r in request["regions"]}
+    for module, top in owners:
+        if module in certified and module in student and hasattr(student[module], top):
+            setattr(certified[module], top, getattr(student[module], top))
+    return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
+
+
+def _rebind(function, owner):
+    """A certified method moved onto the student's class: its zero-argument super()
+    must now mean the student's class, so give it a fresh __class__ cell."""
+    code = getattr(function, "__code__", None)
+    if code is None or not isinstance(owner, type) or "__class__" not in code.co_freevars:
+        return function
+    closure = tuple(types.CellType(owner) if name == "__class__" else cell
+                    for name, cell in zip(code.co_freevars, function.__closure__))
+    moved = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__, closure)
+    moved.__kwdefaults__ = function.__kwdefaults__
+    moved.__qualname__, moved.__doc__ = function.__qualname__, function.__doc__
+    return moved
+
+
+def _walk(module, class_path):
+    owner = module
+    for part in class_path:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            return None
+    return owner
+
+

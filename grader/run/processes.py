@@ -1,0 +1,84 @@
+"""The process layer: what the engine needs from whatever runs student code.
+
+A runner starts workers. A worker (grader.run.worker.Worker) is one process holding
+the student's package, and, where the runner may hold it, the task's certified parts:
+the engine sends it the task's request, then one probe at a time, reads each answer
+or the failure (WorkerFailed: timeout, crashed, garbage), and ends it. That is all the
+engine asks of a runner:
+
+    runner.limits             the time and resource limits its workers keep
+    runner.holds_reference    whether its workers may receive certified parts
+    runner.start()            begin booting (torch imports while the grader starts)
+    runner.worker()           a fresh worker, ready for a task's request
+    runner.package(sources)   the package imported once, to fork workers from; or None
+    runner.describe(...)      the report's sandbox line
+    runner.close()
+
+Two runners implement it: the Linux sandbox (grader.run.sandbox: bubblewrap, a
+zygote, namespaces, seccomp), for grading; and the portable runner
+(grader.run.portable: plain subprocesses), for a student's `check` on any platform,
+which never receives the reference. grader.run.runners picks one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+GIB = 1024**3
+
+
+@dataclass
+class Limits:
+    memory_bytes: int = 4 * GIB  # address space; torch alone maps ~0.7 GB
+    cpu_seconds: int = 120  # per worker, a backstop behind the wall-clock timeouts
+    file_bytes: int = 16 * 1024 * 1024
+    open_files: int = 256
+    check_seconds: float = 10.0
+    setup_seconds: float = 30.0
+    processes: int = 48  # processes and threads of the whole sandbox, where a pids cgroup exists
+    # Processes and threads of one worker: a fork bomb in one task holds at most these, and
+    # its siblings can still start. Kept by a pids group of its own where the sandbox has
+    # one (root), and by RLIMIT_NPROC in its user namespace where the grader is not root.
+    worker_processes: int = 16
+    # Wall clock for one submission, all its checks: past it the rest are 'timeout'.
+    submission_seconds: float = 600.0
+
+    def rlimits(self, worker: bool = False) -> dict:
+        """The resource limits of the process that imports a submission, or (worker=True)
+        of a task's worker."""
+        return {
+            "RLIMIT_AS": self.memory_bytes,
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_FSIZE": self.file_bytes,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_CORE": 0,
+            **({"RLIMIT_NPROC": self.worker_processes} if worker else {}),
+        }
+
+
+class RunnerRefused(RuntimeError):
+    """A run this runner must not do (certified parts or hidden checks on a runner
+    without isolation); the message says where such a run belongs."""
+
+
+class ImportedPackage(Protocol):
+    def worker(self): ...
+
+    def close(self) -> None: ...
+
+
+class Runner(Protocol):
+    kind: str
+    limits: Limits
+    holds_reference: bool
+
+    def start(self) -> "Runner": ...
+
+    def worker(self): ...
+
+    def package(self, sources: dict[str, str]) -> ImportedPackage | None: ...
+
+    def describe(self, imported_once: bool | None = None) -> str: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,79 @@
+"""The reference package (solutions/hero_transformer), held by the grader's process
+only: its source text, each task's certified parts (every region but the task's own),
+compiled once, and the reference imported for computing expected values."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+from grader import KIT_ROOT
+from grader.run.inside import wire
+from grader.run.regions import find_regions, package_sources, strip
+
+REFERENCE_PACKAGE = KIT_ROOT / "solutions" / "hero_transformer"
+
+
+class Reference:
+    """The reference package, imported in the grader's process only."""
+
+    def __init__(self, root: Path = REFERENCE_PACKAGE):
+        self.root = root
+        self.sources = package_sources(root)
+        self._modules = None
+        self._tasks_in = {rel: frozenset(region.task for region in find_regions(source, rel))
+                          for rel, source in self.sources.items()}
+        # Compiled once each: a module with every region kept, which most tasks' workers get,
+        # and per task the certified parts as its workers get them.
+        self._kept_code: dict[str, str] = {}
+        self._certified: dict[str, dict[str, str]] = {}
+
+    @classmethod
+    @lru_cache(maxsize=1)
+    def available(cls) -> "Reference | None":
+        """The one reference a grading process uses (a class of uploads shares it), or
+        None where solutions/ is absent, as in a student's copy of the course."""
+        return cls() if (REFERENCE_PACKAGE / "__init__.py").exists() else None
+
+    def without(self, task: str) -> dict[str, str]:
+        """The certified parts' text for grading `task`: every region but its own."""
+        return {rel: self._text(rel, task) for rel in self.sources}
+
+    def _text(self, rel: str, task: str) -> str:
+        return strip(self.sources[rel], {task} if task in self._tasks_in[rel] else set())
+
+    def compiled_without(self, task: str) -> dict[str, str]:
+        """without(task), each module compiled here and sent as marshalled code (the
+        worker's interpreter is this one), so no worker spends its start compiling."""
+        if task not in self._certified:
+            self._certified[task] = {rel: self._compile(rel, task) if task in self._tasks_in[rel] else self._kept(rel)
+                                     for rel in self.sources}
+        return self._certified[task]
+
+    def _kept(self, rel: str) -> str:
+        if rel not in self._kept_code:
+            self._kept_code[rel] = self._compile(rel, "")
+        return self._kept_code[rel]
+
+    def _compile(self, rel: str, task: str) -> str:
+        return wire.pack_code(self._text(rel, task), f"certified/{rel}")
+
+    @property
+    def modules(self) -> SimpleNamespace:
+        if self._modules is None:
+            import importlib.util
+            import sys
+
+            name = "_reference_hero_transformer"
+            spec = importlib.util.spec_from_file_location(name, self.root / "__init__.py",
+                                                          submodule_search_locations=[str(self.root)])
+            package = importlib.util.module_from_spec(spec)
+            sys.modules[name] = package
+            spec.loader.exec_module(package)
+            loaded = {}
+            for rel in self.sources:
+                if rel != "__init__.py" and "/" not in rel:
+                    loaded[rel[:-3]] = importlib.import_module(f"{name}.{rel[:-3]}")
+            self._modules = SimpleNamespace(**loaded)
+        return self._modules

@@ -1,0 +1,57 @@
+"""What grading produces: a check's status, a check's result, a submission's report.
+Plain data, imported by the engine that makes them and by everything that shows them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader.checks._api import Check
+
+# The statuses a check can end with.
+PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN = (
+    "passed", "failed", "error", "timeout", "not implemented", "forbidden")
+STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN)
+
+# CheckResult.cause: the grader could not start a process to run the submission's code.
+RUNNER_FAILED = "runner_failed"
+
+
+@dataclass
+class CheckResult:
+    check: Check
+    status: str
+    diagnosis: str = ""  # what the student is shown
+    output: str = ""  # what the student's code printed, shown only where no certified part ran beside it
+    certified: tuple[str, ...] = ()  # the tasks whose reference stood in while this ran
+    # Course staff only: the diagnosis with everything the student's code said in it
+    # (exception messages, reprs, the line its traceback named) and all it printed.
+    # Where certified parts ran beside the student's code, that code could read them, so
+    # none of its words may reach the student; these fields keep them for staff.
+    staff_diagnosis: str = ""
+    staff_output: str = ""
+    seconds: float = 0.0  # wall time of this check, its worker's start included (`grade --profile`)
+    # Why, as a code, where the grader itself stopped the check (RUNNER_FAILED: no process
+    # to run the code could be started), so no caller has to read the diagnosis.
+    cause: str = ""
+
+    @property
+    def score(self) -> float:
+        return self.check.points if self.status == PASSED else 0.0
+
+
+@dataclass
+class GradeReport:
+    submission: str
+    results: list[CheckResult]
+    sandbox: str
+    certified: str
+    elapsed: float = 0.0
+    problem: str = ""  # a submission-level problem (no package found, ...)
+
+    @property
+    def score(self) -> float:
+        return sum(r.score for r in self.results)
+
+    @property
+    def max_score(self) -> float:
+        return sum(r.check.points for r in self.results)
