@@ -5,9 +5,13 @@ tests/data/check_table.json in the same commit (`python tests/test_check_table.p
 
 import json
 import sys
+import types
 from pathlib import Path
 
+import pytest
+
 from grader.checks import catalogue
+from grader.checks._api import Declared, Task
 
 PINNED = Path(__file__).parent / "data" / "check_table.json"
 
@@ -39,12 +43,37 @@ def test_check_table_is_the_pinned_one():
 
 def test_every_check_lives_in_its_chapter_and_task_package():
     """Chapter and task come from where a check is declared: a check of ch05.block sits in a
-    module of grader/checks/ch05_*/ whose TASKS include 'block'."""
+    module of grader/checks/ch05_*/ whose TASKS include 'block', a public one in that module
+    itself and a hidden one in the chapter's hidden/ module of the same name, and nowhere else."""
     for chapter in catalogue.chapters():
         for c in chapter.checks:
             module = sys.modules[c.judge.__module__]
             assert module.__name__.startswith(f"grader.checks.ch{chapter.number}_"), c.name
-            assert c.task in {t.name for t in module.TASKS}, c.name
+            assert (".hidden." in module.__name__) == c.hidden, c.name
+            public = sys.modules[module.__name__.replace(".hidden.", ".")]
+            assert c.task in {t.name for t in public.TASKS}, c.name
+            declared = [d.judge for d in vars(module)["__declared_checks__"] if c.name.endswith(f".{d.name}")]
+            assert c.judge in declared, c.name
+
+
+
+def test_a_hidden_check_goes_in_hidden_and_a_public_one_stays_out():
+    """The student release ships a chapter's modules without hidden/: a hidden check declared
+    in a public module would ship, so the catalogue refuses it (and a public one in hidden/)."""
+    def module(name, *hidden):
+        made = types.ModuleType(name)
+        made.TASKS = [Task("t", "model", "f", "a task")]
+        made.__declared_checks__ = [Declared(f"c{i}", None, 1, "", None, None, {"hidden": h} if h else {})
+                                    for i, h in enumerate(hidden)]
+        return made
+
+    public, secret = module("grader.checks.ch99_x.t", False), module("grader.checks.ch99_x.hidden.t", True, True)
+    assert [c.name for c in catalogue._checks_of(public, secret, "99")] == ["ch99.t.c0", "ch99.t.c0", "ch99.t.c1"]
+    assert [c.hidden for c in catalogue._checks_of(public, None, "99")] == [False]
+    with pytest.raises(ValueError, match="hidden/t.py"):
+        catalogue._checks_of(module("grader.checks.ch99_x.t", False, True), None, "99")
+    with pytest.raises(ValueError, match="in t.py"):
+        catalogue._checks_of(public, module("grader.checks.ch99_x.hidden.t", False), "99")
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ def test_hand_adamw_is_torch_adamw_step_for_step():
 
 
 def test_the_zero_grad_loop_oracle_is_torch_adamw():
-    from grader.checks.ch08_training.adamw import _zero_grad_loop_inputs
-    from grader.checks.ch08_training.oracles import _adamw_loop, _quadratic_loss
+    from grader.checks.ch08_training.hidden.adamw import _zero_grad_loop_inputs
+    from grader.checks.ch08_training.hidden.oracles import _adamw_loop, _quadratic_loss
 
     inputs = _zero_grad_loop_inputs(torch.Generator().manual_seed(3))
     for zero in (True, False):

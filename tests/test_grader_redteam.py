@@ -138,6 +138,7 @@ import math as _m
 import sys as _sys
 
 _blk = _sys.modules["grader.checks.ch05_block.block"]
+_hid = _sys.modules["grader.checks.ch05_block.hidden.block"]
 
 
 def _g(v):
@@ -158,7 +159,7 @@ def _forged_forward(ns, x, sizes, state=None):
 
 _blk.probe_block_forward = _forged_forward
 _blk.probe_block_output = lambda ns, x, sizes, state: {"y": x}
-_blk.probe_block_cache = lambda ns, x, sizes, state, split, part, earlier: {"full": x, "stepwise": x}
+_hid.probe_block_cache = lambda ns, x, sizes, state, split, part, earlier: {"full": x, "stepwise": x}
 '''
 
 

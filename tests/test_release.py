@@ -151,6 +151,23 @@ def test_leak_scan_finds_a_planted_solution_line_and_a_hidden_check(built, tmp_p
     assert "grader/checks/ch05_block/__init__.py:" in refused.stdout
 
 
+def test_leak_scan_finds_a_hidden_checks_code(built, tmp_path):
+    """Code of a hidden/ module planted in the bundle is refused, and no allow-list entry
+    can let it through."""
+    folder, _, _ = built
+    planted = tmp_path / "hidden_code"
+    shutil.copytree(folder, planted)
+    hidden = (ROOT / "grader" / "checks" / "ch05_block" / "hidden" / "block.py").read_text()
+    tree = ast.parse(hidden)
+    mistakes = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_block_mistakes")
+    target = planted / "grader" / "checks" / "ch05_block" / "common.py"
+    before = target.read_text().count("\n")
+    target.write_text(target.read_text() + "\n\n" + ast.get_source_segment(hidden, mistakes) + "\n")
+    findings = release.scan(planted, allowed={"grader/checks/ch05_block/common.py": "planted"})
+    refused = [f for f in release.blocking(findings) if f.path == "grader/checks/ch05_block/common.py"]
+    assert refused and all(f.line > before and "ch05_block/hidden/block.py" in f.what for f in refused), findings
+
+
 def test_a_single_long_statement_in_any_text_file_is_found(built, tmp_path):
     folder, _, _ = built
     planted = tmp_path / "one_line"
@@ -161,81 +178,37 @@ def test_a_single_long_statement_in_any_text_file_is_found(built, tmp_path):
     assert ("notes.txt", 2) in {(f.path, f.line) for f in findings}
 
 
-def test_strip_hidden_cuts_the_hidden_entries_and_what_only_they_use():
-    source = textwrap.dedent('''\
-        """A task's checks."""
-        import torch
-        from grader.checks._api import check
-
-        TASKS = []
+def _hidden_keyword(tree: ast.AST) -> bool:
+    return any(isinstance(n, ast.keyword) and n.arg == "hidden" and isinstance(n.value, ast.Constant)
+               and n.value.value is True for n in ast.walk(tree))
 
 
-        # Shared by both kinds.
-        def probe(ns, x):
-            return x
+def test_bundle_ships_no_hidden_check(built):
+    """Hidden checks live in each chapter's hidden/ folder, beside what only they use, and
+    the bundle leaves those folders out: no hidden/ folder, no check declared hidden, no
+    import of a hidden module, and none of the hidden checks' own helpers."""
+    folder, _, _ = built
+    checks = folder / "grader" / "checks"
+    kit = sorted((ROOT / "grader" / "checks").glob("ch*/hidden/*.py"))
+    assert len(kit) > 10 and all(_hidden_keyword(ast.parse(p.read_text())) for p in kit if p.name not in (
+        "__init__.py", "common.py", "oracles.py"))
+    assert not [p for p in checks.rglob("*") if p.name == "hidden"]
+    assert sorted(p.relative_to(checks) for p in checks.glob("ch*/*.py")) == sorted(
+        p.relative_to(ROOT / "grader" / "checks") for p in (ROOT / "grader" / "checks").glob("ch*/*.py"))
+    for path in checks.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        assert not _hidden_keyword(tree), path
+        imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in imported if ".hidden" in m], path
+    shipped = "".join(p.read_text() for p in checks.rglob("*.py"))
+    for helper in ("_adamw_loop", "_quadratic_loss", "_random_seed", "random_corpus", "_random_configs",
+                   "_random_docs", "probe_block_cache", "_masked_attention", "_block_mistakes"):
+        assert helper not in shipped, helper
 
 
-        def _secret_inputs(g):
-            return {"x": _secret_scale() * torch.ones(2)}
-
-
-        @staticmethod
-        def _secret_scale():
-            return 3.0
-
-
-        def _unused_public_helper():  # kept only if something reaches it
-            return 1
-
-
-        def _public_inputs(g):
-            return {"x": 1}
-
-
-        @check("public", 1, "public", probe=probe, inputs=_public_inputs)
-        def judge(out, inputs, expected):
-            return None
-
-
-        @check("secret", 2, "secret", probe=probe, inputs=_secret_inputs, hidden=True)
-        def judge_secret(out, inputs, expected):
-            return _judge_secret_helper(out)
-
-
-        def _judge_secret_helper(out):
-            return None
-
-
-        @check("hidden_but_called", 2, "secret", probe=probe, inputs=_secret_inputs, hidden=True)
-        def judge_reused(out, inputs, expected):
-            return None
-
-
-        @check("calls_it", 1, "public", probe=probe)
-        def judge_calling(out, inputs, expected):
-            return judge_reused(out, inputs, expected)
-
-
-        @check("both_public", 1, "public too", probe=probe)
-        @check("both_secret", 2, "secret too", probe=probe, inputs=_secret_inputs, hidden=True)
-        def judge_shared(out, inputs, expected):
-            return None
-        ''')
-    stripped = release.strip_hidden(source)
-    assert stripped.hidden_checks == ["secret", "hidden_but_called", "both_secret"]
-    for gone in ("_secret_inputs", "_secret_scale", "@staticmethod", "judge_secret", "_judge_secret_helper",
-                 "_unused_public_helper", '"secret"', "both_secret", "hidden_but_called"):
-        assert gone not in stripped.text, gone
-    assert "# Shared by both kinds." in stripped.text and '@check("both_public"' in stripped.text
-    tree = ast.parse(stripped.text)
-    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == [
-        "probe", "_public_inputs", "judge", "judge_reused", "judge_calling", "judge_shared"]
-    assert not [n for n in tree.body if getattr(n, "name", "") == "judge_reused" and n.decorator_list]
-
-
-def test_stripped_check_modules_keep_no_import_only_hidden_checks_used(built):
-    """An import the hidden part alone needed goes with it, so its helper is not shipped
-    (chapter 08's AdamW loop is the oracle of a hidden check only)."""
+def test_bundle_check_modules_import_nothing_unused(built):
+    """A public check module imports only what it uses: what the hidden checks alone needed
+    went to hidden/ with them (chapter 08's AdamW loop is the oracle of a hidden check only)."""
     folder, _, _ = built
     for path in (folder / "grader" / "checks").glob("ch*/*.py"):
         tree = ast.parse(path.read_text())

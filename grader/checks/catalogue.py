@@ -2,12 +2,15 @@
 
 A chapter is a package: its __init__ holds the chapter's TITLE and TASK_MODULES, the
 modules of its tasks in the lesson's order. Each of those modules declares TASKS and,
-with the @check decorator, the checks of those tasks beside their probes and judges.
+with the @check decorator, the public checks of those tasks beside their probes and
+judges. The hidden checks (TA-only) of a task module <task>.py live in the chapter's
+hidden/<task>.py, beside what only they use; the student release leaves hidden/ out.
 A check's chapter and task come from where it is declared."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import re
 from dataclasses import dataclass
@@ -17,6 +20,7 @@ from pathlib import Path
 from grader.checks._api import DECLARED, Check, Task
 
 CHAPTER_PACKAGE = re.compile(r"ch(?P<number>\d\d)_\w+")
+HIDDEN = "hidden"  # the subpackage of a chapter that holds its hidden checks
 
 
 @dataclass(frozen=True)
@@ -42,29 +46,51 @@ def load_chapter(package_name: str) -> Chapter:
     for part in package.TASK_MODULES:
         module = importlib.import_module(f"{package.__name__}.{part}")
         tasks += module.TASKS
-        checks += _checks_of(module, number)
+        checks += _checks_of(module, hidden_module(package.__name__, part), number)
     return Chapter(number, package.TITLE, package_name, tuple(tasks), tuple(checks))
 
 
-def _checks_of(module, number: str) -> list[Check]:
-    """The module's declared checks as Checks: by task in TASKS order, and within a task the
-    public checks before the hidden ones (the order reports list them), each in the order
-    declared."""
+def hidden_module(package: str, part: str):
+    """The module of the hidden checks of the task module `part`, or None: where it has
+    none, and in the student release, which ships no hidden/ folder."""
+    name = f"{package}.{HIDDEN}.{part}"
+    try:
+        found = importlib.util.find_spec(name)
+    except ModuleNotFoundError as error:
+        if error.name != f"{package}.{HIDDEN}":
+            raise
+        return None
+    return importlib.import_module(name) if found else None
+
+
+def _checks_of(module, hidden, number: str) -> list[Check]:
+    """The declared checks of a task module and of its hidden module as Checks: by task in
+    TASKS order, and within a task the public checks before the hidden ones (the order
+    reports list them), each in the order declared."""
     names = [t.name for t in module.TASKS]
-    declared = getattr(module, DECLARED, [])
-    for entry in declared:
-        if entry.task is None and len(names) != 1:
-            raise ValueError(f"{module.__name__}: check '{entry.name}' must say which of {names} it grades (task=...)")
-        if entry.task is not None and entry.task not in names:
-            raise ValueError(f"{module.__name__}: check '{entry.name}' grades '{entry.task}', not a task of {names}")
-    return [entry.build(f"ch{number}", task) for task in names for hidden in (False, True) for entry in declared
-            if (entry.task or names[0]) == task and bool(entry.more.get("hidden")) == hidden]
+    public = getattr(module, DECLARED, [])
+    secret = getattr(hidden, DECLARED, []) if hidden is not None else []
+    for where, entries, is_hidden in ((module, public, False), (hidden, secret, True)):
+        for entry in entries:
+            if bool(entry.more.get("hidden")) != is_hidden:
+                raise ValueError(f"{where.__name__}: check '{entry.name}' is {'not ' * is_hidden}hidden; a hidden "
+                                 f"check goes in {HIDDEN}/{module.__name__.rsplit('.', 1)[-1]}.py, a public one "
+                                 f"in {module.__name__.rsplit('.', 1)[-1]}.py")
+            if entry.task is None and len(names) != 1:
+                raise ValueError(f"{where.__name__}: check '{entry.name}' must say which of {names} it grades "
+                                 f"(task=...)")
+            if entry.task is not None and entry.task not in names:
+                raise ValueError(f"{where.__name__}: check '{entry.name}' grades '{entry.task}', not a task of {names}")
+    return [entry.build(f"ch{number}", task) for task in names for entries in (public, secret) for entry in entries
+            if (entry.task or names[0]) == task]
 
 
 def chapter_source(chapter: Chapter) -> str:
-    """The text of all the chapter's check modules, for the tools that read them."""
+    """The text of all the chapter's check modules (its hidden ones too, where present), for
+    the tools that read them."""
     folder = Path(__file__).parent / chapter.module
-    return "\n".join(path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py")))
+    return "\n".join(path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py")) + sorted(
+        (folder / HIDDEN).glob("*.py")))
 
 
 @lru_cache(maxsize=None)

@@ -5,8 +5,9 @@
 writes DIR/hero_transformer-student/ and DIR/hero_transformer-student.zip: the stub
 package, the lessons and their figures, the public checks with the engine that runs
 them, and a Makefile, pyproject.toml, README.md and GitHub Classroom workflow of their
-own. Hidden checks are cut out of each chapter's module here (their code and inputs,
-not only their entries), and the finished folder is scanned before it is zipped.
+own. Each chapter's check package is copied without its hidden/ folder, which holds the
+hidden checks with their code and inputs, and the finished folder is scanned before it
+is zipped.
 
 The scan compares statements, not text: every statement of the reference's solution
 regions and of the accuracy mutants and variants is normalised (comments, docstrings,
@@ -14,7 +15,8 @@ layout and local names gone; attributes, keywords and constants kept), and so is
 statement of the bundle's Python and of the code in its other text files. A match of
 two consecutive statements, or of one statement long enough to say something on its
 own, fails the release with the file and line. Hidden check names and the statements of
-the code that only hidden checks used are looked for the same way.
+the hidden/ modules (beyond what the public checks spell out too) are looked for the
+same way.
 """
 
 from __future__ import annotations
@@ -41,180 +43,39 @@ BUNDLE_NAME = "hero_transformer-student"
 
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
 STUDENT_GRADER = ("__init__.py", "__main__.py", "edition.py", "files.py", "lms/__init__.py",
-                  "lms/github_classroom.py")  # and run/, and checks/ without its hidden checks
+                  "lms/github_classroom.py")  # and run/, and checks/ without the chapters' hidden/ folders
 
 # A single statement this long (normalised) is specific enough to be a leak on its own;
 # anything shorter (`return x`, `B, T = x.shape`) must come with a neighbour.
 SINGLE_CHARS = 40
 TRIVIAL_CHARS = 15
 
-
-# ------------------------------------------------------------ hidden checks out
-
-
-def _is_hidden(call: ast.expr) -> bool:
-    return isinstance(call, ast.Call) and any(
-        k.arg == "hidden" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 
-def _check_name(call: ast.expr) -> str | None:
-    if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant):
-        return call.args[0].value if isinstance(call.args[0].value, str) else None
-    return None
+# ------------------------------------------------------------ the check packages
 
 
-def _defined(node: ast.stmt) -> set[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-        node, (ast.AnnAssign, ast.AugAssign)) else []
-    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+def _check_packages(chapters: list[str] | None = None) -> list[Path]:
+    """The chapters' check packages (all without a list), grader/checks/chNN_*/."""
+    return [ROOT / "grader" / "checks" / name for name in catalogue.chapter_packages()
+            if not chapters or name[2:4] in chapters]
 
 
-def _used(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+def _check_modules(hidden: bool) -> list[Path]:
+    """Every module of the chapters' check packages: the public ones, which the bundle
+    carries, or those of their hidden/ folders, which it never does."""
+    return [path for package in _check_packages() for path in sorted(package.rglob("*.py"))
+            if "__pycache__" not in path.parts and (catalogue.HIDDEN in path.relative_to(package).parts) == hidden]
 
 
-@dataclass
-class Stripped:
-    text: str
-    hidden_checks: list[str]  # names of the checks cut out
-    removed: list[str]  # source of what only they used, for the scan
+def _copy_check_package(package: Path, target: Path):
+    """A chapter's check package without its hidden/ folder."""
+    def ignored(folder, names):
+        skipped = set(_IGNORED(folder, names))
+        return skipped | ({catalogue.HIDDEN} if Path(folder) == package else set())
 
-
-_KEEP_ALWAYS = {"TITLE", "TASK_MODULES", "TASKS"}
-
-
-def _check_decorators(node: ast.stmt) -> list[ast.Call]:
-    return [d for d in getattr(node, "decorator_list", [])
-            if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "check"]
-
-
-def strip_hidden(source: str, wanted: frozenset[str] = frozenset()) -> Stripped:
-    """A check module without its hidden checks and whatever only they reached. A judge
-    all of whose @check declarations are hidden goes with them; one that also serves a
-    public check loses only the hidden declarations. Cuts by line ranges of the
-    original text, so the comments of what stays survive. `wanted` names what other
-    modules import from this one, which stays too."""
-    tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
-    cut: list[tuple[int, int]] = []  # 1-based inclusive line ranges
-    hidden, removed = [], []
-    definitions: dict[str, list[ast.stmt]] = {}
-    roots: set[str] = set(wanted)
-    judges_only: list[ast.FunctionDef] = []  # judges of hidden checks alone
-    imports: list[ast.ImportFrom] = []
-    for node in tree.body:
-        declarations = _check_decorators(node)
-        if declarations:
-            secret = [d for d in declarations if _is_hidden(d)]
-            hidden += [_check_name(d) or "?" for d in secret]
-            if len(secret) == len(declarations):  # goes, unless a public judge calls it
-                judges_only.append(node)
-                definitions.setdefault(node.name, []).append(node)
-                continue
-            for declaration in secret:
-                removed.append("".join(lines[declaration.lineno - 1:declaration.end_lineno]))
-                cut.append((declaration.lineno, declaration.end_lineno))
-            kept = [d for d in node.decorator_list if d not in secret]
-            roots |= set().union(*(_used(part) for part in [*kept, node.args, *node.body]))
-            continue
-        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            imports.append(node)  # kept only for the names something kept still uses
-            continue
-        names = _defined(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                                    ast.Assign, ast.AnnAssign)) else set()
-        if not names or names & _KEEP_ALWAYS:
-            roots |= _used(node)
-        for name in names - _KEEP_ALWAYS:
-            definitions.setdefault(name, []).append(node)
-    reached, stack = set(), list(roots)
-    while stack:
-        name = stack.pop()
-        if name in reached:
-            continue
-        reached.add(name)
-        for node in definitions.get(name, []):
-            stack.extend(set().union(*(_used(part) for part in [node.args, *node.body])) if node in judges_only
-                         else _used(node))
-    for node in judges_only:
-        if node.name in reached:  # kept as a plain function: only its declarations go
-            spans = [(d.lineno, d.end_lineno) for d in node.decorator_list]
-        else:
-            spans = [(min(d.lineno for d in node.decorator_list), node.end_lineno)]
-        for start, end in spans:
-            removed.append("".join(lines[start - 1:end]))
-            cut.append((start, end))
-    for node in tree.body:
-        names = _defined(node)
-        if _check_decorators(node) or not names or names & _KEEP_ALWAYS or names & reached:
-            continue
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)):
-            continue
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        removed.append("".join(lines[start - 1:node.end_lineno]))
-        cut.append((start, node.end_lineno))
-    # An import the hidden part alone used goes too (else another module of the package
-    # would be told to keep what it names); one that mixes both keeps the used names.
-    rewritten: dict[int, str] = {}
-    for node in imports:
-        used = [a for a in node.names if (a.asname or a.name) in reached]
-        if len(used) == len(node.names):
-            continue
-        cut.append((node.lineno, node.end_lineno))
-        if used:
-            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in used)
-            rewritten[node.lineno] = f"from {'.' * node.level}{node.module or ''} import {names}\n"
-    dropped = set()
-    for start, end in cut:
-        dropped.update(range(start, end + 1))
-    text = "".join(rewritten.get(number, "") if number in dropped else line
-                   for number, line in enumerate(lines, start=1))
-    # Cutting two neighbouring functions leaves their blank lines behind: keep at most two.
-    text = re.sub(r"\n{4,}", "\n\n\n", text)
-    return Stripped(text, hidden, removed)
-
-
-def _imported_from(source: str, package: str) -> dict[str, set[str]]:
-    """{sibling module: the names this source imports from it} within one chapter package."""
-    found: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            dotted = node.module if node.level == 0 else f"{package}.{node.module}"
-            if dotted.startswith(package + "."):
-                found.setdefault(dotted[len(package) + 1:], set()).update(a.name for a in node.names)
-    return found
-
-
-def strip_package(package: str, sources: dict[str, str]) -> dict[str, Stripped]:
-    """Every module of a chapter's check package without its hidden checks. A helper a
-    public check in another module imports (from common.py, say) stays: names imported
-    across the package are kept until nothing more is wanted."""
-    wanted = {name: frozenset() for name in sources}
-    while True:
-        stripped = {name: strip_hidden(text, wanted[name]) for name, text in sources.items()}
-        more = {name: set(w) for name, w in wanted.items()}
-        for text in (s.text for s in stripped.values()):
-            for module, names in _imported_from(text, package).items():
-                if module in more:
-                    more[module] |= names
-        if all(more[name] == wanted[name] for name in sources):
-            return stripped
-        wanted = {name: frozenset(names) for name, names in more.items()}
-
-
-def _stripped_checks(chapters: list[str] | None = None) -> dict[Path, Stripped]:
-    """Each check module of the chapters (all without a list), as the bundle carries it."""
-    found = {}
-    for name in catalogue.chapter_packages():
-        if chapters and name[2:4] not in chapters:
-            continue
-        folder = ROOT / "grader" / "checks" / name
-        paths = {path.stem: path for path in sorted(folder.glob("*.py"))}
-        stripped = strip_package(f"grader.checks.{name}", {stem: path.read_text(encoding="utf-8")
-                                                           for stem, path in paths.items()})
-        found.update({paths[stem]: result for stem, result in stripped.items()})
-    return found
+    shutil.copytree(package, target, ignore=ignored)
 
 
 # ---------------------------------------------------------------- normalising
@@ -335,17 +196,17 @@ class Secrets:
         stubs = set()
         for path in sorted((ROOT / "hero_transformer").rglob("*.py")):
             stubs |= set(fingerprints(ast.parse(path.read_text(encoding="utf-8"))))
-        public, hidden_sources = set(), []
+        public = set()
+        for path in _check_modules(hidden=False):
+            public |= set(fingerprints(ast.parse(path.read_text(encoding="utf-8"))))
+        hidden_sources = [(f"the hidden checks' {path.relative_to(ROOT).as_posix()}",
+                           path.read_text(encoding="utf-8")) for path in _check_modules(hidden=True)]
         hidden = {c.name for c in catalogue.all_checks() if c.hidden}
-        for path, stripped in _stripped_checks().items():
-            public |= set(fingerprints(ast.parse(stripped.text)))
-            label = path.relative_to(ROOT).as_posix()
-            hidden_sources += [(f"hidden part of {label}", text) for text in stripped.removed]
         for label, body in sources + hidden_sources:
             tree = _parse_snippet(body)
             if tree is None:
                 continue
-            shared = stubs | (public if label.startswith("hidden part") else set())
+            shared = stubs | (public if label.startswith("the hidden checks'") else set())
             for form in fingerprints(tree):
                 if form not in shared:
                     prints.setdefault(form, label)
@@ -476,7 +337,7 @@ def _chapter_folders(chapters: list[str] | None) -> list[Path]:
 
 
 def _copy_tree(source: Path, target: Path):
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    shutil.copytree(source, target, ignore=_IGNORED)
 
 
 def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -> tuple[Path, Path, list[Finding]]:
@@ -499,10 +360,8 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
     for path in sorted((ROOT / "grader" / "checks").glob("*.py")):
         if not catalogue.CHAPTER_PACKAGE.fullmatch(path.stem):
             shutil.copy2(path, grader / "checks" / path.name)
-    for path, stripped in _stripped_checks(chapters).items():
-        target = grader / path.relative_to(ROOT / "grader")
-        target.parent.mkdir(exist_ok=True)
-        target.write_text(stripped.text, encoding="utf-8")
+    for package in _check_packages(chapters):
+        _copy_check_package(package, grader / "checks" / package.name)
     lessons = folder / "assignments"
     lessons.mkdir()
     for chapter in _chapter_folders(chapters):

@@ -8,10 +8,9 @@ the grads are reset, t counts the steps and the moments stay plain floats.
 from __future__ import annotations
 
 import math
-import random
 
 from grader.checks._api import check, standard_message
-from grader.checks.ch00_micro.common import _all_close, _is_number, _off_by, _random_seed, _task, _values
+from grader.checks.ch00_micro.common import _all_close, _is_number, _off_by, _task, _values
 
 TASKS = [_task("micro_adam", "Adam.step", "Adam with bias correction and lr decay")]
 
@@ -119,20 +118,3 @@ def judge_adam_first_step(out, inputs, expected):
             return (f"the first step with gradient {g} moves the parameter by {moved!r}; with bias correction the "
                     f"first Adam step is about -lr = {-lr}, whatever the gradient's size")
     return None
-
-
-def _random_adam(g):
-    seed = _random_seed(g)
-    rng = random.Random(seed)
-    n, steps = rng.randint(2, 5), rng.randint(2, 4)
-    scale = [10 ** rng.uniform(-3, 1.5) for _ in range(n)]
-    return {"start": [rng.gauss(0, 1) for _ in range(n)],
-            "grads": [[rng.gauss(0, s) for s in scale] for _ in range(steps)],
-            "settings": {"lr": rng.uniform(0.005, 0.1), "beta1": rng.uniform(0.8, 0.95),
-                         "beta2": rng.uniform(0.95, 0.999), "eps": 1e-8, "total_steps": steps + rng.randint(1, 5)}}
-
-
-@check("random_steps", 2, "random parameters, gradients and settings: every step equals the hand computation",
-       probe=probe_adam, inputs=_random_adam, hidden=True)
-def judge_adam_hidden(out, inputs, expected):
-    return _judge_adam(out, inputs, False)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 import random
 
-import torch
-
 from grader.checks._api import Task
 from grader.checks.course import EPS
 
@@ -37,14 +35,6 @@ def _task(name, qualname, title):
 
 
 # ----------------------------------------------------------------------- helpers
-
-
-def _random_seed(g: torch.Generator) -> int:
-    return int(torch.randint(0, 2**31 - 1, (1,), generator=g).item())
-
-
-def _uniform(g: torch.Generator, lo: float, hi: float) -> float:
-    return lo + (hi - lo) * torch.rand((), generator=g, dtype=torch.float64).item()
 
 
 def _is_number(x) -> bool:

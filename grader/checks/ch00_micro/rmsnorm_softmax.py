@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from grader.checks._api import check, standard_message
-from grader.checks.ch00_micro.common import (NEAR, _all_close, _data, _is_number, _off_by, _rms, _softmax, _task,
-                                             _uniform, _values)
+from grader.checks.ch00_micro.common import NEAR, _all_close, _data, _is_number, _off_by, _rms, _softmax, _task, _values
 from grader.checks.course import EPS
 
 TASKS = [
@@ -117,18 +114,6 @@ def judge_rmsnorm_public(out, inputs, expected):
     return _judge_rmsnorm(out, inputs["x"], inputs.get("w"), True)
 
 
-def _random_rmsnorm(g):
-    n = 3 + int(torch.randint(0, 6, (1,), generator=g))
-    return {"x": (torch.randn(n, generator=g, dtype=torch.float64) * 2).tolist(),
-            "w": torch.randn(n, generator=g, dtype=torch.float64).tolist()}
-
-
-@check("random_vectors", 1, "random vectors: values and gradients exact", task="micro_rmsnorm",
-       probe=probe_rmsnorm, inputs=_random_rmsnorm, hidden=True)
-def judge_rmsnorm_hidden(out, inputs, expected):
-    return _judge_rmsnorm(out, inputs["x"], inputs.get("w"), False)
-
-
 # -------------------------------------------------------------------- softmax
 
 
@@ -178,16 +163,3 @@ def _judge_softmax(out, logits, w, reveal):
        task="micro_softmax", probe=probe_softmax, inputs=lambda g: {"logits": [1000.0, 1001.0, 999.0]})
 def judge_softmax_public(out, inputs, expected):
     return _judge_softmax(out, inputs["logits"], inputs.get("w"), True)
-
-
-def _random_softmax(g):
-    n = 2 + int(torch.randint(0, 7, (1,), generator=g))
-    shift = _uniform(g, -800, 800)
-    return {"logits": [shift + v for v in (torch.randn(n, generator=g, dtype=torch.float64) * 3).tolist()],
-            "w": torch.randn(n, generator=g, dtype=torch.float64).tolist()}
-
-
-@check("random_logits", 1, "random logits, shifted by up to ±800: values and gradients exact", task="micro_softmax",
-       probe=probe_softmax, inputs=_random_softmax, hidden=True)
-def judge_softmax_hidden(out, inputs, expected):
-    return _judge_softmax(out, inputs["logits"], inputs.get("w"), False)

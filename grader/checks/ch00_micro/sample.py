@@ -12,7 +12,7 @@ import math
 import random
 
 from grader.checks._api import check, first_difference
-from grader.checks.ch00_micro.common import SMALL, _model, _random_seed, _task
+from grader.checks.ch00_micro.common import SMALL, _model, _task
 
 TASKS = [_task("micro_sample", "sample", "sampling a name")]
 
@@ -143,9 +143,6 @@ def probe_sample_temperature(ns, seed, temperature, draws):
     return {"counts": counts}
 
 
-# Stacked: the decorator nearest the judge is declared first (the lesson's order, read bottom up).
-@check("temperature_reseeded", 1, "the same with a random seed", probe=probe_sample_temperature,
-       inputs=lambda g: {"seed": _random_seed(g), "temperature": 0.5, "draws": 600}, hidden=True)
 @check("temperature", 2,
        "p(a) = 3/4 at temperature 1 becomes 9/10 at temperature 0.5 (softmax(logits / T)), over 600 draws",
        probe=probe_sample_temperature, inputs=lambda g: {"seed": 5, "temperature": 0.5, "draws": 600})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import NEAR, _all_close, _close, _kind, _off_by, _task, _uniform
+from grader.checks.ch00_micro.common import NEAR, _all_close, _close, _kind, _off_by, _task
 
 TASKS = [
     _task("micro_value_add", "Value.__add__", "Value: a + b"),
@@ -160,25 +160,6 @@ def _cases(op, *xs, k=None):
     return [{"op": op, "x": list(x), **({"k": k} if k is not None else {})} for x in xs]
 
 
-def _random_cases(kind):
-    def make(g):
-        u = lambda lo, hi: _uniform(g, lo, hi)  # noqa: E731
-        if kind == "add":
-            cases = _cases("add", *[(u(-4, 4), u(-4, 4)) for _ in range(3)]) + _cases("add_self", (u(-4, 4),))
-        elif kind == "mul":
-            cases = _cases("mul", *[(u(-4, 4), u(-4, 4)) for _ in range(3)]) + _cases("square", (u(-4, 4),))
-        elif kind == "pow":
-            cases = [c for k in (3, 2.5, -1, -0.5, 0.5, 1.5) for c in _cases("pow", (u(0.2, 3.0),), k=k)]
-        elif kind == "exp":
-            cases = _cases("exp", *[(u(-3, 3),) for _ in range(4)])
-        elif kind == "log":
-            cases = _cases("log", *[(u(0.05, 6.0),) for _ in range(4)])
-        else:
-            cases = _cases("relu", (u(-3, -0.05),), (u(0.05, 3),), (u(-3, -0.05),), (u(0.05, 3),))
-        return {"cases": cases}
-    return make
-
-
 # Stacked: the decorator nearest the judge is declared first, so these read bottom up,
 # in the lesson's order (relu's value_and_gradient before its at_zero).
 @check("at_zero", 1, "relu(0) = 0 with gradient 0 (the convention of the docstring)",
@@ -206,19 +187,3 @@ def _random_cases(kind):
                          + _cases("radd", (-0.75,)) + _cases("add_self", (1.5,))})
 def judge_ops_public(out, inputs, expected):
     return _judge_ops(out, inputs["cases"], reveal=True)
-
-
-@check("random_values", 1, "random inputs of both signs: exact", task="micro_value_relu", probe=probe_value_ops,
-       inputs=_random_cases("relu"), hidden=True)
-@check("random_values", 1, "random positive x: exact", task="micro_value_log", probe=probe_value_ops,
-       inputs=_random_cases("log"), hidden=True)
-@check("random_values", 1, "random x: exact", task="micro_value_exp", probe=probe_value_ops,
-       inputs=_random_cases("exp"), hidden=True)
-@check("random_values", 1, "random positive bases and several exponents: exact", task="micro_value_pow",
-       probe=probe_value_ops, inputs=_random_cases("pow"), hidden=True)
-@check("random_values", 1, "random a, b: value and gradients exact", task="micro_value_mul", probe=probe_value_ops,
-       inputs=_random_cases("mul"), hidden=True)
-@check("random_values", 1, "random a, b: value and gradients exact", task="micro_value_add", probe=probe_value_ops,
-       inputs=_random_cases("add"), hidden=True)
-def judge_ops_hidden(out, inputs, expected):
-    return _judge_ops(out, inputs["cases"], reveal=False)

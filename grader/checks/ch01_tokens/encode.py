@@ -7,10 +7,8 @@ ValueError that names it.
 
 from __future__ import annotations
 
-import torch
-
 from grader.checks._api import Task, check, exception_name, first_difference, try_call
-from grader.checks.ch01_tokens.common import SMALL_CORPUS, plain_ints, random_corpus, vocabulary
+from grader.checks.ch01_tokens.common import SMALL_CORPUS, plain_ints, vocabulary
 
 TASKS = [
     Task("encode", "tokenizer", "CharTokenizer.encode", "characters to ids"),
@@ -131,33 +129,4 @@ def judge_encode_unknown(out, inputs, expected):
                     f"that names it")
         if unknown not in raised["message"]:
             return f"{said} raised a ValueError, but its message does not name the unknown character {unknown!r}"
-    return None
-
-
-# -------------------------------------------------------------------- reference
-
-
-def _random_encode_inputs(g):
-    corpus, alphabet = random_corpus(g)
-    texts = []
-    for _ in range(5):
-        length = int(torch.randint(0, 15, (1,), generator=g))
-        texts.append("".join(alphabet[i] for i in torch.randint(0, len(alphabet), (length,), generator=g).tolist()))
-    return {"corpus": corpus, "texts": texts}
-
-
-def _expect_encode(ref, inputs):
-    tok = ref.tokenizer.CharTokenizer(list(inputs["corpus"]))
-    return [tok.encode(text) for text in inputs["texts"]]
-
-
-@check("matches_reference", 2, "random corpora and texts give the reference ids",
-       probe=probe_encode, inputs=_random_encode_inputs, expect=_expect_encode, hidden=True)
-def judge_encode_reference(out, inputs, expected):
-    _, stoi, bos = vocabulary(inputs["corpus"])
-    for number, (text, result, right) in enumerate(zip(inputs["texts"], out["results"], expected)):
-        if problem := _encode_problem(result, text, stoi, bos, hidden=True):
-            return f"random text {number + 1}: {problem}"
-        if result["ids"]["value"] != right:
-            return f"random text {number + 1}: encode differs from the reference"
     return None

@@ -35,8 +35,6 @@ def probe_projections(ns, sizes, more_heads=None):
     return report
 
 
-@check("parameter_ledger_wide", 1, "d=64: 4d² = 16,384 parameters, for h=4 and for h=8 alike",
-       probe=probe_projections, inputs=lambda g: {"sizes": {"d_model": 64, "n_heads": 4}, "more_heads": 8}, hidden=True)
 @check("projections", 2,
        "q_proj, k_proj, v_proj, o_proj are separate d×d linear maps without bias: 4d² = 64 parameters for d=4",
        probe=probe_projections, inputs=lambda g: {"sizes": WALK_THROUGH})

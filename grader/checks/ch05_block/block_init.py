@@ -9,7 +9,7 @@ from __future__ import annotations
 from grader.checks._api import Task, check, shown_count
 from grader.checks.catalogue import known_class_name
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
-from grader.checks.course import BLOCK_PARTS, PUBLISHED, block_parameters, config
+from grader.checks.course import BLOCK_PARTS, block_parameters, config
 
 TASKS = [
     Task("block_init", "model", "TransformerBlock.__init__", "the block's parts"),
@@ -27,9 +27,6 @@ def probe_block_parts(ns, sizes):
     }
 
 
-@check("parameter_ledger_wide", 1, "the ledger holds for d=64, h=4, f=256 (49,728 per block)",
-       probe=probe_block_parts,
-       inputs=lambda g: {"sizes": {name: PUBLISHED[name] for name in ("d_model", "n_heads", "d_ff")}}, hidden=True)
 @check("parameter_ledger", 2,
        "the block has ln_attention, attention, ln_feedforward, feedforward (two separate norms) "
        "and 4d² + 2df + f + 5d parameters",

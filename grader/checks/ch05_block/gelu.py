@@ -36,9 +36,6 @@ def _gelu_mistakes(x):
     ]
 
 
-@check("matches_reference", 2, "random tensors of any shape match the reference",
-       probe=probe_gelu, inputs=lambda g: {"x": torch.randn(3, 4, 5, generator=g, dtype=torch.float64) * 2},
-       hidden=True)
 @check("exact_values", 2, "gelu equals x * Phi(x) with erf, to 1e-9: the tanh form (off by ~5e-4) fails",
        probe=probe_gelu,
        inputs=lambda g: {"x": torch.tensor([-4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 3.0, 4.0],

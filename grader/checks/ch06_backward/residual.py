@@ -69,11 +69,6 @@ def _residual_inputs(x_shape, f, dead=False):
     return make
 
 
-def _expect_residual(ref, inputs):
-    return list(ref.backward.residual_feedforward_backward(inputs["grad_out"],
-                                                           *(inputs[name] for name in RESIDUAL_ARGS)))
-
-
 # --------------------------------------------------------------------- checks
 
 
@@ -114,10 +109,3 @@ def judge_residual_finite_differences(out, inputs, expected):
     tensors = [inputs[name] for name in RESIDUAL_ARGS]
     return _judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", _residual, tensors,
                                      inputs["grad_out"], inputs["_directions"])
-
-
-@check("matches_reference", 2, "other shapes (x [3, 2, 6], f = 10) match the reference gradients",
-       probe=probe_residual_backward, inputs=_residual_inputs((3, 2, 6), 10), expect=_expect_residual, hidden=True)
-def judge_residual_reference(out, inputs, expected):
-    return _judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, _residual_shapes(inputs),
-                        _residual_mistakes(inputs["grad_out"], expected), hidden=True)

@@ -60,16 +60,6 @@ def _count_mistake(count, sizes) -> "str | None":
     return None
 
 
-def _random_configs(g, count=4):
-    configs = []
-    for _ in range(count):
-        pick = lambda low, high: int(torch.randint(low, high + 1, (1,), generator=g))  # noqa: E731
-        h = pick(1, 4)
-        configs.append(dict(vocab_size=pick(5, 60), block_size=pick(3, 40), n_layers=pick(1, 4),
-                            d_model=h * pick(1, 6), n_heads=h, d_ff=pick(2, 40)))
-    return configs
-
-
 def _model(ns, sizes, state=None):
     return load_state(ns.model.TransformerLM(config(ns, SIZES, **sizes)), state)
 

@@ -22,8 +22,6 @@ TASKS = [
     Task("lm_forward", "model", "TransformerLM.forward", "the model's forward pass"),
 ]
 
-HIDDEN_SIZES = dict(vocab_size=13, block_size=10, d_model=12, n_heads=3, n_layers=3, d_ff=20)
-
 
 def _lm_inputs(sizes, B=2, T=7):
     def make(g):
@@ -219,29 +217,6 @@ def judge_lm_causal(out, inputs, expected):
     return causal_diagnosis(out["idx"]["logits"], out["changed"]["logits"], inputs["_first_changed"], "the model")
 
 
-def _expect_lm(ref, inputs):
-    """The reference logits and loss, and what the classic wrong forwards would output."""
-    model = _model(ref, inputs["sizes"], inputs["state"])
-    composed = _lm_composed(model, inputs["idx"])
-    right = composed["right"]
-    return {"logits": right, "loss": _stable_cross_entropy(right, inputs["targets"]),
-            "mistakes": [(text, composed[label]) for label, text in LM_MISTAKES.items()]}
-
-
-@check("matches_reference", 3, "random weights (the reference's state_dict) give the reference logits and loss",
-       probe=probe_lm_forward, inputs=_lm_inputs(HIDDEN_SIZES, B=3, T=9), expect=_expect_lm, hidden=True)
-def judge_lm_reference(out, inputs, expected):
-    if problem := _triple(out["scored"], "model(idx, targets)"):
-        return problem
-    logits, loss, _ = out["scored"]
-    if compare(logits, expected["logits"], atol=1e-9, rtol=1e-7) is not None:
-        known = first_diagnosis(logits, expected["mistakes"], atol=1e-8, rtol=1e-6)
-        return known or compare(logits, expected["logits"], "the logit tensor", atol=1e-9, rtol=1e-7)
-    if not isinstance(loss, torch.Tensor) or compare(loss, expected["loss"], atol=1e-10, rtol=1e-9) is not None:
-        return "the logits are right but the loss is not their mean cross-entropy against the targets"
-    return None
-
-
 # ----------------------------------------------------------------- the cache
 
 
@@ -312,10 +287,3 @@ def judge_lm_cache(out, inputs, expected, hidden=False):
                 "the position embedding")
     problem = compare(out["stepwise"], out["full"], "the cached logits", atol=1e-9, rtol=1e-7)
     return f"feeding the tokens in pieces through the KV cache differs from one full pass: {problem}"
-
-
-@check("cache_chunks", 1, "uneven chunks through the cache give the logits of one full pass",
-       probe=probe_lm_cache, inputs=_lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True,
-       parts=("full", "stepwise"))
-def judge_lm_cache_hidden(out, inputs, expected):
-    return judge_lm_cache(out, inputs, expected, hidden=True)

@@ -8,7 +8,7 @@ the part it forgot or added (a reused block, a bias on the head, a tied head, ..
 from __future__ import annotations
 
 from grader.checks._api import Task, check, shown_count
-from grader.checks.ch07_model.common import FIGURES, SIZES, _count_mistake, _describe, _ledger, _random_configs
+from grader.checks.ch07_model.common import FIGURES, SIZES, _count_mistake, _describe, _ledger
 from grader.checks.course import LEDGER, config
 
 TASKS = [
@@ -41,12 +41,6 @@ def _judge_counts(out, inputs, hidden):
        probe=probe_parameter_count, inputs=lambda g: {"configs": FIGURES})
 def judge_parameter_count(out, inputs, expected):
     return _judge_counts(out, inputs, hidden=False)
-
-
-@check("random_configs", 2, "random configurations follow the ledger " + LEDGER,
-       probe=probe_parameter_count, inputs=lambda g: {"configs": _random_configs(g)}, hidden=True)
-def judge_parameter_count_hidden(out, inputs, expected):
-    return _judge_counts(out, inputs, hidden=True)
 
 
 def probe_parameter_count_vs_model(ns, sizes):

@@ -8,8 +8,6 @@ grader to compute what torch, or a known mistake, would output.
 
 from __future__ import annotations
 
-import torch
-
 from grader.checks.course import config, load_state, random_lm_state
 
 SIZES = dict(vocab_size=7, block_size=6, d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0)
@@ -39,13 +37,3 @@ def _close(a: float, b: float, tol: float = 1e-9) -> bool:
 def _windows(ids, block_size):
     positions = min(block_size, len(ids) - 1)
     return list(ids[:positions]), list(ids[1:positions + 1])
-
-
-def _random_docs(g, count, alphabet="abcdef"):
-    docs = []
-    for _ in range(count):
-        length = int(torch.randint(1, 11, (1,), generator=g))
-        docs.append("".join(alphabet[int(i)] for i in torch.randint(0, len(alphabet), (length,), generator=g)))
-    if not set(alphabet) <= set("".join(docs)):
-        docs.append(alphabet)
-    return docs

@@ -1,10 +1,12 @@
 """What of the checks stays in the sandbox: the probes, and what they use.
 
-The zygote imports every check module, because probes live beside their judges. A
-judge's helpers are oracles (a LayerNorm written out, a float64 twin of a model, AdamW
-by hand), and a submission that reached one through `sys.modules` would pass its task
-without doing it. So before any submission is loaded, every function and class of
-`grader.checks` that no probe can reach is replaced by one that refuses, and the
+The zygote imports every check module (the hidden checks' modules under a chapter's
+hidden/ too), because probes live beside their judges. A judge's helpers are oracles (a
+LayerNorm written out, a float64 twin of a model, AdamW by hand), and a submission that
+reached one through `sys.modules` would pass its task without doing it. So before any
+submission is loaded, every function and class of `grader.checks` that no probe can
+reach is replaced by one that refuses, in the module that defines it and in every check
+module that imported it (a hidden module imports its public module's helpers), and the
 declared checks (which hold the judges) are forgotten.
 """
 
@@ -86,7 +88,7 @@ def keep_only_what_probes_use() -> list[str]:
     replaced = []
     for module_name, module in modules.items():
         for attr, value in list(vars(module).items()):
-            if callable(value) and getattr(value, "__module__", None) == module_name and id(value) not in keep:
+            if callable(value) and getattr(value, "__module__", None) in modules and id(value) not in keep:
                 setattr(module, attr, _refuse(f"{module_name}.{attr}"))
                 replaced.append(f"{module_name}.{attr}")
         if DECLARED in vars(module):

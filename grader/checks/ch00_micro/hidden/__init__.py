@@ -1,0 +1,1 @@
+"""The hidden checks of ch00_micro: TA-only, left out of the student release."""

@@ -1,0 +1,26 @@
+"""The hidden checks of grader/checks/ch00_micro/adam.py."""
+
+from __future__ import annotations
+
+import random
+
+from grader.checks._api import check
+from grader.checks.ch00_micro.adam import _judge_adam, probe_adam
+from grader.checks.ch00_micro.hidden.common import _random_seed
+
+
+def _random_adam(g):
+    seed = _random_seed(g)
+    rng = random.Random(seed)
+    n, steps = rng.randint(2, 5), rng.randint(2, 4)
+    scale = [10 ** rng.uniform(-3, 1.5) for _ in range(n)]
+    return {"start": [rng.gauss(0, 1) for _ in range(n)],
+            "grads": [[rng.gauss(0, s) for s in scale] for _ in range(steps)],
+            "settings": {"lr": rng.uniform(0.005, 0.1), "beta1": rng.uniform(0.8, 0.95),
+                         "beta2": rng.uniform(0.95, 0.999), "eps": 1e-8, "total_steps": steps + rng.randint(1, 5)}}
+
+
+@check("random_steps", 2, "random parameters, gradients and settings: every step equals the hand computation",
+       probe=probe_adam, inputs=_random_adam, hidden=True)
+def judge_adam_hidden(out, inputs, expected):
+    return _judge_adam(out, inputs, False)

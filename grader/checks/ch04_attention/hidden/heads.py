@@ -1,0 +1,16 @@
+"""The hidden checks of grader/checks/ch04_attention/heads.py."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import check
+from grader.checks.ch04_attention.heads import judge_split_values, probe_split
+
+
+@check("matches_reference", 1, "random [B, T, d] inputs are split like the reference (d=8, h=4)", task="split_heads",
+       probe=probe_split, inputs=lambda g: {"x": torch.randn(3, 7, 8, generator=g, dtype=torch.float64),
+                                            "sizes": {"d_model": 8, "n_heads": 4}}, hidden=True)
+def judge_heads_match_reference(out, inputs, expected):
+    """The public judge_split_values, for the hidden check above."""
+    return judge_split_values(out, inputs, expected)

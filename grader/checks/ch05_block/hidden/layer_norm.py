@@ -1,0 +1,35 @@
+"""The hidden checks of grader/checks/ch05_block/layer_norm.py."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import check, compare, first_diagnosis
+from grader.checks.ch05_block.layer_norm import _layer_norm_mistakes, probe_layer_norm
+
+
+# ------------------------------------------------------------------ reference
+
+
+def _random_norm_inputs(g):
+    return {"x": torch.randn(2, 5, 6, generator=g, dtype=torch.float64) * 3 + 1,
+            "gamma": torch.rand(6, generator=g, dtype=torch.float64) + 0.5,
+            "beta": torch.randn(6, generator=g, dtype=torch.float64)}
+
+
+def _expect_layer_norm(ref, inputs):
+    norm = ref.model.LayerNorm(6).double()
+    with torch.no_grad():
+        norm.weight.copy_(inputs["gamma"])
+        norm.bias.copy_(inputs["beta"])
+        return norm(inputs["x"])
+
+
+@check("matches_reference", 3, "random [B, T, d] inputs with random gamma and beta match the reference",
+       probe=probe_layer_norm, inputs=_random_norm_inputs, expect=_expect_layer_norm, hidden=True)
+def judge_layer_norm_reference(out, inputs, expected):
+    if compare(out["y"], expected, atol=1e-9, rtol=1e-7) is None:
+        return None
+    known = first_diagnosis(out["y"], _layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]),
+                            atol=1e-7, rtol=1e-6)
+    return known or compare(out["y"], expected, "the normalised output", atol=1e-9, rtol=1e-7)

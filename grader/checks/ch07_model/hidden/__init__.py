@@ -1,0 +1,1 @@
+"""The hidden checks of ch07_model: TA-only, left out of the student release."""

@@ -1,0 +1,45 @@
+"""The hidden checks of grader/checks/ch07_model/lm_forward.py."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import check, compare, first_diagnosis
+from grader.checks.ch07_model.common import _model, _stable_cross_entropy
+from grader.checks.ch07_model.lm_forward import (
+    LM_MISTAKES, _lm_cache_inputs, _lm_composed, _lm_inputs, _triple, judge_lm_cache, probe_lm_cache,
+    probe_lm_forward,
+)
+
+
+HIDDEN_SIZES = dict(vocab_size=13, block_size=10, d_model=12, n_heads=3, n_layers=3, d_ff=20)
+
+
+def _expect_lm(ref, inputs):
+    """The reference logits and loss, and what the classic wrong forwards would output."""
+    model = _model(ref, inputs["sizes"], inputs["state"])
+    composed = _lm_composed(model, inputs["idx"])
+    right = composed["right"]
+    return {"logits": right, "loss": _stable_cross_entropy(right, inputs["targets"]),
+            "mistakes": [(text, composed[label]) for label, text in LM_MISTAKES.items()]}
+
+
+@check("matches_reference", 3, "random weights (the reference's state_dict) give the reference logits and loss",
+       probe=probe_lm_forward, inputs=_lm_inputs(HIDDEN_SIZES, B=3, T=9), expect=_expect_lm, hidden=True)
+def judge_lm_reference(out, inputs, expected):
+    if problem := _triple(out["scored"], "model(idx, targets)"):
+        return problem
+    logits, loss, _ = out["scored"]
+    if compare(logits, expected["logits"], atol=1e-9, rtol=1e-7) is not None:
+        known = first_diagnosis(logits, expected["mistakes"], atol=1e-8, rtol=1e-6)
+        return known or compare(logits, expected["logits"], "the logit tensor", atol=1e-9, rtol=1e-7)
+    if not isinstance(loss, torch.Tensor) or compare(loss, expected["loss"], atol=1e-10, rtol=1e-9) is not None:
+        return "the logits are right but the loss is not their mean cross-entropy against the targets"
+    return None
+
+
+@check("cache_chunks", 1, "uneven chunks through the cache give the logits of one full pass",
+       probe=probe_lm_cache, inputs=_lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True,
+       parts=("full", "stepwise"))
+def judge_lm_cache_hidden(out, inputs, expected):
+    return judge_lm_cache(out, inputs, expected, hidden=True)
