@@ -35,10 +35,10 @@ def test_hand_adamw_is_torch_adamw_step_for_step():
 
 
 def test_the_zero_grad_loop_oracle_is_torch_adamw():
-    from grader.checks.ch08_training.hidden.adamw import _zero_grad_loop_inputs
-    from grader.checks.ch08_training.hidden.oracles import _adamw_loop, _quadratic_loss
+    from grader.checks.ch08_training.hidden.adamw import zero_grad_loop_inputs
+    from grader.checks.ch08_training.hidden.oracles import adamw_loop, quadratic_loss
 
-    inputs = _zero_grad_loop_inputs(torch.Generator().manual_seed(3))
+    inputs = zero_grad_loop_inputs(torch.Generator().manual_seed(3))
     for zero in (True, False):
         leaves = [p.clone().requires_grad_(True) for p in inputs["params"]]
         optimizer = torch.optim.AdamW(leaves, lr=inputs["lr"], weight_decay=0.1)
@@ -46,9 +46,9 @@ def test_the_zero_grad_loop_oracle_is_torch_adamw():
         for w, c in zip(inputs["weights"], inputs["centres"]):
             if zero:
                 optimizer.zero_grad()
-            _quadratic_loss(leaves, w, c).backward()
+            quadratic_loss(leaves, w, c).backward()
             optimizer.step()
             expected.append([p.detach().clone() for p in leaves])
-        for ours, theirs in zip(_adamw_loop(inputs, zero=zero), expected):
+        for ours, theirs in zip(adamw_loop(inputs, zero=zero), expected):
             for a, b in zip(ours, theirs):
                 torch.testing.assert_close(a, b, rtol=0, atol=1e-12)

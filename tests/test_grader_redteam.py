@@ -383,7 +383,7 @@ def test_a_worker_cannot_rewrite_the_zygote(reference):
     rewrite = """
         import ctypes, os, struct, sys
         zygote = sys.modules["__main__"]
-        target, noop = zygote._set_tripwires, zygote._SourcePackage.create_module
+        target, noop = zygote.tasks.set_tripwires, zygote.tasks.SourcePackage.create_module
         raw = ctypes.string_at(id(target), type(target).__basicsize__)
         offset = next(i for i in range(0, len(raw), 8) if struct.unpack_from("<Q", raw, i)[0] == id(target.__code__))
         try:

@@ -63,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="compare two files written before")
     args = parser.parse_args(argv)
     if args.compare:
-        before, after = (json.loads(p.read_text(encoding="utf-8")) for p in args.files[:2])
+        if len(args.files) != 2:
+            parser.error("--compare takes two files written before")
+        try:
+            before, after = (json.loads(p.read_text(encoding="utf-8")) for p in args.files)
+        except (OSError, ValueError) as problem:
+            parser.error(f"cannot read the outcomes: {problem}")
         differences = compare(before, after)
         print("\n".join(differences) or f"identical: {len(before)} entries")
         return 1 if differences else 0

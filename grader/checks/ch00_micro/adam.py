@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 
 from grader.checks._api import check, standard_message
-from grader.checks.ch00_micro.common import _all_close, _is_number, _off_by, _task, _values
+from grader.checks.ch00_micro.common import all_close, is_number, off_by, task_of, values_of
 
-TASKS = [_task("micro_adam", "Adam.step", "Adam with bias correction and lr decay")]
+TASKS = [task_of("micro_adam", "Adam.step", "Adam with bias correction and lr decay")]
 
 
 def _adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t", eps_inside=False):
@@ -44,7 +44,7 @@ def _adam_mistakes(start, grads, settings):
 
 
 def probe_adam(ns, start, grads, settings):
-    params = _values(ns, start)
+    params = values_of(ns, start)
     opt = ns.micro.Adam(params, **settings)
     trajectory, left = [], []
     for gs in grads:
@@ -61,21 +61,21 @@ def probe_adam(ns, start, grads, settings):
             "plain_moments": all(isinstance(x, float) for x in moments)}
 
 
-def _judge_adam(out, inputs, reveal):
+def judge_adam(out, inputs, reveal):
     start, grads, settings = inputs["start"], inputs["grads"], inputs["settings"]
     if "zero_division" in out:
         return (f"step {out['steps']} divided by zero{standard_message(out['zero_division'])}: the bias correction "
                 f"of step t "
                 f"(counting from 0) is 1 - beta^(t+1)")
     want = _adam(start, grads, **settings)
-    if not _all_close(out["trajectory"], want, 1e-12):
+    if not all_close(out["trajectory"], want, 1e-12):
         for text, wrong in _adam_mistakes(start, grads, settings):
-            if _all_close(out["trajectory"], wrong, 1e-10):
+            if all_close(out["trajectory"], wrong, 1e-10):
                 return text
-        step = next(i for i, (a, b) in enumerate(zip(out["trajectory"], want)) if not _all_close(a, b, 1e-12))
+        step = next(i for i, (a, b) in enumerate(zip(out["trajectory"], want)) if not all_close(a, b, 1e-12))
         if reveal:
             return f"after step {step} the parameters are {out['trajectory'][step]}, expected {want[step]}"
-        return f"the parameters are off by up to {_off_by(out['trajectory'], want):.3g}, first after step {step}"
+        return f"the parameters are off by up to {off_by(out['trajectory'], want):.3g}, first after step {step}"
     if any(g != 0.0 for row in out["grads_after"] for g in row):
         return "the grads are not reset to 0 after the update: set p.grad = 0 for every parameter"
     if out["t"] != len(grads):
@@ -92,7 +92,7 @@ def _judge_adam(out, inputs, reveal):
        inputs=lambda g: {"start": [0.5, -1.0], "grads": [[0.2, -3.0], [-0.1, 1.0]],
                          "settings": {"lr": 0.1, "beta1": 0.85, "beta2": 0.99, "eps": 1e-8, "total_steps": 4}})
 def judge_adam_public(out, inputs, expected):
-    return _judge_adam(out, inputs, True)
+    return judge_adam(out, inputs, True)
 
 
 def probe_adam_first_step(ns, gradients, lr):
@@ -111,8 +111,8 @@ def probe_adam_first_step(ns, gradients, lr):
 def judge_adam_first_step(out, inputs, expected):
     lr = inputs["lr"]
     for g, moved in zip(inputs["gradients"], out["moved"]):
-        if not (_is_number(moved) and abs(moved + lr) <= 1e-4 * lr):
-            if _is_number(moved) and abs(moved + 1.5 * lr) <= 1e-3 * lr:
+        if not (is_number(moved) and abs(moved + lr) <= 1e-4 * lr):
+            if is_number(moved) and abs(moved + 1.5 * lr) <= 1e-3 * lr:
                 return (f"the first step with gradient {g} moves the parameter by {moved:.6g}, not -lr = {-lr}: "
                         f"without bias correction m/sqrt(v) is 0.15/0.1 = 1.5 times too big")
             return (f"the first step with gradient {g} moves the parameter by {moved!r}; with bias correction the "

@@ -1,6 +1,6 @@
 """One attention head for one position, over the keys and values cached so far.
 
-The judges run the float head (common._attention): weights softmax(q·k / sqrt(d_head)),
+The judges run the float head (common.attention_of): weights softmax(q·k / sqrt(d_head)),
 output the weighted sum of the values, and name the classic scaling and mixing mistakes;
 hidden, every gradient is compared with the reference's.
 """
@@ -8,29 +8,29 @@ hidden, every gradient is compared with the reference's.
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import NEAR, _all_close, _attention, _data, _kind, _off_by, _task, _values
+from grader.checks.ch00_micro.common import NEAR, all_close, attention_of, data_of, kind_of, off_by, task_of, values_of
 
-TASKS = [_task("micro_attention", "attention_head", "one attention head for one position")]
+TASKS = [task_of("micro_attention", "attention_head", "one attention head for one position")]
 
 
 def _attention_mistakes(q, keys, values):
     return [
-        ("the scores are not scaled: divide dot(query, key) by sqrt(d_head)", _attention(q, keys, values, "none")),
-        ("the scores are divided by d_head; divide by sqrt(d_head)", _attention(q, keys, values, "d")),
-        ("the scores are multiplied by sqrt(d_head); divide by it", _attention(q, keys, values, "times_sqrt")),
-        ("the output mixes the keys; it is the weighted sum of the values", _attention(q, keys, values, use="keys")),
+        ("the scores are not scaled: divide dot(query, key) by sqrt(d_head)", attention_of(q, keys, values, "none")),
+        ("the scores are divided by d_head; divide by sqrt(d_head)", attention_of(q, keys, values, "d")),
+        ("the scores are multiplied by sqrt(d_head); divide by it", attention_of(q, keys, values, "times_sqrt")),
+        ("the output mixes the keys; it is the weighted sum of the values", attention_of(q, keys, values, use="keys")),
     ]
 
 
 def probe_attention(ns, query, keys, values, c=None, e=None):
-    q = _values(ns, query)
-    ks = [_values(ns, k) for k in keys]
-    vs = [_values(ns, v) for v in values]
+    q = values_of(ns, query)
+    ks = [values_of(ns, k) for k in keys]
+    vs = [values_of(ns, v) for v in values]
     result = ns.micro.attention_head(q, ks, vs)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        return {"form": _kind(result)}
+        return {"form": kind_of(result)}
     output, weights = result
-    out = {"output": _data(output, "the head's output"), "weights": _data(weights, "the attention weights")}
+    out = {"output": data_of(output, "the head's output"), "weights": data_of(weights, "the attention weights")}
     if c is not None:
         loss = ns.micro.vsum([ci * o for ci, o in zip(c, output)] + [ei * w for ei, w in zip(e, weights)])
         loss.backward()
@@ -39,28 +39,28 @@ def probe_attention(ns, query, keys, values, c=None, e=None):
     return out
 
 
-def _judge_attention_values(out, q, keys, values, reveal):
+def judge_attention_values(out, q, keys, values, reveal):
     if "form" in out:
         return "attention_head should return (output, weights), got something else"
-    want_out, want_w = _attention(q, keys, values)
+    want_out, want_w = attention_of(q, keys, values)
     if len(out["weights"]) != len(keys):
         return f"with {len(keys)} cached positions there should be {len(keys)} weights, got {len(out['weights'])}"
     if len(out["output"]) != len(q):
         return f"the head's output should have d_head = {len(q)} values, got {len(out['output'])}"
     if abs(sum(out["weights"]) - 1.0) > 1e-9:
         return f"the attention weights sum to {sum(out['weights']):.6g}, not 1: softmax the scores"
-    if _all_close(out["weights"], want_w, 1e-10) and _all_close(out["output"], want_out, 1e-10):
+    if all_close(out["weights"], want_w, 1e-10) and all_close(out["output"], want_out, 1e-10):
         return None
     for text, (wrong_out, wrong_w) in _attention_mistakes(q, keys, values):
-        if _all_close(out["weights"], wrong_w, NEAR) and _all_close(out["output"], wrong_out, NEAR):
+        if all_close(out["weights"], wrong_w, NEAR) and all_close(out["output"], wrong_out, NEAR):
             return text
-    if not _all_close(out["weights"], want_w, 1e-10):
+    if not all_close(out["weights"], want_w, 1e-10):
         if reveal:
             return f"the weights are {out['weights']}, expected softmax(dot(q, k_t) / sqrt(d_head)) = {want_w}"
-        return f"the attention weights are off by up to {_off_by(out['weights'], want_w):.3g}"
+        return f"the attention weights are off by up to {off_by(out['weights'], want_w):.3g}"
     if reveal:
         return f"the weights are right but the output {out['output']} is not sum_t w_t * v_t = {want_out}"
-    return f"the weights are right but the output is off by up to {_off_by(out['output'], want_out):.3g}"
+    return f"the weights are right but the output is off by up to {off_by(out['output'], want_out):.3g}"
 
 
 @check("scaled_weights", 2,
@@ -70,7 +70,7 @@ def _judge_attention_values(out, q, keys, values, reveal):
                          "keys": [[0.5, 1.0, -1.0, 2.0], [1.5, -0.5, 0.75, 0.0], [-1.0, 0.5, 1.25, 1.0]],
                          "values": [[1.0, 2.0, 3.0, 4.0], [-1.0, 0.0, 1.0, 0.5], [0.25, -2.0, 0.5, 1.5]]})
 def judge_attention_public(out, inputs, expected):
-    return _judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True)
+    return judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True)
 
 
 @check("single_position", 1, "one cached position: weight exactly 1 and output = that value vector",
@@ -78,8 +78,8 @@ def judge_attention_public(out, inputs, expected):
 def judge_attention_single(out, inputs, expected):
     if "form" in out:
         return "attention_head should return (output, weights), got something else"
-    if out["weights"] != [1.0] and not _all_close(out["weights"], [1.0], 1e-15):
+    if out["weights"] != [1.0] and not all_close(out["weights"], [1.0], 1e-15):
         return f"with one cached position the only weight must be 1, got {out['weights']}"
-    if not _all_close(out["output"], inputs["values"][0], 1e-15):
+    if not all_close(out["output"], inputs["values"][0], 1e-15):
         return "with one cached position the output must be that position's value vector"
     return None

@@ -9,9 +9,9 @@ compared with the reference.
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import _close, _task
+from grader.checks.ch00_micro.common import close_enough, task_of
 
-TASKS = [_task("micro_backward", "Value.backward", "backward: the chain rule over the graph")]
+TASKS = [task_of("micro_backward", "Value.backward", "backward: the chain rule over the graph")]
 
 
 def _order_graph(Value, x0):
@@ -70,12 +70,12 @@ def judge_backward_order(out, inputs, expected):
     x0 = inputs["x0"]
     b = 3 * x0
     right = 3 * (3 * b * b + 1)  # w = b**3 + b
-    if _close(out["shared"], 2 * 8 * x0, 1e-12):
+    if close_enough(out["shared"], 2 * 8 * x0, 1e-12):
         return ("in w = z*z with z = 2u, u gets its gradient twice: z is listed twice in the order and pushes "
                 "twice; put each node in the topological order only once (a visited set)")
-    if not _close(out["shared"], 8 * x0, 1e-12):
+    if not close_enough(out["shared"], 8 * x0, 1e-12):
         return f"z = 2u, w = z*z should give u.grad = 8u = {8 * x0!r}, got {out['shared']!r}"
-    if not _close(out["x_grad"], right, 1e-12):
+    if not close_enough(out["x_grad"], right, 1e-12):
         return ("in w = a*b with a = b*b + 1, b = 3x, x's gradient misses part of the longer path through a: "
                 "a node may push its grad to its children only after every node that uses it has pushed to it; "
                 "visit the nodes in reverse topological order")

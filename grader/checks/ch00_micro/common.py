@@ -30,52 +30,52 @@ NO_TORCH = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.exp", 
             "torch.autograd.grad", "torch.autograd.backward")
 
 
-def _task(name, qualname, title):
+def task_of(name, qualname, title):
     return Task(name, "micro", qualname, title, forbidden=NO_TORCH)
 
 
 # ----------------------------------------------------------------------- helpers
 
 
-def _is_number(x) -> bool:
+def is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _close(a: float, b: float, tol: float = TOL) -> bool:
-    return _is_number(a) and abs(a - b) <= tol * max(1.0, abs(b))
+def close_enough(a: float, b: float, tol: float = TOL) -> bool:
+    return is_number(a) and abs(a - b) <= tol * max(1.0, abs(b))
 
 
-def _flat(value):
+def flat_of(value):
     if isinstance(value, (list, tuple)):
         for item in value:
-            yield from _flat(item)
+            yield from flat_of(item)
     else:
         yield value
 
 
-def _shape(value):
-    return [len(value), *(_shape(value[0]) if value and isinstance(value[0], (list, tuple)) else [])] \
+def shape_of(value):
+    return [len(value), *(shape_of(value[0]) if value and isinstance(value[0], (list, tuple)) else [])] \
         if isinstance(value, (list, tuple)) else []
 
 
-def _all_close(actual, expected, tol: float = TOL) -> bool:
+def all_close(actual, expected, tol: float = TOL) -> bool:
     """Nested lists of numbers, equal in structure and to tol (relative above 1)."""
     if isinstance(expected, (list, tuple)):
         return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
-                and all(_all_close(a, e, tol) for a, e in zip(actual, expected)))
-    return _close(actual, expected, tol)
+                and all(all_close(a, e, tol) for a, e in zip(actual, expected)))
+    return close_enough(actual, expected, tol)
 
 
-def _off_by(actual, expected) -> float:
+def off_by(actual, expected) -> float:
     """The largest absolute difference of two nested lists of the same structure."""
-    return max((abs(a - e) for a, e in zip(_flat(actual), _flat(expected))), default=0.0)
+    return max((abs(a - e) for a, e in zip(flat_of(actual), flat_of(expected))), default=0.0)
 
 
-def _values(ns, numbers):
+def values_of(ns, numbers):
     return [ns.micro.Value(x) for x in numbers]
 
 
-def _data(values, what="the result"):
+def data_of(values, what="the result"):
     """Floats from a list of Values; a TypeError names what was returned instead."""
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{what} should be a list of Values, got {type(values).__name__}")
@@ -87,14 +87,14 @@ def _data(values, what="the result"):
     return out
 
 
-def _kind(value) -> str:
+def kind_of(value) -> str:
     return type(value).__name__
 
 
 # -------------------------------------------------------------- float oracles
 
 
-def _rms(xs, eps=EPS, stat="mean_square", eps_outside=False, centred=False):
+def rms_of(xs, eps=EPS, stat="mean_square", eps_outside=False, centred=False):
     n = len(xs)
     if centred:
         mean = sum(xs) / n
@@ -105,17 +105,17 @@ def _rms(xs, eps=EPS, stat="mean_square", eps_outside=False, centred=False):
     return [x * scale for x in xs]
 
 
-def _softmax(ls):
+def softmax_of(ls):
     m = max(ls)
     e = [math.exp(v - m) for v in ls]
     total = sum(e)
     return [v / total for v in e]
 
 
-def _attention(q, keys, values, scale="sqrt", use="values"):
+def attention_of(q, keys, values, scale="sqrt", use="values"):
     d = len(q)
     factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "d": 1 / d, "times_sqrt": math.sqrt(d)}[scale]
-    weights = _softmax([sum(a * b for a, b in zip(q, k)) * factor for k in keys])
+    weights = softmax_of([sum(a * b for a, b in zip(q, k)) * factor for k in keys])
     rows = values if use == "values" else keys
     return [sum(w * row[i] for w, row in zip(weights, rows)) for i in range(d)], weights
 
@@ -128,7 +128,7 @@ NAMES = {"vocab_size": 27, "n_embd": 16, "n_layer": 1, "block_size": 16, "n_head
 ANA = [26, 0, 13, 0, 26]  # 'ana' framed by BOS = 26 (chapter 01's tokenizer on the names list)
 
 
-def _model(micro, sizes, seed, spread=None):
+def model_of(micro, sizes, seed, spread=None):
     """A MicroGPT; with spread, weights redrawn with a larger std so attention is far from uniform."""
     model = micro.MicroGPT(**sizes, seed=seed)
     if spread:
@@ -138,5 +138,5 @@ def _model(micro, sizes, seed, spread=None):
     return model
 
 
-def _tables(model):
+def micro_tables(model):
     return {name: [[p.data for p in row] for row in table] for name, table in model.state.items()}

@@ -12,9 +12,9 @@ import math
 import re
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import ANA, NAMES, NEAR, SMALL, TOL, _close, _kind, _model, _task
+from grader.checks.ch00_micro.common import ANA, NAMES, NEAR, SMALL, TOL, close_enough, kind_of, model_of, task_of
 
-TASKS = [_task("micro_loss", "document_loss", "the mean NLL of one document")]
+TASKS = [task_of("micro_loss", "document_loss", "the mean NLL of one document")]
 
 
 def _nll(logits, target):
@@ -22,14 +22,14 @@ def _nll(logits, target):
     return math.log(sum(math.exp(v - m) for v in logits)) + m - logits[target]
 
 
-def _run_loss(micro, sizes, seed, spread, ids, fd=()):
-    model = _model(micro, sizes, seed, spread)
+def run_loss(micro, sizes, seed, spread, ids, fd=()):
+    model = model_of(micro, sizes, seed, spread)
     try:
         loss = micro.document_loss(model, ids)
     except ValueError as error:
         return {"value_error": str(error)}
     if not isinstance(loss, micro.Value):
-        return {"type": _kind(loss)}
+        return {"type": kind_of(loss)}
     value = loss.data
     loss.backward()
     grads = [p.grad for p in model.params]
@@ -55,7 +55,7 @@ def _run_loss(micro, sizes, seed, spread, ids, fd=()):
 
 
 def probe_loss(ns, sizes, seed, ids, spread=None, fd=()):
-    return _run_loss(ns.micro, sizes, seed, spread, ids, fd)
+    return run_loss(ns.micro, sizes, seed, spread, ids, fd)
 
 
 def _loss_candidates(logits, ids, reveal=True):
@@ -80,7 +80,7 @@ _PAST_THE_TABLE = re.compile(r"position \d+ does not fit: block_size is \d+, so 
                              r"\(WPE has \d+ rows\)")
 
 
-def _judge_loss(out, inputs, reveal):
+def judge_loss(out, inputs, reveal):
     ids, sizes = inputs["ids"], inputs["sizes"]
     n = min(sizes["block_size"], len(ids) - 1)
     if "value_error" in out:
@@ -96,14 +96,14 @@ def _judge_loss(out, inputs, reveal):
     if "type" in out:
         return "document_loss returned something else; it should return a Value (the graph's root for backward)"
     mean, wrong = _loss_candidates(out["logits"], ids, reveal)
-    if not _close(out["loss"], mean, TOL):
+    if not close_enough(out["loss"], mean, TOL):
         for text, value in wrong:
-            if _close(out["loss"], value, NEAR):
+            if close_enough(out["loss"], value, NEAR):
                 return text
         if reveal:
             return f"the loss is {out['loss']!r}; the mean -log softmax(logits)[target] over {n} positions is {mean!r}"
         return f"the loss is off by {abs(out['loss'] - mean):.3g} from the mean NLL over the scored positions"
-    if not _close(out["again"], mean, TOL):
+    if not close_enough(out["again"], mean, TOL):
         return "a second call on the same document gave another loss: start a new sequence (start_sequence()) first"
     if not any(g != 0.0 for g in out["grads"]):
         return "loss.backward() gives every parameter a zero gradient: build the loss from Values, not floats"
@@ -120,7 +120,7 @@ def _judge_loss(out, inputs, reveal):
        probe=probe_loss,
        inputs=lambda g: {"sizes": dict(NAMES), "seed": 0, "spread": 0.3, "ids": ANA, "fd": [0, 700, 4000]})
 def judge_loss_public(out, inputs, expected):
-    if problem := _judge_loss(out, inputs, True):
+    if problem := judge_loss(out, inputs, True):
         return problem
     for index, numeric in zip(inputs.get("fd", ()), out["numeric"]):
         if abs(out["grads"][index] - numeric) > 1e-5 * max(1.0, abs(numeric)):

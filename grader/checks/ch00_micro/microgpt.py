@@ -21,12 +21,12 @@ import torch.nn.functional as F
 
 from grader.checks._api import check, exception_name
 from grader.checks.course import EPS
-from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, _all_close, _data, _flat, _model, _off_by,
-                                             _rms, _shape, _tables, _task)
+from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, all_close, data_of, flat_of, model_of, off_by,
+                                             rms_of, shape_of, micro_tables, task_of)
 
 TASKS = [
-    _task("micro_block", "MicroGPT.block", "the pre-norm layer with its KV cache"),
-    _task("micro_forward", "MicroGPT.forward", "forward: one token at one position"),
+    task_of("micro_block", "MicroGPT.block", "the pre-norm layer with its KV cache"),
+    task_of("micro_forward", "MicroGPT.forward", "forward: one token at one position"),
 ]
 
 
@@ -113,8 +113,8 @@ _FORWARD_FLAWS = {
 # ------------------------------------------------------------------ the layer
 
 
-def _run_block(micro, sizes, seed, spread, xs, zero):
-    model = _model(micro, sizes, seed, spread)
+def run_block(micro, sizes, seed, spread, xs, zero):
+    model = model_of(micro, sizes, seed, spread)
     for name in zero:
         for row in model.table(0, name):
             for p in row:
@@ -133,15 +133,15 @@ def _run_block(micro, sizes, seed, spread, xs, zero):
             keys = cached.get("keys") if isinstance(cached, dict) else None
             return {"raised": type(error).__name__, "position": pos,
                     "cached_keys": len(keys) if isinstance(keys, list) else None}
-        ys.append(_data(y, "block's result"))
+        ys.append(data_of(y, "block's result"))
         rows.append([[w if isinstance(w, float) else None for w in head] for head in model.last_attention[0]])
     cache = model.cache_length()
     model.finish_sequence()
-    return {"y": ys, "rows": rows, "cache": cache, "tables": _tables(model)}
+    return {"y": ys, "rows": rows, "cache": cache, "tables": micro_tables(model)}
 
 
 def probe_block(ns, sizes, seed, spread, xs, zero=()):
-    return _run_block(ns.micro, sizes, seed, spread, xs, zero)
+    return run_block(ns.micro, sizes, seed, spread, xs, zero)
 
 
 def _block_twin(tables, sizes, xs, flaw=None):
@@ -152,7 +152,7 @@ def _block_twin(tables, sizes, xs, flaw=None):
     return y.tolist(), rows
 
 
-def _block_raised(out) -> "str | None":
+def block_raised(out) -> "str | None":
     """A sentence for a layer that raised: where in the sequence, and what the cache held."""
     if "raised" not in out:
         return None
@@ -166,30 +166,30 @@ def _block_raised(out) -> "str | None":
 
 @check("zero_branch_identity", 2,
        "with WO and FC2 zero the layer returns its input exactly (residuals, no norm on the output)",
-       task="micro_block", probe=probe_block, inputs=lambda g: {**_block_inputs(3, 3), "zero": ["wo", "fc2"]})
+       task="micro_block", probe=probe_block, inputs=lambda g: {**block_inputs(3, 3), "zero": ["wo", "fc2"]})
 def judge_block_zero_branch(out, inputs, expected):
-    if problem := _block_raised(out):
+    if problem := block_raised(out):
         return problem
     xs = inputs["xs"]
-    if _shape(out["y"]) != _shape(xs):
-        return f"the layer should return one value per feature: {_shape(xs)[-1]} in, got shape {_shape(out['y'])}"
-    if out["y"] == xs or _all_close(out["y"], xs, 1e-12):
+    if shape_of(out["y"]) != shape_of(xs):
+        return f"the layer should return one value per feature: {shape_of(xs)[-1]} in, got shape {shape_of(out['y'])}"
+    if out["y"] == xs or all_close(out["y"], xs, 1e-12):
         return None
-    if _all_close(out["y"], [[0.0] * len(x) for x in xs], 1e-12):
+    if all_close(out["y"], [[0.0] * len(x) for x in xs], 1e-12):
         return "with WO and FC2 zero the layer returns 0: the residual connections (x + ...) are missing"
-    if _all_close(out["y"], [_rms(x) for x in xs], 1e-9):
+    if all_close(out["y"], [rms_of(x) for x in xs], 1e-9):
         return "with WO and FC2 zero the output is RMSNorm(x): the layer's output must not be normalised"
-    if _all_close(out["y"], [[2 * v for v in x] for x in xs], 1e-12):
+    if all_close(out["y"], [[2 * v for v in x] for x in xs], 1e-12):
         return "with WO and FC2 zero the output is 2x: the residual is added twice"
     return "with WO and FC2 zero (both branches output 0) the layer must return its input exactly"
 
 
-def _judge_block(out, inputs, tables, reveal):
-    if problem := _block_raised(out):
+def judge_block(out, inputs, tables, reveal):
+    if problem := block_raised(out):
         return problem
     xs, sizes = inputs["xs"], inputs["sizes"]
-    if _shape(out["y"]) != _shape(xs):
-        return f"the layer should return E = {sizes['n_embd']} values per position, got shape {_shape(out['y'])}"
+    if shape_of(out["y"]) != shape_of(xs):
+        return f"the layer should return E = {sizes['n_embd']} values per position, got shape {shape_of(out['y'])}"
     want, rows = _block_twin(tables, sizes, xs)
     for pos, (got_rows, want_rows) in enumerate(zip(out["rows"], rows)):
         lengths = [len(r) for r in got_rows]
@@ -201,30 +201,30 @@ def _judge_block(out, inputs, tables, reveal):
                     f"the attention rows have lengths {lengths}: append k and v to this layer's cache first")
     if out["cache"] != len(xs):
         return f"after {len(xs)} positions the cache should hold {len(xs)} keys, it holds {out['cache']}"
-    if any(w is None for w in _flat(out["rows"])):
+    if any(w is None for w in flat_of(out["rows"])):
         return ("self.last_attention[layer][head] should hold plain floats, the weights' .data "
                 "([w.data for w in weights]), not Values")
-    if _all_close(out["y"], want, TOL) and _all_close(out["rows"], rows, TOL):
+    if all_close(out["y"], want, TOL) and all_close(out["rows"], rows, TOL):
         return None
     for flaw, text in _BLOCK_FLAWS.items():
         wrong, _ = _block_twin(tables, sizes, xs, flaw)
-        if _all_close(out["y"], wrong, NEAR):
+        if all_close(out["y"], wrong, NEAR):
             return text
-    if _all_close(out["y"], want, TOL):
+    if all_close(out["y"], want, TOL):
         return "the outputs are right but self.last_attention does not hold each head's softmax weights"
-    return (f"the layer's output is off by up to {_off_by(out['y'], want):.3g}"
+    return (f"the layer's output is off by up to {off_by(out['y'], want):.3g}"
             + (" (h = RMSNorm(x); q, k, v; attend per head; x += WO(heads); x += FC2(relu(FC1(RMSNorm(x)))))"
                if reveal else ""))
 
 
 @check("formula", 3,
        "3 positions, E = 8, 2 heads: outputs, cache and attention rows equal the pre-norm layer's formula",
-       task="micro_block", probe=probe_block, inputs=lambda g: _block_inputs(5, 3))
+       task="micro_block", probe=probe_block, inputs=lambda g: block_inputs(5, 3))
 def judge_block_public(out, inputs, expected):
-    return _judge_block(out, inputs, out.get("tables"), True)
+    return judge_block(out, inputs, out.get("tables"), True)
 
 
-def _block_inputs(seed, n, spread=0.5, sizes=SMALL):
+def block_inputs(seed, n, spread=0.5, sizes=SMALL):
     rng = random.Random(seed + 7)
     return {"sizes": dict(sizes), "seed": seed, "spread": spread,
             "xs": [[rng.gauss(0.0, 1.0) for _ in range(sizes["n_embd"])] for _ in range(n)]}
@@ -233,23 +233,23 @@ def _block_inputs(seed, n, spread=0.5, sizes=SMALL):
 # ------------------------------------------------------------------- forward
 
 
-def _run_forward(micro, sizes, seed, spread, ids, tables=True):
-    model = _model(micro, sizes, seed, spread)
+def run_forward(micro, sizes, seed, spread, ids, tables=True):
+    model = model_of(micro, sizes, seed, spread)
     model.start_sequence()
     logits = []
     for pos, token in enumerate(ids):
-        logits.append(_data(model.forward(token, pos), "forward's result"))
+        logits.append(data_of(model.forward(token, pos), "forward's result"))
     rows = [[[float(w) for w in head] for head in layer] for layer in model.last_attention]
     cache = model.cache_length()
     model.finish_sequence()
     out = {"logits": logits, "rows": rows, "cache": cache, "params": len(model.params)}
     if tables:
-        out["tables"] = _tables(model)
+        out["tables"] = micro_tables(model)
     return out
 
 
 def probe_forward(ns, sizes, seed, ids, spread=None, tables=True):
-    return _run_forward(ns.micro, sizes, seed, spread, ids, tables)
+    return run_forward(ns.micro, sizes, seed, spread, ids, tables)
 
 
 @check("ana_walk_through", 2,
@@ -278,23 +278,23 @@ def judge_forward_ana(out, inputs, expected):
     return None
 
 
-def _judge_forward(out, inputs, tables, reveal):
+def judge_forward(out, inputs, tables, reveal):
     sizes, ids = inputs["sizes"], inputs["ids"]
     V = sizes["vocab_size"]
-    if _shape(out["logits"]) != [len(ids), V]:
-        shape = _shape(out["logits"])
+    if shape_of(out["logits"]) != [len(ids), V]:
+        shape = shape_of(out["logits"])
         if shape == [len(ids), sizes["n_embd"]]:
             return (f"forward returned E = {sizes['n_embd']} values: apply the LM head, "
                     f"logit[v] = dot(LMHead[v], x), to get V = {V} logits")
         return f"forward should return V = {V} logits per call, got shape {shape}"
     want = _twin_logits(tables, sizes, ids)
-    if _all_close(out["logits"], want, TOL):
+    if all_close(out["logits"], want, TOL):
         return None
     for flaw, text in _FORWARD_FLAWS.items():
-        if _all_close(out["logits"], _twin_logits(tables, sizes, ids, flaw), NEAR):
+        if all_close(out["logits"], _twin_logits(tables, sizes, ids, flaw), NEAR):
             return text
-    worst = max(range(len(ids)), key=lambda p: _off_by(out["logits"][p], want[p]))
-    return (f"the logits are off by up to {_off_by(out['logits'], want):.3g} (worst at position {worst})"
+    worst = max(range(len(ids)), key=lambda p: off_by(out["logits"][p], want[p]))
+    return (f"the logits are off by up to {off_by(out['logits'], want):.3g} (worst at position {worst})"
             + ("; forward is RMSNorm(WTE[token] + WPE[pos]), every layer's block, then the LM head"
                if reveal else ""))
 
@@ -304,11 +304,11 @@ def _judge_forward(out, inputs, tables, reveal):
        task="micro_forward", probe=probe_forward,
        inputs=lambda g: {"sizes": dict(SMALL, n_layer=2), "seed": 4, "spread": 0.5, "ids": [6, 2, 0, 5, 2]})
 def judge_forward_public(out, inputs, expected):
-    return _judge_forward(out, inputs, out["tables"], True)
+    return judge_forward(out, inputs, out["tables"], True)
 
 
 def probe_pure_python(ns, sizes, seed):
-    model = _model(ns.micro, sizes, seed)
+    model = model_of(ns.micro, sizes, seed)
     model.start_sequence()
     model.forward(0, 0)  # the stub raises here: 'not implemented', like every other check of the task
     model.finish_sequence()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 
 from grader.checks._api import check, standard_message
-from grader.checks.ch00_micro.common import NEAR, _all_close, _data, _is_number, _off_by, _rms, _softmax, _task, _values
+from grader.checks.ch00_micro.common import NEAR, all_close, data_of, is_number, off_by, rms_of, softmax_of, task_of, values_of
 from grader.checks.course import EPS
 
 TASKS = [
-    _task("micro_rmsnorm", "rmsnorm", "RMSNorm without gain"),
-    _task("micro_softmax", "softmax", "a stable softmax"),
+    task_of("micro_rmsnorm", "rmsnorm", "RMSNorm without gain"),
+    task_of("micro_softmax", "softmax", "a stable softmax"),
 ]
 
 
@@ -33,17 +33,17 @@ def _rms_grads(xs, w, eps=EPS):
 
 def _rms_mistakes(xs):
     return [
-        ("eps is missing: it goes inside the square root, sqrt(mean(x²) + 1e-5)", _rms(xs, eps=0.0)),
+        ("eps is missing: it goes inside the square root, sqrt(mean(x²) + 1e-5)", rms_of(xs, eps=0.0)),
         ("eps is added outside the square root; it belongs inside: 1 / sqrt(mean(x²) + 1e-5)",
-         _rms(xs, eps_outside=True)),
-        ("eps should be 1e-5 (this is 1e-6)", _rms(xs, eps=1e-6)),
-        ("eps should be 1e-5 (this is 1e-8)", _rms(xs, eps=1e-8)),
-        ("the scale uses the mean of x, not the mean of squares mean(x²)", _rms(xs, stat="mean")),
-        ("the scale uses the mean of |x|, not the mean of squares mean(x²)", _rms(xs, stat="mean_abs")),
+         rms_of(xs, eps_outside=True)),
+        ("eps should be 1e-5 (this is 1e-6)", rms_of(xs, eps=1e-6)),
+        ("eps should be 1e-5 (this is 1e-8)", rms_of(xs, eps=1e-8)),
+        ("the scale uses the mean of x, not the mean of squares mean(x²)", rms_of(xs, stat="mean")),
+        ("the scale uses the mean of |x|, not the mean of squares mean(x²)", rms_of(xs, stat="mean_abs")),
         ("the scale uses the sum of squares; RMSNorm divides by the root of their mean (sum / n)",
-         _rms(xs, stat="sum_square")),
+         rms_of(xs, stat="sum_square")),
         ("the mean is subtracted first: that is LayerNorm; RMSNorm only divides by sqrt(mean(x²) + eps)",
-         _rms(xs, centred=True)),
+         rms_of(xs, centred=True)),
         ("the vector is multiplied by sqrt(mean(x²) + eps) instead of divided by it",
          [x * math.sqrt(sum(v * v for v in xs) / len(xs) + EPS) for x in xs]),
     ]
@@ -52,12 +52,12 @@ def _rms_mistakes(xs):
 def _probe_vector_function(ns, name, numbers, w, error, key):
     """Call micro.<name> on Values of `numbers`: its data, whether it returned Values, and
     with weights w the inputs' gradients of sum(w·out). `error` raised is the answer {key: ...}."""
-    inputs = _values(ns, numbers)
+    inputs = values_of(ns, numbers)
     try:
         out = getattr(ns.micro, name)(inputs)
     except error as raised:
         return {key: str(raised)}
-    result = {"data": _data(out, f"{name}'s result"), "values": all(isinstance(v, ns.micro.Value) for v in out)}
+    result = {"data": data_of(out, f"{name}'s result"), "values": all(isinstance(v, ns.micro.Value) for v in out)}
     if w is not None:
         ns.micro.vsum([wi * v for wi, v in zip(w, out)]).backward()
         result["grads"] = [v.grad for v in inputs]
@@ -68,39 +68,39 @@ def probe_rmsnorm(ns, x, w=None):
     return _probe_vector_function(ns, "rmsnorm", x, w, ZeroDivisionError, "zero_division")
 
 
-def _judge_rmsnorm(out, x, w, reveal):
+def judge_rmsnorm(out, x, w, reveal):
     if "zero_division" in out:
         return (f"rmsnorm divided by zero{standard_message(out['zero_division'])}: eps = 1e-5 goes inside the "
                 f"square root, "
                 f"so an all-zero vector stays finite")
     if not out["values"]:
         return "rmsnorm should return a list of Values (the graph needs them for backward)"
-    want = _rms(x)
+    want = rms_of(x)
     if len(out["data"]) != len(x):
         return f"rmsnorm of {len(x)} values returned {len(out['data'])}"
-    if not _all_close(out["data"], want, 1e-12):
+    if not all_close(out["data"], want, 1e-12):
         for text, wrong in _rms_mistakes(x):
-            if _all_close(out["data"], wrong, NEAR):
+            if all_close(out["data"], wrong, NEAR):
                 return text
         if reveal:
             return f"rmsnorm({x}) gave {out['data']}, expected x / sqrt(mean(x²) + 1e-5) = {want}"
-        return f"rmsnorm is off by up to {_off_by(out['data'], want):.3g}: x / sqrt(mean(x²) + 1e-5), no gain"
+        return f"rmsnorm is off by up to {off_by(out['data'], want):.3g}: x / sqrt(mean(x²) + 1e-5), no gain"
     if w is not None:
         grads = _rms_grads(x, w)
-        if not _all_close(out["grads"], grads, 1e-10):
-            if _all_close(out["grads"], [wi * (sum(v * v for v in x) / len(x) + EPS) ** -0.5 for wi in w], NEAR):
+        if not all_close(out["grads"], grads, 1e-10):
+            if all_close(out["grads"], [wi * (sum(v * v for v in x) / len(x) + EPS) ** -0.5 for wi in w], NEAR):
                 return ("the values are right but the gradients are not: the scale 1/sqrt(mean(x²) + eps) is "
                         "treated as a constant (computed from .data); build it from Values so it is in the graph")
             if reveal:
                 return f"the gradients through rmsnorm are {out['grads']}, expected {grads}"
-            return f"the gradients through rmsnorm are off by up to {_off_by(out['grads'], grads):.3g}"
+            return f"the gradients through rmsnorm are off by up to {off_by(out['grads'], grads):.3g}"
     return None
 
 
 @check("figure", 2, "(1, 3) normalises to (1, 3) / sqrt(5.00001): mean of squares, eps 1e-5 inside, no gain",
        task="micro_rmsnorm", probe=probe_rmsnorm, inputs=lambda g: {"x": [1.0, 3.0]})
 def judge_rmsnorm_figure(out, inputs, expected):
-    problem = _judge_rmsnorm(out, inputs["x"], None, True)
+    problem = judge_rmsnorm(out, inputs["x"], None, True)
     return f"(1, 3) should normalise to (1, 3) / sqrt(5.00001): {problem}" if problem else None
 
 
@@ -111,7 +111,7 @@ def judge_rmsnorm_figure(out, inputs, expected):
 @check("zero_vector", 1, "an all-zero vector stays 0 (eps keeps it finite)", task="micro_rmsnorm",
        probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]})
 def judge_rmsnorm_public(out, inputs, expected):
-    return _judge_rmsnorm(out, inputs["x"], inputs.get("w"), True)
+    return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True)
 
 
 # -------------------------------------------------------------------- softmax
@@ -121,7 +121,7 @@ def probe_softmax(ns, logits, w=None):
     return _probe_vector_function(ns, "softmax", logits, w, OverflowError, "overflow")
 
 
-def _judge_softmax(out, logits, w, reveal):
+def judge_softmax(out, logits, w, reveal):
     if "overflow" in out:
         return (f"exp overflowed{standard_message(out['overflow'])} on logits near {max(logits):g}: subtract the "
                 f"largest "
@@ -130,27 +130,27 @@ def _judge_softmax(out, logits, w, reveal):
                 f"before exp")
     if not out["values"]:
         return "softmax should return a list of Values (the graph needs them for backward)"
-    want = _softmax(logits)
+    want = softmax_of(logits)
     if len(out["data"]) != len(logits):
         return f"softmax of {len(logits)} logits returned {len(out['data'])} values"
-    if any(not _is_number(p) for p in out["data"]):
+    if any(not is_number(p) for p in out["data"]):
         return "softmax gave NaN or inf: subtract the largest logit before exp"
-    if not _all_close(out["data"], want, 1e-12):
+    if not all_close(out["data"], want, 1e-12):
         if abs(sum(out["data"]) - 1.0) > 1e-9:
             return f"the probabilities sum to {sum(out['data']):.6g}, not 1: divide every exp by their total"
         if reveal:
             return f"softmax({logits}) gave {out['data']}, expected {want}"
-        return f"softmax is off by up to {_off_by(out['data'], want):.3g}"
+        return f"softmax is off by up to {off_by(out['data'], want):.3g}"
     if w is not None:
         wp = sum(a * b for a, b in zip(w, want))
         grads = [p * (wi - wp) for p, wi in zip(want, w)]
-        if not _all_close(out["grads"], grads, 1e-10):
-            if _all_close(out["grads"], [p * wi for p, wi in zip(want, w)], NEAR):
+        if not all_close(out["grads"], grads, 1e-10):
+            if all_close(out["grads"], [p * wi for p, wi in zip(want, w)], NEAR):
                 return ("the values are right but the gradients are not: the total is treated as a constant "
                         "(a float from .data); divide by the Value vsum(exps) so it is in the graph")
             if reveal:
                 return f"the gradients through softmax are {out['grads']}, expected {grads}"
-            return f"the gradients through softmax are off by up to {_off_by(out['grads'], grads):.3g}"
+            return f"the gradients through softmax are off by up to {off_by(out['grads'], grads):.3g}"
     return None
 
 
@@ -162,4 +162,4 @@ def _judge_softmax(out, logits, w, reveal):
 @check("stable", 2, "logits (1000, 1001, 999) give the exact probabilities, summing to 1, without overflow",
        task="micro_softmax", probe=probe_softmax, inputs=lambda g: {"logits": [1000.0, 1001.0, 999.0]})
 def judge_softmax_public(out, inputs, expected):
-    return _judge_softmax(out, inputs["logits"], inputs.get("w"), True)
+    return judge_softmax(out, inputs["logits"], inputs.get("w"), True)

@@ -12,9 +12,9 @@ import math
 import random
 
 from grader.checks._api import check, first_difference
-from grader.checks.ch00_micro.common import SMALL, _model, _task
+from grader.checks.ch00_micro.common import SMALL, model_of, task_of
 
-TASKS = [_task("micro_sample", "sample", "sampling a name")]
+TASKS = [task_of("micro_sample", "sample", "sampling a name")]
 
 
 class _Letters:
@@ -103,7 +103,7 @@ def judge_sample_block_size(out, inputs, expected):
 
 def probe_sample_seeded(ns, sizes, seed, letters):
     tokenizer = _Letters(letters)
-    model = _model(ns.micro, sizes, seed, spread=0.3)
+    model = model_of(ns.micro, sizes, seed, spread=0.3)
     same = [ns.micro.sample(model, tokenizer, 1.0, random.Random(7)) for _ in range(3)]
     rng = random.Random(7)
     shared = [ns.micro.sample(model, tokenizer, 1.0, rng) for _ in range(4)]

@@ -10,15 +10,15 @@ from __future__ import annotations
 import math
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import NEAR, _all_close, _close, _kind, _off_by, _task
+from grader.checks.ch00_micro.common import NEAR, all_close, close_enough, kind_of, off_by, task_of
 
 TASKS = [
-    _task("micro_value_add", "Value.__add__", "Value: a + b"),
-    _task("micro_value_mul", "Value.__mul__", "Value: a * b"),
-    _task("micro_value_pow", "Value.__pow__", "Value: a ** k"),
-    _task("micro_value_exp", "Value.exp", "Value: exp"),
-    _task("micro_value_log", "Value.log", "Value: log"),
-    _task("micro_value_relu", "Value.relu", "Value: relu"),
+    task_of("micro_value_add", "Value.__add__", "Value: a + b"),
+    task_of("micro_value_mul", "Value.__mul__", "Value: a * b"),
+    task_of("micro_value_pow", "Value.__pow__", "Value: a ** k"),
+    task_of("micro_value_exp", "Value.exp", "Value: exp"),
+    task_of("micro_value_log", "Value.log", "Value: log"),
+    task_of("micro_value_relu", "Value.relu", "Value: relu"),
 ]
 
 
@@ -45,7 +45,7 @@ def probe_value_ops(ns, cases):
         xs = [Value(x) for x in case["x"]]
         y = _apply_op(case["op"], xs, case.get("k"))
         if not isinstance(y, Value):
-            out.append({"type": _kind(y)})
+            out.append({"type": kind_of(y)})
             continue
         y.backward()
         out.append({"data": y.data, "grads": [x.grad for x in xs]})
@@ -128,7 +128,7 @@ def _names(op):
     return ["a", "b"] if op in ("add", "mul") else ["a"]
 
 
-def _judge_ops(out, cases, reveal: bool) -> "str | None":
+def judge_ops(out, cases, reveal: bool) -> "str | None":
     if not isinstance(out, list) or len(out) != len(cases):
         return "the probe did not get one result per case"
     for case, got in zip(cases, out):
@@ -138,52 +138,52 @@ def _judge_ops(out, cases, reveal: bool) -> "str | None":
         if "type" in got:
             return f"{expr} returned something else; it should return a new Value"
         value, grads = _op_truth(op, x, k)
-        if op == "relu" and x[0] < 0 and _close(got["data"], x[0]):
+        if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"
-        if not _close(got["data"], value, 1e-12):
+        if not close_enough(got["data"], value, 1e-12):
             if reveal:
                 return f"{expr}{where} gave {got['data']!r}, expected {value!r}"
             return f"the value of {expr} is off by {abs(got['data'] - value):.3g} for some inputs"
-        if not _all_close(got["grads"], grads, 1e-12):
+        if not all_close(got["grads"], grads, 1e-12):
             for text, wrong in _op_mistakes(op, x, k):
-                if _all_close(got["grads"], wrong, NEAR):
+                if all_close(got["grads"], wrong, NEAR):
                     return f"{expr}{where}: {text}"
             if reveal:
                 return (f"after ({expr}).backward(){where}, the input gradient(s) are {got['grads']!r}; "
                         f"expected {grads!r}")
             return (f"after ({expr}).backward() the input gradient is off by "
-                    f"{_off_by(got['grads'], grads):.3g} for some inputs")
+                    f"{off_by(got['grads'], grads):.3g} for some inputs")
     return None
 
 
-def _cases(op, *xs, k=None):
+def value_cases(op, *xs, k=None):
     return [{"op": op, "x": list(x), **({"k": k} if k is not None else {})} for x in xs]
 
 
 # Stacked: the decorator nearest the judge is declared first, so these read bottom up,
 # in the lesson's order (relu's value_and_gradient before its at_zero).
 @check("at_zero", 1, "relu(0) = 0 with gradient 0 (the convention of the docstring)",
-       task="micro_value_relu", probe=probe_value_ops, inputs=lambda g: {"cases": _cases("relu", (0.0,))})
+       task="micro_value_relu", probe=probe_value_ops, inputs=lambda g: {"cases": value_cases("relu", (0.0,))})
 @check("value_and_gradient", 2, "relu at 1.3 and -0.8: (1.3, gradient 1) and (0, gradient 0)",
        task="micro_value_relu", probe=probe_value_ops,
-       inputs=lambda g: {"cases": _cases("relu", (1.3,), (-0.8,), (2.5,), (-3.0,))})
+       inputs=lambda g: {"cases": value_cases("relu", (1.3,), (-0.8,), (2.5,), (-3.0,))})
 @check("value_and_gradient", 2, "log(x) at 2.5, 0.3, 1.0: value log x, gradient 1/x",
        task="micro_value_log", probe=probe_value_ops,
-       inputs=lambda g: {"cases": _cases("log", (2.5,), (0.3,), (1.0,))})
+       inputs=lambda g: {"cases": value_cases("log", (2.5,), (0.3,), (1.0,))})
 @check("value_and_gradient", 2, "exp(x) at 0.7, -1.3, 2.0: value and gradient both exp(x)",
        task="micro_value_exp", probe=probe_value_ops,
-       inputs=lambda g: {"cases": _cases("exp", (0.7,), (-1.3,), (2.0,))})
+       inputs=lambda g: {"cases": value_cases("exp", (0.7,), (-1.3,), (2.0,))})
 @check("power_rule", 2, "x ** k for k = 3, 2.5, -1, -0.5, 0.5: value x^k, gradient k * x^(k-1)",
        task="micro_value_pow", probe=probe_value_ops,
-       inputs=lambda g: {"cases": [c for k in (3, 2.5, -1, -0.5, 0.5) for c in _cases("pow", (1.7,), k=k)]})
+       inputs=lambda g: {"cases": [c for k in (3, 2.5, -1, -0.5, 0.5) for c in value_cases("pow", (1.7,), k=k)]})
 @check("value_and_gradients", 2,
        "a * b gives a the gradient b and b the gradient a; a * a gives 2a; constants work on both sides",
        task="micro_value_mul", probe=probe_value_ops,
-       inputs=lambda g: {"cases": _cases("mul", (1.5, -2.25)) + _cases("square", (1.25,))
-                         + _cases("mul_const", (0.5,)) + _cases("rmul", (0.5,))})
+       inputs=lambda g: {"cases": value_cases("mul", (1.5, -2.25)) + value_cases("square", (1.25,))
+                         + value_cases("mul_const", (0.5,)) + value_cases("rmul", (0.5,))})
 @check("value_and_gradients", 2, "a + b, a + 2.5, 2.5 + a and a + a: right values, local gradients 1 (a + a gives 2)",
        task="micro_value_add", probe=probe_value_ops,
-       inputs=lambda g: {"cases": _cases("add", (1.5, -2.25)) + _cases("add_const", (1.5,))
-                         + _cases("radd", (-0.75,)) + _cases("add_self", (1.5,))})
+       inputs=lambda g: {"cases": value_cases("add", (1.5, -2.25)) + value_cases("add_const", (1.5,))
+                         + value_cases("radd", (-0.75,)) + value_cases("add_self", (1.5,))})
 def judge_ops_public(out, inputs, expected):
-    return _judge_ops(out, inputs["cases"], reveal=True)
+    return judge_ops(out, inputs["cases"], reveal=True)

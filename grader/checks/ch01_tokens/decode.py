@@ -20,7 +20,7 @@ def probe_decode(ns, corpus, id_lists):
             "chars": list(tok.chars), "bos_id": tok.bos_id}
 
 
-def _decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
+def decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
     said = "decode of random ids" if hidden else f"decode({ids})"
     right = "".join(chars[i] for i in ids if i != bos)
     if "raised" in result:
@@ -54,7 +54,7 @@ def _decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
 def judge_decode(out, inputs, expected):
     chars, _, bos = vocabulary(inputs["corpus"])
     for ids, result in zip(inputs["id_lists"], out["results"]):
-        if problem := _decode_problem(result, ids, chars, bos):
+        if problem := decode_problem(result, ids, chars, bos):
             return problem
     return None
 

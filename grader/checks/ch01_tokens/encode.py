@@ -32,7 +32,7 @@ def probe_encode(ns, corpus, texts):
     return {"results": results, "bos_id": tok.bos_id, "stoi": [[k, int(v)] for k, v in tok.stoi.items()]}
 
 
-def _encode_problem(result, text, stoi, bos, hidden=False) -> "str | None":
+def encode_problem(result, text, stoi, bos, hidden=False) -> "str | None":
     said = "a random text" if hidden else f"encode({text!r})"
     right = [stoi[c] for c in text]
     ids = result["ids"]
@@ -65,7 +65,7 @@ def _encode_problem(result, text, stoi, bos, hidden=False) -> "str | None":
 def judge_encode_ana(out, inputs, expected):
     _, stoi, bos = vocabulary(inputs["corpus"])
     result = out["results"][0]
-    if problem := _encode_problem(result, "ana", stoi, bos):
+    if problem := encode_problem(result, "ana", stoi, bos):
         return problem
     document = result["document"]
     if "raised" in document:
@@ -81,7 +81,7 @@ def judge_encode_ana(out, inputs, expected):
 def judge_encode_round_trip(out, inputs, expected):
     _, stoi, bos = vocabulary(inputs["corpus"])
     for text, result in zip(inputs["texts"], out["results"]):
-        if problem := _encode_problem(result, text, stoi, bos):
+        if problem := encode_problem(result, text, stoi, bos):
             return problem
         decoded = result["round_trip"]
         if decoded is None or "raised" in decoded:

@@ -42,7 +42,7 @@ def probe_vocab(ns, corpus):
     return out
 
 
-def _vocab_problem(out, corpus, hidden=False) -> "str | None":
+def vocab_problem(out, corpus, hidden=False) -> "str | None":
     """What is wrong with the vocabulary built from corpus (hidden: say it without
     printing characters of the corpus)."""
     missing = [name for name in ("chars", "stoi", "bos_id") if out.get(name) is None]
@@ -104,14 +104,14 @@ def _vocab_problem(out, corpus, hidden=False) -> "str | None":
        "stoi[chars[i]] = i, bos_id = 9, vocab_size = 10",
        probe=probe_vocab, inputs={"corpus": ["emma", "olivia", "ava", "noah"]})
 def judge_vocab(out, inputs, expected):
-    return _vocab_problem(out, inputs["corpus"])
+    return vocab_problem(out, inputs["corpus"])
 
 
 @check("names_alphabet", 2,
        "a corpus with all 26 lowercase letters gives vocab_size 27 (26 letters + BOS) and bos_id 26",
        probe=probe_vocab, inputs={"corpus": PANGRAM})
 def judge_vocab_pangram(out, inputs, expected):
-    if problem := _vocab_problem(out, inputs["corpus"]):
+    if problem := vocab_problem(out, inputs["corpus"]):
         return f"a corpus with all 26 lowercase letters: {problem}"
     if out["vocab_size"] != 27 or out["bos_id"] != 26:
         return "26 letters give vocab_size 27 and bos_id 26"

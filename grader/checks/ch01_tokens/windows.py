@@ -51,7 +51,7 @@ def _window_mistakes(ids, block_size):
     return [(text, wrong) for text, wrong in mistakes if wrong != right]
 
 
-def _windows_problem(result, ids, block_size, hidden=False) -> "str | None":
+def windows_problem(result, ids, block_size, hidden=False) -> "str | None":
     L, p = len(ids), min(block_size, len(ids) - 1)
     said = ("a random document" if hidden else f"len(ids)={L}, block_size={block_size}")
     if "raised" in result:
@@ -83,7 +83,7 @@ def _windows_problem(result, ids, block_size, hidden=False) -> "str | None":
        probe=probe_windows, inputs={"cases": [[[6, 0, 4, 0, 6], 16]]})
 def judge_windows_ana(out, inputs, expected):
     (ids, block_size), = inputs["cases"]
-    if problem := _windows_problem(out[0], ids, block_size):
+    if problem := windows_problem(out[0], ids, block_size):
         return f"'ana' = [BOS a n a BOS]: {problem}"
     return None
 
@@ -103,7 +103,7 @@ POSITION_CASES = [(2, 8), (5, 3), (5, 4), (5, 5), (9, 8), (10, 8), (17, 16), (12
        inputs={"cases": [[_document(length), block_size] for length, block_size in POSITION_CASES]})
 def judge_windows(out, inputs, expected):
     for (ids, block_size), result in zip(inputs["cases"], out):
-        if problem := _windows_problem(result, ids, block_size):
+        if problem := windows_problem(result, ids, block_size):
             return problem
     return None
 

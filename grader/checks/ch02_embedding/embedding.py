@@ -43,7 +43,7 @@ def _distinct_weight(V, d):
 WEIGHT = _distinct_weight(7, 5)
 
 
-def _lookup_mistakes(weight, idx):
+def lookup_mistakes(weight, idx):
     V = weight.shape[0]
     mistakes = []
     if (idx + 1).max() < V:
@@ -79,7 +79,7 @@ def judge_lookup(out, inputs, expected):
         return f"{problem}: ids [{B}, {T}] give vectors [{B}, {T}, d]"
     if compare(y, right, atol=1e-12, rtol=0) is None:
         return None
-    for text, wrong in _lookup_mistakes(weight, idx):
+    for text, wrong in lookup_mistakes(weight, idx):
         if matches(y, wrong, atol=1e-12, rtol=0):
             return text
     bad = (y.double() - right).abs().amax(dim=-1) > 1e-12

@@ -46,7 +46,7 @@ def _rows(weight, rows):
     return weight[torch.tensor(rows, dtype=torch.long)]
 
 
-def _position_mistakes(hidden, weight, past):
+def position_mistakes(hidden, weight, past):
     """(explanation, output) of the classic wrong position embeddings."""
     B, T, _ = hidden.shape
     C = weight.shape[0]
@@ -82,7 +82,7 @@ def _diagnose(y, hidden, weight, past, what) -> "str | None":
     right = hidden + weight[past : past + T]
     if compare(y, right, atol=1e-9, rtol=0) is None:
         return None
-    for text, wrong in _position_mistakes(hidden, weight, past):
+    for text, wrong in position_mistakes(hidden, weight, past):
         if matches(y, wrong, atol=1e-9, rtol=0):
             return text
     return compare(y, right, what, atol=1e-9, rtol=0)

@@ -282,10 +282,10 @@ def probe_attention_formula(ns, x, sizes, state, past=None):
 
 
 @check("formula_with_cache", 2, "with 4 cached tokens the output is the same formula over [cached keys, new keys]",
-       probe=probe_attention_formula, inputs=lambda g: _reference_inputs(g, past_length=4))
+       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g, past_length=4))
 @check("formula", 2,
        "d=12, h=3: the output is o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) of your own parts",
-       probe=probe_attention_formula, inputs=lambda g: _reference_inputs(g))
+       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g))
 def judge_attention_formula(out, inputs, expected):
     if "error" in out:
         return judge_attention_reference(out, inputs, expected)
@@ -338,7 +338,7 @@ def judge_attention_reference(out, inputs, expected):
     return None
 
 
-def _reference_inputs(g, past_length=0):
+def reference_inputs(g, past_length=0):
     sizes, B, T = WIDE, 2, 5
     d, h = sizes["d_model"], sizes["n_heads"]
     inputs = {"x": torch.randn(B, T, d, generator=g, dtype=torch.float64), "sizes": sizes,

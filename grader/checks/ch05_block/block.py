@@ -28,12 +28,12 @@ TASKS = [
 ]
 
 
-def _block(ns, sizes, state):
+def block_of(ns, sizes, state):
     return load_state(ns.model.TransformerBlock(config(ns, SIZES, **sizes)), state)
 
 
 def probe_block_forward(ns, x, sizes, state=None):
-    block = _block(ns, sizes, state)
+    block = block_of(ns, sizes, state)
     calls, forward = [], block.attention.forward
 
     def recording(*args, **kwargs):
@@ -124,7 +124,7 @@ def judge_zero_branch(out, inputs, expected):
 
 
 def probe_block_output(ns, x, sizes, state):
-    block = _block(ns, sizes, state)
+    block = block_of(ns, sizes, state)
     with torch.no_grad():
         return {"y": block(x.clone())[0]}
 
@@ -198,7 +198,7 @@ BLOCK_FORMULA_MISTAKES = {
 def probe_block_formula(ns, x, sizes, state):
     """The block's output and its own parts composed as the lesson's formula says, right
     and in the classic wrong orders."""
-    block = _block(ns, sizes, state)
+    block = block_of(ns, sizes, state)
     with torch.no_grad():
         y = block(x.clone())[0]
         attn = lambda h: block.attention(h)[0]  # noqa: E731
@@ -226,7 +226,7 @@ def probe_block_formula(ns, x, sizes, state):
     return {"y": y, "composed": composed}
 
 
-def _random_block_inputs(g):
+def random_block_inputs(g):
     sizes = {"d_model": 8, "n_heads": 2, "d_ff": 16}
     return {"x": torch.randn(2, 5, 8, generator=g, dtype=torch.float64), "sizes": sizes,
             "state": random_block_state(g, sizes)}
@@ -234,7 +234,7 @@ def _random_block_inputs(g):
 
 @check("formula", 2,
        "random weights (distinct norms): the output is U + F(LN2(U)), U = X + A(LN1(X)), of the block's own parts",
-       probe=probe_block_formula, inputs=_random_block_inputs)
+       probe=probe_block_formula, inputs=random_block_inputs)
 def judge_block_formula(out, inputs, expected):
     composed = out["composed"]
     if problem := shape_problem(out["y"], inputs["x"].shape, "the block output"):

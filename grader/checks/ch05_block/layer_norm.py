@@ -28,7 +28,7 @@ TASKS = [
 # ----------------------------------------------------------------------- helpers
 
 
-def _layer_norm_mistakes(x, gamma, beta):
+def layer_norm_mistakes(x, gamma, beta):
     return [
         ("the variance is divided by d - 1 instead of d (use the population variance)",
          layer_norm(x, gamma, beta, divisor_offset=1)),
@@ -64,7 +64,7 @@ def judge_layer_norm_figures(out, inputs, expected):
     if matches(out["y"], figure, atol=1e-9, rtol=0):
         return None
     x, ones, zeros = inputs["x"], torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
-    known = first_diagnosis(out["y"], _layer_norm_mistakes(x, ones, zeros), atol=1e-6, rtol=0)
+    known = first_diagnosis(out["y"], layer_norm_mistakes(x, ones, zeros), atol=1e-6, rtol=0)
     if known:
         return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001): {known}"
     return compare(out["y"], figure, "LayerNorm((1, 3))", atol=1e-9, rtol=0)
@@ -149,7 +149,7 @@ def judge_layer_norm_rows(out, inputs, expected):
         return problem
     if matches(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
         return None
-    known = first_diagnosis(out["y"], _layer_norm_mistakes(x, gamma, beta)[4:], atol=1e-7, rtol=1e-6)
+    known = first_diagnosis(out["y"], layer_norm_mistakes(x, gamma, beta)[4:], atol=1e-7, rtol=1e-6)
     if known:
         return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {known}"
     return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "

@@ -27,7 +27,7 @@ ATOL, RTOL = 1e-9, 1e-7  # exact up to float64 rounding, any correct algebra
 NEAR = dict(atol=1e-8, rtol=1e-6)  # reproducing a known mistake
 
 
-def _random(g, *shape, scale=1.0, shift=0.0):
+def random_tensor(g, *shape, scale=1.0, shift=0.0):
     return torch.randn(*shape, generator=g, dtype=torch.float64) * scale + shift
 
 
@@ -36,11 +36,11 @@ def _random(g, *shape, scale=1.0, shift=0.0):
 # finite differences on them, in the grader.
 
 
-def _linear(x, weight, bias):
+def linear_of(x, weight, bias):
     return x @ weight.T + bias
 
 
-def _autograd(forward, grad_out, *tensors):
+def autograd_of(forward, grad_out, *tensors):
     """The gradients autograd gives for sum(grad_out * forward(*tensors))."""
     leaves = [t.detach().clone().double().requires_grad_(True) for t in tensors]
     with torch.enable_grad():
@@ -63,11 +63,11 @@ def _directional(forward, grad_out, tensors, which, direction, h=1e-6):
 # --------------------------------------------------------------------- judging
 
 
-def _shipped(out):
+def shipped(out):
     return {"grads": [v for v in out] if isinstance(out, (tuple, list)) else out}
 
 
-def _returned(out, names: tuple[str, ...], function: str) -> "str | None":
+def returned_of(out, names: tuple[str, ...], function: str) -> "str | None":
     grads = out["grads"] = [v for v in out["grads"]] if isinstance(out["grads"], list) else out["grads"]
     if len(names) == 1:
         return None if isinstance(grads, torch.Tensor) else f"{names[0]} should be a tensor, got {type(grads).__name__}"
@@ -84,11 +84,11 @@ def _as_list(out, names):
     return [out["grads"]] if len(names) == 1 else list(out["grads"])
 
 
-def _judge_grads(out, names, function, right, shape_mistakes, value_mistakes, atol=ATOL, rtol=RTOL, hidden=False):
+def judge_grads(out, names, function, right, shape_mistakes, value_mistakes, atol=ATOL, rtol=RTOL, hidden=False):
     """right: the correct gradients; shape_mistakes[name]: [(shape, why)];
     value_mistakes[name]: [(why, tensor)]. The first wrong gradient is diagnosed.
     Hidden checks name the mistake but print no shapes of their inputs."""
-    if problem := _returned(out, names, function):
+    if problem := returned_of(out, names, function):
         return problem
     for name, got, want in zip(names, _as_list(out, names), right):
         if tuple(got.shape) != tuple(want.shape):
@@ -107,9 +107,9 @@ def _judge_grads(out, names, function, right, shape_mistakes, value_mistakes, at
     return None
 
 
-def _judge_finite_differences(out, names, function, forward, tensors, grad_out, directions, tolerance=1e-6):
+def judge_finite_differences(out, names, function, forward, tensors, grad_out, directions, tolerance=1e-6):
     """gradcheck's idea without autograd: <grad, v> equals the directional derivative."""
-    if problem := _returned(out, names, function):
+    if problem := returned_of(out, names, function):
         return problem
     for (name, got), tensor, direction, which in zip(zip(names, _as_list(out, names)), tensors, directions,
                                                       range(len(names))):
@@ -124,7 +124,7 @@ def _judge_finite_differences(out, names, function, forward, tensors, grad_out, 
     return None
 
 
-def _reduced_shapes(x_shape, what):
+def reduced_shapes(x_shape, what):
     """Shapes a per-feature gradient takes when the batch/time sum is done wrong."""
     shape = tuple(x_shape)
     mistakes = [(shape, f"{what} is not summed over batch and time: the same parameter serves every "

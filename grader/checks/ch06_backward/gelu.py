@@ -16,7 +16,7 @@ from grader.checks._api import (
     Task, check, compare, exact_gelu, first_diagnosis, matches, shape_problem, tanh_gelu,
 )
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NEAR, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _random, _shipped,
+    BY_HAND, NEAR, NO_AUTOGRAD, autograd_of, judge_finite_differences, judge_grads, random_tensor, shipped,
 )
 
 TASKS = [
@@ -26,13 +26,13 @@ TASKS = [
 
 
 def probe_gelu_backward(ns, grad_out, x):
-    return _shipped(ns.backward.gelu_backward(grad_out.clone(), x.clone()))
+    return shipped(ns.backward.gelu_backward(grad_out.clone(), x.clone()))
 
 
-def _gelu_mistakes(grad_out, x):
+def gelu_mistakes(grad_out, x):
     # GELU'(x) from autograd on the exact forward, Φ(x) from torch.special.ndtr, and the
     # product rule's other term as their difference: x·φ(x) = GELU'(x) − Φ(x).
-    slope = _autograd(exact_gelu, torch.ones_like(x), x)[0]
+    slope = autograd_of(exact_gelu, torch.ones_like(x), x)[0]
     cdf = torch.special.ndtr(x.double())
     x_pdf = slope - cdf
     return [
@@ -47,7 +47,7 @@ def _gelu_mistakes(grad_out, x):
         ("φ(x) uses exp(−x²) instead of exp(−x²/2)",  # exp(−x²) = exp(−x²/2)·exp(−x²/2)
          grad_out * (cdf + x_pdf * torch.exp(-x * x / 2))),
         ("this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
-         _autograd(tanh_gelu, grad_out, x)[0]),
+         autograd_of(tanh_gelu, grad_out, x)[0]),
         ("this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)", grad_out * (x > 0).double()),
         ("this is the forward GELU, not its derivative", grad_out * exact_gelu(x)),
     ]
@@ -55,8 +55,8 @@ def _gelu_mistakes(grad_out, x):
 
 def _gelu_inputs(g):
     x = torch.linspace(-6, 6, 61, dtype=torch.float64).reshape(61)[torch.randperm(61, generator=g)].reshape(1, 61)
-    x = torch.cat([x, _random(g, 2, 61, scale=2.0)]).reshape(3, 61)
-    return {"grad_out": _random(g, 3, 61), "x": x, "_directions": [_random(g, 3, 61)]}
+    x = torch.cat([x, random_tensor(g, 2, 61, scale=2.0)]).reshape(3, 61)
+    return {"grad_out": random_tensor(g, 3, 61), "x": x, "_directions": [random_tensor(g, 3, 61)]}
 
 
 # --------------------------------------------------------------------- checks
@@ -66,8 +66,8 @@ def _gelu_inputs(g):
        probe=probe_gelu_backward, inputs=_gelu_inputs)
 def judge_gelu_autograd(out, inputs, expected):
     g, x = inputs["grad_out"], inputs["x"]
-    right = _autograd(exact_gelu, g, x)
-    return _judge_grads(out, ("dx",), "gelu_backward", right, {}, {"dx": _gelu_mistakes(g, x)})
+    right = autograd_of(exact_gelu, g, x)
+    return judge_grads(out, ("dx",), "gelu_backward", right, {}, {"dx": gelu_mistakes(g, x)})
 
 
 @check("key_values", 1, "GELU'(0) = 0.5, GELU'(±1) = Φ(±1) ± φ(1), → 1 for large x, → 0 for very negative x",
@@ -82,7 +82,7 @@ def judge_gelu_key_values(out, inputs, expected):
         return problem
     if matches(dx, figures, atol=1e-9, rtol=0):
         return None
-    known = first_diagnosis(dx, _gelu_mistakes(inputs["grad_out"], inputs["x"]), **NEAR)
+    known = first_diagnosis(dx, gelu_mistakes(inputs["grad_out"], inputs["x"]), **NEAR)
     lead = "at x = 0, 1, −1, 8, −8 the derivative should be 0.5, 1.0833155, −0.0833155, 1, 0"
     return f"{lead}: {known}" if known else f"{lead}; {compare(dx, figures, 'dx', atol=1e-9, rtol=0)}"
 
@@ -90,5 +90,5 @@ def judge_gelu_key_values(out, inputs, expected):
 @check("finite_differences", 1, "dx agrees with central finite differences of GELU (gradcheck's test)",
        probe=probe_gelu_backward, inputs=_gelu_inputs)
 def judge_gelu_finite_differences(out, inputs, expected):
-    return _judge_finite_differences(out, ("dx",), "gelu_backward", exact_gelu, [inputs["x"]], inputs["grad_out"],
+    return judge_finite_differences(out, ("dx",), "gelu_backward", exact_gelu, [inputs["x"]], inputs["grad_out"],
                                      inputs["_directions"])

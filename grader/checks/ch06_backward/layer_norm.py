@@ -13,8 +13,8 @@ import torch
 
 from grader.checks._api import Task, check, layer_norm, shape_problem
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _random, _reduced_shapes, _returned,
-    _shipped,
+    BY_HAND, NO_AUTOGRAD, autograd_of, judge_finite_differences, judge_grads, random_tensor, reduced_shapes, returned_of,
+    shipped,
 )
 from grader.checks.course import EPS
 
@@ -26,7 +26,7 @@ TASKS = [
 
 def probe_layer_norm_backward(ns, grad_out, x, gamma):
     out = ns.backward.layer_norm_backward(grad_out.clone(), x.clone(), gamma.clone())
-    return _shipped(out)
+    return shipped(out)
 
 
 LN_NAMES = ("dx", "dgamma", "dbeta")
@@ -47,14 +47,14 @@ def _ln_dx(grad_out, x, gamma, eps=EPS, mean_term=True, variance_term=True, unbi
     return dx * inv_std, normalised
 
 
-def _layer_norm_mistakes(grad_out, x, gamma):
+def layer_norm_mistakes(grad_out, x, gamma):
     positions = max(1, grad_out.numel() // grad_out.shape[-1])
     # dgamma and dbeta from autograd on the grader's LayerNorm (neither depends on beta);
     # the two wrong dgammas from autograd on gamma·x and gamma·(x − mean), the scale
     # applied to an input that was not normalised.
-    _, dgamma, dbeta = _autograd(layer_norm, grad_out, x, gamma, torch.zeros_like(gamma))
-    unnormalised = _autograd(torch.mul, grad_out, gamma, x)[0]
-    uncentred = _autograd(torch.mul, grad_out, gamma, x - x.mean(-1, keepdim=True))[0]
+    _, dgamma, dbeta = autograd_of(layer_norm, grad_out, x, gamma, torch.zeros_like(gamma))
+    unnormalised = autograd_of(torch.mul, grad_out, gamma, x)[0]
+    uncentred = autograd_of(torch.mul, grad_out, gamma, x - x.mean(-1, keepdim=True))[0]
     return {
         "dx": [
             ("dx is missing the mean terms: x̂ depends on every feature through the mean and the variance, so "
@@ -84,17 +84,17 @@ def _layer_norm_mistakes(grad_out, x, gamma):
     }
 
 
-def _layer_norm_shapes(x):
-    return {"dgamma": _reduced_shapes(x.shape, "dgamma"), "dbeta": _reduced_shapes(x.shape, "dbeta")}
+def layer_norm_shapes(x):
+    return {"dgamma": reduced_shapes(x.shape, "dgamma"), "dbeta": reduced_shapes(x.shape, "dbeta")}
 
 
-def _layer_norm_inputs(shape):
+def layer_norm_inputs(shape):
     def make(g):
         d = shape[-1]
-        x = _random(g, *shape, scale=2.0, shift=1.0)
-        gamma, beta = _random(g, d, scale=0.5, shift=1.0), _random(g, d)
-        return {"grad_out": _random(g, *shape), "x": x, "gamma": gamma, "_beta": beta,
-                "_directions": [_random(g, *shape), _random(g, d), _random(g, d)]}
+        x = random_tensor(g, *shape, scale=2.0, shift=1.0)
+        gamma, beta = random_tensor(g, d, scale=0.5, shift=1.0), random_tensor(g, d)
+        return {"grad_out": random_tensor(g, *shape), "x": x, "gamma": gamma, "_beta": beta,
+                "_directions": [random_tensor(g, *shape), random_tensor(g, d), random_tensor(g, d)]}
     return make
 
 
@@ -103,19 +103,19 @@ def _layer_norm_inputs(shape):
 
 @check("matches_autograd", 3,
        "x [2, 3, 5]: dx, dgamma, dbeta equal autograd's gradients of the same LayerNorm (float64)",
-       probe=probe_layer_norm_backward, inputs=_layer_norm_inputs((2, 3, 5)))
+       probe=probe_layer_norm_backward, inputs=layer_norm_inputs((2, 3, 5)))
 def judge_layer_norm_autograd(out, inputs, expected):
     g, x, gamma = inputs["grad_out"], inputs["x"], inputs["gamma"]
-    right = _autograd(layer_norm, g, x, gamma, inputs["_beta"])
-    return _judge_grads(out, LN_NAMES, "layer_norm_backward", right, _layer_norm_shapes(x),
-                        _layer_norm_mistakes(g, x, gamma))
+    right = autograd_of(layer_norm, g, x, gamma, inputs["_beta"])
+    return judge_grads(out, LN_NAMES, "layer_norm_backward", right, layer_norm_shapes(x),
+                        layer_norm_mistakes(g, x, gamma))
 
 
 @check("dx_sums_to_zero", 1,
        "dx sums to zero over the features at every position (LayerNorm ignores a constant shift)",
-       probe=probe_layer_norm_backward, inputs=_layer_norm_inputs((4, 6)))
+       probe=probe_layer_norm_backward, inputs=layer_norm_inputs((4, 6)))
 def judge_layer_norm_dx_sums_to_zero(out, inputs, expected):
-    if problem := _returned(out, LN_NAMES, "layer_norm_backward"):
+    if problem := returned_of(out, LN_NAMES, "layer_norm_backward"):
         return problem
     dx = out["grads"][0]
     if problem := shape_problem(dx, inputs["x"].shape, "dx"):
@@ -130,8 +130,8 @@ def judge_layer_norm_dx_sums_to_zero(out, inputs, expected):
 
 @check("finite_differences", 1,
        "each gradient agrees with central finite differences of the forward (gradcheck's test)",
-       probe=probe_layer_norm_backward, inputs=_layer_norm_inputs((3, 4)))
+       probe=probe_layer_norm_backward, inputs=layer_norm_inputs((3, 4)))
 def judge_layer_norm_finite_differences(out, inputs, expected):
     tensors = [inputs["x"], inputs["gamma"], inputs["_beta"]]
-    return _judge_finite_differences(out, LN_NAMES, "layer_norm_backward", layer_norm, tensors,
+    return judge_finite_differences(out, LN_NAMES, "layer_norm_backward", layer_norm, tensors,
                                      inputs["grad_out"], inputs["_directions"])

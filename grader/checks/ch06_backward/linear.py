@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from grader.checks._api import Task, check
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _linear, _random, _reduced_shapes,
-    _shipped,
+    BY_HAND, NO_AUTOGRAD, autograd_of, judge_finite_differences, judge_grads, linear_of, random_tensor, reduced_shapes,
+    shipped,
 )
 
 TASKS = [
@@ -22,13 +22,13 @@ TASKS = [
 
 def probe_linear_backward(ns, grad_out, x, weight):
     out = ns.backward.linear_backward(grad_out.clone(), x.clone(), weight.clone())
-    return _shipped(out)
+    return shipped(out)
 
 
 LINEAR_NAMES = ("dx", "dweight", "dbias")
 
 
-def _linear_shapes(grad_out, x, weight):
+def linear_shapes(grad_out, x, weight):
     out_features, in_features = weight.shape
     dweight = [((in_features, out_features), "dweight is transposed: nn.Linear stores weight as [out, in], so "
                                              "dweight = grad_outᵀ · x has shape [out, in]")]
@@ -41,13 +41,13 @@ def _linear_shapes(grad_out, x, weight):
     return {"dx": [(tuple(x.shape[:-1]) + (out_features,),
                     "dx has grad_out's shape; dx = grad_out @ W has x's shape [..., in]")],
             "dweight": dweight,
-            "dbias": _reduced_shapes(grad_out.shape, "dbias")}
+            "dbias": reduced_shapes(grad_out.shape, "dbias")}
 
 
-def _linear_mistakes(grad_out, x, weight):
+def linear_mistakes(grad_out, x, weight):
     # dweight and dbias from autograd on x Wᵀ + b (neither depends on b).
     positions = grad_out.numel() // grad_out.shape[-1]
-    _, dweight, dbias = _autograd(_linear, grad_out, x, weight, grad_out.new_zeros(weight.shape[0]))
+    _, dweight, dbias = autograd_of(linear_of, grad_out, x, weight, grad_out.new_zeros(weight.shape[0]))
     square = weight.shape[0] == weight.shape[1]
     return {
         "dx": [("dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W",
@@ -59,13 +59,13 @@ def _linear_mistakes(grad_out, x, weight):
     }
 
 
-def _linear_inputs(x_shape, out_features):
+def linear_inputs(x_shape, out_features):
     def make(g):
         in_features = x_shape[-1]
-        x, w, b = _random(g, *x_shape), _random(g, out_features, in_features), _random(g, out_features)
+        x, w, b = random_tensor(g, *x_shape), random_tensor(g, out_features, in_features), random_tensor(g, out_features)
         out_shape = tuple(x_shape[:-1]) + (out_features,)
-        return {"grad_out": _random(g, *out_shape), "x": x, "weight": w, "_bias": b,
-                "_directions": [_random(g, *x_shape), _random(g, out_features, in_features), _random(g, out_features)]}
+        return {"grad_out": random_tensor(g, *out_shape), "x": x, "weight": w, "_bias": b,
+                "_directions": [random_tensor(g, *x_shape), random_tensor(g, out_features, in_features), random_tensor(g, out_features)]}
     return make
 
 
@@ -73,18 +73,18 @@ def _linear_inputs(x_shape, out_features):
 
 
 @check("matches_autograd", 3, "x [2, 3, 4], W [6, 4]: dx, dW, db equal autograd's gradients of x Wᵀ + b",
-       probe=probe_linear_backward, inputs=_linear_inputs((2, 3, 4), 6))
+       probe=probe_linear_backward, inputs=linear_inputs((2, 3, 4), 6))
 def judge_linear_autograd(out, inputs, expected):
     g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
-    right = _autograd(_linear, g, x, w, inputs["_bias"])
-    return _judge_grads(out, LINEAR_NAMES, "linear_backward", right, _linear_shapes(g, x, w),
-                        _linear_mistakes(g, x, w))
+    right = autograd_of(linear_of, g, x, w, inputs["_bias"])
+    return judge_grads(out, LINEAR_NAMES, "linear_backward", right, linear_shapes(g, x, w),
+                        linear_mistakes(g, x, w))
 
 
 @check("finite_differences", 1,
        "each gradient agrees with central finite differences of x Wᵀ + b (gradcheck's test)",
-       probe=probe_linear_backward, inputs=_linear_inputs((5, 3), 2))
+       probe=probe_linear_backward, inputs=linear_inputs((5, 3), 2))
 def judge_linear_finite_differences(out, inputs, expected):
     tensors = [inputs["x"], inputs["weight"], inputs["_bias"]]
-    return _judge_finite_differences(out, LINEAR_NAMES, "linear_backward", _linear, tensors, inputs["grad_out"],
+    return judge_finite_differences(out, LINEAR_NAMES, "linear_backward", linear_of, tensors, inputs["grad_out"],
                                      inputs["_directions"])

@@ -13,8 +13,8 @@ import torch
 
 from grader.checks._api import Task, check, exact_gelu, layer_norm, matches, shape_problem
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NO_AUTOGRAD, _autograd, _judge_finite_differences, _judge_grads, _linear, _random, _reduced_shapes,
-    _returned, _shipped,
+    BY_HAND, NO_AUTOGRAD, autograd_of, judge_finite_differences, judge_grads, linear_of, random_tensor, reduced_shapes,
+    returned_of, shipped,
 )
 
 TASKS = [
@@ -29,16 +29,16 @@ RESIDUAL_ARGS = ("x", "gamma", "beta", "w1", "b1", "w2", "b2")
 
 def _residual(x, gamma, beta, w1, b1, w2, b2):
     """The forward, in plain torch, for autograd and finite differences in the grader."""
-    return x + _linear(exact_gelu(_linear(layer_norm(x, gamma, beta), w1, b1)), w2, b2)
+    return x + linear_of(exact_gelu(linear_of(layer_norm(x, gamma, beta), w1, b1)), w2, b2)
 
 
 def probe_residual_backward(ns, grad_out, x, gamma, beta, w1, b1, w2, b2):
     out = ns.backward.residual_feedforward_backward(grad_out.clone(), x.clone(), gamma.clone(), beta.clone(),
                                                     w1.clone(), b1.clone(), w2.clone(), b2.clone())
-    return _shipped(out)
+    return shipped(out)
 
 
-def _residual_mistakes(grad_out, right):
+def residual_mistakes(grad_out, right):
     dx = right[0]
     return {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
                     dx - grad_out),
@@ -47,25 +47,25 @@ def _residual_mistakes(grad_out, right):
                    ("the skip gradient is added twice: dx = grad_out + the branch's dx, once", dx + grad_out)]}
 
 
-def _residual_shapes(inputs):
+def residual_shapes(inputs):
     x, w1, w2 = inputs["x"], inputs["w1"], inputs["w2"]
     transposed = "it is transposed: keep nn.Linear's [out, in] layout"
-    return {"dgamma": _reduced_shapes(x.shape, "dgamma"), "dbeta": _reduced_shapes(x.shape, "dbeta"),
+    return {"dgamma": reduced_shapes(x.shape, "dgamma"), "dbeta": reduced_shapes(x.shape, "dbeta"),
             "dw1": [(tuple(w1.shape[::-1]), transposed)], "dw2": [(tuple(w2.shape[::-1]), transposed)],
-            "db1": _reduced_shapes(tuple(x.shape[:-1]) + (w1.shape[0],), "db1"),
-            "db2": _reduced_shapes(x.shape, "db2")}
+            "db1": reduced_shapes(tuple(x.shape[:-1]) + (w1.shape[0],), "db1"),
+            "db2": reduced_shapes(x.shape, "db2")}
 
 
-def _residual_inputs(x_shape, f, dead=False):
+def residual_inputs(x_shape, f, dead=False):
     def make(g):
         d = x_shape[-1]
-        tensors = {"x": _random(g, *x_shape, scale=1.5, shift=0.5), "gamma": _random(g, d, scale=0.5, shift=1.0),
-                   "beta": _random(g, d, scale=0.5), "w1": _random(g, f, d, scale=0.7), "b1": _random(g, f, scale=0.5),
-                   "w2": _random(g, d, f, scale=0.7), "b2": _random(g, d, scale=0.5)}
+        tensors = {"x": random_tensor(g, *x_shape, scale=1.5, shift=0.5), "gamma": random_tensor(g, d, scale=0.5, shift=1.0),
+                   "beta": random_tensor(g, d, scale=0.5), "w1": random_tensor(g, f, d, scale=0.7), "b1": random_tensor(g, f, scale=0.5),
+                   "w2": random_tensor(g, d, f, scale=0.7), "b2": random_tensor(g, d, scale=0.5)}
         if dead:
             tensors["w2"] = torch.zeros(d, f, dtype=torch.float64)
-        directions = [_random(g, *tensors[name].shape) for name in RESIDUAL_ARGS]
-        return {"grad_out": _random(g, *x_shape), **tensors, "_directions": directions}
+        directions = [random_tensor(g, *tensors[name].shape) for name in RESIDUAL_ARGS]
+        return {"grad_out": random_tensor(g, *x_shape), **tensors, "_directions": directions}
     return make
 
 
@@ -74,18 +74,18 @@ def _residual_inputs(x_shape, f, dead=False):
 
 @check("matches_autograd", 3,
        "x [2, 3, 4], f = 8: all seven gradients of x + fc2(gelu(fc1(LN(x)))) equal autograd's",
-       probe=probe_residual_backward, inputs=_residual_inputs((2, 3, 4), 8))
+       probe=probe_residual_backward, inputs=residual_inputs((2, 3, 4), 8))
 def judge_residual_autograd(out, inputs, expected):
     g = inputs["grad_out"]
-    right = _autograd(_residual, g, *(inputs[name] for name in RESIDUAL_ARGS))
-    return _judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", right, _residual_shapes(inputs),
-                        _residual_mistakes(g, right))
+    right = autograd_of(_residual, g, *(inputs[name] for name in RESIDUAL_ARGS))
+    return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", right, residual_shapes(inputs),
+                        residual_mistakes(g, right))
 
 
 @check("dead_branch", 1, "with fc2's weight zero, dx equals grad_out exactly: the skip path passes it unchanged",
-       probe=probe_residual_backward, inputs=_residual_inputs((2, 3, 4), 8, dead=True))
+       probe=probe_residual_backward, inputs=residual_inputs((2, 3, 4), 8, dead=True))
 def judge_residual_dead_branch(out, inputs, expected):
-    if problem := _returned(out, RESIDUAL_NAMES, "residual_feedforward_backward"):
+    if problem := returned_of(out, RESIDUAL_NAMES, "residual_feedforward_backward"):
         return problem
     g = inputs["grad_out"]
     dx = out["grads"][0]
@@ -104,8 +104,8 @@ def judge_residual_dead_branch(out, inputs, expected):
 
 @check("finite_differences", 1,
        "each gradient agrees with central finite differences of the half-block (gradcheck's test)",
-       probe=probe_residual_backward, inputs=_residual_inputs((3, 4), 6))
+       probe=probe_residual_backward, inputs=residual_inputs((3, 4), 6))
 def judge_residual_finite_differences(out, inputs, expected):
     tensors = [inputs[name] for name in RESIDUAL_ARGS]
-    return _judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", _residual, tensors,
+    return judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", _residual, tensors,
                                      inputs["grad_out"], inputs["_directions"])

@@ -19,25 +19,25 @@ FIGURES = [PUBLISHED, dict(vocab_size=10, block_size=6, n_layers=2, d_model=4, n
 # ------------------------------------------------------------------- the ledger
 
 
-def _full_sizes(sizes):
+def full_sizes(sizes):
     return {**SIZES, **sizes}
 
 
-def _ledger(sizes):
-    return model_parameters(_full_sizes(sizes))
+def ledger_of(sizes):
+    return model_parameters(full_sizes(sizes))
 
 
-def _describe(sizes):
-    s = _full_sizes(sizes)
+def describe_value(sizes):
+    s = full_sizes(sizes)
     return (f"V={s['vocab_size']}, C={s['block_size']}, N={s['n_layers']}, d={s['d_model']}, "
             f"h={s['n_heads']}, f={s['d_ff']}")
 
 
-def _count_mistake(count, sizes) -> "str | None":
+def count_mistake(count, sizes) -> "str | None":
     """Name the mistake a wrong parameter count points at, if a known one."""
-    s = _full_sizes(sizes)
+    s = full_sizes(sizes)
     V, C, N, d, f = s["vocab_size"], s["block_size"], s["n_layers"], s["d_model"], s["d_ff"]
-    block, diff = block_parameters(d, f), count - _ledger(sizes)
+    block, diff = block_parameters(d, f), count - ledger_of(sizes)
     known = [
         (-(N - 1) * block, "one block object reused N times: the N blocks must be N separate "
                            "TransformerBlock objects, each with its own parameters"),
@@ -60,14 +60,14 @@ def _count_mistake(count, sizes) -> "str | None":
     return None
 
 
-def _model(ns, sizes, state=None):
+def model_of(ns, sizes, state=None):
     return load_state(ns.model.TransformerLM(config(ns, SIZES, **sizes)), state)
 
 
 # ----------------------------------------------------------------- the loss
 
 
-def _stable_cross_entropy(logits, targets):
+def stable_cross_entropy(logits, targets):
     """The right loss, from torch's own cross-entropy in float64."""
     return F.cross_entropy(logits.double().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -77,11 +77,11 @@ def _picked_cross_entropy(log_probs, targets):
     return F.nll_loss(log_probs.reshape(-1, log_probs.shape[-1]), targets.reshape(-1))
 
 
-def _cross_entropy_mistakes(logits, targets):
+def cross_entropy_mistakes(logits, targets):
     # Every value from torch's cross_entropy, log_softmax and nll_loss, in float64.
     logits = logits.double()
     n = targets.numel()
-    right = _stable_cross_entropy(logits, targets)
+    right = stable_cross_entropy(logits, targets)
     log_probs = F.log_softmax(logits, dim=-1)
     mistakes = [
         ("the loss is summed instead of averaged: divide by the number of scored positions (take the mean)",
@@ -102,10 +102,10 @@ def _cross_entropy_mistakes(logits, targets):
     return mistakes
 
 
-def _judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | None":
+def judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | None":
     if not isinstance(loss, torch.Tensor):
         return f"{what} should be a tensor (keep it in the graph for training), got {type(loss).__name__}"
-    right = _stable_cross_entropy(logits, targets)
+    right = stable_cross_entropy(logits, targets)
     if loss.dim() != 0:
         if tuple(loss.shape) in (tuple(targets.shape), (targets.numel(),)):
             return (f"{what} has one value per position (shape {list(loss.shape)}): return their mean, "
@@ -115,7 +115,7 @@ def _judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | N
         return f"{what} is NaN or inf on ordinary logits"
     if matches(loss, right, atol=1e-10, rtol=1e-9):
         return None
-    known = first_diagnosis(loss, _cross_entropy_mistakes(logits, targets), atol=1e-8, rtol=1e-6)
+    known = first_diagnosis(loss, cross_entropy_mistakes(logits, targets), atol=1e-8, rtol=1e-6)
     if known or not reveal:
         return known or f"{what} differs from the stable log-softmax cross-entropy of the logits"
     return f"{what} is {loss.item():.6g}; the stable log-softmax cross-entropy of these logits is {right.item():.6g}"

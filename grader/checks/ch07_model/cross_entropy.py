@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
-from grader.checks.ch07_model.common import _cross_entropy_mistakes, _judge_loss
+from grader.checks.ch07_model.common import cross_entropy_mistakes, judge_loss
 
 TASKS = [
     Task("cross_entropy", "model", "cross_entropy", "a stable cross-entropy loss",
@@ -27,7 +27,7 @@ def probe_cross_entropy(ns, logits, targets):
     return {"loss": ns.model.cross_entropy(logits.clone(), targets.clone())}
 
 
-def _logits_inputs(shape, scale=2.0):
+def logits_inputs(shape, scale=2.0):
     def make(g):
         logits = torch.randn(*shape, generator=g, dtype=torch.float64) * scale
         targets = torch.randint(0, shape[-1], shape[:-1], generator=g)
@@ -36,9 +36,9 @@ def _logits_inputs(shape, scale=2.0):
 
 
 @check("matches_log_softmax", 2, "logits [2, 3, 5]: the loss equals the mean of −log softmax(logits)[target]",
-       probe=probe_cross_entropy, inputs=_logits_inputs((2, 3, 5)))
+       probe=probe_cross_entropy, inputs=logits_inputs((2, 3, 5)))
 def judge_cross_entropy(out, inputs, expected):
-    return _judge_loss(out["loss"], inputs["logits"], inputs["targets"])
+    return judge_loss(out["loss"], inputs["logits"], inputs["targets"])
 
 
 def _huge_logits(g):
@@ -56,7 +56,7 @@ def judge_cross_entropy_huge(out, inputs, expected):
         return ("the loss is NaN or inf for logits around ±1e4: there is no max subtraction, so exp overflows "
                 "(exp(1e4) = inf) or underflows to log(0). Subtract each row's own maximum before exp: "
                 "log-softmax(z) = (z − max z) − log Σ exp(z − max z)")
-    if (problem := _judge_loss(loss, logits, targets)) is not None:
+    if (problem := judge_loss(loss, logits, targets)) is not None:
         return f"with logits around ±1e4: {problem}"
     return None
 
@@ -72,7 +72,7 @@ def judge_cross_entropy_tiny(out, inputs, expected):
         return ("the loss is inf when the target's logit is 1e4 below the others: its softmax probability "
                 "underflows to 0 and log(0) = -inf. Take the log-softmax directly, (z − max z) − log Σ exp(z − max "
                 "z), instead of the log of a softmax")
-    if (problem := _judge_loss(loss, logits, targets)) is not None:
+    if (problem := judge_loss(loss, logits, targets)) is not None:
         return f"with a target's logit 1e4 below the others: {problem}"
     return None
 
@@ -88,7 +88,7 @@ def judge_cross_entropy_uniform(out, inputs, expected):
     figure = torch.tensor(V, dtype=torch.float64).log()
     if matches(loss, figure, atol=1e-12, rtol=0):
         return None
-    known = first_diagnosis(loss, _cross_entropy_mistakes(inputs["logits"], inputs["targets"]), atol=1e-8, rtol=1e-6)
+    known = first_diagnosis(loss, cross_entropy_mistakes(inputs["logits"], inputs["targets"]), atol=1e-8, rtol=1e-6)
     lead = f"all-zero logits over V = {V} classes should give log V = {figure.item():.6f}"
     return f"{lead}: {known}" if known else f"{lead}, got {loss.item():.6g}"
 
@@ -104,7 +104,7 @@ def probe_cross_entropy_gradient(ns, logits, targets):
 
 
 @check("gradient", 1, "the loss stays differentiable: d loss / d logits = (softmax − one-hot) / N",
-       probe=probe_cross_entropy_gradient, inputs=_logits_inputs((3, 4, 6)))
+       probe=probe_cross_entropy_gradient, inputs=logits_inputs((3, 4, 6)))
 def judge_cross_entropy_gradient(out, inputs, expected):
     logits, targets = inputs["logits"], inputs["targets"]
     if out["gradient"] is None:

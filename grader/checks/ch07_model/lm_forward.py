@@ -15,7 +15,7 @@ import torch
 from grader.checks._api import (
     Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem, shown_shape,
 )
-from grader.checks.ch07_model.common import SIZES, _full_sizes, _judge_loss, _model, _stable_cross_entropy
+from grader.checks.ch07_model.common import SIZES, full_sizes, judge_loss, model_of, stable_cross_entropy
 from grader.checks.course import random_lm_state
 
 TASKS = [
@@ -23,10 +23,10 @@ TASKS = [
 ]
 
 
-def _lm_inputs(sizes, B=2, T=7):
+def lm_inputs(sizes, B=2, T=7):
     def make(g):
         V = sizes["vocab_size"]
-        return {"sizes": sizes, "state": random_lm_state(g, _full_sizes(sizes)),
+        return {"sizes": sizes, "state": random_lm_state(g, full_sizes(sizes)),
                 "idx": torch.randint(0, V, (B, T), generator=g), "targets": torch.randint(0, V, (B, T), generator=g)}
     return make
 
@@ -35,7 +35,7 @@ def _lm_inputs(sizes, B=2, T=7):
 
 
 def probe_lm_forward(ns, sizes, state, idx, targets):
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     with torch.no_grad():
         plain = model(idx.clone())
         scored = model(idx.clone(), targets.clone())
@@ -43,7 +43,7 @@ def probe_lm_forward(ns, sizes, state, idx, targets):
     return {"plain": as_list(plain), "scored": as_list(scored)}
 
 
-def _triple(value, what):
+def triple(value, what):
     if not isinstance(value, list) or len(value) != 3:
         return f"{what} should return (logits, loss, presents), got {type(value).__name__}"
     value[:] = [v for v in value]
@@ -51,11 +51,11 @@ def _triple(value, what):
 
 
 @check("shapes", 2, "idx [2, 7] gives logits [2, 7, V]; loss and presents are None unless asked for",
-       probe=probe_lm_forward, inputs=_lm_inputs(SIZES))
+       probe=probe_lm_forward, inputs=lm_inputs(SIZES))
 def judge_lm_shapes(out, inputs, expected):
     B, T = inputs["idx"].shape
-    V = _full_sizes(inputs["sizes"])["vocab_size"]
-    if problem := _triple(out["plain"], "model(idx)"):
+    V = full_sizes(inputs["sizes"])["vocab_size"]
+    if problem := triple(out["plain"], "model(idx)"):
         return problem
     logits, loss, presents = out["plain"]
     if problem := shape_problem(logits, (B, T, V), "the logits"):
@@ -68,9 +68,9 @@ def judge_lm_shapes(out, inputs, expected):
 
 
 @check("loss", 2, "with targets the loss equals the mean cross-entropy of the returned logits",
-       probe=probe_lm_forward, inputs=_lm_inputs(SIZES))
+       probe=probe_lm_forward, inputs=lm_inputs(SIZES))
 def judge_lm_loss(out, inputs, expected):
-    if problem := _triple(out["scored"], "model(idx, targets)"):
+    if problem := triple(out["scored"], "model(idx, targets)"):
         return problem
     logits, loss, _ = out["scored"]
     targets = inputs["targets"]
@@ -79,12 +79,12 @@ def judge_lm_loss(out, inputs, expected):
     if not isinstance(loss, torch.Tensor) or not isinstance(logits, torch.Tensor):
         return "the logits and the loss should be tensors"
     if loss.dim() == 0 and logits.shape[:-1] == targets.shape:
-        shifted = _stable_cross_entropy(logits[:, :-1], targets[:, 1:])
-        if not matches(loss, _stable_cross_entropy(logits, targets), atol=1e-10, rtol=1e-9) and matches(
+        shifted = stable_cross_entropy(logits[:, :-1], targets[:, 1:])
+        if not matches(loss, stable_cross_entropy(logits, targets), atol=1e-10, rtol=1e-9) and matches(
                 loss, shifted, atol=1e-10, rtol=1e-9):
             return ("the targets are shifted again: targets[b, t] is already the token that follows idx[b, t], "
                     "so score logits[:, t] against targets[:, t]")
-    if problem := _judge_loss(loss, logits, targets, "the loss"):
+    if problem := judge_loss(loss, logits, targets, "the loss"):
         return f"the loss should be the cross-entropy of the returned logits against the targets: {problem}"
     return None
 
@@ -104,7 +104,7 @@ LM_MISTAKES = {
 }
 
 
-def _lm_composed(model, idx):
+def lm_composed(model, idx):
     """The model's own parts composed as the lesson's forward, and as the classic wrong ones."""
     with torch.no_grad():
         tokens = model.token_embedding(idx)
@@ -130,15 +130,15 @@ def _lm_composed(model, idx):
 
 
 def probe_lm_formula(ns, sizes, state, idx, targets=None):
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     with torch.no_grad():
-        return {"logits": model(idx.clone())[0], "composed": _lm_composed(model, idx.clone())}
+        return {"logits": model(idx.clone())[0], "composed": lm_composed(model, idx.clone())}
 
 
 @check("formula", 2,
        "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
        "parts, each block reading the one before",
-       probe=probe_lm_formula, inputs=_lm_inputs(dict(SIZES, n_layers=3), T=6))
+       probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6))
 def judge_lm_formula(out, inputs, expected):
     composed = out["composed"]
     if compare(out["logits"], composed["right"], atol=1e-9, rtol=1e-7) is None:
@@ -151,7 +151,7 @@ def judge_lm_formula(out, inputs, expected):
 
 
 def _lm_final_norm_inputs(g):
-    inputs = _lm_inputs(SIZES)(g)
+    inputs = lm_inputs(SIZES)(g)
     inputs["state"]["ln_final.weight"] = torch.zeros(SIZES["d_model"], dtype=torch.float64)
     return inputs
 
@@ -160,7 +160,7 @@ def _lm_final_norm_inputs(g):
        "with ln_final's gamma = 0 and beta = b every position's logits are head(b): the head reads ln_final",
        probe=probe_lm_forward, inputs=_lm_final_norm_inputs)
 def judge_lm_final_norm_feeds_head(out, inputs, expected):
-    if problem := _triple(out["plain"], "model(idx)"):
+    if problem := triple(out["plain"], "model(idx)"):
         return problem
     logits = out["plain"][0]
     B, T = inputs["idx"].shape
@@ -176,7 +176,7 @@ def judge_lm_final_norm_feeds_head(out, inputs, expected):
 
 
 def _lm_repeated_inputs(g):
-    inputs = _lm_inputs(SIZES, T=6)(g)
+    inputs = lm_inputs(SIZES, T=6)(g)
     inputs["idx"] = torch.tensor([[3] * 6, [7] * 6])
     return inputs
 
@@ -184,10 +184,10 @@ def _lm_repeated_inputs(g):
 @check("positions_matter", 1, "a token repeated at every position gets different logits at different positions",
        probe=probe_lm_forward, inputs=_lm_repeated_inputs)
 def judge_lm_positions_matter(out, inputs, expected):
-    if problem := _triple(out["plain"], "model(idx)"):
+    if problem := triple(out["plain"], "model(idx)"):
         return problem
     logits = out["plain"][0]
-    if problem := shape_problem(logits, (*inputs["idx"].shape, _full_sizes(inputs["sizes"])["vocab_size"]),
+    if problem := shape_problem(logits, (*inputs["idx"].shape, full_sizes(inputs["sizes"])["vocab_size"]),
                                 "the logits"):
         return problem
     if matches(logits, logits[:, :1].expand_as(logits), atol=1e-9, rtol=1e-7):
@@ -197,13 +197,13 @@ def judge_lm_positions_matter(out, inputs, expected):
 
 
 def probe_lm_logits(ns, sizes, state, idx):
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     with torch.no_grad():
         return {"logits": model(idx.clone())[0]}
 
 
 def _lm_causal_inputs(g):
-    inputs = _lm_inputs(SIZES, T=8)(g)
+    inputs = lm_inputs(SIZES, T=8)(g)
     changed = inputs["idx"].clone()
     V = SIZES["vocab_size"]
     changed[:, 5:] = (changed[:, 5:] + 1 + torch.randint(0, V - 1, (2, 3), generator=g)) % V  # every one differs
@@ -221,7 +221,7 @@ def judge_lm_causal(out, inputs, expected):
 
 
 def probe_lm_cache(ns, sizes, state, idx, chunks, part, earlier):
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     with torch.no_grad():
         if part == "full":
             return {"full": model(idx.clone())[0]}
@@ -245,9 +245,9 @@ def probe_lm_cache(ns, sizes, state, idx, chunks, part, earlier):
             "no_offset": no_offset}
 
 
-def _lm_cache_inputs(sizes, chunks):
+def lm_cache_inputs(sizes, chunks):
     def make(g):
-        inputs = _lm_inputs(sizes, T=sum(chunks))(g)
+        inputs = lm_inputs(sizes, T=sum(chunks))(g)
         return {"sizes": sizes, "state": inputs["state"], "idx": inputs["idx"], "chunks": list(chunks)}
     return make
 
@@ -255,10 +255,10 @@ def _lm_cache_inputs(sizes, chunks):
 @check("cache_matches_full", 3,
        "a 3-token prompt then 4 tokens one at a time through past_key_values gives the logits of one "
        "full pass; presents hold one (keys, values) per block",
-       probe=probe_lm_cache, inputs=_lm_cache_inputs(SIZES, (3, 1, 1, 1, 1)), parts=("full", "stepwise"))
+       probe=probe_lm_cache, inputs=lm_cache_inputs(SIZES, (3, 1, 1, 1, 1)), parts=("full", "stepwise"))
 def judge_lm_cache(out, inputs, expected, hidden=False):
     B, T = inputs["idx"].shape
-    s = _full_sizes(inputs["sizes"])
+    s = full_sizes(inputs["sizes"])
     N, h, d_h = s["n_layers"], s["n_heads"], s["d_model"] // s["n_heads"]
     if out["presents"] is None:
         return "with use_cache=True the model should return presents: one (keys, values) per block"

@@ -12,7 +12,7 @@ import torch
 
 from grader.checks._api import Task, check, plain_shape, shape_problem, shown_count, shown_shape
 from grader.checks.catalogue import known_class_name
-from grader.checks.ch07_model.common import FIGURES, SIZES, _count_mistake, _describe, _full_sizes, _ledger, _model
+from grader.checks.ch07_model.common import FIGURES, SIZES, count_mistake, describe_value, full_sizes, ledger_of, model_of
 from grader.checks.course import LEDGER, LM_PARTS, config, random_lm_state
 
 TASKS = [
@@ -28,16 +28,16 @@ def probe_lm_counts(ns, configs):
                        for sizes in configs]}
 
 
-def _judge_lm_counts(out, inputs, hidden):
+def judge_lm_counts(out, inputs, hidden):
     for count, sizes in zip(out["counts"], inputs["configs"]):
-        if count == _ledger(sizes):
+        if count == ledger_of(sizes):
             continue
-        why = _count_mistake(count, sizes)
+        why = count_mistake(count, sizes)
         if hidden:
             return ("for one of the hidden configurations TransformerLM registers a different number of "
                     f"parameters than the ledger {LEDGER}" + (f": {why}" if why else ""))
-        return (f"for {_describe(sizes)} TransformerLM(cfg) registers {shown_count(count)} parameters; the ledger "
-                f"{LEDGER} gives {_ledger(sizes):,}" + (f": {why}" if why else ""))
+        return (f"for {describe_value(sizes)} TransformerLM(cfg) registers {shown_count(count)} parameters; the ledger "
+                f"{LEDGER} gives {ledger_of(sizes):,}" + (f": {why}" if why else ""))
     return None
 
 
@@ -46,7 +46,7 @@ def _judge_lm_counts(out, inputs, hidden):
        "V=10, C=6, N=2, d=4, h=2, f=8",
        probe=probe_lm_counts, inputs=lambda g: {"configs": FIGURES})
 def judge_lm_ledger(out, inputs, expected):
-    return _judge_lm_counts(out, inputs, hidden=False)
+    return judge_lm_counts(out, inputs, hidden=False)
 
 
 # ------------------------------------------------------------------ the parts
@@ -99,7 +99,7 @@ def _missing(out, *names):
 def judge_lm_blocks(out, inputs, expected):
     if problem := _missing(out, "blocks"):
         return problem
-    N = _full_sizes(inputs["sizes"])["n_layers"]
+    N = full_sizes(inputs["sizes"])["n_layers"]
     if out["n_blocks"] != N:
         return f"model.blocks holds {out['n_blocks']} blocks; n_layers = {N} asks for {N}"
     if out["distinct_blocks"] != N:
@@ -123,7 +123,7 @@ def judge_lm_blocks(out, inputs, expected):
 def judge_lm_head(out, inputs, expected):
     if problem := _missing(out, "head", "token_embedding"):
         return problem
-    s = _full_sizes(inputs["sizes"])
+    s = full_sizes(inputs["sizes"])
     if out["tied"]:
         return ("the head is tied to the token embedding (the same weight): this model's head is untied, "
                 "with its own V×d weight")
@@ -140,7 +140,7 @@ def judge_lm_head(out, inputs, expected):
 def judge_lm_final_norm(out, inputs, expected):
     if "ln_final" in out["missing"]:
         return "there is no final LayerNorm: the model needs ln_final = LayerNorm(d) before the head"
-    d = _full_sizes(inputs["sizes"])["d_model"]
+    d = full_sizes(inputs["sizes"])["d_model"]
     if out["ln_final_type"] != "LayerNorm" or out["ln_final_size"] != d:
         found = known_class_name(out["ln_final_type"]) or "an object of another class"
         return f"ln_final should be the course's LayerNorm(d) with d = {d}, found {found}"
@@ -149,7 +149,7 @@ def judge_lm_final_norm(out, inputs, expected):
 
 def contract_names(sizes):
     return {name: list(value.shape)
-            for name, value in random_lm_state(torch.Generator().manual_seed(0), _full_sizes(sizes)).items()}
+            for name, value in random_lm_state(torch.Generator().manual_seed(0), full_sizes(sizes)).items()}
 
 
 @check("module_names", 1,
@@ -197,11 +197,11 @@ def judge_lm_heads(out, inputs, expected):
     if len(set(counts)) != 1:
         return (f"the parameter count changes with the number of heads ({', '.join(shown_count(c) for c in counts)} "
                 "for h = 1, 2, 4): heads split d into slices, they add no parameters")
-    return _judge_lm_counts(out, inputs, hidden=False)
+    return judge_lm_counts(out, inputs, hidden=False)
 
 
 def probe_lm_init_forward(ns, sizes, idx):
-    model = _model(ns, sizes)
+    model = model_of(ns, sizes)
     with torch.no_grad():
         out = model(idx.clone())
     return {"logits": out[0] if isinstance(out, (tuple, list)) else out}
@@ -212,7 +212,7 @@ def probe_lm_init_forward(ns, sizes, idx):
        inputs=lambda g: {"sizes": SIZES, "idx": torch.randint(0, 11, (2, 5), generator=g)})
 def judge_lm_init_forward(out, inputs, expected):
     B, T = inputs["idx"].shape
-    V = _full_sizes(inputs["sizes"])["vocab_size"]
+    V = full_sizes(inputs["sizes"])["vocab_size"]
     if problem := shape_problem(out["logits"], (B, T, V), "the logits"):
         return f"the forward pass on your model's parts: {problem}"
     return None

@@ -13,7 +13,7 @@ import math
 import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
-from grader.checks.ch08_training.common import SIZES, _model
+from grader.checks.ch08_training.common import SIZES, model_of
 from grader.checks.ch08_training.oracles import ADAMW_MISTAKES, hand_adamw
 from grader.checks.course import F64
 
@@ -30,7 +30,7 @@ TASKS = [
 HYPER = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
 
 
-def _leaves(initial):
+def leaves_of(initial):
     return [p.clone().requires_grad_(True) for p in initial]
 
 
@@ -73,7 +73,7 @@ def probe_adamw_init(ns, shapes, order, as_generator):
 
 
 def probe_adamw_init_model(ns, sizes):
-    model = _model(ns, sizes)
+    model = model_of(ns, sizes)
     model.head.weight = model.token_embedding.weight  # tied: one tensor, two names
     originals = list(model.parameters())
     listed = (p for p in [*model.parameters(), model.head.weight, model.token_embedding.weight])
@@ -184,7 +184,7 @@ def judge_adamw_rejects(out, inputs, expected):
 
 def probe_adamw_trajectory(ns, params, grads, lrs, hyper):
     """Apply the student's AdamW.step to the given gradients; the parameters after every step."""
-    leaves = _leaves(params)
+    leaves = leaves_of(params)
     optimizer = ns.train.AdamW(leaves, lr=lrs[0], betas=tuple(hyper["betas"]), eps=hyper["eps"],
                                weight_decay=hyper["weight_decay"])
     trajectory = [[] for _ in leaves]
@@ -227,7 +227,7 @@ def _trajectory_problem(out, inputs, expected_trajectory, mistakes=ADAMW_MISTAKE
     return "the parameters do not follow torch.optim.AdamW"
 
 
-def _schedule(steps, lr, warmup):
+def schedule(steps, lr, warmup):
     lrs = []
     for step in range(steps):
         if step < warmup:
@@ -245,7 +245,7 @@ def _adamw_inputs(g):
     params = [torch.randn(*s, generator=g, dtype=F64) for s in shapes]
     grads = [[torch.randn(*s, generator=g, dtype=F64) * k + 0.3 * k for s, k in zip(shapes, scales)]
              for _ in range(steps)]
-    return {"params": params, "grads": grads, "lrs": _schedule(steps, 1e-2, 5), "hyper": dict(HYPER)}
+    return {"params": params, "grads": grads, "lrs": schedule(steps, 1e-2, 5), "hyper": dict(HYPER)}
 
 
 def _skipping_inputs(g):
@@ -351,7 +351,7 @@ def judge_adamw_matches_torch(out, inputs, expected):
 
 
 def probe_zero_grad(ns, params, grads, fresh):
-    leaves = _leaves(params)
+    leaves = leaves_of(params)
     optimizer = ns.train.AdamW(leaves, lr=0.1, weight_decay=0.1)
     for p, g in zip(leaves, grads):
         p.grad = g.clone()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check
-from grader.checks.ch08_training.common import _windows
+from grader.checks.ch08_training.common import windows_of
 
 TASKS = [
     Task("make_batch", "train", "make_batch", "padded batches with a mask"),
@@ -28,7 +28,7 @@ def right_batch(documents, block_size, pad_id, front=False):
     one), laid out in a row as wide as the longest document's windows, pad_id after them
     and the mask True exactly on the document's own positions. `front`: the same rows
     padded at the front, a known mistake."""
-    per_document = [_windows(ids, block_size) for ids in documents]
+    per_document = [windows_of(ids, block_size) for ids in documents]
     width = max((len(x) for x, _ in per_document), default=0)
     inputs = [_laid_out(x, width, pad_id, front) for x, _ in per_document]
     targets = [_laid_out(y, width, pad_id, front) for _, y in per_document]
@@ -42,7 +42,7 @@ def probe_make_batch(ns, documents, block_size, pad_id):
     return {"out": list(out) if isinstance(out, (tuple, list)) else out}
 
 
-def _batch_problem(out, inputs, show=True):
+def batch_problem(out, inputs, show=True):
     documents, block_size, pad_id = inputs["documents"], inputs["block_size"], inputs["pad_id"]
     parts = out["out"]
     if not isinstance(parts, list) or len(parts) != 3:
@@ -98,7 +98,7 @@ def _names_example(g):
 @check("lesson_example", 2, "ana and li (BOS = pad_id = 26) give the lesson's inputs, targets and mask",
        probe=probe_make_batch, inputs=_names_example)
 def judge_make_batch_example(out, inputs, expected):
-    if problem := _batch_problem(out, inputs):
+    if problem := batch_problem(out, inputs):
         return f"the lesson's example (ana, li with BOS = 26 as pad_id): {problem}"
     return None
 
@@ -113,4 +113,4 @@ def _batch_inputs(g):
        "short rows padded at the end with pad_id (mask False), a long one cut to block_size, T the longest row",
        probe=probe_make_batch, inputs=_batch_inputs)
 def judge_make_batch(out, inputs, expected):
-    return _batch_problem(out, inputs)
+    return batch_problem(out, inputs)

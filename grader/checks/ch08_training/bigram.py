@@ -12,7 +12,7 @@ import math
 import torch
 
 from grader.checks._api import Task, check, exception_name, try_call
-from grader.checks.ch08_training.common import _close, _is_float
+from grader.checks.ch08_training.common import close_enough, is_float
 
 TASKS = [
     Task("bigram_baseline", "train", "bigram_baseline", "the count-based bigram baseline"),
@@ -72,7 +72,7 @@ def probe_bigram(ns, vocab_docs, calls):
                      block_size=call["block_size"], smoothing=call["k"]) for call in calls]
 
 
-def _bigram_problem(out, inputs, show=True):
+def bigram_problem(out, inputs, show=True):
     for number, (call, result) in enumerate(zip(inputs["calls"], out), start=1):
         label = (f"bigram_baseline({call['train']}, {call['val']}, block_size={call['block_size']}, "
                  f"smoothing={call['k']})" if show else f"call {number}")
@@ -81,14 +81,14 @@ def _bigram_problem(out, inputs, show=True):
         value = result["value"]
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = float(value)
-        if not _is_float(value):
+        if not is_float(value):
             return f"{label} should return a float, got {type(value).__name__}"
         right = hand_bigram(call["train"], call["val"], call["block_size"], call["k"])
-        if _close(value, right, 1e-9):
+        if close_enough(value, right, 1e-9):
             continue
         for name, why in BIGRAM_MISTAKES:
             wrong = hand_bigram(call["train"], call["val"], call["block_size"], call["k"], mistake=name)
-            if not _close(wrong, right, 1e-9) and _close(value, wrong, 1e-9):
+            if not close_enough(wrong, right, 1e-9) and close_enough(value, wrong, 1e-9):
                 return f"{label}: {why}"
         return f"{label} should be {right:.6f} nats per character, got {value:.6f}" if show else (
             f"{label}: the baseline differs from add-k counting over the scored (input, target) pairs")
@@ -118,4 +118,4 @@ def _bigram_cropped(g):
        "on 'ab' gives ln 2",
        probe=probe_bigram, inputs=_bigram_by_hand)
 def judge_bigram(out, inputs, expected):
-    return _bigram_problem(out, inputs)
+    return bigram_problem(out, inputs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, matches
-from grader.checks.ch08_training.common import CLIP_EPS, _close, _is_float
+from grader.checks.ch08_training.common import CLIP_EPS, close_enough, is_float
 from grader.checks.course import F64
 
 TASKS = [
@@ -108,13 +108,13 @@ def _grads_match(actual, wanted, atol=1e-12, rtol=1e-12):
     return True
 
 
-def _clip_problem(out, inputs, hidden=False):
+def clip_problem(out, inputs, hidden=False):
     for number, (case, result) in enumerate(zip(inputs["cases"], out), start=1):
         total, grads = result["total"], result["grads"]
         right_total, right_grads = torch_clip(case)
         label = f"case {number}" + ("" if hidden else f" (max_norm {case['max_norm']})")
         if not isinstance(total, torch.Tensor):
-            if _is_float(total) and _close(float(total), float(right_total), 1e-12):
+            if is_float(total) and close_enough(float(total), float(right_total), 1e-12):
                 return (f"{label}: the norm is returned as a {type(total).__name__}; return it as a 0-d tensor, "
                         f"like torch.nn.utils.clip_grad_norm_")
             return f"{label}: clip_grad_norm should return the total norm as a 0-d tensor, got {type(total).__name__}"
@@ -184,4 +184,4 @@ def _clip_missing_shared_inputs(g):
        "torch.nn.utils.clip_grad_norm_'s",
        probe=probe_clip, inputs=_clip_cases)
 def judge_clip(out, inputs, expected):
-    return _clip_problem(out, inputs)
+    return clip_problem(out, inputs)

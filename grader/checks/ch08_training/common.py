@@ -14,7 +14,7 @@ SIZES = dict(vocab_size=7, block_size=6, d_model=8, n_heads=2, n_layers=1, d_ff=
 CLIP_EPS = 1e-6  # max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_
 
 
-def _model(ns, sizes, state=None):
+def model_of(ns, sizes, state=None):
     """The student's (or the reference's) TransformerLM at SIZES with `sizes` on top, in
     float64, holding `state`; callers that run it set its mode."""
     return load_state(ns.model.TransformerLM(config(ns, SIZES, **sizes)), state)
@@ -26,14 +26,14 @@ def random_state(g, sizes, scale=1.0):
     return random_lm_state(g, {**SIZES, **sizes}, scale)
 
 
-def _is_float(value) -> bool:
+def is_float(value) -> bool:
     return isinstance(value, (float, int)) and not isinstance(value, bool)
 
 
-def _close(a: float, b: float, tol: float = 1e-9) -> bool:
+def close_enough(a: float, b: float, tol: float = 1e-9) -> bool:
     return abs(a - b) <= tol * max(1.0, abs(b))
 
 
-def _windows(ids, block_size):
+def windows_of(ids, block_size):
     positions = min(block_size, len(ids) - 1)
     return list(ids[:positions]), list(ids[1:positions + 1])

@@ -13,7 +13,7 @@ import math
 import torch
 
 from grader.checks._api import Task, check, matches
-from grader.checks.ch08_training.common import CLIP_EPS, SIZES, _close, _is_float, _model, random_state
+from grader.checks.ch08_training.common import CLIP_EPS, SIZES, close_enough, is_float, model_of, random_state
 
 TASKS = [
     Task("train_loop", "train", "train_step", "the training step"),
@@ -27,7 +27,7 @@ def _masked_loss(ns, logits, targets, mask):
 def probe_train_steps(ns, sizes, state, batches, max_norms, lr, weight_decay):
     """Run the student's train_step on each batch; record, at the moment optimizer.step()
     runs, what the gradients are, and compute (on a copy) what this batch's gradient is."""
-    model = _model(ns, sizes, state).train()
+    model = model_of(ns, sizes, state).train()
     params = list(model.parameters())
     names = [n for n, _ in model.named_parameters()]
     optimizer = ns.train.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
@@ -60,18 +60,18 @@ def probe_train_steps(ns, sizes, state, batches, max_norms, lr, weight_decay):
             "calls": calls, "final": {n: p.detach().clone() for n, p in zip(names, params)}}
 
 
-def _norm(grads):
+def norm_of(grads):
     return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads if g is not None))
 
 
 def _clipped(grads, max_norm):
     if max_norm is None:
         return grads
-    scale = min(1.0, max_norm / (_norm(grads) + CLIP_EPS))
+    scale = min(1.0, max_norm / (norm_of(grads) + CLIP_EPS))
     return [g * scale for g in grads]
 
 
-def _batch_tensors(g, V, B, T, lengths=None):
+def batch_tensors(g, V, B, T, lengths=None):
     bos = V - 1
     lengths = lengths or [T] + torch.randint(1, T + 1, (B - 1,), generator=g).tolist()
     inputs = torch.randint(0, V, (B, T), generator=g)
@@ -88,7 +88,7 @@ def _train_inputs(g):
     sizes = dict(SIZES)
     state = random_state(g, sizes, scale=0.5)
     V, T = sizes["vocab_size"], sizes["block_size"]
-    batches = [_batch_tensors(g, V, 3, T) for _ in range(3)]
+    batches = [batch_tensors(g, V, 3, T) for _ in range(3)]
     return {"sizes": sizes, "state": state, "batches": batches, "max_norms": [0.05, 0.05, None],
             "lr": 1e-2, "weight_decay": 0.1}
 
@@ -136,20 +136,20 @@ def judge_returns_loss(out, inputs, expected):
         loss, norm = returned
         if isinstance(loss, torch.Tensor) or isinstance(norm, torch.Tensor):
             return "train_step should return Python floats: loss.item() and float(norm), not tensors"
-        if not (_is_float(loss) and _is_float(norm)):
+        if not (is_float(loss) and is_float(norm)):
             return f"train_step should return two floats, got {type(loss).__name__} and {type(norm).__name__}"
-        if not _close(loss, call["loss_before"], 1e-10):
-            if _close(loss, call["loss_after"], 1e-10):
+        if not close_enough(loss, call["loss_before"], 1e-10):
+            if close_enough(loss, call["loss_after"], 1e-10):
                 return f"call {number}: the returned loss is the loss after the update; return the loss the step was computed from"
             return f"call {number}: the returned loss is not masked_loss of the model's logits on this batch"
-        right = _norm(call["fresh"])
-        if _close(norm, right, 1e-9):
+        right = norm_of(call["fresh"])
+        if close_enough(norm, right, 1e-9):
             continue
         previous = out["calls"][number - 2]["at_step"] if number > 1 else []
-        if previous and previous[-1] and _close(norm, _norm([a + b for a, b in zip(previous[-1], call["fresh"])]), 1e-9):
+        if previous and previous[-1] and close_enough(norm, norm_of([a + b for a, b in zip(previous[-1], call["fresh"])]), 1e-9):
             return (f"call {number}: the gradient norm includes the previous step's gradient: gradients accumulate "
                     f"because zero_grad() is not called before backward()")
-        if max_norm is not None and _close(norm, min(right, max_norm), 1e-6):
+        if max_norm is not None and close_enough(norm, min(right, max_norm), 1e-6):
             return f"call {number}: the returned norm is taken after clipping; return the norm before clipping"
         return f"call {number}: the returned gradient norm is not the global norm of this batch's gradients"
     return None
@@ -189,7 +189,7 @@ def judge_fresh_clipped_gradients(out, inputs, expected):
 
 
 def probe_lowers_loss(ns, sizes, state, batch, steps, lr):
-    model = _model(ns, sizes, state).train()
+    model = model_of(ns, sizes, state).train()
     optimizer = ns.train.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     inputs, targets, mask = batch
     with torch.no_grad():
@@ -203,7 +203,7 @@ def probe_lowers_loss(ns, sizes, state, batch, steps, lr):
 def _lowers_inputs(g):
     sizes = dict(SIZES)
     return {"sizes": sizes, "state": random_state(g, sizes, scale=0.5),
-            "batch": _batch_tensors(g, sizes["vocab_size"], 4, sizes["block_size"]), "steps": 5, "lr": 2e-2}
+            "batch": batch_tensors(g, sizes["vocab_size"], 4, sizes["block_size"]), "steps": 5, "lr": 2e-2}
 
 
 @check("lowers_loss", 1, "five steps on one fixed batch lower its loss", probe=probe_lowers_loss, inputs=_lowers_inputs)

@@ -23,7 +23,7 @@ TASKS = [
 SIZES = dict(vocab_size=13, block_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=16, dropout=0.0)
 
 
-def _model(ns, sizes, state):
+def model_of(ns, sizes, state):
     return load_state(ns.model.TransformerLM(config(ns, SIZES, **sizes)), state)
 
 
@@ -55,7 +55,7 @@ def probe_generate(ns, sizes, state, prompt, max_new_tokens, seed, temperature=1
                    as_list=False, part=None, earlier=None):
     """part="generate" only generates; part="recompute" (a fresh worker) recomputes the
     logits of the ids the generate part returned with full forwards; no part does both."""
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     result = {}
     if part != "recompute":
         calls = _recording(model)
@@ -84,7 +84,7 @@ def probe_generate(ns, sizes, state, prompt, max_new_tokens, seed, temperature=1
     return result
 
 
-def _pair(out, prompt, V, what="generate(..., return_logits=True)"):
+def pair_of(out, prompt, V, what="generate(..., return_logits=True)"):
     """(ids [B, T + n], logits [B, n, V]) from the returned pair, or a problem."""
     returned = out["returned"]
     if not isinstance(returned, list) or len(returned) != 2:
@@ -111,7 +111,7 @@ def _pair(out, prompt, V, what="generate(..., return_logits=True)"):
     return (ids2, logits.unsqueeze(0) if single else logits, n), None
 
 
-def _generate_inputs(g, B=2, P=3, n=7):
+def generate_inputs(g, B=2, P=3, n=7):
     V, bos = SIZES["vocab_size"], SIZES["vocab_size"] - 1
     prompt = torch.randint(0, V - 1, (B, P), generator=g)
     prompt[:, 0] = bos
@@ -120,7 +120,7 @@ def _generate_inputs(g, B=2, P=3, n=7):
 
 
 def _one_token_inputs(g):
-    inputs = _generate_inputs(g, P=3, n=6)
+    inputs = generate_inputs(g, P=3, n=6)
     inputs["prompt"] = inputs["prompt"][0]
     inputs["as_list"] = True
     return inputs
@@ -128,10 +128,10 @@ def _one_token_inputs(g):
 
 @check("cached_equals_recompute", 3,
        "a [2, 3] prompt and 7 new ids: the logits of every draw equal a full forward over the sequence so far",
-       probe=probe_generate, inputs=_generate_inputs, parts=("generate", "recompute"))
+       probe=probe_generate, inputs=generate_inputs, parts=("generate", "recompute"))
 def judge_cached_equals_recompute(out, inputs, expected):
     prompt, V = inputs["prompt"], inputs["sizes"]["vocab_size"]
-    parsed, problem = _pair(out, prompt, V)
+    parsed, problem = pair_of(out, prompt, V)
     if problem:
         return problem
     ids, logits, n = parsed
@@ -195,7 +195,7 @@ def judge_one_token_per_step(out, inputs, expected):
 
 
 def probe_generate_stop(ns, sizes, state, prompt, max_new_tokens, seed, stop_id):
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     with torch.no_grad():  # the head prefers stop_id by far, at every position
         model.ln_final.weight.zero_()
         model.ln_final.bias.zero_()
@@ -211,7 +211,7 @@ def probe_generate_stop(ns, sizes, state, prompt, max_new_tokens, seed, stop_id)
 
 
 def _stop_inputs(g):
-    inputs = _generate_inputs(g, B=1, P=2, n=8)
+    inputs = generate_inputs(g, B=1, P=2, n=8)
     bos = SIZES["vocab_size"] - 1
     return {**inputs, "prompt": torch.tensor([bos, 4]), "stop_id": bos}
 
@@ -259,13 +259,13 @@ def _shown_ids(ids, limit, V) -> str:
 
 
 def probe_generate_rows(ns, sizes, state, prompt, max_new_tokens, seed, stop_id, temperature):
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     return try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=temperature,
                     generator=seeded_generator(seed), stop_id=stop_id)
 
 
 def _rows_inputs(g):
-    inputs = _generate_inputs(g, B=40, P=1, n=9)
+    inputs = generate_inputs(g, B=40, P=1, n=9)
     return {**inputs, "stop_id": 3, "temperature": 2.0}
 
 
@@ -298,7 +298,7 @@ def judge_generate_rows(out, inputs, expected):
 
 
 def probe_generate_limit(ns, sizes, state, bos):
-    model = _model(ns, dict(sizes, block_size=6), state)
+    model = model_of(ns, dict(sizes, block_size=6), state)
     greedy = dict(temperature=0.0)
     return {"fits": try_call(ns.sample.generate, model, [bos, 1], 5, **greedy),
             "one_more": try_call(ns.sample.generate, model, [bos, 1], 6, **greedy),
@@ -353,13 +353,13 @@ def judge_generate_limit(out, inputs, expected):
 
 
 def probe_generate_seeded(ns, sizes, state, prompt, max_new_tokens, seed):
-    model = _model(ns, sizes, state)
+    model = model_of(ns, sizes, state)
     return [ns.sample.generate(model, prompt.clone(), max_new_tokens, generator=seeded_generator(s))
             for s in (seed, seed, seed + 1)]
 
 
 def _seeded_generate_inputs(g):
-    inputs = _generate_inputs(g, B=8, P=1, n=9)
+    inputs = generate_inputs(g, B=8, P=1, n=9)
     return {k: inputs[k] for k in ("sizes", "state", "prompt", "max_new_tokens", "seed")}
 
 
@@ -377,7 +377,7 @@ def judge_generate_seeded(out, inputs, expected):
 
 
 def probe_generate_mode(ns, sizes, state, bos, seed):
-    model = _model(ns, sizes, state).train()
+    model = model_of(ns, sizes, state).train()
     out = try_call(ns.sample.generate, model, [bos], 4, generator=seeded_generator(seed), return_logits=True)
     in_train = model.training
     model.eval()

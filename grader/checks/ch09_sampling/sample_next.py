@@ -172,7 +172,7 @@ def judge_top_k_ties(out, inputs, expected):
     return f"with all logits tied and top_k={k}, only {drawn} different ids were drawn in {ids.numel()} draws"
 
 
-def _frequency_problem(out, inputs, hidden=False):
+def frequency_problem(out, inputs, hidden=False):
     logits = inputs["logits"]
     V = logits.shape[-1]
     for number, (call, result) in enumerate(zip(inputs["calls"], out), start=1):
@@ -234,7 +234,7 @@ def _temperature_inputs(g):
        f"{FREQUENCY_TOLERANCE} of (0.6652, 0.2447, 0.0900)",
        probe=probe_sample_calls, inputs=_softmax_inputs)
 def judge_frequencies(out, inputs, expected):
-    return _frequency_problem(out, inputs)
+    return frequency_problem(out, inputs)
 
 
 def _seeded_inputs(g):

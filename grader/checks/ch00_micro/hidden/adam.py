@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.adam import _judge_adam, probe_adam
-from grader.checks.ch00_micro.hidden.common import _random_seed
+from grader.checks.ch00_micro.adam import judge_adam, probe_adam
+from grader.checks.ch00_micro.hidden.common import random_seed
 
 
 def _random_adam(g):
-    seed = _random_seed(g)
+    seed = random_seed(g)
     rng = random.Random(seed)
     n, steps = rng.randint(2, 5), rng.randint(2, 4)
     scale = [10 ** rng.uniform(-3, 1.5) for _ in range(n)]
@@ -23,4 +23,4 @@ def _random_adam(g):
 @check("random_steps", 2, "random parameters, gradients and settings: every step equals the hand computation",
        probe=probe_adam, inputs=_random_adam, hidden=True)
 def judge_adam_hidden(out, inputs, expected):
-    return _judge_adam(out, inputs, False)
+    return judge_adam(out, inputs, False)

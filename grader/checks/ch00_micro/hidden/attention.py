@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.attention import _judge_attention_values, probe_attention
-from grader.checks.ch00_micro.common import _all_close, _off_by
+from grader.checks.ch00_micro.attention import judge_attention_values, probe_attention
+from grader.checks.ch00_micro.common import all_close, off_by
 
 
 def _expect_attention(ref, inputs):
@@ -32,11 +32,11 @@ def _random_attention(g):
 @check("matches_reference", 2, "random heads: output, weights and every gradient match the reference",
        probe=probe_attention, inputs=_random_attention, expect=_expect_attention, hidden=True)
 def judge_attention_hidden(out, inputs, expected):
-    if problem := _judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], False):
+    if problem := judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], False):
         return problem
     for name in ("query", "keys", "values"):
-        if not _all_close(out["grads"][name], expected["grads"][name], 1e-9):
+        if not all_close(out["grads"][name], expected["grads"][name], 1e-9):
             return (f"the values are right but the gradients reaching the {name} are off by up to "
-                    f"{_off_by(out['grads'][name], expected['grads'][name]):.3g}: keep every step in the graph "
+                    f"{off_by(out['grads'][name], expected['grads'][name]):.3g}: keep every step in the graph "
                     f"(Values, not .data floats)")
     return None

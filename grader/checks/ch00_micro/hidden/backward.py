@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import _all_close, _off_by
-from grader.checks.ch00_micro.hidden.common import _random_seed
+from grader.checks.ch00_micro.common import all_close, off_by
+from grader.checks.ch00_micro.hidden.common import random_seed
 
 
 def _random_graph(Value, seed):
@@ -51,10 +51,10 @@ def _expect_backward_random(ref, inputs):
 
 
 @check("random_graph", 2, "random graphs of every primitive with reused nodes: leaf gradients match the reference",
-       probe=probe_backward_random, inputs=lambda g: {"seed": _random_seed(g)}, expect=_expect_backward_random,
+       probe=probe_backward_random, inputs=lambda g: {"seed": random_seed(g)}, expect=_expect_backward_random,
        hidden=True)
 def judge_backward_random(out, inputs, expected):
-    if _all_close(out["grads"], expected, 1e-10):
+    if all_close(out["grads"], expected, 1e-10):
         return None
     return (f"the leaf gradients of a random graph (with reused nodes) are off by up to "
-            f"{_off_by(out['grads'], expected):.3g}: every contribution must be added, in reverse topological order")
+            f"{off_by(out['grads'], expected):.3g}: every contribution must be added, in reverse topological order")

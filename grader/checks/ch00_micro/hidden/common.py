@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 
-def _random_seed(g: torch.Generator) -> int:
+def random_seed(g: torch.Generator) -> int:
     return int(torch.randint(0, 2**31 - 1, (1,), generator=g).item())
 
 
-def _uniform(g: torch.Generator, lo: float, hi: float) -> float:
+def uniform(g: torch.Generator, lo: float, hi: float) -> float:
     return lo + (hi - lo) * torch.rand((), generator=g, dtype=torch.float64).item()

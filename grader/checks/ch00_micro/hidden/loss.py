@@ -5,17 +5,17 @@ from __future__ import annotations
 import random
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import SMALL, TOL, _all_close, _close, _off_by
-from grader.checks.ch00_micro.hidden.common import _random_seed
-from grader.checks.ch00_micro.loss import _judge_loss, _run_loss, probe_loss
+from grader.checks.ch00_micro.common import SMALL, TOL, all_close, close_enough, off_by
+from grader.checks.ch00_micro.hidden.common import random_seed
+from grader.checks.ch00_micro.loss import judge_loss, run_loss, probe_loss
 
 
 def _expect_loss(ref, inputs):
-    return _run_loss(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])
+    return run_loss(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])
 
 
 def _random_loss(g):
-    seed = _random_seed(g)
+    seed = random_seed(g)
     rng = random.Random(seed)
     n = rng.randint(2, 9)  # SMALL has block_size 6: some documents are longer than the window
     return {"sizes": dict(SMALL), "seed": seed, "spread": 0.4,
@@ -26,11 +26,11 @@ def _random_loss(g):
        "random documents (some longer than the window): loss and every parameter gradient match the reference",
        probe=probe_loss, inputs=_random_loss, expect=_expect_loss, hidden=True)
 def judge_loss_hidden(out, inputs, expected):
-    if problem := _judge_loss(out, inputs, False):
+    if problem := judge_loss(out, inputs, False):
         return problem
-    if not _close(out["loss"], expected["loss"], TOL):
+    if not close_enough(out["loss"], expected["loss"], TOL):
         return "the loss does not match the reference"
-    if not _all_close(out["grads"], expected["grads"], 1e-8):
-        return (f"the parameter gradients of the loss are off by up to {_off_by(out['grads'], expected['grads']):.3g}: "
+    if not all_close(out["grads"], expected["grads"], 1e-8):
+        return (f"the parameter gradients of the loss are off by up to {off_by(out['grads'], expected['grads']):.3g}: "
                 f"keep every step of the loss in the graph")
     return None

@@ -5,41 +5,41 @@ from __future__ import annotations
 import random
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import NAMES, SMALL, TOL, _all_close, _shape
-from grader.checks.ch00_micro.hidden.common import _random_seed
+from grader.checks.ch00_micro.common import NAMES, SMALL, TOL, all_close, shape_of
+from grader.checks.ch00_micro.hidden.common import random_seed
 from grader.checks.ch00_micro.microgpt import (
-    _block_inputs, _block_raised, _judge_block, _judge_forward, _run_block, _run_forward, probe_block,
+    block_inputs, block_raised, judge_block, judge_forward, run_block, run_forward, probe_block,
     probe_forward,
 )
 
 
 def _expect_block(ref, inputs):
-    return _run_block(ref.micro, inputs["sizes"], inputs["seed"], inputs["spread"], inputs["xs"], ())
+    return run_block(ref.micro, inputs["sizes"], inputs["seed"], inputs["spread"], inputs["xs"], ())
 
 
 def _random_block(g):
-    seed = _random_seed(g)
+    seed = random_seed(g)
     sizes = dict(SMALL, n_head=[1, 2, 4][seed % 3])
-    return _block_inputs(seed, 2 + seed % 4, spread=0.3 + (seed % 5) / 10, sizes=sizes)
+    return block_inputs(seed, 2 + seed % 4, spread=0.3 + (seed % 5) / 10, sizes=sizes)
 
 
 @check("matches_reference", 2, "random weights, inputs and head counts: outputs and attention rows match the reference",
        task="micro_block", probe=probe_block, inputs=_random_block, expect=_expect_block, hidden=True)
 def judge_block_hidden(out, inputs, expected):
-    if problem := _block_raised(out):
+    if problem := block_raised(out):
         return problem
-    if _shape(out["y"]) == _shape(expected["y"]) and _all_close(out["y"], expected["y"], TOL) \
-            and _all_close(out["rows"], expected["rows"], TOL) and out["cache"] == expected["cache"]:
+    if shape_of(out["y"]) == shape_of(expected["y"]) and all_close(out["y"], expected["y"], TOL) \
+            and all_close(out["rows"], expected["rows"], TOL) and out["cache"] == expected["cache"]:
         return None
-    return _judge_block(out, inputs, expected["tables"], False) or "the layer does not match the reference"
+    return judge_block(out, inputs, expected["tables"], False) or "the layer does not match the reference"
 
 
 def _expect_forward(ref, inputs):
-    return _run_forward(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])
+    return run_forward(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])
 
 
 def _random_forward(g):
-    seed = _random_seed(g)
+    seed = random_seed(g)
     rng = random.Random(seed)
     sizes = dict(NAMES, n_layer=1 + seed % 2)
     n = rng.randint(2, 6)
@@ -50,7 +50,7 @@ def _random_forward(g):
        "the names-sized model, 1 or 2 layers, random ids: logits and attention rows match the reference",
        task="micro_forward", probe=probe_forward, inputs=_random_forward, expect=_expect_forward, hidden=True)
 def judge_forward_hidden(out, inputs, expected):
-    if _all_close(out["logits"], expected["logits"], TOL) and _all_close(out["rows"], expected["rows"], TOL):
+    if all_close(out["logits"], expected["logits"], TOL) and all_close(out["rows"], expected["rows"], TOL):
         return None
-    return _judge_forward(out, inputs, expected["tables"], False) or \
+    return judge_forward(out, inputs, expected["tables"], False) or \
         "the attention rows kept by the layers do not match the reference"

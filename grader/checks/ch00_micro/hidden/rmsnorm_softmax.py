@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.hidden.common import _uniform
-from grader.checks.ch00_micro.rmsnorm_softmax import _judge_rmsnorm, _judge_softmax, probe_rmsnorm, probe_softmax
+from grader.checks.ch00_micro.hidden.common import uniform
+from grader.checks.ch00_micro.rmsnorm_softmax import judge_rmsnorm, judge_softmax, probe_rmsnorm, probe_softmax
 
 
 def _random_rmsnorm(g):
@@ -18,12 +18,12 @@ def _random_rmsnorm(g):
 @check("random_vectors", 1, "random vectors: values and gradients exact", task="micro_rmsnorm",
        probe=probe_rmsnorm, inputs=_random_rmsnorm, hidden=True)
 def judge_rmsnorm_hidden(out, inputs, expected):
-    return _judge_rmsnorm(out, inputs["x"], inputs.get("w"), False)
+    return judge_rmsnorm(out, inputs["x"], inputs.get("w"), False)
 
 
 def _random_softmax(g):
     n = 2 + int(torch.randint(0, 7, (1,), generator=g))
-    shift = _uniform(g, -800, 800)
+    shift = uniform(g, -800, 800)
     return {"logits": [shift + v for v in (torch.randn(n, generator=g, dtype=torch.float64) * 3).tolist()],
             "w": torch.randn(n, generator=g, dtype=torch.float64).tolist()}
 
@@ -31,4 +31,4 @@ def _random_softmax(g):
 @check("random_logits", 1, "random logits, shifted by up to ±800: values and gradients exact", task="micro_softmax",
        probe=probe_softmax, inputs=_random_softmax, hidden=True)
 def judge_softmax_hidden(out, inputs, expected):
-    return _judge_softmax(out, inputs["logits"], inputs.get("w"), False)
+    return judge_softmax(out, inputs["logits"], inputs.get("w"), False)

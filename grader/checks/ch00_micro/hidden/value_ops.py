@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.hidden.common import _uniform
-from grader.checks.ch00_micro.value_ops import _cases, _judge_ops, probe_value_ops
+from grader.checks.ch00_micro.hidden.common import uniform
+from grader.checks.ch00_micro.value_ops import value_cases, judge_ops, probe_value_ops
 
 
 def _random_cases(kind):
     def make(g):
-        u = lambda lo, hi: _uniform(g, lo, hi)  # noqa: E731
+        u = lambda lo, hi: uniform(g, lo, hi)  # noqa: E731
         if kind == "add":
-            cases = _cases("add", *[(u(-4, 4), u(-4, 4)) for _ in range(3)]) + _cases("add_self", (u(-4, 4),))
+            cases = value_cases("add", *[(u(-4, 4), u(-4, 4)) for _ in range(3)]) + value_cases("add_self", (u(-4, 4),))
         elif kind == "mul":
-            cases = _cases("mul", *[(u(-4, 4), u(-4, 4)) for _ in range(3)]) + _cases("square", (u(-4, 4),))
+            cases = value_cases("mul", *[(u(-4, 4), u(-4, 4)) for _ in range(3)]) + value_cases("square", (u(-4, 4),))
         elif kind == "pow":
-            cases = [c for k in (3, 2.5, -1, -0.5, 0.5, 1.5) for c in _cases("pow", (u(0.2, 3.0),), k=k)]
+            cases = [c for k in (3, 2.5, -1, -0.5, 0.5, 1.5) for c in value_cases("pow", (u(0.2, 3.0),), k=k)]
         elif kind == "exp":
-            cases = _cases("exp", *[(u(-3, 3),) for _ in range(4)])
+            cases = value_cases("exp", *[(u(-3, 3),) for _ in range(4)])
         elif kind == "log":
-            cases = _cases("log", *[(u(0.05, 6.0),) for _ in range(4)])
+            cases = value_cases("log", *[(u(0.05, 6.0),) for _ in range(4)])
         else:
-            cases = _cases("relu", (u(-3, -0.05),), (u(0.05, 3),), (u(-3, -0.05),), (u(0.05, 3),))
+            cases = value_cases("relu", (u(-3, -0.05),), (u(0.05, 3),), (u(-3, -0.05),), (u(0.05, 3),))
         return {"cases": cases}
     return make
 
@@ -39,4 +39,4 @@ def _random_cases(kind):
 @check("random_values", 1, "random a, b: value and gradients exact", task="micro_value_add", probe=probe_value_ops,
        inputs=_random_cases("add"), hidden=True)
 def judge_ops_hidden(out, inputs, expected):
-    return _judge_ops(out, inputs["cases"], reveal=False)
+    return judge_ops(out, inputs["cases"], reveal=False)

@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch01_tokens.common import vocabulary
-from grader.checks.ch01_tokens.decode import _decode_problem, probe_decode
+from grader.checks.ch01_tokens.decode import decode_problem, probe_decode
 from grader.checks.ch01_tokens.hidden.common import random_corpus
 
 
@@ -34,7 +34,7 @@ def _expect_decode(ref, inputs):
 def judge_decode_reference(out, inputs, expected):
     chars, _, bos = vocabulary(inputs["corpus"])
     for number, (ids, result, right) in enumerate(zip(inputs["id_lists"], out["results"], expected)):
-        if problem := _decode_problem(result, ids, chars, bos, hidden=True):
+        if problem := decode_problem(result, ids, chars, bos, hidden=True):
             return f"random id list {number + 1}: {problem}"
         if result["value"] != right:
             return f"random id list {number + 1}: decode differs from the reference"

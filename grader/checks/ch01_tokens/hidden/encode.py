@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch01_tokens.common import vocabulary
-from grader.checks.ch01_tokens.encode import _encode_problem, probe_encode
+from grader.checks.ch01_tokens.encode import encode_problem, probe_encode
 from grader.checks.ch01_tokens.hidden.common import random_corpus
 
 
@@ -32,7 +32,7 @@ def _expect_encode(ref, inputs):
 def judge_encode_reference(out, inputs, expected):
     _, stoi, bos = vocabulary(inputs["corpus"])
     for number, (text, result, right) in enumerate(zip(inputs["texts"], out["results"], expected)):
-        if problem := _encode_problem(result, text, stoi, bos, hidden=True):
+        if problem := encode_problem(result, text, stoi, bos, hidden=True):
             return f"random text {number + 1}: {problem}"
         if result["ids"]["value"] != right:
             return f"random text {number + 1}: encode differs from the reference"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch01_tokens.hidden.common import random_corpus
-from grader.checks.ch01_tokens.vocab import _vocab_problem, probe_vocab
+from grader.checks.ch01_tokens.vocab import vocab_problem, probe_vocab
 
 
 def _random_vocab_inputs(g):
@@ -21,7 +21,7 @@ def _expect_vocab(ref, inputs):
        "random corpora (letters, digits, punctuation, accents, empty documents) give the reference vocabulary",
        probe=probe_vocab, inputs=_random_vocab_inputs, expect=_expect_vocab, hidden=True)
 def judge_vocab_reference(out, inputs, expected):
-    if problem := _vocab_problem(out, inputs["corpus"], hidden=True):
+    if problem := vocab_problem(out, inputs["corpus"], hidden=True):
         return f"for a random corpus: {problem}"
     if out["chars"] != expected["chars"] or out["bos_id"] != expected["bos_id"]:
         return "for a random corpus the vocabulary differs from the reference"

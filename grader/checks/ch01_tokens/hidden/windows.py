@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch01_tokens.windows import _windows_problem, probe_windows
+from grader.checks.ch01_tokens.windows import windows_problem, probe_windows
 
 
 # ------------------------------------------------------------------ reference
@@ -29,7 +29,7 @@ def _expect_windows(ref, inputs):
        probe=probe_windows, inputs=_random_windows_inputs, expect=_expect_windows, hidden=True)
 def judge_windows_reference(out, inputs, expected):
     for number, ((ids, block_size), result, right) in enumerate(zip(inputs["cases"], out, expected)):
-        if problem := _windows_problem(result, ids, block_size, hidden=True):
+        if problem := windows_problem(result, ids, block_size, hidden=True):
             return f"random document {number + 1}: {problem}"
         if result["value"] != right:
             return f"random document {number + 1}: the windows differ from the reference"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare, matches, shape_problem
-from grader.checks.ch02_embedding.embedding import _lookup_mistakes, probe_lookup
+from grader.checks.ch02_embedding.embedding import lookup_mistakes, probe_lookup
 
 
 def _random_lookup_inputs(g):
@@ -31,7 +31,7 @@ def judge_lookup_reference(out, inputs, expected):
         return problem
     if compare(y, expected, atol=1e-12, rtol=0) is None:
         return None
-    for text, wrong in _lookup_mistakes(inputs["weight"], inputs["idx"]):
+    for text, wrong in lookup_mistakes(inputs["weight"], inputs["idx"]):
         if matches(y, wrong, atol=1e-12, rtol=0):
             return text
     return "for random ids the vectors differ from the weight rows: " + compare(y, expected, "the embedding",

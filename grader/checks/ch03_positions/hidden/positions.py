@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare, exception_name, matches
-from grader.checks.ch03_positions.positions import _position_mistakes, probe_positions
+from grader.checks.ch03_positions.positions import position_mistakes, probe_positions
 
 
 def _random_position_inputs(g):
@@ -38,7 +38,7 @@ def judge_positions_reference(out, inputs, expected):
         y = result["value"]
         if compare(y, right, atol=1e-9, rtol=1e-9) is None:
             continue
-        for text, wrong in _position_mistakes(hidden, weight, past):
+        for text, wrong in position_mistakes(hidden, weight, past):
             if matches(y, wrong, atol=1e-9, rtol=0):
                 return f"random case {number + 1}: {text}"
         return f"random case {number + 1}: " + compare(y, right, "the output", atol=1e-9, rtol=1e-9)

@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check, compare, first_diagnosis
 from grader.checks.course import config, load_state
-from grader.checks.ch05_block.block import BLOCK_FORMULA_MISTAKES, _block, _random_block_inputs, probe_block_forward
+from grader.checks.ch05_block.block import BLOCK_FORMULA_MISTAKES, block_of, random_block_inputs, probe_block_forward
 from grader.checks.ch05_block.common import SIZES
 
 
@@ -43,7 +43,7 @@ def _block_mistakes(ref, inputs):
 
 
 @check("matches_reference", 3, "random weights (distinct norms) and inputs match the reference pre-LN block",
-       probe=probe_block_forward, inputs=_random_block_inputs, expect=_block_mistakes, hidden=True)
+       probe=probe_block_forward, inputs=random_block_inputs, expect=_block_mistakes, hidden=True)
 def judge_block_reference(out, inputs, expected):
     if compare(out["y"], expected["right"], atol=1e-9, rtol=1e-7) is None:
         return None
@@ -52,7 +52,7 @@ def judge_block_reference(out, inputs, expected):
 
 
 def probe_block_cache(ns, x, sizes, state, split, part, earlier):
-    block = _block(ns, sizes, state)
+    block = block_of(ns, sizes, state)
     with torch.no_grad():
         if part == "full":
             return {"full": block(x.clone())[0]}
@@ -62,7 +62,7 @@ def probe_block_cache(ns, x, sizes, state, split, part, earlier):
 
 
 @check("cache_consistent", 1, "two calls through the KV cache equal one full call",
-       probe=probe_block_cache, inputs=lambda g: {**_random_block_inputs(g), "split": 3}, hidden=True,
+       probe=probe_block_cache, inputs=lambda g: {**random_block_inputs(g), "split": 3}, hidden=True,
        parts=("full", "stepwise"))
 def judge_block_cache(out, inputs, expected):
     if problem := compare(out["stepwise"], out["full"], "the cached block output", atol=1e-9, rtol=1e-7):

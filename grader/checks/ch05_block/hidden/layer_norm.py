@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare, first_diagnosis
-from grader.checks.ch05_block.layer_norm import _layer_norm_mistakes, probe_layer_norm
+from grader.checks.ch05_block.layer_norm import layer_norm_mistakes, probe_layer_norm
 
 
 # ------------------------------------------------------------------ reference
@@ -30,6 +30,6 @@ def _expect_layer_norm(ref, inputs):
 def judge_layer_norm_reference(out, inputs, expected):
     if compare(out["y"], expected, atol=1e-9, rtol=1e-7) is None:
         return None
-    known = first_diagnosis(out["y"], _layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]),
+    known = first_diagnosis(out["y"], layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]),
                             atol=1e-7, rtol=1e-6)
     return known or compare(out["y"], expected, "the normalised output", atol=1e-9, rtol=1e-7)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch06_backward.common import _judge_grads, _random
-from grader.checks.ch06_backward.gelu import _gelu_mistakes, probe_gelu_backward
+from grader.checks.ch06_backward.common import judge_grads, random_tensor
+from grader.checks.ch06_backward.gelu import gelu_mistakes, probe_gelu_backward
 
 
 def _expect_gelu(ref, inputs):
@@ -13,8 +13,8 @@ def _expect_gelu(ref, inputs):
 
 @check("matches_reference", 2, "random tensors of another shape match the reference gradient",
        probe=probe_gelu_backward,
-       inputs=lambda g: {"grad_out": _random(g, 2, 3, 4, 5), "x": _random(g, 2, 3, 4, 5, scale=2.5)},
+       inputs=lambda g: {"grad_out": random_tensor(g, 2, 3, 4, 5), "x": random_tensor(g, 2, 3, 4, 5, scale=2.5)},
        expect=_expect_gelu, hidden=True)
 def judge_gelu_reference(out, inputs, expected):
     g, x = inputs["grad_out"], inputs["x"]
-    return _judge_grads(out, ("dx",), "gelu_backward", [expected], {}, {"dx": _gelu_mistakes(g, x)}, hidden=True)
+    return judge_grads(out, ("dx",), "gelu_backward", [expected], {}, {"dx": gelu_mistakes(g, x)}, hidden=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch06_backward.common import _judge_grads
+from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.layer_norm import (
-    LN_NAMES, _layer_norm_inputs, _layer_norm_mistakes, _layer_norm_shapes, probe_layer_norm_backward,
+    LN_NAMES, layer_norm_inputs, layer_norm_mistakes, layer_norm_shapes, probe_layer_norm_backward,
 )
 
 
@@ -14,11 +14,11 @@ def _expect_layer_norm(ref, inputs):
 
 
 @check("single_vector", 1, "a single vector x [d] gives dx, dgamma, dbeta of shape [d]",
-       probe=probe_layer_norm_backward, inputs=_layer_norm_inputs((6,)), expect=_expect_layer_norm, hidden=True)
+       probe=probe_layer_norm_backward, inputs=layer_norm_inputs((6,)), expect=_expect_layer_norm, hidden=True)
 @check("matches_reference", 2, "4-D inputs with random gamma match the reference gradients",
-       probe=probe_layer_norm_backward, inputs=_layer_norm_inputs((2, 2, 3, 7)), expect=_expect_layer_norm,
+       probe=probe_layer_norm_backward, inputs=layer_norm_inputs((2, 2, 3, 7)), expect=_expect_layer_norm,
        hidden=True)
 def judge_layer_norm_reference(out, inputs, expected):
     g, x, gamma = inputs["grad_out"], inputs["x"], inputs["gamma"]
-    return _judge_grads(out, LN_NAMES, "layer_norm_backward", expected, _layer_norm_shapes(x),
-                        _layer_norm_mistakes(g, x, gamma), hidden=True)
+    return judge_grads(out, LN_NAMES, "layer_norm_backward", expected, layer_norm_shapes(x),
+                        layer_norm_mistakes(g, x, gamma), hidden=True)

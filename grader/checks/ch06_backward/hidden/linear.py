@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch06_backward.common import _judge_grads
+from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.linear import (
-    LINEAR_NAMES, _linear_inputs, _linear_mistakes, _linear_shapes, probe_linear_backward,
+    LINEAR_NAMES, linear_inputs, linear_mistakes, linear_shapes, probe_linear_backward,
 )
 
 
@@ -14,8 +14,8 @@ def _expect_linear(ref, inputs):
 
 
 @check("matches_reference", 2, "4-D inputs and a square weight match the reference gradients",
-       probe=probe_linear_backward, inputs=_linear_inputs((2, 2, 3, 5), 5), expect=_expect_linear, hidden=True)
+       probe=probe_linear_backward, inputs=linear_inputs((2, 2, 3, 5), 5), expect=_expect_linear, hidden=True)
 def judge_linear_reference(out, inputs, expected):
     g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
-    return _judge_grads(out, LINEAR_NAMES, "linear_backward", expected, _linear_shapes(g, x, w),
-                        _linear_mistakes(g, x, w), hidden=True)
+    return judge_grads(out, LINEAR_NAMES, "linear_backward", expected, linear_shapes(g, x, w),
+                        linear_mistakes(g, x, w), hidden=True)

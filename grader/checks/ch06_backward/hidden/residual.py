@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch06_backward.common import _judge_grads
+from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.residual import (
-    RESIDUAL_ARGS, RESIDUAL_NAMES, _residual_inputs, _residual_mistakes, _residual_shapes,
+    RESIDUAL_ARGS, RESIDUAL_NAMES, residual_inputs, residual_mistakes, residual_shapes,
     probe_residual_backward,
 )
 
@@ -16,7 +16,7 @@ def _expect_residual(ref, inputs):
 
 
 @check("matches_reference", 2, "other shapes (x [3, 2, 6], f = 10) match the reference gradients",
-       probe=probe_residual_backward, inputs=_residual_inputs((3, 2, 6), 10), expect=_expect_residual, hidden=True)
+       probe=probe_residual_backward, inputs=residual_inputs((3, 2, 6), 10), expect=_expect_residual, hidden=True)
 def judge_residual_reference(out, inputs, expected):
-    return _judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, _residual_shapes(inputs),
-                        _residual_mistakes(inputs["grad_out"], expected), hidden=True)
+    return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, residual_shapes(inputs),
+                        residual_mistakes(inputs["grad_out"], expected), hidden=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 
-def _random_configs(g, count=4):
+def random_lm_configs(g, count=4):
     configs = []
     for _ in range(count):
         pick = lambda low, high: int(torch.randint(low, high + 1, (1,), generator=g))  # noqa: E731

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch07_model.common import _judge_loss
-from grader.checks.ch07_model.cross_entropy import _logits_inputs, probe_cross_entropy
+from grader.checks.ch07_model.common import judge_loss
+from grader.checks.ch07_model.cross_entropy import logits_inputs, probe_cross_entropy
 
 
 @check("matches_reference", 2, "random logits of other shapes ([N, V] and [B, T, V]) match the reference",
-       probe=probe_cross_entropy, inputs=_logits_inputs((17, 9), scale=4.0), hidden=True)
+       probe=probe_cross_entropy, inputs=logits_inputs((17, 9), scale=4.0), hidden=True)
 def judge_cross_entropy_hidden(out, inputs, expected):
-    return _judge_loss(out["loss"], inputs["logits"], inputs["targets"], reveal=False)
+    return judge_loss(out["loss"], inputs["logits"], inputs["targets"], reveal=False)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare, first_diagnosis
-from grader.checks.ch07_model.common import _model, _stable_cross_entropy
+from grader.checks.ch07_model.common import model_of, stable_cross_entropy
 from grader.checks.ch07_model.lm_forward import (
-    LM_MISTAKES, _lm_cache_inputs, _lm_composed, _lm_inputs, _triple, judge_lm_cache, probe_lm_cache,
+    LM_MISTAKES, lm_cache_inputs, lm_composed, lm_inputs, triple, judge_lm_cache, probe_lm_cache,
     probe_lm_forward,
 )
 
@@ -17,17 +17,17 @@ HIDDEN_SIZES = dict(vocab_size=13, block_size=10, d_model=12, n_heads=3, n_layer
 
 def _expect_lm(ref, inputs):
     """The reference logits and loss, and what the classic wrong forwards would output."""
-    model = _model(ref, inputs["sizes"], inputs["state"])
-    composed = _lm_composed(model, inputs["idx"])
+    model = model_of(ref, inputs["sizes"], inputs["state"])
+    composed = lm_composed(model, inputs["idx"])
     right = composed["right"]
-    return {"logits": right, "loss": _stable_cross_entropy(right, inputs["targets"]),
+    return {"logits": right, "loss": stable_cross_entropy(right, inputs["targets"]),
             "mistakes": [(text, composed[label]) for label, text in LM_MISTAKES.items()]}
 
 
 @check("matches_reference", 3, "random weights (the reference's state_dict) give the reference logits and loss",
-       probe=probe_lm_forward, inputs=_lm_inputs(HIDDEN_SIZES, B=3, T=9), expect=_expect_lm, hidden=True)
+       probe=probe_lm_forward, inputs=lm_inputs(HIDDEN_SIZES, B=3, T=9), expect=_expect_lm, hidden=True)
 def judge_lm_reference(out, inputs, expected):
-    if problem := _triple(out["scored"], "model(idx, targets)"):
+    if problem := triple(out["scored"], "model(idx, targets)"):
         return problem
     logits, loss, _ = out["scored"]
     if compare(logits, expected["logits"], atol=1e-9, rtol=1e-7) is not None:
@@ -39,7 +39,7 @@ def judge_lm_reference(out, inputs, expected):
 
 
 @check("cache_chunks", 1, "uneven chunks through the cache give the logits of one full pass",
-       probe=probe_lm_cache, inputs=_lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True,
+       probe=probe_lm_cache, inputs=lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True,
        parts=("full", "stepwise"))
 def judge_lm_cache_hidden(out, inputs, expected):
     return judge_lm_cache(out, inputs, expected, hidden=True)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch07_model.hidden.common import _random_configs
-from grader.checks.ch07_model.lm_init import _judge_lm_counts, probe_lm_counts
+from grader.checks.ch07_model.hidden.common import random_lm_configs
+from grader.checks.ch07_model.lm_init import judge_lm_counts, probe_lm_counts
 
 
 @check("ledger_random_configs", 2, "random configurations register exactly the ledger's count",
-       probe=probe_lm_counts, inputs=lambda g: {"configs": _random_configs(g, 3)}, hidden=True)
+       probe=probe_lm_counts, inputs=lambda g: {"configs": random_lm_configs(g, 3)}, hidden=True)
 def judge_lm_ledger_hidden(out, inputs, expected):
-    return _judge_lm_counts(out, inputs, hidden=True)
+    return judge_lm_counts(out, inputs, hidden=True)

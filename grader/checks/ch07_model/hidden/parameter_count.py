@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.course import LEDGER
-from grader.checks.ch07_model.hidden.common import _random_configs
-from grader.checks.ch07_model.parameter_count import _judge_counts, probe_parameter_count
+from grader.checks.ch07_model.hidden.common import random_lm_configs
+from grader.checks.ch07_model.parameter_count import judge_counts, probe_parameter_count
 
 
 @check("random_configs", 2, "random configurations follow the ledger " + LEDGER,
-       probe=probe_parameter_count, inputs=lambda g: {"configs": _random_configs(g)}, hidden=True)
+       probe=probe_parameter_count, inputs=lambda g: {"configs": random_lm_configs(g)}, hidden=True)
 def judge_parameter_count_hidden(out, inputs, expected):
-    return _judge_counts(out, inputs, hidden=True)
+    return judge_counts(out, inputs, hidden=True)

@@ -7,9 +7,9 @@ import torch
 from grader.checks._api import check, matches
 from grader.checks.course import F64
 from grader.checks.ch08_training.adamw import (
-    _leaves, _schedule, judge_adamw_matches_torch, judge_adamw_state, probe_adamw_init, probe_adamw_trajectory,
+    leaves_of, schedule, judge_adamw_matches_torch, judge_adamw_state, probe_adamw_init, probe_adamw_trajectory,
 )
-from grader.checks.ch08_training.hidden.oracles import _adamw_loop, _quadratic_loss
+from grader.checks.ch08_training.hidden.oracles import adamw_loop, quadratic_loss
 
 
 def _random_init_inputs(g):
@@ -48,7 +48,7 @@ def _random_adamw_inputs(g):
              "eps": 10 ** float(torch.empty(1).uniform_(-8, -5, generator=g)),
              "weight_decay": float(torch.empty(1).uniform_(0.05, 0.3, generator=g))}
     lr = 10 ** float(torch.empty(1).uniform_(-3, -1.5, generator=g))
-    return {"params": params, "grads": grads, "lrs": _schedule(steps, lr, 4), "hyper": hyper}
+    return {"params": params, "grads": grads, "lrs": schedule(steps, lr, 4), "hyper": hyper}
 
 
 @check("random_matches_torch", 3,
@@ -62,18 +62,18 @@ def judge_adamw_random_runs(out, inputs, expected):
 
 def probe_zero_grad_loop(ns, params, weights, centres, lr):
     """The usual loop: zero_grad, backward, step, with the certified step."""
-    leaves = _leaves(params)
+    leaves = leaves_of(params)
     optimizer = ns.train.AdamW(leaves, lr=lr, weight_decay=0.1)
     trajectory = []
     for w, c in zip(weights, centres):
         optimizer.zero_grad()
-        _quadratic_loss(leaves, w, c).backward()
+        quadratic_loss(leaves, w, c).backward()
         optimizer.step()
         trajectory.append([p.detach().clone() for p in leaves])
     return {"trajectory": trajectory}
 
 
-def _zero_grad_loop_inputs(g):
+def zero_grad_loop_inputs(g):
     shapes, steps = [(3, 2), (4,), (2, 2)], 6
     return {"params": [torch.randn(*s, generator=g, dtype=F64) for s in shapes],
             "weights": [[torch.rand(*s, generator=g, dtype=F64) + 0.5 for s in shapes] for _ in range(steps)],
@@ -82,15 +82,15 @@ def _zero_grad_loop_inputs(g):
 
 
 @check("training_loop", 1, "six zero_grad / backward / step rounds follow torch.optim.AdamW's",
-       task="adamw_zero_grad", probe=probe_zero_grad_loop, inputs=_zero_grad_loop_inputs, hidden=True)
+       task="adamw_zero_grad", probe=probe_zero_grad_loop, inputs=zero_grad_loop_inputs, hidden=True)
 def judge_zero_grad_loop(out, inputs, expected):
     def same(a, b):
         return all(matches(x, y, atol=1e-10, rtol=1e-9) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
 
     if len(out["trajectory"]) != len(inputs["weights"]):
         return "the loop did not run every step"
-    if same(out["trajectory"], _adamw_loop(inputs)):
+    if same(out["trajectory"], adamw_loop(inputs)):
         return None
-    if same(out["trajectory"], _adamw_loop(inputs, zero=False)):
+    if same(out["trajectory"], adamw_loop(inputs, zero=False)):
         return "gradients accumulate across steps: zero_grad() must set every .grad to None"
     return "a zero_grad / backward / step loop does not follow torch.optim.AdamW's: zero_grad must only clear .grad"

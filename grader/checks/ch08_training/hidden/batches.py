@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch08_training.batches import _batch_problem, probe_make_batch
+from grader.checks.ch08_training.batches import batch_problem, probe_make_batch
 
 
 def _random_batch_inputs(g):
@@ -22,4 +22,4 @@ def _random_batch_inputs(g):
 @check("random_documents", 2, "random documents, block sizes and pad ids give the right windows, padding and mask",
        probe=probe_make_batch, inputs=_random_batch_inputs, hidden=True)
 def judge_make_batch_hidden(out, inputs, expected):
-    return _batch_problem(out, inputs, show=False)
+    return batch_problem(out, inputs, show=False)

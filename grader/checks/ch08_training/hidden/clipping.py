@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.course import F64
-from grader.checks.ch08_training.clipping import _clip_problem, probe_clip
+from grader.checks.ch08_training.clipping import clip_problem, probe_clip
 
 
 def _random_clip_inputs(g):
@@ -27,4 +27,4 @@ def _random_clip_inputs(g):
 @check("random_matches_torch", 2, "random shapes, scales and max_norm match torch.nn.utils.clip_grad_norm_",
        probe=probe_clip, inputs=_random_clip_inputs, hidden=True)
 def judge_clip_hidden(out, inputs, expected):
-    return _clip_problem(out, inputs, hidden=True)
+    return clip_problem(out, inputs, hidden=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 
-def _random_docs(g, count, alphabet="abcdef"):
+def random_docs(g, count, alphabet="abcdef"):
     docs = []
     for _ in range(count):
         length = int(torch.randint(1, 11, (1,), generator=g))

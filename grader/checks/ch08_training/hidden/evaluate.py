@@ -5,22 +5,22 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch08_training.common import SIZES, _close, _is_float, _model, random_state
-from grader.checks.ch08_training.evaluate import _vocab, probe_evaluate
-from grader.checks.ch08_training.hidden.common import _random_docs
+from grader.checks.ch08_training.common import SIZES, close_enough, is_float, model_of, random_state
+from grader.checks.ch08_training.evaluate import vocab, probe_evaluate
+from grader.checks.ch08_training.hidden.common import random_docs
 
 
 def _random_evaluate_inputs(g):
-    docs = _random_docs(g, 9)
+    docs = random_docs(g, 9)
     sizes = dict(SIZES, block_size=6)
-    V = len(_vocab(docs)) + 1
+    V = len(vocab(docs)) + 1
     return {"docs": docs, "sizes": sizes, "state": random_state(g, {**sizes, "vocab_size": V}), "batch_size": 4}
 
 
 def _expect_evaluate(ref, inputs):
     docs, bs = inputs["docs"], inputs["batch_size"]
     tokenizer = ref.tokenizer.CharTokenizer(docs)
-    model = _model(ref, {**inputs["sizes"], "vocab_size": tokenizer.vocab_size}, inputs["state"]).eval()
+    model = model_of(ref, {**inputs["sizes"], "vocab_size": tokenizer.vocab_size}, inputs["state"]).eval()
     right = ref.train.evaluate(model, docs, tokenizer, batch_size=bs)
     encoded = [tokenizer.encode_document(d) for d in docs]
     means, padded_sum, padded_count = [], 0.0, 0
@@ -47,11 +47,11 @@ def judge_evaluate_mode_hidden(out):
        probe=probe_evaluate, inputs=_random_evaluate_inputs, expect=_expect_evaluate, hidden=True)
 def judge_evaluate_reference(out, inputs, expected):
     value = out["value"]
-    if not _is_float(value):
+    if not is_float(value):
         return f"evaluate should return a Python float, got {type(value).__name__}"
-    if _close(value, expected["right"], 1e-9):
+    if close_enough(value, expected["right"], 1e-9):
         return judge_evaluate_mode_hidden(out)
     for wrong, why in expected["mistakes"]:
-        if _close(value, wrong, 1e-9):
+        if close_enough(value, wrong, 1e-9):
             return why
     return "the loss per scored character differs from the reference's"

@@ -7,11 +7,11 @@ from __future__ import annotations
 import torch
 
 
-def _quadratic_loss(leaves, weights, centres):
+def quadratic_loss(leaves, weights, centres):
     return sum((w * (p - c) ** 2).sum() / 2 + (p ** 3).sum() / 30 for p, w, c in zip(leaves, weights, centres))
 
 
-def _adamw_loop(inputs, zero=True):
+def adamw_loop(inputs, zero=True):
     """The zero_grad / backward / step loop with default AdamW (betas 0.9/0.999, eps
     1e-8, weight decay 0.1), written out as torch.optim.AdamW computes it; with
     zero=False the gradients pile up the way they do when zero_grad is forgotten."""
@@ -23,7 +23,7 @@ def _adamw_loop(inputs, zero=True):
     trajectory = []
     for t, (w, c) in enumerate(zip(inputs["weights"], inputs["centres"]), start=1):
         leaves = [p.clone().requires_grad_(True) for p in params]
-        grads = torch.autograd.grad(_quadratic_loss(leaves, w, c), leaves)
+        grads = torch.autograd.grad(quadratic_loss(leaves, w, c), leaves)
         piled = [a + g for a, g in zip(piled, grads)]
         for i, g in enumerate(grads if zero else piled):
             m[i] = beta1 * m[i] + (1 - beta1) * g

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, matches
-from grader.checks.ch08_training.common import _close, _is_float, _model, random_state
+from grader.checks.ch08_training.common import close_enough, is_float, model_of, random_state
 from grader.checks.ch08_training.train_loop import (
-    _batch_tensors, _norm, judge_fresh_clipped_gradients, judge_returns_loss, probe_train_steps,
+    batch_tensors, norm_of, judge_fresh_clipped_gradients, judge_returns_loss, probe_train_steps,
 )
 
 
@@ -17,7 +17,7 @@ HIDDEN_SIZES = dict(vocab_size=9, block_size=7, d_model=12, n_heads=3, n_layers=
 def _random_train_inputs(g):
     sizes = dict(HIDDEN_SIZES)
     state = random_state(g, sizes, scale=0.5)
-    batches = [_batch_tensors(g, sizes["vocab_size"], 4, sizes["block_size"]) for _ in range(4)]
+    batches = [batch_tensors(g, sizes["vocab_size"], 4, sizes["block_size"]) for _ in range(4)]
     return {"sizes": sizes, "state": state, "batches": batches, "max_norms": [0.1, None, 0.1, 0.1],
             "lr": 10 ** float(torch.empty(1).uniform_(-2.5, -1.5, generator=g)), "weight_decay": 0.05}
 
@@ -26,7 +26,7 @@ def _expect_train(ref, inputs):
     """The reference's returns and final parameters, and those of the classic wrong loops."""
 
     def run(kind):
-        model = _model(ref, inputs["sizes"], inputs["state"]).train()
+        model = model_of(ref, inputs["sizes"], inputs["state"]).train()
         optimizer = ref.train.AdamW(model.parameters(), lr=inputs["lr"], betas=(0.9, 0.95),
                                     weight_decay=inputs["weight_decay"])
         returns = []
@@ -38,7 +38,7 @@ def _expect_train(ref, inputs):
                 optimizer.zero_grad()
             loss = ref.train.masked_loss(model(x)[0], y, mask)
             loss.backward()
-            norm = _norm([p.grad for p in optimizer.params])
+            norm = norm_of([p.grad for p in optimizer.params])
             if max_norm is not None and kind != "no_clip":
                 ref.train.clip_grad_norm(optimizer.params, max_norm)
             optimizer.step()
@@ -57,9 +57,9 @@ def _run_matches(out, run, atol=1e-9):
     if len(returns) != len(run["returns"]):
         return False
     for got, want in zip(returns, run["returns"]):
-        if not (isinstance(got, list) and len(got) == 2 and all(_is_float(v) for v in got)):
+        if not (isinstance(got, list) and len(got) == 2 and all(is_float(v) for v in got)):
             return False
-        if not (_close(got[0], want[0], atol) and _close(got[1], float(want[1]), atol)):
+        if not (close_enough(got[0], want[0], atol) and close_enough(got[1], float(want[1]), atol)):
             return False
     return all(matches(out["final"].get(n), p, atol=atol, rtol=1e-7) for n, p in run["final"].items())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare
-from grader.checks.ch09_sampling.generate import SIZES, _generate_inputs, _model, _pair, probe_generate
+from grader.checks.ch09_sampling.generate import SIZES, generate_inputs, model_of, pair_of, probe_generate
 
 
 # ---------------------------------------------------------- against the reference
@@ -13,7 +13,7 @@ from grader.checks.ch09_sampling.generate import SIZES, _generate_inputs, _model
 
 def _expect_generate(ref, inputs):
     """A recompute function over the reference model with the same weights."""
-    model = _model(ref, inputs["sizes"], inputs["state"])
+    model = model_of(ref, inputs["sizes"], inputs["state"])
 
     def recompute(ids, P):
         with torch.no_grad():
@@ -26,7 +26,7 @@ def _random_generate_inputs(temperature, top_k):
     def make(g):
         C = SIZES["block_size"]
         P = int(torch.randint(1, 4, (1,), generator=g))
-        inputs = _generate_inputs(g, B=3, P=P, n=C + 1 - P)  # right up to the limit
+        inputs = generate_inputs(g, B=3, P=P, n=C + 1 - P)  # right up to the limit
         inputs.update(temperature=temperature, top_k=top_k)
         return inputs
     return make
@@ -41,7 +41,7 @@ def _random_generate_inputs(temperature, top_k):
        probe=probe_generate, inputs=_random_generate_inputs(1.0, 3), expect=_expect_generate, hidden=True)
 def judge_generate_reference(out, inputs, expected):
     prompt, V = inputs["prompt"], inputs["sizes"]["vocab_size"]
-    parsed, problem = _pair(out, prompt, V)
+    parsed, problem = pair_of(out, prompt, V)
     if problem:
         return problem
     ids, logits, n = parsed

@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.course import F64
-from grader.checks.ch09_sampling.sample_next import DRAWS, _frequency_problem, probe_sample_calls
+from grader.checks.ch09_sampling.sample_next import DRAWS, frequency_problem, probe_sample_calls
 
 
 def _random_sampling_inputs(g):
@@ -25,4 +25,4 @@ def _random_sampling_inputs(g):
        "frequencies follow the top-k softmax",
        probe=probe_sample_calls, inputs=_random_sampling_inputs, hidden=True)
 def judge_frequencies_hidden(out, inputs, expected):
-    return _frequency_problem(out, inputs, hidden=True)
+    return frequency_problem(out, inputs, hidden=True)
