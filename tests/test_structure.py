@@ -173,3 +173,16 @@ def test_the_wording_scan_sees_the_old_ways():
                  "missing = _MISSING_MODULE.fullmatch(message)",
                  'if called.startswith("a new thread"):'):
         assert _WORDING_MATCH.search(line), line
+
+
+def test_what_the_cli_reads_before_the_runner_starts_does_not_import_torch():
+    """The command line opens and starts the runner (whose zygote imports torch) before
+    it imports torch itself, so the two imports overlap: the modules it needs for that
+    must not import torch on their own."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import grader.__main__, grader.run.results, grader.run.reference, grader.run.runners, "
+            "grader.run.processes, grader.run.portable, grader.run.sandbox; print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=GRADER.parent, capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
