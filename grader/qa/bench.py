@@ -263,13 +263,49 @@ def grading_rows():
     ]
 
 
+def _interleaved(commands: dict[str, list[str]], cwd: Path, repeats: int = 3) -> dict[str, list[float]]:
+    """Wall seconds of each command, run in turn (A B A B …) so a drift of the machine's
+    speed falls on both alike."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            started = time.perf_counter()
+            subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "COLUMNS": "200"})
+            times[name].append(time.perf_counter() - started)
+    return times
+
+
+def self_check_rows():
+    """A student's `check` in the release bundle, on the reference's code: the portable
+    runner (what Windows and macOS get) against the Linux sandbox, pair by pair."""
+    from grader.generate.release import build
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, _, _ = build(Path(tmp), run_scan=False)
+        package = folder / "mine"
+        import shutil
+
+        shutil.copytree(ROOT / "solutions" / "hero_transformer", package)
+        for label, chapters in (("chapter 05", ["--chapters", "05"]), ("all chapters", [])):
+            base = [sys.executable, "-m", "grader", "check", "mine", *chapters, "--runner"]
+            times = _interleaved({"portable": base + ["portable"], "sandbox": base + ["sandbox"]}, folder)
+            ratios = [p / b for p, b in zip(times["portable"], times["sandbox"])]
+            rows.append((f"student check, {label}: portable runner / Linux sandbox (release bundle, CLI)",
+                         f"{statistics.median(times['portable']):.2f} s / {statistics.median(times['sandbox']):.2f} s",
+                         f"{statistics.median(ratios):.2f}× (median of {len(ratios)} interleaved pairs); "
+                         f"target ≤ 1.5×"))
+    return rows
+
+
 def main() -> int:
     console = Console()
     table = Table(title="hero_transformer benchmarks (this machine)")
     for column in ("measure", "value", "note"):
         table.add_column(column)
     with console.status("timing the grader…"):
-        rows = grading_rows()
+        rows = grading_rows() + self_check_rows()
     for row in rows:
         table.add_row(*row)
     try:

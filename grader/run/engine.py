@@ -9,7 +9,6 @@ into a check status with a reason.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -293,7 +292,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     plan = select_checks(chapters, public_only)
     own_runner = runner is None
     runner = runner or open_runner(with_reference=reference is not None or not public_only)
-    parallel = parallel or max(1, min(2, os.cpu_count() or 1))
+    parallel = parallel or runner.threads
     # The grading threads are the parallelism here: torch's own helper threads beside them
     # only contend for the same cores (and spin while they wait). One thread per op also
     # computes the expected values as the runner computes the answers.

@@ -137,6 +137,9 @@ class PortableRunner:
 
     kind = "portable"
     holds_reference = False
+    # One task at a time: a second process would import torch beside the first and the
+    # grader on a laptop's few cores, which costs more than the probes it would share.
+    threads = 1
 
     def __init__(self, limits: Limits | None = None, reason: str = "asked for"):
         self.limits = limits or Limits()

@@ -8,6 +8,7 @@ engine asks of a runner:
 
     runner.limits             the time and resource limits its workers keep
     runner.holds_reference    whether its workers may receive certified parts
+    runner.threads            how many tasks the engine should grade at once on it
     runner.start()            begin booting (torch imports while the grader starts)
     runner.worker()           a fresh worker, ready for a task's request
     runner.package(sources)   the package imported once, to fork workers from; or None
@@ -72,6 +73,7 @@ class Runner(Protocol):
     kind: str
     limits: Limits
     holds_reference: bool
+    threads: int
 
     def start(self) -> "Runner": ...
 

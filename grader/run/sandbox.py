@@ -180,6 +180,8 @@ class Sandbox:
     def __init__(self, limits: Limits | None = None, isolation: str = "auto", reuse_zygote: bool = True,
                  import_once: bool = True):
         self.limits = limits or Limits()
+        # Two grading threads: forked workers start in a few ms, so two keep both cores busy.
+        self.threads = max(1, min(2, os.cpu_count() or 1))
         # reuse_zygote=False starts a fresh interpreter (and torch import) for every
         # worker: slower, kept to measure what the zygote saves (`make bench`).
         self.reuse_zygote = reuse_zygote
