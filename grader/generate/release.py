@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import json
 import re
 import shutil
 import sys
@@ -503,6 +504,11 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
         target = grader / path.relative_to(ROOT / "grader")
         target.parent.mkdir(exist_ok=True)
         target.write_text(stripped.text, encoding="utf-8")
+    # What the hidden checks cut out above are worth, so a student's report can say it.
+    counts = {number: entry for number, entry in catalogue.hidden_counts().items()
+              if not chapters or number in chapters}
+    (grader / "checks" / catalogue.HIDDEN_COUNTS.name).write_text(json.dumps(counts, indent=1) + "\n",
+                                                                   encoding="utf-8")
     lessons = folder / "assignments"
     lessons.mkdir()
     for chapter in _chapter_folders(chapters):

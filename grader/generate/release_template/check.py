@@ -175,7 +175,8 @@ def what_to_install(platform, running=None, cpu=None):
     """One paragraph: which Python to install on this platform, and how."""
     cpu = machine() if cpu is None else cpu
     now = "" if running is None else "This is Python %d.%d; " % tuple(running[:2])
-    start = "%sthe course needs Python 3.11 or newer (3.12 is a good choice), and none was found on this computer. " % now
+    start = ("%sthe course needs Python 3.11 or newer (3.12 is a good choice), and none was found on this "
+             "computer. " % now)
     if platform.startswith("win"):
         return (start + "Install Python 3.12 from https://www.python.org/downloads/windows/ (tick 'Add python.exe "
                 "to PATH') or with `winget install Python.Python.3.12`, open a new terminal, and run `py check.py` "
