@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import pkgutil
 import re
 from dataclasses import dataclass
@@ -143,3 +144,28 @@ def parse_chapters(text: str | None) -> list[str] | None:
             raise ValueError(f"there is no chapter {part!r}; chapters with checks: {', '.join(sorted(known))}")
         chosen.append(number)
     return chosen
+
+
+# The student release ships no hidden check, only how many each chapter has and their
+# points, so a student's report can say what grading adds (the release writes this file).
+HIDDEN_COUNTS = Path(__file__).with_name("hidden_counts.json")
+
+
+def hidden_counts() -> dict[str, dict]:
+    """{chapter: {"checks": how many hidden checks, "points": their points}}: from the
+    checks themselves where they are here (the course's kit), else from hidden_counts.json
+    (the student release); {} where neither knows."""
+    hidden = [c for c in all_checks() if c.hidden]
+    if hidden:
+        counts: dict[str, dict] = {}
+        for check in hidden:
+            entry = counts.setdefault(check.chapter, {"checks": 0, "points": 0.0})
+            entry["checks"] += 1
+            entry["points"] += check.points
+        return dict(sorted(counts.items()))
+    try:
+        data = json.loads(HIDDEN_COUNTS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): {"checks": int(v["checks"]), "points": float(v["points"])} for k, v in data.items()
+            if isinstance(v, dict) and "checks" in v and "points" in v}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import json
 import re
 import shutil
 import sys
@@ -362,6 +363,11 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
             shutil.copy2(path, grader / "checks" / path.name)
     for package in _check_packages(chapters):
         _copy_check_package(package, grader / "checks" / package.name)
+    # What the hidden checks left out are worth, so a student's report can say it.
+    counts = {number: entry for number, entry in catalogue.hidden_counts().items()
+              if not chapters or number in chapters}
+    (grader / "checks" / catalogue.HIDDEN_COUNTS.name).write_text(json.dumps(counts, indent=1) + "\n",
+                                                                   encoding="utf-8")
     lessons = folder / "assignments"
     lessons.mkdir()
     for chapter in _chapter_folders(chapters):

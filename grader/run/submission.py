@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 PACKAGE = "hero_transformer"
+# The package's modules as the stub copy has them (a test keeps the two equal): a file
+# whose name differs from one of them only in case is named in the problem.
+CONTRACT_MODULES = ("__init__.py", "backward.py", "data.py", "micro.py", "model.py", "sample.py", "tokenizer.py",
+                    "train.py")
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_TOTAL_BYTES = 4 * 1024 * 1024  # all sources travel to the worker in one message
 
@@ -32,7 +36,34 @@ class Submission:
     sources: dict[str, str]  # path inside the package -> source text
 
 
-def _pick(candidates: list[PurePosixPath], label: str) -> PurePosixPath:
+def source_text(data: bytes) -> str:
+    """A source file's text as Python reads it when importing: UTF-8, a byte-order mark
+    dropped, Windows (CRLF) and old Mac (CR) line endings made newlines."""
+    return data.decode("utf-8-sig", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _in_case(sources: dict[str, str], label: str) -> dict[str, str]:
+    """The sources, unless a module the course's package has is there only under a name
+    that differs in case (Model.py for model.py): Python imports a module from a file of
+    exactly its name, on every system, so that is said at once."""
+    for name in CONTRACT_MODULES:
+        if name in sources:
+            continue
+        twins = sorted(rel for rel in sources if "/" not in rel and rel.lower() == name)
+        if twins:
+            raise SubmissionError(
+                f"{label}: {PACKAGE}/{twins[0]} must be named {name}. File names must match the course's "
+                f"exactly, case included: Python finds the module {name[:-3]} only in a file named {name}, on every "
+                f"system. Rename it (on Windows and macOS, to another name first, then to {name}) and upload again.")
+    return sources
+
+
+def _pick(candidates: list[PurePosixPath], label: str, other_case: list[str] | None = None) -> PurePosixPath:
+    if not candidates and other_case:
+        raise SubmissionError(
+            f"{label} holds the package as {sorted(other_case)[0]}/; its folder must be named {PACKAGE}, all lower "
+            f"case (Python imports it by that exact name). Rename the folder, or upload the .zip `make submit` "
+            f"(or `python check.py submit`) builds.")
     if not candidates:
         raise SubmissionError(
             f"{label} holds no {PACKAGE}/ folder with Python files in it. Upload the folder "
@@ -140,7 +171,9 @@ def _from_folder(root: Path) -> Submission:
     if not roots:  # a package that is only a link (to solutions/, say) is refused as such
         _refuse_links([rel.as_posix() for rel, is_dir, is_link in entries
                        if is_link and (is_dir or rel.suffix == ".py")], label)
-    chosen = Path(_pick(roots, label))
+    other_case = [rel.as_posix() for rel, is_dir, is_link in entries
+                  if is_dir and not is_link and rel.name.lower() == PACKAGE and rel in holding_py]
+    chosen = Path(_pick(roots, label, other_case))
     inside = [(rel if chosen == Path(".") else rel.relative_to(chosen), is_dir, is_link)
               for rel, is_dir, is_link in entries if chosen == Path(".") or chosen in rel.parents]
     _refuse_links([f"{PACKAGE}/{rel.as_posix()}" for rel, is_dir, is_link in inside
@@ -154,8 +187,8 @@ def _from_folder(root: Path) -> Submission:
         if total > MAX_TOTAL_BYTES:
             raise SubmissionError(f"{rel} makes the submission too large (limit {MAX_TOTAL_BYTES // 1024 // 1024} MiB "
                                   f"in all)")
-        sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
-    return Submission(label, sources)
+        sources[rel.as_posix()] = source_text(data)
+    return Submission(label, _in_case(sources, label))
 
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz")
@@ -199,14 +232,16 @@ def _from_zip(path: Path) -> Submission:
             if not _skip(name.parts):
                 members.setdefault(name, info)
         files = list(members)
-        roots = set()
+        roots, other_case = set(), set()
         for f in files:
             if f.suffix == ".py":
                 parts = f.parts
                 for i, part in enumerate(parts[:-1]):
                     if part == PACKAGE:
                         roots.add(PurePosixPath(*parts[: i + 1]))
-        package = _pick(sorted(roots), path.name)
+                    elif part.lower() == PACKAGE:
+                        other_case.add("/".join(parts[: i + 1]))
+        package = _pick(sorted(roots), path.name, sorted(other_case))
         chosen = []
         for f in files:
             if f.suffix != ".py" or package not in f.parents:
@@ -231,8 +266,8 @@ def _from_zip(path: Path) -> Submission:
                 ) from None
             if len(data) > MAX_FILE_BYTES:
                 raise SubmissionError(f"{rel} makes the submission too large")
-            sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
-    return Submission(path.name, sources)
+            sources[rel.as_posix()] = source_text(data)
+    return Submission(path.name, _in_case(sources, path.name))
 
 
 _TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError, UnicodeDecodeError)
@@ -254,7 +289,9 @@ def _from_tar(path: Path) -> Submission:
                 members.setdefault(name, info)
         roots = {PurePosixPath(*f.parts[: i + 1]) for f in members if f.suffix == ".py"
                  for i, part in enumerate(f.parts[:-1]) if part == PACKAGE}
-        package = _pick(sorted(roots), path.name)
+        other_case = sorted({"/".join(f.parts[: i + 1]) for f in members if f.suffix == ".py"
+                             for i, part in enumerate(f.parts[:-1]) if part != PACKAGE and part.lower() == PACKAGE})
+        package = _pick(sorted(roots), path.name, other_case)
         chosen = [(f.relative_to(package), info) for f, info in members.items()
                   if f.suffix == ".py" and package in f.parents and ".." not in f.relative_to(package).parts]
         _refuse_links(sorted(f"{PACKAGE}/{rel.as_posix()}" for rel, info in chosen if info.issym() or info.islnk()),
@@ -271,5 +308,5 @@ def _from_tar(path: Path) -> Submission:
             except _TAR_ERRORS as error:
                 raise SubmissionError(f"{path.name}: {rel} cannot be read ({type(error).__name__}); the tarball is "
                                       f"damaged. Rebuild it, or upload a .zip (`make submit` builds one).") from None
-            sources[rel.as_posix()] = data.decode("utf-8-sig", errors="replace")
-    return Submission(path.name, sources)
+            sources[rel.as_posix()] = source_text(data)
+    return Submission(path.name, _in_case(sources, path.name))
