@@ -61,7 +61,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     report = None
     try:
         # Boot the runner first: it imports torch while this process does the same.
-        runner = open_runner(kind, Limits(submission_seconds=budget), with_reference=needs_reference)
+        runner = open_runner(runner_kind, Limits(submission_seconds=budget), with_reference=needs_reference)
     except RunnerRefused as refused:
         report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
         runner = None

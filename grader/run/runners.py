@@ -30,6 +30,14 @@ def sandbox_possible() -> bool:
     return True
 
 
+def _why_not_the_sandbox() -> str:
+    platform = {"win32": "Windows", "darwin": "macOS"}.get(sys.platform)
+    if platform:
+        return f"the Linux sandbox does not run on {platform}; the public checks do not need it"
+    return ("this Python lacks what the Linux sandbox needs (fork, resource limits, /proc); the public checks do "
+            "not need it")
+
+
 def choose(kind: str | None = None) -> str:
     if kind is None:
         return "sandbox" if sandbox_possible() else "portable"
@@ -49,8 +57,7 @@ def open_runner(kind: str | None = None, limits: Limits | None = None, with_refe
             raise RunnerRefused(WHERE_GRADING_RUNS)
         from grader.run.portable import PortableRunner
 
-        reason = ("asked for with --runner portable" if asked else
-                  f"the Linux sandbox does not run on {sys.platform}; it is not needed without the reference")
+        reason = "asked for with --runner portable" if asked else _why_not_the_sandbox()
         return PortableRunner(limits, reason)
     if not sandbox_possible():
         raise RunnerRefused("the Linux sandbox cannot start on this machine (it needs Linux with fork and "
