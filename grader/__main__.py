@@ -45,7 +45,7 @@ def _seconds(text: str) -> float:
 
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
                 seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True,
-                budget: float = 600.0, runner_kind: str | None = None):
+                budget: float = 600.0, runner_kind: str | None = None, grouped: bool = True):
     """`chapters` may be the command line's text ("05,07"): it is read once the runner
     boots, since reading it imports the checks and so torch. `runner_kind` is "sandbox",
     "portable" or None (the best this machine offers)."""
@@ -92,7 +92,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
                 raise SubmissionError(WEAK_SANDBOX)
             with console.status("grading…"):
                 report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
-                               runner=runner)
+                               runner=runner, grouped=grouped)
     except SubmissionError as problem:
         report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
     except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
@@ -153,6 +153,9 @@ def main(argv=None) -> int:
     g.add_argument("--profile", action="store_true", help="also list the slowest checks and their times")
     g.add_argument("--budget", type=_seconds, default=600.0,
                    help="wall-clock seconds for the whole submission; checks not run by then score 'timeout'")
+    g.add_argument("--ungrouped", action="store_true",
+                   help="every task in workers of its own (to compare with the default, where tasks that cannot "
+                        "see each other share one)")
     g.add_argument("--runner", choices=["sandbox", "portable"],
                    help="the sandbox (default); the portable runner refuses a grade, which needs the reference")
     k = sub.add_parser("grade-class", help="grade a class's uploads into LMS gradebooks (TA); "
@@ -199,7 +202,8 @@ def main(argv=None) -> int:
 
     if args.command == "grade":
         report = run_grading(args.submission, args.chapters, args.public_only, args.json, console, args.seed,
-                             allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget, runner_kind=args.runner)
+                             allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget, runner_kind=args.runner,
+                             grouped=not args.ungrouped)
         if args.profile and report.results:
             _profile(report, console)
         return 0 if not report.problem else 1

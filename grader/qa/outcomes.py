@@ -17,11 +17,15 @@ from pathlib import Path
 from grader.qa.catch_table import SEED
 
 
-def outcomes(public: bool, runner: str | None = None) -> dict[str, list]:
+def outcomes(public: bool, runner: str | None = None, groups: str | None = None) -> dict[str, list]:
+    """Every entry's statuses and diagnoses. groups="on"/"off": grade, for each entry,
+    every task of the group its task belongs to (all checks, with the reference), on one
+    shared worker ("on") or one worker per task ("off"): what sharing must not change."""
     from grader.checks import catalogue
     from grader.qa.mutants import catalogue as accuracy_catalogue
     from grader.run.reference import Reference
-    from grader.run.engine import grade_task
+    from grader.run.dependencies import task_groups
+    from grader.run.engine import grade_group, grade_task
     try:
         from grader.run.processes import open_runner
     except ImportError:  # before the process layer
@@ -41,7 +45,17 @@ def outcomes(public: bool, runner: str | None = None) -> dict[str, list]:
             chapter = catalogue.chapter_of_task()[task.name]
             checks = [c for c in chapter.checks if c.task == task.name and not (public and c.hidden)]
             submission = Submission(f"{type(entry).__name__.lower()}:{entry.name}", entry.apply(reference.sources))
-            results = grade_task(task, checks, submission, None if public else reference, processes, SEED)
+            if groups:
+                group = next(g for g in task_groups(list(catalogue.tasks())) if task.name in g)
+                items = [(catalogue.tasks()[name], [c for c in catalogue.chapter_of_task()[name].checks
+                                                    if c.task == name]) for name in group]
+                if groups == "on":
+                    graded = grade_group(items, submission, reference, processes, SEED)
+                else:
+                    graded = [grade_task(t, cs, submission, reference, processes, SEED) for t, cs in items]
+                results = [r for task_results in graded for r in task_results]
+            else:
+                results = grade_task(task, checks, submission, None if public else reference, processes, SEED)
             found[f"{type(entry).__name__.lower()}:{entry.name}"] = [
                 [r.check.name, r.status, r.diagnosis] for r in results]
     return found
@@ -60,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--public", action="store_true", help="public checks without the reference, as make check")
     parser.add_argument("--runner", choices=["sandbox", "portable"], default=None)
+    parser.add_argument("--groups", choices=["on", "off"],
+                        help="grade each entry's whole task group, sharing one worker (on) or not (off)")
     parser.add_argument("--compare", action="store_true", help="compare two files written before")
     args = parser.parse_args(argv)
     if args.compare:
@@ -72,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         differences = compare(before, after)
         print("\n".join(differences) or f"identical: {len(before)} entries")
         return 1 if differences else 0
-    found = outcomes(args.public, args.runner)
+    found = outcomes(args.public, args.runner, args.groups)
     args.files[0].write_text(json.dumps(found, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"wrote {args.files[0]}: {len(found)} entries")
     return 0

@@ -17,6 +17,7 @@ import torch
 
 from grader.checks import catalogue
 from grader.checks._api import Check, Task
+from grader.run.dependencies import task_groups
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
@@ -37,11 +38,24 @@ from grader.run.worker import WorkerFailed
 
 
 def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits,
-                    imported: bool = False, fresh: bool = False) -> dict:
+                    imported: bool = False, fresh: bool = False, group: list[Task] | None = None) -> dict:
     """The task's request to a new worker. `fresh`: the package must be imported anew for
     it, never reused from an earlier task (a runner that keeps processes between tasks
     honours it; a forked worker is fresh anyway)."""
     regions = [{"task": t.name, "module": t.module, "qualname": t.qualname} for t in catalogue.tasks().values()]
+    if group:
+        return {
+            "task": task.name,
+            "student": {} if imported else submission.sources,
+            "certified": reference.compiled_without(*(t.name for t in group)) if reference else None,
+            "regions": regions,
+            "needs": sorted({t.module for t in group}),
+            "limits": limits.rlimits(worker=True),
+            "group": {t.name: {"tripwires": list(t.forbidden),
+                               "op_rules": {"ops": list(t.forbidden_ops), "no_autograd": t.no_autograd}}
+                      for t in group},
+            "fresh": fresh,
+        }
     return {
         "task": task.name,
         "student": {} if imported else submission.sources,
@@ -56,7 +70,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
 
 
 def _start_worker(task, submission, reference, runner, deadline: float, audience: Audience,
-                  imported=None, fresh: bool = False):
+                  imported=None, fresh: bool = False, group: list[Task] | None = None):
     """A ready worker, or (None, failure) when the submission or the runner can't load;
     the failure is CheckResult's fields."""
     try:
@@ -74,7 +88,7 @@ def _start_worker(task, submission, reference, runner, deadline: float, audience
                       "cause": RUNNER_FAILED}
     try:
         ready = worker.start(_worker_request(task, submission, reference, runner.limits,
-                                             imported=imported is not None, fresh=fresh),
+                                             imported=imported is not None, fresh=fresh, group=group),
                              max(0.5, min(runner.limits.setup_seconds, deadline - time.monotonic())))
     except WorkerFailed as failure:
         # A module that hangs or dies at import does so for every check: say it once.
@@ -100,8 +114,50 @@ def _start_worker(task, submission, reference, runner, deadline: float, audience
     # Only names the grader knows: the worker's list is a hint, never text to echo.
     known = catalogue.tasks()
     claimed = ready.get("certified") if isinstance(ready.get("certified"), list) else []
-    worker.certified = tuple(sorted({t for t in claimed if isinstance(t, str) and t in known and t != task.name}))
+    withheld = {t.name for t in group} if group else {task.name}
+    worker.certified = tuple(sorted({t for t in claimed if isinstance(t, str) and t in known and t not in withheld}))
     return worker, None
+
+
+class SharedWorker:
+    """One worker for a group of tasks none of whose checks run another's code
+    (grader.run.dependencies): it holds the reference minus every task of the group,
+    and arms each task's rules around that task's probes only. The first failure (a
+    hang, a crash, garbage, tampering, or a set-up that fails) ends it, and every task
+    not finished goes on in workers of its own."""
+
+    def __init__(self, tasks: list[Task], submission, reference, runner, deadline: float, audience, imported=None):
+        self.tasks, self.submission, self.reference, self.runner = tasks, submission, reference, runner
+        self.deadline, self.audience, self.imported = deadline, audience, imported
+        self.worker = None
+        self.failed = False
+
+    def get(self):
+        """The group's worker, started on first use; None once it has failed."""
+        if self.failed:
+            return None
+        if self.worker is None:
+            worker, failure = _start_worker(self.tasks[0], self.submission, self.reference, self.runner,
+                                            self.deadline, self.audience, self.imported, group=self.tasks)
+            if failure is not None:
+                self.failed = True  # each task starts its own worker and reports its own set-up
+                return None
+            self.worker = worker
+        return self.worker
+
+    def fail(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+        self.worker, self.failed = None, True
+
+    def close(self) -> str:
+        """End the worker; what it printed while the group ran."""
+        if self.worker is None:
+            return ""
+        self.worker.close()
+        output = self.worker.output.text(wait=2.0)
+        self.worker = None
+        return output
 
 
 class _SetupFailed(Exception):
@@ -112,9 +168,12 @@ class _TaskRun:
     """One task's checks, run one at a time on a worker; after any failure the next
     check gets a fresh worker."""
 
-    def __init__(self, task, submission, reference, runner, seed, deadline, imported=None, audience=None):
+    def __init__(self, task, submission, reference, runner, seed, deadline, imported=None, audience=None,
+                 shared: SharedWorker | None = None):
         self.task, self.submission, self.reference, self.runner, self.seed = task, submission, reference, runner, seed
         self.deadline, self.imported, self._audience = deadline, imported, audience
+        self.shared = shared
+        self.on_shared = False  # whether self.worker is the group's
         self.worker = None
         self.setup_failure = None
         self.timeout_cap = runner.limits.check_seconds
@@ -162,7 +221,10 @@ class _TaskRun:
             self._audience = Audience(self.submission, self.reference)
         return self._audience
 
-    def call(self, check: Check, sent: dict) -> dict:
+    def call(self, check: Check, sent: dict, own: bool = False) -> dict:
+        if self.worker is None and self.setup_failure is None and self.shared is not None and not own:
+            self.worker = self.shared.get()
+            self.on_shared = self.worker is not None
         if self.worker is None and self.setup_failure is None:
             self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.runner,
                                                             self.deadline, self.audience, self.imported,
@@ -172,7 +234,8 @@ class _TaskRun:
             raise _SetupFailed()
         return checked_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__,
                                              sent, max(0.5, min(check.timeout, self.timeout_cap,
-                                                                self.deadline - time.monotonic()))))
+                                                                self.deadline - time.monotonic())),
+                                             task=self.task.name if self.on_shared else None))
 
     def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
         """Each run in a fresh worker; the results gathered by name (merge=True: the parts'
@@ -183,7 +246,7 @@ class _TaskRun:
             self.fresh_next = True  # no state of the student's package may link two runs
             if merge:
                 inputs = {**inputs, "earlier": dict(gathered)}
-            reply = self.call(check, inputs)
+            reply = self.call(check, inputs, own=True)
             if "result" not in reply or reply.get("forbidden_calls"):
                 return reply
             gathered[name] = reply["result"]
@@ -198,7 +261,13 @@ class _TaskRun:
 
     def drop_worker(self, clean: bool = False):
         """End the worker: killed after a failure; told to exit (clean=True) after a run
-        that answered, so a runner that keeps processes may reuse it."""
+        that answered, so a runner that keeps processes may reuse it. The group's worker is
+        left to the group after a clean run, and ended for every task after a failure."""
+        if self.on_shared:
+            if not clean:
+                self.shared.fail()
+            self.worker, self.on_shared = None, False
+            return
         if self.worker is not None:
             if clean:
                 self.worker.close()
@@ -207,7 +276,10 @@ class _TaskRun:
         self.worker = None
 
     def finish(self, ran: list[CheckResult]):
-        """Ends the last worker and gives what it printed to the last check it ran."""
+        """Ends the last worker and gives what it printed to the last check it ran (the
+        group's worker is ended by the group)."""
+        if self.on_shared:
+            self.worker, self.on_shared = None, False
         if self.worker is not None:
             # Ended first, so its output pipe reaches end-of-file and the tail holds all it
             # printed: reading before that raced the thread that drains the pipe.
@@ -221,7 +293,8 @@ class _TaskRun:
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
                runner: Runner, seed: int, scan_for_tampering: bool = True,
-               deadline: float | None = None, imported=None, audience: Audience | None = None) -> list[CheckResult]:
+               deadline: float | None = None, imported=None, audience: Audience | None = None,
+               shared: SharedWorker | None = None) -> list[CheckResult]:
     """Grade one task's checks. Never raises for anything the submission does: every
     failure is a check status. (scan_for_tampering=False lets tests reach the layers
     behind the static scan.) RunnerRefused when the runner may not hold what the run
@@ -243,7 +316,7 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
     deadline = time.monotonic() + runner.limits.submission_seconds if deadline is None else deadline
-    run, ran = _TaskRun(task, submission, reference, runner, seed, deadline, imported, audience), []
+    run, ran = _TaskRun(task, submission, reference, runner, seed, deadline, imported, audience, shared), []
     # Checks that run in workers of their own go first: the rest then share one worker,
     # where after them a check would need a new one. The report keeps the catalogue's order.
     for check in sorted(checks, key=lambda c: not (c.separately or c.parts)):
@@ -258,6 +331,32 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
     run.finish(ran)
     by_check = {id(result.check): result for result in ran}
     return [by_check[id(check)] for check in checks]
+
+
+def grade_group(items: list[tuple[Task, list[Check]]], submission: Submission, reference: Reference | None,
+                runner: Runner, seed: int, deadline: float | None = None, imported=None,
+                audience: Audience | None = None) -> list[list[CheckResult]]:
+    """Grade a group of tasks (grader.run.dependencies.task_groups) one after another on
+    one worker, each task's results as grade_task gives them; a group of one is a task."""
+    if len(items) == 1:
+        task, checks = items[0]
+        return [grade_task(task, checks, submission, reference, runner, seed, deadline=deadline, imported=imported,
+                           audience=audience)]
+    audience = audience or Audience(submission, reference)
+    deadline = time.monotonic() + runner.limits.submission_seconds if deadline is None else deadline
+    shared = SharedWorker([task for task, _ in items], submission, reference, runner, deadline, audience, imported)
+    graded = []
+    try:
+        for task, checks in items:
+            graded.append(grade_task(task, checks, submission, reference, runner, seed, deadline=deadline,
+                                     imported=imported, audience=audience, shared=shared))
+    finally:
+        output = shared.close()
+    if output and graded and graded[-1]:
+        shown, staff = audience.output(output)
+        last = graded[-1][-1]
+        last.output, last.staff_output = last.output or shown, last.staff_output or staff
+    return graded
 
 
 def workers_needed(checks: list[Check]) -> int:
@@ -277,13 +376,24 @@ def select_checks(chapters: list[str] | None, public_only: bool) -> list[tuple[T
     return plan
 
 
+def plan_groups(plan: list[tuple[Task, list[Check]]], grouped: bool) -> list[list[int]]:
+    """The plan's tasks (as indices) in groups that may share a worker; one each when not grouped."""
+    if not grouped:
+        return [[i] for i in range(len(plan))]
+    index = {task.name: i for i, (task, _) in enumerate(plan)}
+    return [[index[name] for name in group] for group in task_groups([task.name for task, _ in plan])]
+
+
 def possible_points(chapters: list[str] | None = None, public_only: bool = False) -> float:
     return sum(c.points for _, checks in select_checks(chapters, public_only) for c in checks)
 
 
 def grade(submission: Submission, chapters: list[str] | None = None, public_only: bool = False,
           runner: Runner | None = None, seed: int | None = None, parallel: int | None = None,
-          use_reference: bool = True) -> GradeReport:
+          use_reference: bool = True, grouped: bool = True) -> GradeReport:
+    """Grade a submission's tasks. grouped=True lets tasks that cannot see each other
+    share a worker where the reference is at hand (grader.run.dependencies); False
+    gives every task workers of its own (kept to compare the two)."""
     started = time.perf_counter()
     reference = Reference.available() if use_reference else None
     if runner is not None and not runner.holds_reference and (reference is not None or not public_only):
@@ -309,16 +419,19 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     imported = runner.package(submission.sources) if plan and submission.sources else None
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        # The costliest tasks (most workers to start) first, so two threads finish together;
-        # the report keeps the catalogue's order.
-        order = sorted(range(len(plan)), key=lambda i: -workers_needed(plan[i][1]))
         # One audience for the upload: what of the reference it does not hold is worked out once.
         audience = Audience(submission, reference)
-        futures = {i: pool.submit(grade_task, *plan[i], submission, reference, runner, seed, deadline=deadline,
-                                  imported=imported, audience=audience) for i in order}
-        results = []
-        for i in range(len(plan)):
-            results.extend(futures[i].result())
+        groups = plan_groups(plan, reference is not None and grouped)
+        # The costliest groups (most workers to start) first, so two threads finish together;
+        # the report keeps the catalogue's order.
+        order = sorted(range(len(groups)), key=lambda g: -sum(workers_needed(plan[i][1]) for i in groups[g]))
+        futures = {g: pool.submit(grade_group, [plan[i] for i in groups[g]], submission, reference, runner, seed,
+                                  deadline=deadline, imported=imported, audience=audience) for g in order}
+        by_task = {}
+        for g, members in enumerate(groups):
+            for i, results in zip(members, futures[g].result()):
+                by_task[i] = results
+        results = [result for i in range(len(plan)) for result in by_task[i]]
         pool.shutdown()
     except BaseException:
         # Ctrl-C (or anything else): drop what has not started; closing the runner ends the rest.

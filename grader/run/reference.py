@@ -27,7 +27,7 @@ class Reference:
         # Compiled once each: a module with every region kept, which most tasks' workers get,
         # and per task the certified parts as its workers get them.
         self._kept_code: dict[str, str] = {}
-        self._certified: dict[str, dict[str, str]] = {}
+        self._certified: dict[frozenset, dict[str, str]] = {}
 
     @classmethod
     @lru_cache(maxsize=1)
@@ -38,26 +38,29 @@ class Reference:
 
     def without(self, task: str) -> dict[str, str]:
         """The certified parts' text for grading `task`: every region but its own."""
-        return {rel: self._text(rel, task) for rel in self.sources}
+        return {rel: self._text(rel, frozenset({task})) for rel in self.sources}
 
-    def _text(self, rel: str, task: str) -> str:
-        return strip(self.sources[rel], {task} if task in self._tasks_in[rel] else set())
+    def _text(self, rel: str, tasks: frozenset[str]) -> str:
+        return strip(self.sources[rel], set(tasks & self._tasks_in[rel]))
 
-    def compiled_without(self, task: str) -> dict[str, str]:
-        """without(task), each module compiled here and sent as marshalled code (the
-        worker's interpreter is this one), so no worker spends its start compiling."""
-        if task not in self._certified:
-            self._certified[task] = {rel: self._compile(rel, task) if task in self._tasks_in[rel] else self._kept(rel)
-                                     for rel in self.sources}
-        return self._certified[task]
+    def compiled_without(self, *tasks: str) -> dict[str, str]:
+        """The certified parts for a worker grading `tasks` (one task, or a group of tasks
+        none of whose checks use another's), each module compiled here and sent as
+        marshalled code (the worker's interpreter is this one), so no worker spends its
+        start compiling."""
+        key = frozenset(tasks)
+        if key not in self._certified:
+            self._certified[key] = {rel: self._compile(rel, key) if key & self._tasks_in[rel] else self._kept(rel)
+                                    for rel in self.sources}
+        return self._certified[key]
 
     def _kept(self, rel: str) -> str:
         if rel not in self._kept_code:
-            self._kept_code[rel] = self._compile(rel, "")
+            self._kept_code[rel] = self._compile(rel, frozenset())
         return self._kept_code[rel]
 
-    def _compile(self, rel: str, task: str) -> str:
-        return wire.pack_code(self._text(rel, task), f"certified/{rel}")
+    def _compile(self, rel: str, tasks: frozenset[str]) -> str:
+        return wire.pack_code(self._text(rel, tasks), f"certified/{rel}")
 
     @property
     def modules(self) -> SimpleNamespace:

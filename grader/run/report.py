@@ -8,7 +8,6 @@ import re
 import sys
 import unicodedata
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -20,8 +19,7 @@ from rich.text import Text
 from grader.checks import catalogue
 from grader.files import write_atomic
 from grader.run.results import PASSED, GradeReport
-from grader.run.reference import Reference
-from grader.run.regions import find_regions
+from grader.run.dependencies import parts_used
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
          "not implemented": "yellow", "forbidden": "red bold"}
@@ -138,67 +136,6 @@ def code_block(text) -> list[str]:
 
 def _chapter_titles() -> dict[str, str]:
     return {c.number: c.title for c in catalogue.chapters()}
-
-
-@lru_cache(maxsize=1)
-def _reference_parts(reference: Reference) -> tuple[dict[str, str], dict[str, set[str]]]:
-    """Each task's reference body and each module's module-level imports, read once
-    (every chapter's parts_used asks the same of the same sources)."""
-    bodies, imports = {}, {}
-    for rel, source in reference.sources.items():
-        for region in find_regions(source, rel):
-            bodies[region.task] = region.body(source)
-        # Only a module-level import ties a module to another; one inside a function
-        # (a program's main) runs outside the checks.
-        imports[rel[:-3]] = set(re.findall(r"^from \.(\w+) import", source, flags=re.M))
-    return bodies, imports
-
-
-@lru_cache(maxsize=None)
-def _mention(qualname: str) -> tuple[str, re.Pattern]:
-    """What in a text means the task's function is built or called: the pattern, and a
-    piece of text every match contains (a cheap test first)."""
-    owner, _, method = qualname.rpartition(".")
-    if owner and method in ("__init__", "forward"):
-        return owner, re.compile(rf"\b{re.escape(owner)}\b")  # a class is built and called by its name
-    if owner:
-        return f".{method}(", re.compile(rf"\.{re.escape(method)}\(")
-    return f"{method}(", re.compile(rf"\b{re.escape(method)}\(")
-
-
-@lru_cache(maxsize=None)
-def parts_used(chapter: str) -> frozenset[str] | None:
-    """The tasks a chapter's checks run besides its own: what the chapter's probes build
-    or call in the package's modules they use, and in turn what those parts' reference
-    code builds or calls. None where no reference is at hand to read."""
-    reference = Reference.available()
-    found = next((c for c in catalogue.chapters() if c.number == chapter), None)
-    if reference is None or found is None:
-        return None
-    tasks = catalogue.tasks()
-    bodies, imports = _reference_parts(reference)
-    checks_source = catalogue.chapter_source(found)
-    modules = set(re.findall(r"\bns\.(\w+)\b", checks_source)) & set(imports)
-    while True:
-        more = set().union(*(imports[m] for m in modules)) - modules
-        if not more:
-            break
-        modules |= more
-
-    own = {t.name for t in found.tasks}
-    # The text the checks run grows by each used part's body, joined by newlines; no
-    # pattern spans a line, so each piece is searched once, as it is added (the same
-    # closure as searching the whole text again after every addition).
-    candidates = [(name, *_mention(task.qualname)) for name, task in tasks.items()
-                  if name not in own and task.module in modules]
-    pieces, used = [checks_source + "\n".join(bodies.get(t, "") for t in own)], set()
-    while pieces:
-        text = pieces.pop()
-        for name, literal, pattern in candidates:
-            if name not in used and literal in text and pattern.search(text) is not None:
-                used.add(name)
-                pieces.append(bodies.get(name, ""))
-    return frozenset(used)
 
 
 def _by_chapter(report: GradeReport):

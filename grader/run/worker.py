@@ -86,8 +86,12 @@ class Worker:
     def start(self, request: dict, timeout: float):
         return self._exchange(request, timeout)
 
-    def call(self, module: str, probe: str, inputs: dict, timeout: float):
-        return self._exchange({"module": module, "probe": probe, "inputs": inputs}, timeout)
+    def call(self, module: str, probe: str, inputs: dict, timeout: float, task: str | None = None):
+        """One probe's answer; `task` names the task it grades where the worker serves a group."""
+        message = {"module": module, "probe": probe, "inputs": inputs}
+        if task is not None:
+            message["task"] = task
+        return self._exchange(message, timeout)
 
     def kill(self, clean: bool = False):
         if self.alive:

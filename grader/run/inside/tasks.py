@@ -82,9 +82,14 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
         if apply_limits is not None:
             apply_limits(request.get("limits", {}))
         tripped: list = []
-        undo = set_tripwires(request.get("tripwires", []), tripped)
-        rules = op_rules.Rules.from_request(request.get("op_rules"))
+        # A worker that serves a group of tasks arms each task's rules around that task's
+        # probes only (a name one task forbids may be another's legitimate call).
+        grouped = isinstance(request.get("group"), dict)
+        undo = set_tripwires([] if grouped else request.get("tripwires", []), tripped)
+        rules = op_rules.Rules.from_request(None if grouped else request.get("op_rules"))
         op_rules.arm(rules)
+        if grouped:
+            op_rules.guard_switches()
         try:
             if prepare is not None:
                 try:
@@ -120,16 +125,26 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         if call.get("op") == "exit":
             return
         tripped.clear()
+        probe_rules, disarm = rules, None
         try:
+            if isinstance(request.get("group"), dict):
+                # The task this probe grades, among the group's: its rules for this probe only.
+                entry = request["group"][call["task"]]
+                namespace.task = call["task"]
+                disarm = set_tripwires(entry.get("tripwires", []), tripped)
+                probe_rules = op_rules.Rules.from_request(entry.get("op_rules"))
             module = importlib.import_module(f"grader.checks.{call['module']}")
             probe = getattr(module, call["probe"])
-            with op_rules.watching(rules, tripped):
+            with op_rules.watching(probe_rules, tripped):
                 result = probe(namespace, **call["inputs"])
             reply = {"result": result}
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, SystemExit):
                 error = ExitCalled(error.code)
             reply = {"error": describe(error)}
+        finally:
+            if disarm is not None:
+                disarm()
         reply["forbidden_calls"] = [dict(code) for code in tripped]
         changed = grader_code_changed()
         if changed:
@@ -291,6 +306,8 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
     certified = (load(CERTIFIED_PACKAGE, request["certified"], "certified", sorted(student), {})
                  if request.get("certified") else {})
     graded = request["task"]
+    # A group's worker holds the reference minus every task of the group.
+    withheld = set(request["group"]) if isinstance(request.get("group"), dict) else {graded}
     for module in request.get("needs", []):
         if module in broken:
             raise broken[module]
@@ -299,7 +316,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
     replaced_functions, installed = {}, []
     for region in request["regions"]:
         module, qualname = region["module"], region["qualname"]
-        if region["task"] == graded or module not in certified or module not in student:
+        if region["task"] in withheld or module not in certified or module not in student:
             continue
         *class_path, attr = qualname.split(".")
         source_owner = _walk(certified[module], class_path)
