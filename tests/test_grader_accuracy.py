@@ -14,6 +14,7 @@ from grader.qa.catch_table import check_words, run_entry
 from grader.qa.mutants import catalogue, lesson_mistakes
 from grader.run.engine import PASSED
 from grader.run.sandbox import Limits, Sandbox
+from tests.timing import limit
 
 MUTANTS, VARIANTS = catalogue()
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def sandbox():
-    with Sandbox(Limits(check_seconds=5.0)) as box:
+    with Sandbox(Limits(check_seconds=limit(5.0))) as box:
         yield box
 
 
