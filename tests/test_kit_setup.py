@@ -84,3 +84,22 @@ def test_make_setup_runs_it_before_the_venv():
 def test_ci_leaves_bubblewrap_to_make_setup():
     text = (ROOT / ".ci" / "run").read_text()
     assert "apt-get install" not in text and "make test" in text
+
+
+def test_time_limits_grow_with_the_machines_load(monkeypatch):
+    from tests import timing
+
+    monkeypatch.setattr(timing, "starved", lambda: 1.0)
+    monkeypatch.setattr(timing, "_cores", lambda: 2)
+    monkeypatch.setattr(timing.os, "getloadavg", lambda: (6.0, 6.0, 6.0))
+    assert timing.limit(3.0) == pytest.approx(9.0)  # three runnable processes per core
+    monkeypatch.setattr(timing.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    assert timing.limit(3.0) == 3.0  # an idle machine: never below the idle figure
+    monkeypatch.setattr(timing, "starved", lambda: 4.0)
+    assert timing.limit(3.0) == 12.0  # a process given a quarter of a core right now
+
+
+def test_starved_measures_wall_time_per_cpu_second():
+    from tests.timing import starved
+
+    assert starved(0.02) >= 0.99
