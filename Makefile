@@ -31,6 +31,7 @@ help:
 	@echo "make release [CH=00,01,05] [DEST=release]   the student bundle (folder + zip), scanned for leaks"
 
 $(STAMP): pyproject.toml
+	@sh .ci/get-bubblewrap
 	@test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet ".[course,dev]"

@@ -330,3 +330,36 @@ def test_doctor_on_a_release(bundle, tmp_path):
     assert done.returncode == 1
     assert "hero_transformer/Model.py must be named model.py" in done.stdout
     assert "does not import" in done.stdout and "Traceback" not in done.stdout
+
+
+def test_a_venv_is_made_once_and_then_reused(check, tmp_path, monkeypatch):
+    venv = tmp_path / "venv"
+    installs = []
+    monkeypatch.setattr(check, "install", lambda python, needed, platform, say=print: installs.append(needed))
+    monkeypatch.setattr(check, "find_python", lambda platform, env: ([sys.executable], tuple(sys.version_info[:3])))
+    env = {"HERO_TRANSFORMER_VENV": str(venv), "PATH": os.environ["PATH"]}
+    python = check.ensure_venv("linux", env, say=lambda text: None)
+    assert python == venv / "bin" / "python" and python.exists() and (venv / ".installed").exists()
+    assert installs == [check.requirements()]
+    assert check.ensure_venv("linux", env, say=lambda text: None) == python
+    assert len(installs) == 1, "a set-up venv is not installed into again"
+
+
+def test_a_python_without_venv_is_told_the_package_to_install(check, tmp_path, monkeypatch):
+    broken = tmp_path / "python3.12"
+    broken.write_text("#!/bin/sh\necho 'The virtual environment was not created successfully because ensurepip "
+                      "is not available.' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(check, "find_python", lambda platform, env: ([str(broken)], (3, 12, 3)))
+    with pytest.raises(check.Problem) as raised:
+        check.ensure_venv("linux", {"HERO_TRANSFORMER_VENV": str(tmp_path / "venv")}, say=lambda text: None)
+    text = str(raised.value)
+    assert "\n" not in text and "sudo apt install python3.12-venv" in text and "ensurepip" in text
+    assert not (tmp_path / "venv").exists()
+
+
+def test_no_python_at_all_is_a_problem_not_a_traceback(check, tmp_path, monkeypatch):
+    monkeypatch.setattr(check, "find_python", lambda platform, env: None)
+    with pytest.raises(check.Problem) as raised:
+        check.ensure_venv("darwin", {"HERO_TRANSFORMER_VENV": str(tmp_path / "venv")}, say=lambda text: None)
+    assert "brew install python@3.12" in str(raised.value)

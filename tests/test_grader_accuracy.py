@@ -15,6 +15,7 @@ from grader.qa.mutants import catalogue, lesson_mistakes
 from grader.run.results import PASSED
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
+from tests.timing import limit
 
 MUTANTS, VARIANTS = catalogue()
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def sandbox():
-    with Sandbox(Limits(check_seconds=5.0)) as box:
+    with Sandbox(Limits(check_seconds=limit(5.0))) as box:
         yield box
 
 

@@ -21,6 +21,7 @@ from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox, bwrap_works
 
 from tests.test_grader_redteam import earned, grade_one, hostile_sources
+from tests.timing import limit
 
 ISOLATIONS = [pytest.param("bwrap", marks=pytest.mark.skipif(not bwrap_works(), reason="bubblewrap unusable")),
               "process"]
@@ -181,7 +182,7 @@ def _causal_points(reference, box, channel: str, replay: bool) -> list[str]:
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 @pytest.mark.parametrize("channel", list(CHANNELS))
 def test_a_replay_through_a_channel_gains_nothing(reference, isolation, channel):
-    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+    with Sandbox(Limits(check_seconds=limit(5.0)), isolation=isolation) as box:
         if not box.start().isolates_workers():
             pytest.xfail(f"HOLE: this machine refuses unprivileged user namespaces, so workers share the "
                          f"{channel} (and the report's sandbox line says so)")
@@ -206,7 +207,7 @@ STOP_EVERYONE = """
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_a_worker_cannot_stop_the_zygote_or_its_siblings(reference, isolation):
-    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+    with Sandbox(Limits(check_seconds=limit(5.0)), isolation=isolation) as box:
         box.start().worker().kill()
         if not box.isolated:
             pytest.xfail("HOLE: without namespaces of its own a worker can signal the zygote")
@@ -250,7 +251,7 @@ SEES_OTHERS = """
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_a_worker_sees_no_other_process(reference, isolation):
-    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+    with Sandbox(Limits(check_seconds=limit(5.0)), isolation=isolation) as box:
         box.start().worker().kill()
         if not box.isolated:
             pytest.xfail("HOLE: without namespaces of its own a worker lists (and reads the names of) the others")
@@ -362,7 +363,7 @@ def _imports_once(box) -> bool:
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 @pytest.mark.parametrize("channel", list(IMPORT_TIME_CHANNELS))
 def test_a_channel_made_at_import_time_gains_nothing(reference, isolation, channel):
-    with Sandbox(Limits(check_seconds=5.0), isolation=isolation) as box:
+    with Sandbox(Limits(check_seconds=limit(5.0)), isolation=isolation) as box:
         if not _imports_once(box):
             pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
         plain = _imported_once_points(reference, box, channel, replay=False)
@@ -434,7 +435,7 @@ def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
     else:
         body = "_rt_child_knocks()\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))\n"
         sources = hostile_sources(reference, {"gelu": body}, append=KNOCK_FROM_A_WORKERS_CHILD)
-    with Sandbox(Limits(check_seconds=8.0), isolation=isolation) as box:
+    with Sandbox(Limits(check_seconds=limit(8.0)), isolation=isolation) as box:
         if not _imports_once(box):
             pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
         imported = box.package(sources)
@@ -477,7 +478,7 @@ def test_an_upload_flooding_the_door_does_not_hold_up_another(reference, isolati
     from grader.run.engine import grade
     from grader.run.submission import Submission
 
-    with Sandbox(Limits(check_seconds=8.0, setup_seconds=10.0), isolation=isolation) as box:
+    with Sandbox(Limits(check_seconds=limit(8.0), setup_seconds=limit(10.0)), isolation=isolation) as box:
         if not _imports_once(box):
             pytest.skip("this machine imports a submission per task (no namespaces or seccomp filter)")
         flooding = box.package(hostile_sources(reference, append=FLOOD_THE_DOOR))

@@ -38,6 +38,7 @@ from grader.run.report import render, results_json
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.submission import Submission, SubmissionError, load
+from tests.timing import limit
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -289,7 +290,7 @@ def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeyp
     import grader.run.sandbox
     from grader.__main__ import run_grading
 
-    monkeypatch.setattr(grader.run.sandbox, "Limits", lambda **given: Limits(**{"check_seconds": 3.0, **given}))
+    monkeypatch.setattr(grader.run.sandbox, "Limits", lambda **given: Limits(**{"check_seconds": limit(3.0), **given}))
     append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": [{"x": 1}]}\')\n'
     package = tmp_path / "upload" / "hero_transformer"
     package.mkdir(parents=True)
@@ -395,7 +396,7 @@ def test_a_worker_cannot_rewrite_the_zygote(reference):
         raise RuntimeError("rewritten")
     """
     shortcut = 'return getattr(torch.nn.functional, "ge" + "lu")(x)'
-    with Sandbox(Limits(check_seconds=3.0)) as box:
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
         grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": rewrite}), only={"exact_values"})
         later = grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": shortcut}), label="next student")
     assert {r.status for r in later} == {"forbidden"}, [(r.check.name, r.status) for r in later]
@@ -638,7 +639,7 @@ def test_a_daemon_cannot_outlive_its_worker_and_sink_the_next_student(reference)
             os._exit(0)
         raise RuntimeError("daemon started")
     """
-    with Sandbox(Limits(check_seconds=3.0)) as box:
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
         grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": daemon}), only={"exact_values"})
         time.sleep(0.3)
         honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
@@ -651,7 +652,7 @@ def test_a_worker_cannot_cripple_the_zygote_for_the_next_student(reference):
         resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (3, 3))
         raise RuntimeError("zygote crippled")
     """
-    with Sandbox(Limits(check_seconds=3.0)) as box:
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
         grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": cripple}), only={"exact_values"})
         honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
     assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
@@ -673,7 +674,7 @@ def test_tmp_cannot_be_used_to_pin_memory(reference):
                 break
         raise RuntimeError(f"wrote {written} MiB")
     """
-    with Sandbox(Limits(check_seconds=3.0)) as box:
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
         results = run(reference, box, "gelu", body, only={"exact_values"})
     assert_no_points(results)
     written = int(re.search(r"wrote (\d+) MiB", results[0].staff_diagnosis)[1])
@@ -746,7 +747,8 @@ def test_a_thread_left_running_after_the_reply_cannot_answer_later_checks(refere
 
 def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
     sources = hostile_sources(reference, append="import time as _t\n_t.sleep(10**6)\n")
-    with Sandbox(Limits(check_seconds=3.0, setup_seconds=1.0)) as box:
+    setup = limit(1.0)
+    with Sandbox(Limits(check_seconds=limit(3.0), setup_seconds=setup)) as box:
         box.worker().close()  # the zygote is up: time only the grading
         started = time.monotonic()
         results = grade_one(reference, box, "block", sources,
@@ -754,7 +756,7 @@ def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
         elapsed = time.monotonic() - started
     assert_no_points(results)
     assert all(r.status in ("timeout", "error") for r in results)
-    assert elapsed < 2.0, f"{len(results)} checks took {elapsed:.1f} s with a 1 s setup limit"
+    assert elapsed < 2 * setup, f"{len(results)} checks took {elapsed:.1f} s with a {setup:.1f} s setup limit"
 
 
 def test_a_package_whose_forks_die_is_graded_per_task_after_one_wait(reference):
@@ -767,12 +769,13 @@ def test_a_package_whose_forks_die_is_graded_per_task_after_one_wait(reference):
         _os.register_at_fork(after_in_child=lambda: _os._exit(3))
     """
     sources = hostile_sources(reference, append=append, module="micro")
-    with Sandbox(Limits(setup_seconds=3.0)) as box:
+    setup = limit(3.0)
+    with Sandbox(Limits(setup_seconds=setup)) as box:
         started = time.monotonic()
         report = grade(Submission("forks die", sources), ["05"], runner=box, seed=5)
         spent = time.monotonic() - started
     assert [r.check.name for r in report.results if r.status != PASSED] == []
-    assert spent < 3.0 * 3, f"{spent:.1f} s: each task waited for a fork again"
+    assert spent < 3 * setup, f"{spent:.1f} s: each task waited for a fork again"
 
 
 @pytest.mark.slow
@@ -792,7 +795,7 @@ def test_a_fork_bomb_costs_its_own_task_only(reference):
             except OSError:
                 pass
     """
-    with Sandbox(Limits(check_seconds=3.0)) as box:
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
         report = grade(Submission("fork bomb", hostile_sources(reference, {"gelu": body})), ["05", "06"],
                        runner=box, seed=5)
     lost = {r.check.task for r in report.results if r.status != PASSED}
@@ -964,7 +967,7 @@ def test_zip_paths_cannot_escape_or_break_loading(tmp_path):
 def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
     import grader.grade_class.gradebook as gradebook
 
-    monkeypatch.setattr(gradebook, "Limits", lambda **given: Limits(**{"check_seconds": 3.0, **given}))
+    monkeypatch.setattr(gradebook, "Limits", lambda **given: Limits(**{"check_seconds": limit(3.0), **given}))
     uploads = tmp_path / "uploads"
     uploads.mkdir()
     broken = uploads / "alice.zip"
@@ -1083,7 +1086,7 @@ def test_process_isolation_does_not_expose_the_reference(reference):
         exec(compile(ast.Module([stolen], []), "stolen", "exec"), space)
         return space["gelu"](x)
     """
-    with Sandbox(Limits(check_seconds=3.0), isolation="process") as box:
+    with Sandbox(Limits(check_seconds=limit(3.0)), isolation="process") as box:
         box.start().worker().kill()
         if not box.isolated:
             pytest.xfail("HOLE: without bubblewrap or user namespaces the zygote runs as `nobody` with the "

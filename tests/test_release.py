@@ -81,7 +81,8 @@ def test_bundle_from_a_fresh_unzip_checks_and_submits(built, tmp_path):
 def test_bundle_holds_the_students_files_only(built):
     folder, archive, _ = built
     names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    for required in ("Makefile", "pyproject.toml", "README.md", ".github/workflows/classroom.yml",
+    for required in ("Makefile", "pyproject.toml", "README.md", "check.py", ".github/workflows/classroom.yml",
+                     ".github/workflows/selfcheck.yml", "grader/checks/hidden_counts.json",
                      "hero_transformer/model.py", "grader/run/engine.py", "grader/checks/ch05_block/__init__.py",
                      "assignments/ch05_block/README.md", "assignments/ch05_block/figures/gelu.svg"):
         assert required in names, required

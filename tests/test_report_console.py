@@ -19,7 +19,7 @@ from rich.console import Console
 
 from grader.checks import catalogue
 from grader.run import report as report_module
-from grader.run.engine import FAILED, NOT_IMPLEMENTED, PASSED, CheckResult, GradeReport
+from grader.run.results import FAILED, NOT_IMPLEMENTED, PASSED, CheckResult, GradeReport
 from grader.run.report import ASCII_FALLBACKS, render, safe_stream
 
 ROOT = Path(__file__).resolve().parent.parent

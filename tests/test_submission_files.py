@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.run.engine import PASSED, grade
+from grader.run.results import PASSED
+from grader.run.engine import grade
 from grader.run.regions import package_sources
 from grader.run.submission import CONTRACT_MODULES, SubmissionError, load, source_text
 

