@@ -13,7 +13,7 @@ from grader.run.dependencies import independent, task_groups
 from grader.run.engine import grade_group, plan_groups, select_checks, workers_needed
 from grader.run.processes import Limits
 from grader.run.reference import Reference
-from grader.run.results import ERROR, FORBIDDEN, PASSED, TIMEOUT
+from grader.run.results import ERROR, FAILED, FORBIDDEN, PASSED, TIMEOUT
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
 from grader.qa.mutants import replace_region, region_of
@@ -100,3 +100,18 @@ def test_a_crash_at_the_start_of_a_group_costs_the_broken_task_only(reference, b
     assert {r.status for r in by_task["layer_norm_backward"]} == {ERROR}
     for name in GROUP[:-1]:
         assert {r.status for r in by_task[name]} == {PASSED}, (name, [r.diagnosis for r in by_task[name]])
+
+
+def test_a_probe_that_reaches_another_task_of_its_group_is_answered_where_that_task_is_certified(reference, box):
+    """The grouping trusts the reference's reading of which code a task runs; a student's
+    code may call more (here positions builds and calls a TokenEmbedding, the embedding
+    task, which is broken). Such a probe is answered again in a worker of its own, where
+    embedding is the reference's, so the broken embedding costs its own points only."""
+    sources = dict(reference.sources)
+    rel, body = region_of(sources, "positions")
+    sources[rel] = replace_region(sources[rel], "positions",
+                                  "TokenEmbedding(4, 2)(torch.zeros(1, dtype=torch.long))\n" + body)
+    sources[rel] = replace_region(sources[rel], "embedding", "raise RuntimeError('not yet')\n")
+    graded = dict(zip(GROUP, grade_group(_items(GROUP), Submission("calls a peer", sources), reference, box, seed=5)))
+    assert {r.status for r in graded["embedding"]} <= {ERROR, FAILED}
+    assert {r.status for r in graded["positions"]} == {PASSED}, [r.staff_diagnosis for r in graded["positions"]]

@@ -76,7 +76,8 @@ def test_certified_parts_made_once_are_those_made_for_each_task(reference):
         assert own and all(f'raise NotImplementedError("{task}")' in expected[rel] for rel in own)
 
 
-def test_the_bench_counts_the_workers_a_grade_starts(reference, monkeypatch):
+@pytest.mark.parametrize("chapters", [["04", "05"], ["00", "01", "02"]])
+def test_the_bench_counts_the_workers_a_grade_starts(reference, monkeypatch, chapters):
     """`make bench` prices the workers' process life by this count: it must be the
     number of workers grading a correct submission really starts."""
     from grader.qa.bench import workers_per_grade
@@ -92,8 +93,9 @@ def test_the_bench_counts_the_workers_a_grade_starts(reference, monkeypatch):
             return worker
 
         monkeypatch.setattr(owner, "worker", counted)
-    chapters = ["04", "05"]
     with Sandbox(Limits()) as box:
         report = grade(Submission("reference", dict(reference.sources)), chapters, runner=box, seed=3)
     assert report.results and all(r.status == PASSED for r in report.results)
     assert len(started) == workers_per_grade(chapters) > len(report.results) // 4
+    if chapters == ["00", "01", "02"]:  # chapters whose tasks share workers
+        assert workers_per_grade(chapters) < workers_per_grade(chapters, grouped=False)

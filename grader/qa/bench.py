@@ -152,11 +152,14 @@ print(spent() - before)
 """
 
 
-def workers_per_grade(chapters: list[str] | None = None) -> int:
-    """Worker processes a grade of a correct submission starts (all chapters by default)."""
-    from grader.run.engine import workers_needed, select_checks
+def workers_per_grade(chapters: list[str] | None = None, grouped: bool = True) -> int:
+    """Worker processes a grade of a correct submission starts (all chapters by default):
+    one per group of tasks that share a worker (one per task, ungrouped), plus one per
+    side of each comparison check, which always runs in workers of its own."""
+    from grader.run.engine import plan_groups, select_checks, workers_needed
 
-    return sum(workers_needed(checks) for _, checks in select_checks(chapters, False))
+    plan = select_checks(chapters, False)
+    return len(plan_groups(plan, grouped)) + sum(workers_needed(checks) - 1 for _, checks in plan)
 
 
 def isolation_floor(workers: int) -> float:
@@ -241,12 +244,13 @@ def grading_rows():
     stub = time_cli("hero_transformer")
     zygote, fresh = zygote_ratio()
     workers = workers_per_grade()
+    ungrouped = workers_per_grade(grouped=False)
     lifecycle = isolation_floor(workers)
     cores = os.cpu_count() or 1
     return [
         ("python -c 'import torch' (the floor)", f"{floor:.2f} s", ""),
-        (f"process life of the {workers} workers a full grade starts (two forks of a process holding torch, "
-         f"and their ends, each)", f"{lifecycle:.2f} CPU-s",
+        (f"process life of the {workers} workers a full grade starts ({ungrouped} with every task in workers of "
+         f"its own; two forks of a process holding torch, and their ends, each)", f"{lifecycle:.2f} CPU-s",
          f"{lifecycle / cores:.2f} s on {cores} cores before any check runs: with the floor, "
          f"{floor + lifecycle / cores:.2f} s is the least a full grade can take"),
         ("grade the full reference submission (CLI, fresh process)", f"{full:.2f} s",

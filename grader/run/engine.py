@@ -232,10 +232,17 @@ class _TaskRun:
             self.fresh_next = False
         if self.setup_failure:
             raise _SetupFailed()
-        return checked_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__,
-                                             sent, max(0.5, min(check.timeout, self.timeout_cap,
-                                                                self.deadline - time.monotonic())),
-                                             task=self.task.name if self.on_shared else None))
+        reply = checked_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."),
+                                               check.probe.__name__, sent,
+                                               max(0.5, min(check.timeout, self.timeout_cap,
+                                                            self.deadline - time.monotonic())),
+                                               task=self.task.name if self.on_shared else None))
+        if self.on_shared and reply.get("crossed"):
+            # The probe ran another task of the group, which this worker holds as the
+            # student wrote it: answered again where that task is certified.
+            self.worker, self.on_shared, self.shared = None, False, None
+            return self.call(check, sent, own=True)
+        return reply
 
     def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
         """Each run in a fresh worker; the results gathered by name (merge=True: the parts'

@@ -131,6 +131,8 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
                 # The task this probe grades, among the group's: its rules for this probe only.
                 entry = request["group"][call["task"]]
                 namespace.task = call["task"]
+                PROBING[0] = call["task"]
+                CROSSED.clear()
                 disarm = set_tripwires(entry.get("tripwires", []), tripped)
                 probe_rules = op_rules.Rules.from_request(entry.get("op_rules"))
             module = importlib.import_module(f"grader.checks.{call['module']}")
@@ -145,6 +147,9 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         finally:
             if disarm is not None:
                 disarm()
+            PROBING[0] = None
+        if CROSSED:
+            reply["crossed"] = sorted(CROSSED)
         reply["forbidden_calls"] = [dict(code) for code in tripped]
         changed = grader_code_changed()
         if changed:
@@ -333,12 +338,51 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
         for key, value in list(vars(module).items()):
             if id(value) in replaced_functions:
                 setattr(module, key, replaced_functions[id(value)])
+    if isinstance(request.get("group"), dict):
+        _watch_group_crossings(request, student, withheld)
     # Certified code looks names up in its own module: point them at the student's objects.
     owners = {(r["module"], r["qualname"].split(".")[0]) for r in request["regions"]}
     for module, top in owners:
         if module in certified and module in student and hasattr(student[module], top):
             setattr(certified[module], top, getattr(student[module], top))
     return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
+
+
+# In a worker that serves a group: the task whose probe runs now, and the group's other
+# tasks whose code that probe reached. The grader grouped the tasks because no task's
+# checks run another's; a probe that does all the same is answered again in a worker of
+# its task's own, so a group never changes a verdict.
+PROBING: list = [None]
+CROSSED: set = set()
+
+
+def _watch_group_crossings(request: dict, student: dict, group: set) -> None:
+    import functools
+
+    replaced = {}
+    for region in request["regions"]:
+        task, module = region["task"], region["module"]
+        if task not in group or module not in student:
+            continue
+        *class_path, attr = region["qualname"].split(".")
+        owner = _walk(student[module], class_path)
+        function = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+        if owner is None or not isinstance(function, types.FunctionType):
+            continue
+
+        def watched(*args, _function=function, _task=task, **kwargs):
+            if PROBING[0] is not None and PROBING[0] != _task:
+                CROSSED.add(_task)
+            return _function(*args, **kwargs)
+
+        functools.update_wrapper(watched, function)
+        setattr(owner, attr, watched)
+        if not class_path:
+            replaced[id(function)] = watched
+    for module in student.values():  # aliases (`from .model import gelu`) too
+        for key, value in list(vars(module).items()):
+            if id(value) in replaced:
+                setattr(module, key, replaced[id(value)])
 
 
 def _rebind(function, owner):
