@@ -50,3 +50,11 @@ def test_svg_carries_no_date_or_creator():
     for figure in figures.FIGURES:
         text = figure.path.read_text(encoding="utf-8")
         assert "<dc:date>" not in text and "Matplotlib v" not in text, figure.name
+
+
+def test_a_drawing_is_the_same_within_a_hundredth_of_a_pixel_and_no_further():
+    drawn = b'<path d="M 71.22 114.584372 L 86.491642 57.434575 z" style="fill: #1f77b4"/>'
+    assert figures.same_drawing(drawn, drawn.replace(b"57.434575", b"57.43454"))  # another CPU's last bit
+    assert not figures.same_drawing(drawn, drawn.replace(b"57.434575", b"57.5"))  # a visible change
+    assert not figures.same_drawing(drawn, drawn.replace(b"#1f77b4", b"#ff7f0e"))  # another colour
+    assert not figures.same_drawing(drawn, drawn.replace(b" z", b" Z"))

@@ -96,7 +96,7 @@ def test_a_bom_and_crlf_package_earns_every_point(tmp_path, sandbox):
     """The reference saved by a Windows editor (BOM, CRLF) grades as the reference."""
     files = {rel: b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n") for rel, data in _reference_files().items()}
     submission = load(_as("zip", tmp_path, files))
-    report = grade(submission, ["05", "06"], sandbox=sandbox, seed=5)
+    report = grade(submission, ["05", "06"], runner=sandbox, seed=5)
     assert report.results and all(r.status == PASSED for r in report.results), [
         (r.check.name, r.status, r.diagnosis) for r in report.results if r.status != PASSED]
 
