@@ -55,6 +55,10 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     from grader.run.runners import choose, open_runner
 
     kind = choose(runner_kind)
+    if seed is None and json_path:
+        import secrets
+
+        seed = secrets.randbelow(2**31)  # chosen here, so the results file's stamp can name it
     if kind == "portable" and public_only:
         use_reference = False  # it holds no reference: the student's own parts stand in, as in a release
     needs_reference = (use_reference and Reference.available() is not None) or not public_only
@@ -103,7 +107,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         if runner is not None:
             runner.close()
         if json_path and report is not None:
-            write_json(results_json(report), json_path)
+            write_json(results_json(report, seed), json_path)
     render(report, console)
     if json_path:
         console.print(f"[dim]results written to {json_path}[/]")
