@@ -88,7 +88,7 @@ Try it offline as Autolab runs it:
 
 ```bash
 mkdir try && cp ../submission.zip try/handin.zip && cp autograde.tar try/ && cp autograde-Makefile try/Makefile
-cd try && make          # the last line: {{"scores": {{...}}}}
+cd try && HERO_TRANSFORMER_PYTHON=/path/to/kit/.venv/bin/python make   # the last line: {{"scores": {{...}}}}
 ```
 """
 
