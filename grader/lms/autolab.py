@@ -115,6 +115,7 @@ def feedback(report, numbers: list[str]) -> tuple[list[str], dict, dict]:
     """(lines a student reads, the semantic-feedback object, the scores by problem)."""
     from grader.checks import catalogue
     from grader.run.report import plain
+    from grader.run.results import PASSED
 
     titles = {c.number: c.title for c in catalogue.chapters()}
     lines, stages, cases, scores = [], [], {}, {}
@@ -133,8 +134,8 @@ def feedback(report, numbers: list[str]) -> tuple[list[str], dict, dict]:
             name = check.name + (" (hidden)" if check.hidden else "")
             said = status_line(result)
             lines.append(f"  {result.score:g}/{check.points:g}  {name}: {said}"[:HINT_CHARS + 120])
-            case = {"passed": result.status == "passed"}
-            if result.status != "passed":
+            case = {"passed": result.status == PASSED}
+            if result.status != PASSED:
                 case["hint"] = said[:HINT_CHARS]
             cases[stage][name] = case
         lines.append("")

@@ -132,6 +132,7 @@ def not_gradable(problems: list[str], found_stamp: dict) -> dict:
 def results(report, found_stamp: dict) -> dict:
     """PrairieLearn's results.json for a graded upload."""
     from grader.run.report import plain
+    from grader.run.results import PASSED
 
     tests = []
     for result in report.results:
@@ -140,7 +141,7 @@ def results(report, found_stamp: dict) -> dict:
                       "description": ("hidden check: " if check.hidden else "") + plain(check.summary),
                       "points": result.score, "max_points": check.points,
                       "message": status_line(result), "output": visible_output(result)})
-    passed = sum(r.status == "passed" for r in report.results)
+    passed = sum(r.status == PASSED for r in report.results)
     message = (f"{report.score:g} / {report.max_score:g} points: {passed} of {len(report.results)} checks passed "
                f"({sum(t.check.hidden for t in report.results)} of them hidden checks, shown by name and diagnosis).")
     if report.problem:

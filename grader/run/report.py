@@ -288,7 +288,6 @@ def staff_json(report: GradeReport, found: dict | None = None) -> dict:
     what it printed, which the student-facing report leaves out wherever the code ran
     beside certified parts it could have copied from."""
     return {
-        "stamp": found if found is not None else stamp(None),
         "submission": plain(report.submission),
         "score": report.score,
         "max_score": report.max_score,
@@ -297,6 +296,7 @@ def staff_json(report: GradeReport, found: dict | None = None) -> dict:
                     "diagnosis": r.diagnosis, "staff_diagnosis": r.staff_diagnosis or r.diagnosis,
                     "output": r.staff_output or r.output, "certified": list(r.certified)}
                    for r in report.results],
+        "stamp": found if found is not None else stamp(None),
     }
 
 
