@@ -123,3 +123,12 @@ def test_a_rerun_under_the_same_stamp_regrades_nothing_and_a_new_seed_regrades_a
     assert all(json.loads(p.read_text())["stamp"] == two for p in _records(out).values())
     summary = (out / "summary.md").read_text()
     assert one["id"] in summary and two["id"] in summary and old["id"] not in summary
+
+
+def test_grade_stamps_its_results_and_staff_file_with_the_seed_it_drew(tmp_path):
+    """`grade` without --seed still names the seed its hidden checks used."""
+    out = tmp_path / "results.json"
+    assert cli(["grade", str(SOLUTIONS), "--chapters", "01", "--allow-weak-sandbox", "--json", str(out)]) == 0
+    found = json.loads(out.read_text())["extra_data"]["stamp"]
+    assert isinstance(found["seed"], int) and found == stamp(found["seed"])
+    assert json.loads((tmp_path / "results.staff.json").read_text())["stamp"] == found
