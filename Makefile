@@ -12,7 +12,7 @@ IN     ?=
 OUT    ?= grade-class-out
 
 .DEFAULT_GOAL := help
-.PHONY: need-SUB need-IN need-DEST help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope nbgrader-course release clean
+.PHONY: need-SUB need-IN need-DEST help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope prairielearn autolab nbgrader-course release clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -27,6 +27,8 @@ help:
 	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
 	@echo "make submit          pack hero_transformer/ into submission.zip for upload"
 	@echo "make gradescope [CH=05]          build autograder.zip for a Gradescope programming assignment"
+	@echo "make prairielearn [CH=05] [DEST=prairielearn]   a PrairieLearn external grader: image, entry point, info.json"
+	@echo "make autolab [CH=05] [DEST=autolab]             autograde.tar and autograde-Makefile for an Autolab assessment"
 	@echo "make nbgrader-course DEST=path [CH=05,07]   write a ready nbgrader course folder"
 	@echo "make release [CH=00,01,05] [DEST=release]   the student bundle (folder + zip), scanned for leaks"
 
@@ -82,6 +84,12 @@ submit: $(STAMP)
 
 gradescope: $(STAMP)
 	$(PYTHON) -m grader gradescope --output autograder.zip $(if $(CH),--chapters $(CH))
+
+prairielearn: $(STAMP)
+	$(PYTHON) -m grader prairielearn --output "$(or $(DEST),prairielearn)" $(if $(CH),--chapters $(CH)) $(ARGS)
+
+autolab: $(STAMP)
+	$(PYTHON) -m grader autolab --output "$(or $(DEST),autolab)" $(if $(CH),--chapters $(CH))
 
 nbgrader-course: need-DEST $(STAMP)
 	$(PYTHON) -m grader nbgrader-course "$(DEST)" $(if $(CH),--chapters $(CH)) $(ARGS)

@@ -1,4 +1,4 @@
-"""python -m grader {grade,grade-class,check,demo,submit,gradescope,nbgrader-course,release} — see `python -m grader --help`."""
+"""python -m grader {grade,grade-class,check,demo,submit,gradescope,prairielearn,autolab,nbgrader-course,release} — see `python -m grader --help`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,10 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     from grader.run.runners import choose, open_runner
 
     kind = choose(runner_kind)
+    if seed is None and json_path:
+        import secrets
+
+        seed = secrets.randbelow(2**31)  # chosen here, so the results file's stamp can name it
     if kind == "portable" and public_only:
         use_reference = False  # it holds no reference: the student's own parts stand in, as in a release
     needs_reference = (use_reference and Reference.available() is not None) or not public_only
@@ -103,7 +107,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         if runner is not None:
             runner.close()
         if json_path and report is not None:
-            write_json(results_json(report), json_path)
+            write_json(results_json(report, seed), json_path)
     render(report, console)
     if json_path:
         console.print(f"[dim]results written to {json_path}[/]")
@@ -183,6 +187,13 @@ def main(argv=None) -> int:
     z = sub.add_parser("gradescope", help="build a Gradescope autograder zip (TA)")
     z.add_argument("--output", default="autograder.zip")
     z.add_argument("--chapters", help="grade only these chapters, e.g. 05 or 05,07 (default: all)")
+    pl = sub.add_parser("prairielearn", help="build a PrairieLearn external grader: image, entry point, info.json (TA)")
+    pl.add_argument("--output", default="prairielearn", help="a new or empty folder (default: prairielearn)")
+    pl.add_argument("--chapters", help="grade only these chapters, e.g. 05 or 05,07 (default: all)")
+    pl.add_argument("--image", help="the image name info.json gives (default: hero-transformer-grader:<kit version>)")
+    al = sub.add_parser("autolab", help="build an Autolab autograder: autograde.tar and autograde-Makefile (TA)")
+    al.add_argument("--output", default="autolab", help="a new or empty folder (default: autolab)")
+    al.add_argument("--chapters", help="grade only these chapters, e.g. 05 or 05,07 (default: all)")
     n = sub.add_parser("nbgrader-course", help="write a ready nbgrader course directory (TA)")
     n.add_argument("dest", help="a new or empty folder")
     n.add_argument("--chapters", help="one assignment per chapter, e.g. 05,07 (default: all)")
@@ -225,6 +236,35 @@ def main(argv=None) -> int:
         console.print(f"wrote [bold]{args.output}[/] ({len(names)} files, chapters "
                       f"{', '.join(chapters) if chapters else 'all'}, {possible_points(chapters):g} points): "
                       f"upload it as the assignment's autograder")
+        return 0
+    if args.command == "prairielearn":
+        from grader.lms.prairielearn import build as build_prairielearn
+        from grader.run.engine import possible_points
+
+        chapters = parse_chapters(args.chapters)
+        try:
+            info = build_prairielearn(Path(args.output), chapters, args.image)
+        except FileExistsError as problem:
+            console.print(f"[red]{problem}[/]")
+            return 1
+        options = info["externalGradingOptions"]
+        console.print(f"wrote [bold]{args.output}[/]: Dockerfile (image {options['image']}), the entry point "
+                      f"{options['entrypoint']}, info.json (timeout {options['timeout']} s) and question.html for "
+                      f"chapters {', '.join(chapters) if chapters else 'all'} ({possible_points(chapters):g} points); "
+                      f"read {Path(args.output) / 'README.md'} next")
+        return 0
+    if args.command == "autolab":
+        from grader.lms.autolab import build as build_autolab
+
+        chapters = parse_chapters(args.chapters)
+        try:
+            problems = build_autolab(Path(args.output), chapters)
+        except FileExistsError as problem:
+            console.print(f"[red]{problem}[/]")
+            return 1
+        console.print(f"wrote [bold]{args.output}[/]/autograde.tar and autograde-Makefile; the assessment's problems: "
+                      + ", ".join(f"{name} ({points:g} points)" for name, points in problems.items())
+                      + f"; read {Path(args.output) / 'README.md'} next")
         return 0
     if args.command == "nbgrader-course":
         from grader.lms.nbgrader_course import build as build_course

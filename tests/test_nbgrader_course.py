@@ -42,7 +42,8 @@ app.start()
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("HERO_TRANSFORMER_COURSE", "NBGRADER_EXECUTION",
                                                              "JUPYTER_PATH")}
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"  # nbgrader runs `alembic` by name
+    # Without the kit's environment on PATH: the course's configuration finds what nbgrader runs.
+    env["PATH"] = "/usr/bin:/bin"
     return subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
                           timeout=900)
 
@@ -338,3 +339,43 @@ def test_a_timed_out_cell_is_named_in_the_error(tmp_path):
     with pytest.raises(RuntimeError) as failed:
         StopOnSetupError(log=logging.getLogger("test")).preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
     assert "CellTimeoutError: cell 2 (a cell of the student's own) ran past the cell time limit" in str(failed.value)
+
+
+def readme_commands(course: Path) -> list[str]:
+    """The commands of the course README's shell block, comments left out."""
+    block = (course / "README.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+@pytest.mark.slow
+def test_the_course_works_with_only_the_commands_its_readme_gives(tmp_path):
+    """A TA's shell with nothing of the kit on PATH: the README's own lines release,
+    autograde and export, one after the other."""
+    course = tmp_path / "course"
+    build(course, ["05"], allow_weak_sandbox=not bwrap_works())
+    commands = readme_commands(course)
+    assert [c.split()[1] if not c.startswith("cd ") else "cd" for c in commands] == \
+        ["cd", "generate_assignment", "autograde", "export"]
+    cd, generate, autograde, export = commands
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    assert not any(Path(p, "alembic").exists() for p in env["PATH"].split(os.pathsep))
+
+    def run(line: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", f"{cd} && {line}"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=900)
+
+    done = run(generate)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
+    hand_in(course, "reference", sources(SOLUTIONS))
+    hand_in(course, "postln", post_ln())
+    done = run(autograde)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run(export)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(course / "grades.csv", newline="") as handle:
+        scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    assert scores["reference"] == FULL and 0 < scores["postln"] < FULL

@@ -35,18 +35,14 @@ from grader.run.results import GradeReport
 from grader.run.reference import Reference
 from grader.run.engine import grade, possible_points
 from grader.files import read_json, write_json
-from grader.grade_class.records import RECORD_FORMAT, STATE, read_records, record_path
+from grader.grade_class.records import RECORD_FORMAT, STATE, archive, copy_archives, read_records, record_path
 from grader.run.report import results_json, staff_path
+from grader.run.stamp import describe, kit_version, stamp
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
 from grader.run.submission import SubmissionError
 
 ROOT = KIT_ROOT
-# What a grade depends on: the engine, the sandbox, the checks and the reference. The rest
-# of grader/ (class outputs, build tools, the mutant catalogue) only shapes what is
-# written, so editing it regrades nothing.
-_GRADING = ("grader/__init__.py", "grader/run", "grader/checks", "solutions/hero_transformer")
-
 
 
 class Interrupted(Exception):
@@ -55,17 +51,6 @@ class Interrupted(Exception):
     def __init__(self, done: int, left: int):
         super().__init__(f"{done} graded, {left} left")
         self.done, self.left = done, left
-
-
-def kit_version() -> str:
-    """Changes whenever the checks, the engine, the sandbox or the reference do."""
-    digest = hashlib.sha256()
-    for base in (ROOT / part for part in _GRADING):
-        for path in sorted([base] if base.is_file() else base.rglob("*.py")):
-            if "__pycache__" in path.parts:
-                continue
-            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -126,11 +111,12 @@ def grade_upload(upload: Upload, content_hash: str, settings: dict, seed: int, s
         report = GradeReport(upload.label, [], sandbox.describe(), "none",
                              problem=f"the grader hit an internal error on this upload ({type(crash).__name__}); "
                                      f"please report it")
-    results = results_json(report)
+    results = results_json(report, settings["stamp"]["seed"])
     per_chapter = results["extra_data"]["chapters"]
     numbers = [c.number for c in catalogue.chapters() if not chapters or c.number in chapters]
     return {
-        "format": RECORD_FORMAT, "kit": settings["kit"], "settings": _grading_key(settings), "hash": content_hash,
+        "format": RECORD_FORMAT, "kit": settings["kit"], "stamp": settings["stamp"],
+        "settings": _grading_key(settings), "hash": content_hash,
         "seed": seed, "upload": upload.info(), "students": [vars(s) | {} for s in upload.students],
         "status": status, "problem": report.problem,
         "score": report.score, "max_score": possible_points(chapters, public_only),
@@ -160,6 +146,12 @@ def save_record(out: Path, record: dict) -> None:
 
 def _grading_key(settings: dict) -> dict:
     return {"chapters": settings["chapters"], "public_only": settings["public_only"]}
+
+
+def _same_grading(record: dict, settings: dict) -> bool:
+    """Graded by this kit, on this footing (stamp), with these flags."""
+    return ((record.get("stamp") or {}).get("id") == settings["stamp"]["id"]
+            and record.get("settings") == _grading_key(settings))
 
 
 def _upload_seed(class_seed: int, content_hash: str) -> int:
@@ -266,7 +258,8 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
     class_seed = seed if seed is not None else previous.get("seed")
     if not isinstance(class_seed, int):
         class_seed = secrets.randbelow(2**31)
-    settings = {"chapters": chapters, "public_only": public_only, "kit": kit_version()}
+    # The stamp names the class's seed; each upload's own is drawn from it and its content.
+    settings = {"chapters": chapters, "public_only": public_only, "kit": kit_version(), "stamp": stamp(class_seed)}
     options = {"format": fmt, "assignment": assignment, "assignment_id": assignment_id, "columns": columns,
                "roster_columns": roster_columns(Path(roster)) if roster else []}
     with tempfile.TemporaryDirectory(prefix="grade-class-") as work:
@@ -276,9 +269,16 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
         for entry in intake.entries:
             if entry.status == "to grade" and entry.upload not in mine_slugs:
                 entry.status, entry.note = "other shard", f"graded by another shard than {shard[0]}/{shard[1]}"
+        done = read_records(out)
+        # Grades made under another stamp or other settings are kept, never overwritten:
+        # they move to previous/<stamp>/ and regrade.csv compares them with the new ones.
+        moved = archive(out, done, lambda r: _same_grading(r, settings), settings["stamp"])
+        if moved:
+            console.print(f"earlier grades kept in {', '.join(moved)} (graded under another stamp or other "
+                          f"settings); regrading under {describe(settings['stamp'])}")
         write_json(out / STATE, {"format": RECORD_FORMAT, "kit": settings["kit"], "settings": _grading_key(settings),
-                      "seed": class_seed, "shard": list(shard) if shard else None, "lms": intake.lms,
-                      "options": options, "roster": bool(students),
+                      "stamp": settings["stamp"], "seed": class_seed, "shard": list(shard) if shard else None,
+                      "lms": intake.lms, "options": options, "roster": bool(students),
                       "students": [vars(s) for s in intake.students],
                       "entries": [vars(e) for e in intake.entries],
                       "uploads": sorted(mine_slugs)})
@@ -287,8 +287,7 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
         for upload in mine:
             content = upload.content_hash()
             old = done.get(upload.slug)
-            if not (old and old.get("hash") == content and old.get("kit") == settings["kit"]
-                    and old.get("settings") == _grading_key(settings)):
+            if not (old and old.get("hash") == content and _same_grading(old, settings)):
                 todo.append((upload, content))
         skipped = len(mine) - len(todo)
         if skipped:
@@ -365,4 +364,5 @@ def merge(folders: list[Path], out: Path, options: dict | None = None) -> list[d
             for path in sorted((folder / "results").glob("*.json")):
                 if not path.name.startswith("."):
                     shutil.copyfile(path, out / "results" / path.name)
+            copy_archives(folder, out)
     return class_outputs.build(folders, out, options)

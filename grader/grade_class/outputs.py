@@ -6,7 +6,9 @@ and a merge of shards all write the same files.
     canvas.csv | moodle.csv | gradebook.db (nbgrader)   as --format asks
     entries.csv            every entry of the input and what became of it
     feedback/NAME.md|.html what each student may see of their grading
-    summary.md, histogram.png   for course staff
+    summary.md, histogram.png   for course staff (naming the stamp graded under)
+    regrade.csv            where earlier grades were replaced by a regrade under another stamp:
+                           every student's old and new score and the checks whose outcome changed
 
 No cell of any CSV starts a formula; names are escaped wherever they are shown.
 """
@@ -25,8 +27,9 @@ from grader.checks import catalogue
 from grader.grade_class.uploads import InputError, Student, shown, slug, student_from
 from grader.files import read_json, write_atomic, write_json
 from grader.lms.gradebooks import FORMATS, chapter_max, csv_text, number, write_lms_gradebook
-from grader.grade_class.records import STATE, read_records, record_path
+from grader.grade_class.records import STATE, read_records, record_path, replaced
 from grader.run.report import code_block, markdown_text, staff_path
+from grader.run.stamp import describe
 
 
 
@@ -46,20 +49,26 @@ class ClassResults:
         records: dict[str, dict] = {}
         for folder in folders:
             records.update(read_records(Path(folder)))
-        kits = {(s.get("kit"), json.dumps(s.get("settings"), sort_keys=True)) for s in self.states}
+        kits = {(s.get("kit"), (s.get("stamp") or {}).get("id"), json.dumps(s.get("settings"), sort_keys=True))
+                for s in self.states}
         if len(kits) > 1:
-            raise InputError("these folders were graded with different kit versions or settings (--chapters, "
-                             "--public-only); grade every shard with the same kit and flags, then merge")
+            raise InputError("these folders were graded with different kit versions, stamps (torch, Python, "
+                             "--seed) or settings (--chapters, --public-only); grade every shard with the same kit, "
+                             "the same --seed and the same flags, then merge")
         if self.states:
             kit, settings = self.states[0]["kit"], self.states[0]["settings"]
+            self.stamp = self.states[0].get("stamp")
             planned = {slug for s in self.states for slug in s.get("uploads", [])}
             self.records = {k: r for k, r in records.items() if k in planned and r.get("kit") == kit
-                            and r.get("settings") == settings}
+                            and r.get("settings") == settings
+                            and (self.stamp is None or (r.get("stamp") or {}).get("id") == self.stamp.get("id"))}
         else:
             settings = next(iter(records.values()))["settings"] if records else {"chapters": None,
                                                                                  "public_only": False}
+            self.stamp = next(iter(records.values())).get("stamp") if records else None
             self.records = records
         self.settings = settings
+        self._earlier(folders)
         self.options = {"format": "csv", "assignment": "hero_transformer", "assignment_id": "", "columns": "total",
                         "roster_columns": []}
         for state in self.states:
@@ -72,6 +81,20 @@ class ClassResults:
         self.lms = next((s.get("lms") for s in self.states), "plain")
         self._students()
         self._entries()
+
+    def _earlier(self, folders: list[Path]):
+        """The grades this run's stamp replaced (kept in previous/), by upload, the latest
+        archive last; and the stamps they were graded under."""
+        self.earlier: dict[str, dict] = {}
+        self.earlier_stamps: list[dict | None] = []
+        self.earlier_folders: list[str] = []
+        for folder in folders:
+            for info, records in replaced(Path(folder), (self.stamp or {}).get("id")):
+                if info.get("stamp") not in self.earlier_stamps:
+                    self.earlier_stamps.append(info.get("stamp"))
+                if info["folder"] not in self.earlier_folders:
+                    self.earlier_folders.append(info["folder"])
+                self.earlier.update(records)
 
     def _students(self):
         on_roster = any(s.get("roster") for s in self.states)
@@ -147,8 +170,68 @@ def build(folders: list[Path], out: Path, options: dict | None = None) -> list[d
                                       for e in data.entries]))
     write_lms_gradebook(data.options["format"], data, out)
     write_feedback(data, out / "feedback")
+    write_regrade(data, out)
     write_summary(data, out)
     return rows
+
+
+# --------------------------------------------------------------------- regrade
+
+REGRADE_HEADER = ["student", "id", "old_score", "new_score", "old_max", "new_max", "changed_checks", "old_upload",
+                  "new_upload", "note"]
+
+
+def _latest_by_student(records) -> dict[str, dict]:
+    of = {}
+    for record in sorted(records, key=lambda r: (r["upload"].get("attempt", []), r["upload"]["slug"])):
+        for student in record["students"]:
+            of[student["key"]] = record
+    return of
+
+
+def changed_checks(old: dict, new: dict) -> list[str]:
+    """`name: old status -> new status` for every check whose outcome differs (a check
+    graded on one side only is `not graded` on the other), in the catalogue's order."""
+    before = {c["name"]: c["status"] for c in old.get("checks", [])}
+    after = {c["name"]: c["status"] for c in new.get("checks", [])}
+    order = [c.name for c in catalogue.all_checks()]
+    names = sorted(set(before) | set(after), key=lambda n: (order.index(n) if n in order else len(order), n))
+    return [f"{n}: {before.get(n, 'not graded')} -> {after.get(n, 'not graded')}" for n in names
+            if before.get(n) != after.get(n)]
+
+
+def regrade_rows(data: ClassResults) -> list[dict]:
+    """One row per student whose earlier grade a regrade replaced (or is about to)."""
+    old_of = _latest_by_student(data.earlier.values())
+    rows = []
+    for s in data.students:
+        old = old_of.get(s.key)
+        if old is None:
+            continue
+        new = data.of.get(s.key)
+        note = ""
+        if new is None:
+            note = "not regraded yet: the run stopped first, or the upload is no longer in the input"
+        elif new.get("hash") != old.get("hash"):
+            note = "a different upload was graded this time"
+        rows.append({"student": s.name or s.login or s.key, "id": s.id or s.sis_user_id or s.identifier,
+                     "old_score": number(old["score"]), "new_score": number(new["score"]) if new else "",
+                     "old_max": number(old["max_score"]), "new_max": number(new["max_score"]) if new else "",
+                     "changed_checks": "; ".join(changed_checks(old, new)) if new else "",
+                     "old_upload": old["upload"]["label"], "new_upload": new["upload"]["label"] if new else "",
+                     "note": note})
+    return rows
+
+
+def write_regrade(data: ClassResults, out: Path) -> None:
+    """regrade.csv where this run's stamp replaced earlier grades; otherwise none (an old
+    one belongs to an earlier comparison, whose archive keeps its own copy)."""
+    path = out / "regrade.csv"
+    if not data.earlier:
+        path.unlink(missing_ok=True)
+        return
+    rows = regrade_rows(data)
+    _write(path, csv_text(REGRADE_HEADER, [[row[h] for h in REGRADE_HEADER] for row in rows]))
 
 
 def plain_rows(data: ClassResults) -> list[dict]:
@@ -289,6 +372,16 @@ def write_summary(data: ClassResults, out: Path) -> None:
              f"- late: {sum(bool(r['upload'].get('late')) for r in rows)}; more than one attempt (the latest "
              f"counts): {sum(r['upload'].get('attempts', 1) > 1 for r in rows)}", "",
              "| entries | count |", "| --- | ---: |", *[f"| {md(k)} | {v} |" for k, v in sorted(statuses.items())], ""]
+    lines += ["## Stamp", "", f"Graded under stamp {md(describe(data.stamp))}.", ""]
+    if data.earlier:
+        regraded = regrade_rows(data)
+        moved = sum(r["old_score"] != r["new_score"] and r["new_score"] != "" for r in regraded)
+        lines += [f"This is a regrade. The earlier grades, made under stamp "
+                  f"{'; '.join(md(describe(found)) for found in data.earlier_stamps)}, are kept in "
+                  f"{', '.join(md(folder + '/') for folder in data.earlier_folders)}; "
+                  f"regrade.csv lists all {len(regraded)} students they covered: {moved} score(s) changed, "
+                  f"{sum(bool(r['changed_checks']) for r in regraded)} with a check whose outcome changed, "
+                  f"{sum(r['new_score'] == '' for r in regraded)} not regraded yet.", ""]
     lines += ["## Scores", ""]
     if scores:
         if histogram(scores, maximum, out / "histogram.png"):

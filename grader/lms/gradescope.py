@@ -27,16 +27,14 @@ every check stops at its own time limit). Both scripts accept AUTOGRADER_ROOT (d
 
 from __future__ import annotations
 
-import re
 import stat
-import tomllib
 import zipfile
 from pathlib import Path
 
 from grader import KIT_ROOT
+from grader.lms.external import CPU_WHEELS, kit_files, torch_requirement
 
 ROOT = KIT_ROOT
-CPU_WHEELS = "https://download.pytorch.org/whl/cpu"
 
 SETUP = """\
 #!/usr/bin/env bash
@@ -124,16 +122,6 @@ fi
 exit 0
 """
 
-INCLUDED = ("grader", "solutions")
-SKIPPED_PARTS = {"__pycache__", "qa"}
-
-
-def torch_requirement() -> str:
-    """The kit's own torch pin, from pyproject.toml, so the image and the kit agree."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    pinned = next(d for d in project["dependencies"] if re.match(r"torch\b", d))
-    return pinned.replace(" ", "")
-
 
 def scripts(chapters: list[str] | None = None) -> dict[str, str]:
     return {"setup.sh": SETUP.format(cpu_wheels=CPU_WHEELS, torch=torch_requirement()),
@@ -149,13 +137,7 @@ def build(output: Path, chapters: list[str] | None = None) -> list[str]:
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, text)
             names.append(name)
-        for name in ("pyproject.toml", "README.md"):
-            archive.write(ROOT / name, name)
+        for path, name in kit_files():
+            archive.write(path, name)
             names.append(name)
-        for folder in INCLUDED:
-            for path in sorted((ROOT / folder).rglob("*")):
-                rel = path.relative_to(ROOT)
-                if path.is_file() and not SKIPPED_PARTS & set(rel.parts) and path.suffix in (".py", ".md"):
-                    archive.write(path, rel.as_posix())
-                    names.append(rel.as_posix())
     return names

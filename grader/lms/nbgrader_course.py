@@ -13,7 +13,8 @@ What the configuration guarantees, and why each part is there:
   the kernel) is not on sys.path, so an `ipykernel_launcher.py`, `torch.py` or
   `grader.py` a student puts beside the notebook is never imported in place of the real one.
 - HERO_TRANSFORMER_COURSE is set, as an absolute path, in the configuration and in the
-  kernel's environment: autograding never depends on the TA's shell.
+  kernel's environment, and the kit interpreter's bin folder goes first on PATH for
+  what nbgrader runs by name (alembic): autograding never depends on the TA's shell.
 - `Autograde.exclude_overwriting` names every file of source/<assignment>/ but the
   notebook, recomputed each time nbgrader starts: autograde never copies the starter
   package over a student's package, and a submission without a package stays without one.
@@ -35,6 +36,7 @@ What the configuration guarantees, and why each part is there:
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -246,6 +248,12 @@ HERE = Path(__file__).resolve().parent
 KIT = Path({kit!r})
 c = get_config()  # noqa: F821 - provided by the configuration loader
 
+# nbgrader runs what it needs by name (`alembic` when it makes the gradebook): the kit's
+# environment comes first on PATH, whatever the shell that started nbgrader has on it.
+BIN = {bindir!r}
+os.environ["PATH"] = os.pathsep.join([BIN] + [p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                              if p and p != BIN])
+
 c.CourseDirectory.root = str(HERE)
 
 # traitlets only logs an exception raised here and goes on without this file; leaving
@@ -298,16 +306,16 @@ README = """\
 # hero_transformer — nbgrader course
 
 Made by `python -m grader nbgrader-course` from the kit in `{kit}`
-(chapters {chapters}). Run every `nbgrader` command in this folder, with the kit's
-Python environment first on PATH (nbgrader runs `alembic` by name):
+(chapters {chapters}). Run every `nbgrader` command in this folder; nothing needs to be
+on PATH (`nbgrader_config.py` puts the kit's environment first for what nbgrader runs):
 
 ```bash
-export PATH={bindir}:$PATH
-nbgrader generate_assignment {first}        # source/ -> release/: the notebook and the starter package
+cd {here}
+{nbgrader} generate_assignment {first}        # source/ -> release/: the notebook and the starter package
 # hand out release/{first}/ (or `nbgrader release_assignment` with an exchange)
 # collect each student's folder into submitted/<student>/{first}/
-nbgrader autograde {first}                  # grades submitted/ -> autograded/ and the gradebook
-nbgrader export                             # grades.csv for the LMS
+{nbgrader} autograde {first}                  # grades submitted/ -> autograded/ and the gradebook
+{nbgrader} export                             # grades.csv for the LMS
 ```
 
 A student's submission is their copy of the assignment folder: the notebook and their
@@ -317,7 +325,7 @@ their code in the package; the notebook's locked cells grade it.
 `autograde` stops with an error, and records no grade, for a submission it cannot
 grade: no `hero_transformer/` in the submission, the kit missing from `{kit}`,
 no bubblewrap. Read the log, fix the cause, and run
-`nbgrader autograde {first} --student <id> --force` again. Exit status 0 means every
+`{nbgrader} autograde {first} --student <id> --force` again. Exit status 0 means every
 submission was graded.
 
 Do not edit the `source/` notebooks' locked cells. If the kit moves, run
@@ -384,8 +392,10 @@ def build(dest: Path, chapters: list[str] | None = None, kit: Path = ROOT, pytho
     weak = ('os.environ["HERO_TRANSFORMER_ALLOW_WEAK_SANDBOX"] = "1"  # graded code can read the reference\n'
             if allow_weak_sandbox else "")
     timeout = cell_timeout([known[n] for n in chosen])
+    bindir = str(Path(python).parent)
     (dest / "nbgrader_config.py").write_text(
-        CONFIG.format(kit=str(kit), kernel=KERNEL_NAME, timeout=timeout, weak=weak), encoding="utf-8")
-    (dest / "README.md").write_text(README.format(kit=kit, bindir=Path(python).parent, chapters=", ".join(chosen),
+        CONFIG.format(kit=str(kit), kernel=KERNEL_NAME, timeout=timeout, weak=weak, bindir=bindir), encoding="utf-8")
+    (dest / "README.md").write_text(README.format(kit=kit, here=shlex.quote(str(dest)), chapters=", ".join(chosen),
+                                                  nbgrader=shlex.quote(str(Path(bindir) / "nbgrader")),
                                                   first=folders[0], kernel=KERNEL_NAME), encoding="utf-8")
     return folders

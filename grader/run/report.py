@@ -20,6 +20,7 @@ from grader.checks import catalogue
 from grader.files import write_atomic
 from grader.run.results import PASSED, GradeReport
 from grader.run.dependencies import parts_used
+from grader.run.stamp import stamp
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
          "not implemented": "yellow", "forbidden": "red bold"}
@@ -260,8 +261,12 @@ def _test_output(result) -> str:
     return "\n".join(lines)
 
 
-def results_json(report: GradeReport) -> dict:
-    """Gradescope's results.json: score, execution_time, output, tests, extra_data."""
+def results_json(report: GradeReport, seed: int | None = None) -> dict:
+    """Gradescope's results.json: score, execution_time, output, tests, extra_data. Its
+    stamp (grader/run/stamp.py: kit, check table, torch, Python, `seed`) goes under
+    extra_data, the one key of Gradescope's format that holds data of one's own, and at
+    the top of the staff companion."""
+    found = stamp(seed)
     tests = []
     for number, result in enumerate(report.results, start=1):
         check = result.check
@@ -300,9 +305,10 @@ def results_json(report: GradeReport) -> dict:
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {"chapters": chapters, "max_score": report.max_score, "sandbox": report.sandbox,
-                       "certified": report.certified, "submission": plain(report.submission)},
+                       "certified": report.certified, "submission": plain(report.submission),
+                       "stamp": found},
     })
-    results.staff = staff_json(report)
+    results.staff = staff_json(report, found)
     return results
 
 
@@ -314,7 +320,7 @@ class _Results(dict):
     staff: dict | None = None
 
 
-def staff_json(report: GradeReport) -> dict:
+def staff_json(report: GradeReport, found: dict | None = None) -> dict:
     """For course staff only, never shown to the student: every check with what the
     student's code said (exception messages, reprs, the line its traceback named) and
     what it printed, which the student-facing report leaves out wherever the code ran
@@ -328,6 +334,7 @@ def staff_json(report: GradeReport) -> dict:
                     "diagnosis": r.diagnosis, "staff_diagnosis": r.staff_diagnosis or r.diagnosis,
                     "output": r.staff_output or r.output, "certified": list(r.certified)}
                    for r in report.results],
+        "stamp": found if found is not None else stamp(None),
     }
 
 
