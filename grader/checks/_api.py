@@ -22,6 +22,11 @@ import torch
 
 from grader.checks.course import EPS
 
+# The seed of the public checks with fixed inputs. It is the seed the grader's own records
+# (the catch table, the outcome dumps) grade with, so those inputs are the ones every
+# verdict recorded before they were fixed was given.
+PUBLIC_SEED = 20261129
+
 
 @dataclass(frozen=True)
 class Check:
@@ -44,12 +49,18 @@ class Check:
     # part>; the judge gets the parts' dict results merged into one. So a submission
     # cannot pass by remembering one half's answer and giving it back as the other.
     parts: tuple[str, ...] = ()
+    # Inputs drawn from a generator seeded once for all runs (PUBLIC_SEED and the check's
+    # name) instead of the run's: a public check whose judge reads what the kit computed
+    # on its inputs (grader/checks/facts.py) needs the same inputs every time.
+    fixed_inputs: bool = False
 
     @property
     def chapter(self) -> str:
         return self.name.split(".")[0].removeprefix("ch")
 
     def make_inputs(self, generator: torch.Generator) -> dict:
+        if self.fixed_inputs:
+            generator = torch.Generator().manual_seed(PUBLIC_SEED + sum(map(ord, self.name)))
         return self.inputs(generator) if callable(self.inputs) else dict(self.inputs)
 
 
