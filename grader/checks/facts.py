@@ -6,7 +6,7 @@ handed to every student with the release. The kit computes those numbers instead
 with code only it holds (each chapter's hidden/ modules, which the release leaves
 out), on the check's fixed inputs, and writes them into the chapter's package as
 facts.json (`make student` runs grader/generate/facts.py). A public judge reads them
-with known(inputs).
+with known_facts(inputs).
 
 Such a check's inputs are the same on every run: constants, or drawn from a generator
 seeded once for all runs (the check's fixed_inputs=True). The facts are found by a
@@ -103,7 +103,7 @@ def _index() -> dict[str, object]:
     return _loaded
 
 
-def known(inputs: dict):
+def known_facts(inputs: dict):
     """What the kit wrote for a public check with these inputs."""
     key = digest(inputs)
     try:

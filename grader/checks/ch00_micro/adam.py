@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grader.checks._api import check, standard_message
 from grader.checks.ch00_micro.common import all_close, is_number, off_by, task_of, values_of
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [task_of("micro_adam", "Adam.step", "Adam with bias correction and lr decay")]
 
@@ -66,7 +66,7 @@ def judge_adam(out, inputs, reveal, facts):
        inputs=lambda g: {"start": [0.5, -1.0], "grads": [[0.2, -3.0], [-0.1, 1.0]],
                          "settings": {"lr": 0.1, "beta1": 0.85, "beta2": 0.99, "eps": 1e-8, "total_steps": 4}})
 def judge_adam_public(out, inputs, expected):
-    return judge_adam(out, inputs, True, known(inputs))
+    return judge_adam(out, inputs, True, known_facts(inputs))
 
 
 def probe_adam_first_step(ns, gradients, lr):

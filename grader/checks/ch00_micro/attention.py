@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import NEAR, all_close, data_of, kind_of, off_by, task_of, values_of
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [task_of("micro_attention", "attention_head", "one attention head for one position")]
 
@@ -65,7 +65,7 @@ def judge_attention_values(out, q, keys, values, reveal, facts):
                          "keys": [[0.5, 1.0, -1.0, 2.0], [1.5, -0.5, 0.75, 0.0], [-1.0, 0.5, 1.25, 1.0]],
                          "values": [[1.0, 2.0, 3.0, 4.0], [-1.0, 0.0, 1.0, 0.5], [0.25, -2.0, 0.5, 1.5]]})
 def judge_attention_public(out, inputs, expected):
-    return judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True, known(inputs))
+    return judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True, known_facts(inputs))
 
 
 @check("single_position", 1, "one cached position: weight exactly 1 and output = that value vector",

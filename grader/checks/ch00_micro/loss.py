@@ -14,7 +14,7 @@ import re
 
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import ANA, NAMES, NEAR, SMALL, TOL, all_close, close_enough, kind_of, model_of, task_of
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [task_of("micro_loss", "document_loss", "the mean NLL of one document")]
 
@@ -102,7 +102,7 @@ def judge_loss(out, inputs, reveal, facts_of):
        probe=probe_loss,
        inputs=lambda g: {"sizes": dict(NAMES), "seed": 0, "spread": 0.3, "ids": ANA, "fd": [0, 700, 4000]})
 def judge_loss_public(out, inputs, expected):
-    facts = known(inputs)
+    facts = known_facts(inputs)
     if "logits" in out and not all_close(out["logits"], facts["logits"], TOL):
         return ("the model's logits on this document are not the ones MicroGPT.forward gives (is micro_forward "
                 "right? see ch00.micro_forward.formula): this check compares the loss with the NLL of those logits")

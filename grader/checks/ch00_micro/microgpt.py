@@ -18,7 +18,7 @@ import types
 from grader.checks._api import check, exception_name
 from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, all_close, data_of, flat_of, model_of, off_by,
                                              shape_of, micro_tables, task_of)
-from grader.checks.facts import digest, known
+from grader.checks.facts import digest, known_facts
 
 TASKS = [
     task_of("micro_block", "MicroGPT.block", "the pre-norm layer with its KV cache"),
@@ -105,7 +105,7 @@ def judge_block_zero_branch(out, inputs, expected):
         return None
     if all_close(out["y"], [[0.0] * len(x) for x in xs], 1e-12):
         return "with WO and FC2 zero the layer returns 0: the residual connections (x + ...) are missing"
-    if all_close(out["y"], known(inputs)["rms"], 1e-9):
+    if all_close(out["y"], known_facts(inputs)["rms"], 1e-9):
         return "with WO and FC2 zero the output is RMSNorm(x): the layer's output must not be normalised"
     if all_close(out["y"], [[2 * v for v in x] for x in xs], 1e-12):
         return "with WO and FC2 zero the output is 2x: the residual is added twice"
@@ -150,7 +150,7 @@ def judge_block(out, inputs, facts, reveal):
        "3 positions, E = 8, 2 heads: outputs, cache and attention rows equal the pre-norm layer's formula",
        task="micro_block", probe=probe_block, inputs=lambda g: block_inputs(5, 3))
 def judge_block_public(out, inputs, expected):
-    facts = known(inputs)
+    facts = known_facts(inputs)
     if weights_changed(out, facts):
         return WEIGHTS_CHANGED
     return judge_block(out, inputs, facts, True)
@@ -248,7 +248,7 @@ def judge_forward(out, inputs, facts, reveal):
        task="micro_forward", probe=probe_forward,
        inputs=lambda g: {"sizes": dict(SMALL, n_layer=2), "seed": 4, "spread": 0.5, "ids": [6, 2, 0, 5, 2]})
 def judge_forward_public(out, inputs, expected):
-    facts = known(inputs)
+    facts = known_facts(inputs)
     if weights_changed(out, facts):
         return WEIGHTS_CHANGED
     return judge_forward(out, inputs, facts, True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grader.checks._api import check, standard_message
 from grader.checks.ch00_micro.common import NEAR, all_close, data_of, is_number, off_by, task_of, values_of
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     task_of("micro_rmsnorm", "rmsnorm", "RMSNorm without gain"),
@@ -75,7 +75,7 @@ def judge_rmsnorm(out, x, w, reveal, facts):
 @check("figure", 2, "(1, 3) normalises to (1, 3) / sqrt(5.00001): mean of squares, eps 1e-5 inside, no gain",
        task="micro_rmsnorm", probe=probe_rmsnorm, inputs=lambda g: {"x": [1.0, 3.0]})
 def judge_rmsnorm_figure(out, inputs, expected):
-    problem = judge_rmsnorm(out, inputs["x"], None, True, known(inputs))
+    problem = judge_rmsnorm(out, inputs["x"], None, True, known_facts(inputs))
     return f"(1, 3) should normalise to (1, 3) / sqrt(5.00001): {problem}" if problem else None
 
 
@@ -86,7 +86,7 @@ def judge_rmsnorm_figure(out, inputs, expected):
 @check("zero_vector", 1, "an all-zero vector stays 0 (eps keeps it finite)", task="micro_rmsnorm",
        probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]})
 def judge_rmsnorm_public(out, inputs, expected):
-    return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True, known(inputs))
+    return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True, known_facts(inputs))
 
 
 # -------------------------------------------------------------------- softmax
@@ -138,4 +138,4 @@ def judge_softmax(out, logits, w, reveal, facts):
 @check("stable", 2, "logits (1000, 1001, 999) give the exact probabilities, summing to 1, without overflow",
        task="micro_softmax", probe=probe_softmax, inputs=lambda g: {"logits": [1000.0, 1001.0, 999.0]})
 def judge_softmax_public(out, inputs, expected):
-    return judge_softmax(out, inputs["logits"], inputs.get("w"), True, known(inputs))
+    return judge_softmax(out, inputs["logits"], inputs.get("w"), True, known_facts(inputs))

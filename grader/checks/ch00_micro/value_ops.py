@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import NEAR, all_close, close_enough, kind_of, off_by, task_of
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     task_of("micro_value_add", "Value.__add__", "Value: a + b"),
@@ -116,4 +116,4 @@ def value_cases(op, *xs, k=None):
        inputs=lambda g: {"cases": value_cases("add", (1.5, -2.25)) + value_cases("add_const", (1.5,))
                          + value_cases("radd", (-0.75,)) + value_cases("add_self", (1.5,))})
 def judge_ops_public(out, inputs, expected):
-    return judge_ops(out, inputs["cases"], True, known(inputs))
+    return judge_ops(out, inputs["cases"], True, known_facts(inputs))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from grader.checks._api import Task, check, exception_name, first_difference, kind_of, try_call
 from grader.checks.ch01_tokens.common import SMALL_CORPUS
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("decode", "tokenizer", "CharTokenizer.decode", "ids back to text"),
@@ -56,7 +56,7 @@ def decode_problem(result, ids, facts, bos, hidden=False) -> "str | None":
        "decode([6, 0, 4, 0, 6]) == 'ana' with BOS = 6: every BOS id is dropped, also one in the middle",
        probe=probe_decode, inputs={"corpus": SMALL_CORPUS, "id_lists": [[6, 0, 4, 0, 6], [6], [0, 6, 0], [1, 5, 1, 6]]})
 def judge_decode(out, inputs, expected):
-    facts = known(inputs)
+    facts = known_facts(inputs)
     for ids, result, said in zip(inputs["id_lists"], out["results"], facts["texts"]):
         if problem := decode_problem(result, ids, said, facts["bos"]):
             return problem

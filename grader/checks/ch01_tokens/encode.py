@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grader.checks._api import Task, check, exception_name, first_difference, try_call
 from grader.checks.ch01_tokens.common import SMALL_CORPUS, plain_ints
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("encode", "tokenizer", "CharTokenizer.encode", "characters to ids"),
@@ -65,7 +65,7 @@ def encode_problem(result, text, right, bos, hidden=False) -> "str | None":
        "[BOS a n a BOS] = [6, 0, 4, 0, 6]: 5 ids",
        probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["ana"]})
 def judge_encode_ana(out, inputs, expected):
-    facts = known(inputs)
+    facts = known_facts(inputs)
     bos = facts["bos"]
     result = out["results"][0]
     if problem := encode_problem(result, "ana", facts["ids"][0], bos):
@@ -82,7 +82,7 @@ def judge_encode_ana(out, inputs, expected):
 @check("round_trip", 1, "encode gives one id per character ('' gives []) and decode(encode(s)) == s",
        probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["", "a", "emmabob", "mamamoo", "noon"]})
 def judge_encode_round_trip(out, inputs, expected):
-    facts = known(inputs)
+    facts = known_facts(inputs)
     for text, result, right in zip(inputs["texts"], out["results"], facts["ids"]):
         if problem := encode_problem(result, text, right, facts["bos"]):
             return problem
@@ -114,7 +114,7 @@ def probe_encode_unknown(ns, corpus, texts):
        "not a KeyError, not a silent skip",
        probe=probe_encode_unknown, inputs={"corpus": SMALL_CORPUS, "texts": ["an#a", "Q"], "_unknown": ["#", "Q"]})
 def judge_encode_unknown(out, inputs, expected):
-    facts = known(inputs)
+    facts = known_facts(inputs)
     for text, unknown, result, skipped in zip(inputs["texts"], inputs["_unknown"], out["results"], facts["skipped"]):
         said = f"encode({text!r})"
         if "value" in result:

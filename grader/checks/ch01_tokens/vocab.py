@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("build_vocab", "tokenizer", "CharTokenizer.__init__", "the vocabulary and its BOS id"),
@@ -105,14 +105,14 @@ def vocab_problem(out, corpus, right, hidden=False) -> "str | None":
        "stoi[chars[i]] = i, bos_id = 9, vocab_size = 10",
        probe=probe_vocab, inputs={"corpus": ["emma", "olivia", "ava", "noah"]})
 def judge_vocab(out, inputs, expected):
-    return vocab_problem(out, inputs["corpus"], known(inputs)["chars"])
+    return vocab_problem(out, inputs["corpus"], known_facts(inputs)["chars"])
 
 
 @check("names_alphabet", 2,
        "a corpus with all 26 lowercase letters gives vocab_size 27 (26 letters + BOS) and bos_id 26",
        probe=probe_vocab, inputs={"corpus": PANGRAM})
 def judge_vocab_pangram(out, inputs, expected):
-    if problem := vocab_problem(out, inputs["corpus"], known(inputs)["chars"]):
+    if problem := vocab_problem(out, inputs["corpus"], known_facts(inputs)["chars"]):
         return f"a corpus with all 26 lowercase letters: {problem}"
     if out["vocab_size"] != 27 or out["bos_id"] != 26:
         return "26 letters give vocab_size 27 and bos_id 26"

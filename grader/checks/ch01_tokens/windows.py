@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from grader.checks._api import Task, check, exception_name, kind_of, try_call
 from grader.checks.ch01_tokens.common import plain_ints
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("windows", "tokenizer", "training_windows", "(input, target) training windows"),
@@ -79,7 +79,7 @@ def windows_problem(result, ids, block_size, facts, hidden=False) -> "str | None
        probe=probe_windows, inputs={"cases": [[[6, 0, 4, 0, 6], 16]]})
 def judge_windows_ana(out, inputs, expected):
     (ids, block_size), = inputs["cases"]
-    if problem := windows_problem(out[0], ids, block_size, known(inputs)[0]):
+    if problem := windows_problem(out[0], ids, block_size, known_facts(inputs)[0]):
         return f"'ana' = [BOS a n a BOS]: {problem}"
     return None
 
@@ -98,7 +98,7 @@ POSITION_CASES = [(2, 8), (5, 3), (5, 4), (5, 5), (9, 8), (10, 8), (17, 16), (12
        probe=probe_windows,
        inputs={"cases": [[_document(length), block_size] for length, block_size in POSITION_CASES]})
 def judge_windows(out, inputs, expected):
-    for (ids, block_size), result, facts in zip(inputs["cases"], out, known(inputs)):
+    for (ids, block_size), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
         if problem := windows_problem(result, ids, block_size, facts):
             return problem
     return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("embedding", "model", "TokenEmbedding.forward", "token embedding lookup",
@@ -60,7 +60,7 @@ def probe_lookup(ns, weight, idx):
        probe=probe_lookup, inputs=lambda g: {"weight": WEIGHT.clone(), "idx": torch.tensor([[0, 3, 6], [2, 2, 1]])})
 def judge_lookup(out, inputs, expected):
     weight, idx = inputs["weight"], inputs["idx"]
-    facts = known(inputs)
+    facts = known_facts(inputs)
     y, right = out["y"], facts["right"]
     B, T = idx.shape
     V = weight.shape[0]
@@ -181,7 +181,7 @@ def judge_bad_id_named(out, inputs, expected):
                                               "cases": [torch.tensor([[0, 6, 3]], dtype=torch.int64),
                                                         torch.tensor([[5, 2, 4]], dtype=torch.int32)]})
 def judge_integer_dtypes(out, inputs, expected):
-    for idx, result, right in zip(inputs["cases"], out, known(inputs)["rows"]):
+    for idx, result, right in zip(inputs["cases"], out, known_facts(inputs)["rows"]):
         kind = str(idx.dtype).removeprefix("torch.")
         if "raised" in result:
             return (f"{kind} ids raised {exception_name(result['raised'])}; every integer "

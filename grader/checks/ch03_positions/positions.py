@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("positions", "model", "PositionEmbedding.forward", "position rows offset by the cache length"),
@@ -101,7 +101,7 @@ def _raised_on_valid(raised, T, past, C) -> str:
 def judge_positions(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
-    for (hidden, past), result, facts in zip(inputs["cases"], out, known(inputs)):
+    for (hidden, past), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
         B, T, _ = hidden.shape
         where = f"hidden [{B}, {T}, d] with past_length={past} and block_size={C}"
         if "raised" in result:
@@ -122,7 +122,7 @@ def judge_positions(out, inputs, expected):
 def judge_too_long(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
-    for (hidden, past), result, facts in zip(inputs["cases"], out, known(inputs)):
+    for (hidden, past), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
         T = hidden.shape[1]
         where = f"T={T} with past_length={past} and block_size={C} (positions up to {past + T - 1})"
         if "raised" in result:

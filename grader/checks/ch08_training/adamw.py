@@ -17,7 +17,7 @@ import torch
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
 from grader.checks.ch08_training.common import SIZES, model_of
 from grader.checks.course import F64
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("adamw_init", "train", "AdamW.__init__", "AdamW's parameters and state"),
@@ -345,7 +345,7 @@ def judge_adamw_decay(out, inputs, expected):
         no_lr = torch.tensor([(1 - wd) ** (k + 1) for k in range(steps)], dtype=F64).reshape_as(powers)
         if matches(t, p * no_lr, atol=1e-12, rtol=1e-10):
             return "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)"
-        coupled = known(inputs)["coupled"]
+        coupled = known_facts(inputs)["coupled"]
         if matches(t, coupled[i], atol=1e-9, rtol=1e-7):
             return ("with zero gradients each entry moved by about lr toward 0: the weight decay went into the "
                     "gradient (Adam with L2, coupled). AdamW's decay is decoupled: p <- p * (1 - lr * "
@@ -364,7 +364,7 @@ def judge_adamw_decay(out, inputs, expected):
        "at scales 1e-3, 1 and 10",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_adamw_inputs, fixed_inputs=True)
 def judge_adamw_matches_torch(out, inputs, expected):
-    return trajectory_problem(out, inputs, known(inputs))
+    return trajectory_problem(out, inputs, known_facts(inputs))
 
 
 # --------------------------------------------------------------- AdamW.zero_grad

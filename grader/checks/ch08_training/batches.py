@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("make_batch", "train", "make_batch", "padded batches with a mask"),
@@ -80,7 +80,7 @@ def _names_example(g):
 @check("lesson_example", 2, "ana and li (BOS = pad_id = 26) give the lesson's inputs, targets and mask",
        probe=probe_make_batch, inputs=_names_example)
 def judge_make_batch_example(out, inputs, expected):
-    if problem := batch_problem(out, inputs, known(inputs)):
+    if problem := batch_problem(out, inputs, known_facts(inputs)):
         return f"the lesson's example (ana, li with BOS = 26 as pad_id): {problem}"
     return None
 
@@ -95,4 +95,4 @@ def _batch_inputs(g):
        "short rows padded at the end with pad_id (mask False), a long one cut to block_size, T the longest row",
        probe=probe_make_batch, inputs=_batch_inputs)
 def judge_make_batch(out, inputs, expected):
-    return batch_problem(out, inputs, known(inputs))
+    return batch_problem(out, inputs, known_facts(inputs))

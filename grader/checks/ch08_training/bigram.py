@@ -12,7 +12,7 @@ import torch
 
 from grader.checks._api import Task, check, exception_name, try_call
 from grader.checks.ch08_training.common import close_enough, is_float
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("bigram_baseline", "train", "bigram_baseline", "the count-based bigram baseline"),
@@ -86,4 +86,4 @@ def _bigram_cropped(g):
        "on 'ab' gives ln 2",
        probe=probe_bigram, inputs=_bigram_by_hand)
 def judge_bigram(out, inputs, expected):
-    return bigram_problem(out, inputs, known(inputs))
+    return bigram_problem(out, inputs, known_facts(inputs))

@@ -14,7 +14,7 @@ import torch
 from grader.checks._api import Task, check, matches
 from grader.checks.ch08_training.common import close_enough, is_float
 from grader.checks.course import F64
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("clip_grad_norm", "train", "clip_grad_norm", "clipping by the global norm",
@@ -146,4 +146,4 @@ def _clip_missing_shared_inputs(g):
        "torch.nn.utils.clip_grad_norm_'s",
        probe=probe_clip, inputs=_clip_cases, fixed_inputs=True)
 def judge_clip(out, inputs, expected):
-    return clip_problem(out, inputs, known(inputs))
+    return clip_problem(out, inputs, known_facts(inputs))

@@ -14,7 +14,7 @@ import torch
 from grader.checks._api import Task, check
 from grader.checks.ch08_training.common import SIZES, close_enough, is_float, model_of, random_state
 from grader.checks.course import F64
-from grader.checks.facts import known
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("evaluate", "train", "evaluate", "the loss per scored character"),
@@ -79,7 +79,7 @@ def judge_evaluate_constant(out, inputs, expected):
     value = out["value"]
     if not is_float(value):
         return f"evaluate should return a Python float, got {type(value).__name__}"
-    facts = known(inputs)
+    facts = known_facts(inputs)
     right = facts["right"]
     if close_enough(value, right, 1e-9):
         return None
