@@ -20,8 +20,6 @@ from typing import Any, Callable
 
 import torch
 
-from grader.checks.course import EPS
-
 # The seed of the public checks with fixed inputs. It is the seed the grader's own records
 # (the catch table, the outcome dumps) grade with, so those inputs are the ones every
 # verdict recorded before they were fixed was given.
@@ -174,7 +172,7 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
 
 
 # --------------------------------------------------------------------- oracles
-# The formulas several chapters judge against, written once, in plain torch.
+# The two GELU formulas the chapter 05 lesson publishes, written once, in plain torch.
 
 
 
@@ -184,17 +182,6 @@ def exact_gelu(x: torch.Tensor) -> torch.Tensor:
 
 def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def layer_norm(x, gamma, beta, eps=EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
-    """LayerNorm over `dims`; the keyword arguments reproduce the classic mistakes
-    (d - 1 divisor, eps outside the root, statistics over the wrong axes)."""
-    mean = x.mean(dim=dims, keepdim=True)
-    centred = x - mean
-    count = math.prod(x.shape[d] for d in dims)
-    variance = (centred * centred).sum(dim=dims, keepdim=True) / (count - divisor_offset)
-    scale = torch.sqrt(variance) + eps if eps_outside else torch.sqrt(variance + eps)
-    return centred / scale * gamma + beta
 
 
 # ------------------------------------------------------------------ probing helpers
