@@ -101,16 +101,10 @@ def probe_adamw_init_model(ns, sizes):
     return _state_report(optimizer, originals)
 
 
-def _first_seen(order):
-    seen = []
-    for i in order:
-        if i not in seen:
-            seen.append(i)
-    return seen
-
-
-def judge_adamw_held_once(out, inputs, expected):
-    wanted = _first_seen(inputs["order"]) if "order" in inputs else list(range(out["originals"]))
+def judge_adamw_held_once(out, inputs, expected, first_seen=None):
+    """first_seen: the distinct parameters of inputs["order"] in first-seen order (the kit
+    computes them: facts.json for the public check); without an order, every parameter."""
+    wanted = first_seen if "order" in inputs else list(range(out["originals"]))
     held = out["held"]
     if not out["has_params"]:
         return "AdamW should keep its parameters in self.params, a list"
@@ -135,9 +129,13 @@ def judge_adamw_held_once(out, inputs, expected):
        task="adamw_init", probe=probe_adamw_init,
        inputs=lambda g: {"shapes": [[3, 2], [4], [2, 2, 2]], "order": [0, 1, 0, 2, 1], "as_generator": False})
 def judge_adamw_state(out, inputs, expected):
-    if problem := judge_adamw_held_once(out, inputs, expected):
+    return adamw_state_problem(out, inputs, known_facts(inputs)["first_seen"])
+
+
+def adamw_state_problem(out, inputs, first_seen):
+    if problem := judge_adamw_held_once(out, inputs, None, first_seen):
         return problem
-    shapes = [tuple(inputs["shapes"][i]) for i in _first_seen(inputs["order"])]
+    shapes = [tuple(inputs["shapes"][i]) for i in first_seen]
     for key, what in (("exp_avg", "self.exp_avg (m)"), ("exp_avg_sq", "self.exp_avg_sq (v)")):
         values = out[key]
         if values is None:
