@@ -17,6 +17,12 @@ two consecutive statements, or of one statement long enough to say something on 
 own, fails the release with the file and line. Hidden check names and the statements of
 the hidden/ modules (beyond what the public checks spell out too) are looked for the
 same way.
+
+A second scan (answer_scan.py) runs the code instead of reading it: every function of
+the bundle's checks is called on each task's public inputs, and one that computes the
+task's answer (in whatever dialect) fails the release too. What the public judges need
+to know about the right answer ships as data the kit computed (facts.json), never as
+code that computes it.
 """
 
 from __future__ import annotations
@@ -317,6 +323,21 @@ def scan(bundle: Path, secrets: Secrets | None = None, allowed: dict[str, str] |
     return findings
 
 
+def answer_findings(folder: Path, chapters: list[str] | None = None) -> list[Finding]:
+    """The answer scan's findings as the release reports them (never allowed: the scan
+    already leaves out what the allow-list names)."""
+    from grader.generate.answer_scan import scan as scan_answers
+
+    found = []
+    for finding in scan_answers(folder, chapters=chapters):
+        text = (folder / finding.path).read_text(encoding="utf-8")
+        line = next((n for n, code in enumerate(text.splitlines(), 1) if code.startswith(f"def {finding.function}(")), 0)
+        found.append(Finding(finding.path, line, f"computes the answer of task {finding.check.rsplit('.', 1)[0]} "
+                                                 f"on the inputs of {finding.check} (called {finding.how})",
+                             finding.function))
+    return found
+
+
 def blocking(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if not f.allowed]
 
@@ -341,9 +362,11 @@ def _copy_tree(source: Path, target: Path):
     shutil.copytree(source, target, ignore=_IGNORED)
 
 
-def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -> tuple[Path, Path, list[Finding]]:
+def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True,
+          answers: bool = False) -> tuple[Path, Path, list[Finding]]:
     """Write the bundle folder and its zip under `out`; returns (folder, zip, findings).
-    With findings the zip is not written."""
+    With findings the zip is not written. answers: also run the scan by what the code
+    computes (answer_scan.py, about a minute)."""
     folder = out / BUNDLE_NAME
     if folder.exists():
         shutil.rmtree(folder)
@@ -383,6 +406,8 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
     readme = folder / "README.md"
     readme.write_text(readme.read_text(encoding="utf-8").replace("{{CHAPTERS}}", opened), encoding="utf-8")
     findings = scan(folder) if run_scan else []
+    if answers:
+        findings += answer_findings(folder, chapters)
     archive = out / f"{BUNDLE_NAME}.zip"
     if archive.exists():
         archive.unlink()
@@ -401,7 +426,7 @@ def main(argv=None) -> int:
     parser.add_argument("--scan", metavar="FOLDER", help="only scan an existing folder for leaks")
     args = parser.parse_args(argv)
     if args.scan:
-        findings = scan(Path(args.scan))
+        findings = scan(Path(args.scan)) + answer_findings(Path(args.scan))
         for finding in findings:
             print(finding)
         print(f"{len(blocking(findings))} blocking finding(s) in {args.scan}, {len(findings) - len(blocking(findings))}"
@@ -411,7 +436,7 @@ def main(argv=None) -> int:
         chapters = catalogue.parse_chapters(args.chapters)
     except ValueError as unknown:
         raise SystemExit(f"error: {unknown}") from None
-    folder, archive, findings = build(Path(args.out), chapters)
+    folder, archive, findings = build(Path(args.out), chapters, answers=True)
     # Allowed places are printed every time, so the list never turns into silence.
     for finding in sorted(findings, key=lambda f: not f.allowed):
         print(finding)
