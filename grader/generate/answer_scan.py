@@ -396,7 +396,7 @@ def scan(bundle: Path, allowed: dict[str, str] | None = None, chapters: list[str
     """Every function of the bundle's checks that computes a task's answer on that task's
     public inputs, and every probe that computes it without the task: run in a process
     whose `grader` is the bundle's."""
-    from grader.generate.release import read_allow_list
+    from grader.generate.allowed import read_allow_list
     from grader.run.reference import REFERENCE_PACKAGE
 
     allowed = read_allow_list() if allowed is None else allowed

@@ -41,11 +41,11 @@ from pathlib import Path
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
+from grader.generate.allowed import ALLOW_LIST, read_allow_list
 from grader.run.regions import find_regions, package_sources
 
 ROOT = KIT_ROOT
 TEMPLATE = Path(__file__).resolve().parent / "release_template"
-ALLOW_LIST = TEMPLATE / "ALLOWED_FINDINGS.txt"
 BUNDLE_NAME = "hero_transformer-student"
 
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
@@ -270,19 +270,6 @@ def _snippets(text: str) -> list[tuple[int, str]]:
     return snippets
 
 
-def read_allow_list(path: Path = ALLOW_LIST) -> dict[str, str]:
-    """PATH or PATH::FUNCTION -> why it may stay. An entry without a reason is refused:
-    the list exists to be read."""
-    allowed = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines() if path.exists() else [], 1):
-        entry, _, why = line.partition("#")
-        if entry.strip():
-            if not why.strip():
-                raise ValueError(f"{path}:{number}: say why {entry.strip()} may stay (after a #)")
-            allowed[entry.strip()] = why.strip()
-    return allowed
-
-
 def scan(bundle: Path, secrets: Secrets | None = None, allowed: dict[str, str] | None = None) -> list[Finding]:
     """What of the solutions, the mutants or the hidden checks appears in the bundle;
     the places the allow-list names come back with its reason (they do not block)."""
@@ -426,7 +413,7 @@ def main(argv=None) -> int:
     parser.add_argument("--scan", metavar="FOLDER", help="only scan an existing folder for leaks")
     args = parser.parse_args(argv)
     if args.scan:
-        findings = scan(Path(args.scan)) + answer_findings(Path(args.scan))
+        findings = scan(Path(args.scan))
         for finding in findings:
             print(finding)
         print(f"{len(blocking(findings))} blocking finding(s) in {args.scan}, {len(findings) - len(blocking(findings))}"
