@@ -423,6 +423,11 @@ def main(argv=None) -> int:
         chapters = catalogue.parse_chapters(args.chapters)
     except ValueError as unknown:
         raise SystemExit(f"error: {unknown}") from None
+    from grader.generate.facts import stale
+
+    if out_of_date := stale():
+        raise SystemExit("error: the public checks' facts are out of date (" + ", ".join(
+            str(path.relative_to(ROOT)) for path in out_of_date) + "): run `make student` first")
     folder, archive, findings = build(Path(args.out), chapters, answers=True)
     # Allowed places are printed every time, so the list never turns into silence.
     for finding in sorted(findings, key=lambda f: not f.allowed):
