@@ -20,7 +20,10 @@ from typing import Any, Callable
 
 import torch
 
-from grader.checks.course import EPS
+# The seed of the public checks with fixed inputs. It is the seed the grader's own records
+# (the catch table, the outcome dumps) grade with, so those inputs are the ones every
+# verdict recorded before they were fixed was given.
+PUBLIC_SEED = 20261129
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,18 @@ class Check:
     # part>; the judge gets the parts' dict results merged into one. So a submission
     # cannot pass by remembering one half's answer and giving it back as the other.
     parts: tuple[str, ...] = ()
+    # Inputs drawn from a generator seeded once for all runs (PUBLIC_SEED and the check's
+    # name) instead of the run's: a public check whose judge reads what the kit computed
+    # on its inputs (grader/checks/facts.py) needs the same inputs every time.
+    fixed_inputs: bool = False
 
     @property
     def chapter(self) -> str:
         return self.name.split(".")[0].removeprefix("ch")
 
     def make_inputs(self, generator: torch.Generator) -> dict:
+        if self.fixed_inputs:
+            generator = torch.Generator().manual_seed(PUBLIC_SEED + sum(map(ord, self.name)))
         return self.inputs(generator) if callable(self.inputs) else dict(self.inputs)
 
 
@@ -163,7 +172,7 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
 
 
 # --------------------------------------------------------------------- oracles
-# The formulas several chapters judge against, written once, in plain torch.
+# The two GELU formulas the chapter 05 lesson publishes, written once, in plain torch.
 
 
 
@@ -173,17 +182,6 @@ def exact_gelu(x: torch.Tensor) -> torch.Tensor:
 
 def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def layer_norm(x, gamma, beta, eps=EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
-    """LayerNorm over `dims`; the keyword arguments reproduce the classic mistakes
-    (d - 1 divisor, eps outside the root, statistics over the wrong axes)."""
-    mean = x.mean(dim=dims, keepdim=True)
-    centred = x - mean
-    count = math.prod(x.shape[d] for d in dims)
-    variance = (centred * centred).sum(dim=dims, keepdim=True) / (count - divisor_offset)
-    scale = torch.sqrt(variance) + eps if eps_outside else torch.sqrt(variance + eps)
-    return centred / scale * gamma + beta
 
 
 # ------------------------------------------------------------------ probing helpers

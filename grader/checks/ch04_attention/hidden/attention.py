@@ -10,7 +10,14 @@ from grader.checks._api import check
 from grader.checks.ch04_attention.attention import (
     FORMULA_MISTAKES, reference_inputs, judge_attention_reference, probe_attention,
 )
-from grader.checks.ch04_attention.common import loaded_attention, merged
+from grader.checks.ch04_attention.common import loaded_attention
+from grader.checks.ch04_attention.hidden.oracles import formula_facts, merged
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch04.attention.formula", "ch04.attention.formula_with_cache")
+def public_formula_facts(ref, inputs):
+    return formula_facts(ref, inputs)
 
 
 # ------------------------------------------------------------ what the mistakes output

@@ -1,0 +1,149 @@
+"""What a public check knows about the right answer on its inputs, as data.
+
+A public judge that needs the right output, or the output of a known mistake, to say
+what is wrong does not compute it: code that computes it would be the task's answer,
+handed to every student with the release. The kit computes those numbers instead,
+with code only it holds (each chapter's hidden/ modules, which the release leaves
+out), on the check's fixed inputs, and writes them into the chapter's package as
+facts.json (`make student` runs grader/generate/facts.py). A public judge reads them
+with known_facts(inputs).
+
+Such a check's inputs are the same on every run: constants, or drawn from a generator
+seeded once for all runs (the check's fixed_inputs=True). The facts are found by a
+digest of the inputs, so inputs that changed without the facts being written again
+are an error, never a silent wrong verdict.
+
+A hidden module registers what its chapter's public checks need with @facts_for. Where
+those modules are present but a package of the kit left the data files out (an LMS
+upload that copies only code), the facts are computed here from them instead; the
+student release has neither, and needs the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+FILE = "facts.json"
+REGISTERED = "__public_facts__"  # where @facts_for keeps a hidden module's facts functions
+
+_TENSOR = "__tensor__"
+
+
+class MissingFacts(LookupError):
+    """No facts were written for these inputs: the kit's `make student` writes them."""
+
+
+def facts_for(*check_names: str):
+    """Register, in a hidden module, the function that computes what the public checks
+    `check_names` need on their inputs: fn(ref, inputs) -> plain data (numbers, lists,
+    dicts with str keys, tensors), ref being the reference's modules."""
+    def register(function):
+        table = sys.modules[function.__module__].__dict__.setdefault(REGISTERED, {})
+        for name in check_names:
+            table[name] = function
+        return function
+
+    return register
+
+
+# ------------------------------------------------------------------- the encoding
+
+
+def encode(value):
+    """Plain data as JSON values: tensors as their dtype, shape and values; tuples as lists."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return {_TENSOR: str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
+                "values": value.reshape(-1).tolist()}
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise TypeError("facts are dicts with str keys")
+        return {key: encode(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"facts are plain data, not {type(value).__name__}")
+
+
+def decode(value):
+    if isinstance(value, dict):
+        if _TENSOR in value:
+            dtype = getattr(torch, value[_TENSOR])
+            return torch.tensor(value["values"], dtype=dtype).reshape(value["shape"])
+        return {key: decode(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [decode(item) for item in value]
+    return value
+
+
+def digest(inputs: dict) -> str:
+    """A check's inputs, every number exactly, as a short digest."""
+    text = json.dumps(encode(inputs), sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+# ---------------------------------------------------------------------- reading
+
+_loaded: dict[str, object] | None = None
+
+
+def _index() -> dict[str, object]:
+    """digest -> encoded facts, over every chapter's facts.json present."""
+    global _loaded
+    if _loaded is None:
+        found = {}
+        for path in sorted(Path(__file__).parent.glob(f"ch*/{FILE}")):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            for entry in data["checks"].values():
+                found[entry["inputs"]] = entry["facts"]
+        _loaded = found
+    return _loaded
+
+
+def known_facts(inputs: dict):
+    """What the kit wrote for a public check with these inputs."""
+    key = digest(inputs)
+    found = _index().get(key)
+    if found is None:
+        found = _computed_here(key)
+    if found is None:
+        raise MissingFacts(f"no facts were written for these inputs ({key}): the kit writes them with "
+                           f"`make student` (grader/generate/facts.py)")
+    return decode(found)
+
+
+_computed: dict[str, object] = {}
+
+
+def _computed_here(key: str):
+    """The facts for inputs with this digest, computed by the hidden module that registers
+    them, where the kit's hidden modules and reference are at hand; else None."""
+    if key in _computed:
+        return _computed[key]
+    from grader.checks import catalogue
+
+    checks = {c.name: c for c in catalogue.all_checks()}
+    registered = {}
+    for package_name in catalogue.chapter_packages():
+        package = sys.modules.get(f"grader.checks.{package_name}")
+        for part in getattr(package, "TASK_MODULES", ()):
+            hidden = catalogue.hidden_module(package.__name__, part)
+            registered.update(vars(hidden).get(REGISTERED, {}) if hidden is not None else {})
+    if not registered:
+        return None
+    from grader.run.reference import Reference
+
+    reference = Reference.available()
+    for name, function in registered.items():
+        check = checks.get(name)
+        inputs = check.make_inputs(torch.Generator().manual_seed(0)) if check is not None else None
+        if inputs is not None and digest(inputs) == key and reference is not None:
+            _computed[key] = encode(function(reference.modules, inputs))
+            return _computed[key]
+    return None
