@@ -36,7 +36,7 @@ def probe_adam(ns, start, grads, settings):
 def judge_adam(out, inputs, reveal, facts):
     """facts: the parameters after every step by hand ("want") and the classic mistakes'
     ("mistakes", [(text, trajectory)])."""
-    start, grads, settings = inputs["start"], inputs["grads"], inputs["settings"]
+    grads = inputs["grads"]
     if "zero_division" in out:
         return (f"step {out['steps']} divided by zero{standard_message(out['zero_division'])}: the bias correction "
                 f"of step t "

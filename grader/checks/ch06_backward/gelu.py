@@ -10,7 +10,6 @@ are data the kit computed (grader/checks/facts.py; hidden/oracles.py).
 
 from __future__ import annotations
 
-import math
 
 import torch
 

@@ -26,7 +26,7 @@ def probe_make_batch(ns, documents, block_size, pad_id):
 def batch_problem(out, inputs, facts, show=True):
     """facts: the right (inputs, targets, mask) ("right"), the same rows padded at the front
     ("front") and, where pad_id is not BOS, the inputs padded with BOS ("bos_padded")."""
-    documents, block_size, pad_id = inputs["documents"], inputs["block_size"], inputs["pad_id"]
+    documents, block_size = inputs["documents"], inputs["block_size"]
     parts = out["out"]
     if not isinstance(parts, list) or len(parts) != 3:
         return "make_batch should return three tensors: (inputs, targets, mask)"
