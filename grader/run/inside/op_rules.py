@@ -2,26 +2,50 @@
 
 The static scan and the tripwires judge a submission by the names it writes, and a
 name can be spelled so that neither sees it (`getattr(torch.ops, "aten").gelu`,
-`torch.group_norm` for a layer norm). What torch dispatches cannot be respelled: while
-the probe of a task with a rule runs, a TorchDispatchMode sees every aten operator
-that reaches a kernel, and a TorchFunctionMode every torch function called from
-Python (which also sees the composite ones, such as scaled_dot_product_attention,
-that the dispatcher decomposes before the first layer sees them). Each operator is
-matched against the task's rule, sent by the grader in the request.
+`torch.group_norm` for a layer norm). What torch runs cannot be respelled. Three
+layers judge it, the first two independent of anything the submission can switch off:
 
-The two modes watch each other: a call the function layer sees while the dispatch
-layer is missing from its stack is someone switching the recorder off, and so are
-the private torch entry points that pop or disable modes, which are wrapped before
-any student code is imported (a reference the student keeps is the wrapper). Both
-modes must still be in place, unmodified, when the probe returns.
+1. The dispatcher's own table. Before the first probe of a task with a rule, every
+   kernel of every operator the rule forbids (any namespace, every dispatch key it has
+   one for: CPU, the composite keys, nested, quantized, sparse, meta, ...) is replaced
+   by one that refuses. Whichever way the call arrives (torch.ops, a key set that
+   skips the Python modes, `redispatch`, functorch, a thread, a mode stack emptied
+   by any of torch's helpers) it ends in that table, so the forbidden kernel does not
+   run at all. The registrations are held where no Python object refers to them, and
+   the handles that could call a kernel past the table (torch.library.get_kernel's
+   `call_boxed`) are disabled before any student code is imported.
+2. Torch's own Python code that does the task: the functions torch registers as the
+   Python implementation of a forbidden operator (its references and decompositions,
+   torch._refs / torch._decomp) and those a rule names by module (the optimizers,
+   gradient clipping). Their code is replaced in place by code that refuses, so every
+   reference to them refuses, however it was kept or spelled; a permanent audit hook
+   refuses new functions or modules made from their code while the task is served.
+3. While the probe runs, a TorchDispatchMode sees every aten operator that reaches a
+   kernel and a TorchFunctionMode every torch function called from Python (which also
+   sees the composite ones, such as scaled_dot_product_attention, that the dispatcher
+   decomposes before the first layer sees them); both walk the Python stack for
+   frames of torch's code that does the task. These modes name the call as the
+   student wrote it, and check autograd where a task forbids it. The two modes watch
+   each other: a call the function layer sees while the dispatch layer is missing
+   from its stack is someone switching the recorder off, and so are the private torch
+   entry points that pop or disable modes, which are wrapped before any student code
+   is imported. Both modes must still be in place, unmodified, when the probe returns.
+   A submission can pop them (torch has many ways); layers 1 and 2 do not depend on them.
 """
 
 from __future__ import annotations
 
 import _thread
+import ctypes
+import functools
+import os
+import re
+import sys
 import threading
+import types
+import warnings
 from contextlib import contextmanager
-from fnmatch import fnmatchcase
+from fnmatch import fnmatchcase, translate
 
 import torch
 import torch.overrides
@@ -63,14 +87,21 @@ def hint(op: str) -> str:
 
 class Rules:
     """A task's rule, as the grader sent it: operator patterns (fnmatch, on the base
-    name: 'native_layer_norm', '_foreach_*') and whether autograd may run at all."""
+    name: 'native_layer_norm', '_foreach_*'), patterns of torch's own Python code that
+    does the task (those with a dot, on the module and qualified name:
+    'torch.optim.adam.*'), and whether autograd may run at all."""
 
-    __slots__ = ("ops", "no_autograd", "_verdicts")
+    __slots__ = ("ops", "library", "no_autograd", "_verdicts", "_derived", "_match_op", "_match_library")
 
     def __init__(self, ops=(), no_autograd=False):
-        self.ops = tuple(str(op) for op in ops)
+        patterns = tuple(str(op) for op in ops)
+        self.ops = tuple(p for p in patterns if "." not in p)
+        self.library = tuple(p for p in patterns if "." in p)
         self.no_autograd = bool(no_autograd)
         self._verdicts: dict[str, bool] = {}
+        self._derived: frozenset[str] | None = None
+        self._match_op = _matcher(self.ops)
+        self._match_library = _matcher(self.library)
 
     @classmethod
     def from_request(cls, value) -> "Rules":
@@ -78,13 +109,32 @@ class Rules:
         return cls(value.get("ops") or (), value.get("no_autograd", False))
 
     def __bool__(self) -> bool:
-        return bool(self.ops) or self.no_autograd
+        return bool(self.ops) or bool(self.library) or self.no_autograd
 
     def forbids(self, op: str) -> bool:
         verdict = self._verdicts.get(op)
         if verdict is None:
-            verdict = self._verdicts[op] = any(fnmatchcase(op, pattern) for pattern in self.ops)
+            verdict = self._verdicts[op] = self._match_op(op)
         return verdict
+
+    def derived(self) -> frozenset[str]:
+        """The names of torch's Python implementations of the forbidden operators."""
+        if self._derived is None:
+            self._derived = frozenset(name for _, name in _implementations_of(self))
+        return self._derived
+
+    def forbids_library(self, name: str) -> bool:
+        """Whether `name` (module.qualname of torch's code) is torch doing the task."""
+        if not name.startswith("torch."):
+            return False
+        return self._match_library(name) or name in self.derived()
+
+
+def _matcher(patterns):
+    """One compiled test for a tuple of fnmatch patterns (case-sensitive)."""
+    if not patterns:
+        return lambda name: False
+    return re.compile("|".join(f"(?:{translate(p)})" for p in patterns)).match
 
 
 def _op_name(func) -> str:
@@ -111,6 +161,9 @@ class _Watch:
         self.dispatch = _DispatchRecorder(self)
         self.function = _FunctionRecorder(self)
         self.in_handler = False  # our own checks touch tensors: not the student's calls
+        # Frames of torch's code that does the task, by code object (see check_frames).
+        self.library = bool(rules.library) or bool(rules.derived())
+        self._frames: dict = {}
 
     def trip(self, code: dict):
         self.note(code)
@@ -121,6 +174,20 @@ class _Watch:
             self.trip({"kind": "op", "layer": layer, "name": op})
         if self.rules.no_autograd and op in FORWARD_AD:
             self.trip({"kind": "forward_autograd", "name": op})
+
+    def check_frames(self, frame):
+        """Trip when torch's own code that does the task is on the stack: the operator
+        was called by the library doing the task, however that code was reached."""
+        verdicts = self._frames
+        while frame is not None:
+            code = frame.f_code
+            verdict = verdicts.get(code)
+            if verdict is None:
+                name = code_name(code)
+                verdict = verdicts[code] = name if name and self.rules.forbids_library(name) else ""
+            if verdict:
+                self.trip({"kind": "library", "name": verdict})
+            frame = frame.f_back
 
     def check_grad(self, tensors, op: str, recording: bool):
         # A parameter may require grad (nn.Module makes them so); autograd runs once an
@@ -153,6 +220,8 @@ class _DispatchRecorder(TorchDispatchMode):
         try:
             op = _op_name(func)
             watch.check_op(op, "kernel")
+            if watch.library:
+                watch.check_frames(sys._getframe(1))
             if watch.rules.no_autograd:
                 recording = torch.is_grad_enabled()
                 watch.check_grad(_tensors(args), f"aten.{op}", recording)
@@ -176,6 +245,12 @@ class _FunctionRecorder(TorchFunctionMode):
                 raise ForbiddenCall("the grader's operator recorder was switched off",
                                     {"kind": "recorder_off", "how": "dispatch_popped", "name": ""})
             watch.check_op(_op_name(func), "function")
+            if watch.library:
+                watch.in_handler = True
+                try:
+                    watch.check_frames(sys._getframe(1))
+                finally:
+                    watch.in_handler = False
         result = func(*args, **(kwargs or {}))
         if watch.rules.no_autograd and not watch.in_handler:
             watch.check_grad(_tensors((result,)), _op_name(func) or "a torch function", False)
@@ -228,15 +303,36 @@ def _guard(owner, attr, kind):
 
 
 def guard_switches() -> None:
-    """Wrap what could switch the recorder off; the wrappers act only while it records."""
+    """Wrap what could switch the recorder off (the wrappers act only while it records),
+    disable what could call a kernel past the dispatcher's table, and add the audit hook
+    that watches torch's code being copied; before any student code is imported."""
     for owner, attr, kind in GUARDED:
         _guard(owner, attr, kind)
+    _disable_kernel_handles()
+    if not _AUDITING:
+        sys.addaudithook(_audit)  # permanent: no Python code can remove an audit hook
+        _AUDITING.append(True)
 
 
-def arm(rules: Rules) -> None:
-    """Before any student code runs, in a worker whose task has a rule."""
-    if rules:
-        guard_switches()
+def arm(rules: Rules, reversible: bool = False) -> None:
+    """Before any student code runs in a worker that serves a task. The rule itself is
+    enforced from the task's first probe on (student modules imported before it ran as
+    they always did); `reversible` (a process serving many tasks) keeps what disarm()
+    needs to put torch back, which a worker serving one task never holds."""
+    guard_switches()
+    _PENDING[:] = [rules, reversible]
+
+
+def disarm() -> None:
+    """After a task, in a process that serves another next: torch as it was."""
+    _PENDING.clear()
+    _ENFORCED.clear()
+    while _UNDO:
+        _UNDO.pop()()
+    _LATE.clear()
+    _COPIED.clear()
+    _MADE.clear()
+    _LIBRARY_FILES.clear()
 
 
 @contextmanager
@@ -246,6 +342,7 @@ def watching(rules: Rules, tripped: list):
     if not rules:
         yield
         return
+    _enforce(rules)
     watch = _Watch(rules, tripped)
     function_depth = torch._C._len_torch_function_stack()
     dispatch_depth = torch._C._len_torch_dispatch_stack()
@@ -255,6 +352,10 @@ def watching(rules: Rules, tripped: list):
             yield
         finally:
             _ACTIVE.remove(watch)
+            while _LATE:  # refused while no probe ran (another thread, between probes)
+                watch.note(_LATE.pop(0))
+            for code in _COPIED:  # torch's code copied before the rule was enforced: every probe
+                watch.note(code)
             intact = (torch._C._len_torch_function_stack() == function_depth + 1
                       and torch._C._get_function_stack_at(function_depth) is watch.function
                       and torch._C._len_torch_dispatch_stack() == dispatch_depth + 1
@@ -278,3 +379,318 @@ def _restore(function_depth: int, dispatch_depth: int, watch: _Watch) -> None:
         _python_dispatch._pop_torch_dispatch_stack()
     torch._C._push_on_torch_function_stack(watch.function)
     torch._C._push_on_torch_dispatch_stack(watch.dispatch)
+
+
+# ------------------------------------------------------- what no mode decides
+# Layers 1 and 2 of the module's docstring: enforced from the task's first probe on,
+# for the rest of the process (or until disarm(), where a process serves many tasks).
+
+_PENDING: list = []  # [rules, reversible], set by arm()
+_ENFORCED: list = []  # the rules now enforced
+_UNDO: list = []  # what puts torch back, only where the process serves many tasks
+_LATE: list = []  # codes refused while no probe ran, reported by the next one
+_COPIED: list = []  # torch's code the rule refuses, copied before it was enforced
+_AUDITING: list = []
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_TORCH_PARENT = os.path.dirname(_TORCH_DIR)
+_CODE_NAMES: dict = {}
+_pythonapi = ctypes.pythonapi  # resolved now, before any seccomp filter or student code
+
+
+def code_name(code) -> str:
+    """'torch.optim.adam._single_tensor_adam' for code in torch's own files, else ''."""
+    name = _CODE_NAMES.get(code)
+    if name is None:
+        filename = code.co_filename
+        name = ""
+        if filename.startswith(_TORCH_DIR + os.sep) and filename.endswith(".py"):
+            module = filename[len(_TORCH_PARENT) + 1:-3].replace(os.sep, ".")
+            name = f"{module.removesuffix('.__init__')}.{code.co_qualname}"
+        _CODE_NAMES[code] = name
+    return name
+
+
+def _refuse(code: dict, *_args, **_kwargs):
+    if _ACTIVE:
+        _ACTIVE[-1].note(code)
+    elif code not in _LATE:
+        _LATE.append(code)
+    raise ForbiddenCall("a call this task forbids", code)
+
+
+def _enforce(rules: Rules) -> None:
+    if _ENFORCED or not _PENDING or _PENDING[0] is not rules:
+        return
+    reversible = _PENDING[1]
+    _ENFORCED.append(rules)
+    _refuse_kernels(rules, reversible)
+    _refuse_library(rules, reversible)
+
+
+# ------------------------------------------------------------ 1. the kernel table
+
+_KEY = re.compile(r"^(\w+)(?:\[alias\])?: registered at", re.M)
+
+
+def forbidden_operators(rules: Rules) -> dict[str, dict]:
+    """{'aten::native_layer_norm.out': code, ...}: every registered operator overload,
+    in any namespace, whose base name the rule forbids, with what refusing it reports."""
+    found = {}
+    for base, overloads in _catalogue()[0].items():
+        if rules.forbids(base):
+            code = {"kind": "op", "layer": "kernel", "name": base}
+        elif rules.no_autograd and base in FORWARD_AD:
+            code = {"kind": "forward_autograd", "name": base}
+        else:
+            continue
+        found.update(dict.fromkeys(overloads, code))
+    return found
+
+
+# Dispatch keys whose kernels only hand the call on to the next key (or, Meta, compute
+# shapes and no values): refusing the kernels below them refuses the call.
+_HANDING_ON = re.compile(r"Autograd(?!.*Nested)|Autocast|Tracer|Functionalize|ADInplaceOrView|FuncTorchDynamicLayer"
+                         r"|FuncTorchVmapMode|Python|PreDispatch|Named|Conjugate|Negative|ZeroTensor|BackendSelect"
+                         r"|Batched$|.*Meta$")
+
+
+def _refuse_kernels(rules: Rules, reversible: bool) -> None:
+    libraries: dict = {}
+    kernels: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel", by design
+        for qualified, code in forbidden_operators(rules).items():
+            namespace, _, name = qualified.partition("::")
+            library = libraries.get(namespace)
+            if library is None:
+                library = libraries[namespace] = torch._C._dispatch_library("IMPL", namespace, "", __file__, 0)
+            kernel = kernels.get(code["name"])
+            if kernel is None:
+                kernel = kernels[code["name"]] = functools.partial(_refuse, dict(code))
+            for key in set(_KEY.findall(torch._C._dispatch_dump(qualified))) - {"debug"}:
+                if _HANDING_ON.match(key):
+                    continue
+                try:
+                    library.impl(name, key, kernel, False)
+                except RuntimeError:
+                    pass  # a key torch lets no Python kernel take: none computes on the CPU
+    for library in libraries.values():
+        if reversible:
+            _UNDO.append(library.reset)
+        else:
+            # The registrations live as long as their library object. Hold it where no
+            # Python object refers to it (the object is untracked by the collector), so
+            # no code in this process can find it to take the registrations back.
+            _pythonapi.Py_IncRef(ctypes.py_object(library))
+
+
+def _disable_kernel_handles() -> None:
+    """torch.library.get_kernel's handles call a kernel past the dispatcher's table, one
+    taken before the rule was enforced included: nothing in a worker needs them."""
+    handle_type = getattr(torch._C, "_SafeKernelFunction", None)
+    if handle_type is None or getattr(handle_type.__dict__.get("call_boxed"), "_op_rules_guard", False):
+        return
+    code = {"kind": "recorder_off", "how": "entry", "name": "torch._C._SafeKernelFunction.call_boxed"}
+
+    def call_boxed(*args, **kwargs):
+        _refuse(code)
+
+    call_boxed._op_rules_guard = True
+    handle_type.call_boxed = call_boxed
+
+
+# ---------------------------------------------- 2. torch's Python code doing the task
+
+
+def _functions_in(value, found: dict, depth: int = 0) -> None:
+    """The Python functions a module's attribute holds: itself, what it wraps, what its
+    closure holds; a class's methods, static and class methods and properties."""
+    if depth > 6 or id(value) in found:
+        return
+    if isinstance(value, types.FunctionType):
+        found[id(value)] = value
+        wrapped = value.__dict__.get("__wrapped__")
+        if wrapped is not None:
+            _functions_in(wrapped, found, depth + 1)
+        for cell in value.__closure__ or ():
+            try:
+                content = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(content, (types.FunctionType, staticmethod, classmethod)):
+                _functions_in(content, found, depth + 1)
+    elif isinstance(value, (staticmethod, classmethod)):
+        _functions_in(value.__func__, found, depth + 1)
+    elif isinstance(value, property):
+        for accessor in (value.fget, value.fset, value.fdel):
+            if accessor is not None:
+                _functions_in(accessor, found, depth + 1)
+    elif isinstance(value, type) and depth == 0:
+        found[id(value)] = None
+        for member in list(vars(value).values()):
+            _functions_in(member, found, depth + 1)
+
+
+def _torch_functions(prefixes) -> list:
+    """Every Python function defined in torch's modules named by `prefixes` (and their
+    submodules), as their namespaces and classes hold them."""
+    found: dict = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not any(name == p or name.startswith(p + ".") for p in prefixes):
+            continue
+        for value in list(vars(module).values()):
+            _functions_in(value, found)
+    return [f for f in found.values() if f is not None and code_name(f.__code__)]
+
+
+# Where torch keeps Python implementations of its operators, named as the operators are.
+IMPLEMENTATION_MODULES = ("torch._refs", "torch._decomp")
+
+
+def _innermost(function):
+    """What a decorator written with functools.wraps wraps, all the way down."""
+    for _ in range(8):
+        wrapped = getattr(function, "__wrapped__", None) if isinstance(function, types.FunctionType) else None
+        if not isinstance(wrapped, types.FunctionType):
+            break
+        function = wrapped
+    return function if isinstance(function, types.FunctionType) else None
+
+
+def _implementations_of(rules: Rules) -> list:
+    """[(function, its name)]: torch's Python implementations of the operators the rule
+    forbids (named as their code was before any was refused)."""
+    if not rules.ops and not rules.no_autograd:
+        return []
+    found = {id(function): (function, name) for base, entries in _catalogue()[1].items()
+             if rules.forbids(base) or (rules.no_autograd and base in FORWARD_AD) for function, name in entries}
+    return list(found.values())
+
+
+def prepare() -> None:
+    """Survey torch once where workers are forked from (or a process serves many tasks)."""
+    _catalogue()
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> tuple[dict, dict]:
+    """({base name: [qualified operator overloads]}, {operator base name: [(function,
+    its name)]}): every operator registered, and torch's Python implementations of
+    operators: those it registers for them (the decomposition tables, an operator's
+    Python kernels) and the functions of its reference and decomposition modules named
+    after them."""
+    operators: dict = {}
+    for qualified in torch._C._dispatch_get_all_op_names():
+        operators.setdefault(qualified.partition("::")[2].partition(".")[0], []).append(qualified)
+    registered = []
+    decompositions = sys.modules.get("torch._decomp")
+    for table in getattr(decompositions, "global_decomposition_table", {}).values():
+        for op, function in list(table.items()):
+            schema = getattr(op, "_schema", None)
+            if schema is not None:
+                registered.append((schema.name.partition("::")[2], function))
+    for packet in list(vars(torch.ops.aten).values()):
+        if isinstance(packet, torch._ops.OpOverloadPacket):
+            for overload in list(vars(packet).values()):
+                registered += [(packet.__name__, k) for k in list(getattr(overload, "py_kernels", {}).values())]
+    registered += [(f.__code__.co_name, f) for f in _torch_functions(IMPLEMENTATION_MODULES)]
+    implementations: dict = {}
+    for base, function in registered:
+        inner = _innermost(function)
+        name = code_name(inner.__code__) if inner is not None else ""
+        if name:
+            implementations.setdefault(base, []).append((inner, name))
+    return operators, implementations
+
+
+def _library_targets(rules: Rules) -> list:
+    """[(function, its name, what refusing it reports)]: torch's code the rule refuses,
+    found by the module names of its patterns and among the implementations of its
+    operators; where autograd is forbidden, forward mode's Python entry point too
+    (make_dual, which first imports and scripts torch's decompositions, some of which
+    may be refused; unpack_dual stays, as printing any tensor calls it)."""
+    prefixes = {re.split(r"[*?\[]", pattern, maxsplit=1)[0].rpartition(".")[0] for pattern in rules.library}
+    named = [(f, code_name(f.__code__)) for f in _torch_functions(sorted(p for p in prefixes if p.startswith("torch")))]
+    targets = {id(f): (f, name, {"kind": "library", "name": name})
+               for f, name in named + _implementations_of(rules) if rules.forbids_library(name)}
+    if rules.no_autograd:
+        for function in _torch_functions(("torch.autograd.forward_ad",)):
+            if function.__code__.co_name == "make_dual":
+                targets[id(function)] = (function, code_name(function.__code__),
+                                         {"kind": "forward_autograd", "name": function.__code__.co_name})
+    return list(targets.values())
+
+
+@functools.lru_cache(maxsize=None)
+def _refusing_code(freevars: int):
+    """A code object that refuses, with `freevars` free variables, so that it can
+    replace the code of a function with a closure of that size."""
+    cells = [f"cell{i}" for i in range(freevars)]
+    lines = ["def outer():"]
+    if cells:
+        lines.append(f"    {' = '.join(cells)} = None")
+    lines += ["    def refused(*args, **kwargs):", "        return '__refuse__'()"]
+    if cells:
+        lines.append(f"        {', '.join(cells)}")  # unreachable: makes them free, never read
+    lines.append("    return refused")
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # calling a str constant, replaced below
+        exec(compile("\n".join(lines), "<grader: torch's code that does this task, refused>", "exec"), namespace)
+    return namespace["outer"]().__code__
+
+
+def _refuse_library(rules: Rules, reversible: bool) -> None:
+    rules.derived()  # named now, while their code is still torch's
+    files = set()
+    for function, name, code in _library_targets(rules):
+        original = function.__code__
+        if not code_name(original):
+            continue  # refused already
+        files.add(original.co_filename)
+        refusing = _refusing_code(len(original.co_freevars))
+        refusing = refusing.replace(
+            co_consts=tuple(functools.partial(_refuse, code) if c == "__refuse__" else c for c in refusing.co_consts),
+            co_name=original.co_name, co_qualname=original.co_qualname)
+        function.__code__ = refusing
+        if reversible:
+            _UNDO.append(functools.partial(setattr, function, "__code__", original))
+    _LIBRARY_FILES.clear()
+    _LIBRARY_FILES.update(files)
+    for event, name, filename in _MADE:  # torch's code copied before the rule was enforced
+        code = {"kind": "library", "name": name}
+        if _copies_library(rules, event, name, filename) and code not in _COPIED:
+            _COPIED.append(code)
+    _MADE.clear()
+
+
+_LIBRARY_FILES: set = set()  # the files of torch's code a rule refuses
+_MADE: list = []  # (event, name) of torch code made into new functions or run again
+_AUDITED = frozenset({"function.__new__", "exec", "object.__setattr__"})
+
+
+def _copies_library(rules: Rules, event: str, name: str, filename: str) -> bool:
+    return filename in _LIBRARY_FILES if event == "exec" else rules.forbids_library(name)
+
+
+def _audit(event: str, args) -> None:
+    """The audit hook: torch's code that does the task made into a new function
+    (types.FunctionType on its code), put into a function (`f.__code__ = ...`), or its
+    module run again (a reload, exec of its source under its own name). Refused while
+    the rule is enforced; before that (a copy made when the package was imported),
+    reported by the first probe."""
+    if event not in _AUDITED:
+        return
+    if event == "object.__setattr__":
+        code = args[2] if len(args) == 3 and args[1] == "__code__" else None
+    else:
+        code = args[0] if args else None
+    if not isinstance(code, types.CodeType):
+        return
+    name = code_name(code).removesuffix(".<module>")  # a module run again is named as the module
+    if not name:
+        return
+    if not _ENFORCED:
+        _MADE.append((event, name, code.co_filename))
+    elif _copies_library(_ENFORCED[0], event, name, code.co_filename):
+        _refuse({"kind": "library", "name": name})

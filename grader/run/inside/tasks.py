@@ -84,7 +84,7 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
         tripped: list = []
         undo = set_tripwires(request.get("tripwires", []), tripped)
         rules = op_rules.Rules.from_request(request.get("op_rules"))
-        op_rules.arm(rules)
+        op_rules.arm(rules, reversible=many)
         try:
             if prepare is not None:
                 try:
@@ -95,6 +95,8 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
             _serve_one(channel, send, recv, request, rules, tripped)
         finally:
             undo()
+            if many:
+                op_rules.disarm()
         if not many:
             return
 
