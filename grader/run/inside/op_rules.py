@@ -3,34 +3,36 @@
 The static scan and the tripwires judge a submission by the names it writes, and a
 name can be spelled so that neither sees it (`getattr(torch.ops, "aten").gelu`,
 `torch.group_norm` for a layer norm). What torch runs cannot be respelled. Three
-layers judge it, the first two independent of anything the submission can switch off:
+layers judge it; the first two depend on nothing the submission can switch off.
 
 1. The dispatcher's own table. Before the first probe of a task with a rule, every
-   kernel of every operator the rule forbids (any namespace, every dispatch key it has
-   one for: CPU, the composite keys, nested, quantized, sparse, meta, ...) is replaced
-   by one that refuses. Whichever way the call arrives (torch.ops, a key set that
-   skips the Python modes, `redispatch`, functorch, a thread, a mode stack emptied
-   by any of torch's helpers) it ends in that table, so the forbidden kernel does not
-   run at all. The registrations are held where no Python object refers to them, and
-   the handles that could call a kernel past the table (torch.library.get_kernel's
-   `call_boxed`) are disabled before any student code is imported.
-2. Torch's own Python code that does the task: the functions torch registers as the
-   Python implementation of a forbidden operator (its references and decompositions,
-   torch._refs / torch._decomp) and those a rule names by module (the optimizers,
-   gradient clipping). Their code is replaced in place by code that refuses, so every
-   reference to them refuses, however it was kept or spelled; a permanent audit hook
-   refuses new functions or modules made from their code while the task is served.
+   kernel of every operator the rule forbids (any namespace; every dispatch key whose
+   kernel computes: CPU, the composite keys, nested, quantized, sparse, batched, ...)
+   is replaced by one that refuses. However the call arrives (torch.ops, a key set
+   that skips the Python modes, `redispatch`, functorch, a thread, a mode stack emptied
+   by any of torch's helpers), it ends in that table, so the forbidden kernel does not
+   run at all: whatever is recorded, nothing was computed with it. The registrations
+   are held where no Python object refers to them, and torch.library.get_kernel's
+   handles, which call a kernel past the table, are disabled before any student code
+   is imported.
+2. Torch's own Python code that does the task: the functions torch registers or names
+   as the Python implementation of a forbidden operator (torch._refs, torch._decomp)
+   and those a rule names by module (the optimizers, gradient clipping). Their code is
+   replaced in place by code that refuses, so every reference to them refuses, however
+   it was kept or spelled; a permanent audit hook refuses new functions made from
+   their code and their modules run again while the rule holds, and reports copies
+   made before it (when the package was imported).
 3. While the probe runs, a TorchDispatchMode sees every aten operator that reaches a
    kernel and a TorchFunctionMode every torch function called from Python (which also
    sees the composite ones, such as scaled_dot_product_attention, that the dispatcher
-   decomposes before the first layer sees them); both walk the Python stack for
-   frames of torch's code that does the task. These modes name the call as the
+   decomposes before the first layer sees them). These modes name the call as the
    student wrote it, and check autograd where a task forbids it. The two modes watch
    each other: a call the function layer sees while the dispatch layer is missing
    from its stack is someone switching the recorder off, and so are the private torch
    entry points that pop or disable modes, which are wrapped before any student code
    is imported. Both modes must still be in place, unmodified, when the probe returns.
-   A submission can pop them (torch has many ways); layers 1 and 2 do not depend on them.
+   A submission can still pop them (torch has many ways): what they alone judge is
+   autograd in the tasks that forbid it.
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class Rules:
     does the task (those with a dot, on the module and qualified name:
     'torch.optim.adam.*'), and whether autograd may run at all."""
 
-    __slots__ = ("ops", "library", "no_autograd", "_verdicts", "_derived", "_match_op", "_match_library")
+    __slots__ = ("ops", "library", "no_autograd", "_verdicts", "_derived", "_match_op", "_match_library",
+                 "implementations")
 
     def __init__(self, ops=(), no_autograd=False):
         patterns = tuple(str(op) for op in ops)
@@ -100,6 +103,7 @@ class Rules:
         self.no_autograd = bool(no_autograd)
         self._verdicts: dict[str, bool] = {}
         self._derived: frozenset[str] | None = None
+        self.implementations: list | None = None  # see _implementations_of
         self._match_op = _matcher(self.ops)
         self._match_library = _matcher(self.library)
 
@@ -161,9 +165,6 @@ class _Watch:
         self.dispatch = _DispatchRecorder(self)
         self.function = _FunctionRecorder(self)
         self.in_handler = False  # our own checks touch tensors: not the student's calls
-        # Frames of torch's code that does the task, by code object (see check_frames).
-        self.library = bool(rules.library) or bool(rules.derived())
-        self._frames: dict = {}
 
     def trip(self, code: dict):
         self.note(code)
@@ -174,20 +175,6 @@ class _Watch:
             self.trip({"kind": "op", "layer": layer, "name": op})
         if self.rules.no_autograd and op in FORWARD_AD:
             self.trip({"kind": "forward_autograd", "name": op})
-
-    def check_frames(self, frame):
-        """Trip when torch's own code that does the task is on the stack: the operator
-        was called by the library doing the task, however that code was reached."""
-        verdicts = self._frames
-        while frame is not None:
-            code = frame.f_code
-            verdict = verdicts.get(code)
-            if verdict is None:
-                name = code_name(code)
-                verdict = verdicts[code] = name if name and self.rules.forbids_library(name) else ""
-            if verdict:
-                self.trip({"kind": "library", "name": verdict})
-            frame = frame.f_back
 
     def check_grad(self, tensors, op: str, recording: bool):
         # A parameter may require grad (nn.Module makes them so); autograd runs once an
@@ -220,8 +207,6 @@ class _DispatchRecorder(TorchDispatchMode):
         try:
             op = _op_name(func)
             watch.check_op(op, "kernel")
-            if watch.library:
-                watch.check_frames(sys._getframe(1))
             if watch.rules.no_autograd:
                 recording = torch.is_grad_enabled()
                 watch.check_grad(_tensors(args), f"aten.{op}", recording)
@@ -245,12 +230,6 @@ class _FunctionRecorder(TorchFunctionMode):
                 raise ForbiddenCall("the grader's operator recorder was switched off",
                                     {"kind": "recorder_off", "how": "dispatch_popped", "name": ""})
             watch.check_op(_op_name(func), "function")
-            if watch.library:
-                watch.in_handler = True
-                try:
-                    watch.check_frames(sys._getframe(1))
-                finally:
-                    watch.in_handler = False
         result = func(*args, **(kwargs or {}))
         if watch.rules.no_autograd and not watch.in_handler:
             watch.check_grad(_tensors((result,)), _op_name(func) or "a torch function", False)
@@ -429,12 +408,10 @@ def _enforce(rules: Rules) -> None:
 
 # ------------------------------------------------------------ 1. the kernel table
 
-_KEY = re.compile(r"^(\w+)(?:\[alias\])?: registered at", re.M)
-
-
-def forbidden_operators(rules: Rules) -> dict[str, dict]:
-    """{'aten::native_layer_norm.out': code, ...}: every registered operator overload,
-    in any namespace, whose base name the rule forbids, with what refusing it reports."""
+def forbidden_operators(rules: Rules) -> dict[str, tuple[dict, list]]:
+    """{'aten::native_layer_norm.out': (code, dispatch keys), ...}: every registered
+    operator overload, in any namespace, whose base name the rule forbids, with what
+    refusing it reports and the keys of the kernels that compute it."""
     found = {}
     for base, overloads in _catalogue()[0].items():
         if rules.forbids(base):
@@ -443,15 +420,15 @@ def forbidden_operators(rules: Rules) -> dict[str, dict]:
             code = {"kind": "forward_autograd", "name": base}
         else:
             continue
-        found.update(dict.fromkeys(overloads, code))
+        found.update((qualified, (code, keys)) for qualified, keys in overloads)
     return found
 
 
 # Dispatch keys whose kernels only hand the call on to the next key (or, Meta, compute
 # shapes and no values): refusing the kernels below them refuses the call.
-_HANDING_ON = re.compile(r"Autograd(?!.*Nested)|Autocast|Tracer|Functionalize|ADInplaceOrView|FuncTorchDynamicLayer"
-                         r"|FuncTorchVmapMode|Python|PreDispatch|Named|Conjugate|Negative|ZeroTensor|BackendSelect"
-                         r"|Batched$|.*Meta$")
+_HANDING_ON = re.compile(r"Autograd|Autocast|Tracer|Functionalize|ADInplaceOrView|FuncTorchDynamicLayer"
+                         r"|FuncTorchVmapMode|VmapMode|Python|PreDispatch|Named|Conjugate|Negative|ZeroTensor"
+                         r"|BackendSelect|DeferredInit|Fake|FuncTorchGradWrapper|TESTING_ONLY|Batched$|.*Meta$")
 
 
 def _refuse_kernels(rules: Rules, reversible: bool) -> None:
@@ -459,7 +436,7 @@ def _refuse_kernels(rules: Rules, reversible: bool) -> None:
     kernels: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel", by design
-        for qualified, code in forbidden_operators(rules).items():
+        for qualified, (code, keys) in forbidden_operators(rules).items():
             namespace, _, name = qualified.partition("::")
             library = libraries.get(namespace)
             if library is None:
@@ -467,9 +444,7 @@ def _refuse_kernels(rules: Rules, reversible: bool) -> None:
             kernel = kernels.get(code["name"])
             if kernel is None:
                 kernel = kernels[code["name"]] = functools.partial(_refuse, dict(code))
-            for key in set(_KEY.findall(torch._C._dispatch_dump(qualified))) - {"debug"}:
-                if _HANDING_ON.match(key):
-                    continue
+            for key in keys:
                 try:
                     library.impl(name, key, kernel, False)
                 except RuntimeError:
@@ -560,11 +535,11 @@ def _innermost(function):
 def _implementations_of(rules: Rules) -> list:
     """[(function, its name)]: torch's Python implementations of the operators the rule
     forbids (named as their code was before any was refused)."""
-    if not rules.ops and not rules.no_autograd:
-        return []
-    found = {id(function): (function, name) for base, entries in _catalogue()[1].items()
-             if rules.forbids(base) or (rules.no_autograd and base in FORWARD_AD) for function, name in entries}
-    return list(found.values())
+    if rules.implementations is None:
+        found = {id(function): (function, name) for base, entries in _catalogue()[1].items()
+                 if rules.forbids(base) or (rules.no_autograd and base in FORWARD_AD) for function, name in entries}
+        rules.implementations = list(found.values())
+    return rules.implementations
 
 
 def prepare() -> None:
@@ -574,14 +549,26 @@ def prepare() -> None:
 
 @functools.lru_cache(maxsize=1)
 def _catalogue() -> tuple[dict, dict]:
-    """({base name: [qualified operator overloads]}, {operator base name: [(function,
+    """({base name: [(qualified operator overload, dispatch keys)]}, {operator base name: [(function,
     its name)]}): every operator registered, and torch's Python implementations of
     operators: those it registers for them (the decomposition tables, an operator's
     Python kernels) and the functions of its reference and decomposition modules named
     after them."""
+    keys: dict = {}  # the keys of each operator's own kernels that compute (see _HANDING_ON)
+    runtime = torch._C._dispatch_keyset_to_string(torch._C._dispatch_keyset_full())  # "DispatchKeySet(CPU, ...)"
+    for key in sorted(set(torch._C.DispatchKey.__members__) | set(re.findall(r"\w+", runtime)) - {"DispatchKeySet"}):
+        if _HANDING_ON.match(key):
+            continue
+        try:
+            registered = torch._C._dispatch_get_registrations_for_dispatch_key(key)
+        except RuntimeError:
+            continue  # not a key that kernels are registered to
+        for qualified in registered:
+            keys.setdefault(qualified, []).append(key)
     operators: dict = {}
     for qualified in torch._C._dispatch_get_all_op_names():
-        operators.setdefault(qualified.partition("::")[2].partition(".")[0], []).append(qualified)
+        operators.setdefault(qualified.partition("::")[2].partition(".")[0], []).append(
+            (qualified, keys.get(qualified, [])))
     registered = []
     decompositions = sys.modules.get("torch._decomp")
     for table in getattr(decompositions, "global_decomposition_table", {}).values():
