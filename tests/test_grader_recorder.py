@@ -255,6 +255,42 @@ def test_the_package_imported_once_meets_the_same_table(reference, sandbox):
         imported.close()
 
 
+# TorchScript's own engines run ATen's code past the dispatcher: its static runtime, its
+# fusers, and its own operators (registered with the JIT, not the dispatcher). Each case:
+# (module-level code, the body of LayerNorm.forward).
+ENGINES = {
+    "the static runtime, on a graph scripted from computed source at import": (r'''
+        _RT_SCRIPTED = _rt_torch.jit.CompilationUnit(
+            "def f(x: Tensor, w: Tensor, b: Tensor, eps: float):\n"
+            "    return torch.ops.aten.native_layer" + "_norm(x, [x.size(-1)], w, b, eps)[0]\n").f
+    ''', """
+        with _rt_off():
+            static = _rt_get(_rt_C(), "_jit_to_static", "_module")(_RT_SCRIPTED.graph)
+            return static(x, self.weight.detach(), self.bias.detach(), self.eps)
+    """),
+    "oneDNN Graph fusion switched on at import": ('''
+        _rt_get(_rt_C(), "_jit_set_llga", "_enabled")(True)
+    ''', """
+        with _rt_off():
+            return _rt_kernel("native_layer", "_norm")(x, [x.shape[-1]], self.weight, self.bias, self.eps)[0]
+    """),
+    "TorchScript's own prim::MKLDNNLayerNorm": ("", """
+        with _rt_off():
+            norm = _rt_get(_rt_get(_rt_torch, "o", "ps").prim, "MKLDNNLayer", "Norm")
+            out = norm(x.float().to_mkldnn(), [x.shape[-1]], self.weight.detach().float().to_mkldnn(),
+                       self.bias.detach().float().to_mkldnn(), self.eps)
+            return out.to_dense().to(x.dtype)
+    """),
+}
+
+
+@pytest.mark.parametrize("case", list(ENGINES))
+def test_torchscripts_engines_are_refused(reference, sandbox, case):
+    append, body = ENGINES[case]
+    results, _ = grade(reference, sandbox, "layer_norm", body, OFF + append)
+    assert_forbidden(results)
+
+
 # ---------------------------------------------------- torch's own code doing the task
 
 OFF = FAMILIES["torch.overrides._pop_mode_temporarily + _python_dispatch._disable_current_modes"]

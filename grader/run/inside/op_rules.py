@@ -12,9 +12,10 @@ layers judge it; the first two depend on nothing the submission can switch off.
    that skips the Python modes, `redispatch`, functorch, a thread, a mode stack emptied
    by any of torch's helpers), it ends in that table, so the forbidden kernel does not
    run at all: whatever is recorded, nothing was computed with it. The registrations
-   are held where no Python object refers to them, and torch.library.get_kernel's
-   handles, which call a kernel past the table, are disabled before any student code
-   is imported.
+   are held where no Python object refers to them. What runs ATen's code past the
+   table is disabled before any student code is imported: torch.library.get_kernel's
+   handles, and TorchScript's engines (its fusers, static runtime, NNC lowering, its
+   own operators named like a forbidden one, such as prim::MKLDNNLayerNorm).
 2. Torch's own Python code that does the task: the functions torch registers or names
    as the Python implementation of a forbidden operator (torch._refs, torch._decomp)
    and those a rule names by module (the optimizers, gradient clipping). Their code is
@@ -288,6 +289,7 @@ def guard_switches() -> None:
     for owner, attr, kind in GUARDED:
         _guard(owner, attr, kind)
     _disable_kernel_handles()
+    _disable_engines()
     if not _AUDITING:
         sys.addaudithook(_audit)  # permanent: no Python code can remove an audit hook
         _AUDITING.append(True)
@@ -474,6 +476,58 @@ def _disable_kernel_handles() -> None:
     handle_type.call_boxed = call_boxed
 
 
+# TorchScript's engines that run ATen's code past the dispatcher: its fusers (oneDNN
+# Graph, NNC), the static runtime, NNC's own lowering of aten operators, and the pass that
+# rewrites a frozen graph into its MKLDNN operators (prim::MKLDNNLayerNorm, ...). Nothing a
+# submission needs; each is replaced, before any student code, by code that refuses and
+# holds nothing of the original. The fusers stay off as torch starts them (off on the CPU).
+ENGINES = (
+    (torch._C, "_jit_set_llga_enabled"), (torch._C, "_jit_override_can_fuse_on_cpu"),
+    (torch._C, "_jit_override_can_fuse_on_cpu_legacy"), (torch._C, "_jit_to_static_module"),
+    (torch._C, "_fuse_to_static_module"), (torch._C, "_jit_pass_convert_frozen_ops_to_mkldnn"),
+    (getattr(torch._C, "_te", None), "lower"), (getattr(getattr(torch._C, "_te", None), "TensorExprKernel", None),
+                                                 "__init__"),
+)
+
+
+def _refuser(code: dict):
+    def refused(*args, **kwargs):
+        _refuse(code)
+
+    refused._op_rules_guard = True
+    return refused
+
+
+def _disable_engines() -> None:
+    for owner, attr in ENGINES:
+        current = getattr(owner, attr, None) if owner is not None else None
+        if current is None or getattr(current, "_op_rules_guard", False):
+            continue
+        name = f"{getattr(owner, '__module__', '') + '.' if isinstance(owner, type) else ''}{owner.__name__}.{attr}"
+        setattr(owner, attr, _refuser({"kind": "recorder_off", "how": "entry", "name": name.lstrip(".")}))
+    _guard_jit_operations()
+
+
+def _guard_jit_operations() -> None:
+    """TorchScript's own operators (registered with the JIT, not the dispatcher) run
+    ATen's code directly; the lookups that hand one to Python (torch.ops.prim.X, also
+    how TorchScript compiles a call to it) refuse those named like an operator a task
+    forbids (prim::MKLDNNLayerNorm), whatever the task: taken before a rule was known, a
+    handle could not be taken back."""
+    for attr in ("_jit_get_operation", "_get_operation_overload"):
+        original = getattr(torch._C, attr, None)
+        if original is None or getattr(original, "_op_rules_guard", False):
+            continue
+
+        def guarded(name, *args, _original=original, **kwargs):
+            if name in _catalogue()[2]:
+                _refuse({"kind": "recorder_off", "how": "entry", "name": f"torch.ops.{name.replace('::', '.')}"})
+            return _original(name, *args, **kwargs)
+
+        guarded._op_rules_guard = True
+        setattr(torch._C, attr, guarded)
+
+
 # ---------------------------------------------- 2. torch's Python code doing the task
 
 
@@ -542,18 +596,29 @@ def _implementations_of(rules: Rules) -> list:
     return rules.implementations
 
 
-def prepare() -> None:
-    """Survey torch once where workers are forked from (or a process serves many tasks)."""
+_EVERY_RULE: list = []  # the operator patterns of every task, for the JIT's own operators
+
+
+def prepare(patterns=()) -> None:
+    """Survey torch once where workers are forked from (or a process serves many tasks);
+    `patterns`: the operator patterns of every task the process may serve."""
+    _EVERY_RULE[:] = [p for p in patterns if "." not in p]
+    _catalogue.cache_clear()
     _catalogue()
 
 
+def _squashed(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
 @functools.lru_cache(maxsize=1)
-def _catalogue() -> tuple[dict, dict]:
-    """({base name: [(qualified operator overload, dispatch keys)]}, {operator base name: [(function,
-    its name)]}): every operator registered, and torch's Python implementations of
-    operators: those it registers for them (the decomposition tables, an operator's
-    Python kernels) and the functions of its reference and decomposition modules named
-    after them."""
+def _catalogue() -> tuple[dict, dict, frozenset]:
+    """({base name: [(qualified operator overload, dispatch keys)]}, {operator base name:
+    [(function, its name)]}, {JIT-only operators}): every operator registered; torch's
+    Python implementations of operators: those it registers for them (the decomposition
+    tables, an operator's Python kernels) and the functions of its reference and
+    decomposition modules named after them; the JIT's own operators that any task's
+    patterns name."""
     keys: dict = {}  # the keys of each operator's own kernels that compute (see _HANDING_ON)
     runtime = torch._C._dispatch_keyset_to_string(torch._C._dispatch_keyset_full())  # "DispatchKeySet(CPU, ...)"
     for key in sorted(set(torch._C.DispatchKey.__members__) | set(re.findall(r"\w+", runtime)) - {"DispatchKeySet"}):
@@ -587,7 +652,12 @@ def _catalogue() -> tuple[dict, dict]:
         name = code_name(inner.__code__) if inner is not None else ""
         if name:
             implementations.setdefault(base, []).append((inner, name))
-    return operators, implementations
+    # The JIT's own operators named like a forbidden one, case and underscores aside.
+    squashed = _matcher(tuple(_squashed(p) for p in _EVERY_RULE))
+    dispatched = {qualified.partition(".")[0] for qualified in torch._C._dispatch_get_all_op_names()}
+    jit_only = frozenset(str(s.name) for s in torch._C._jit_get_all_schemas()
+                         if str(s.name) not in dispatched and squashed(_squashed(str(s.name).partition("::")[2])))
+    return operators, implementations, jit_only
 
 
 def _library_targets(rules: Rules) -> list:

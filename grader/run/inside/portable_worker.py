@@ -87,7 +87,7 @@ def main() -> None:
     _import_checks()
     from grader.run.inside import op_rules
 
-    op_rules.prepare()
+    op_rules.prepare(tasks.every_operator_rule())
     tasks.snapshot_grader_code()
     tasks.serve_tasks(channel, send, recv, many=True, prepare=_PackageOnce())
     sys.stdout.flush()
