@@ -41,6 +41,7 @@ from __future__ import annotations
 import _thread
 import ctypes
 import functools
+import gc
 import os
 import re
 import sys
@@ -374,21 +375,18 @@ _COPIED: list = []  # torch's code the rule refuses, copied before it was enforc
 _AUDITING: list = []
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _TORCH_PARENT = os.path.dirname(_TORCH_DIR)
-_CODE_NAMES: dict = {}
+_TORCH_PREFIX = _TORCH_DIR + os.sep
 _pythonapi = ctypes.pythonapi  # resolved now, before any seccomp filter or student code
 
 
 def code_name(code) -> str:
-    """'torch.optim.adam._single_tensor_adam' for code in torch's own files, else ''."""
-    name = _CODE_NAMES.get(code)
-    if name is None:
-        filename = code.co_filename
-        name = ""
-        if filename.startswith(_TORCH_DIR + os.sep) and filename.endswith(".py"):
-            module = filename[len(_TORCH_PARENT) + 1:-3].replace(os.sep, ".")
-            name = f"{module.removesuffix('.__init__')}.{code.co_qualname}"
-        _CODE_NAMES[code] = name
-    return name
+    """'torch.optim.adam._single_tensor_adam' for code in torch's own files, else ''.
+    (Not cached: a code object's hash is computed from all its contents, each time.)"""
+    filename = code.co_filename
+    if not (filename.startswith(_TORCH_PREFIX) and filename.endswith(".py")):
+        return ""
+    module = filename[len(_TORCH_PARENT) + 1:-3].replace(os.sep, ".")
+    return f"{module.removesuffix('.__init__')}.{code.co_qualname}"
 
 
 def _refuse(code: dict, *_args, **_kwargs):
@@ -404,8 +402,9 @@ def _enforce(rules: Rules) -> None:
         return
     reversible = _PENDING[1]
     _ENFORCED.append(rules)
-    _refuse_kernels(rules, reversible)
-    _refuse_library(rules, reversible)
+    with _collector_paused():
+        _refuse_kernels(rules, reversible)
+        _refuse_library(rules, reversible)
 
 
 # ------------------------------------------------------------ 1. the kernel table
@@ -520,7 +519,7 @@ def _guard_jit_operations() -> None:
             continue
 
         def guarded(name, *args, _original=original, **kwargs):
-            if name in _catalogue()[2]:
+            if isinstance(name, str) and _jit_only_and_forbidden(name):
                 _refuse({"kind": "recorder_off", "how": "entry", "name": f"torch.ops.{name.replace('::', '.')}"})
             return _original(name, *args, **kwargs)
 
@@ -564,8 +563,12 @@ def _torch_functions(prefixes) -> list:
     """Every Python function defined in torch's modules named by `prefixes` (and their
     submodules), as their namespaces and classes hold them."""
     found: dict = {}
+    prefixes = tuple(prefixes)
+    if not prefixes:
+        return []
+    starts = tuple(p + "." for p in prefixes)
     for name, module in list(sys.modules.items()):
-        if module is None or not any(name == p or name.startswith(p + ".") for p in prefixes):
+        if module is None or not (name in prefixes or name.startswith(starts)):
             continue
         for value in list(vars(module).values()):
             _functions_in(value, found)
@@ -603,8 +606,25 @@ def prepare(patterns=()) -> None:
     """Survey torch once where workers are forked from (or a process serves many tasks);
     `patterns`: the operator patterns of every task the process may serve."""
     _EVERY_RULE[:] = [p for p in patterns if "." not in p]
+    _squashed_rules.cache_clear()
     _catalogue.cache_clear()
-    _catalogue()
+    with _collector_paused():
+        _catalogue()
+        for freevars in range(3):
+            _refusing_code(freevars)
+
+
+@contextmanager
+def _collector_paused():
+    """The survey allocates thousands of small objects in a process holding all of
+    torch: a collection of the old generations mid-way costs more than the survey."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _squashed(name: str) -> str:
@@ -614,11 +634,10 @@ def _squashed(name: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _catalogue() -> tuple[dict, dict, frozenset]:
     """({base name: [(qualified operator overload, dispatch keys)]}, {operator base name:
-    [(function, its name)]}, {JIT-only operators}): every operator registered; torch's
+    [(function, its name)]}, {'aten::gelu', ...}): every operator registered; torch's
     Python implementations of operators: those it registers for them (the decomposition
     tables, an operator's Python kernels) and the functions of its reference and
-    decomposition modules named after them; the JIT's own operators that any task's
-    patterns name."""
+    decomposition modules named after them; the operators the dispatcher knows."""
     keys: dict = {}  # the keys of each operator's own kernels that compute (see _HANDING_ON)
     runtime = torch._C._dispatch_keyset_to_string(torch._C._dispatch_keyset_full())  # "DispatchKeySet(CPU, ...)"
     for key in sorted(set(torch._C.DispatchKey.__members__) | set(re.findall(r"\w+", runtime)) - {"DispatchKeySet"}):
@@ -652,12 +671,21 @@ def _catalogue() -> tuple[dict, dict, frozenset]:
         name = code_name(inner.__code__) if inner is not None else ""
         if name:
             implementations.setdefault(base, []).append((inner, name))
-    # The JIT's own operators named like a forbidden one, case and underscores aside.
-    squashed = _matcher(tuple(_squashed(p) for p in _EVERY_RULE))
-    dispatched = {qualified.partition(".")[0] for qualified in torch._C._dispatch_get_all_op_names()}
-    jit_only = frozenset(str(s.name) for s in torch._C._jit_get_all_schemas()
-                         if str(s.name) not in dispatched and squashed(_squashed(str(s.name).partition("::")[2])))
-    return operators, implementations, jit_only
+    dispatched = frozenset(qualified.partition(".")[0] for qualified in torch._C._dispatch_get_all_op_names())
+    return operators, implementations, dispatched
+
+
+def _jit_only_and_forbidden(name: str) -> bool:
+    """An operator the JIT registered (not the dispatcher) named like one any task
+    forbids, case and underscores aside (prim::MKLDNNLayerNorm for '*_layer_norm')."""
+    if name.partition(".")[0] in _catalogue()[2]:
+        return False
+    return bool(_squashed_rules()(_squashed(name.partition("::")[2].partition(".")[0])))
+
+
+@functools.lru_cache(maxsize=1)
+def _squashed_rules():
+    return _matcher(tuple(_squashed(p) for p in _EVERY_RULE))
 
 
 def _library_targets(rules: Rules) -> list:
