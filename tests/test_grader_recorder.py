@@ -512,3 +512,20 @@ def test_the_table_refuses_in_any_thread_and_disarm_puts_torch_back():
     done = subprocess.run([sys.executable, "-c", IN_ONE_PROCESS], cwd=root, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_a_library_code_is_worded_by_the_grader_and_validated_strictly():
+    from grader.run.feedback import _forbidden_call_text, forbidden_code, forbidden_words
+
+    code = {"kind": "library", "name": "torch.optim.adam._single_tensor_adam"}
+    assert forbidden_code(code) == code
+    assert "torch.optim.adam._single_tensor_adam" in forbidden_words(code)
+    adamw, gelu = catalogue.tasks()["adamw_step"], catalogue.tasks()["gelu"]
+    assert "torch.optim.adam._single_tensor_adam" in _forbidden_call_text(code, adamw)
+    # A name the task's rules do not cover is not repeated to the student (the code could have chosen it).
+    assert "torch.optim" not in _forbidden_call_text(code, gelu)
+    assert "torch._refs.nn.functional.gelu" in _forbidden_call_text(
+        {"kind": "library", "name": "torch._refs.nn.functional.gelu"}, gelu)
+    for forged in ({"kind": "library", "name": "os.system"}, {"kind": "library", "name": "torch.x y"},
+                   {"kind": "library"}, {"kind": "library", "name": "torch." + "a" * 300}):
+        assert forbidden_code(forged) is None, forged

@@ -62,8 +62,7 @@ def grader_code_changed() -> str | None:
 
 def every_operator_rule() -> list[str]:
     """The forbidden_ops patterns of every task whose module this process imported."""
-    return sorted({pattern for module in list(sys.modules.values())
-                   if getattr(module, "__name__", "").startswith("grader.checks.")
+    return sorted({pattern for name, module in list(sys.modules.items()) if name.startswith("grader.checks.")
                    for task in getattr(module, "TASKS", ()) for pattern in getattr(task, "forbidden_ops", ())})
 
 
