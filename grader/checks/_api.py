@@ -73,8 +73,11 @@ class Task:
     forbidden: tuple[str, ...] = ()  # dotted names whose use scores 'forbidden'
     forbidden_methods: tuple[str, ...] = ()  # attribute names forbidden on any object
     # Judged by what runs, however it was spelled: torch operators (fnmatch patterns on
-    # the base name, e.g. "native_layer_norm", "_foreach_*") the probe may not run, and
-    # whether autograd may run at all (reverse or forward mode, torch.func).
+    # the base name, e.g. "native_layer_norm", "_foreach_*") the probe may not run, torch's
+    # own Python code that does the task (patterns with a dot, on module and qualified
+    # name, e.g. "torch.optim.adam.*"; torch's Python implementations of a forbidden
+    # operator, in torch._refs and torch._decomp, need none), and whether autograd may run
+    # at all (reverse or forward mode, torch.func).
     forbidden_ops: tuple[str, ...] = ()
     no_autograd: bool = False
 

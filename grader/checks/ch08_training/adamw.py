@@ -25,7 +25,7 @@ TASKS = [
          forbidden=("torch.optim.AdamW", "torch.optim.Adam", "torch.optim.adamw.adamw", "torch.optim.adam.adam",
                     "torch.optim._functional.adamw", "torch.optim._functional.adam",
                     "torch._fused_adamw_", "torch._fused_adam_"),
-         forbidden_ops=("_fused_*", "_foreach_*")),
+         forbidden_ops=("_fused_*", "_foreach_*", "torch.optim.adam.*", "torch.optim.adamw.*")),
     Task("adamw_zero_grad", "train", "AdamW.zero_grad", "forgetting the gradients"),
 ]
 

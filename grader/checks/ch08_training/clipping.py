@@ -21,7 +21,7 @@ TASKS = [
          forbidden=("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm",
                     "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm",
                     "torch.nn.utils.get_total_norm", "torch.nn.utils.clip_grads_with_norm_"),
-         forbidden_ops=("_foreach_*",)),
+         forbidden_ops=("_foreach_*", "torch.nn.utils.clip_grad.*")),
 ]
 
 
