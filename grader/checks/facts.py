@@ -54,6 +54,22 @@ def facts_for(*check_names: str):
 # ------------------------------------------------------------------- the encoding
 
 
+def significant(value, digits: int = 10):
+    """Floating numbers kept to `digits` significant digits (a relative change of at most
+    5e-10 for ten): for what a judge only ever matches with a relative tolerance of 1e-7
+    or more, such as the outputs of the classic mistakes, so that the data stays small."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        rounded = [float(f"{x:.{digits}g}") for x in value.detach().cpu().reshape(-1).tolist()]
+        return torch.tensor(rounded, dtype=value.dtype).reshape(value.shape)
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {key: significant(item, digits) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [significant(item, digits) for item in value]
+    return value
+
+
 def encode(value):
     """Plain data as JSON values: tensors as their dtype, shape and values; tuples as lists."""
     if isinstance(value, torch.Tensor):
