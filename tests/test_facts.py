@@ -53,6 +53,21 @@ def test_facts_are_found_by_the_inputs_every_public_run_gives(fresh):
         assert known_facts(run) is not None
 
 
+def test_fixed_inputs_are_read_from_the_data_on_every_platform():
+    """A random draw is not bit for bit the same with every platform's torch (Windows
+    builds take other vector paths): a check with fixed inputs reads the ones the kit
+    drew and stored, never draws its own where they are stored."""
+    from grader.checks.facts import stored_inputs
+
+    fixed = [c for c in catalogue.all_checks() if c.fixed_inputs]
+    assert fixed and all(not c.hidden for c in fixed)
+    for check in fixed:
+        stored = stored_inputs(check.name)
+        assert stored is not None, check.name
+        assert digest(check.make_inputs(torch.Generator().manual_seed(7))) == digest(stored)
+        assert digest(check.fresh_inputs()) == digest(stored), f"{check.name}: run `make student`"
+
+
 def test_where_the_data_files_were_left_out_the_kit_computes_the_same(monkeypatch):
     """An LMS package of the kit that copies only code (Gradescope's autograder zip takes
     .py and .md files) still has the hidden modules and the reference: the facts are

@@ -47,9 +47,11 @@ class Check:
     # part>; the judge gets the parts' dict results merged into one. So a submission
     # cannot pass by remembering one half's answer and giving it back as the other.
     parts: tuple[str, ...] = ()
-    # Inputs drawn from a generator seeded once for all runs (PUBLIC_SEED and the check's
-    # name) instead of the run's: a public check whose judge reads what the kit computed
-    # on its inputs (grader/checks/facts.py) needs the same inputs every time.
+    # The same inputs on every run, instead of the run's random ones: a public check whose
+    # judge reads what the kit computed on its inputs (grader/checks/facts.py) needs them.
+    # The kit draws them once, from a generator seeded with PUBLIC_SEED and the check's
+    # name, and stores them with the facts, so that every platform's torch gets the very
+    # same numbers (a random draw is not bit for bit the same everywhere).
     fixed_inputs: bool = False
 
     @property
@@ -58,7 +60,15 @@ class Check:
 
     def make_inputs(self, generator: torch.Generator) -> dict:
         if self.fixed_inputs:
-            generator = torch.Generator().manual_seed(PUBLIC_SEED + sum(map(ord, self.name)))
+            from grader.checks.facts import stored_inputs
+
+            stored = stored_inputs(self.name)
+            return stored if stored is not None else self.fresh_inputs()
+        return self.inputs(generator) if callable(self.inputs) else dict(self.inputs)
+
+    def fresh_inputs(self) -> dict:
+        """A fixed check's inputs drawn anew, as the kit draws them to store them."""
+        generator = torch.Generator().manual_seed(PUBLIC_SEED + sum(map(ord, self.name)))
         return self.inputs(generator) if callable(self.inputs) else dict(self.inputs)
 
 

@@ -8,10 +8,11 @@ out), on the check's fixed inputs, and writes them into the chapter's package as
 facts.json (`make student` runs grader/generate/facts.py). A public judge reads them
 with known_facts(inputs).
 
-Such a check's inputs are the same on every run: constants, or drawn from a generator
-seeded once for all runs (the check's fixed_inputs=True). The facts are found by a
-digest of the inputs, so inputs that changed without the facts being written again
-are an error, never a silent wrong verdict.
+Such a check's inputs are the same on every run: constants, or drawn once by the kit
+from a generator seeded for the check (its fixed_inputs=True) and stored with the
+facts, so that every platform gets the same numbers. The facts are found by a digest of
+the inputs, so inputs that changed without the facts being written again are an error,
+never a silent wrong verdict.
 
 A hidden module registers what its chapter's public checks need with @facts_for. Where
 those modules are present but a package of the kit left the data files out (an LMS
@@ -54,6 +55,22 @@ def facts_for(*check_names: str):
 # ------------------------------------------------------------------- the encoding
 
 
+def significant(value, digits: int = 10):
+    """Floating numbers kept to `digits` significant digits (a relative change of at most
+    5e-10 for ten): for what a judge only ever matches with a relative tolerance of 1e-7
+    or more, such as the outputs of the classic mistakes, so that the data stays small."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        rounded = [float(f"{x:.{digits}g}") for x in value.detach().cpu().reshape(-1).tolist()]
+        return torch.tensor(rounded, dtype=value.dtype).reshape(value.shape)
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {key: significant(item, digits) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [significant(item, digits) for item in value]
+    return value
+
+
 def encode(value):
     """Plain data as JSON values: tensors as their dtype, shape and values; tuples as lists."""
     if isinstance(value, torch.Tensor):
@@ -91,19 +108,30 @@ def digest(inputs: dict) -> str:
 # ---------------------------------------------------------------------- reading
 
 _loaded: dict[str, object] | None = None
+_given: dict[str, object] = {}
 
 
 def _index() -> dict[str, object]:
-    """digest -> encoded facts, over every chapter's facts.json present."""
+    """digest -> encoded facts, over every chapter's facts.json present (and, aside, the
+    stored inputs of the checks with fixed inputs, by name)."""
     global _loaded
     if _loaded is None:
         found = {}
         for path in sorted(Path(__file__).parent.glob(f"ch*/{FILE}")):
             data = json.loads(path.read_text(encoding="utf-8"))
-            for entry in data["checks"].values():
+            for name, entry in data["checks"].items():
                 found[entry["inputs"]] = entry["facts"]
+                if "given" in entry:
+                    _given[name] = entry["given"]
         _loaded = found
     return _loaded
+
+
+def stored_inputs(check_name: str) -> dict | None:
+    """The inputs the kit drew for a check with fixed inputs, or None where none are stored."""
+    _index()
+    given = _given.get(check_name)
+    return None if given is None else decode(given)
 
 
 def known_facts(inputs: dict):
@@ -123,27 +151,29 @@ _computed: dict[str, object] = {}
 
 def _computed_here(key: str):
     """The facts for inputs with this digest, computed by the hidden module that registers
-    them, where the kit's hidden modules and reference are at hand; else None."""
+    them, where the kit's hidden modules, catalogue and reference are loaded in this
+    process; else None."""
     if key in _computed:
         return _computed[key]
-    from grader.checks import catalogue
-
-    checks = {c.name: c for c in catalogue.all_checks()}
+    catalogue = sys.modules.get("grader.checks.catalogue")  # the kit's, where one was loaded
+    if catalogue is None:
+        return None
     registered = {}
-    for package_name in catalogue.chapter_packages():
-        package = sys.modules.get(f"grader.checks.{package_name}")
-        for part in getattr(package, "TASK_MODULES", ()):
-            hidden = catalogue.hidden_module(package.__name__, part)
-            registered.update(vars(hidden).get(REGISTERED, {}) if hidden is not None else {})
+    for name, module in list(sys.modules.items()):
+        if name.startswith("grader.checks.") and ".hidden." in name and module is not None:
+            registered.update(vars(module).get(REGISTERED) or {})
     if not registered:
         return None
     from grader.run.reference import Reference
 
     reference = Reference.available()
+    checks = {c.name: c for c in catalogue.all_checks()}
     for name, function in registered.items():
         check = checks.get(name)
-        inputs = check.make_inputs(torch.Generator().manual_seed(0)) if check is not None else None
-        if inputs is not None and digest(inputs) == key and reference is not None:
+        if check is None or reference is None:
+            continue
+        inputs = check.fresh_inputs() if check.fixed_inputs else check.make_inputs(torch.Generator().manual_seed(0))
+        if digest(inputs) == key:
             _computed[key] = encode(function(reference.modules, inputs))
             return _computed[key]
     return None

@@ -14,6 +14,7 @@ import torch
 from grader.checks._api import exact_gelu, tanh_gelu
 from grader.checks.ch05_block.hidden.oracles import layer_norm
 from grader.checks.course import EPS
+from grader.checks.facts import significant
 
 
 def linear_of(x, weight, bias):
@@ -42,9 +43,10 @@ def directional(forward, grad_out, tensors, which, direction, h=1e-6):
 
 def grads_facts(forward, grad_out, tensors, mistakes_of):
     """Autograd's gradients of sum(grad_out * forward(*tensors)) ("right") and the classic
-    mistakes' (mistakes_of(right): {gradient name: [(text, tensor or None)]})."""
+    mistakes' (mistakes_of(right): {gradient name: [(text, tensor or None)]}), which the
+    judges only ever match to 1e-6 (NEAR)."""
     right = autograd_of(forward, grad_out, *tensors)
-    return {"right": right, "mistakes": mistakes_of(right)}
+    return {"right": right, "mistakes": significant(mistakes_of(right))}
 
 
 def differences_facts(forward, grad_out, tensors, directions):
