@@ -57,6 +57,13 @@ class OutputFile:
                 + data[-self.keep:].decode("utf-8", "replace"))
 
 
+# How long a new process may take to import torch and the kit before it says hello. On a
+# laptop the first import after installing torch reads a few hundred MB from a cold disk,
+# often past a virus scanner: minutes, not seconds. The student's own import is timed
+# apart from this, with Limits.setup_seconds, once the process is up.
+BOOT_SECONDS = 300.0
+
+
 class _Process:
     """One worker process and the channel it connected back on."""
 
@@ -78,7 +85,7 @@ class _Process:
                     [sys.executable, "-I", str(WORKER_SCRIPT), str(KIT_ROOT), str(port)],
                     stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env,
                     cwd=str(scratch), creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
-            self.channel = self._accept(listener, token, limits.setup_seconds + 30)
+            self.channel = self._accept(listener, token, BOOT_SECONDS)
         finally:
             listener.close()
         self.pid = self.process.pid
@@ -88,9 +95,14 @@ class _Process:
         deadline = time.monotonic() + seconds
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or self.process.poll() is not None:
+            if self.process.poll() is not None:
                 self.kill()
-                raise OSError("the checking process did not start (is torch installed in this Python?)")
+                raise OSError("the checking process stopped while loading torch (is torch installed in this Python? "
+                              "`python check.py doctor` says)")
+            if left <= 0:
+                self.kill()
+                raise OSError(f"the checking process did not finish loading torch within {seconds:g} s (a busy or "
+                              f"slow machine: close other programs and run the check again)")
             listener.settimeout(min(left, 0.5))
             try:
                 channel, _ = listener.accept()

@@ -75,9 +75,9 @@ def main() -> None:
     port = int(sys.argv[2])
     token = os.environ.pop("HERO_TRANSFORMER_WORKER_TOKEN", "")
     send, recv = wire.bound_sender(), wire.bound_receiver()
-    channel = socket.create_connection(("127.0.0.1", port))
-    send(channel, {"token": token})
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # The kit's own imports come before the hello: the parent times the student's import
+    # from the first request on, and torch's first import on a laptop can take minutes.
     import torch
 
     torch.set_num_threads(1)
@@ -89,6 +89,8 @@ def main() -> None:
 
     op_rules.prepare(tasks.every_operator_rule())
     tasks.snapshot_grader_code()
+    channel = socket.create_connection(("127.0.0.1", port))
+    send(channel, {"token": token})
     tasks.serve_tasks(channel, send, recv, many=True, prepare=_PackageOnce())
     sys.stdout.flush()
 
