@@ -162,6 +162,37 @@ def test_the_portable_runner_refuses_the_reference_and_hidden_checks():
         assert runner.started == 0  # refused before any process started
 
 
+SLOW_START = r'''
+import sys, time
+class SlowStart:
+    """torch and the kit's checks take 3 s longer to import, as on a laptop's first run."""
+    def find_spec(self, name, path=None, target=None):
+        if name in ("torch", "grader.checks"):
+            time.sleep(3)
+        return None
+sys.meta_path.insert(0, SlowStart())
+'''
+
+
+def test_a_slow_start_is_not_charged_to_the_students_import(tmp_path, monkeypatch):
+    """A worker loads torch and the kit's checks before it says hello; Limits.setup_seconds
+    then times the student's package alone. Here each takes 3 s more and the student's
+    import may take 2 s: the reference still earns every public point."""
+    home = tmp_path / "slow"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
+    python = home / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "kit_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    Path(site, "sitecustomize.py").write_text(SLOW_START, encoding="utf-8")
+    monkeypatch.setattr(sys, "executable", str(python))  # the runner starts its workers with this
+    submission = Submission("reference", Reference.available().sources)
+    with PortableRunner(Limits(setup_seconds=2.0)) as runner:
+        report = grade(submission, ["05"], public_only=True, use_reference=False, runner=runner)
+    assert [r.check.name for r in report.results if r.status != PASSED] == [], [
+        (r.check.name, r.diagnosis) for r in report.results if r.status != PASSED]
+
+
 def test_grade_on_the_portable_runner_writes_the_refusal_into_results_json(tmp_path):
     out = tmp_path / "results.json"
     done = subprocess.run([sys.executable, "-m", "grader", "grade", str(REFERENCE_PACKAGE), "--runner", "portable",
