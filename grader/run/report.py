@@ -202,8 +202,10 @@ def render(report: GradeReport, console: Console | None = None) -> None:
             label = Text(check.name.split(".", 1)[1])
             if check.hidden:
                 label.append("  (hidden)", style="dim")
+            # A gated check (its property held, its task's value check did not pass) says so.
+            shown_status = f"{result.status} (gated)" if result.gated else result.status
             lines.append(_row(label, f"{result.score:g}/{check.points:g}",
-                              Text(result.status, style=STYLE.get(result.status, ""))))
+                              Text(shown_status, style=STYLE.get(result.status, ""))))
             if result.status != PASSED:
                 note = Text("↳ " + plain(result.diagnosis or check.summary),
                             style="dim" if result.status == "not implemented" else "")
@@ -279,7 +281,8 @@ def results_json(report: GradeReport, seed: int | None = None) -> dict:
             "output": _test_output(result),
             "output_format": "md",
             "visibility": "after_published" if check.hidden else "visible",
-            "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status],
+            "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status,
+                     *(["gated"] if result.gated else [])],
         })
     chapters = {}
     for chapter, results in _by_chapter(report).items():

@@ -109,7 +109,7 @@ def judge_rmsnorm_figure(out, inputs, expected):
        task="micro_rmsnorm", probe=probe_rmsnorm,
        inputs=lambda g: {"x": [0.5, -1.2, 2.0, 0.1], "w": [0.3, -0.8, 1.1, 0.4]})
 @check("zero_vector", 1, "an all-zero vector stays 0 (eps keeps it finite)", task="micro_rmsnorm",
-       probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]})
+       probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]}, gated_by="figure")
 def judge_rmsnorm_public(out, inputs, expected):
     return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from grader.checks._api import check
+from grader.checks.confusions import confusion
 from grader.checks.ch00_micro.common import NEAR, all_close, close_enough, kind_of, off_by, task_of
 
 TASKS = [
@@ -124,6 +125,16 @@ def _op_mistakes(op, x, k):
     return []
 
 
+def _value_confusion(op, x, k, got) -> "str | None":
+    """What a wrong value equals among the operation's usual confusions (grader.checks.confusions)."""
+    a = x[0]
+    plain = {"add": ("add", (a, x[-1])), "add_const": ("add", (a, 2.5)), "radd": ("add", (a, 2.5)),
+             "add_self": ("add", (a, a)), "mul": ("mul", (a, x[-1])), "mul_const": ("mul", (a, -3.0)),
+             "rmul": ("mul", (a, -3.0)), "square": ("mul", (a, a)), "pow": ("pow", (a, k)),
+             "exp": ("exp", (a,)), "log": ("log", (a,)), "relu": ("relu", (a,))}.get(op)
+    return confusion(*plain, got) if plain else None
+
+
 def _names(op):
     return ["a", "b"] if op in ("add", "mul") else ["a"]
 
@@ -141,6 +152,8 @@ def judge_ops(out, cases, reveal: bool) -> "str | None":
         if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"
         if not close_enough(got["data"], value, 1e-12):
+            if reveal and (slip := _value_confusion(op, x, k, got["data"])):
+                return f"{expr}{where}: {slip}"
             if reveal:
                 return f"{expr}{where} gave {got['data']!r}, expected {value!r}"
             return f"the value of {expr} is off by {abs(got['data'] - value):.3g} for some inputs"

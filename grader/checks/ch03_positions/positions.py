@@ -126,7 +126,7 @@ def _raised_on_valid(raised, T, past, C) -> str:
        probe=probe_positions,
        inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]})
 @check("adds_rows", 3, "block_size 6, hidden [2, 3, 4]: the output keeps the shape and is hidden + rows 0, 1, 2",
-       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]})
+       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]}, gated_by="adds_rows")
 def judge_positions(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
@@ -227,7 +227,7 @@ def probe_positions_input(ns, weight, hidden, past):
        "the caller's hidden tensor is left as it was: the rows are added out of place (hidden + rows)",
        probe=probe_positions_input,
        inputs=lambda g: {"weight": torch.randn(6, 4, generator=g, dtype=torch.float64),
-                         "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1})
+                         "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1}, gated_by="adds_rows")
 def judge_positions_input(out, inputs, expected):
     if not torch.equal(out["given_after"], inputs["hidden"]):
         return ("the caller's hidden tensor changed: the rows were added in place (hidden += ...); return "

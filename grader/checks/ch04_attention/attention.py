@@ -58,7 +58,7 @@ def probe_attention(ns, x, sizes, state, past=None):
 @check("shapes", 2, "B=2, T=3, d=4, h=2: output [2, 3, 4], weights [2, 2, 3, 3], cached keys/values [2, 2, 3, 2]",
        probe=probe_attention,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH,
-                         "state": random_attention_state(g, WALK_THROUGH)})
+                         "state": random_attention_state(g, WALK_THROUGH)}, gated_by="formula")
 def judge_attention_shapes(out, inputs, expected):
     B, T, d = inputs["x"].shape
     h = inputs["sizes"]["n_heads"]
@@ -102,7 +102,7 @@ def probe_attention_output(ns, x, sizes, state):
 
 
 @check("causal_invariance", 2, "changing tokens 4.. leaves the outputs at positions 0..3 unchanged",
-       probe=probe_attention_output, inputs=lambda g: _causal_inputs(g, WALK_THROUGH), separately=("x", "changed"))
+       probe=probe_attention_output, inputs=lambda g: _causal_inputs(g, WALK_THROUGH), separately=("x", "changed"), gated_by="formula")
 def judge_attention_causal(out, inputs, expected):
     return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "attention")
 
@@ -150,7 +150,7 @@ def probe_attention_cache(ns, x, sizes, state, chunks, part, earlier):
        probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"))
 @check("cache_consistent", 2,
        "calls of 2, 1 and 3 tokens through the KV cache equal one full call; present grows to [B, h, 6, d_h]",
-       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"))
+       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"), gated_by="formula", gated_by="formula")
 def judge_attention_cache(out, inputs, expected):
     x, chunks = inputs["x"], inputs["chunks"]
     B, _, d = x.shape

@@ -53,7 +53,8 @@ def probe_block_forward(ns, x, sizes, state=None):
 
 @check("shape", 2, "B=2, T=3, d=4, h=2, f=8: output [2, 3, 4], cached keys/values [2, 2, 3, 2]",
        probe=probe_block_forward,
-       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": BLOCK_WALK})
+       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": BLOCK_WALK},
+       gated_by="formula")
 def judge_block_shape(out, inputs, expected):
     x = inputs["x"]
     if problem := shape_problem(out["y"], x.shape, "the block output"):
@@ -98,7 +99,8 @@ def _zeroed_branches(sizes):
 @check("zero_branch_identity", 2, "with both branches outputting zero the block returns its input exactly",
        probe=probe_block_forward,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 1,
-                         "sizes": BLOCK_WALK, "state": _zeroed_branches(BLOCK_WALK)})
+                         "sizes": BLOCK_WALK, "state": _zeroed_branches(BLOCK_WALK)},
+       gated_by="formula")
 def judge_zero_branch(out, inputs, expected):
     x, y = inputs["x"], out["y"]
     if problem := shape_problem(y, x.shape, "the block output"):
@@ -139,7 +141,8 @@ def _causal_inputs(g, sizes, state_maker):
 
 @check("causal_invariance", 2, "changing tokens 4.. leaves the block's outputs at positions 0..3 unchanged",
        probe=probe_block_output, inputs=lambda g: _causal_inputs(g, BLOCK_WALK, random_block_state),
-       separately=("x", "changed"))
+       separately=("x", "changed"),
+       gated_by="formula")
 def judge_block_causal(out, inputs, expected):
     return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "the block")
 

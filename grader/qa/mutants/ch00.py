@@ -32,6 +32,21 @@ MUTANTS = [
         - positive = self.data > 0.0
         + positive = self.data >= 0.0
     """), "ch00.micro_value_relu.at_zero", "exactly", "relu'(0) = 1 against the docstring"),
+    # a value computed with a neighbouring operation (named by grader.checks.confusions)
+    mutant("log_common_logarithm", "micro_value_log", """
+        return Value(math.log10(self.data), (self,), (1.0 / self.data,))
+    """, "ch00.micro_value_log.value_and_gradient", "base 10", "log10 where the natural log belongs"),
+    mutant("exp_expm1", "micro_value_exp", """
+        result = math.expm1(self.data)
+        return Value(result, (self,), (result + 1.0,))
+    """, "ch00.micro_value_exp.value_and_gradient", "expm1", "math.expm1 picked for math.exp"),
+    mutant("relu_leaky", "micro_value_relu", """
+        positive = self.data > 0.0
+        return Value(self.data if positive else 0.01 * self.data, (self,), (1.0 if positive else 0.0,))
+    """, "ch00.micro_value_relu.value_and_gradient", "leaky", "negative inputs kept at a hundredth"),
+    mutant("pow_base_and_exponent_swapped", "micro_value_pow", """
+        return Value(exponent**self.data, (self,), (exponent * self.data ** (exponent - 1),))
+    """, "ch00.micro_value_pow.power_rule", "swapped", "k ** x computed for x ** k"),
     # backward
     mutant("backward_overwrites", "micro_backward", patch("""
         - child.grad += local * node.grad
@@ -111,6 +126,16 @@ MUTANTS = [
         - scale = 1.0 / math.sqrt(len(query))
         + scale = 1.0 / len(query)
     """), "ch00.micro_attention.scaled_weights", "divided by d_head", "1/d_head instead of 1/sqrt(d_head)"),
+    mutant("attention_output_from_floats", "micro_attention", patch("""
+        - output = [dot(weights, [value[i] for value in values]) for i in range(len(query))]
+        + output = [Value(sum(w.data * value[i].data for w, value in zip(weights, values))) for i in range(len(query))]
+    """), "ch00.micro_attention.gradients_flow", "cut off from the graph",
+       "the head's output rebuilt from .data floats: no gradient flows back through attention"),
+    mutant("attention_values_as_floats", "micro_attention", patch("""
+        - output = [dot(weights, [value[i] for value in values]) for i in range(len(query))]
+        + output = [dot(weights, [value[i].data for value in values]) for i in range(len(query))]
+    """), "ch00.micro_attention.gradients_flow", "not the values",
+       "the value vectors mixed in as floats: the values get no gradient"),
     # the layer
     mutant("block_no_attention_residual", "micro_block", patch("""
         - x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
