@@ -119,14 +119,14 @@ def _raised_on_valid(raised, T, past, C) -> str:
 @check("same_rows_per_batch", 2,
        "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
        probe=probe_positions,
-       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]})
+       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]}, gated_by="adds_rows")
 @check("cache_offset", 2,
        "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
        "one new token after 7 gives row 7",
        probe=probe_positions,
        inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]})
 @check("adds_rows", 3, "block_size 6, hidden [2, 3, 4]: the output keeps the shape and is hidden + rows 0, 1, 2",
-       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]}, gated_by="adds_rows")
+       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]})
 def judge_positions(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]

@@ -147,10 +147,10 @@ def probe_attention_cache(ns, x, sizes, state, chunks, part, earlier):
 
 
 @check("cache_one_token_at_a_time", 2, "six one-token calls through the KV cache equal one full call",
-       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"))
+       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"), gated_by="formula")
 @check("cache_consistent", 2,
        "calls of 2, 1 and 3 tokens through the KV cache equal one full call; present grows to [B, h, 6, d_h]",
-       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"), gated_by="formula", gated_by="formula")
+       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"), gated_by="formula")
 def judge_attention_cache(out, inputs, expected):
     x, chunks = inputs["x"], inputs["chunks"]
     B, _, d = x.shape
