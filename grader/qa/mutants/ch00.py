@@ -133,7 +133,7 @@ MUTANTS = [
        "the head's output rebuilt from .data floats: no gradient flows back through attention"),
     mutant("attention_values_as_floats", "micro_attention", patch("""
         - output = [dot(weights, [value[i] for value in values]) for i in range(len(query))]
-        + output = [dot(weights, [value[i].data for value in values]) for i in range(len(query))]
+        + output = [vsum([w * value[i].data for w, value in zip(weights, values)]) for i in range(len(query))]
     """), "ch00.micro_attention.gradients_flow", "not the values",
        "the value vectors mixed in as floats: the values get no gradient"),
     # the layer
