@@ -48,6 +48,7 @@ figures: $(STAMP)
 	$(PYTHON) -m grader.generate.figures
 
 student: $(STAMP)
+	$(PYTHON) -m grader.generate.facts
 	$(PYTHON) -m grader.generate.student_copy
 	$(PYTHON) -m grader.generate.lesson_tables
 	$(PYTHON) -m grader.generate.notebooks

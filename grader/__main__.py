@@ -216,7 +216,7 @@ def main(argv=None) -> int:
                              allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget, runner_kind=args.runner,
                              grouped=not args.ungrouped)
         if args.profile and report.results:
-            _profile(report, console)
+            _profile(report, console, grouped=not args.ungrouped)
         return 0 if not report.problem else 1
     if args.command == "check":
         # Public checks only. Where solutions/ is present the other parts are certified;
@@ -287,7 +287,7 @@ def main(argv=None) -> int:
     return 2
 
 
-def _profile(report, console: Console, rows: int = 15) -> None:
+def _profile(report, console: Console, rows: int = 15, grouped: bool = True) -> None:
     from rich.table import Table
 
     table = Table(title=f"The {rows} slowest checks (a check's time includes starting its worker)")
@@ -301,6 +301,15 @@ def _profile(report, console: Console, rows: int = 15) -> None:
     console.print(table)
     slowest = sorted(by_task.items(), key=lambda item: item[1], reverse=True)[:5]
     console.print("slowest tasks: " + ", ".join(f"{task} {seconds:.2f} s" for task, seconds in slowest))
+    from grader.run.dependencies import task_groups
+
+    graded = list(dict.fromkeys(r.check.task for r in report.results))
+    with_reference = report.certified.startswith("the reference")
+    groups = task_groups(graded) if grouped and with_reference else [[t] for t in graded]
+    console.print(f"tasks sharing a worker ({len(groups)} groups for {len(graded)} tasks; a check comparing two "
+                  f"runs has workers of its own):")
+    for group in groups:
+        console.print("  " + ", ".join(group))
 
 
 def _grade_class(args, console: Console) -> int:

@@ -48,7 +48,10 @@ def _autolab(built, tmp: Path, handin_name: str, content: bytes, python: str = s
     (job / handin_name).write_bytes(content)
     shutil.copy(out / TAR, job / TAR)
     shutil.copy(out / MAKEFILE, job / "Makefile")
-    done = subprocess.run(["make"], cwd=job, env={**os.environ, "HERO_TRANSFORMER_PYTHON": python},
+    # Autolab runs make at the top level: none of the kit's own `make test` flags (which
+    # would make GNU make print "Leaving directory" after the autoresult).
+    top_level = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(["make"], cwd=job, env={**top_level, "HERO_TRANSFORMER_PYTHON": python},
                           capture_output=True, text=True, timeout=600)
     return done, done.stdout.rstrip("\n").splitlines()
 

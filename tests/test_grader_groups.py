@@ -115,3 +115,16 @@ def test_a_probe_that_reaches_another_task_of_its_group_is_answered_where_that_t
     graded = dict(zip(GROUP, grade_group(_items(GROUP), Submission("calls a peer", sources), reference, box, seed=5)))
     assert {r.status for r in graded["embedding"]} <= {ERROR, FAILED}
     assert {r.status for r in graded["positions"]} == {PASSED}, [r.staff_diagnosis for r in graded["positions"]]
+
+
+def test_grade_profile_shows_the_groups():
+    import subprocess
+    import sys
+
+    from grader import KIT_ROOT
+
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", "solutions/hero_transformer", "--chapters", "00,01",
+                           "--seed", "1", "--profile", "--allow-weak-sandbox"], cwd=KIT_ROOT, capture_output=True,
+                          text=True, timeout=600, env={**__import__("os").environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    assert "groups for 19 tasks" in done.stdout and "micro_value_add, build_vocab" in done.stdout, done.stdout

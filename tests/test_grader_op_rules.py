@@ -103,7 +103,7 @@ SHORTCUTS = {
         total = getattr(helpers, "_get_total" + "_norm")([p.grad for p in unique], 2.0)
         getattr(helpers, "_clip_grads" + "_with_norm_")(unique, max_norm, total)
         return total
-    """, "_foreach_"),
+    """, "torch.nn.utils.clip_grad"),
     "layer_norm computed in a thread": ("layer_norm", """
         import threading
         out = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks.ch08_training.oracles import hand_adamw
+from grader.checks.ch08_training.hidden.oracles import hand_adamw
 
 
 def test_hand_adamw_is_torch_adamw_step_for_step():

@@ -96,6 +96,6 @@ def test_the_bench_counts_the_workers_a_grade_starts(reference, monkeypatch, cha
     with Sandbox(Limits()) as box:
         report = grade(Submission("reference", dict(reference.sources)), chapters, runner=box, seed=3)
     assert report.results and all(r.status == PASSED for r in report.results)
-    assert len(started) == workers_per_grade(chapters) > len(report.results) // 4
+    assert len(started) == workers_per_grade(chapters) > 0
     if chapters == ["00", "01", "02"]:  # chapters whose tasks share workers
         assert workers_per_grade(chapters) < workers_per_grade(chapters, grouped=False)

@@ -20,7 +20,10 @@ from typing import Any, Callable
 
 import torch
 
-from grader.checks.course import EPS
+# The seed of the public checks with fixed inputs. It is the seed the grader's own records
+# (the catch table, the outcome dumps) grade with, so those inputs are the ones every
+# verdict recorded before they were fixed was given.
+PUBLIC_SEED = 20261129
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,28 @@ class Check:
     # value checks of the same task (short names, e.g. ("formula",)) pass too. The engine
     # withholds them after judging (grader.run.engine.apply_gates).
     gated_by: tuple[str, ...] = ()
+    # The same inputs on every run, instead of the run's random ones: a public check whose
+    # judge reads what the kit computed on its inputs (grader/checks/facts.py) needs them.
+    # The kit draws them once, from a generator seeded with PUBLIC_SEED and the check's
+    # name, and stores them with the facts, so that every platform's torch gets the very
+    # same numbers (a random draw is not bit for bit the same everywhere).
+    fixed_inputs: bool = False
 
     @property
     def chapter(self) -> str:
         return self.name.split(".")[0].removeprefix("ch")
 
     def make_inputs(self, generator: torch.Generator) -> dict:
+        if self.fixed_inputs:
+            from grader.checks.facts import stored_inputs
+
+            stored = stored_inputs(self.name)
+            return stored if stored is not None else self.fresh_inputs()
+        return self.inputs(generator) if callable(self.inputs) else dict(self.inputs)
+
+    def fresh_inputs(self) -> dict:
+        """A fixed check's inputs drawn anew, as the kit draws them to store them."""
+        generator = torch.Generator().manual_seed(PUBLIC_SEED + sum(map(ord, self.name)))
         return self.inputs(generator) if callable(self.inputs) else dict(self.inputs)
 
 
@@ -69,8 +88,11 @@ class Task:
     forbidden: tuple[str, ...] = ()  # dotted names whose use scores 'forbidden'
     forbidden_methods: tuple[str, ...] = ()  # attribute names forbidden on any object
     # Judged by what runs, however it was spelled: torch operators (fnmatch patterns on
-    # the base name, e.g. "native_layer_norm", "_foreach_*") the probe may not run, and
-    # whether autograd may run at all (reverse or forward mode, torch.func).
+    # the base name, e.g. "native_layer_norm", "_foreach_*") the probe may not run, torch's
+    # own Python code that does the task (patterns with a dot, on module and qualified
+    # name, e.g. "torch.optim.adam.*"; torch's Python implementations of a forbidden
+    # operator, in torch._refs and torch._decomp, need none), and whether autograd may run
+    # at all (reverse or forward mode, torch.func).
     forbidden_ops: tuple[str, ...] = ()
     no_autograd: bool = False
 
@@ -172,7 +194,7 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
 
 
 # --------------------------------------------------------------------- oracles
-# The formulas several chapters judge against, written once, in plain torch.
+# The two GELU formulas the chapter 05 lesson publishes, written once, in plain torch.
 
 
 
@@ -182,17 +204,6 @@ def exact_gelu(x: torch.Tensor) -> torch.Tensor:
 
 def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def layer_norm(x, gamma, beta, eps=EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
-    """LayerNorm over `dims`; the keyword arguments reproduce the classic mistakes
-    (d - 1 divisor, eps outside the root, statistics over the wrong axes)."""
-    mean = x.mean(dim=dims, keepdim=True)
-    centred = x - mean
-    count = math.prod(x.shape[d] for d in dims)
-    variance = (centred * centred).sum(dim=dims, keepdim=True) / (count - divisor_offset)
-    scale = torch.sqrt(variance) + eps if eps_outside else torch.sqrt(variance + eps)
-    return centred / scale * gamma + beta
 
 
 # ------------------------------------------------------------------ probing helpers

@@ -1,6 +1,7 @@
 """The course's contract, in one place: the sizes the lessons walk through, the
-configuration and module names the lessons fix, the parameter ledger, and random
-states for those names. A rename in the lessons touches this file, not the checks.
+configuration and module names the lessons fix, the parameter ledger's formula (as the
+lessons write it; the counts it gives are data the kit computes, facts.json), and
+random states for those names. A rename in the lessons touches this file, not the checks.
 
 Imported on both sides (the sandbox builds modules with it, the grader computes
 expected values with it), so it needs torch and nothing else."""
@@ -27,16 +28,6 @@ LEDGER = "2Vd + Cd + N(4d² + 2df + f + 5d) + 2d"
 def config(ns, defaults: dict, **sizes):
     """The student's Config, from a chapter's default sizes with `sizes` on top."""
     return ns.model.Config(**{"dropout": 0.0, **defaults, **sizes})
-
-
-def block_parameters(d: int, f: int) -> int:
-    """One pre-LN block: Q/K/V/O 4d², the feed-forward 2df + f + d, two LayerNorms 4d."""
-    return 4 * d * d + 2 * d * f + f + 5 * d
-
-
-def model_parameters(sizes: dict) -> int:
-    V, C, N, d, f = (sizes[k] for k in ("vocab_size", "block_size", "n_layers", "d_model", "d_ff"))
-    return 2 * V * d + C * d + N * block_parameters(d, f) + 2 * d
 
 
 def random_block_state(g: torch.Generator, sizes: dict, prefix: str = "", scale: float = 1.0) -> dict:

@@ -17,6 +17,12 @@ two consecutive statements, or of one statement long enough to say something on 
 own, fails the release with the file and line. Hidden check names and the statements of
 the hidden/ modules (beyond what the public checks spell out too) are looked for the
 same way.
+
+A second scan (answer_scan.py) runs the code instead of reading it: every function of
+the bundle's checks is called on each task's public inputs, and one that computes the
+task's answer (in whatever dialect) fails the release too. What the public judges need
+to know about the right answer ships as data the kit computed (facts.json), never as
+code that computes it.
 """
 
 from __future__ import annotations
@@ -35,15 +41,15 @@ from pathlib import Path
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
+from grader.generate.allowed import ALLOW_LIST, read_allow_list
 from grader.run.regions import find_regions, package_sources
 
 ROOT = KIT_ROOT
 TEMPLATE = Path(__file__).resolve().parent / "release_template"
-ALLOW_LIST = TEMPLATE / "ALLOWED_FINDINGS.txt"
 BUNDLE_NAME = "hero_transformer-student"
 
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
-STUDENT_GRADER = ("__init__.py", "__main__.py", "edition.py", "files.py", "lms/__init__.py",
+STUDENT_GRADER = ("__init__.py", "__main__.py", "archives.py", "edition.py", "files.py", "lms/__init__.py",
                   "lms/github_classroom.py")  # and run/, and checks/ without the chapters' hidden/ folders
 
 # A single statement this long (normalised) is specific enough to be a leak on its own;
@@ -264,19 +270,6 @@ def _snippets(text: str) -> list[tuple[int, str]]:
     return snippets
 
 
-def read_allow_list(path: Path = ALLOW_LIST) -> dict[str, str]:
-    """PATH or PATH::FUNCTION -> why it may stay. An entry without a reason is refused:
-    the list exists to be read."""
-    allowed = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines() if path.exists() else [], 1):
-        entry, _, why = line.partition("#")
-        if entry.strip():
-            if not why.strip():
-                raise ValueError(f"{path}:{number}: say why {entry.strip()} may stay (after a #)")
-            allowed[entry.strip()] = why.strip()
-    return allowed
-
-
 def scan(bundle: Path, secrets: Secrets | None = None, allowed: dict[str, str] | None = None) -> list[Finding]:
     """What of the solutions, the mutants or the hidden checks appears in the bundle;
     the places the allow-list names come back with its reason (they do not block)."""
@@ -317,6 +310,21 @@ def scan(bundle: Path, secrets: Secrets | None = None, allowed: dict[str, str] |
     return findings
 
 
+def answer_findings(folder: Path, chapters: list[str] | None = None) -> list[Finding]:
+    """The answer scan's findings as the release reports them (never allowed: the scan
+    already leaves out what the allow-list names)."""
+    from grader.generate.answer_scan import scan as scan_answers
+
+    found = []
+    for finding in scan_answers(folder, chapters=chapters):
+        text = (folder / finding.path).read_text(encoding="utf-8")
+        line = next((n for n, code in enumerate(text.splitlines(), 1) if code.startswith(f"def {finding.function}(")), 0)
+        found.append(Finding(finding.path, line, f"computes the answer of task {finding.check.rsplit('.', 1)[0]} "
+                                                 f"on the inputs of {finding.check} (called {finding.how})",
+                             finding.function))
+    return found
+
+
 def blocking(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if not f.allowed]
 
@@ -341,9 +349,11 @@ def _copy_tree(source: Path, target: Path):
     shutil.copytree(source, target, ignore=_IGNORED)
 
 
-def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -> tuple[Path, Path, list[Finding]]:
+def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True,
+          answers: bool = False) -> tuple[Path, Path, list[Finding]]:
     """Write the bundle folder and its zip under `out`; returns (folder, zip, findings).
-    With findings the zip is not written."""
+    With findings the zip is not written. answers: also run the scan by what the code
+    computes (answer_scan.py, about a minute)."""
     folder = out / BUNDLE_NAME
     if folder.exists():
         shutil.rmtree(folder)
@@ -383,6 +393,8 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True) -
     readme = folder / "README.md"
     readme.write_text(readme.read_text(encoding="utf-8").replace("{{CHAPTERS}}", opened), encoding="utf-8")
     findings = scan(folder) if run_scan else []
+    if answers:
+        findings += answer_findings(folder, chapters)
     archive = out / f"{BUNDLE_NAME}.zip"
     if archive.exists():
         archive.unlink()
@@ -411,7 +423,12 @@ def main(argv=None) -> int:
         chapters = catalogue.parse_chapters(args.chapters)
     except ValueError as unknown:
         raise SystemExit(f"error: {unknown}") from None
-    folder, archive, findings = build(Path(args.out), chapters)
+    from grader.generate.facts import stale
+
+    if out_of_date := stale():
+        raise SystemExit("error: the public checks' facts are out of date (" + ", ".join(
+            str(path.relative_to(ROOT)) for path in out_of_date) + "): run `make student` first")
+    folder, archive, findings = build(Path(args.out), chapters, answers=True)
     # Allowed places are printed every time, so the list never turns into silence.
     for finding in sorted(findings, key=lambda f: not f.allowed):
         print(finding)

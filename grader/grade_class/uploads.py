@@ -19,15 +19,14 @@ import os
 import re
 import shutil
 import stat
-import tarfile
-import zipfile
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader import KIT_ROOT
 from grader.run.report import plain
-from grader.run.submission import PACKAGE, Submission, SubmissionError, is_tarball, load
+from grader.archives import ERRORS as ARCHIVE_ERRORS
+from grader.archives import ArchiveError, kind_of, open_archive
+from grader.run.submission import PACKAGE, Submission, SubmissionError, load
 
 ROOT = KIT_ROOT
 STUB_PACKAGE = ROOT / PACKAGE
@@ -281,21 +280,18 @@ def _unpack(archive: Path, into: Path) -> dict[str, str]:
             out.write(read())
 
     try:
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as z:
-                for info in z.infolist():
-                    if info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16):
-                        continue
-                    place(info.filename, info.is_dir(), info.file_size, lambda info=info: z.read(info))
-        else:
-            with tarfile.open(archive) as t:
-                for info in t.getmembers():
-                    if info.isdir() or info.isfile():
-                        place(info.name, info.isdir(), info.size, lambda info=info: t.extractfile(info).read())
+        with open_archive(archive) as (_, members):
+            for member in members:
+                if member.is_link or not (member.is_dir or member.is_file):
+                    continue  # links, devices, pipes: never unpacked
+                place(member.listed, member.is_dir, member.size,
+                      lambda member=member: member.read(MEMBER_LIMIT + 1))
     except InputError:
         raise
-    except (zipfile.BadZipFile, tarfile.TarError, RuntimeError, NotImplementedError, EOFError, zlib.error,
-            OSError, ValueError) as error:
+    except ArchiveError as error:
+        raise InputError(f"{shown(archive.name)} cannot be unpacked ({type(error.error).__name__}: {error}); "
+                         f"download it again, or unpack it yourself and pass the folder") from None
+    except ARCHIVE_ERRORS as error:
         raise InputError(f"{shown(archive.name)} cannot be unpacked ({type(error).__name__}: {error}); download it "
                          f"again, or unpack it yourself and pass the folder") from None
     return {disk: listed for listed, disk in names.items()}
@@ -321,10 +317,9 @@ def _kind(path: Path, name: str) -> str:
         return "folder"
     if not stat.S_ISREG(mode):
         return "unknown"  # links, pipes, devices: never followed
-    if zipfile.is_zipfile(path):
-        return "zip"
-    if is_tarball(path):
-        return "tarball"
+    kind = kind_of(path)
+    if kind is not None:
+        return kind
     if name.lower().endswith((".zip", ".tar", ".tgz", ".gz", ".bz2", ".xz")):
         return "broken archive"
     if name.endswith(".py"):
@@ -340,7 +335,7 @@ def read_input(source: Path, work: Path, roster: list[Student] | None = None) ->
     listed: dict[str, str] = {}
     if source.is_dir():
         folder = source
-    elif zipfile.is_zipfile(source) or is_tarball(source):
+    elif kind_of(source) is not None:
         folder = work / "input"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)

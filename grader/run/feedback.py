@@ -239,11 +239,13 @@ def checked_reply(reply) -> dict:
 # make them); every sentence about it is made here.
 
 _FORBIDDEN_KINDS = {"name": ("name",), "op": ("layer", "name"), "forward_autograd": ("name",),
-                    "autograd": ("name",), "recorder_off": ("how", "name"), "thread": ()}
+                    "autograd": ("name",), "recorder_off": ("how", "name"), "thread": (), "library": ("name",)}
 _OP_LAYERS = {"kernel": "kernel aten.", "function": "function torch."}
 _RECORDER_OFF = {"dispatch_popped": "the dispatch mode was taken off its stack",
                  "stack_changed": "a mode stack was changed"}
 THREADS = "a new thread, where the grader cannot see which torch operators run (stay in the calling thread)"
+# torch's own code, by module and qualified name: torch.optim.adam._single_tensor_adam
+_TORCH_CODE = re.compile(r"torch(?:\.[A-Za-z_][A-Za-z0-9_]*|\.<[a-z]+>)+")
 
 
 def forbidden_code(value) -> dict | None:
@@ -254,6 +256,8 @@ def forbidden_code(value) -> dict | None:
     if not all(isinstance(value.get(f), str) and len(value[f]) <= 200 for f in fields):
         return None
     if value["kind"] == "op" and value["layer"] not in _OP_LAYERS:
+        return None
+    if value["kind"] == "library" and not _TORCH_CODE.fullmatch(value["name"]):
         return None
     return {"kind": value["kind"], **{f: value[f] for f in fields}}
 
@@ -274,6 +278,8 @@ def forbidden_words(code: dict) -> str:
     if kind == "recorder_off":
         how = _RECORDER_OFF.get(code["how"]) or (f"{name} was modified" if code["how"] == "handler_modified" else name)
         return f"code that switched off the grader's operator recorder ({how})"
+    if kind == "library":
+        return f"torch's own implementation of what this task asks for ({name})"
     return THREADS
 
 
@@ -293,6 +299,8 @@ def _forbidden_call_text(code: dict, task: Task) -> str:
         return "switches off the grader's operator recorder"
     if kind == "thread":
         return THREADS
+    if kind == "library" and op_rules.Rules(task.forbidden_ops).forbids_library(name):
+        return f"runs torch's own implementation of what this task asks for ({name}): write it yourself"
     return "calls a library function this task asks you to write"
 
 

@@ -149,6 +149,7 @@ class PortableRunner:
         self.busy: set[_Process] = set()
         self.lock = threading.Lock()
         self.started = 0  # processes started, for the report and the tests
+        self._booting: threading.Thread | None = None  # start()'s first process, while it boots
         self.imported_once = False
 
     def start(self) -> "PortableRunner":
@@ -174,9 +175,8 @@ class PortableRunner:
         return process
 
     def worker(self) -> Worker:
-        booting = getattr(self, "_booting", None)
-        if booting is not None:
-            booting.join()
+        if self._booting is not None:
+            self._booting.join()
             self._booting = None
         process = None
         with self.lock:
@@ -214,9 +214,8 @@ class PortableRunner:
                 f"({self.reason})")
 
     def close(self) -> None:
-        booting = getattr(self, "_booting", None)
-        if booting is not None:
-            booting.join()
+        if self._booting is not None:
+            self._booting.join()
         with self.lock:
             processes = [*self.idle, *self.busy]
             self.idle, self.busy = [], set()

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import stat
-import tarfile
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from grader.archives import ERRORS as ARCHIVE_ERRORS
+from grader.archives import ArchiveError, kind_of, open_archive
 
 PACKAGE = "hero_transformer"
 # The package's modules as the stub copy has them (a test keeps the two equal): a file
@@ -83,21 +83,12 @@ def load(path: str | Path) -> Submission:
         raise SubmissionError(f"{path} does not exist")
     if path.is_dir():
         return _from_folder(path)
-    if zipfile.is_zipfile(path):
-        return _from_zip(path)
-    if is_tarball(path):
-        return _from_tar(path)
+    if kind_of(path) is not None:
+        return _from_archive(path)
     if path.suffix.lower() == ".ipynb":
         raise SubmissionError(f"{path.name} is a notebook: the grader grades the {PACKAGE}/ package, where the "
                               f"tasks are written. Upload {PACKAGE}/ or a .zip of it (`make submit` builds one)")
     raise SubmissionError(f"{path.name} is neither a folder, a .zip nor a tarball; upload {PACKAGE}/ or a .zip of it")
-
-
-def is_tarball(path: Path) -> bool:
-    try:
-        return path.is_file() and tarfile.is_tarfile(path)
-    except (OSError, tarfile.TarError, EOFError, zlib.error, ValueError):
-        return False
 
 
 def _walk(root: Path):
@@ -199,114 +190,58 @@ def _archives_with_a_package(root: Path, archives: list[Path]) -> "list[tuple[Pa
     for rel in sorted(archives):
         path = root / rel
         try:
-            if zipfile.is_zipfile(path):
-                found.append((rel, _from_zip(path)))
-            elif is_tarball(path):
-                found.append((rel, _from_tar(path)))
+            if kind_of(path) is not None:
+                found.append((rel, _from_archive(path)))
         except SubmissionError:
             continue  # not the upload (or unreadable): the folder is judged without it
     return found
 
 
-# Everything a damaged archive can raise while it is opened or read: a bad CRC or
-# header (BadZipFile), an encrypted member (RuntimeError), an unknown compression
-# (NotImplementedError), a truncated stream (EOFError, zlib.error), a read error.
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error,
-               OSError, ValueError, KeyError, UnicodeDecodeError)
-
-
-def _is_symlink(info: zipfile.ZipInfo) -> bool:
-    return info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16)  # 3: made on Unix
-
-
-def _from_zip(path: Path) -> Submission:
+def _from_archive(path: Path) -> Submission:
+    """A zip or a tarball, by the same rules: regular files only, links refused, no path
+    leaves the package, bounded sizes."""
     try:
-        archive = zipfile.ZipFile(path)
-        infos = [i for i in archive.infolist() if not i.filename.endswith("/")]
-    except _ZIP_ERRORS as error:
-        raise SubmissionError(f"{path.name} is not a readable zip file ({error})") from None
-    with archive:
-        members = {}  # the normalised path -> the member (the first, when names repeat)
-        for info in infos:
-            name = PurePosixPath(info.filename.replace("\\", "/"))  # zips made on Windows
-            if not _skip(name.parts):
-                members.setdefault(name, info)
-        files = list(members)
-        roots, other_case = set(), set()
-        for f in files:
-            if f.suffix == ".py":
-                parts = f.parts
-                for i, part in enumerate(parts[:-1]):
-                    if part == PACKAGE:
-                        roots.add(PurePosixPath(*parts[: i + 1]))
-                    elif part.lower() == PACKAGE:
-                        other_case.add("/".join(parts[: i + 1]))
-        package = _pick(sorted(roots), path.name, sorted(other_case))
-        chosen = []
-        for f in files:
-            if f.suffix != ".py" or package not in f.parents:
-                continue
-            rel = f.relative_to(package)
-            if ".." in rel.parts:
-                continue
-            chosen.append((rel, members[f]))
-        _refuse_links(sorted(f"{PACKAGE}/{rel.as_posix()}" for rel, info in chosen if _is_symlink(info)), path.name)
-        sources, total = {}, 0
-        for rel, info in chosen:
-            total += info.file_size
-            if info.file_size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
-                raise SubmissionError(f"{rel} makes the submission too large")
-            try:
-                with archive.open(info) as member:
-                    data = member.read(MAX_FILE_BYTES + 1)
-            except _ZIP_ERRORS as error:
+        with open_archive(path) as (kind, listed):
+            return _package_in(path, kind, listed)
+    except ArchiveError as broken:
+        if broken.kind == "zip":
+            raise SubmissionError(f"{path.name} is not a readable zip file ({broken})") from None
+        raise SubmissionError(f"{path.name} is not a readable tarball ({broken}); rebuild it, or upload a .zip "
+                              f"(`make submit` builds one)") from None
+
+
+def _package_in(path: Path, kind: str, listed) -> Submission:
+    members = {}  # the normalised path -> the member (the first, when names repeat)
+    for member in listed:
+        if not member.is_dir and not member.listed.endswith("/") and not _skip(member.name.parts):
+            members.setdefault(member.name, member)
+    python_files = [f for f in members if f.suffix == ".py"]
+    roots = {PurePosixPath(*f.parts[: i + 1]) for f in python_files
+             for i, part in enumerate(f.parts[:-1]) if part == PACKAGE}
+    other_case = sorted({"/".join(f.parts[: i + 1]) for f in python_files
+                         for i, part in enumerate(f.parts[:-1]) if part != PACKAGE and part.lower() == PACKAGE})
+    package = _pick(sorted(roots), path.name, other_case)
+    chosen = sorted((f.relative_to(package), member) for f, member in members.items()
+                    if f.suffix == ".py" and package in f.parents and ".." not in f.relative_to(package).parts)
+    _refuse_links(sorted(f"{PACKAGE}/{rel.as_posix()}" for rel, member in chosen if member.is_link), path.name)
+    sources, total = {}, 0
+    for rel, member in chosen:
+        if not member.is_file:
+            raise SubmissionError(f"{path.name}: {PACKAGE}/{rel.as_posix()} is not a regular file")
+        total += member.size
+        if member.size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
+            raise SubmissionError(f"{rel} makes the submission too large")
+        try:
+            data = member.read(MAX_FILE_BYTES + 1)
+        except ARCHIVE_ERRORS as error:
+            if kind == "zip":
                 raise SubmissionError(
                     f"{path.name}: {rel} cannot be read ({type(error).__name__}: {error}); the zip is damaged, "
                     f"encrypted or uses a compression the grader does not read. Rebuild it with `make submit`."
                 ) from None
-            if len(data) > MAX_FILE_BYTES:
-                raise SubmissionError(f"{rel} makes the submission too large")
-            sources[rel.as_posix()] = source_text(data)
-    return Submission(path.name, _in_case(sources, path.name))
-
-
-_TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError, UnicodeDecodeError)
-
-
-def _from_tar(path: Path) -> Submission:
-    """The same rules as a zip: regular files only, links refused, no path leaves the package."""
-    try:
-        archive = tarfile.open(path)
-        infos = archive.getmembers()
-    except _TAR_ERRORS as error:
-        raise SubmissionError(f"{path.name} is not a readable tarball ({error}); rebuild it, or upload a .zip "
-                              f"(`make submit` builds one)") from None
-    with archive:
-        members = {}
-        for info in infos:
-            name = PurePosixPath(info.name.replace("\\", "/"))
-            if not info.isdir() and not _skip(name.parts):
-                members.setdefault(name, info)
-        roots = {PurePosixPath(*f.parts[: i + 1]) for f in members if f.suffix == ".py"
-                 for i, part in enumerate(f.parts[:-1]) if part == PACKAGE}
-        other_case = sorted({"/".join(f.parts[: i + 1]) for f in members if f.suffix == ".py"
-                             for i, part in enumerate(f.parts[:-1]) if part != PACKAGE and part.lower() == PACKAGE})
-        package = _pick(sorted(roots), path.name, other_case)
-        chosen = [(f.relative_to(package), info) for f, info in members.items()
-                  if f.suffix == ".py" and package in f.parents and ".." not in f.relative_to(package).parts]
-        _refuse_links(sorted(f"{PACKAGE}/{rel.as_posix()}" for rel, info in chosen if info.issym() or info.islnk()),
-                      path.name)
-        sources, total = {}, 0
-        for rel, info in sorted(chosen, key=lambda pair: pair[0]):
-            if not info.isfile():
-                raise SubmissionError(f"{path.name}: {PACKAGE}/{rel.as_posix()} is not a regular file")
-            total += info.size
-            if info.size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
-                raise SubmissionError(f"{rel} makes the submission too large")
-            try:
-                data = archive.extractfile(info).read(MAX_FILE_BYTES + 1)
-            except _TAR_ERRORS as error:
-                raise SubmissionError(f"{path.name}: {rel} cannot be read ({type(error).__name__}); the tarball is "
-                                      f"damaged. Rebuild it, or upload a .zip (`make submit` builds one).") from None
-            sources[rel.as_posix()] = source_text(data)
+            raise SubmissionError(f"{path.name}: {rel} cannot be read ({type(error).__name__}); the tarball is "
+                                  f"damaged. Rebuild it, or upload a .zip (`make submit` builds one).") from None
+        if len(data) > MAX_FILE_BYTES:
+            raise SubmissionError(f"{rel} makes the submission too large")
+        sources[rel.as_posix()] = source_text(data)
     return Submission(path.name, _in_case(sources, path.name))

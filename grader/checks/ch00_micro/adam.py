@@ -1,46 +1,18 @@
 """Adam.step: Adam with bias correction and a linearly decaying learning rate, on Values.
 
-The judges run the update by hand in floats (the right one and the classic mistakes: no
-bias correction, no decay, decay one step early, eps inside the root) and check that
-the grads are reset, t counts the steps and the moments stay plain floats.
+The judges compare with the update computed by hand in floats (the right one and the
+classic mistakes: no bias correction, no decay, decay one step early, eps inside the
+root; on the public check's inputs, data the kit computed, grader/checks/facts.py) and
+check that the grads are reset, t counts the steps and the moments stay plain floats.
 """
 
 from __future__ import annotations
 
-import math
-
 from grader.checks._api import check, standard_message
 from grader.checks.ch00_micro.common import all_close, is_number, off_by, task_of, values_of
+from grader.checks.facts import known_facts
 
 TASKS = [task_of("micro_adam", "Adam.step", "Adam with bias correction and lr decay")]
-
-
-def _adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t", eps_inside=False):
-    p, n = list(start), len(start)
-    m, v, trajectory = [0.0] * n, [0.0] * n, []
-    for t, gs in enumerate(grads):
-        lr_t = {"t": lr * (1 - t / total_steps), "t+1": lr * (1 - (t + 1) / total_steps), None: lr}[decay]
-        for i, g in enumerate(gs):
-            m[i] = beta1 * m[i] + (1 - beta1) * g
-            v[i] = beta2 * v[i] + (1 - beta2) * g * g
-            m_hat = m[i] / (1 - beta1 ** (t + 1)) if bias else m[i]
-            v_hat = v[i] / (1 - beta2 ** (t + 1)) if bias else v[i]
-            p[i] -= lr_t * m_hat / (math.sqrt(v_hat + eps) if eps_inside else math.sqrt(v_hat) + eps)
-        trajectory.append(list(p))
-    return trajectory
-
-
-def _adam_mistakes(start, grads, settings):
-    return [
-        ("there is no bias correction: divide m by 1 - beta1^(t+1) and v by 1 - beta2^(t+1)",
-         _adam(start, grads, **settings, bias=False)),
-        ("the learning rate does not decay: step t uses lr * (1 - t / total_steps)",
-         _adam(start, grads, **settings, decay=None)),
-        ("the learning rate decays one step early: step t (counting from 0) uses lr * (1 - t / total_steps)",
-         _adam(start, grads, **settings, decay="t+1")),
-        ("eps is added inside the square root; Adam divides by sqrt(v_hat) + eps",
-         _adam(start, grads, **settings, eps_inside=True)),
-    ]
 
 
 def probe_adam(ns, start, grads, settings):
@@ -61,15 +33,17 @@ def probe_adam(ns, start, grads, settings):
             "plain_moments": all(isinstance(x, float) for x in moments)}
 
 
-def judge_adam(out, inputs, reveal):
-    start, grads, settings = inputs["start"], inputs["grads"], inputs["settings"]
+def judge_adam(out, inputs, reveal, facts):
+    """facts: the parameters after every step by hand ("want") and the classic mistakes'
+    ("mistakes", [(text, trajectory)])."""
+    grads = inputs["grads"]
     if "zero_division" in out:
         return (f"step {out['steps']} divided by zero{standard_message(out['zero_division'])}: the bias correction "
                 f"of step t "
                 f"(counting from 0) is 1 - beta^(t+1)")
-    want = _adam(start, grads, **settings)
+    want = facts["want"]
     if not all_close(out["trajectory"], want, 1e-12):
-        for text, wrong in _adam_mistakes(start, grads, settings):
+        for text, wrong in facts["mistakes"]:
             if all_close(out["trajectory"], wrong, 1e-10):
                 return text
         step = next(i for i, (a, b) in enumerate(zip(out["trajectory"], want)) if not all_close(a, b, 1e-12))
@@ -92,7 +66,7 @@ def judge_adam(out, inputs, reveal):
        inputs=lambda g: {"start": [0.5, -1.0], "grads": [[0.2, -3.0], [-0.1, 1.0]],
                          "settings": {"lr": 0.1, "beta1": 0.85, "beta2": 0.99, "eps": 1e-8, "total_steps": 4}})
 def judge_adam_public(out, inputs, expected):
-    return judge_adam(out, inputs, True)
+    return judge_adam(out, inputs, True, known_facts(inputs))
 
 
 def probe_adam_first_step(ns, gradients, lr):

@@ -1,25 +1,18 @@
 """One attention head for one position, over the keys and values cached so far.
 
-The judges run the float head (common.attention_of): weights softmax(q·k / sqrt(d_head)),
-output the weighted sum of the values, and name the classic scaling and mixing mistakes;
-hidden, every gradient is compared with the reference's.
+The judges compare with the float head: weights softmax(q·k / sqrt(d_head)), output the
+weighted sum of the values, and name the classic scaling and mixing mistakes; on the
+public checks' inputs those are data the kit computed (grader/checks/facts.py). Hidden,
+every gradient is compared with the reference's.
 """
 
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import NEAR, all_close, attention_of, data_of, kind_of, off_by, task_of, values_of
+from grader.checks.ch00_micro.common import NEAR, all_close, data_of, kind_of, off_by, task_of, values_of
+from grader.checks.facts import known_facts
 
 TASKS = [task_of("micro_attention", "attention_head", "one attention head for one position")]
-
-
-def _attention_mistakes(q, keys, values):
-    return [
-        ("the scores are not scaled: divide dot(query, key) by sqrt(d_head)", attention_of(q, keys, values, "none")),
-        ("the scores are divided by d_head; divide by sqrt(d_head)", attention_of(q, keys, values, "d")),
-        ("the scores are multiplied by sqrt(d_head); divide by it", attention_of(q, keys, values, "times_sqrt")),
-        ("the output mixes the keys; it is the weighted sum of the values", attention_of(q, keys, values, use="keys")),
-    ]
 
 
 def probe_attention(ns, query, keys, values, c=None, e=None):
@@ -39,10 +32,12 @@ def probe_attention(ns, query, keys, values, c=None, e=None):
     return out
 
 
-def judge_attention_values(out, q, keys, values, reveal):
+def judge_attention_values(out, q, keys, values, reveal, facts):
+    """facts: the head's output and weights ("out", "weights") and the classic mistakes'
+    ("mistakes", [(text, output, weights)])."""
     if "form" in out:
         return "attention_head should return (output, weights), got something else"
-    want_out, want_w = attention_of(q, keys, values)
+    want_out, want_w = facts["out"], facts["weights"]
     if len(out["weights"]) != len(keys):
         return f"with {len(keys)} cached positions there should be {len(keys)} weights, got {len(out['weights'])}"
     if len(out["output"]) != len(q):
@@ -51,7 +46,7 @@ def judge_attention_values(out, q, keys, values, reveal):
         return f"the attention weights sum to {sum(out['weights']):.6g}, not 1: softmax the scores"
     if all_close(out["weights"], want_w, 1e-10) and all_close(out["output"], want_out, 1e-10):
         return None
-    for text, (wrong_out, wrong_w) in _attention_mistakes(q, keys, values):
+    for text, wrong_out, wrong_w in facts["mistakes"]:
         if all_close(out["weights"], wrong_w, NEAR) and all_close(out["output"], wrong_out, NEAR):
             return text
     if not all_close(out["weights"], want_w, 1e-10):
@@ -70,7 +65,7 @@ def judge_attention_values(out, q, keys, values, reveal):
                          "keys": [[0.5, 1.0, -1.0, 2.0], [1.5, -0.5, 0.75, 0.0], [-1.0, 0.5, 1.25, 1.0]],
                          "values": [[1.0, 2.0, 3.0, 4.0], [-1.0, 0.0, 1.0, 0.5], [0.25, -2.0, 0.5, 1.5]]})
 def judge_attention_public(out, inputs, expected):
-    return judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True)
+    return judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True, known_facts(inputs))
 
 
 @check("single_position", 1, "one cached position: weight exactly 1 and output = that value vector",

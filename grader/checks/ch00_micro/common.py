@@ -1,9 +1,9 @@
-"""What chapter 00's task modules share. micro.py is plain Python, and so is everything
-here: the judges recompute what a right (or a known wrong) implementation gives with
-`math` on floats, and the probes hand back floats and lists of floats (a Value's .data
-and .grad), never Value objects. Below: the tasks' common Task fields, float
-comparisons, the float RMSNorm, softmax and attention head that several judges run, and
-the small MicroGPT the model-level checks build with a fixed seed.
+"""What chapter 00's task modules share. micro.py is plain Python: the probes hand back
+floats and lists of floats (a Value's .data and .grad), never Value objects, and the
+judges compare them with what a right (or a known wrong) implementation gives, which
+on the public checks' inputs is data the kit computed (grader/checks/facts.py, with
+the float oracles of hidden/oracles.py). Below: the tasks' common Task fields, float
+comparisons, and the small MicroGPT the model-level checks build with a fixed seed.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import math
 import random
 
 from grader.checks._api import Task
-from grader.checks.course import EPS
 
 
 TOL = 1e-9  # pure Python float64 on both sides: only summation order differs
@@ -89,35 +88,6 @@ def data_of(values, what="the result"):
 
 def kind_of(value) -> str:
     return type(value).__name__
-
-
-# -------------------------------------------------------------- float oracles
-
-
-def rms_of(xs, eps=EPS, stat="mean_square", eps_outside=False, centred=False):
-    n = len(xs)
-    if centred:
-        mean = sum(xs) / n
-        xs = [x - mean for x in xs]
-    s = {"mean_square": sum(x * x for x in xs) / n, "sum_square": sum(x * x for x in xs),
-         "mean": sum(xs) / n, "mean_abs": sum(abs(x) for x in xs) / n}[stat]
-    scale = 1.0 / (math.sqrt(s) + eps) if eps_outside else (s + eps) ** -0.5 if s + eps > 0 else math.nan
-    return [x * scale for x in xs]
-
-
-def softmax_of(ls):
-    m = max(ls)
-    e = [math.exp(v - m) for v in ls]
-    total = sum(e)
-    return [v / total for v in e]
-
-
-def attention_of(q, keys, values, scale="sqrt", use="values"):
-    d = len(q)
-    factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "d": 1 / d, "times_sqrt": math.sqrt(d)}[scale]
-    weights = softmax_of([sum(a * b for a, b in zip(q, k)) * factor for k in keys])
-    rows = values if use == "values" else keys
-    return [sum(w * row[i] for w, row in zip(weights, rows)) for i in range(d)], weights
 
 
 # ---------------------------------------------------------------- the model

@@ -1,25 +1,22 @@
 """document_loss: the mean negative log-likelihood of one document, over the
 min(block_size, len(ids) - 1) positions the window scores.
 
-The judges recompute the mean NLL from the model's own logits and name the classic
-mistakes (a sum, the wrong divisor, the wrong sign or target, no softmax); the gradients
-are checked against finite differences, and hidden, against the reference's.
+The judges compare with the mean NLL of the model's own logits and name the classic
+mistakes (a sum, the wrong divisor, the wrong sign or target, no softmax): on the public
+checks' fixed documents those values, and the logits they come from, are data the kit
+computed (grader/checks/facts.py). The gradients are checked against finite
+differences, and hidden, against the reference's.
 """
 
 from __future__ import annotations
 
-import math
 import re
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import ANA, NAMES, NEAR, SMALL, TOL, close_enough, kind_of, model_of, task_of
+from grader.checks.ch00_micro.common import ANA, NAMES, NEAR, SMALL, TOL, all_close, close_enough, kind_of, model_of, task_of
+from grader.checks.facts import known_facts
 
 TASKS = [task_of("micro_loss", "document_loss", "the mean NLL of one document")]
-
-
-def _nll(logits, target):
-    m = max(logits)
-    return math.log(sum(math.exp(v - m) for v in logits)) + m - logits[target]
 
 
 def run_loss(micro, sizes, seed, spread, ids, fd=()):
@@ -58,29 +55,13 @@ def probe_loss(ns, sizes, seed, ids, spread=None, fd=()):
     return run_loss(ns.micro, sizes, seed, spread, ids, fd)
 
 
-def _loss_candidates(logits, ids, reveal=True):
-    n = len(logits)
-    nll = [_nll(row, ids[p + 1]) for p, row in enumerate(logits)]
-    mean = sum(nll) / n
-    count, length = (f" {n}", f" = {len(ids)}") if reveal else ("", "")
-    return mean, [
-        (f"the loss is the SUM of the{count} position losses; document_loss is their mean "
-         f"(divide by the number of scored positions)", sum(nll)),
-        (f"the loss is divided by len(ids){length}; the scored positions are min(T, len(ids) - 1)"
-         + (f" = {n}" if reveal else ""), sum(nll) / len(ids)),
-        ("the loss is log p(target), not -log p(target): the negative log-likelihood has a minus sign", -mean),
-        ("each position scores its own input id, not the next one: the target of position p is ids[p + 1]",
-         sum(_nll(row, ids[p]) for p, row in enumerate(logits)) / n),
-        ("the loss uses -logit[target] without the softmax: the NLL is -log softmax(logits)[target]",
-         sum(-row[ids[p + 1]] for p, row in enumerate(logits)) / n),
-    ]
-
-
 _PAST_THE_TABLE = re.compile(r"position \d+ does not fit: block_size is \d+, so positions are 0\.\.\d+ "
                              r"\(WPE has \d+ rows\)")
 
 
-def judge_loss(out, inputs, reveal):
+def judge_loss(out, inputs, reveal, facts_of):
+    """facts_of(out): the mean NLL of out's logits ("mean") and the classic mistakes' losses
+    ("wrong", [(text, value)])."""
     ids, sizes = inputs["ids"], inputs["sizes"]
     n = min(sizes["block_size"], len(ids) - 1)
     if "value_error" in out:
@@ -95,7 +76,8 @@ def judge_loss(out, inputs, reveal):
         return "document_loss raised ValueError on a document that fits the window"
     if "type" in out:
         return "document_loss returned something else; it should return a Value (the graph's root for backward)"
-    mean, wrong = _loss_candidates(out["logits"], ids, reveal)
+    facts = facts_of(out)
+    mean, wrong = facts["mean"], facts["wrong"]
     if not close_enough(out["loss"], mean, TOL):
         for text, value in wrong:
             if close_enough(out["loss"], value, NEAR):
@@ -120,7 +102,11 @@ def judge_loss(out, inputs, reveal):
        probe=probe_loss,
        inputs=lambda g: {"sizes": dict(NAMES), "seed": 0, "spread": 0.3, "ids": ANA, "fd": [0, 700, 4000]})
 def judge_loss_public(out, inputs, expected):
-    if problem := judge_loss(out, inputs, True):
+    facts = known_facts(inputs)
+    if "logits" in out and not all_close(out["logits"], facts["logits"], TOL):
+        return ("the model's logits on this document are not the ones MicroGPT.forward gives (is micro_forward "
+                "right? see ch00.micro_forward.formula): this check compares the loss with the NLL of those logits")
+    if problem := judge_loss(out, inputs, True, lambda out: facts):
         return problem
     for index, numeric in zip(inputs.get("fd", ()), out["numeric"]):
         if abs(out["grads"][index] - numeric) > 1e-5 * max(1.0, abs(numeric)):

@@ -1,28 +1,24 @@
 """MicroGPT.block and MicroGPT.forward: the pre-norm layer with its KV cache, and one token
 at one position through the whole model.
 
-The probes build a small MicroGPT with a fixed seed and return its weight tables, so a
-judge can run the same network as a "twin" in torch float64, written from the lesson's
-equations for a whole sequence at once (a causal mask where micro.py has its cache): the
-right one, and the classic mistakes (no residual, a final norm, no position row, ...) to
-name the one a submission reproduces. Hidden checks build the same model with the
-reference. Here too is "no torch or numpy anywhere in micro.py" (pure_python).
+The probes build a small MicroGPT with a fixed seed and return its weight tables. The
+judges compare with what that network computes, and with what its classic mistakes (no
+residual, a final norm, no position row, ...) compute, to name the one a submission
+reproduces: the kit's torch float64 twin of the network gives those (hidden/oracles.py),
+on the public checks' fixed inputs as data (grader/checks/facts.py). Here too is "no
+torch or numpy anywhere in micro.py" (pure_python).
 """
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import types
 
-import torch
-import torch.nn.functional as F
-
 from grader.checks._api import check, exception_name
-from grader.checks.course import EPS
 from grader.checks.ch00_micro.common import (ANA, NAMES, NEAR, SMALL, TOL, all_close, data_of, flat_of, model_of, off_by,
-                                             rms_of, shape_of, micro_tables, task_of)
+                                             shape_of, micro_tables, task_of)
+from grader.checks.facts import digest, known_facts
 
 TASKS = [
     task_of("micro_block", "MicroGPT.block", "the pre-norm layer with its KV cache"),
@@ -30,52 +26,7 @@ TASKS = [
 ]
 
 
-# ------------------------------------------------- the model: a torch float64 twin
-#
-# micro.py runs one position at a time and remembers the earlier positions' keys and
-# values in a cache. The twin runs the lesson's equations on a whole sequence at once
-# instead, as chapters 04-05 do: a [P, E] tensor per layer, with a causal mask standing
-# in for the cache (position p attends to positions 0..p, exactly what the cache holds
-# when p arrives). Both give the same numbers; the twin is torch, the model is scalars.
-
-
-def _f64(rows) -> torch.Tensor:
-    return torch.as_tensor(rows, dtype=torch.float64)
-
-
-def _unit_rms(x: torch.Tensor) -> torch.Tensor:
-    """RMSNorm without a gain, over the last dimension: x / sqrt(mean(x^2) + eps)."""
-    return x * torch.rsqrt(x.square().mean(dim=-1, keepdim=True) + EPS)
-
-
-def _twin_block(tables, layer, x, n_head, flaw=None):
-    """Layer `layer` on every position of a sequence at once: x is [P, E]; returns the
-    layer's output [P, E] and each head's attention weights [H, P, P] (row p is zero past
-    p). The lesson's pre-norm layer, or one known flaw of it."""
-    weight = lambda name: _f64(tables[f"layer{layer}.{name}"])  # noqa: E731
-    P, E = x.shape
-    d = E // n_head
-    normed = x if flaw == "no_attention_norm" else _unit_rms(x)
-    # [P, E] -> [H, P, d]: head i owns features i*d .. (i+1)*d - 1
-    split = lambda table: F.linear(normed, weight(table)).reshape(P, n_head, d).permute(1, 0, 2)  # noqa: E731
-    queries, keys, vals = split("wq"), split("wk"), split("wv")
-    visible = torch.eye(P, dtype=torch.bool) if flaw == "no_cache" else torch.ones(P, P, dtype=torch.bool).tril()
-    logits = torch.einsum("hpd,htd->hpt", queries, keys) * d ** -0.5
-    attention = logits.masked_fill(~visible, -math.inf).softmax(dim=-1)
-    mixed = torch.einsum("hpt,htd->phd", attention, vals).reshape(P, E)
-    after_attention = F.linear(mixed, weight("wo"))
-    if flaw != "no_attention_residual":
-        after_attention = after_attention + x
-    mlp_input = x if flaw == "mlp_reads_input" else after_attention
-    if flaw != "no_mlp_norm":
-        mlp_input = _unit_rms(mlp_input)
-    expanded = F.linear(mlp_input, weight("fc1"))
-    mlp = F.linear(expanded if flaw == "no_relu" else F.relu(expanded), weight("fc2"))
-    out = mlp if flaw == "no_mlp_residual" else mlp + after_attention
-    return (_unit_rms(out) if flaw == "output_normalised" else out), attention
-
-
-_BLOCK_FLAWS = {
+BLOCK_FLAWS = {
     "no_attention_residual": "the attention residual is missing: x = x + WO(concat of the heads)",
     "no_mlp_residual": "the MLP residual is missing: x = x + FC2(relu(FC1(RMSNorm(x))))",
     "no_attention_norm": "the attention reads x itself; it reads RMSNorm(x) (pre-norm)",
@@ -87,22 +38,7 @@ _BLOCK_FLAWS = {
 }
 
 
-def _twin_logits(tables, sizes, ids, flaw=None):
-    """The logits [P][V] of a whole sequence of ids: RMSNorm(WTE[ids] + WPE[0..P-1]),
-    every layer, the LM head (or one known flaw of that)."""
-    x = _f64(tables["wte"])[list(ids)]
-    if flaw != "no_position":
-        x = x + _f64(tables["wpe"])[: len(ids)]
-    if flaw != "no_embedding_norm":
-        x = _unit_rms(x)
-    for layer in range(1 if flaw == "first_layer_only" else sizes["n_layer"]):
-        x, _ = _twin_block(tables, layer, x, sizes["n_head"])
-    if flaw == "final_norm":
-        x = _unit_rms(x)
-    return F.linear(x, _f64(tables["lm_head"])).tolist()
-
-
-_FORWARD_FLAWS = {
+FORWARD_FLAWS = {
     "final_norm": "the features are normalised before the LM head: this model has no final norm",
     "no_embedding_norm": "the embedding sum is not normalised: RMSNorm(token row + position row) comes first",
     "no_position": "the position row is missing: x = WTE[token] + WPE[pos]",
@@ -144,14 +80,6 @@ def probe_block(ns, sizes, seed, spread, xs, zero=()):
     return run_block(ns.micro, sizes, seed, spread, xs, zero)
 
 
-def _block_twin(tables, sizes, xs, flaw=None):
-    """Layer 0 on the positions xs in order: the outputs [P][E], and per position the
-    attention rows that position has, [P][H][p + 1]."""
-    y, attention = _twin_block(tables, 0, _f64(xs), sizes["n_head"], flaw)
-    rows = [[attention[head, p, : p + 1].tolist() for head in range(sizes["n_head"])] for p in range(len(xs))]
-    return y.tolist(), rows
-
-
 def block_raised(out) -> "str | None":
     """A sentence for a layer that raised: where in the sequence, and what the cache held."""
     if "raised" not in out:
@@ -177,20 +105,22 @@ def judge_block_zero_branch(out, inputs, expected):
         return None
     if all_close(out["y"], [[0.0] * len(x) for x in xs], 1e-12):
         return "with WO and FC2 zero the layer returns 0: the residual connections (x + ...) are missing"
-    if all_close(out["y"], [rms_of(x) for x in xs], 1e-9):
+    if all_close(out["y"], known_facts(inputs)["rms"], 1e-9):
         return "with WO and FC2 zero the output is RMSNorm(x): the layer's output must not be normalised"
     if all_close(out["y"], [[2 * v for v in x] for x in xs], 1e-12):
         return "with WO and FC2 zero the output is 2x: the residual is added twice"
     return "with WO and FC2 zero (both branches output 0) the layer must return its input exactly"
 
 
-def judge_block(out, inputs, tables, reveal):
+def judge_block(out, inputs, facts, reveal):
+    """facts: what the network computes on inputs["xs"] ("y", the attention "rows") and each
+    flaw of BLOCK_FLAWS ("flaws")."""
     if problem := block_raised(out):
         return problem
     xs, sizes = inputs["xs"], inputs["sizes"]
     if shape_of(out["y"]) != shape_of(xs):
         return f"the layer should return E = {sizes['n_embd']} values per position, got shape {shape_of(out['y'])}"
-    want, rows = _block_twin(tables, sizes, xs)
+    want, rows = facts["y"], facts["rows"]
     for pos, (got_rows, want_rows) in enumerate(zip(out["rows"], rows)):
         lengths = [len(r) for r in got_rows]
         if lengths != [pos + 1] * sizes["n_head"]:
@@ -206,9 +136,8 @@ def judge_block(out, inputs, tables, reveal):
                 "([w.data for w in weights]), not Values")
     if all_close(out["y"], want, TOL) and all_close(out["rows"], rows, TOL):
         return None
-    for flaw, text in _BLOCK_FLAWS.items():
-        wrong, _ = _block_twin(tables, sizes, xs, flaw)
-        if all_close(out["y"], wrong, NEAR):
+    for flaw, text in BLOCK_FLAWS.items():
+        if all_close(out["y"], facts["flaws"][flaw], NEAR):
             return text
     if all_close(out["y"], want, TOL):
         return "the outputs are right but self.last_attention does not hold each head's softmax weights"
@@ -221,7 +150,20 @@ def judge_block(out, inputs, tables, reveal):
        "3 positions, E = 8, 2 heads: outputs, cache and attention rows equal the pre-norm layer's formula",
        task="micro_block", probe=probe_block, inputs=lambda g: block_inputs(5, 3))
 def judge_block_public(out, inputs, expected):
-    return judge_block(out, inputs, out.get("tables"), True)
+    facts = known_facts(inputs)
+    if weights_changed(out, facts):
+        return WEIGHTS_CHANGED
+    return judge_block(out, inputs, facts, True)
+
+
+# The public facts are what MicroGPT(**sizes, seed=seed) computes; a model whose own
+# __init__ drew other weights cannot be judged by them.
+WEIGHTS_CHANGED = ("the model's weights are not the ones MicroGPT draws from its seed: keep MicroGPT.__init__ as "
+                   "given (its tables, in their order); this check compares with what that model computes")
+
+
+def weights_changed(out, facts) -> bool:
+    return "tables" in out and digest({"tables": out["tables"]}) != facts["tables"]
 
 
 def block_inputs(seed, n, spread=0.5, sizes=SMALL):
@@ -278,7 +220,9 @@ def judge_forward_ana(out, inputs, expected):
     return None
 
 
-def judge_forward(out, inputs, tables, reveal):
+def judge_forward(out, inputs, facts, reveal):
+    """facts: the network's logits on inputs["ids"] ("logits") and each flaw's of
+    FORWARD_FLAWS ("flaws")."""
     sizes, ids = inputs["sizes"], inputs["ids"]
     V = sizes["vocab_size"]
     if shape_of(out["logits"]) != [len(ids), V]:
@@ -287,11 +231,11 @@ def judge_forward(out, inputs, tables, reveal):
             return (f"forward returned E = {sizes['n_embd']} values: apply the LM head, "
                     f"logit[v] = dot(LMHead[v], x), to get V = {V} logits")
         return f"forward should return V = {V} logits per call, got shape {shape}"
-    want = _twin_logits(tables, sizes, ids)
+    want = facts["logits"]
     if all_close(out["logits"], want, TOL):
         return None
-    for flaw, text in _FORWARD_FLAWS.items():
-        if all_close(out["logits"], _twin_logits(tables, sizes, ids, flaw), NEAR):
+    for flaw, text in FORWARD_FLAWS.items():
+        if all_close(out["logits"], facts["flaws"][flaw], NEAR):
             return text
     worst = max(range(len(ids)), key=lambda p: off_by(out["logits"][p], want[p]))
     return (f"the logits are off by up to {off_by(out['logits'], want):.3g} (worst at position {worst})"
@@ -304,7 +248,10 @@ def judge_forward(out, inputs, tables, reveal):
        task="micro_forward", probe=probe_forward,
        inputs=lambda g: {"sizes": dict(SMALL, n_layer=2), "seed": 4, "spread": 0.5, "ids": [6, 2, 0, 5, 2]})
 def judge_forward_public(out, inputs, expected):
-    return judge_forward(out, inputs, out["tables"], True)
+    facts = known_facts(inputs)
+    if weights_changed(out, facts):
+        return WEIGHTS_CHANGED
+    return judge_forward(out, inputs, facts, True)
 
 
 def probe_pure_python(ns, sizes, seed):

@@ -1,17 +1,16 @@
 """RMSNorm without gain, and a stable softmax, both built from Values.
 
-The judges recompute each in floats with `math`, name the classic mistakes (eps outside
-the root, the wrong statistic, no max subtracted), and check the gradients against the
-analytic ones, so a scale or total taken from .data (outside the graph) shows.
+The judges compare each with its float value, name the classic mistakes (eps outside the
+root, the wrong statistic, no max subtracted), and check the gradients against the
+analytic ones, so a scale or total taken from .data (outside the graph) shows. On the
+public checks' inputs those values are data the kit computed (grader/checks/facts.py).
 """
 
 from __future__ import annotations
 
-import math
-
 from grader.checks._api import check, standard_message
-from grader.checks.ch00_micro.common import NEAR, all_close, data_of, is_number, off_by, rms_of, softmax_of, task_of, values_of
-from grader.checks.course import EPS
+from grader.checks.ch00_micro.common import NEAR, all_close, data_of, is_number, off_by, task_of, values_of
+from grader.checks.facts import known_facts
 
 TASKS = [
     task_of("micro_rmsnorm", "rmsnorm", "RMSNorm without gain"),
@@ -20,33 +19,6 @@ TASKS = [
 
 
 # -------------------------------------------------------------------- RMSNorm
-
-
-def _rms_grads(xs, w, eps=EPS):
-    """d/dx_j of sum_i w_i * rmsnorm(x)_i."""
-    n = len(xs)
-    m = sum(x * x for x in xs) / n + eps
-    s = m**-0.5
-    wx = sum(a * b for a, b in zip(w, xs))
-    return [w[j] * s - wx * m**-1.5 * xs[j] / n for j in range(n)]
-
-
-def _rms_mistakes(xs):
-    return [
-        ("eps is missing: it goes inside the square root, sqrt(mean(x²) + 1e-5)", rms_of(xs, eps=0.0)),
-        ("eps is added outside the square root; it belongs inside: 1 / sqrt(mean(x²) + 1e-5)",
-         rms_of(xs, eps_outside=True)),
-        ("eps should be 1e-5 (this is 1e-6)", rms_of(xs, eps=1e-6)),
-        ("eps should be 1e-5 (this is 1e-8)", rms_of(xs, eps=1e-8)),
-        ("the scale uses the mean of x, not the mean of squares mean(x²)", rms_of(xs, stat="mean")),
-        ("the scale uses the mean of |x|, not the mean of squares mean(x²)", rms_of(xs, stat="mean_abs")),
-        ("the scale uses the sum of squares; RMSNorm divides by the root of their mean (sum / n)",
-         rms_of(xs, stat="sum_square")),
-        ("the mean is subtracted first: that is LayerNorm; RMSNorm only divides by sqrt(mean(x²) + eps)",
-         rms_of(xs, centred=True)),
-        ("the vector is multiplied by sqrt(mean(x²) + eps) instead of divided by it",
-         [x * math.sqrt(sum(v * v for v in xs) / len(xs) + EPS) for x in xs]),
-    ]
 
 
 def _probe_vector_function(ns, name, numbers, w, error, key):
@@ -68,27 +40,30 @@ def probe_rmsnorm(ns, x, w=None):
     return _probe_vector_function(ns, "rmsnorm", x, w, ZeroDivisionError, "zero_division")
 
 
-def judge_rmsnorm(out, x, w, reveal):
+def judge_rmsnorm(out, x, w, reveal, facts):
+    """facts: RMSNorm of x ("want"), the classic mistakes' ("mistakes", [(text, values)]) and,
+    with weights w, the gradients of sum(w·out) ("grads") and those a scale taken outside
+    the graph gives ("constant_scale")."""
     if "zero_division" in out:
         return (f"rmsnorm divided by zero{standard_message(out['zero_division'])}: eps = 1e-5 goes inside the "
                 f"square root, "
                 f"so an all-zero vector stays finite")
     if not out["values"]:
         return "rmsnorm should return a list of Values (the graph needs them for backward)"
-    want = rms_of(x)
+    want = facts["want"]
     if len(out["data"]) != len(x):
         return f"rmsnorm of {len(x)} values returned {len(out['data'])}"
     if not all_close(out["data"], want, 1e-12):
-        for text, wrong in _rms_mistakes(x):
+        for text, wrong in facts["mistakes"]:
             if all_close(out["data"], wrong, NEAR):
                 return text
         if reveal:
             return f"rmsnorm({x}) gave {out['data']}, expected x / sqrt(mean(x²) + 1e-5) = {want}"
         return f"rmsnorm is off by up to {off_by(out['data'], want):.3g}: x / sqrt(mean(x²) + 1e-5), no gain"
     if w is not None:
-        grads = _rms_grads(x, w)
+        grads = facts["grads"]
         if not all_close(out["grads"], grads, 1e-10):
-            if all_close(out["grads"], [wi * (sum(v * v for v in x) / len(x) + EPS) ** -0.5 for wi in w], NEAR):
+            if all_close(out["grads"], facts["constant_scale"], NEAR):
                 return ("the values are right but the gradients are not: the scale 1/sqrt(mean(x²) + eps) is "
                         "treated as a constant (computed from .data); build it from Values so it is in the graph")
             if reveal:
@@ -100,7 +75,7 @@ def judge_rmsnorm(out, x, w, reveal):
 @check("figure", 2, "(1, 3) normalises to (1, 3) / sqrt(5.00001): mean of squares, eps 1e-5 inside, no gain",
        task="micro_rmsnorm", probe=probe_rmsnorm, inputs=lambda g: {"x": [1.0, 3.0]})
 def judge_rmsnorm_figure(out, inputs, expected):
-    problem = judge_rmsnorm(out, inputs["x"], None, True)
+    problem = judge_rmsnorm(out, inputs["x"], None, True, known_facts(inputs))
     return f"(1, 3) should normalise to (1, 3) / sqrt(5.00001): {problem}" if problem else None
 
 
@@ -111,7 +86,7 @@ def judge_rmsnorm_figure(out, inputs, expected):
 @check("zero_vector", 1, "an all-zero vector stays 0 (eps keeps it finite)", task="micro_rmsnorm",
        probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]}, gated_by="figure")
 def judge_rmsnorm_public(out, inputs, expected):
-    return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True)
+    return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True, known_facts(inputs))
 
 
 # -------------------------------------------------------------------- softmax
@@ -121,7 +96,9 @@ def probe_softmax(ns, logits, w=None):
     return _probe_vector_function(ns, "softmax", logits, w, OverflowError, "overflow")
 
 
-def judge_softmax(out, logits, w, reveal):
+def judge_softmax(out, logits, w, reveal, facts):
+    """facts: softmax of the logits ("want") and, with weights w, the gradients of sum(w·p)
+    ("grads") and those a total taken outside the graph gives ("constant_total")."""
     if "overflow" in out:
         return (f"exp overflowed{standard_message(out['overflow'])} on logits near {max(logits):g}: subtract the "
                 f"largest "
@@ -130,7 +107,7 @@ def judge_softmax(out, logits, w, reveal):
                 f"before exp")
     if not out["values"]:
         return "softmax should return a list of Values (the graph needs them for backward)"
-    want = softmax_of(logits)
+    want = facts["want"]
     if len(out["data"]) != len(logits):
         return f"softmax of {len(logits)} logits returned {len(out['data'])} values"
     if any(not is_number(p) for p in out["data"]):
@@ -142,10 +119,9 @@ def judge_softmax(out, logits, w, reveal):
             return f"softmax({logits}) gave {out['data']}, expected {want}"
         return f"softmax is off by up to {off_by(out['data'], want):.3g}"
     if w is not None:
-        wp = sum(a * b for a, b in zip(w, want))
-        grads = [p * (wi - wp) for p, wi in zip(want, w)]
+        grads = facts["grads"]
         if not all_close(out["grads"], grads, 1e-10):
-            if all_close(out["grads"], [p * wi for p, wi in zip(want, w)], NEAR):
+            if all_close(out["grads"], facts["constant_total"], NEAR):
                 return ("the values are right but the gradients are not: the total is treated as a constant "
                         "(a float from .data); divide by the Value vsum(exps) so it is in the graph")
             if reveal:
@@ -162,4 +138,4 @@ def judge_softmax(out, logits, w, reveal):
 @check("stable", 2, "logits (1000, 1001, 999) give the exact probabilities, summing to 1, without overflow",
        task="micro_softmax", probe=probe_softmax, inputs=lambda g: {"logits": [1000.0, 1001.0, 999.0]})
 def judge_softmax_public(out, inputs, expected):
-    return judge_softmax(out, inputs["logits"], inputs.get("w"), True)
+    return judge_softmax(out, inputs["logits"], inputs.get("w"), True, known_facts(inputs))

@@ -2,16 +2,16 @@
 
 One probe serves every operation: it builds Values, applies the op, runs the (certified)
 backward and returns the value and the input gradients. The judges compare them with the
-hand-computed truth and name the classic mistake a wrong gradient reproduces.
+hand-computed truth and name the classic mistake a wrong gradient reproduces; on the
+public checks' inputs both are data the kit computed (grader/checks/facts.py).
 """
 
 from __future__ import annotations
 
-import math
-
 from grader.checks._api import check
 from grader.checks.confusions import confusion
 from grader.checks.ch00_micro.common import NEAR, all_close, close_enough, kind_of, off_by, task_of
+from grader.checks.facts import known_facts
 
 TASKS = [
     task_of("micro_value_add", "Value.__add__", "Value: a + b"),
@@ -53,78 +53,6 @@ def probe_value_ops(ns, cases):
     return out
 
 
-def _op_truth(op, x, k):
-    """(value, gradients) of the operation, by hand."""
-    a = x[0]
-    b = x[1] if len(x) > 1 else None
-    return {
-        "add": lambda: (a + b, [1.0, 1.0]), "add_const": lambda: (a + 2.5, [1.0]),
-        "radd": lambda: (a + 2.5, [1.0]), "add_self": lambda: (2 * a, [2.0]),
-        "mul": lambda: (a * b, [b, a]), "mul_const": lambda: (-3.0 * a, [-3.0]),
-        "rmul": lambda: (-3.0 * a, [-3.0]), "square": lambda: (a * a, [2 * a]),
-        "pow": lambda: (a**k, [k * a ** (k - 1)]), "exp": lambda: (math.exp(a), [math.exp(a)]),
-        "log": lambda: (math.log(a), [1.0 / a]),
-        "relu": lambda: (a if a > 0 else 0.0, [1.0 if a > 0 else 0.0]),
-    }[op]()
-
-
-def _op_mistakes(op, x, k):
-    """The gradients the classic mistakes give, with what to tell the student."""
-    a = x[0]
-    b = x[1] if len(x) > 1 else None
-    one_input = ("only one input of a + b gets a gradient: list both self and other as children, "
-                 "with local gradients (1, 1)")
-    one_factor = ("only one factor gets a gradient: the term for the other factor is missing "
-                  "(children (self, other), local gradients (other.data, self.data))")
-    power = "the power rule: the local gradient of x ** k is k * x ** (k - 1)"
-    if op == "add":
-        return [(one_input, [1.0, 0.0]), (one_input, [0.0, 1.0]),
-                ("these are the local gradients of a product (b, a); for a + b both are 1", [b, a]),
-                ("no gradient reaches the inputs: the new Value needs its children (self, other) "
-                 "and local gradients (1, 1)", [0.0, 0.0])]
-    if op == "add_self":
-        return [("a + a gives a gradient of 1, not 2: " + one_input, [1.0])]
-    if op in ("add_const", "radd"):
-        return [("no gradient reaches a: the new Value needs its children and local gradients (1, 1)", [0.0])]
-    if op == "mul":
-        return [("the local gradients are swapped: d(a*b)/da is b (the OTHER factor) and d(a*b)/db is a", [a, b]),
-                (one_factor, [b, 0.0]), (one_factor, [0.0, a]),
-                ("these are the local gradients of a + b (1, 1); for a * b they are (b, a)", [1.0, 1.0])]
-    if op == "square":
-        return [("a * a gives a gradient of a, not 2a: " + one_factor, [a]),
-                ("a * a gives a gradient of a * a: the local gradients should be the factors, not the product",
-                 [2 * a * a])]
-    if op in ("mul_const", "rmul"):
-        return [("a * c gives a the gradient a instead of c: the local gradients are swapped", [a]),
-                ("no gradient reaches a: " + one_factor, [0.0])]
-    if op == "pow":
-        return [(f"{power}; this is k * x ** k (the exponent was not lowered by one)", [k * a**k]),
-                (f"{power}; the factor k is missing", [a ** (k - 1)]),
-                (f"{power}; this is x ** k * log(x), the derivative with respect to the exponent",
-                 [a**k * math.log(a)] if a > 0 else [math.nan]),
-                (f"{power}; this is (k - 1) * x ** (k - 2), one step too far", [(k - 1) * a ** (k - 2)])]
-    if op == "exp":
-        return [("the local gradient is the input x; d exp(x)/dx is exp(x), the result itself", [a]),
-                ("the local gradient is 1; d exp(x)/dx is exp(x), the result itself", [1.0]),
-                ("no gradient reaches x: the local gradient of exp(x) is exp(x)", [0.0])]
-    if op == "log":
-        return [("the local gradient is the input x; d log(x)/dx is 1/x", [a]),
-                ("the local gradient is log(x) itself; d log(x)/dx is 1/x", [math.log(a)]),
-                ("the local gradient is -1/x², the derivative of 1/x; d log(x)/dx is 1/x", [-1.0 / (a * a)]),
-                ("the local gradient is 1/x², not 1/x", [1.0 / (a * a)]),
-                ("the local gradient is 1; d log(x)/dx is 1/x", [1.0])]
-    if op == "relu":
-        if a > 0:
-            return [("the local gradient is the input x; relu's local gradient is 1 where x > 0", [a]),
-                    ("no gradient for a positive input: relu's local gradient is 1 where x > 0", [0.0])]
-        if a < 0:
-            return [("a negative input passes the gradient: relu's local gradient is 0 where x <= 0 "
-                     "(the output does not depend on x there)", [1.0]),
-                    ("a negative input passes the gradient: relu's local gradient is 0 where x <= 0", [a])]
-        return [("at exactly x = 0 the local gradient is taken to be 0 (use x > 0, not x >= 0)", [1.0])]
-    return []
-
-
 def _value_confusion(op, x, k, got) -> "str | None":
     """What a wrong value equals among the operation's usual confusions (grader.checks.confusions)."""
     a = x[0]
@@ -139,16 +67,18 @@ def _names(op):
     return ["a", "b"] if op in ("add", "mul") else ["a"]
 
 
-def judge_ops(out, cases, reveal: bool) -> "str | None":
+def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
+    """facts: per case, the value and gradients ("value", "grads") and the classic mistakes'
+    gradients ("mistakes", [(what to tell the student, gradients)])."""
     if not isinstance(out, list) or len(out) != len(cases):
         return "the probe did not get one result per case"
-    for case, got in zip(cases, out):
+    for case, got, said in zip(cases, out, facts):
         op, x, k = case["op"], case["x"], case.get("k")
         expr = _EXPRESSIONS[op].replace("k", repr(k)) if op == "pow" else _EXPRESSIONS[op]
         where = (" with " + ", ".join(f"{n} = {v!r}" for n, v in zip(_names(op), x))) if reveal else ""
         if "type" in got:
             return f"{expr} returned something else; it should return a new Value"
-        value, grads = _op_truth(op, x, k)
+        value, grads = said["value"], said["grads"]
         if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"
         if not close_enough(got["data"], value, 1e-12):
@@ -158,7 +88,7 @@ def judge_ops(out, cases, reveal: bool) -> "str | None":
                 return f"{expr}{where} gave {got['data']!r}, expected {value!r}"
             return f"the value of {expr} is off by {abs(got['data'] - value):.3g} for some inputs"
         if not all_close(got["grads"], grads, 1e-12):
-            for text, wrong in _op_mistakes(op, x, k):
+            for text, wrong in said["mistakes"]:
                 if all_close(got["grads"], wrong, NEAR):
                     return f"{expr}{where}: {text}"
             if reveal:
@@ -199,4 +129,4 @@ def value_cases(op, *xs, k=None):
        inputs=lambda g: {"cases": value_cases("add", (1.5, -2.25)) + value_cases("add_const", (1.5,))
                          + value_cases("radd", (-0.75,)) + value_cases("add_self", (1.5,))})
 def judge_ops_public(out, inputs, expected):
-    return judge_ops(out, inputs["cases"], reveal=True)
+    return judge_ops(out, inputs["cases"], True, known_facts(inputs))

@@ -1,5 +1,7 @@
 """What the tokenizer checks share: the small corpus the lessons use, and reading a list
-of ids out of what the student's code returned."""
+of ids out of what the student's code returned. What the right vocabulary, ids, text
+or windows are on the public checks' inputs is data the kit computed
+(grader/checks/facts.py; hidden/common.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,6 @@ SMALL_CORPUS = ["ana", "bob", "emma"]  # chars a b e m n o -> ids 0..5, BOS = 6
 
 # Probes run in the sandbox: they turn whatever the student's code returned or raised
 # into plain data. Judges run in the grader on that data.
-
-
-def vocabulary(corpus) -> tuple[list[str], dict[str, int], int]:
-    """(chars, stoi, BOS id) that the contract fixes for `corpus`. The encode and decode
-    judges work from these, never from the chars or stoi the submission reports: its
-    own code may have rewritten them to match whatever it returned."""
-    chars = sorted({ch for document in corpus for ch in document})
-    return chars, dict(zip(chars, range(len(chars)))), len(chars)
 
 
 def plain_ints(value):

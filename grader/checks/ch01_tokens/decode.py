@@ -1,13 +1,15 @@
 """Ids back to text.
 
 The contract the checks pin: decode drops every BOS id, also one in the middle, so
-decode(encode_document(s)) == s; an id outside the vocabulary is a ValueError.
+decode(encode_document(s)) == s; an id outside the vocabulary is a ValueError. The right
+texts of the public checks' ids are data the kit computed (grader/checks/facts.py).
 """
 
 from __future__ import annotations
 
 from grader.checks._api import Task, check, exception_name, first_difference, kind_of, try_call
-from grader.checks.ch01_tokens.common import SMALL_CORPUS, vocabulary
+from grader.checks.ch01_tokens.common import SMALL_CORPUS
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("decode", "tokenizer", "CharTokenizer.decode", "ids back to text"),
@@ -20,9 +22,11 @@ def probe_decode(ns, corpus, id_lists):
             "chars": list(tok.chars), "bos_id": tok.bos_id}
 
 
-def decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
+def decode_problem(result, ids, facts, bos, hidden=False) -> "str | None":
+    """What is wrong with decode(ids); facts: its right text ("text") and, where BOS occurs,
+    the text of the ids before the first BOS ("until_bos")."""
     said = "decode of random ids" if hidden else f"decode({ids})"
-    right = "".join(chars[i] for i in ids if i != bos)
+    right = facts["text"]
     if "raised" in result:
         raised = result["raised"]
         if raised["type"] == "IndexError" and bos in ids:
@@ -36,7 +40,7 @@ def decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
         return None
     if bos in ids:
         cut = ids.index(bos)
-        if text == "".join(chars[i] for i in ids[:cut]) and cut < len(ids) - 1:
+        if text == facts["until_bos"] and cut < len(ids) - 1:
             return f"{said} stops at the first BOS; drop every BOS id and keep the characters around them"
         if len(text) > len(right) and all(ch in text for ch in right):
             return f"{said} keeps something for BOS; BOS ids are dropped, so decode(encode_document(s)) == s"
@@ -52,9 +56,9 @@ def decode_problem(result, ids, chars, bos, hidden=False) -> "str | None":
        "decode([6, 0, 4, 0, 6]) == 'ana' with BOS = 6: every BOS id is dropped, also one in the middle",
        probe=probe_decode, inputs={"corpus": SMALL_CORPUS, "id_lists": [[6, 0, 4, 0, 6], [6], [0, 6, 0], [1, 5, 1, 6]]})
 def judge_decode(out, inputs, expected):
-    chars, _, bos = vocabulary(inputs["corpus"])
-    for ids, result in zip(inputs["id_lists"], out["results"]):
-        if problem := decode_problem(result, ids, chars, bos):
+    facts = known_facts(inputs)
+    for ids, result, said in zip(inputs["id_lists"], out["results"], facts["texts"]):
+        if problem := decode_problem(result, ids, said, facts["bos"]):
             return problem
     return None
 

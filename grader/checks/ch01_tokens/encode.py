@@ -2,13 +2,15 @@
 
 The contract the checks pin: encode gives one id per character (its index in chars);
 encode_document frames `ana` as [BOS a n a BOS] (5 ids); an unknown character is a
-ValueError that names it.
+ValueError that names it. The right ids of the public checks' texts are data the kit
+computed (grader/checks/facts.py).
 """
 
 from __future__ import annotations
 
 from grader.checks._api import Task, check, exception_name, first_difference, try_call
-from grader.checks.ch01_tokens.common import SMALL_CORPUS, plain_ints, vocabulary
+from grader.checks.ch01_tokens.common import SMALL_CORPUS, plain_ints
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("encode", "tokenizer", "CharTokenizer.encode", "characters to ids"),
@@ -32,9 +34,9 @@ def probe_encode(ns, corpus, texts):
     return {"results": results, "bos_id": tok.bos_id, "stoi": [[k, int(v)] for k, v in tok.stoi.items()]}
 
 
-def encode_problem(result, text, stoi, bos, hidden=False) -> "str | None":
+def encode_problem(result, text, right, bos, hidden=False) -> "str | None":
+    """What is wrong with encode(text), whose right ids are `right`."""
     said = "a random text" if hidden else f"encode({text!r})"
-    right = [stoi[c] for c in text]
     ids = result["ids"]
     if "raised" in ids:
         return f"{said} raised {exception_name(ids['raised'])}"
@@ -63,14 +65,15 @@ def encode_problem(result, text, stoi, bos, hidden=False) -> "str | None":
        "[BOS a n a BOS] = [6, 0, 4, 0, 6]: 5 ids",
        probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["ana"]})
 def judge_encode_ana(out, inputs, expected):
-    _, stoi, bos = vocabulary(inputs["corpus"])
+    facts = known_facts(inputs)
+    bos = facts["bos"]
     result = out["results"][0]
-    if problem := encode_problem(result, "ana", stoi, bos):
+    if problem := encode_problem(result, "ana", facts["ids"][0], bos):
         return problem
     document = result["document"]
     if "raised" in document:
         return f"encode_document('ana') raised {exception_name(document['raised'])}"
-    framed = [bos, stoi["a"], stoi["n"], stoi["a"], bos]
+    framed = facts["documents"][0]
     if document["value"] != framed:
         return f"encode_document('ana') should be [BOS a n a BOS] = {framed} (5 ids), got {document['value']}"
     return None
@@ -79,9 +82,9 @@ def judge_encode_ana(out, inputs, expected):
 @check("round_trip", 1, "encode gives one id per character ('' gives []) and decode(encode(s)) == s",
        probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["", "a", "emmabob", "mamamoo", "noon"]})
 def judge_encode_round_trip(out, inputs, expected):
-    _, stoi, bos = vocabulary(inputs["corpus"])
-    for text, result in zip(inputs["texts"], out["results"]):
-        if problem := encode_problem(result, text, stoi, bos):
+    facts = known_facts(inputs)
+    for text, result, right in zip(inputs["texts"], out["results"], facts["ids"]):
+        if problem := encode_problem(result, text, right, facts["bos"]):
             return problem
         decoded = result["round_trip"]
         if decoded is None or "raised" in decoded:
@@ -111,13 +114,12 @@ def probe_encode_unknown(ns, corpus, texts):
        "not a KeyError, not a silent skip",
        probe=probe_encode_unknown, inputs={"corpus": SMALL_CORPUS, "texts": ["an#a", "Q"], "_unknown": ["#", "Q"]})
 def judge_encode_unknown(out, inputs, expected):
-    _, stoi, _ = vocabulary(inputs["corpus"])
-    for text, unknown, result in zip(inputs["texts"], inputs["_unknown"], out["results"]):
+    facts = known_facts(inputs)
+    for text, unknown, result, skipped in zip(inputs["texts"], inputs["_unknown"], out["results"], facts["skipped"]):
         said = f"encode({text!r})"
         if "value" in result:
             ids = result["value"]
-            known = [stoi[c] for c in text if c in stoi]
-            if ids == known:
+            if ids == skipped:
                 return (f"{said} returned {ids}: the unknown character {unknown!r} was skipped silently; "
                         f"raise a ValueError that names it")
             return (f"{said} returned {ids} instead of raising: {unknown!r} is not in the vocabulary, so "

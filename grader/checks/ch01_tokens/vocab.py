@@ -1,7 +1,8 @@
 """The character vocabulary and its BOS id.
 
 The contract the checks pin: the vocabulary is the sorted set of corpus characters
-(ids 0..K-1) plus BOS = K, so vocab_size = K + 1.
+(ids 0..K-1) plus BOS = K, so vocab_size = K + 1. The right characters of the public
+checks' corpora are data the kit computed (grader/checks/facts.py).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("build_vocab", "tokenizer", "CharTokenizer.__init__", "the vocabulary and its BOS id"),
@@ -42,9 +44,9 @@ def probe_vocab(ns, corpus):
     return out
 
 
-def vocab_problem(out, corpus, hidden=False) -> "str | None":
-    """What is wrong with the vocabulary built from corpus (hidden: say it without
-    printing characters of the corpus)."""
+def vocab_problem(out, corpus, right, hidden=False) -> "str | None":
+    """What is wrong with the vocabulary built from corpus, whose right characters are
+    `right` (hidden: say it without printing characters of the corpus)."""
     missing = [name for name in ("chars", "stoi", "bos_id") if out.get(name) is None]
     if missing:
         return (f"build_vocab must set self.{', self.'.join(missing)}: chars is the sorted list of corpus "
@@ -52,7 +54,6 @@ def vocab_problem(out, corpus, hidden=False) -> "str | None":
     chars, stoi, bos = out["chars"], out["stoi"], out["bos_id"]
     if isinstance(chars, dict) or isinstance(stoi, dict):
         return "self.chars should be a list of characters and self.stoi a dict from character to id"
-    right = sorted(set("".join(corpus)))
     K = len(right)
     if len(chars) != len(set(chars)):
         return "chars lists some characters more than once: the vocabulary is the set of characters, each once"
@@ -104,14 +105,14 @@ def vocab_problem(out, corpus, hidden=False) -> "str | None":
        "stoi[chars[i]] = i, bos_id = 9, vocab_size = 10",
        probe=probe_vocab, inputs={"corpus": ["emma", "olivia", "ava", "noah"]})
 def judge_vocab(out, inputs, expected):
-    return vocab_problem(out, inputs["corpus"])
+    return vocab_problem(out, inputs["corpus"], known_facts(inputs)["chars"])
 
 
 @check("names_alphabet", 2,
        "a corpus with all 26 lowercase letters gives vocab_size 27 (26 letters + BOS) and bos_id 26",
        probe=probe_vocab, inputs={"corpus": PANGRAM})
 def judge_vocab_pangram(out, inputs, expected):
-    if problem := vocab_problem(out, inputs["corpus"]):
+    if problem := vocab_problem(out, inputs["corpus"], known_facts(inputs)["chars"]):
         return f"a corpus with all 26 lowercase letters: {problem}"
     if out["vocab_size"] != 27 or out["bos_id"] != 26:
         return "26 letters give vocab_size 27 and bos_id 26"

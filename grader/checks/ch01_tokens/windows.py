@@ -3,13 +3,15 @@
 The contract the checks pin: a window holds positions = min(block_size, len(ids) - 1)
 pairs from position 0 on, the targets being the inputs shifted by one; `ana` =
 [BOS a n a BOS] gives 4 scored positions, the last target being the closing BOS; a
-document with fewer than 2 ids is a ValueError.
+document with fewer than 2 ids is a ValueError. The right windows of the public checks'
+documents, and the classic wrong ones, are data the kit computed (grader/checks/facts.py).
 """
 
 from __future__ import annotations
 
 from grader.checks._api import Task, check, exception_name, kind_of, try_call
 from grader.checks.ch01_tokens.common import plain_ints
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("windows", "tokenizer", "training_windows", "(input, target) training windows"),
@@ -30,28 +32,22 @@ def probe_windows(ns, cases):
     return results
 
 
-def _window_mistakes(ids, block_size):
-    L = len(ids)
-    p = min(block_size, L - 1)
-    mistakes = [
-        ("positions = min(block_size, len(ids)) counts the last id, which has no next token: "
-         "positions = min(block_size, len(ids) - 1)",
-         [ids[: min(block_size, L)], ids[1 : min(block_size, L) + 1]]),
-        ("the window ignores block_size: a document longer than the context loses the pairs past "
-         "the window (positions = min(block_size, len(ids) - 1))", [ids[: L - 1], ids[1:]]),
-        ("the window is one position short: positions = min(block_size, len(ids) - 1), not one less",
-         [ids[: p - 1], ids[1:p]]),
-        ("the targets are not shifted: targets[p] must be the next id, ids[p + 1]", [ids[:p], ids[:p]]),
-        ("inputs and targets are swapped: inputs = ids[:positions], targets = ids[1:positions + 1]",
-         [ids[1 : p + 1], ids[:p]]),
-        ("the window takes the last positions of the document; it starts at position 0 (the opening BOS)",
-         [ids[L - 1 - p : L - 1], ids[L - p :]]),
-    ]
-    right = [ids[:p], ids[1 : p + 1]]
-    return [(text, wrong) for text, wrong in mistakes if wrong != right]
+WINDOW_MISTAKES = [
+    ("counts_last", "positions = min(block_size, len(ids)) counts the last id, which has no next token: "
+                    "positions = min(block_size, len(ids) - 1)"),
+    ("ignores_block_size", "the window ignores block_size: a document longer than the context loses the pairs "
+                           "past the window (positions = min(block_size, len(ids) - 1))"),
+    ("one_short", "the window is one position short: positions = min(block_size, len(ids) - 1), not one less"),
+    ("not_shifted", "the targets are not shifted: targets[p] must be the next id, ids[p + 1]"),
+    ("swapped", "inputs and targets are swapped: inputs = ids[:positions], targets = ids[1:positions + 1]"),
+    ("from_the_end", "the window takes the last positions of the document; it starts at position 0 (the opening "
+                     "BOS)"),
+]
 
 
-def windows_problem(result, ids, block_size, hidden=False) -> "str | None":
+def windows_problem(result, ids, block_size, facts, hidden=False) -> "str | None":
+    """facts: the right [inputs, targets] ("right") and each mistake's of WINDOW_MISTAKES
+    ("mistakes", None where it is the right one)."""
     L, p = len(ids), min(block_size, len(ids) - 1)
     said = ("a random document" if hidden else f"len(ids)={L}, block_size={block_size}")
     if "raised" in result:
@@ -63,10 +59,10 @@ def windows_problem(result, ids, block_size, hidden=False) -> "str | None":
     for part, name in ((inputs, "inputs"), (targets, "targets")):
         if isinstance(part, dict):
             return f"{name} should be a list of ids, got something else"
-    if [inputs, targets] == [ids[:p], ids[1 : p + 1]]:
+    if [inputs, targets] == facts["right"]:
         return None
-    for text, wrong in _window_mistakes(ids, block_size):
-        if [inputs, targets] == wrong:
+    for label, text in WINDOW_MISTAKES:
+        if facts["mistakes"][label] is not None and [inputs, targets] == facts["mistakes"][label]:
             return f"{said}: {text}"
     if len(inputs) != len(targets):
         return f"{said}: {len(inputs)} inputs but {len(targets)} targets; every input position has one target"
@@ -83,7 +79,7 @@ def windows_problem(result, ids, block_size, hidden=False) -> "str | None":
        probe=probe_windows, inputs={"cases": [[[6, 0, 4, 0, 6], 16]]})
 def judge_windows_ana(out, inputs, expected):
     (ids, block_size), = inputs["cases"]
-    if problem := windows_problem(out[0], ids, block_size):
+    if problem := windows_problem(out[0], ids, block_size, known_facts(inputs)[0]):
         return f"'ana' = [BOS a n a BOS]: {problem}"
     return None
 
@@ -102,8 +98,8 @@ POSITION_CASES = [(2, 8), (5, 3), (5, 4), (5, 5), (9, 8), (10, 8), (17, 16), (12
        probe=probe_windows,
        inputs={"cases": [[_document(length), block_size] for length, block_size in POSITION_CASES]})
 def judge_windows(out, inputs, expected):
-    for (ids, block_size), result in zip(inputs["cases"], out):
-        if problem := windows_problem(result, ids, block_size):
+    for (ids, block_size), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
+        if problem := windows_problem(result, ids, block_size, facts):
             return problem
     return None
 

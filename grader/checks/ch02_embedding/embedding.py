@@ -9,6 +9,9 @@ row from the end of the table.
 torch.nn.functional.embedding (and torch.embedding, torch.nn.Embedding) are the
 lookup this task asks for in one call, so they score 'forbidden'; any formulation
 built from indexing, index_select, gather or a one-hot product is fine.
+
+The right vectors of the public checks' ids, and the classic wrong ones, are data the
+kit computed (grader/checks/facts.py; hidden/embedding.py computes them).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("embedding", "model", "TokenEmbedding.forward", "token embedding lookup",
@@ -43,19 +47,6 @@ def _distinct_weight(V, d):
 WEIGHT = _distinct_weight(7, 5)
 
 
-def lookup_mistakes(weight, idx):
-    V = weight.shape[0]
-    mistakes = []
-    if (idx + 1).max() < V:
-        mistakes.append(("every id reads the next row (id + 1), an off by one: row v belongs to id v",
-                         weight[idx + 1]))
-    mistakes.append(("every id reads the previous row (id - 1, so id 0 wraps round to the last row), an off by one: "
-                     "row v belongs to id v", weight[idx - 1]))
-    mistakes.append(("the output is the ids' one-hot vectors, not the weight rows",
-                     torch.nn.functional.one_hot(idx, V).double()))
-    return mistakes
-
-
 # --------------------------------------------------------------------- lookup
 
 
@@ -69,17 +60,18 @@ def probe_lookup(ns, weight, idx):
        probe=probe_lookup, inputs=lambda g: {"weight": WEIGHT.clone(), "idx": torch.tensor([[0, 3, 6], [2, 2, 1]])})
 def judge_lookup(out, inputs, expected):
     weight, idx = inputs["weight"], inputs["idx"]
-    y, right = out["y"], weight[idx]
+    facts = known_facts(inputs)
+    y, right = out["y"], facts["right"]
     B, T = idx.shape
     V = weight.shape[0]
-    if matches(y, torch.nn.functional.one_hot(idx, V).double(), atol=0, rtol=0):
+    if matches(y, facts["one_hot"], atol=0, rtol=0):
         return (f"ids [{B}, {T}] gave [{B}, {T}, {V}] one-hot vectors: the embedding of id v is row v of the "
                 f"weight, self.weight[ids], a [{B}, {T}, d] tensor")
     if problem := shape_problem(y, right.shape, "the embedding of ids [B, T]"):
         return f"{problem}: ids [{B}, {T}] give vectors [{B}, {T}, d]"
     if compare(y, right, atol=1e-12, rtol=0) is None:
         return None
-    for text, wrong in lookup_mistakes(weight, idx):
+    for text, wrong in facts["mistakes"]:
         if matches(y, wrong, atol=1e-12, rtol=0):
             return text
     bad = (y.double() - right).abs().amax(dim=-1) > 1e-12
@@ -189,12 +181,11 @@ def judge_bad_id_named(out, inputs, expected):
                                               "cases": [torch.tensor([[0, 6, 3]], dtype=torch.int64),
                                                         torch.tensor([[5, 2, 4]], dtype=torch.int32)]})
 def judge_integer_dtypes(out, inputs, expected):
-    weight = inputs["weight"]
-    for idx, result in zip(inputs["cases"], out):
+    for idx, result, right in zip(inputs["cases"], out, known_facts(inputs)["rows"]):
         kind = str(idx.dtype).removeprefix("torch.")
         if "raised" in result:
             return (f"{kind} ids raised {exception_name(result['raised'])}; every integer "
                     f"dtype holds valid ids (convert with .long() where torch needs it)")
-        if problem := compare(result["value"], weight[idx.long()], f"the embedding of {kind} ids", atol=1e-12, rtol=0):
+        if problem := compare(result["value"], right, f"the embedding of {kind} ids", atol=1e-12, rtol=0):
             return problem
     return None

@@ -5,6 +5,9 @@ hidden + rows past_length .. past_length + T - 1 of the position table, the same
 for every sequence of the batch; past_length + T > block_size is a ValueError (there
 is no row to add), never a silent wrap to the first rows or an opaque broadcasting
 error; past_length + T == block_size fits exactly; the gradient reaches the rows used.
+
+The right outputs of the checks that add rows, and what the classic mistakes give, are
+data the kit computed on their fixed inputs (grader/checks/facts.py; hidden/positions.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("positions", "model", "PositionEmbedding.forward", "position rows offset by the cache length"),
@@ -41,48 +45,14 @@ def _h(g, B, T, d):
     return torch.randn(B, T, d, generator=g, dtype=torch.float64)
 
 
-def _rows(weight, rows):
-    """hidden-shaped [B, T, d] position rows from a [B, T] list of row numbers."""
-    return weight[torch.tensor(rows, dtype=torch.long)]
-
-
-def position_mistakes(hidden, weight, past):
-    """(explanation, output) of the classic wrong position embeddings."""
-    B, T, _ = hidden.shape
-    C = weight.shape[0]
-    mistakes = []
-
-    def add(text, rows):
-        if all(0 <= r < C for row in rows for r in row):
-            mistakes.append((text, hidden + _rows(weight, rows)))
-
-    if past:
-        add("past_length is ignored: rows 0..T-1 were added, but the first of these tokens sits at position "
-            "past_length (after the cached tokens)", [list(range(T))] * B)
-    add("the rows are off by one: token t of this call gets row past_length + t, starting at row past_length",
-        [list(range(past + 1, past + T + 1))] * B)
-    if B > 1:
-        add("positions are counted over the flattened B*T tokens, so batch element b gets rows b*T..: "
-            "every sequence of the batch starts at position past_length",
-            [list(range(past + b * T, past + (b + 1) * T)) for b in range(B)])
-        add("the position rows follow the batch index, not the time index: token t gets row past_length + t",
-            [[past + b] * T for b in range(B)])
-    add("the rows come from the end of the table: token t gets row past_length + t",
-        [list(range(C - T, C))] * B)
-    mistakes.append(("only the position rows are returned: add them to hidden (hidden + rows)",
-                     _rows(weight, [list(range(past, past + T))] * B) if past + T <= C else hidden))
-    mistakes.append(("hidden is returned unchanged: the position rows were not added", hidden))
-    return mistakes
-
-
-def _diagnose(y, hidden, weight, past, what) -> "str | None":
-    B, T, d = hidden.shape
+def _diagnose(y, hidden, facts, what) -> "str | None":
+    """facts: the right output ("right") and the classic mistakes' ("mistakes", [(text, output)])."""
     if problem := shape_problem(y, hidden.shape, what):
         return f"{problem}: adding positions keeps hidden's shape [B, T, d]"
-    right = hidden + weight[past : past + T]
+    right = facts["right"]
     if compare(y, right, atol=1e-9, rtol=0) is None:
         return None
-    for text, wrong in position_mistakes(hidden, weight, past):
+    for text, wrong in facts["mistakes"]:
         if matches(y, wrong, atol=1e-9, rtol=0):
             return text
     return compare(y, right, what, atol=1e-9, rtol=0)
@@ -118,24 +88,25 @@ def _raised_on_valid(raised, T, past, C) -> str:
 # same_rows_per_batch. full_context, judged here too, is declared after too_long below.
 @check("same_rows_per_batch", 2,
        "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
-       probe=probe_positions,
+       probe=probe_positions, fixed_inputs=True,
        inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]}, gated_by="adds_rows")
 @check("cache_offset", 2,
        "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
        "one new token after 7 gives row 7",
-       probe=probe_positions,
+       probe=probe_positions, fixed_inputs=True,
        inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]})
 @check("adds_rows", 3, "block_size 6, hidden [2, 3, 4]: the output keeps the shape and is hidden + rows 0, 1, 2",
-       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]})
+       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]},
+       fixed_inputs=True)
 def judge_positions(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
-    for (hidden, past), result in zip(inputs["cases"], out):
+    for (hidden, past), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
         B, T, _ = hidden.shape
         where = f"hidden [{B}, {T}, d] with past_length={past} and block_size={C}"
         if "raised" in result:
             return f"{where}: {_raised_on_valid(result['raised'], T, past, C)}"
-        if problem := _diagnose(result["value"], hidden, weight, past, "the output"):
+        if problem := _diagnose(result["value"], hidden, facts, "the output"):
             return f"{where}: {problem}"
     return None
 
@@ -145,13 +116,13 @@ def judge_positions(out, inputs, expected):
 
 @check("too_long", 2,
        "block_size 4: T=5, or T=2 after 3 cached, or T=1 after 4 raise a clear ValueError, not a silent wrap",
-       probe=probe_positions,
+       probe=probe_positions, fixed_inputs=True,
        inputs=lambda g: {"weight": WEIGHT4.clone(),
                          "cases": [[_h(g, 1, 5, 3), 0], [_h(g, 2, 2, 3), 3], [_h(g, 1, 1, 3), 4]]})
 def judge_too_long(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
-    for (hidden, past), result in zip(inputs["cases"], out):
+    for (hidden, past), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
         T = hidden.shape[1]
         where = f"T={T} with past_length={past} and block_size={C} (positions up to {past + T - 1})"
         if "raised" in result:
@@ -165,11 +136,10 @@ def judge_too_long(out, inputs, expected):
         y = result["value"]
         if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(hidden.shape):
             return f"{where} returned something instead of raising a ValueError: there is no row past {C - 1}"
-        positions = torch.arange(past, past + T)
-        if matches(y, hidden + weight[positions % C], atol=1e-9, rtol=0):
+        if matches(y, facts["wrapped"], atol=1e-9, rtol=0):
             return (f"{where} wrapped round to the first rows (modulo block_size) silently: positions past "
                     f"block_size have no row; raise a ValueError")
-        if matches(y, hidden + weight[positions.clamp(max=C - 1)], atol=1e-9, rtol=0):
+        if matches(y, facts["clamped"], atol=1e-9, rtol=0):
             return (f"{where} reused the last row for every position past the table (clamped) silently: "
                     f"raise a ValueError")
         return f"{where} returned an output without error: there is no row past {C - 1}; raise a ValueError"
@@ -179,7 +149,7 @@ def judge_too_long(out, inputs, expected):
 # Judged like adds_rows; declared here, after too_long, to keep the table's order.
 check("full_context", 1,
       "block_size 4: T=4, T=2 after 2 cached and T=1 after 3 fit exactly (past_length + T == block_size)",
-      probe=probe_positions,
+      probe=probe_positions, fixed_inputs=True,
       inputs=lambda g: {"weight": WEIGHT4.clone(),
                         "cases": [[_h(g, 2, 4, 3), 0], [_h(g, 1, 2, 3), 2], [_h(g, 2, 1, 3), 3]]})(judge_positions)
 

@@ -1,16 +1,15 @@
 """Causal multi-head attention with a KV cache, CausalSelfAttention.forward.
 
 The public checks test properties any right attention has: shapes, causal softmax
-rows, no future leak, cached == recomputed, and the lesson's formula rebuilt from the
-student's own projections and head functions. The hidden ones compare random float64
-weights and inputs with the reference and name the classic mistakes (the wrong scale,
-the wrong mask, the wrong softmax axis, a cache that is ignored or not shifted) by
-computing what each would output.
+rows, no future leak, cached == recomputed, and the lesson's formula on fixed weights
+and inputs, whose right output and classic wrong ones (the wrong scale, the wrong mask,
+the wrong softmax axis, a cache that is ignored or not shifted) are data the kit
+computed (grader/checks/facts.py). The hidden ones compare random float64 weights and
+inputs with the reference and name the same mistakes by computing what each would output.
 """
 
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -19,6 +18,7 @@ from grader.checks._api import (
 )
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, random_attention_state
 from grader.checks.ch04_attention.diagnosis import CatLog, present_shape_problem, weights_diagnosis, wrong_cache_axis
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("attention", "model", "CausalSelfAttention.forward", "causal attention with a KV cache",
@@ -192,9 +192,11 @@ def _cache_inputs(g, chunks, sizes=WIDE):
 
 
 # ------------------------------------------------------- the lesson's formula
-# Public: the module's own projections, split_heads and merge_heads composed as the
-# lesson writes attention, o_proj(merge(softmax(mask(q kᵀ · scale)) v)), with the right
-# scale and mask and with each classic wrong one. The judge says which the output is.
+# The projections, split_heads and merge_heads composed as the lesson writes attention,
+# o_proj(merge(softmax(mask(q kᵀ · scale)) v)), with the right scale and mask and with
+# each classic wrong one (FORMULA_MISTAKES): on the checks' fixed inputs, data the kit
+# computed with the reference's parts (grader/checks/facts.py; hidden/oracles.py). The
+# judge says which the output is.
 
 FORMULA_MISTAKES = {
     "scale_d": "the scores are divided by d, the model width; divide by sqrt(d_h), the square root of one "
@@ -218,32 +220,9 @@ FORMULA_MISTAKES = {
 }
 
 
-def _formula_variants(d, dh):
-    """label -> (scale, mask, softmax axis, cache arrangement, output projection)."""
-    root = 1 / math.sqrt(dh)
-    return {
-        "right": (root, "causal", -1, "before", True),
-        "scale_d": (1 / d, "causal", -1, "before", True),
-        "scale_dh": (1 / dh, "causal", -1, "before", True),
-        "no_scale": (1.0, "causal", -1, "before", True),
-        "scale_sqrt_d": (1 / math.sqrt(d), "causal", -1, "before", True),
-        "times_sqrt_dh": (math.sqrt(dh), "causal", -1, "before", True),
-        "no_mask": (root, "none", -1, "before", True),
-        "next": (root, "next", -1, "before", True),
-        "diagonal": (root, "diagonal", -1, "before", True),
-        "dim_queries": (root, "causal", -2, "before", True),
-        "no_output_projection": (root, "causal", -1, "before", False),
-        "cache_ignored": (root, "causal", -1, "ignored", True),
-        "unshifted": (root, "unshifted", -1, "before", True),
-        "cache_after": (root, "causal", -1, "after", True),
-        "keys_values_mixed": (root, "causal", -1, "mixed", True),
-    }
-
-
 def probe_attention_formula(ns, x, sizes, state, past=None):
     module = loaded_attention(ns, sizes, state)
     cache = lambda: None if past is None else tuple(t.clone() for t in past)  # noqa: E731
-    d, h = sizes["d_model"], sizes["n_heads"]
     with torch.no_grad():
         log = CatLog()
         try:
@@ -255,51 +234,28 @@ def probe_attention_formula(ns, x, sizes, state, past=None):
             if past is None:
                 raise
             return {"error": type(error).__name__, "cats": log.calls, "past_shape": list(past[0].shape)}
-        weights = module.last_attention
-        q, k, v = (module.split_heads(getattr(module, p)(x.clone())) for p in ("q_proj", "k_proj", "v_proj"))
-        composed = {}
-        for label, (scale, mask, axis, arrangement, project) in _formula_variants(d, d // h).items():
-            if past is None and label in ("cache_ignored", "unshifted", "cache_after", "keys_values_mixed"):
-                continue
-            keys, values = k, v
-            if past is not None and arrangement != "ignored":
-                old_k, old_v = cache()
-                keys, values = {"before": (torch.cat([old_k, k], 2), torch.cat([old_v, v], 2)),
-                                "after": (torch.cat([k, old_k], 2), torch.cat([v, old_v], 2)),
-                                "mixed": (torch.cat([old_v, k], 2), torch.cat([old_k, v], 2))}[arrangement]
-            T, S = q.shape[2], keys.shape[2]
-            query_pos = torch.arange(S - T, S).unsqueeze(1)
-            key_pos = torch.arange(S).unsqueeze(0)
-            hide = {"causal": key_pos > query_pos, "none": torch.zeros(T, S, dtype=torch.bool),
-                    "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1),
-                    "diagonal": key_pos >= query_pos}[mask]
-            w = torch.softmax((q @ keys.transpose(-2, -1) * scale).masked_fill(hide, float("-inf")), dim=axis)
-            merged = module.merge_heads(w @ values)
-            composed[label] = module.o_proj(merged) if project else merged
-            if label == "right":
-                composed["right_weights"] = w
-    return {"out": out, "weights": weights, "composed": composed}
+        return {"out": out, "weights": module.last_attention}
 
 
 @check("formula_with_cache", 2, "with 4 cached tokens the output is the same formula over [cached keys, new keys]",
-       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g, past_length=4))
+       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g, past_length=4), fixed_inputs=True)
 @check("formula", 2,
        "d=12, h=3: the output is o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) of your own parts",
-       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g))
+       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g), fixed_inputs=True)
 def judge_attention_formula(out, inputs, expected):
     if "error" in out:
         return judge_attention_reference(out, inputs, expected)
-    composed = out["composed"]
+    composed = known_facts(inputs)
     right = composed["right"]
     past = "" if inputs.get("past") is None else f" (with {inputs['past'][0].shape[2]} cached tokens)"
     if compare(out["out"], right, atol=1e-9, rtol=1e-7) is None:
         if problem := compare(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
             return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention{past}"
         return None
-    known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
+    named = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
                                          if label in composed], atol=1e-7, rtol=1e-6)
-    if known:
-        return known + past
+    if named:
+        return named + past
     cached = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
     if isinstance(out["weights"], torch.Tensor) and (weights := weights_diagnosis(out["weights"], cached)):
         return weights + past

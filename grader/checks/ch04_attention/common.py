@@ -1,9 +1,8 @@
 """What the chapter's task modules share: the sizes they build attention with, the
-module built from the student's (or the reference's) code, random projection weights,
-and the lesson's head layout written out in plain torch.
-
-They run on both sides: in the sandbox to build modules, in the grader to compute
-what the known mistakes would output.
+module built from the student's (or the reference's) code, and random projection
+weights. They run on both sides: in the sandbox to build modules, in the grader to
+make inputs. The head layout and the attention formula, right and wrong, are the kit's
+own (hidden/oracles.py); the public checks read what they give as data (facts.json).
 """
 
 from __future__ import annotations
@@ -34,15 +33,3 @@ def random_attention_state(g, sizes, scale=None):
     d = sizes["d_model"]
     scale = scale if scale is not None else 1.2 / math.sqrt(d)
     return {f"{name}.weight": torch.randn(d, d, generator=g, dtype=F64) * scale for name in PROJECTIONS}
-
-
-def heads_of(x, h):
-    """[B, T, d] -> [B, h, T, d_h], head i owning features i*d_h .. (i+1)*d_h - 1."""
-    B, T, d = x.shape
-    return x.reshape(B, T, h, d // h).transpose(1, 2)
-
-
-def merged(y):
-    """[B, h, T, d_h] -> [B, T, d], the inverse of heads_of."""
-    B, h, T, dh = y.shape
-    return y.transpose(1, 2).reshape(B, T, h * dh)

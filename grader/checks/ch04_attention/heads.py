@@ -3,6 +3,8 @@
 Head i owns the contiguous features i*d_h .. (i+1)*d_h - 1 of every position; the
 checks feed numbered features, so a head that takes every h-th feature, or axes
 regrouped without being moved, is named, and merge_heads must undo split_heads exactly.
+The right layout of the numbered features, and the wrong ones, are data the kit computed
+(grader/checks/facts.py; hidden/oracles.py).
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
-from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, heads_of, merged, new_attention
+from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, new_attention
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("split_heads", "model", "CausalSelfAttention.split_heads", "splitting [B, T, d] into heads"),
@@ -23,17 +26,6 @@ TASKS = [
 def probe_split(ns, x, sizes):
     module = new_attention(ns, sizes).double()
     return {"y": module.split_heads(x.clone())}
-
-
-def _split_mistakes(x, h):
-    B, T, d = x.shape
-    dh = d // h
-    return [
-        ("the heads are split with the axes mixed up: view(B, h, T, d_h) regroups the numbers without moving "
-         "them; view as [B, T, h, d_h] first, then swap T and h (transpose(1, 2))", x.reshape(B, h, T, dh)),
-        ("head i takes every h-th feature (view(B, T, d_h, h)); head i must own the contiguous features "
-         "i*d_h .. (i+1)*d_h - 1", x.reshape(B, T, dh, h).permute(0, 3, 1, 2)),
-    ]
 
 
 @check("shape", 1, "B=2, T=3, d=4, h=2: split_heads gives [2, 2, 3, 2] = [B, h, T, d_h]", task="split_heads",
@@ -53,14 +45,18 @@ def judge_split_shape(out, inputs, expected):
        task="split_heads", probe=probe_split,
        inputs=lambda g: {"x": torch.arange(2 * 5 * 12, dtype=torch.float64).reshape(2, 5, 12), "sizes": WIDE})
 def judge_split_values(out, inputs, expected):
-    x, h = inputs["x"], inputs["sizes"]["n_heads"]
-    if problem := judge_split_shape(out, inputs, expected):
+    return split_problem(out, inputs, known_facts(inputs))
+
+
+def split_problem(out, inputs, facts):
+    """facts: the heads of x ("right") and the classic wrong splits ("mistakes", [(text, y)])."""
+    if problem := judge_split_shape(out, inputs, None):
         return problem
-    right = heads_of(x, h)
+    right = facts["right"]
     if matches(out["y"], right, atol=0, rtol=0):
         return None
-    known = first_diagnosis(out["y"], _split_mistakes(x, h), atol=0, rtol=0)
-    return known or (compare(out["y"], right, "split_heads(x)", atol=0, rtol=0)
+    named = first_diagnosis(out["y"], facts["mistakes"], atol=0, rtol=0)
+    return named or (compare(out["y"], right, "split_heads(x)", atol=0, rtol=0)
                      + ": head i must own features i*d_h .. (i+1)*d_h - 1 of every position")
 
 
@@ -70,16 +66,6 @@ def judge_split_values(out, inputs, expected):
 def probe_merge(ns, y, sizes):
     module = new_attention(ns, sizes).double()
     return {"x": module.merge_heads(y.clone())}
-
-
-def _merge_mistakes(y):
-    B, h, T, dh = y.shape
-    return [
-        ("merge_heads reshapes [B, h, T, d_h] straight to [B, T, d] without moving the heads axis back: "
-         "transpose h and T first (transpose(1, 2)), then reshape", y.reshape(B, T, h * dh)),
-        ("the heads' features are interleaved (feature j of head i lands at j*h + i); head i's features "
-         "belong together at i*d_h .. (i+1)*d_h - 1", y.permute(0, 2, 3, 1).reshape(B, T, h * dh)),
-    ]
 
 
 @check("shape", 1, "B=2, h=2, T=3, d_h=2: merge_heads gives [2, 3, 4] = [B, T, d]", task="merge_heads",
@@ -96,19 +82,21 @@ def judge_merge_shape(out, inputs, expected):
 def judge_merge_values(out, inputs, expected):
     if problem := judge_merge_shape(out, inputs, expected):
         return problem
-    y = inputs["y"]
-    right = merged(y)
+    facts = known_facts(inputs)
+    right = facts["right"]
     if matches(out["x"], right, atol=0, rtol=0):
         return None
-    known = first_diagnosis(out["x"], _merge_mistakes(y), atol=0, rtol=0)
-    return known or (compare(out["x"], right, "merge_heads(y)", atol=0, rtol=0)
+    named = first_diagnosis(out["x"], facts["mistakes"], atol=0, rtol=0)
+    return named or (compare(out["x"], right, "merge_heads(y)", atol=0, rtol=0)
                      + ": head i's d_h features go to positions i*d_h .. (i+1)*d_h - 1")
 
 
 def probe_merge_inverse(ns, x, sizes):
     module = new_attention(ns, sizes).double()
     heads = module.split_heads(x.clone())
-    return {"round_trip": module.merge_heads(heads), "again": module.split_heads(module.merge_heads(heads.clone()))}
+    split = heads.clone() if isinstance(heads, torch.Tensor) else heads
+    return {"round_trip": module.merge_heads(heads), "again": module.split_heads(module.merge_heads(heads.clone())),
+            "heads": split}
 
 
 @check("inverse_of_split", 1, "merge_heads(split_heads(x)) == x and split_heads(merge_heads(y)) == y",
@@ -121,6 +109,6 @@ def judge_merge_inverse(out, inputs, expected):
     if not torch.equal(out["round_trip"], x):
         return ("merge_heads(split_heads(x)) is not x: merge_heads must undo split_heads exactly "
                 "(transpose h and T back, then reshape to [B, T, d])")
-    if not torch.equal(out["again"], heads_of(x, inputs["sizes"]["n_heads"])):
+    if not torch.equal(out["again"], out["heads"]):
         return "split_heads(merge_heads(y)) is not y: merge_heads must be the exact inverse of split_heads"
     return None

@@ -1,7 +1,8 @@
 """The block's parts: ln_attention, attention, ln_feedforward and feedforward.
 
 The names are part of the contract; the two LayerNorms must be separate objects, and
-the block registers exactly the ledger's 4d² + 2df + f + 5d parameters.
+the block registers exactly the ledger's 4d² + 2df + f + 5d parameters (for the public
+check's sizes, a count the kit computed: grader/checks/facts.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from grader.checks._api import Task, check, shown_count
 from grader.checks.catalogue import known_class_name
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
-from grader.checks.course import BLOCK_PARTS, block_parameters, config
+from grader.checks.course import BLOCK_PARTS, config
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("block_init", "model", "TransformerBlock.__init__", "the block's parts"),
@@ -32,6 +34,11 @@ def probe_block_parts(ns, sizes):
        "and 4d² + 2df + f + 5d parameters",
        probe=probe_block_parts, inputs=lambda g: {"sizes": BLOCK_WALK})
 def judge_block_parts(out, inputs, expected):
+    return block_parts_problem(out, inputs, known_facts(inputs)["ledger"])
+
+
+def block_parts_problem(out, inputs, ledger):
+    """ledger: what 4d² + 2df + f + 5d gives for the block's sizes."""
     # Part names are the contract's; class names only when the grader knows them on its own.
     missing = [name for name in BLOCK_PARTS if name in out["missing"]]
     if missing:
@@ -45,8 +52,8 @@ def judge_block_parts(out, inputs, expected):
     if out["norms_shared"]:
         return "ln_attention and ln_feedforward are one object used twice: each branch needs its own LayerNorm"
     d, f = inputs["sizes"]["d_model"], inputs["sizes"]["d_ff"]
-    if out["parameters"] != block_parameters(d, f):
+    if out["parameters"] != ledger:
         return (f"the block registers {shown_count(out['parameters'], grouped=False)} parameters; the ledger "
                 f"4d² + 2df + f + 5d "
-                f"gives {block_parameters(d, f)} for d={d}, f={f}")
+                f"gives {ledger} for d={d}, f={f}")
     return None

@@ -2,7 +2,8 @@
 
 Example 1 of the lesson (W1 = I, W2 = ½I, zero biases) pins the published increment;
 random weights pin the formula, and the classic mistakes (no nonlinearity, ReLU, the
-tanh GELU, a missing bias) are named. torch's GELU scores 'forbidden' here too.
+tanh GELU, a missing bias) are named: on Example 1 what each outputs is data the kit
+computed (grader/checks/facts.py). torch's GELU scores 'forbidden' here too.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import math
 
 import torch
 
-from grader.checks._api import GELU_KERNELS, Task, check, compare, exact_gelu, first_diagnosis, matches, tanh_gelu
+from grader.checks._api import GELU_KERNELS, Task, check, compare, first_diagnosis, matches
 from grader.checks.ch05_block.common import SIZES
 from grader.checks.course import config, load_state
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("feedforward", "model", "FeedForward.forward", "the feed-forward network",
@@ -34,32 +36,30 @@ def _example_feedforward_inputs():
             "sizes": {"d_model": 2, "n_heads": 1, "d_ff": 2}}
 
 
-def _feedforward_mistakes(x, state):
-    w1, b1, w2, b2 = state["fc1.weight"], state["fc1.bias"], state["fc2.weight"], state["fc2.bias"]
-    pre = x @ w1.T + b1
-    return [
-        ("there is no nonlinearity between the two linear layers: apply gelu to x W1 + b1", pre @ w2.T + b2),
-        ("ReLU is used where the exact GELU belongs", torch.relu(pre) @ w2.T + b2),
-        ("the tanh approximation of GELU is used; use the exact erf form", tanh_gelu(pre) @ w2.T + b2),
-        ("the second bias b2 is missing", exact_gelu(pre) @ w2.T),
-        ("the first bias b1 is missing", exact_gelu(x @ w1.T) @ w2.T + b2),
-    ]
+FEEDFORWARD_MISTAKES = [
+    "there is no nonlinearity between the two linear layers: apply gelu to x W1 + b1",
+    "ReLU is used where the exact GELU belongs",
+    "the tanh approximation of GELU is used; use the exact erf form",
+    "the second bias b2 is missing",
+    "the first bias b1 is missing",
+]
 
 
-def judge_feedforward(out, inputs, expected):
-    x, state = inputs["x"], inputs["state"]
-    right = exact_gelu(x @ state["fc1.weight"].T + state["fc1.bias"]) @ state["fc2.weight"].T + state["fc2.bias"]
+def feedforward_problem(out, facts):
+    """facts: the right output ("right") and each mistake's of FEEDFORWARD_MISTAKES
+    ("mistakes", [(text, output)])."""
+    right = facts["right"]
     if compare(out["y"], right, atol=1e-9, rtol=1e-7) is None:
         return None
-    known = first_diagnosis(out["y"], _feedforward_mistakes(x, state), atol=1e-7, rtol=1e-6)
-    return known or compare(out["y"], right, "the feed-forward output", atol=1e-9, rtol=1e-7)
+    named = first_diagnosis(out["y"], facts["mistakes"], atol=1e-7, rtol=1e-6)
+    return named or compare(out["y"], right, "the feed-forward output", atol=1e-9, rtol=1e-7)
 
 
 @check("example_1", 2, "Example 1 (W1 = I, W2 = ½I) gives the increment (-0.0793278, 0.4206696)",
        probe=probe_feedforward, inputs=lambda g: _example_feedforward_inputs())
 def judge_feedforward_example(out, inputs, expected):
     figure = torch.tensor([[[-0.0793278, 0.4206696]]], dtype=torch.float64)
-    if problem := judge_feedforward(out, inputs, expected):
+    if problem := feedforward_problem(out, known_facts(inputs)):
         return f"Example 1 should give the increment (-0.0793278, 0.4206696): {problem}"
     if not matches(out["y"], figure, atol=5e-7, rtol=0):
         return "Example 1 should give the increment (-0.0793278, 0.4206696)"

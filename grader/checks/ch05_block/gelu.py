@@ -2,16 +2,16 @@
 
 Its values must match the erf form to 1e-9, so the tanh approximation (off by ~5e-4)
 fails; it, the sigmoid form and ReLU are each named when a student's output is one of
-them; g(a) - g(-a) = a holds for any GELU-like x · F(x). torch's GELU scores 'forbidden'.
+them (on the public inputs, what each gives is data the kit computed, facts.json);
+g(a) - g(-a) = a holds for any GELU-like x · F(x). torch's GELU scores 'forbidden'.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from grader.checks._api import GELU_KERNELS, Task, check, compare, exact_gelu, first_diagnosis, tanh_gelu
+from grader.checks._api import GELU_KERNELS, Task, check, compare, exact_gelu, first_diagnosis
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("gelu", "model", "gelu", "exact GELU",
@@ -23,17 +23,13 @@ def probe_gelu(ns, x):
     return {"y": ns.model.gelu(x.clone())}
 
 
-def _gelu_mistakes(x):
-    return [
-        ("this is the tanh approximation of GELU; use the exact form x * Phi(x) with erf",
-         tanh_gelu(x)),
-        ("this is ReLU, not GELU: GELU is x * Phi(x), smooth and slightly negative for x < 0",
-         torch.relu(x)),
-        ("this is the sigmoid approximation x * sigmoid(1.702 x); use the exact erf form",
-         x * torch.sigmoid(1.702 * x)),
-        ("the output equals the input: no nonlinearity was applied", x),
-        ("Phi(x) is returned without multiplying by x", 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))),
-    ]
+GELU_MISTAKES = [
+    "this is the tanh approximation of GELU; use the exact form x * Phi(x) with erf",
+    "this is ReLU, not GELU: GELU is x * Phi(x), smooth and slightly negative for x < 0",
+    "this is the sigmoid approximation x * sigmoid(1.702 x); use the exact erf form",
+    "the output equals the input: no nonlinearity was applied",
+    "Phi(x) is returned without multiplying by x",
+]
 
 
 @check("exact_values", 2, "gelu equals x * Phi(x) with erf, to 1e-9: the tanh form (off by ~5e-4) fails",
@@ -41,12 +37,16 @@ def _gelu_mistakes(x):
        inputs=lambda g: {"x": torch.tensor([-4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 3.0, 4.0],
                                            dtype=torch.float64)})
 def judge_gelu_values(out, inputs, expected):
-    x = inputs["x"]
-    exact = exact_gelu(x)
+    return gelu_problem(out, inputs, known_facts(inputs)["mistakes"])
+
+
+def gelu_problem(out, inputs, mistakes):
+    """mistakes: [(text, what the mistake outputs on inputs["x"])], GELU_MISTAKES's."""
+    exact = exact_gelu(inputs["x"])
     if compare(out["y"], exact, atol=1e-9, rtol=1e-9) is None:
         return None
-    known = first_diagnosis(out["y"], _gelu_mistakes(x), atol=1e-7, rtol=1e-6)
-    return known or compare(out["y"], exact, "gelu(x)", atol=1e-9, rtol=1e-9)
+    named = first_diagnosis(out["y"], mistakes, atol=1e-7, rtol=1e-6)
+    return named or compare(out["y"], exact, "gelu(x)", atol=1e-9, rtol=1e-9)
 
 
 def probe_gelu_odd_part(ns, a):

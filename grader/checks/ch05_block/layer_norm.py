@@ -4,7 +4,9 @@ The checks pin the lesson's figures and the classic mistakes: (1, 3) normalises 
 ±1/sqrt(1.00001) (the population variance, eps = 1e-5 inside the square root), a
 constant vector gives exactly beta, a shift of every feature changes nothing, gamma
 starts at 1 and beta at 0, and each position is normalised with its own statistics.
-torch's LayerNorm (and its other norm kernels) score 'forbidden'.
+What each classic mistake (LAYER_NORM_MISTAKES) outputs on the public checks' fixed
+inputs is data the kit computed (grader/checks/facts.py). torch's LayerNorm (and its
+other norm kernels) score 'forbidden'.
 """
 
 from __future__ import annotations
@@ -13,10 +15,9 @@ import math
 
 import torch
 
-from grader.checks._api import (
-    NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, layer_norm, matches, shape_problem,
-)
+from grader.checks._api import NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, shape_problem
 from grader.checks.course import EPS
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("layer_norm", "model", "LayerNorm.forward", "LayerNorm over the last axis",
@@ -28,19 +29,14 @@ TASKS = [
 # ----------------------------------------------------------------------- helpers
 
 
-def layer_norm_mistakes(x, gamma, beta):
-    return [
-        ("the variance is divided by d - 1 instead of d (use the population variance)",
-         layer_norm(x, gamma, beta, divisor_offset=1)),
-        ("eps is missing from the square root", layer_norm(x, gamma, beta, eps=0.0)),
-        ("eps is added outside the square root; it belongs inside: sqrt(var + eps)",
-         layer_norm(x, gamma, beta, eps_outside=True)),
-        ("gamma and beta are not applied", layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta))),
-        ("the statistics are taken over the time axis; take them over the last (feature) axis only",
-         layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x),
-        ("the statistics are taken over all axes; take them over the last (feature) axis only",
-         layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))),
-    ]
+LAYER_NORM_MISTAKES = [
+    "the variance is divided by d - 1 instead of d (use the population variance)",
+    "eps is missing from the square root",
+    "eps is added outside the square root; it belongs inside: sqrt(var + eps)",
+    "gamma and beta are not applied",
+    "the statistics are taken over the time axis; take them over the last (feature) axis only",
+    "the statistics are taken over all axes; take them over the last (feature) axis only",
+]
 
 
 def probe_layer_norm(ns, x, gamma=None, beta=None):
@@ -63,10 +59,9 @@ def judge_layer_norm_figures(out, inputs, expected):
     figure = torch.tensor([[-a, a]], dtype=torch.float64)
     if matches(out["y"], figure, atol=1e-9, rtol=0):
         return None
-    x, ones, zeros = inputs["x"], torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
-    known = first_diagnosis(out["y"], layer_norm_mistakes(x, ones, zeros), atol=1e-6, rtol=0)
-    if known:
-        return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001): {known}"
+    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"], atol=1e-6, rtol=0)
+    if named:
+        return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001): {named}"
     return compare(out["y"], figure, "LayerNorm((1, 3))", atol=1e-9, rtol=0)
 
 
@@ -139,18 +134,18 @@ def probe_layer_norm_rows(ns, x, gamma, beta):
 
 @check("each_position_alone", 1,
        "x [2, 3, 4] normalised at once equals each position normalised alone: statistics over the last axis only",
-       probe=probe_layer_norm_rows,
+       probe=probe_layer_norm_rows, fixed_inputs=True,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 0.5,
                          "gamma": torch.rand(4, generator=g, dtype=torch.float64) + 0.5,
                          "beta": torch.randn(4, generator=g, dtype=torch.float64)}, gated_by="example_figures")
 def judge_layer_norm_rows(out, inputs, expected):
-    x, gamma, beta = inputs["x"], inputs["gamma"], inputs["beta"]
+    x = inputs["x"]
     if problem := shape_problem(out["y"], x.shape, "LayerNorm(x)"):
         return problem
     if matches(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
         return None
-    known = first_diagnosis(out["y"], layer_norm_mistakes(x, gamma, beta)[4:], atol=1e-7, rtol=1e-6)
-    if known:
-        return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {known}"
+    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"][4:], atol=1e-7, rtol=1e-6)
+    if named:
+        return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {named}"
     return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "
             "d features are normalised with their own mean and variance, never with other positions'")

@@ -3,21 +3,21 @@
 Judged against autograd on the same forward, at the derivative's known values
 (0.5 at 0, Φ(±1) ± φ(1) at ±1, 1 and 0 far out), and by finite differences; the
 mistakes table names a half-done product rule, a missing chain rule, a wrong normal
-density, the tanh approximation's derivative, ReLU's step and the forward itself.
+density, the tanh approximation's derivative, ReLU's step and the forward itself. On
+the public checks' fixed inputs autograd's gradient, the mistakes' and the differences
+are data the kit computed (grader/checks/facts.py; hidden/oracles.py).
 """
 
 from __future__ import annotations
 
-import math
 
 import torch
 
-from grader.checks._api import (
-    Task, check, compare, exact_gelu, first_diagnosis, matches, shape_problem, tanh_gelu,
-)
+from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NEAR, NO_AUTOGRAD, autograd_of, judge_finite_differences, judge_grads, random_tensor, shipped,
+    BY_HAND, NEAR, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, shipped,
 )
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("gelu_backward", "backward", "gelu_backward", "GELU's backward",
@@ -27,30 +27,6 @@ TASKS = [
 
 def probe_gelu_backward(ns, grad_out, x):
     return shipped(ns.backward.gelu_backward(grad_out.clone(), x.clone()))
-
-
-def gelu_mistakes(grad_out, x):
-    # GELU'(x) from autograd on the exact forward, Φ(x) from torch.special.ndtr, and the
-    # product rule's other term as their difference: x·φ(x) = GELU'(x) − Φ(x).
-    slope = autograd_of(exact_gelu, torch.ones_like(x), x)[0]
-    cdf = torch.special.ndtr(x.double())
-    x_pdf = slope - cdf
-    return [
-        ("the GELU derivative is missing the x·φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
-         grad_out * cdf),
-        ("the GELU derivative is missing the Φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
-         grad_out * x_pdf),
-        ("the local derivative is not multiplied by grad_out (the chain rule): return grad_out·(Φ(x) + x·φ(x))",
-         slope),
-        ("φ(x) is missing its normalising factor 1/sqrt(2π): φ(x) = exp(−x²/2) / sqrt(2π)",
-         grad_out * (cdf + x_pdf * math.sqrt(2.0 * math.pi))),
-        ("φ(x) uses exp(−x²) instead of exp(−x²/2)",  # exp(−x²) = exp(−x²/2)·exp(−x²/2)
-         grad_out * (cdf + x_pdf * torch.exp(-x * x / 2))),
-        ("this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
-         autograd_of(tanh_gelu, grad_out, x)[0]),
-        ("this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)", grad_out * (x > 0).double()),
-        ("this is the forward GELU, not its derivative", grad_out * exact_gelu(x)),
-    ]
 
 
 def _gelu_inputs(g):
@@ -63,11 +39,10 @@ def _gelu_inputs(g):
 
 
 @check("matches_autograd", 2, "x from −6 to 6 and random: dx equals autograd's gradient of the exact GELU x·Φ(x)",
-       probe=probe_gelu_backward, inputs=_gelu_inputs)
+       probe=probe_gelu_backward, inputs=_gelu_inputs, fixed_inputs=True)
 def judge_gelu_autograd(out, inputs, expected):
-    g, x = inputs["grad_out"], inputs["x"]
-    right = autograd_of(exact_gelu, g, x)
-    return judge_grads(out, ("dx",), "gelu_backward", right, {}, {"dx": gelu_mistakes(g, x)})
+    facts = known_facts(inputs)
+    return judge_grads(out, ("dx",), "gelu_backward", facts["right"], {}, facts["mistakes"])
 
 
 @check("key_values", 1, "GELU'(0) = 0.5, GELU'(±1) = Φ(±1) ± φ(1), → 1 for large x, → 0 for very negative x",
@@ -82,13 +57,13 @@ def judge_gelu_key_values(out, inputs, expected):
         return problem
     if matches(dx, figures, atol=1e-9, rtol=0):
         return None
-    known = first_diagnosis(dx, gelu_mistakes(inputs["grad_out"], inputs["x"]), **NEAR)
+    named = first_diagnosis(dx, known_facts(inputs)["mistakes"]["dx"], **NEAR)
     lead = "at x = 0, 1, −1, 8, −8 the derivative should be 0.5, 1.0833155, −0.0833155, 1, 0"
-    return f"{lead}: {known}" if known else f"{lead}; {compare(dx, figures, 'dx', atol=1e-9, rtol=0)}"
+    return f"{lead}: {named}" if named else f"{lead}; {compare(dx, figures, 'dx', atol=1e-9, rtol=0)}"
 
 
 @check("finite_differences", 1, "dx agrees with central finite differences of GELU (gradcheck's test)",
-       probe=probe_gelu_backward, inputs=_gelu_inputs)
+       probe=probe_gelu_backward, inputs=_gelu_inputs, fixed_inputs=True)
 def judge_gelu_finite_differences(out, inputs, expected):
-    return judge_finite_differences(out, ("dx",), "gelu_backward", exact_gelu, [inputs["x"]], inputs["grad_out"],
-                                     inputs["_directions"])
+    return judge_finite_differences(out, ("dx",), "gelu_backward", [inputs["x"]], inputs["_directions"],
+                                     known_facts(inputs)["numeric"])

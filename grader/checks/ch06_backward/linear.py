@@ -3,16 +3,18 @@ dbias) for y = x Wᵀ + b with nn.Linear's [out, in] weight and x [..., in].
 
 Judged against autograd on the same forward and by finite differences; the mistakes
 tables name Wᵀ for W, a transposed dweight, and dweight or dbias averaged over the
-positions or not summed over the batch.
+positions or not summed over the batch. On the public checks' fixed inputs autograd's
+gradients, the mistakes' and the differences are data the kit computed
+(grader/checks/facts.py; hidden/oracles.py).
 """
 
 from __future__ import annotations
 
 from grader.checks._api import Task, check
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NO_AUTOGRAD, autograd_of, judge_finite_differences, judge_grads, linear_of, random_tensor, reduced_shapes,
-    shipped,
+    BY_HAND, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, reduced_shapes, shipped,
 )
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("linear_backward", "backward", "linear_backward", "the linear layer's backward",
@@ -44,21 +46,6 @@ def linear_shapes(grad_out, x, weight):
             "dbias": reduced_shapes(grad_out.shape, "dbias")}
 
 
-def linear_mistakes(grad_out, x, weight):
-    # dweight and dbias from autograd on x Wᵀ + b (neither depends on b).
-    positions = grad_out.numel() // grad_out.shape[-1]
-    _, dweight, dbias = autograd_of(linear_of, grad_out, x, weight, grad_out.new_zeros(weight.shape[0]))
-    square = weight.shape[0] == weight.shape[1]
-    return {
-        "dx": [("dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W",
-                grad_out @ weight.T if square else None)],
-        "dweight": [("dweight is transposed: nn.Linear stores weight as [out, in], so dweight = grad_outᵀ · x",
-                     dweight.T if square else None),
-                    ("dweight averages over the positions; it must sum them", dweight / positions)],
-        "dbias": [("dbias averages over the positions; it must sum them", dbias / positions)],
-    }
-
-
 def linear_inputs(x_shape, out_features):
     def make(g):
         in_features = x_shape[-1]
@@ -73,18 +60,17 @@ def linear_inputs(x_shape, out_features):
 
 
 @check("matches_autograd", 3, "x [2, 3, 4], W [6, 4]: dx, dW, db equal autograd's gradients of x Wᵀ + b",
-       probe=probe_linear_backward, inputs=linear_inputs((2, 3, 4), 6))
+       probe=probe_linear_backward, inputs=linear_inputs((2, 3, 4), 6), fixed_inputs=True)
 def judge_linear_autograd(out, inputs, expected):
-    g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
-    right = autograd_of(linear_of, g, x, w, inputs["_bias"])
-    return judge_grads(out, LINEAR_NAMES, "linear_backward", right, linear_shapes(g, x, w),
-                        linear_mistakes(g, x, w))
+    facts = known_facts(inputs)
+    return judge_grads(out, LINEAR_NAMES, "linear_backward", facts["right"],
+                        linear_shapes(inputs["grad_out"], inputs["x"], inputs["weight"]), facts["mistakes"])
 
 
 @check("finite_differences", 1,
        "each gradient agrees with central finite differences of x Wᵀ + b (gradcheck's test)",
-       probe=probe_linear_backward, inputs=linear_inputs((5, 3), 2))
+       probe=probe_linear_backward, inputs=linear_inputs((5, 3), 2), fixed_inputs=True)
 def judge_linear_finite_differences(out, inputs, expected):
     tensors = [inputs["x"], inputs["weight"], inputs["_bias"]]
-    return judge_finite_differences(out, LINEAR_NAMES, "linear_backward", linear_of, tensors, inputs["grad_out"],
-                                     inputs["_directions"])
+    return judge_finite_differences(out, LINEAR_NAMES, "linear_backward", tensors, inputs["_directions"],
+                                     known_facts(inputs)["numeric"])

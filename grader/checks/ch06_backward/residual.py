@@ -4,18 +4,20 @@ x, gamma, beta, w1, b1, w2, b2) gives the seven gradients of x + fc2(gelu(fc1(LN
 Judged against autograd on the same forward, with fc2's weight zero (the skip path
 alone must carry grad_out through unchanged), and by finite differences; the mistakes
 tables name a missing, lone or doubled skip gradient, transposed weight gradients and
-per-feature gradients summed over the wrong axes.
+per-feature gradients summed over the wrong axes. On the public checks' fixed inputs
+autograd's gradients, the mistakes' and the differences are data the kit computed
+(grader/checks/facts.py; hidden/oracles.py).
 """
 
 from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, exact_gelu, layer_norm, matches, shape_problem
+from grader.checks._api import Task, check, matches, shape_problem
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NO_AUTOGRAD, autograd_of, judge_finite_differences, judge_grads, linear_of, random_tensor, reduced_shapes,
-    returned_of, shipped,
+    BY_HAND, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, reduced_shapes, returned_of, shipped,
 )
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("residual_backward", "backward", "residual_feedforward_backward",
@@ -27,24 +29,10 @@ RESIDUAL_NAMES = ("dx", "dgamma", "dbeta", "dw1", "db1", "dw2", "db2")
 RESIDUAL_ARGS = ("x", "gamma", "beta", "w1", "b1", "w2", "b2")
 
 
-def _residual(x, gamma, beta, w1, b1, w2, b2):
-    """The forward, in plain torch, for autograd and finite differences in the grader."""
-    return x + linear_of(exact_gelu(linear_of(layer_norm(x, gamma, beta), w1, b1)), w2, b2)
-
-
 def probe_residual_backward(ns, grad_out, x, gamma, beta, w1, b1, w2, b2):
     out = ns.backward.residual_feedforward_backward(grad_out.clone(), x.clone(), gamma.clone(), beta.clone(),
                                                     w1.clone(), b1.clone(), w2.clone(), b2.clone())
     return shipped(out)
-
-
-def residual_mistakes(grad_out, right):
-    dx = right[0]
-    return {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
-                    dx - grad_out),
-                   ("dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) "
-                    "must be added to grad_out", grad_out),
-                   ("the skip gradient is added twice: dx = grad_out + the branch's dx, once", dx + grad_out)]}
 
 
 def residual_shapes(inputs):
@@ -74,12 +62,11 @@ def residual_inputs(x_shape, f, dead=False):
 
 @check("matches_autograd", 3,
        "x [2, 3, 4], f = 8: all seven gradients of x + fc2(gelu(fc1(LN(x)))) equal autograd's",
-       probe=probe_residual_backward, inputs=residual_inputs((2, 3, 4), 8))
+       probe=probe_residual_backward, inputs=residual_inputs((2, 3, 4), 8), fixed_inputs=True)
 def judge_residual_autograd(out, inputs, expected):
-    g = inputs["grad_out"]
-    right = autograd_of(_residual, g, *(inputs[name] for name in RESIDUAL_ARGS))
-    return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", right, residual_shapes(inputs),
-                        residual_mistakes(g, right))
+    facts = known_facts(inputs)
+    return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", facts["right"], residual_shapes(inputs),
+                        facts["mistakes"])
 
 
 @check("dead_branch", 1, "with fc2's weight zero, dx equals grad_out exactly: the skip path passes it unchanged",
@@ -104,8 +91,8 @@ def judge_residual_dead_branch(out, inputs, expected):
 
 @check("finite_differences", 1,
        "each gradient agrees with central finite differences of the half-block (gradcheck's test)",
-       probe=probe_residual_backward, inputs=residual_inputs((3, 4), 6))
+       probe=probe_residual_backward, inputs=residual_inputs((3, 4), 6), fixed_inputs=True)
 def judge_residual_finite_differences(out, inputs, expected):
     tensors = [inputs[name] for name in RESIDUAL_ARGS]
-    return judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", _residual, tensors,
-                                     inputs["grad_out"], inputs["_directions"])
+    return judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", tensors,
+                                     inputs["_directions"], known_facts(inputs)["numeric"])

@@ -1,7 +1,9 @@
-"""What chapter 07's task modules share: the chapter's sizes, the parameter ledger and
-the mistakes a wrong count points at, the model built from a state, and the loss as the
-lesson defines it (the stable log-softmax cross-entropy, taken from torch's own) with its
-classic mistakes."""
+"""What chapter 07's task modules share: the chapter's sizes, naming the mistake a wrong
+parameter count points at (the counts themselves, the ledger's and each mistake's, are
+data the kit computed for the public checks' configurations: grader/checks/facts.py),
+the model built from a state, and the loss as the lesson defines it (the stable
+log-softmax cross-entropy, taken from torch's own, which the cross_entropy task may not
+use) with its classic mistakes."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.checks._api import first_diagnosis, matches
-from grader.checks.course import PUBLISHED, block_parameters, config, load_state, model_parameters
+from grader.checks.course import PUBLISHED, config, load_state
 
 SIZES = dict(vocab_size=11, block_size=12, d_model=8, n_heads=2, n_layers=2, d_ff=16)
 # The lesson's two figures: 107,776 parameters for the published model, 424 for a small one.
@@ -23,38 +25,18 @@ def full_sizes(sizes):
     return {**SIZES, **sizes}
 
 
-def ledger_of(sizes):
-    return model_parameters(full_sizes(sizes))
-
-
 def describe_value(sizes):
     s = full_sizes(sizes)
     return (f"V={s['vocab_size']}, C={s['block_size']}, N={s['n_layers']}, d={s['d_model']}, "
             f"h={s['n_heads']}, f={s['d_ff']}")
 
 
-def count_mistake(count, sizes) -> "str | None":
-    """Name the mistake a wrong parameter count points at, if a known one."""
-    s = full_sizes(sizes)
-    V, C, N, d, f = s["vocab_size"], s["block_size"], s["n_layers"], s["d_model"], s["d_ff"]
-    block, diff = block_parameters(d, f), count - ledger_of(sizes)
-    known = [
-        (-(N - 1) * block, "one block object reused N times: the N blocks must be N separate "
-                           "TransformerBlock objects, each with its own parameters"),
-        (-N * block, "the blocks' parameters are not counted/registered: keep the blocks in an nn.ModuleList "
-                     "(a plain Python list hides them from .parameters())"),
-        (V, "the head has a bias: the head is bias-free (nn.Linear(d, V, bias=False))"),
-        (-V * d, "the head is tied to the token embedding (one shared V×d matrix): this model's head is "
-                 "untied, with its own weight"),
-        (-V * d + V, "the head is tied to the token embedding and has a bias: it is untied and bias-free"),
-        (-2 * d, "there is no final LayerNorm (ln_final, 2d parameters) before the head"),
-        (-C * d, "the position embedding (C·d parameters) is missing"),
-        (4 * d * N, "the attention projections have biases (4d per block); Q/K/V/O are bias-free"),
-        (-f * N, "the first feed-forward bias (f per block) is missing"),
-        (-(f + d) * N, "the feed-forward biases (f + d per block) are missing"),
-        (-4 * d * N, "the blocks' LayerNorm γ and β (4d per block) are missing"),
-    ]
-    for amount, why in known:
+def count_problem(count, facts) -> "str | None":
+    """The mistake a wrong parameter count points at, if a known one. facts: the ledger's
+    count for the configuration ("ledger") and what each known mistake changes it by
+    ("mistakes", [(amount, why)])."""
+    diff = count - facts["ledger"]
+    for amount, why in facts["mistakes"]:
         if amount and diff == amount:
             return why
     return None

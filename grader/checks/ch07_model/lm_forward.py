@@ -2,10 +2,11 @@
 position_embedding))), the loss against targets, and the KV cache across every block.
 
 The checks pin the shapes (loss and presents None unless asked for), the loss as the
-cross-entropy of the returned logits, the formula composed from the model's own parts
-(naming the classic wrong forwards), that the head reads ln_final, that positions
-matter, causality, and that feeding tokens in pieces through past_key_values gives the
-logits of one full pass, with positions offset by the cache length.
+cross-entropy of the returned logits, the formula on fixed weights and ids (naming the
+classic wrong forwards; what each gives is data the kit computed from the reference's
+parts, grader/checks/facts.py), that the head reads ln_final, that positions matter,
+causality, and that feeding tokens in pieces through past_key_values gives the logits
+of one full pass, with positions offset by the cache length.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from grader.checks._api import (
 )
 from grader.checks.ch07_model.common import SIZES, full_sizes, judge_loss, model_of, stable_cross_entropy
 from grader.checks.course import random_lm_state
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("lm_forward", "model", "TransformerLM.forward", "the model's forward pass"),
@@ -104,48 +106,23 @@ LM_MISTAKES = {
 }
 
 
-def lm_composed(model, idx):
-    """The model's own parts composed as the lesson's forward, and as the classic wrong ones."""
-    with torch.no_grad():
-        tokens = model.token_embedding(idx)
-        hidden = model.position_embedding(tokens, 0)
-
-        def through(h, blocks):
-            for block in blocks:
-                h = block(h)[0]
-            return h
-
-        head = lambda h: model.head(model.ln_final(h))  # noqa: E731
-        blocks = list(model.blocks)
-        return {
-            "right": head(through(hidden, blocks)),
-            "no_final_norm": model.head(through(hidden, blocks)),
-            "no_positions": head(through(tokens, blocks)),
-            "first_block_only": head(through(hidden, blocks[:1])),
-            "last_block_only": head(through(hidden, blocks[-1:])),
-            "no_blocks": head(hidden),
-            "final_norm_twice": model.head(model.ln_final(model.ln_final(through(hidden, blocks)))),
-            "blocks_reversed": head(through(hidden, blocks[::-1])),
-        }
-
-
 def probe_lm_formula(ns, sizes, state, idx, targets=None):
     model = model_of(ns, sizes, state)
     with torch.no_grad():
-        return {"logits": model(idx.clone())[0], "composed": lm_composed(model, idx.clone())}
+        return {"logits": model(idx.clone())[0]}
 
 
 @check("formula", 2,
        "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
        "parts, each block reading the one before",
-       probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6))
+       probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6), fixed_inputs=True)
 def judge_lm_formula(out, inputs, expected):
-    composed = out["composed"]
+    composed = known_facts(inputs)
     if compare(out["logits"], composed["right"], atol=1e-9, rtol=1e-7) is None:
         return None
-    known = first_diagnosis(out["logits"], [(text, composed[label]) for label, text in LM_MISTAKES.items()],
+    named = first_diagnosis(out["logits"], [(text, composed[label]) for label, text in LM_MISTAKES.items()],
                             atol=1e-8, rtol=1e-6)
-    return known or (compare(out["logits"], composed["right"], "the logit tensor", atol=1e-9, rtol=1e-7)
+    return named or (compare(out["logits"], composed["right"], "the logit tensor", atol=1e-9, rtol=1e-7)
                      + ": the logits are not head(ln_final(blocks(token_embedding + position_embedding))) "
                        "computed with the model's own parts")
 

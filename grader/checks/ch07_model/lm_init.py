@@ -3,7 +3,8 @@
 The names and shapes are part of the contract. The checks pin the registered count
 against the ledger (the lesson's figures, random configurations, any number of heads),
 N separate blocks in an nn.ModuleList, an untied bias-free head, the final LayerNorm,
-and that the forward pass runs on the student's parts.
+and that the forward pass runs on the student's parts. The ledger's counts for the public
+configurations are data the kit computed (grader/checks/facts.py).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import torch
 
 from grader.checks._api import Task, check, plain_shape, shape_problem, shown_count, shown_shape
 from grader.checks.catalogue import known_class_name
-from grader.checks.ch07_model.common import FIGURES, SIZES, count_mistake, describe_value, full_sizes, ledger_of, model_of
+from grader.checks.ch07_model.common import FIGURES, SIZES, count_problem, describe_value, full_sizes, model_of
 from grader.checks.course import LEDGER, LM_PARTS, config, random_lm_state
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("lm_init", "model", "TransformerLM.__init__", "the model's parts"),
@@ -28,16 +30,17 @@ def probe_lm_counts(ns, configs):
                        for sizes in configs]}
 
 
-def judge_lm_counts(out, inputs, hidden):
-    for count, sizes in zip(out["counts"], inputs["configs"]):
-        if count == ledger_of(sizes):
+def judge_lm_counts(out, inputs, facts, hidden):
+    """facts: per configuration, the ledger's count and the known mistakes' (count_problem)."""
+    for count, sizes, said in zip(out["counts"], inputs["configs"], facts):
+        if count == said["ledger"]:
             continue
-        why = count_mistake(count, sizes)
+        why = count_problem(count, said)
         if hidden:
             return ("for one of the hidden configurations TransformerLM registers a different number of "
                     f"parameters than the ledger {LEDGER}" + (f": {why}" if why else ""))
         return (f"for {describe_value(sizes)} TransformerLM(cfg) registers {shown_count(count)} parameters; the ledger "
-                f"{LEDGER} gives {ledger_of(sizes):,}" + (f": {why}" if why else ""))
+                f"{LEDGER} gives {said['ledger']:,}" + (f": {why}" if why else ""))
     return None
 
 
@@ -46,7 +49,7 @@ def judge_lm_counts(out, inputs, hidden):
        "V=10, C=6, N=2, d=4, h=2, f=8",
        probe=probe_lm_counts, inputs=lambda g: {"configs": FIGURES})
 def judge_lm_ledger(out, inputs, expected):
-    return judge_lm_counts(out, inputs, hidden=False)
+    return judge_lm_counts(out, inputs, known_facts(inputs), hidden=False)
 
 
 # ------------------------------------------------------------------ the parts
@@ -197,7 +200,7 @@ def judge_lm_heads(out, inputs, expected):
     if len(set(counts)) != 1:
         return (f"the parameter count changes with the number of heads ({', '.join(shown_count(c) for c in counts)} "
                 "for h = 1, 2, 4): heads split d into slices, they add no parameters")
-    return judge_lm_counts(out, inputs, hidden=False)
+    return judge_lm_counts(out, inputs, known_facts(inputs), hidden=False)
 
 
 def probe_lm_init_forward(ns, sizes, idx):

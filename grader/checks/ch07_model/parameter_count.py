@@ -2,14 +2,17 @@
 
 The checks pin the lesson's two figures (107,776 and 424), random configurations, and
 that the count equals what TransformerLM(cfg) registers; a wrong count is matched to
-the part it forgot or added (a reused block, a bias on the head, a tied head, ...).
+the part it forgot or added (a reused block, a bias on the head, a tied head, ...). The
+ledger's counts for the public configurations are data the kit computed
+(grader/checks/facts.py).
 """
 
 from __future__ import annotations
 
 from grader.checks._api import Task, check, shown_count
-from grader.checks.ch07_model.common import FIGURES, SIZES, count_mistake, describe_value, ledger_of
+from grader.checks.ch07_model.common import FIGURES, SIZES, count_problem, describe_value
 from grader.checks.course import LEDGER, config
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("parameter_count", "model", "parameter_count", "the parameter ledger"),
@@ -20,18 +23,19 @@ def probe_parameter_count(ns, configs):
     return {"counts": [ns.model.parameter_count(config(ns, SIZES, **sizes)) for sizes in configs]}
 
 
-def judge_counts(out, inputs, hidden):
+def judge_counts(out, inputs, facts, hidden):
+    """facts: per configuration, the ledger's count and the known mistakes' (count_problem)."""
     counts = out["counts"]
-    for count, sizes in zip(counts, inputs["configs"]):
+    for count, sizes, said in zip(counts, inputs["configs"], facts):
         if isinstance(count, bool) or not isinstance(count, int):
             return f"parameter_count should return a Python int, got {type(count).__name__}"
-        if count == ledger_of(sizes):
+        if count == said["ledger"]:
             continue
-        why = count_mistake(count, sizes)
+        why = count_problem(count, said)
         if hidden:
             return ("for one of the hidden configurations the count differs from the ledger " + LEDGER
                     + (f": {why}" if why else ""))
-        return (f"for {describe_value(sizes)} the ledger {LEDGER} gives {ledger_of(sizes):,}, got {shown_count(count)}"
+        return (f"for {describe_value(sizes)} the ledger {LEDGER} gives {said['ledger']:,}, got {shown_count(count)}"
                 + (f": {why}" if why else ""))
     return None
 
@@ -40,7 +44,7 @@ def judge_counts(out, inputs, hidden):
        "V=32, C=64, N=2, d=64, h=4, f=256 gives 107,776; V=10, C=6, N=2, d=4, h=2, f=8 gives 424",
        probe=probe_parameter_count, inputs=lambda g: {"configs": FIGURES})
 def judge_parameter_count(out, inputs, expected):
-    return judge_counts(out, inputs, hidden=False)
+    return judge_counts(out, inputs, known_facts(inputs), hidden=False)
 
 
 def probe_parameter_count_vs_model(ns, sizes):
@@ -56,7 +60,7 @@ def judge_parameter_count_vs_model(out, inputs, expected):
     if isinstance(out["count"], bool) or not isinstance(out["count"], int):
         return f"parameter_count should return a Python int, got {type(out['count']).__name__}"
     if out["count"] != out["registered"]:
-        why = count_mistake(out["count"], inputs["sizes"])
+        why = count_problem(out["count"], known_facts(inputs))
         return (f"for {describe_value(inputs['sizes'])} parameter_count gives {shown_count(out['count'])} but TransformerLM "
                 f"registers {shown_count(out['registered'])}" + (f": {why}" if why else ""))
     return None

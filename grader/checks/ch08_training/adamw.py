@@ -1,9 +1,11 @@
 """AdamW by hand: its parameters and state, one update, and forgetting the gradients.
 
-The optimizer is compared with AdamW written out in oracles.py (hand_adamw, proven equal
-to torch.optim.AdamW by tests/test_grader_oracles.py), run in the grader on the same
-parameters and gradients the probe was given: the sandbox only applies the student's
-code and reports what it did.
+The optimizer's trajectory is compared with torch.optim.AdamW's on the same parameters and
+gradients, and with each classic mistake's (ADAMW_MISTAKES). On the public checks' fixed
+inputs those trajectories are data the kit computed (grader/checks/facts.py, from AdamW
+written out in hidden/oracles.py and proven equal to torch's by
+tests/test_grader_oracles.py); the sandbox only applies the student's code and reports
+what it did. The first step and the decay alone are judged by the lesson's formulas.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import torch
 
 from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
 from grader.checks.ch08_training.common import SIZES, model_of
-from grader.checks.ch08_training.oracles import ADAMW_MISTAKES, hand_adamw
 from grader.checks.course import F64
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("adamw_init", "train", "AdamW.__init__", "AdamW's parameters and state"),
@@ -23,11 +25,29 @@ TASKS = [
          forbidden=("torch.optim.AdamW", "torch.optim.Adam", "torch.optim.adamw.adamw", "torch.optim.adam.adam",
                     "torch.optim._functional.adamw", "torch.optim._functional.adam",
                     "torch._fused_adamw_", "torch._fused_adam_"),
-         forbidden_ops=("_fused_*", "_foreach_*")),
+         forbidden_ops=("_fused_*", "_foreach_*", "torch.optim.adam.*", "torch.optim.adamw.*")),
     Task("adamw_zero_grad", "train", "AdamW.zero_grad", "forgetting the gradients"),
 ]
 
 HYPER = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+
+ADAMW_MISTAKES = [
+    ("no_bias_correction", "there is no bias correction: divide m by (1 - beta1^t) and v by (1 - beta2^t), "
+                           "with t the parameter's own step count"),
+    ("coupled", "the weight decay is added to the gradient (Adam with L2, coupled); AdamW's decay is decoupled: "
+                "p <- p * (1 - lr * weight_decay), applied to p directly, never through m and v"),
+    ("eps_inside", "eps is inside the square root; AdamW divides by sqrt(v_hat) + eps"),
+    ("betas_swapped", "beta1 and beta2 are swapped: m uses beta1 (the first of betas), v uses beta2"),
+    ("restarted_moments", "the moments are not kept from step to step: each parameter needs its own m and v "
+                          "(self.exp_avg[i], self.exp_avg_sq[i]), updated in place every step"),
+    ("decay_after", "the weight decay is applied after the Adam update; decay first, from the current p"),
+    ("decay_without_lr", "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)"),
+    ("no_decay", "there is no weight decay: p <- p * (1 - lr * weight_decay) before the update"),
+    ("global_t", "the step count t is shared by all parameters; each parameter has its own t, which does not "
+                 "advance at a step where its .grad is None"),
+    ("missing_as_zero", "a parameter whose .grad is None was updated as if its gradient were zero; skip it "
+                        "(no decay, no moment update, its t does not advance)"),
+]
 
 
 def leaves_of(initial):
@@ -81,16 +101,10 @@ def probe_adamw_init_model(ns, sizes):
     return _state_report(optimizer, originals)
 
 
-def _first_seen(order):
-    seen = []
-    for i in order:
-        if i not in seen:
-            seen.append(i)
-    return seen
-
-
-def judge_adamw_held_once(out, inputs, expected):
-    wanted = _first_seen(inputs["order"]) if "order" in inputs else list(range(out["originals"]))
+def judge_adamw_held_once(out, inputs, expected, first_seen=None):
+    """first_seen: the distinct parameters of inputs["order"] in first-seen order (the kit
+    computes them: facts.json for the public check); without an order, every parameter."""
+    wanted = first_seen if "order" in inputs else list(range(out["originals"]))
     held = out["held"]
     if not out["has_params"]:
         return "AdamW should keep its parameters in self.params, a list"
@@ -115,9 +129,13 @@ def judge_adamw_held_once(out, inputs, expected):
        task="adamw_init", probe=probe_adamw_init,
        inputs=lambda g: {"shapes": [[3, 2], [4], [2, 2, 2]], "order": [0, 1, 0, 2, 1], "as_generator": False})
 def judge_adamw_state(out, inputs, expected):
-    if problem := judge_adamw_held_once(out, inputs, expected):
+    return adamw_state_problem(out, inputs, known_facts(inputs)["first_seen"])
+
+
+def adamw_state_problem(out, inputs, first_seen):
+    if problem := judge_adamw_held_once(out, inputs, None, first_seen):
         return problem
-    shapes = [tuple(inputs["shapes"][i]) for i in _first_seen(inputs["order"])]
+    shapes = [tuple(inputs["shapes"][i]) for i in first_seen]
     for key, what in (("exp_avg", "self.exp_avg (m)"), ("exp_avg_sq", "self.exp_avg_sq (v)")):
         values = out[key]
         if values is None:
@@ -199,8 +217,14 @@ def probe_adamw_trajectory(ns, params, grads, lrs, hyper):
             "requires_grad": [bool(p.requires_grad) for p in leaves]}
 
 
-def _trajectory_problem(out, inputs, expected_trajectory, mistakes=ADAMW_MISTAKES):
-    trajectory = out["trajectory"]
+def same_trajectory(a, b, atol=1e-10, rtol=1e-9) -> bool:
+    return all(matches(x, y, atol=atol, rtol=rtol) for x, y in zip(a, b))
+
+
+def trajectory_problem(out, inputs, facts):
+    """facts: torch.optim.AdamW's trajectory on these inputs ("right") and each mistake's of
+    ADAMW_MISTAKES ("mistakes", None for one that changes nothing here)."""
+    trajectory, expected_trajectory = out["trajectory"], facts["right"]
     params, steps = inputs["params"], len(inputs["lrs"])
     for i, (t, p) in enumerate(zip(trajectory, params)):
         if problem := shape_problem(t, (steps, *p.shape), f"parameter {i}'s trajectory"):
@@ -211,14 +235,11 @@ def _trajectory_problem(out, inputs, expected_trajectory, mistakes=ADAMW_MISTAKE
         return ("the parameters never changed: update them in place (p.mul_, p.add_, p.addcdiv_, p.copy_ ...); "
                 "assigning a new tensor to a name does not change the model's parameter")
 
-    def same(a, b, atol=1e-10, rtol=1e-9):
-        return all(matches(x, y, atol=atol, rtol=rtol) for x, y in zip(a, b))
-
-    if same(trajectory, expected_trajectory):
+    if same_trajectory(trajectory, expected_trajectory):
         return None
-    for name, why in mistakes:
-        wrong = hand_adamw(params, inputs["grads"], inputs["lrs"], inputs["hyper"], mistake=name)
-        if same(trajectory, wrong, 1e-9, 1e-7) and not same(wrong, expected_trajectory):
+    for name, why in ADAMW_MISTAKES:
+        wrong = facts["mistakes"][name]
+        if wrong is not None and same_trajectory(trajectory, wrong, 1e-9, 1e-7):
             return why
     for step in range(steps):
         for i, (t, e) in enumerate(zip(trajectory, expected_trajectory)):
@@ -303,7 +324,7 @@ def _decay_inputs(g):
 
 @check("decoupled_decay", 1,
        "with all-zero gradients each step only shrinks p by (1 − lr·weight_decay): decoupled decay",
-       task="adamw_step", probe=probe_adamw_trajectory, inputs=_decay_inputs)
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_decay_inputs, fixed_inputs=True)
 def judge_adamw_decay(out, inputs, expected):
     """With all-zero gradients the Adam part is 0 / (0 + eps) = 0: only the decay acts."""
     lr, wd = inputs["lrs"][0], inputs["hyper"]["weight_decay"]
@@ -322,7 +343,7 @@ def judge_adamw_decay(out, inputs, expected):
         no_lr = torch.tensor([(1 - wd) ** (k + 1) for k in range(steps)], dtype=F64).reshape_as(powers)
         if matches(t, p * no_lr, atol=1e-12, rtol=1e-10):
             return "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)"
-        coupled = hand_adamw(inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"], mistake="coupled")
+        coupled = known_facts(inputs)["coupled"]
         if matches(t, coupled[i], atol=1e-9, rtol=1e-7):
             return ("with zero gradients each entry moved by about lr toward 0: the weight decay went into the "
                     "gradient (Adam with L2, coupled). AdamW's decay is decoupled: p <- p * (1 - lr * "
@@ -335,16 +356,13 @@ def judge_adamw_decay(out, inputs, expected):
 @check("skipped_steps", 1,
        "a parameter whose .grad is None at a step is left alone (no decay, no move) and its own step count t "
        "does not advance, as in torch.optim.AdamW",
-       task="adamw_step", probe=probe_adamw_trajectory, inputs=_skipping_inputs)
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_skipping_inputs, fixed_inputs=True)
 @check("matches_torch", 3,
        "60 steps with weight decay and a changing lr follow torch.optim.AdamW to 1e-10 (float64), gradients "
        "at scales 1e-3, 1 and 10",
-       task="adamw_step", probe=probe_adamw_trajectory, inputs=_adamw_inputs)
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_adamw_inputs, fixed_inputs=True)
 def judge_adamw_matches_torch(out, inputs, expected):
-    # hand_adamw with no mistake is torch.optim.AdamW step for step (tests/test_grader_oracles.py);
-    # building a torch.optim.AdamW here would cost the grader ~1 s of start-up.
-    oracle = hand_adamw(inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"])
-    return _trajectory_problem(out, inputs, oracle)
+    return trajectory_problem(out, inputs, known_facts(inputs))
 
 
 # --------------------------------------------------------------- AdamW.zero_grad

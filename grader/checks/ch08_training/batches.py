@@ -1,6 +1,9 @@
 """Padded batches with a mask: documents of different lengths become inputs, targets and a
 mask [B, T], each row its document's training windows from position 0 on (cut to
 block_size), padded at the end with pad_id where the mask is False.
+
+The right batch of the public checks' documents, and the batches of the classic mistakes,
+are data the kit computed (grader/checks/facts.py; hidden/batches.py computes them).
 """
 
 from __future__ import annotations
@@ -8,33 +11,11 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check
-from grader.checks.ch08_training.common import windows_of
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("make_batch", "train", "make_batch", "padded batches with a mask"),
 ]
-
-
-def _laid_out(cells, width, filler, front):
-    """One row of `width` cells: `cells` from cell 0 on and `filler` after them, or (front,
-    the mistake) `filler` first so that `cells` end in the last cell."""
-    gap = [filler] * (width - len(cells))
-    return gap + cells if front else cells + gap
-
-
-def right_batch(documents, block_size, pad_id, front=False):
-    """The batch the lesson describes, one document at a time: its windows (chapter 01's
-    contract: positions = min(block_size, len(ids) - 1), targets the inputs shifted by
-    one), laid out in a row as wide as the longest document's windows, pad_id after them
-    and the mask True exactly on the document's own positions. `front`: the same rows
-    padded at the front, a known mistake."""
-    per_document = [windows_of(ids, block_size) for ids in documents]
-    width = max((len(x) for x, _ in per_document), default=0)
-    inputs = [_laid_out(x, width, pad_id, front) for x, _ in per_document]
-    targets = [_laid_out(y, width, pad_id, front) for _, y in per_document]
-    scored = [_laid_out([True] * len(x), width, False, front) for x, _ in per_document]
-    return (torch.tensor(inputs, dtype=torch.long), torch.tensor(targets, dtype=torch.long),
-            torch.tensor(scored, dtype=torch.bool))
 
 
 def probe_make_batch(ns, documents, block_size, pad_id):
@@ -42,13 +23,15 @@ def probe_make_batch(ns, documents, block_size, pad_id):
     return {"out": list(out) if isinstance(out, (tuple, list)) else out}
 
 
-def batch_problem(out, inputs, show=True):
-    documents, block_size, pad_id = inputs["documents"], inputs["block_size"], inputs["pad_id"]
+def batch_problem(out, inputs, facts, show=True):
+    """facts: the right (inputs, targets, mask) ("right"), the same rows padded at the front
+    ("front") and, where pad_id is not BOS, the inputs padded with BOS ("bos_padded")."""
+    documents, block_size = inputs["documents"], inputs["block_size"]
     parts = out["out"]
     if not isinstance(parts, list) or len(parts) != 3:
         return "make_batch should return three tensors: (inputs, targets, mask)"
     got_inputs, got_targets, got_mask = parts
-    want_inputs, want_targets, want_mask = right_batch(documents, block_size, pad_id)
+    want_inputs, want_targets, want_mask = facts["right"]
     B, T = want_inputs.shape
     for tensor, what in ((got_inputs, "inputs"), (got_targets, "targets"), (got_mask, "mask")):
         if not isinstance(tensor, torch.Tensor):
@@ -70,7 +53,7 @@ def batch_problem(out, inputs, show=True):
         return f"mask should be a bool tensor (True on scored positions), got {got_mask.dtype}"
     if torch.equal(got_inputs, want_inputs) and torch.equal(got_targets, want_targets) and torch.equal(got_mask, want_mask):
         return None
-    front = right_batch(documents, block_size, pad_id, front=True)
+    front = facts["front"]
     if not torch.equal(front[2], want_mask) and (torch.equal(got_inputs, front[0]) or torch.equal(got_mask, front[2])):
         return "the padding is at the front; pad at the end, so no real position ever sees it"
     if torch.equal(got_inputs, want_inputs) and torch.equal(got_targets, want_inputs):
@@ -79,8 +62,7 @@ def batch_problem(out, inputs, show=True):
         return "mask is True on padded positions too: padding must not be scored (mask False there)"
     if torch.equal(got_mask, ~want_mask):
         return "mask is inverted: True on the scored positions, False on the padding"
-    bos = documents[0][0]
-    if pad_id != bos and torch.equal(got_inputs, right_batch(documents, block_size, bos)[0]):
+    if facts["bos_padded"] is not None and torch.equal(got_inputs, facts["bos_padded"]):
         return "the rows are padded with BOS; pad with the pad_id argument"
     if not torch.equal(got_mask, want_mask):
         return ("mask should be True exactly on each row's min(block_size, len(ids) - 1) scored positions, "
@@ -98,7 +80,7 @@ def _names_example(g):
 @check("lesson_example", 2, "ana and li (BOS = pad_id = 26) give the lesson's inputs, targets and mask",
        probe=probe_make_batch, inputs=_names_example)
 def judge_make_batch_example(out, inputs, expected):
-    if problem := batch_problem(out, inputs):
+    if problem := batch_problem(out, inputs, known_facts(inputs)):
         return f"the lesson's example (ana, li with BOS = 26 as pad_id): {problem}"
     return None
 
@@ -113,4 +95,4 @@ def _batch_inputs(g):
        "short rows padded at the end with pad_id (mask False), a long one cut to block_size, T the longest row",
        probe=probe_make_batch, inputs=_batch_inputs)
 def judge_make_batch(out, inputs, expected):
-    return batch_problem(out, inputs)
+    return batch_problem(out, inputs, known_facts(inputs))

@@ -1,7 +1,9 @@
 """Clipping the gradients by their global norm.
 
-The clipping is compared with torch.nn.utils.clip_grad_norm_, run in the grader on the
-same gradients the probe was given: the sandbox only applies the student's code and
+The clipping is compared with torch.nn.utils.clip_grad_norm_ on the same gradients the
+probe was given, and with each classic mistake (CLIP_MISTAKES): on the public checks'
+fixed inputs those norms and gradients are data the kit computed (grader/checks/facts.py;
+hidden/clipping.py computes them). The sandbox only applies the student's code and
 reports what it did.
 """
 
@@ -10,15 +12,16 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check, matches
-from grader.checks.ch08_training.common import CLIP_EPS, close_enough, is_float
+from grader.checks.ch08_training.common import close_enough, is_float
 from grader.checks.course import F64
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("clip_grad_norm", "train", "clip_grad_norm", "clipping by the global norm",
          forbidden=("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm",
                     "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm",
                     "torch.nn.utils.get_total_norm", "torch.nn.utils.clip_grads_with_norm_"),
-         forbidden_ops=("_foreach_*",)),
+         forbidden_ops=("_foreach_*", "torch.nn.utils.clip_grad.*")),
 ]
 
 
@@ -38,65 +41,22 @@ def probe_clip(ns, cases):
     return results
 
 
-def torch_clip(case):
-    """torch.nn.utils.clip_grad_norm_ on the distinct tensors that have a gradient (the oracle)."""
-    used = sorted(set(case["order"]))
-    tensors = []
-    for i in used:
-        g = case["grads"][i]
-        if g is not None:
-            t = torch.zeros(g.shape, dtype=F64, requires_grad=True)
-            t.grad = g.clone()
-            tensors.append((i, t))
-    total = torch.nn.utils.clip_grad_norm_([t for _, t in tensors], case["max_norm"])
-    grads = [None if g is None else g.clone() for g in case["grads"]]
-    for i, t in tensors:
-        grads[i] = t.grad.clone()
-    return total.detach(), grads
+CLIP_MISTAKES = [
+    ("own_norm", "each tensor is clipped by its own norm; clip by the global norm of all gradients together "
+                 "(sqrt of the sum of every entry squared), one factor for all"),
+    ("always_scaled", "the gradients are scaled even though their norm is below max_norm: scale only when the norm "
+                      "exceeds it (factor min(1, max_norm / (norm + 1e-6)))"),
+    ("squared_norm", "the returned value is the squared norm: return sqrt(sum of squares)"),
+    ("norm_after", "the returned norm is taken after clipping; return the norm before clipping"),
+    ("no_eps", "the factor is max_norm / norm; it is max_norm / (norm + 1e-6), as torch's clip_grad_norm_"),
+    ("shared_counted_twice", "a tensor listed twice (a shared weight) is counted twice in the norm; count each "
+                             "tensor once"),
+    ("shared_scaled_twice", "a tensor listed twice (a shared weight) is scaled twice; scale each tensor once"),
+    ("by_value", "each entry is clamped to [-max_norm, max_norm] (clipping by value); clip by the global L2 norm"),
+]
 
 
-def _clip_mistakes(case):
-    """(why, total it would return, grads it would leave) for the classic wrong clippings."""
-    used = [i for i in sorted(set(case["order"])) if case["grads"][i] is not None]
-    g = {i: case["grads"][i] for i in used}
-    max_norm = case["max_norm"]
-    norms = {i: torch.linalg.vector_norm(g[i]) for i in used}
-    total = torch.sqrt(sum(n * n for n in norms.values())) if used else torch.tensor(0.0, dtype=F64)
-    counted = [i for i in case["order"] if case["grads"][i] is not None]
-    total_dup = torch.sqrt(sum(norms[i] ** 2 for i in counted)) if counted else total
-    repeats = {i: case["order"].count(i) for i in used}
-
-    def grads_with(scale_of):
-        out = [None if x is None else x.clone() for x in case["grads"]]
-        for i in used:
-            out[i] = g[i] * scale_of(i)
-        return out
-
-    clamp = lambda s: torch.clamp(s, max=1.0)  # noqa: E731
-    scale = clamp(max_norm / (total + CLIP_EPS))
-    return [
-        ("each tensor is clipped by its own norm; clip by the global norm of all gradients together "
-         "(sqrt of the sum of every entry squared), one factor for all",
-         total, grads_with(lambda i: clamp(max_norm / (norms[i] + CLIP_EPS)))),
-        ("the gradients are scaled even though their norm is below max_norm: scale only when the norm exceeds it "
-         "(factor min(1, max_norm / (norm + 1e-6)))",
-         total, grads_with(lambda i: max_norm / (total + CLIP_EPS))),
-        ("the returned value is the squared norm: return sqrt(sum of squares)", total * total,
-         grads_with(lambda i: scale)),
-        ("the returned norm is taken after clipping; return the norm before clipping",
-         torch.minimum(total, total * scale), grads_with(lambda i: scale)),
-        ("the factor is max_norm / norm; it is max_norm / (norm + 1e-6), as torch's clip_grad_norm_",
-         total, grads_with(lambda i: clamp(max_norm / total))),
-        ("a tensor listed twice (a shared weight) is counted twice in the norm; count each tensor once",
-         total_dup, grads_with(lambda i: clamp(max_norm / (total_dup + CLIP_EPS)))),
-        ("a tensor listed twice (a shared weight) is scaled twice; scale each tensor once",
-         total, grads_with(lambda i: scale ** repeats[i])),
-        ("each entry is clamped to [-max_norm, max_norm] (clipping by value); clip by the global L2 norm",
-         total, [None if x is None else x.clamp(-max_norm, max_norm) for x in case["grads"]]),
-    ]
-
-
-def _grads_match(actual, wanted, atol=1e-12, rtol=1e-12):
+def grads_match(actual, wanted, atol=1e-12, rtol=1e-12):
     if not isinstance(actual, list) or len(actual) != len(wanted):
         return False
     for a, w in zip(actual, wanted):
@@ -108,10 +68,12 @@ def _grads_match(actual, wanted, atol=1e-12, rtol=1e-12):
     return True
 
 
-def clip_problem(out, inputs, hidden=False):
-    for number, (case, result) in enumerate(zip(inputs["cases"], out), start=1):
+def clip_problem(out, inputs, facts, hidden=False):
+    """facts: per case, torch's total norm and clipped gradients ("right") and each mistake's
+    of CLIP_MISTAKES ("mistakes", None for one that gives the right answer on that case)."""
+    for number, (case, result, said) in enumerate(zip(inputs["cases"], out, facts), start=1):
         total, grads = result["total"], result["grads"]
-        right_total, right_grads = torch_clip(case)
+        right_total, right_grads = said["right"]
         label = f"case {number}" + ("" if hidden else f" (max_norm {case['max_norm']})")
         if not isinstance(total, torch.Tensor):
             if is_float(total) and close_enough(float(total), float(right_total), 1e-12):
@@ -121,19 +83,19 @@ def clip_problem(out, inputs, hidden=False):
         if total.dim() != 0:
             return f"{label}: the returned norm has shape {list(total.shape)}; it should be a 0-d tensor"
         total_ok = matches(total, right_total, atol=1e-12, rtol=1e-12)
-        grads_ok = _grads_match(grads, right_grads)
+        grads_ok = grads_match(grads, right_grads)
         if total_ok and grads_ok:
             continue
-        for why, wrong_total, wrong_grads in _clip_mistakes(case):
-            if (matches(total, wrong_total, atol=1e-12, rtol=1e-10) and _grads_match(grads, wrong_grads, 1e-12, 1e-10)
-                    and not (matches(wrong_total, right_total, atol=1e-12, rtol=1e-12)
-                             and _grads_match(wrong_grads, right_grads))):
+        for name, why in CLIP_MISTAKES:
+            wrong = said["mistakes"][name]
+            if wrong is not None and matches(total, wrong[0], atol=1e-12, rtol=1e-10) and grads_match(
+                    grads, wrong[1], 1e-12, 1e-10):
                 return f"{label}: {why}"
         if not total_ok:
             return f"{label}: the returned norm differs from the global L2 norm of the gradients before clipping"
         if any(g is None for g, w in zip(grads, right_grads) if w is not None):
             return f"{label}: a gradient was removed; clipping must scale .grad in place"
-        if _grads_match(grads, [None if g is None else g for g in case["grads"]]) and float(right_total) > case["max_norm"]:
+        if grads_match(grads, [None if g is None else g for g in case["grads"]]) and float(right_total) > case["max_norm"]:
             if case.get("as_generator"):
                 return (f"{label}: with parameters given as a generator (like model.parameters()) nothing was "
                         f"clipped: a generator can be read only once, so make a list of it first")
@@ -173,15 +135,15 @@ def _clip_missing_shared_inputs(g):
 
 @check("missing_and_shared", 1,
        "a parameter without .grad is skipped, a tensor listed twice counts once, a generator works",
-       probe=probe_clip, inputs=_clip_missing_shared_inputs)
+       probe=probe_clip, inputs=_clip_missing_shared_inputs, fixed_inputs=True)
 @check("below_limit_untouched", 1, "gradients whose norm is below max_norm are left exactly as they are",
-       probe=probe_clip, inputs=_clip_below_inputs)
+       probe=probe_clip, inputs=_clip_below_inputs, fixed_inputs=True)
 @check("global_norm", 1,
        "gradients with norms 3 and 4 (global 5) and max_norm 1 become norms 0.6 and 0.8: one factor for all",
        probe=probe_clip, inputs=_clip_global_inputs)
 @check("matches_torch", 2,
        "max_norm 0.5, 1 and 100: the returned norm and the clipped gradients equal "
        "torch.nn.utils.clip_grad_norm_'s",
-       probe=probe_clip, inputs=_clip_cases)
+       probe=probe_clip, inputs=_clip_cases, fixed_inputs=True)
 def judge_clip(out, inputs, expected):
-    return clip_problem(out, inputs)
+    return clip_problem(out, inputs, known_facts(inputs))

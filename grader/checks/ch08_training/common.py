@@ -1,6 +1,5 @@
 """What several of chapter 08's task modules share: the small model's sizes, building
-it and its random weights, the clipping factor's epsilon, the windows of a document,
-random documents and tolerant float comparisons.
+it and its random weights, the clipping factor's epsilon and tolerant float comparisons.
 
 These run on both sides: in the sandbox to build models and optimizers, and in the
 grader to compute what torch, or a known mistake, would output.
@@ -32,8 +31,3 @@ def is_float(value) -> bool:
 
 def close_enough(a: float, b: float, tol: float = 1e-9) -> bool:
     return abs(a - b) <= tol * max(1.0, abs(b))
-
-
-def windows_of(ids, block_size):
-    positions = min(block_size, len(ids) - 1)
-    return list(ids[:positions]), list(ids[1:positions + 1])

@@ -1,6 +1,10 @@
 """The validation loss per scored character: every scored position weighs the same, however
 the documents fall into batches, padding is never scored, and the model runs in eval mode
 and comes back in the mode it had.
+
+With the same logits at every position the right value, and those of the classic
+mistakes, are data the kit computed on the check's fixed inputs (grader/checks/facts.py;
+hidden/evaluate.py computes them).
 """
 
 from __future__ import annotations
@@ -8,8 +12,9 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import Task, check
-from grader.checks.ch08_training.common import SIZES, close_enough, is_float, model_of, windows_of, random_state
+from grader.checks.ch08_training.common import SIZES, close_enough, is_float, model_of, random_state
 from grader.checks.course import F64
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("evaluate", "train", "evaluate", "the loss per scored character"),
@@ -18,8 +23,9 @@ TASKS = [
 DOCS = ["ana", "bob", "christopher", "eve", "li", "kai", "zoe"]
 
 
-def vocab(docs):
-    return sorted(set("".join(docs)))
+def vocab_size(docs):
+    """V for a character vocabulary of docs: its distinct characters and BOS."""
+    return len(set("".join(docs))) + 1
 
 
 def probe_evaluate(ns, docs, sizes, state, batch_size):
@@ -40,7 +46,7 @@ def probe_evaluate(ns, docs, sizes, state, batch_size):
 
 
 def _constant_logit_state(g, docs, sizes):
-    V = len(vocab(docs)) + 1
+    V = vocab_size(docs)
     state = random_state(g, {**sizes, "vocab_size": V})
     state["ln_final.weight"] = torch.zeros(sizes["d_model"], dtype=F64)  # logits = head(ln_final.bias) everywhere
     state["ln_final.bias"] = torch.randn(sizes["d_model"], generator=g, dtype=F64)
@@ -48,63 +54,45 @@ def _constant_logit_state(g, docs, sizes):
     return state
 
 
-def _scored_targets(docs, block_size):
-    chars = vocab(docs)
-    stoi = {c: i for i, c in enumerate(chars)}
-    bos = len(chars)
-    return [windows_of([bos, *[stoi[c] for c in doc], bos], block_size)[1] for doc in docs], bos
-
-
 def _evaluate_constant_inputs(g):
     sizes = dict(SIZES, block_size=5)
     return {"docs": list(DOCS), "sizes": sizes, "state": _constant_logit_state(g, DOCS, sizes), "batch_size": 3}
 
 
+EVALUATE_MISTAKES = [
+    ("batch_means", "this is the mean of the per-batch means, which over-weights the small last batch: sum each "
+                    "batch's loss times its number of scored positions, and divide by the total number of positions"),
+    ("padded", "the padded positions are scored too: only mask-True positions count, in the sum and in the number"),
+    ("document_means", "this is the mean of per-document means; the loss per character weights every scored "
+                       "position equally"),
+    ("summed", "this is the summed loss; divide by the number of scored positions"),
+]
+
+
 @check("per_scored_character", 2,
        "with the same logits at every position, 7 names in batches of 3 give the mean loss over all scored "
        "positions (not the mean of batch means)",
-       probe=probe_evaluate, inputs=_evaluate_constant_inputs)
+       probe=probe_evaluate, inputs=_evaluate_constant_inputs, fixed_inputs=True)
 def judge_evaluate_constant(out, inputs, expected):
     """With constant logits c at every position, the loss per scored character is the mean
     of -log softmax(c)[target] over every scored target: countable by hand."""
     value = out["value"]
     if not is_float(value):
         return f"evaluate should return a Python float, got {type(value).__name__}"
-    state, docs, bs = inputs["state"], inputs["docs"], inputs["batch_size"]
-    nll = -torch.log_softmax(state["head.weight"] @ state["ln_final.bias"], dim=-1)
-    targets, bos = _scored_targets(docs, inputs["sizes"]["block_size"])
-    per_doc = [[float(nll[t]) for t in row] for row in targets]
-    right = sum(map(sum, per_doc)) / sum(map(len, per_doc))
+    facts = known_facts(inputs)
+    right = facts["right"]
     if close_enough(value, right, 1e-9):
         return None
-    batches = [per_doc[i:i + bs] for i in range(0, len(per_doc), bs)]
-    batch_means = [sum(map(sum, b)) / sum(map(len, b)) for b in batches]
-
-    def padded(batch):
-        T = max(map(len, batch))
-        return sum(sum(row) + (T - len(row)) * float(nll[bos]) for row in batch), T * len(batch)
-
-    padded_batches = [padded(b) for b in batches]
-    candidates = [
-        (sum(batch_means) / len(batch_means),
-         "this is the mean of the per-batch means, which over-weights the small last batch: sum each batch's "
-         "loss times its number of scored positions, and divide by the total number of positions"),
-        (sum(s for s, _ in padded_batches) / sum(n for _, n in padded_batches),
-         "the padded positions are scored too: only mask-True positions count, in the sum and in the number"),
-        (sum(sum(r) / len(r) for r in per_doc) / len(per_doc),
-         "this is the mean of per-document means; the loss per character weights every scored position equally"),
-        (sum(map(sum, per_doc)), "this is the summed loss; divide by the number of scored positions"),
-    ]
-    for wrong, why in candidates:
-        if close_enough(value, wrong, 1e-9):
+    for label, why in EVALUATE_MISTAKES:
+        if close_enough(value, facts["mistakes"][label], 1e-9):
             return why
     return (f"with every position's logits the same vector c, the loss per scored character must be the mean of "
-            f"-log softmax(c)[target] over all {sum(map(len, per_doc))} scored positions: {right:.6f}, got {value:.6f}")
+            f"-log softmax(c)[target] over all {facts['positions']} scored positions: {right:.6f}, got {value:.6f}")
 
 
 def _evaluate_mode_inputs(g):
     sizes = dict(SIZES, dropout=0.5)
-    V = len(vocab(DOCS)) + 1
+    V = vocab_size(DOCS)
     return {"docs": list(DOCS), "sizes": sizes, "state": random_state(g, {**sizes, "vocab_size": V}),
             "batch_size": 4}
 

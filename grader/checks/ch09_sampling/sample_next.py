@@ -3,7 +3,9 @@
 Draws are judged by their properties: greedy at temperature 0, never outside the top k,
 frequencies close to softmax(logits / temperature) over many draws (a tolerance a right
 sampler misses with negligible probability), and the same ids from the same seed. The
-generators are created inside the probe from a seed the grader sends.
+generators are created inside the probe from a seed the grader sends. What the right
+sampler (and the classic wrong ones) draw from on the public checks' fixed logits is
+data the kit computed (grader/checks/facts.py; hidden/sample_next.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 from grader.checks._api import Task, check, shape_problem, try_call
 from grader.checks.ch09_sampling.common import raised, seeded_generator
 from grader.checks.course import F64
+from grader.checks.facts import known_facts
 
 TASKS = [
     Task("sample_next", "sample", "sample_next", "one draw: temperature, top-k, a seeded generator"),
@@ -34,14 +37,6 @@ def _ids_problem(ids, shape, V, what="the ids"):
     if ids.numel() and (ids.min() < 0 or ids.max() >= V):
         return f"{what} contain values outside [0, V) = [0, {V})"
     return None
-
-
-def _probabilities(logits, temperature, top_k=None):
-    rows = logits.double()
-    if top_k is not None and top_k < rows.shape[-1]:
-        keep = torch.topk(rows, top_k, dim=-1).indices
-        rows = torch.full_like(rows, float("-inf")).scatter(-1, keep, rows.gather(-1, keep))
-    return torch.softmax(rows / temperature, dim=-1)
 
 
 def _frequencies(ids, V):
@@ -86,10 +81,10 @@ def _greedy_inputs(g):
 
 @check("greedy_at_zero_temperature", 2,
        "temperature 0 (with or without a generator) and 1e-6 give the argmax of every row, as int64 ids [B]",
-       probe=probe_sample_calls, inputs=_greedy_inputs)
+       probe=probe_sample_calls, inputs=_greedy_inputs, fixed_inputs=True)
 def judge_greedy(out, inputs, expected):
     logits = inputs["logits"]
-    greedy = logits.argmax(dim=-1)
+    greedy = known_facts(inputs)["greedy"]
     V = logits.shape[-1]
     for call, result in zip(inputs["calls"], out):
         t = call["temperature"]
@@ -124,18 +119,18 @@ def _top_k_inputs(g):
 
 @check("top_k_support", 2,
        "4000 draws with top_k = 3 and 5 at temperature 5 use exactly the k largest logits; top_k = 1 is greedy",
-       probe=probe_sample_calls, inputs=_top_k_inputs)
+       probe=probe_sample_calls, inputs=_top_k_inputs, fixed_inputs=True)
 def judge_top_k(out, inputs, expected):
     logits = inputs["logits"]
     V = logits.shape[-1]
-    for call, result in zip(inputs["calls"], out):
+    for call, result, top in zip(inputs["calls"], out, known_facts(inputs)["top_k"]):
         k = call["top_k"]
         if "raised" in result:
             return raised(result, f"top_k={k}")
         ids = result["value"]
         if problem := _ids_problem(ids, (inputs["repeat"],), V, f"the ids with top_k={k}"):
             return problem
-        allowed = set(torch.topk(logits, k).indices.tolist())
+        allowed = set(top)
         drawn = set(ids.tolist())
         outside = drawn - allowed
         if outside:
@@ -172,10 +167,13 @@ def judge_top_k_ties(out, inputs, expected):
     return f"with all logits tied and top_k={k}, only {drawn} different ids were drawn in {ids.numel()} draws"
 
 
-def frequency_problem(out, inputs, hidden=False):
+def frequency_problem(out, inputs, facts, hidden=False):
+    """facts: per call, the probabilities of each row, softmax(logits / temperature) over the
+    top k ("want"), and what a sampler that ignores the temperature ("no_temperature"),
+    multiplies by it ("multiplied") or ignores top_k ("no_top_k") draws from."""
     logits = inputs["logits"]
     V = logits.shape[-1]
-    for number, (call, result) in enumerate(zip(inputs["calls"], out), start=1):
+    for number, (call, result, said) in enumerate(zip(inputs["calls"], out, facts), start=1):
         t, k = call["temperature"], call.get("top_k")
         label = f"call {number}" if hidden else f"temperature {t}" + ("" if k is None else f", top_k={k}")
         if "raised" in result:
@@ -186,7 +184,7 @@ def frequency_problem(out, inputs, hidden=False):
         rows = logits.reshape(-1, V)
         drawn = ids.reshape(inputs["repeat"], -1)
         for r in range(rows.shape[0]):
-            want = _probabilities(rows[r], t, k)
+            want = said["want"][r]
             got = _frequencies(drawn[:, r], V)
             if (got - want).abs().max() <= FREQUENCY_TOLERANCE:
                 continue
@@ -194,10 +192,10 @@ def frequency_problem(out, inputs, hidden=False):
                 return (f"{label}: ids outside the top k were drawn" if k else
                         f"{label}: ids whose probability is 0 were drawn")
             candidates = [
-                (_probabilities(rows[r], 1.0, k), "the temperature has no effect: divide the logits by it before the "
-                                                  "softmax (scaling the probabilities and renormalising undoes it)"),
-                (_probabilities(rows[r], 1.0 / t, k), "the logits are multiplied by the temperature; divide them by it"),
-                (_probabilities(rows[r], t, None), "top_k is ignored: keep only the k largest logits"),
+                (said["no_temperature"][r], "the temperature has no effect: divide the logits by it before the "
+                                            "softmax (scaling the probabilities and renormalising undoes it)"),
+                (said["multiplied"][r], "the logits are multiplied by the temperature; divide them by it"),
+                (said["no_top_k"][r], "top_k is ignored: keep only the k largest logits"),
             ]
             for wrong, why in candidates:
                 if (wrong - want).abs().max() > 2 * FREQUENCY_TOLERANCE and (got - wrong).abs().max() <= FREQUENCY_TOLERANCE:
@@ -228,13 +226,13 @@ def _temperature_inputs(g):
 
 @check("temperature_scaling", 2,
        "at temperature 2 the frequencies follow (0.5065, 0.3072, 0.1863), at 0.5 (0.8668, 0.1173, 0.0159)",
-       probe=probe_sample_calls, inputs=_temperature_inputs)
+       probe=probe_sample_calls, inputs=_temperature_inputs, fixed_inputs=True)
 @check("follows_softmax", 2,
        f"{DRAWS} draws from logits (2, 1, 0) at temperature 1 have frequencies within "
        f"{FREQUENCY_TOLERANCE} of (0.6652, 0.2447, 0.0900)",
-       probe=probe_sample_calls, inputs=_softmax_inputs)
+       probe=probe_sample_calls, inputs=_softmax_inputs, fixed_inputs=True)
 def judge_frequencies(out, inputs, expected):
-    return frequency_problem(out, inputs)
+    return frequency_problem(out, inputs, known_facts(inputs))
 
 
 def _seeded_inputs(g):

@@ -2,26 +2,54 @@
 
 The static scan and the tripwires judge a submission by the names it writes, and a
 name can be spelled so that neither sees it (`getattr(torch.ops, "aten").gelu`,
-`torch.group_norm` for a layer norm). What torch dispatches cannot be respelled: while
-the probe of a task with a rule runs, a TorchDispatchMode sees every aten operator
-that reaches a kernel, and a TorchFunctionMode every torch function called from
-Python (which also sees the composite ones, such as scaled_dot_product_attention,
-that the dispatcher decomposes before the first layer sees them). Each operator is
-matched against the task's rule, sent by the grader in the request.
+`torch.group_norm` for a layer norm). What torch runs cannot be respelled. Three
+layers judge it; the first two depend on nothing the submission can switch off.
 
-The two modes watch each other: a call the function layer sees while the dispatch
-layer is missing from its stack is someone switching the recorder off, and so are
-the private torch entry points that pop or disable modes, which are wrapped before
-any student code is imported (a reference the student keeps is the wrapper). Both
-modes must still be in place, unmodified, when the probe returns.
+1. The dispatcher's own table. Before the first probe of a task with a rule, every
+   kernel of every operator the rule forbids (any namespace; every dispatch key whose
+   kernel computes: CPU, the composite keys, nested, quantized, sparse, batched, ...)
+   is replaced by one that refuses. However the call arrives (torch.ops, a key set
+   that skips the Python modes, `redispatch`, functorch, a thread, a mode stack emptied
+   by any of torch's helpers), it ends in that table, so the forbidden kernel does not
+   run at all: whatever is recorded, nothing was computed with it. The registrations
+   are held where no Python object refers to them. What runs ATen's code past the
+   table is disabled before any student code is imported: torch.library.get_kernel's
+   handles, and TorchScript's engines (its fusers, static runtime, NNC lowering, its
+   own operators named like a forbidden one, such as prim::MKLDNNLayerNorm).
+2. Torch's own Python code that does the task: the functions torch registers or names
+   as the Python implementation of a forbidden operator (torch._refs, torch._decomp)
+   and those a rule names by module (the optimizers, gradient clipping). Their code is
+   replaced in place by code that refuses, so every reference to them refuses, however
+   it was kept or spelled; a permanent audit hook refuses new functions made from
+   their code and their modules run again while the rule holds, and reports copies
+   made before it (when the package was imported).
+3. While the probe runs, a TorchDispatchMode sees every aten operator that reaches a
+   kernel and a TorchFunctionMode every torch function called from Python (which also
+   sees the composite ones, such as scaled_dot_product_attention, that the dispatcher
+   decomposes before the first layer sees them). These modes name the call as the
+   student wrote it, and check autograd where a task forbids it. The two modes watch
+   each other: a call the function layer sees while the dispatch layer is missing
+   from its stack is someone switching the recorder off, and so are the private torch
+   entry points that pop or disable modes, which are wrapped before any student code
+   is imported. Both modes must still be in place, unmodified, when the probe returns.
+   A submission can still pop them (torch has many ways): what they alone judge is
+   autograd in the tasks that forbid it.
 """
 
 from __future__ import annotations
 
 import _thread
+import ctypes
+import functools
+import gc
+import os
+import re
+import sys
 import threading
+import types
+import warnings
 from contextlib import contextmanager
-from fnmatch import fnmatchcase
+from fnmatch import fnmatchcase, translate
 
 import torch
 import torch.overrides
@@ -63,14 +91,23 @@ def hint(op: str) -> str:
 
 class Rules:
     """A task's rule, as the grader sent it: operator patterns (fnmatch, on the base
-    name: 'native_layer_norm', '_foreach_*') and whether autograd may run at all."""
+    name: 'native_layer_norm', '_foreach_*'), patterns of torch's own Python code that
+    does the task (those with a dot, on the module and qualified name:
+    'torch.optim.adam.*'), and whether autograd may run at all."""
 
-    __slots__ = ("ops", "no_autograd", "_verdicts")
+    __slots__ = ("ops", "library", "no_autograd", "_verdicts", "_derived", "_match_op", "_match_library",
+                 "implementations")
 
     def __init__(self, ops=(), no_autograd=False):
-        self.ops = tuple(str(op) for op in ops)
+        patterns = tuple(str(op) for op in ops)
+        self.ops = tuple(p for p in patterns if "." not in p)
+        self.library = tuple(p for p in patterns if "." in p)
         self.no_autograd = bool(no_autograd)
         self._verdicts: dict[str, bool] = {}
+        self._derived: frozenset[str] | None = None
+        self.implementations: list | None = None  # see _implementations_of
+        self._match_op = _matcher(self.ops)
+        self._match_library = _matcher(self.library)
 
     @classmethod
     def from_request(cls, value) -> "Rules":
@@ -78,13 +115,32 @@ class Rules:
         return cls(value.get("ops") or (), value.get("no_autograd", False))
 
     def __bool__(self) -> bool:
-        return bool(self.ops) or self.no_autograd
+        return bool(self.ops) or bool(self.library) or self.no_autograd
 
     def forbids(self, op: str) -> bool:
         verdict = self._verdicts.get(op)
         if verdict is None:
-            verdict = self._verdicts[op] = any(fnmatchcase(op, pattern) for pattern in self.ops)
+            verdict = self._verdicts[op] = self._match_op(op)
         return verdict
+
+    def derived(self) -> frozenset[str]:
+        """The names of torch's Python implementations of the forbidden operators."""
+        if self._derived is None:
+            self._derived = frozenset(name for _, name in _implementations_of(self))
+        return self._derived
+
+    def forbids_library(self, name: str) -> bool:
+        """Whether `name` (module.qualname of torch's code) is torch doing the task."""
+        if not name.startswith("torch."):
+            return False
+        return self._match_library(name) or name in self.derived()
+
+
+def _matcher(patterns):
+    """One compiled test for a tuple of fnmatch patterns (case-sensitive)."""
+    if not patterns:
+        return lambda name: False
+    return re.compile("|".join(f"(?:{translate(p)})" for p in patterns)).match
 
 
 def _op_name(func) -> str:
@@ -228,15 +284,37 @@ def _guard(owner, attr, kind):
 
 
 def guard_switches() -> None:
-    """Wrap what could switch the recorder off; the wrappers act only while it records."""
+    """Wrap what could switch the recorder off (the wrappers act only while it records),
+    disable what could call a kernel past the dispatcher's table, and add the audit hook
+    that watches torch's code being copied; before any student code is imported."""
     for owner, attr, kind in GUARDED:
         _guard(owner, attr, kind)
+    _disable_kernel_handles()
+    _disable_engines()
+    if not _AUDITING:
+        sys.addaudithook(_audit)  # permanent: no Python code can remove an audit hook
+        _AUDITING.append(True)
 
 
-def arm(rules: Rules) -> None:
-    """Before any student code runs, in a worker whose task has a rule."""
-    if rules:
-        guard_switches()
+def arm(rules: Rules, reversible: bool = False) -> None:
+    """Before any student code runs in a worker that serves a task. The rule itself is
+    enforced from the task's first probe on (student modules imported before it ran as
+    they always did); `reversible` (a process serving many tasks) keeps what disarm()
+    needs to put torch back, which a worker serving one task never holds."""
+    guard_switches()
+    _PENDING[:] = [rules, reversible]
+
+
+def disarm() -> None:
+    """After a task, in a process that serves another next: torch as it was."""
+    _PENDING.clear()
+    _ENFORCED.clear()
+    while _UNDO:
+        _UNDO.pop()()
+    _LATE.clear()
+    _COPIED.clear()
+    _MADE.clear()
+    _LIBRARY_FILES.clear()
 
 
 @contextmanager
@@ -246,6 +324,7 @@ def watching(rules: Rules, tripped: list):
     if not rules:
         yield
         return
+    _enforce(rules)
     watch = _Watch(rules, tripped)
     function_depth = torch._C._len_torch_function_stack()
     dispatch_depth = torch._C._len_torch_dispatch_stack()
@@ -255,6 +334,10 @@ def watching(rules: Rules, tripped: list):
             yield
         finally:
             _ACTIVE.remove(watch)
+            while _LATE:  # refused while no probe ran (another thread, between probes)
+                watch.note(_LATE.pop(0))
+            for code in _COPIED:  # torch's code copied before the rule was enforced: every probe
+                watch.note(code)
             intact = (torch._C._len_torch_function_stack() == function_depth + 1
                       and torch._C._get_function_stack_at(function_depth) is watch.function
                       and torch._C._len_torch_dispatch_stack() == dispatch_depth + 1
@@ -278,3 +361,421 @@ def _restore(function_depth: int, dispatch_depth: int, watch: _Watch) -> None:
         _python_dispatch._pop_torch_dispatch_stack()
     torch._C._push_on_torch_function_stack(watch.function)
     torch._C._push_on_torch_dispatch_stack(watch.dispatch)
+
+
+# ------------------------------------------------------- what no mode decides
+# Layers 1 and 2 of the module's docstring: enforced from the task's first probe on,
+# for the rest of the process (or until disarm(), where a process serves many tasks).
+
+_PENDING: list = []  # [rules, reversible], set by arm()
+_ENFORCED: list = []  # the rules now enforced
+_UNDO: list = []  # what puts torch back, only where the process serves many tasks
+_LATE: list = []  # codes refused while no probe ran, reported by the next one
+_COPIED: list = []  # torch's code the rule refuses, copied before it was enforced
+_AUDITING: list = []
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_TORCH_PARENT = os.path.dirname(_TORCH_DIR)
+_TORCH_PREFIX = _TORCH_DIR + os.sep
+_pythonapi = ctypes.pythonapi  # resolved now, before any seccomp filter or student code
+
+
+def code_name(code) -> str:
+    """'torch.optim.adam._single_tensor_adam' for code in torch's own files, else ''.
+    (Not cached: a code object's hash is computed from all its contents, each time.)"""
+    filename = code.co_filename
+    if not (filename.startswith(_TORCH_PREFIX) and filename.endswith(".py")):
+        return ""
+    module = filename[len(_TORCH_PARENT) + 1:-3].replace(os.sep, ".")
+    return f"{module.removesuffix('.__init__')}.{code.co_qualname}"
+
+
+def _refuse(code: dict, *_args, **_kwargs):
+    if _ACTIVE:
+        _ACTIVE[-1].note(code)
+    elif code not in _LATE:
+        _LATE.append(code)
+    raise ForbiddenCall("a call this task forbids", code)
+
+
+def _enforce(rules: Rules) -> None:
+    if _ENFORCED or not _PENDING or _PENDING[0] is not rules:
+        return
+    reversible = _PENDING[1]
+    _ENFORCED.append(rules)
+    with _collector_paused():
+        _refuse_kernels(rules, reversible)
+        _refuse_library(rules, reversible)
+
+
+# ------------------------------------------------------------ 1. the kernel table
+
+def forbidden_operators(rules: Rules) -> dict[str, tuple[dict, list]]:
+    """{'aten::native_layer_norm.out': (code, dispatch keys), ...}: every registered
+    operator overload, in any namespace, whose base name the rule forbids, with what
+    refusing it reports and the keys of the kernels that compute it."""
+    found = {}
+    for base, overloads in _catalogue()[0].items():
+        if rules.forbids(base):
+            code = {"kind": "op", "layer": "kernel", "name": base}
+        elif rules.no_autograd and base in FORWARD_AD:
+            code = {"kind": "forward_autograd", "name": base}
+        else:
+            continue
+        found.update((qualified, (code, keys)) for qualified, keys in overloads)
+    return found
+
+
+# Dispatch keys whose kernels only hand the call on to the next key (or, Meta, compute
+# shapes and no values): refusing the kernels below them refuses the call.
+_HANDING_ON = re.compile(r"Autograd|Autocast|Tracer|Functionalize|ADInplaceOrView|FuncTorchDynamicLayer"
+                         r"|FuncTorchVmapMode|VmapMode|Python|PreDispatch|Named|Conjugate|Negative|ZeroTensor"
+                         r"|BackendSelect|DeferredInit|Fake|FuncTorchGradWrapper|TESTING_ONLY|Batched$|.*Meta$")
+
+
+def _refuse_kernels(rules: Rules, reversible: bool) -> None:
+    libraries: dict = {}
+    kernels: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel", by design
+        for qualified, (code, keys) in forbidden_operators(rules).items():
+            namespace, _, name = qualified.partition("::")
+            library = libraries.get(namespace)
+            if library is None:
+                library = libraries[namespace] = torch._C._dispatch_library("IMPL", namespace, "", __file__, 0)
+            kernel = kernels.get(code["name"])
+            if kernel is None:
+                kernel = kernels[code["name"]] = functools.partial(_refuse, dict(code))
+            for key in keys:
+                try:
+                    library.impl(name, key, kernel, False)
+                except RuntimeError:
+                    pass  # a key torch lets no Python kernel take: none computes on the CPU
+    for library in libraries.values():
+        if reversible:
+            _UNDO.append(library.reset)
+        else:
+            # The registrations live as long as their library object. Hold it where no
+            # Python object refers to it (the object is untracked by the collector), so
+            # no code in this process can find it to take the registrations back.
+            _pythonapi.Py_IncRef(ctypes.py_object(library))
+
+
+def _disable_kernel_handles() -> None:
+    """torch.library.get_kernel's handles call a kernel past the dispatcher's table, one
+    taken before the rule was enforced included: nothing in a worker needs them."""
+    handle_type = getattr(torch._C, "_SafeKernelFunction", None)
+    if handle_type is None or getattr(handle_type.__dict__.get("call_boxed"), "_op_rules_guard", False):
+        return
+    code = {"kind": "recorder_off", "how": "entry", "name": "torch._C._SafeKernelFunction.call_boxed"}
+
+    def call_boxed(*args, **kwargs):
+        _refuse(code)
+
+    call_boxed._op_rules_guard = True
+    handle_type.call_boxed = call_boxed
+
+
+# TorchScript's engines that run ATen's code past the dispatcher: its fusers (oneDNN
+# Graph, NNC), the static runtime, NNC's own lowering of aten operators, and the pass that
+# rewrites a frozen graph into its MKLDNN operators (prim::MKLDNNLayerNorm, ...). Nothing a
+# submission needs; each is replaced, before any student code, by code that refuses and
+# holds nothing of the original. The fusers stay off as torch starts them (off on the CPU).
+ENGINES = (
+    (torch._C, "_jit_set_llga_enabled"), (torch._C, "_jit_override_can_fuse_on_cpu"),
+    (torch._C, "_jit_override_can_fuse_on_cpu_legacy"), (torch._C, "_jit_to_static_module"),
+    (torch._C, "_fuse_to_static_module"), (torch._C, "_jit_pass_convert_frozen_ops_to_mkldnn"),
+    (getattr(torch._C, "_te", None), "lower"), (getattr(getattr(torch._C, "_te", None), "TensorExprKernel", None),
+                                                 "__init__"),
+)
+
+
+def _refuser(code: dict):
+    def refused(*args, **kwargs):
+        _refuse(code)
+
+    refused._op_rules_guard = True
+    return refused
+
+
+def _disable_engines() -> None:
+    for owner, attr in ENGINES:
+        current = getattr(owner, attr, None) if owner is not None else None
+        if current is None or getattr(current, "_op_rules_guard", False):
+            continue
+        name = f"{getattr(owner, '__module__', '') + '.' if isinstance(owner, type) else ''}{owner.__name__}.{attr}"
+        setattr(owner, attr, _refuser({"kind": "recorder_off", "how": "entry", "name": name.lstrip(".")}))
+    _guard_jit_operations()
+
+
+def _guard_jit_operations() -> None:
+    """TorchScript's own operators (registered with the JIT, not the dispatcher) run
+    ATen's code directly; the lookups that hand one to Python (torch.ops.prim.X, also
+    how TorchScript compiles a call to it) refuse those named like an operator a task
+    forbids (prim::MKLDNNLayerNorm), whatever the task: taken before a rule was known, a
+    handle could not be taken back."""
+    for attr in ("_jit_get_operation", "_get_operation_overload"):
+        original = getattr(torch._C, attr, None)
+        if original is None or getattr(original, "_op_rules_guard", False):
+            continue
+
+        def guarded(name, *args, _original=original, **kwargs):
+            if isinstance(name, str) and _jit_only_and_forbidden(name):
+                _refuse({"kind": "recorder_off", "how": "entry", "name": f"torch.ops.{name.replace('::', '.')}"})
+            return _original(name, *args, **kwargs)
+
+        guarded._op_rules_guard = True
+        setattr(torch._C, attr, guarded)
+
+
+# ---------------------------------------------- 2. torch's Python code doing the task
+
+
+def _functions_in(value, found: dict, depth: int = 0) -> None:
+    """The Python functions a module's attribute holds: itself, what it wraps, what its
+    closure holds; a class's methods, static and class methods and properties."""
+    if depth > 6 or id(value) in found:
+        return
+    if isinstance(value, types.FunctionType):
+        found[id(value)] = value
+        wrapped = value.__dict__.get("__wrapped__")
+        if wrapped is not None:
+            _functions_in(wrapped, found, depth + 1)
+        for cell in value.__closure__ or ():
+            try:
+                content = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(content, (types.FunctionType, staticmethod, classmethod)):
+                _functions_in(content, found, depth + 1)
+    elif isinstance(value, (staticmethod, classmethod)):
+        _functions_in(value.__func__, found, depth + 1)
+    elif isinstance(value, property):
+        for accessor in (value.fget, value.fset, value.fdel):
+            if accessor is not None:
+                _functions_in(accessor, found, depth + 1)
+    elif isinstance(value, type) and depth == 0:
+        found[id(value)] = None
+        for member in list(vars(value).values()):
+            _functions_in(member, found, depth + 1)
+
+
+def _torch_functions(prefixes) -> list:
+    """Every Python function defined in torch's modules named by `prefixes` (and their
+    submodules), as their namespaces and classes hold them."""
+    found: dict = {}
+    prefixes = tuple(prefixes)
+    if not prefixes:
+        return []
+    starts = tuple(p + "." for p in prefixes)
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name in prefixes or name.startswith(starts)):
+            continue
+        for value in list(vars(module).values()):
+            _functions_in(value, found)
+    return [f for f in found.values() if f is not None and code_name(f.__code__)]
+
+
+# Where torch keeps Python implementations of its operators, named as the operators are.
+IMPLEMENTATION_MODULES = ("torch._refs", "torch._decomp")
+
+
+def _innermost(function):
+    """What a decorator written with functools.wraps wraps, all the way down."""
+    for _ in range(8):
+        wrapped = getattr(function, "__wrapped__", None) if isinstance(function, types.FunctionType) else None
+        if not isinstance(wrapped, types.FunctionType):
+            break
+        function = wrapped
+    return function if isinstance(function, types.FunctionType) else None
+
+
+def _implementations_of(rules: Rules) -> list:
+    """[(function, its name)]: torch's Python implementations of the operators the rule
+    forbids (named as their code was before any was refused)."""
+    if rules.implementations is None:
+        found = {id(function): (function, name) for base, entries in _catalogue()[1].items()
+                 if rules.forbids(base) or (rules.no_autograd and base in FORWARD_AD) for function, name in entries}
+        rules.implementations = list(found.values())
+    return rules.implementations
+
+
+_EVERY_RULE: list = []  # the operator patterns of every task, for the JIT's own operators
+
+
+def prepare(patterns=()) -> None:
+    """Survey torch once where workers are forked from (or a process serves many tasks);
+    `patterns`: the operator patterns of every task the process may serve."""
+    _EVERY_RULE[:] = [p for p in patterns if "." not in p]
+    _squashed_rules.cache_clear()
+    _catalogue.cache_clear()
+    with _collector_paused():
+        _catalogue()
+        for freevars in range(3):
+            _refusing_code(freevars)
+
+
+@contextmanager
+def _collector_paused():
+    """The survey allocates thousands of small objects in a process holding all of
+    torch: a collection of the old generations mid-way costs more than the survey."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _squashed(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> tuple[dict, dict, frozenset]:
+    """({base name: [(qualified operator overload, dispatch keys)]}, {operator base name:
+    [(function, its name)]}, {'aten::gelu', ...}): every operator registered; torch's
+    Python implementations of operators: those it registers for them (the decomposition
+    tables, an operator's Python kernels) and the functions of its reference and
+    decomposition modules named after them; the operators the dispatcher knows."""
+    keys: dict = {}  # the keys of each operator's own kernels that compute (see _HANDING_ON)
+    runtime = torch._C._dispatch_keyset_to_string(torch._C._dispatch_keyset_full())  # "DispatchKeySet(CPU, ...)"
+    for key in sorted(set(torch._C.DispatchKey.__members__) | set(re.findall(r"\w+", runtime)) - {"DispatchKeySet"}):
+        if _HANDING_ON.match(key):
+            continue
+        try:
+            registered = torch._C._dispatch_get_registrations_for_dispatch_key(key)
+        except RuntimeError:
+            continue  # not a key that kernels are registered to
+        for qualified in registered:
+            keys.setdefault(qualified, []).append(key)
+    operators: dict = {}
+    for qualified in torch._C._dispatch_get_all_op_names():
+        operators.setdefault(qualified.partition("::")[2].partition(".")[0], []).append(
+            (qualified, keys.get(qualified, [])))
+    registered = []
+    decompositions = sys.modules.get("torch._decomp")
+    for table in getattr(decompositions, "global_decomposition_table", {}).values():
+        for op, function in list(table.items()):
+            schema = getattr(op, "_schema", None)
+            if schema is not None:
+                registered.append((schema.name.partition("::")[2], function))
+    for packet in list(vars(torch.ops.aten).values()):
+        if isinstance(packet, torch._ops.OpOverloadPacket):
+            for overload in list(vars(packet).values()):
+                registered += [(packet.__name__, k) for k in list(getattr(overload, "py_kernels", {}).values())]
+    registered += [(f.__code__.co_name, f) for f in _torch_functions(IMPLEMENTATION_MODULES)]
+    implementations: dict = {}
+    for base, function in registered:
+        inner = _innermost(function)
+        name = code_name(inner.__code__) if inner is not None else ""
+        if name:
+            implementations.setdefault(base, []).append((inner, name))
+    dispatched = frozenset(qualified.partition(".")[0] for qualified in torch._C._dispatch_get_all_op_names())
+    return operators, implementations, dispatched
+
+
+def _jit_only_and_forbidden(name: str) -> bool:
+    """An operator the JIT registered (not the dispatcher) named like one any task
+    forbids, case and underscores aside (prim::MKLDNNLayerNorm for '*_layer_norm')."""
+    if name.partition(".")[0] in _catalogue()[2]:
+        return False
+    return bool(_squashed_rules()(_squashed(name.partition("::")[2].partition(".")[0])))
+
+
+@functools.lru_cache(maxsize=1)
+def _squashed_rules():
+    return _matcher(tuple(_squashed(p) for p in _EVERY_RULE))
+
+
+def _library_targets(rules: Rules) -> list:
+    """[(function, its name, what refusing it reports)]: torch's code the rule refuses,
+    found by the module names of its patterns and among the implementations of its
+    operators; where autograd is forbidden, forward mode's Python entry point too
+    (make_dual, which first imports and scripts torch's decompositions, some of which
+    may be refused; unpack_dual stays, as printing any tensor calls it)."""
+    prefixes = {re.split(r"[*?\[]", pattern, maxsplit=1)[0].rpartition(".")[0] for pattern in rules.library}
+    named = [(f, code_name(f.__code__)) for f in _torch_functions(sorted(p for p in prefixes if p.startswith("torch")))]
+    targets = {id(f): (f, name, {"kind": "library", "name": name})
+               for f, name in named + _implementations_of(rules) if rules.forbids_library(name)}
+    if rules.no_autograd:
+        for function in _torch_functions(("torch.autograd.forward_ad",)):
+            if function.__code__.co_name == "make_dual":
+                targets[id(function)] = (function, code_name(function.__code__),
+                                         {"kind": "forward_autograd", "name": function.__code__.co_name})
+    return list(targets.values())
+
+
+@functools.lru_cache(maxsize=None)
+def _refusing_code(freevars: int):
+    """A code object that refuses, with `freevars` free variables, so that it can
+    replace the code of a function with a closure of that size."""
+    cells = [f"cell{i}" for i in range(freevars)]
+    lines = ["def outer():"]
+    if cells:
+        lines.append(f"    {' = '.join(cells)} = None")
+    lines += ["    def refused(*args, **kwargs):", "        return '__refuse__'()"]
+    if cells:
+        lines.append(f"        {', '.join(cells)}")  # unreachable: makes them free, never read
+    lines.append("    return refused")
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # calling a str constant, replaced below
+        exec(compile("\n".join(lines), "<grader: torch's code that does this task, refused>", "exec"), namespace)
+    return namespace["outer"]().__code__
+
+
+def _refuse_library(rules: Rules, reversible: bool) -> None:
+    rules.derived()  # named now, while their code is still torch's
+    files = set()
+    for function, name, code in _library_targets(rules):
+        original = function.__code__
+        if not code_name(original):
+            continue  # refused already
+        files.add(original.co_filename)
+        refusing = _refusing_code(len(original.co_freevars))
+        refusing = refusing.replace(
+            co_consts=tuple(functools.partial(_refuse, code) if c == "__refuse__" else c for c in refusing.co_consts),
+            co_name=original.co_name, co_qualname=original.co_qualname)
+        function.__code__ = refusing
+        if reversible:
+            _UNDO.append(functools.partial(setattr, function, "__code__", original))
+    _LIBRARY_FILES.clear()
+    _LIBRARY_FILES.update(files)
+    for event, name, filename in _MADE:  # torch's code copied before the rule was enforced
+        code = {"kind": "library", "name": name}
+        if _copies_library(rules, event, name, filename) and code not in _COPIED:
+            _COPIED.append(code)
+    _MADE.clear()
+
+
+_LIBRARY_FILES: set = set()  # the files of torch's code a rule refuses
+_MADE: list = []  # (event, name) of torch code made into new functions or run again
+_AUDITED = frozenset({"function.__new__", "exec", "object.__setattr__"})
+
+
+def _copies_library(rules: Rules, event: str, name: str, filename: str) -> bool:
+    return filename in _LIBRARY_FILES if event == "exec" else rules.forbids_library(name)
+
+
+def _audit(event: str, args) -> None:
+    """The audit hook: torch's code that does the task made into a new function
+    (types.FunctionType on its code), put into a function (`f.__code__ = ...`), or its
+    module run again (a reload, exec of its source under its own name). Refused while
+    the rule is enforced; before that (a copy made when the package was imported),
+    reported by the first probe."""
+    if event not in _AUDITED:
+        return
+    if event == "object.__setattr__":
+        code = args[2] if len(args) == 3 and args[1] == "__code__" else None
+    else:
+        code = args[0] if args else None
+    if not isinstance(code, types.CodeType):
+        return
+    name = code_name(code).removesuffix(".<module>")  # a module run again is named as the module
+    if not name:
+        return
+    if not _ENFORCED:
+        _MADE.append((event, name, code.co_filename))
+    elif _copies_library(_ENFORCED[0], event, name, code.co_filename):
+        _refuse({"kind": "library", "name": name})

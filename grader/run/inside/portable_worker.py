@@ -85,6 +85,9 @@ def main() -> None:
     import torch.optim  # noqa: F401
 
     _import_checks()
+    from grader.run.inside import op_rules
+
+    op_rules.prepare(tasks.every_operator_rule())
     tasks.snapshot_grader_code()
     tasks.serve_tasks(channel, send, recv, many=True, prepare=_PackageOnce())
     sys.stdout.flush()

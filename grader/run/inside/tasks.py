@@ -60,6 +60,12 @@ def grader_code_changed() -> str | None:
 
 
 
+def every_operator_rule() -> list[str]:
+    """The forbidden_ops patterns of every task whose module this process imported."""
+    return sorted({pattern for name, module in list(sys.modules.items()) if name.startswith("grader.checks.")
+                   for task in getattr(module, "TASKS", ()) for pattern in getattr(task, "forbidden_ops", ())})
+
+
 # ------------------------------------------------------------------------ serving
 
 
@@ -82,14 +88,14 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
         if apply_limits is not None:
             apply_limits(request.get("limits", {}))
         tripped: list = []
-        # A worker that serves a group of tasks arms each task's rules around that task's
-        # probes only (a name one task forbids may be another's legitimate call).
+        # A worker that serves a group of tasks arms each task's rules for that task's
+        # probes only (a name one task forbids may be another's legitimate call): the
+        # tripwires around each probe, the operator rules from the task's first probe to
+        # its last (the group's tasks run one after another), undone in between.
         grouped = isinstance(request.get("group"), dict)
         undo = set_tripwires([] if grouped else request.get("tripwires", []), tripped)
         rules = op_rules.Rules.from_request(None if grouped else request.get("op_rules"))
-        op_rules.arm(rules)
-        if grouped:
-            op_rules.guard_switches()
+        op_rules.arm(rules, reversible=many or grouped)
         try:
             if prepare is not None:
                 try:
@@ -100,6 +106,8 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
             _serve_one(channel, send, recv, request, rules, tripped)
         finally:
             undo()
+            if many or grouped:
+                op_rules.disarm()
         if not many:
             return
 
@@ -117,6 +125,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         request.pop("certified", None)
         forget_certified_sources()
     send(channel, {"ready": True, "certified": namespace.certified_tasks})
+    group_rules: dict = {}  # in a group's worker: the rules of the task whose probes run now
     while True:
         try:
             call = recv(channel)
@@ -134,7 +143,12 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
                 PROBING[0] = call["task"]
                 CROSSED.clear()
                 disarm = set_tripwires(entry.get("tripwires", []), tripped)
-                probe_rules = op_rules.Rules.from_request(entry.get("op_rules"))
+                probe_rules = group_rules.get(call["task"])
+                if probe_rules is None:  # the group's next task: the last one's rules undone first
+                    op_rules.disarm()
+                    group_rules.clear()
+                    probe_rules = group_rules[call["task"]] = op_rules.Rules.from_request(entry.get("op_rules"))
+                    op_rules.arm(probe_rules, reversible=True)
             module = importlib.import_module(f"grader.checks.{call['module']}")
             probe = getattr(module, call["probe"])
             with op_rules.watching(probe_rules, tripped):

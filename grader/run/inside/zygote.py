@@ -53,6 +53,7 @@ def main() -> None:
     from grader.run.inside import probes_only
 
     probes_only.keep_only_what_probes_use()  # the judges' oracles never reach a submission
+    op_rules.prepare(tasks.every_operator_rule())  # torch's operators and their Python implementations, once
     tasks.snapshot_grader_code()
     _harden_process()
     global _SEND, _RECV

@@ -7,6 +7,13 @@ import torch
 from grader.checks._api import check
 from grader.checks.ch00_micro.attention import judge_attention_values, probe_attention
 from grader.checks.ch00_micro.common import all_close, off_by
+from grader.checks.ch00_micro.hidden.oracles import attention_facts
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch00.micro_attention.scaled_weights")
+def public_attention_facts(ref, inputs):
+    return attention_facts(inputs["query"], inputs["keys"], inputs["values"])
 
 
 def _expect_attention(ref, inputs):
@@ -32,7 +39,8 @@ def _random_attention(g):
 @check("matches_reference", 2, "random heads: output, weights and every gradient match the reference",
        probe=probe_attention, inputs=_random_attention, expect=_expect_attention, hidden=True)
 def judge_attention_hidden(out, inputs, expected):
-    if problem := judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], False):
+    q, keys, values = inputs["query"], inputs["keys"], inputs["values"]
+    if problem := judge_attention_values(out, q, keys, values, False, attention_facts(q, keys, values)):
         return problem
     for name in ("query", "keys", "values"):
         if not all_close(out["grads"][name], expected["grads"][name], 1e-9):

@@ -7,7 +7,15 @@ import random
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import SMALL, TOL, all_close, close_enough, off_by
 from grader.checks.ch00_micro.hidden.common import random_seed
+from grader.checks.ch00_micro.hidden.oracles import loss_facts
 from grader.checks.ch00_micro.loss import judge_loss, run_loss, probe_loss
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch00.micro_loss.window", "ch00.micro_loss.ana_mean_nll")
+def public_loss_facts(ref, inputs):
+    logits = run_loss(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])["logits"]
+    return {**loss_facts(logits, inputs["ids"], True), "logits": logits}
 
 
 def _expect_loss(ref, inputs):
@@ -26,7 +34,7 @@ def _random_loss(g):
        "random documents (some longer than the window): loss and every parameter gradient match the reference",
        probe=probe_loss, inputs=_random_loss, expect=_expect_loss, hidden=True)
 def judge_loss_hidden(out, inputs, expected):
-    if problem := judge_loss(out, inputs, False):
+    if problem := judge_loss(out, inputs, False, lambda out: loss_facts(out["logits"], inputs["ids"], False)):
         return problem
     if not close_enough(out["loss"], expected["loss"], TOL):
         return "the loss does not match the reference"

@@ -7,10 +7,30 @@ import random
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import NAMES, SMALL, TOL, all_close, shape_of
 from grader.checks.ch00_micro.hidden.common import random_seed
+from grader.checks.ch00_micro.hidden.oracles import block_facts, forward_facts, rms_of
 from grader.checks.ch00_micro.microgpt import (
     block_inputs, block_raised, judge_block, judge_forward, run_block, run_forward, probe_block,
     probe_forward,
 )
+from grader.checks.facts import digest, facts_for
+
+
+@facts_for("ch00.micro_block.zero_branch_identity")
+def zero_branch_facts(ref, inputs):
+    """What the known wrong layer gives with both branches zero: RMSNorm of each input."""
+    return {"rms": [rms_of(x) for x in inputs["xs"]]}
+
+
+@facts_for("ch00.micro_block.formula")
+def block_formula_facts(ref, inputs):
+    tables = run_block(ref.micro, inputs["sizes"], inputs["seed"], inputs["spread"], inputs["xs"], ())["tables"]
+    return {**block_facts(tables, inputs["sizes"], inputs["xs"]), "tables": digest({"tables": tables})}
+
+
+@facts_for("ch00.micro_forward.formula")
+def forward_formula_facts(ref, inputs):
+    tables = run_forward(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])["tables"]
+    return {**forward_facts(tables, inputs["sizes"], inputs["ids"]), "tables": digest({"tables": tables})}
 
 
 def _expect_block(ref, inputs):
@@ -31,7 +51,8 @@ def judge_block_hidden(out, inputs, expected):
     if shape_of(out["y"]) == shape_of(expected["y"]) and all_close(out["y"], expected["y"], TOL) \
             and all_close(out["rows"], expected["rows"], TOL) and out["cache"] == expected["cache"]:
         return None
-    return judge_block(out, inputs, expected["tables"], False) or "the layer does not match the reference"
+    facts = block_facts(expected["tables"], inputs["sizes"], inputs["xs"])
+    return judge_block(out, inputs, facts, False) or "the layer does not match the reference"
 
 
 def _expect_forward(ref, inputs):
@@ -52,5 +73,5 @@ def _random_forward(g):
 def judge_forward_hidden(out, inputs, expected):
     if all_close(out["logits"], expected["logits"], TOL) and all_close(out["rows"], expected["rows"], TOL):
         return None
-    return judge_forward(out, inputs, expected["tables"], False) or \
+    return judge_forward(out, inputs, forward_facts(expected["tables"], inputs["sizes"], inputs["ids"]), False) or \
         "the attention rows kept by the layers do not match the reference"

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch00_micro.hidden.common import uniform
+from grader.checks.ch00_micro.hidden.oracles import op_facts
 from grader.checks.ch00_micro.value_ops import value_cases, judge_ops, probe_value_ops
+from grader.checks.facts import facts_for
+
+
+@facts_for(*(f"ch00.micro_value_{name}" for name in ("add.value_and_gradients", "mul.value_and_gradients",
+                                                      "pow.power_rule", "exp.value_and_gradient",
+                                                      "log.value_and_gradient", "relu.value_and_gradient",
+                                                      "relu.at_zero")))
+def public_op_facts(ref, inputs):
+    return op_facts(inputs["cases"])
 
 
 def _random_cases(kind):
@@ -39,4 +49,4 @@ def _random_cases(kind):
 @check("random_values", 1, "random a, b: value and gradients exact", task="micro_value_add", probe=probe_value_ops,
        inputs=_random_cases("add"), hidden=True)
 def judge_ops_hidden(out, inputs, expected):
-    return judge_ops(out, inputs["cases"], reveal=False)
+    return judge_ops(out, inputs["cases"], False, op_facts(inputs["cases"]))

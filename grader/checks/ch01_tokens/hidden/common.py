@@ -1,10 +1,14 @@
-"""What the tokenizer's hidden checks share: random corpora."""
+"""What the tokenizer's hidden modules share: random corpora, and the vocabulary, ids,
+text and windows the contract fixes, which the judges compare with (on the public
+checks' inputs, as the data the kit writes into facts.json)."""
 
 from __future__ import annotations
 
 import string
 
 import torch
+
+from grader.checks.ch01_tokens.windows import WINDOW_MISTAKES
 
 
 def random_corpus(g):
@@ -21,3 +25,44 @@ def random_corpus(g):
     documents.append("".join(alphabet))  # every character of the alphabet occurs somewhere
     shuffled = torch.randperm(len(documents), generator=g).tolist()
     return [documents[i] for i in shuffled], alphabet
+
+
+def vocabulary(corpus) -> tuple[list[str], dict[str, int], int]:
+    """(chars, stoi, BOS id) that the contract fixes for `corpus`. The encode and decode
+    judges work from these, never from the chars or stoi the submission reports: its
+    own code may have rewritten them to match whatever it returned."""
+    chars = sorted({ch for document in corpus for ch in document})
+    return chars, dict(zip(chars, range(len(chars)))), len(chars)
+
+
+def encode_facts(corpus, texts):
+    """BOS, and per text its ids and its BOS-framed document."""
+    _, stoi, bos = vocabulary(corpus)
+    ids = [[stoi[c] for c in text] for text in texts]
+    return {"bos": bos, "ids": ids, "documents": [[bos, *row, bos] for row in ids]}
+
+
+def decode_facts(corpus, id_lists):
+    """BOS, and per list of ids its text and, where BOS occurs, the text before the first BOS."""
+    chars, _, bos = vocabulary(corpus)
+    return {"bos": bos, "texts": [{"text": "".join(chars[i] for i in ids if i != bos),
+                                   "until_bos": "".join(chars[i] for i in ids[:ids.index(bos)]) if bos in ids else None}
+                                  for ids in id_lists]}
+
+
+def window_facts(ids, block_size):
+    """The right (inputs, targets) of a document, and each classic mistake's (None where
+    it is the right one)."""
+    L = len(ids)
+    p = min(block_size, L - 1)
+    wrong = {
+        "counts_last": [ids[: min(block_size, L)], ids[1 : min(block_size, L) + 1]],
+        "ignores_block_size": [ids[: L - 1], ids[1:]],
+        "one_short": [ids[: p - 1], ids[1:p]],
+        "not_shifted": [ids[:p], ids[:p]],
+        "swapped": [ids[1 : p + 1], ids[:p]],
+        "from_the_end": [ids[L - 1 - p : L - 1], ids[L - p :]],
+    }
+    right = [ids[:p], ids[1 : p + 1]]
+    return {"right": right, "mistakes": {label: None if wrong[label] == right else wrong[label]
+                                         for label, _ in WINDOW_MISTAKES}}

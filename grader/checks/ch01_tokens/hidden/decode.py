@@ -5,9 +5,14 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch01_tokens.common import vocabulary
 from grader.checks.ch01_tokens.decode import decode_problem, probe_decode
-from grader.checks.ch01_tokens.hidden.common import random_corpus
+from grader.checks.ch01_tokens.hidden.common import decode_facts, random_corpus
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch01.decode.drops_bos", "ch01.decode.round_trip")
+def public_decode_facts(ref, inputs):
+    return decode_facts(inputs["corpus"], inputs["id_lists"])
 
 
 # ----------------------------------------------------------------- reference
@@ -32,9 +37,10 @@ def _expect_decode(ref, inputs):
 @check("matches_reference", 2, "random id lists (BOS anywhere) give the reference text",
        probe=probe_decode, inputs=_random_decode_inputs, expect=_expect_decode, hidden=True)
 def judge_decode_reference(out, inputs, expected):
-    chars, _, bos = vocabulary(inputs["corpus"])
-    for number, (ids, result, right) in enumerate(zip(inputs["id_lists"], out["results"], expected)):
-        if problem := decode_problem(result, ids, chars, bos, hidden=True):
+    facts = decode_facts(inputs["corpus"], inputs["id_lists"])
+    for number, (ids, result, right, said) in enumerate(zip(inputs["id_lists"], out["results"], expected,
+                                                            facts["texts"])):
+        if problem := decode_problem(result, ids, said, facts["bos"], hidden=True):
             return f"random id list {number + 1}: {problem}"
         if result["value"] != right:
             return f"random id list {number + 1}: decode differs from the reference"

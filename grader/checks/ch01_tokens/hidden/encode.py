@@ -5,9 +5,21 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch01_tokens.common import vocabulary
 from grader.checks.ch01_tokens.encode import encode_problem, probe_encode
-from grader.checks.ch01_tokens.hidden.common import random_corpus
+from grader.checks.ch01_tokens.hidden.common import encode_facts, random_corpus, vocabulary
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch01.encode.ana_document", "ch01.encode.round_trip")
+def public_encode_facts(ref, inputs):
+    return encode_facts(inputs["corpus"], inputs["texts"])
+
+
+@facts_for("ch01.encode.unknown_character")
+def unknown_character_facts(ref, inputs):
+    """What encode gives when it skips the unknown characters silently."""
+    _, stoi, _ = vocabulary(inputs["corpus"])
+    return {"skipped": [[stoi[c] for c in text if c in stoi] for text in inputs["texts"]]}
 
 
 # -------------------------------------------------------------------- reference
@@ -30,9 +42,9 @@ def _expect_encode(ref, inputs):
 @check("matches_reference", 2, "random corpora and texts give the reference ids",
        probe=probe_encode, inputs=_random_encode_inputs, expect=_expect_encode, hidden=True)
 def judge_encode_reference(out, inputs, expected):
-    _, stoi, bos = vocabulary(inputs["corpus"])
-    for number, (text, result, right) in enumerate(zip(inputs["texts"], out["results"], expected)):
-        if problem := encode_problem(result, text, stoi, bos, hidden=True):
+    facts = encode_facts(inputs["corpus"], inputs["texts"])
+    for number, (text, result, right, ids) in enumerate(zip(inputs["texts"], out["results"], expected, facts["ids"])):
+        if problem := encode_problem(result, text, ids, facts["bos"], hidden=True):
             return f"random text {number + 1}: {problem}"
         if result["ids"]["value"] != right:
             return f"random text {number + 1}: encode differs from the reference"

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch01_tokens.hidden.common import random_corpus
+from grader.checks.ch01_tokens.hidden.common import random_corpus, vocabulary
 from grader.checks.ch01_tokens.vocab import vocab_problem, probe_vocab
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch01.build_vocab.sorted_characters", "ch01.build_vocab.names_alphabet",
+           "ch01.build_vocab.every_character_kept")
+def public_vocab_facts(ref, inputs):
+    return {"chars": vocabulary(inputs["corpus"])[0]}
 
 
 def _random_vocab_inputs(g):
@@ -21,7 +28,7 @@ def _expect_vocab(ref, inputs):
        "random corpora (letters, digits, punctuation, accents, empty documents) give the reference vocabulary",
        probe=probe_vocab, inputs=_random_vocab_inputs, expect=_expect_vocab, hidden=True)
 def judge_vocab_reference(out, inputs, expected):
-    if problem := vocab_problem(out, inputs["corpus"], hidden=True):
+    if problem := vocab_problem(out, inputs["corpus"], vocabulary(inputs["corpus"])[0], hidden=True):
         return f"for a random corpus: {problem}"
     if out["chars"] != expected["chars"] or out["bos_id"] != expected["bos_id"]:
         return "for a random corpus the vocabulary differs from the reference"

@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
+from grader.checks.ch01_tokens.hidden.common import window_facts
 from grader.checks.ch01_tokens.windows import windows_problem, probe_windows
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch01.windows.ana", "ch01.windows.positions")
+def public_window_facts(ref, inputs):
+    return [window_facts(ids, block_size) for ids, block_size in inputs["cases"]]
 
 
 # ------------------------------------------------------------------ reference
@@ -29,7 +36,7 @@ def _expect_windows(ref, inputs):
        probe=probe_windows, inputs=_random_windows_inputs, expect=_expect_windows, hidden=True)
 def judge_windows_reference(out, inputs, expected):
     for number, ((ids, block_size), result, right) in enumerate(zip(inputs["cases"], out, expected)):
-        if problem := windows_problem(result, ids, block_size, hidden=True):
+        if problem := windows_problem(result, ids, block_size, window_facts(ids, block_size), hidden=True):
             return f"random document {number + 1}: {problem}"
         if result["value"] != right:
             return f"random document {number + 1}: the windows differ from the reference"

@@ -5,7 +5,33 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare, matches, shape_problem
-from grader.checks.ch02_embedding.embedding import lookup_mistakes, probe_lookup
+from grader.checks.ch02_embedding.embedding import probe_lookup
+from grader.checks.facts import facts_for
+
+
+def lookup_mistakes(weight, idx):
+    V = weight.shape[0]
+    mistakes = []
+    if (idx + 1).max() < V:
+        mistakes.append(("every id reads the next row (id + 1), an off by one: row v belongs to id v",
+                         weight[idx + 1]))
+    mistakes.append(("every id reads the previous row (id - 1, so id 0 wraps round to the last row), an off by one: "
+                     "row v belongs to id v", weight[idx - 1]))
+    mistakes.append(("the output is the ids' one-hot vectors, not the weight rows",
+                     torch.nn.functional.one_hot(idx, V).double()))
+    return mistakes
+
+
+@facts_for("ch02.embedding.lookup")
+def lookup_facts(ref, inputs):
+    weight, idx = inputs["weight"], inputs["idx"]
+    return {"right": weight[idx], "one_hot": torch.nn.functional.one_hot(idx, weight.shape[0]).double(),
+            "mistakes": lookup_mistakes(weight, idx)}
+
+
+@facts_for("ch02.embedding.integer_dtypes")
+def integer_dtype_facts(ref, inputs):
+    return {"rows": [inputs["weight"][idx.long()] for idx in inputs["cases"]]}
 
 
 def _random_lookup_inputs(g):

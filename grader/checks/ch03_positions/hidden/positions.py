@@ -5,7 +5,65 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare, exception_name, matches
-from grader.checks.ch03_positions.positions import position_mistakes, probe_positions
+from grader.checks.ch03_positions.positions import probe_positions
+from grader.checks.facts import facts_for
+
+
+def _rows(weight, rows):
+    """hidden-shaped [B, T, d] position rows from a [B, T] list of row numbers."""
+    return weight[torch.tensor(rows, dtype=torch.long)]
+
+
+def position_mistakes(hidden, weight, past):
+    """(explanation, output) of the classic wrong position embeddings."""
+    B, T, _ = hidden.shape
+    C = weight.shape[0]
+    mistakes = []
+
+    def add(text, rows):
+        if all(0 <= r < C for row in rows for r in row):
+            mistakes.append((text, hidden + _rows(weight, rows)))
+
+    if past:
+        add("past_length is ignored: rows 0..T-1 were added, but the first of these tokens sits at position "
+            "past_length (after the cached tokens)", [list(range(T))] * B)
+    add("the rows are off by one: token t of this call gets row past_length + t, starting at row past_length",
+        [list(range(past + 1, past + T + 1))] * B)
+    if B > 1:
+        add("positions are counted over the flattened B*T tokens, so batch element b gets rows b*T..: "
+            "every sequence of the batch starts at position past_length",
+            [list(range(past + b * T, past + (b + 1) * T)) for b in range(B)])
+        add("the position rows follow the batch index, not the time index: token t gets row past_length + t",
+            [[past + b] * T for b in range(B)])
+    add("the rows come from the end of the table: token t gets row past_length + t",
+        [list(range(C - T, C))] * B)
+    mistakes.append(("only the position rows are returned: add them to hidden (hidden + rows)",
+                     _rows(weight, [list(range(past, past + T))] * B) if past + T <= C else hidden))
+    mistakes.append(("hidden is returned unchanged: the position rows were not added", hidden))
+    return mistakes
+
+
+def position_facts(weight, hidden, past):
+    T = hidden.shape[1]
+    return {"right": hidden + weight[past : past + T], "mistakes": position_mistakes(hidden, weight, past)}
+
+
+@facts_for("ch03.positions.adds_rows", "ch03.positions.cache_offset", "ch03.positions.same_rows_per_batch",
+           "ch03.positions.full_context")
+def public_position_facts(ref, inputs):
+    return [position_facts(inputs["weight"], hidden, past) for hidden, past in inputs["cases"]]
+
+
+@facts_for("ch03.positions.too_long")
+def too_long_facts(ref, inputs):
+    """What the silent wrong answers to a too-long input give: rows wrapped round, or clamped."""
+    weight = inputs["weight"]
+    C = weight.shape[0]
+    said = []
+    for hidden, past in inputs["cases"]:
+        positions = torch.arange(past, past + hidden.shape[1])
+        said.append({"wrapped": hidden + weight[positions % C], "clamped": hidden + weight[positions.clamp(max=C - 1)]})
+    return said
 
 
 def _random_position_inputs(g):

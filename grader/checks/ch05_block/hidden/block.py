@@ -8,6 +8,60 @@ from grader.checks._api import check, compare, first_diagnosis
 from grader.checks.course import config, load_state
 from grader.checks.ch05_block.block import BLOCK_FORMULA_MISTAKES, block_of, random_block_inputs, probe_block_forward
 from grader.checks.ch05_block.common import SIZES
+from grader.checks.ch05_block.hidden.oracles import layer_norm
+from grader.checks.facts import facts_for, significant
+
+
+@facts_for("ch05.block.formula")
+def formula_facts(ref, inputs):
+    """The reference block's own parts composed as the lesson's formula says, right and in
+    the classic wrong orders (those only ever matched to 1e-6, by first_diagnosis)."""
+    x, sizes, state = inputs["x"], inputs["sizes"], inputs["state"]
+    block = block_of(ref, sizes, state)
+    with torch.no_grad():
+        attn = lambda h: block.attention(h)[0]  # noqa: E731
+        ffn, ln1, ln2 = block.feedforward, block.ln_attention, block.ln_feedforward
+        u = x + attn(ln1(x))
+        right = u + ffn(ln2(u))
+        first = x + ffn(ln2(x))
+        post_u = ln1(x + attn(x))
+        a_only = attn(ln1(x))
+        swapped_u = x + attn(ln2(x))
+        composed = {
+            "right": right,
+            "feedforward_reads_x": u + ffn(ln2(x)),
+            "one_norm": u + ffn(ln1(u)),
+            "feedforward_first": first + attn(ln1(first)),
+            "post_ln": ln2(post_u + ffn(post_u)),
+            "renormalised": ln2(right),
+            "no_ff_residual": ffn(ln2(u)),
+            "no_attention_residual": a_only + ffn(ln2(a_only)),
+            "branches_swapped_norms": swapped_u + ffn(ln1(swapped_u)),
+            "broadcast": (x + a_only[:, -1:]) + ffn(ln2(x + a_only[:, -1:])),
+            "attention_unnormalised": (x + attn(x)) + ffn(ln2(x + attn(x))),
+            "feedforward_unnormalised": u + ffn(u),
+        }
+    return {label: value if label == "right" else significant(value) for label, value in composed.items()}
+
+
+@facts_for("ch05.block.zero_branch_identity")
+def zero_branch_facts(ref, inputs):
+    """With both branches zero: what a post-LN block, a re-normalised output and a plain
+    LayerNorm of the input give (the norms' gammas and betas are _zeroed_branches')."""
+    x = inputs["x"]
+    ones, zeros = torch.ones(x.shape[-1], dtype=torch.float64), torch.zeros(x.shape[-1], dtype=torch.float64)
+    post = layer_norm(layer_norm(x, torch.full_like(ones, 1.5), torch.full_like(zeros, 0.25)),
+                      torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25))
+    return {"post": post, "renormalised": layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25)),
+            "normalised": layer_norm(x, ones, zeros)}
+
+
+@facts_for("ch05.block.example_1")
+def example_facts(ref, inputs):
+    """Example 1's figure normalised: what a block that normalises its output gives."""
+    figure = torch.tensor([[[0.9206722, 3.4206696]]], dtype=torch.float64)
+    return {"normalised_figure": layer_norm(figure, torch.ones(2, dtype=torch.float64),
+                                            torch.zeros(2, dtype=torch.float64))}
 
 
 def _block_mistakes(ref, inputs):

@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch05_block.feedforward import judge_feedforward, probe_feedforward
+from grader.checks.ch05_block.feedforward import feedforward_problem, probe_feedforward
+from grader.checks.ch05_block.hidden.oracles import feedforward_facts
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch05.feedforward.example_1")
+def example_facts(ref, inputs):
+    return feedforward_facts(inputs["x"], inputs["state"])
 
 
 def _random_feedforward_inputs(g):
@@ -22,4 +29,4 @@ def _random_feedforward_inputs(g):
        probe=probe_feedforward, inputs=_random_feedforward_inputs, hidden=True)
 def judge_feedforward_matches_reference(out, inputs, expected):
     """The public judge_feedforward, for the hidden check above."""
-    return judge_feedforward(out, inputs, expected)
+    return feedforward_problem(out, feedforward_facts(inputs["x"], inputs["state"]))

@@ -5,7 +5,21 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare, first_diagnosis
-from grader.checks.ch05_block.layer_norm import layer_norm_mistakes, probe_layer_norm
+from grader.checks.ch05_block.hidden.oracles import layer_norm_mistakes
+from grader.checks.ch05_block.layer_norm import probe_layer_norm
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch05.layer_norm.example_figures")
+def figure_facts(ref, inputs):
+    """What each classic mistake makes of (1, 3), with gamma 1 and beta 0."""
+    ones, zeros = torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    return {"mistakes": layer_norm_mistakes(inputs["x"], ones, zeros)}
+
+
+@facts_for("ch05.layer_norm.each_position_alone")
+def rows_facts(ref, inputs):
+    return {"mistakes": layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"])}
 
 
 # ------------------------------------------------------------------ reference

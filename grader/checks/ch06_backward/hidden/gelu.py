@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from grader.checks._api import check
+from grader.checks._api import check, exact_gelu
 from grader.checks.ch06_backward.common import judge_grads, random_tensor
-from grader.checks.ch06_backward.gelu import gelu_mistakes, probe_gelu_backward
+from grader.checks.ch06_backward.gelu import probe_gelu_backward
+from grader.checks.ch06_backward.hidden.oracles import differences_facts, gelu_mistakes, grads_facts
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch06.gelu_backward.matches_autograd", "ch06.gelu_backward.key_values")
+def autograd_facts(ref, inputs):
+    g, x = inputs["grad_out"], inputs["x"]
+    return grads_facts(exact_gelu, g, [x], lambda right: {"dx": gelu_mistakes(g, x)})
+
+
+@facts_for("ch06.gelu_backward.finite_differences")
+def finite_difference_facts(ref, inputs):
+    return differences_facts(exact_gelu, inputs["grad_out"], [inputs["x"]], inputs["_directions"])
 
 
 def _expect_gelu(ref, inputs):

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch06_backward.common import judge_grads
-from grader.checks.ch06_backward.linear import (
-    LINEAR_NAMES, linear_inputs, linear_mistakes, linear_shapes, probe_linear_backward,
-)
+from grader.checks.ch06_backward.hidden.oracles import differences_facts, grads_facts, linear_mistakes, linear_of
+from grader.checks.ch06_backward.linear import LINEAR_NAMES, linear_inputs, linear_shapes, probe_linear_backward
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch06.linear_backward.matches_autograd")
+def autograd_facts(ref, inputs):
+    g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
+    return grads_facts(linear_of, g, [x, w, inputs["_bias"]], lambda right: linear_mistakes(g, x, w))
+
+
+@facts_for("ch06.linear_backward.finite_differences")
+def finite_difference_facts(ref, inputs):
+    return differences_facts(linear_of, inputs["grad_out"], [inputs["x"], inputs["weight"], inputs["_bias"]],
+                             inputs["_directions"])
 
 
 def _expect_linear(ref, inputs):

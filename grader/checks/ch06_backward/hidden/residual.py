@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch06_backward.common import judge_grads
-from grader.checks.ch06_backward.residual import (
-    RESIDUAL_ARGS, RESIDUAL_NAMES, residual_inputs, residual_mistakes, residual_shapes,
-    probe_residual_backward,
+from grader.checks.ch06_backward.hidden.oracles import (
+    differences_facts, grads_facts, residual_forward, residual_mistakes,
 )
+from grader.checks.ch06_backward.residual import (
+    RESIDUAL_ARGS, RESIDUAL_NAMES, residual_inputs, residual_shapes, probe_residual_backward,
+)
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch06.residual_backward.matches_autograd")
+def autograd_facts(ref, inputs):
+    g = inputs["grad_out"]
+    return grads_facts(residual_forward, g, [inputs[name] for name in RESIDUAL_ARGS],
+                       lambda right: residual_mistakes(g, right))
+
+
+@facts_for("ch06.residual_backward.finite_differences")
+def finite_difference_facts(ref, inputs):
+    return differences_facts(residual_forward, inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS],
+                             inputs["_directions"])
 
 
 def _expect_residual(ref, inputs):

@@ -7,9 +7,41 @@ import torch
 from grader.checks._api import check, compare, first_diagnosis
 from grader.checks.ch07_model.common import model_of, stable_cross_entropy
 from grader.checks.ch07_model.lm_forward import (
-    LM_MISTAKES, lm_cache_inputs, lm_composed, lm_inputs, triple, judge_lm_cache, probe_lm_cache,
-    probe_lm_forward,
+    LM_MISTAKES, lm_cache_inputs, lm_inputs, triple, judge_lm_cache, probe_lm_cache, probe_lm_forward,
 )
+from grader.checks.facts import facts_for, significant
+
+
+def lm_composed(model, idx):
+    """The model's own parts composed as the lesson's forward, and as the classic wrong ones."""
+    with torch.no_grad():
+        tokens = model.token_embedding(idx)
+        hidden = model.position_embedding(tokens, 0)
+
+        def through(h, blocks):
+            for block in blocks:
+                h = block(h)[0]
+            return h
+
+        head = lambda h: model.head(model.ln_final(h))  # noqa: E731
+        blocks = list(model.blocks)
+        return {
+            "right": head(through(hidden, blocks)),
+            "no_final_norm": model.head(through(hidden, blocks)),
+            "no_positions": head(through(tokens, blocks)),
+            "first_block_only": head(through(hidden, blocks[:1])),
+            "last_block_only": head(through(hidden, blocks[-1:])),
+            "no_blocks": head(hidden),
+            "final_norm_twice": model.head(model.ln_final(model.ln_final(through(hidden, blocks)))),
+            "blocks_reversed": head(through(hidden, blocks[::-1])),
+        }
+
+
+@facts_for("ch07.lm_forward.formula")
+def formula_facts(ref, inputs):
+    """The wrong forwards' logits are only ever matched to 1e-6 (first_diagnosis)."""
+    composed = lm_composed(model_of(ref, inputs["sizes"], inputs["state"]), inputs["idx"].clone())
+    return {label: value if label == "right" else significant(value) for label, value in composed.items()}
 
 
 HIDDEN_SIZES = dict(vocab_size=13, block_size=10, d_model=12, n_heads=3, n_layers=3, d_ff=20)

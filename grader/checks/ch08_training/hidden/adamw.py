@@ -7,9 +7,38 @@ import torch
 from grader.checks._api import check, matches
 from grader.checks.course import F64
 from grader.checks.ch08_training.adamw import (
-    leaves_of, schedule, judge_adamw_matches_torch, judge_adamw_state, probe_adamw_init, probe_adamw_trajectory,
+    adamw_state_problem, leaves_of, schedule, probe_adamw_init, probe_adamw_trajectory, trajectory_problem,
 )
-from grader.checks.ch08_training.hidden.oracles import adamw_loop, quadratic_loss
+from grader.checks.ch08_training.hidden.oracles import adamw_facts, adamw_loop, hand_adamw, quadratic_loss
+from grader.checks.facts import facts_for, significant
+
+
+def first_seen(order):
+    seen = []
+    for i in order:
+        if i not in seen:
+            seen.append(i)
+    return seen
+
+
+@facts_for("ch08.adamw_init.each_parameter_once")
+def held_facts(ref, inputs):
+    """The distinct parameters an optimizer keeps, in first-seen order."""
+    return {"first_seen": first_seen(inputs["order"])}
+
+
+@facts_for("ch08.adamw_step.matches_torch", "ch08.adamw_step.skipped_steps")
+def trajectory_facts(ref, inputs):
+    """The mistakes' trajectories are only ever matched to 1e-7 (trajectory_problem)."""
+    facts = adamw_facts(inputs)
+    return {"right": facts["right"], "mistakes": significant(facts["mistakes"])}
+
+
+@facts_for("ch08.adamw_step.decoupled_decay")
+def decay_facts(ref, inputs):
+    """With all-zero gradients: what coupled decay (Adam with L2) would do."""
+    return {"coupled": hand_adamw(inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"],
+                                  mistake="coupled")}
 
 
 def _random_init_inputs(g):
@@ -26,7 +55,7 @@ def _random_init_inputs(g):
        task="adamw_init", probe=probe_adamw_init, inputs=_random_init_inputs, hidden=True)
 def judge_adamw_state_random(out, inputs, expected):
     """The public judge_adamw_state, for the hidden check above."""
-    return judge_adamw_state(out, inputs, expected)
+    return adamw_state_problem(out, inputs, first_seen(inputs["order"]))
 
 
 def _random_adamw_inputs(g):
@@ -57,7 +86,7 @@ def _random_adamw_inputs(g):
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_random_adamw_inputs, hidden=True)
 def judge_adamw_random_runs(out, inputs, expected):
     """The public judge_adamw_matches_torch, for the hidden check above."""
-    return judge_adamw_matches_torch(out, inputs, expected)
+    return trajectory_problem(out, inputs, adamw_facts(inputs))
 
 
 def probe_zero_grad_loop(ns, params, weights, centres, lr):

@@ -1,4 +1,5 @@
-"""What chapter 08's hidden checks share: random documents."""
+"""What chapter 08's hidden modules share: random documents, and a document's training
+windows (chapter 01's contract), which the kit's oracles build batches and scores from."""
 
 from __future__ import annotations
 
@@ -13,3 +14,8 @@ def random_docs(g, count, alphabet="abcdef"):
     if not set(alphabet) <= set("".join(docs)):
         docs.append(alphabet)
     return docs
+
+
+def windows_of(ids, block_size):
+    positions = min(block_size, len(ids) - 1)
+    return list(ids[:positions]), list(ids[1:positions + 1])

@@ -6,14 +6,45 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch08_training.common import SIZES, close_enough, is_float, model_of, random_state
-from grader.checks.ch08_training.evaluate import vocab, probe_evaluate
-from grader.checks.ch08_training.hidden.common import random_docs
+from grader.checks.ch08_training.evaluate import vocab_size, probe_evaluate
+from grader.checks.ch08_training.hidden.common import random_docs, windows_of
+from grader.checks.facts import facts_for
+
+
+def _scored_targets(docs, block_size):
+    chars = sorted(set("".join(docs)))
+    stoi = {c: i for i, c in enumerate(chars)}
+    bos = len(chars)
+    return [windows_of([bos, *[stoi[c] for c in doc], bos], block_size)[1] for doc in docs], bos
+
+
+@facts_for("ch08.evaluate.per_scored_character")
+def constant_logit_facts(ref, inputs):
+    """With constant logits c at every position, the loss per scored character is the mean
+    of -log softmax(c)[target] over every scored target; and the classic wrong means."""
+    state, docs, bs = inputs["state"], inputs["docs"], inputs["batch_size"]
+    nll = -torch.log_softmax(state["head.weight"] @ state["ln_final.bias"], dim=-1)
+    targets, bos = _scored_targets(docs, inputs["sizes"]["block_size"])
+    per_doc = [[float(nll[t]) for t in row] for row in targets]
+    batches = [per_doc[i:i + bs] for i in range(0, len(per_doc), bs)]
+    batch_means = [sum(map(sum, b)) / sum(map(len, b)) for b in batches]
+
+    def padded(batch):
+        T = max(map(len, batch))
+        return sum(sum(row) + (T - len(row)) * float(nll[bos]) for row in batch), T * len(batch)
+
+    padded_batches = [padded(b) for b in batches]
+    return {"right": sum(map(sum, per_doc)) / sum(map(len, per_doc)), "positions": sum(map(len, per_doc)),
+            "mistakes": {"batch_means": sum(batch_means) / len(batch_means),
+                         "padded": sum(s for s, _ in padded_batches) / sum(n for _, n in padded_batches),
+                         "document_means": sum(sum(r) / len(r) for r in per_doc) / len(per_doc),
+                         "summed": sum(map(sum, per_doc))}}
 
 
 def _random_evaluate_inputs(g):
     docs = random_docs(g, 9)
     sizes = dict(SIZES, block_size=6)
-    V = len(vocab(docs)) + 1
+    V = vocab_size(docs)
     return {"docs": docs, "sizes": sizes, "state": random_state(g, {**sizes, "vocab_size": V}), "batch_size": 4}
 
 

@@ -1,10 +1,14 @@
-"""The oracles of the hidden AdamW checks alone: a quadratic loss and the zero_grad /
-backward / step loop with default AdamW, proven equal to torch's by
-tests/test_grader_oracles.py."""
+"""AdamW written out in plain torch, the kit's own: hand_adamw (with a switch for each
+classic mistake) gives the trajectories the AdamW checks compare with, and a quadratic
+loss and the zero_grad / backward / step loop with default AdamW serve the hidden
+zero_grad check; each is proven equal to torch.optim.AdamW by tests/test_grader_oracles.py.
+The public checks read what hand_adamw gives on their fixed inputs as data (facts.json)."""
 
 from __future__ import annotations
 
 import torch
+
+from grader.checks.ch08_training.adamw import ADAMW_MISTAKES, same_trajectory
 
 
 def quadratic_loss(leaves, weights, centres):
@@ -32,3 +36,61 @@ def adamw_loop(inputs, zero=True):
             params[i] = params[i] * (1 - lr * wd) - step
         trajectory.append([p.clone() for p in params])
     return trajectory
+
+
+def hand_adamw(params, grads, lrs, hyper, mistake=None):
+    """AdamW written out, optionally with one classic mistake, for the diagnoses."""
+    beta1, beta2 = hyper["betas"]
+    if mistake == "betas_swapped":
+        beta1, beta2 = beta2, beta1
+    eps, wd = hyper["eps"], hyper["weight_decay"]
+    ps = [p.clone() for p in params]
+    m = [torch.zeros_like(p) for p in ps]
+    v = [torch.zeros_like(p) for p in ps]
+    t = [0 for _ in ps]
+    trajectory = [[] for _ in ps]
+    for step, (lr, step_grads) in enumerate(zip(lrs, grads)):
+        for i, g in enumerate(step_grads):
+            if g is None:
+                if mistake != "missing_as_zero":
+                    continue
+                g = torch.zeros_like(ps[i])
+            t[i] += 1
+            tt = step + 1 if mistake == "global_t" else t[i]
+            p = ps[i]
+            if mistake == "coupled":
+                g = g + wd * p
+            elif mistake == "decay_without_lr":
+                p = p * (1 - wd)
+            elif mistake not in ("decay_after", "no_decay"):
+                p = p * (1 - lr * wd)
+            if mistake == "restarted_moments":
+                m[i] = (1 - beta1) * g
+                v[i] = (1 - beta2) * g * g
+            else:
+                m[i] = beta1 * m[i] + (1 - beta1) * g
+                v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            if mistake == "no_bias_correction":
+                m_hat, v_hat = m[i], v[i]
+            else:
+                m_hat, v_hat = m[i] / (1 - beta1**tt), v[i] / (1 - beta2**tt)
+            denom = torch.sqrt(v_hat + eps) if mistake == "eps_inside" else torch.sqrt(v_hat) + eps
+            p = p - lr * m_hat / denom
+            if mistake == "decay_after":
+                p = p * (1 - lr * wd)
+            ps[i] = p
+        for i, p in enumerate(ps):
+            trajectory[i].append(p.clone())
+    return [torch.stack(t) for t in trajectory]
+
+
+def adamw_facts(inputs):
+    """torch.optim.AdamW's trajectory on the inputs, and each classic mistake's (None where
+    the mistake changes nothing on these inputs, so it can never be the diagnosis)."""
+    args = inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"]
+    right = hand_adamw(*args)
+    mistakes = {}
+    for name, _ in ADAMW_MISTAKES:
+        wrong = hand_adamw(*args, mistake=name)
+        mistakes[name] = None if same_trajectory(wrong, right) else wrong
+    return {"right": right, "mistakes": mistakes}

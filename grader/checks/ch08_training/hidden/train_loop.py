@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from grader.checks._api import check, matches
 from grader.checks.ch08_training.common import close_enough, is_float, model_of, random_state
 from grader.checks.ch08_training.train_loop import (
-    batch_tensors, norm_of, judge_fresh_clipped_gradients, judge_returns_loss, probe_train_steps,
+    batch_tensors, judge_fresh_clipped_gradients, judge_returns_loss, probe_train_steps,
 )
+
+
+def norm_of(grads):
+    return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads if g is not None))
 
 
 HIDDEN_SIZES = dict(vocab_size=9, block_size=7, d_model=12, n_heads=3, n_layers=2, d_ff=20, dropout=0.0)

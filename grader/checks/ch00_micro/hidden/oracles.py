@@ -1,0 +1,340 @@
+"""Chapter 00's float oracles, the kit's own: what a right (or a known wrong)
+implementation of each task gives, recomputed with `math` on floats, and the model's
+layer and forward as a torch float64 twin. The hidden checks judge with them on random
+inputs; on the public checks' fixed inputs the kit writes what they give into
+facts.json (grader/generate/facts.py), so the release carries the numbers, not this code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from grader.checks.course import EPS
+from grader.checks.ch00_micro.microgpt import BLOCK_FLAWS, FORWARD_FLAWS
+
+
+# ------------------------------------------------------------ floats, by hand
+
+
+def rms_of(xs, eps=EPS, stat="mean_square", eps_outside=False, centred=False):
+    n = len(xs)
+    if centred:
+        mean = sum(xs) / n
+        xs = [x - mean for x in xs]
+    s = {"mean_square": sum(x * x for x in xs) / n, "sum_square": sum(x * x for x in xs),
+         "mean": sum(xs) / n, "mean_abs": sum(abs(x) for x in xs) / n}[stat]
+    scale = 1.0 / (math.sqrt(s) + eps) if eps_outside else (s + eps) ** -0.5 if s + eps > 0 else math.nan
+    return [x * scale for x in xs]
+
+
+def softmax_of(ls):
+    m = max(ls)
+    e = [math.exp(v - m) for v in ls]
+    total = sum(e)
+    return [v / total for v in e]
+
+
+def attention_of(q, keys, values, scale="sqrt", use="values"):
+    d = len(q)
+    factor = {"sqrt": 1 / math.sqrt(d), "none": 1.0, "d": 1 / d, "times_sqrt": math.sqrt(d)}[scale]
+    weights = softmax_of([sum(a * b for a, b in zip(q, k)) * factor for k in keys])
+    rows = values if use == "values" else keys
+    return [sum(w * row[i] for w, row in zip(weights, rows)) for i in range(d)], weights
+
+
+# ------------------------------------------------------------ the Value's ops
+
+
+def op_truth(op, x, k):
+    """(value, gradients) of the operation, by hand."""
+    a = x[0]
+    b = x[1] if len(x) > 1 else None
+    return {
+        "add": lambda: (a + b, [1.0, 1.0]), "add_const": lambda: (a + 2.5, [1.0]),
+        "radd": lambda: (a + 2.5, [1.0]), "add_self": lambda: (2 * a, [2.0]),
+        "mul": lambda: (a * b, [b, a]), "mul_const": lambda: (-3.0 * a, [-3.0]),
+        "rmul": lambda: (-3.0 * a, [-3.0]), "square": lambda: (a * a, [2 * a]),
+        "pow": lambda: (a**k, [k * a ** (k - 1)]), "exp": lambda: (math.exp(a), [math.exp(a)]),
+        "log": lambda: (math.log(a), [1.0 / a]),
+        "relu": lambda: (a if a > 0 else 0.0, [1.0 if a > 0 else 0.0]),
+    }[op]()
+
+
+def op_mistakes(op, x, k):
+    """The gradients the classic mistakes give, with what to tell the student."""
+    a = x[0]
+    b = x[1] if len(x) > 1 else None
+    one_input = ("only one input of a + b gets a gradient: list both self and other as children, "
+                 "with local gradients (1, 1)")
+    one_factor = ("only one factor gets a gradient: the term for the other factor is missing "
+                  "(children (self, other), local gradients (other.data, self.data))")
+    power = "the power rule: the local gradient of x ** k is k * x ** (k - 1)"
+    if op == "add":
+        return [(one_input, [1.0, 0.0]), (one_input, [0.0, 1.0]),
+                ("these are the local gradients of a product (b, a); for a + b both are 1", [b, a]),
+                ("no gradient reaches the inputs: the new Value needs its children (self, other) "
+                 "and local gradients (1, 1)", [0.0, 0.0])]
+    if op == "add_self":
+        return [("a + a gives a gradient of 1, not 2: " + one_input, [1.0])]
+    if op in ("add_const", "radd"):
+        return [("no gradient reaches a: the new Value needs its children and local gradients (1, 1)", [0.0])]
+    if op == "mul":
+        return [("the local gradients are swapped: d(a*b)/da is b (the OTHER factor) and d(a*b)/db is a", [a, b]),
+                (one_factor, [b, 0.0]), (one_factor, [0.0, a]),
+                ("these are the local gradients of a + b (1, 1); for a * b they are (b, a)", [1.0, 1.0])]
+    if op == "square":
+        return [("a * a gives a gradient of a, not 2a: " + one_factor, [a]),
+                ("a * a gives a gradient of a * a: the local gradients should be the factors, not the product",
+                 [2 * a * a])]
+    if op in ("mul_const", "rmul"):
+        return [("a * c gives a the gradient a instead of c: the local gradients are swapped", [a]),
+                ("no gradient reaches a: " + one_factor, [0.0])]
+    if op == "pow":
+        return [(f"{power}; this is k * x ** k (the exponent was not lowered by one)", [k * a**k]),
+                (f"{power}; the factor k is missing", [a ** (k - 1)]),
+                (f"{power}; this is x ** k * log(x), the derivative with respect to the exponent",
+                 [a**k * math.log(a)] if a > 0 else [math.nan]),
+                (f"{power}; this is (k - 1) * x ** (k - 2), one step too far", [(k - 1) * a ** (k - 2)])]
+    if op == "exp":
+        return [("the local gradient is the input x; d exp(x)/dx is exp(x), the result itself", [a]),
+                ("the local gradient is 1; d exp(x)/dx is exp(x), the result itself", [1.0]),
+                ("no gradient reaches x: the local gradient of exp(x) is exp(x)", [0.0])]
+    if op == "log":
+        return [("the local gradient is the input x; d log(x)/dx is 1/x", [a]),
+                ("the local gradient is log(x) itself; d log(x)/dx is 1/x", [math.log(a)]),
+                ("the local gradient is -1/x², the derivative of 1/x; d log(x)/dx is 1/x", [-1.0 / (a * a)]),
+                ("the local gradient is 1/x², not 1/x", [1.0 / (a * a)]),
+                ("the local gradient is 1; d log(x)/dx is 1/x", [1.0])]
+    if op == "relu":
+        if a > 0:
+            return [("the local gradient is the input x; relu's local gradient is 1 where x > 0", [a]),
+                    ("no gradient for a positive input: relu's local gradient is 1 where x > 0", [0.0])]
+        if a < 0:
+            return [("a negative input passes the gradient: relu's local gradient is 0 where x <= 0 "
+                     "(the output does not depend on x there)", [1.0]),
+                    ("a negative input passes the gradient: relu's local gradient is 0 where x <= 0", [a])]
+        return [("at exactly x = 0 the local gradient is taken to be 0 (use x > 0, not x >= 0)", [1.0])]
+    return []
+
+
+def op_facts(cases):
+    """Per case: the value and gradients by hand, and the classic mistakes' gradients."""
+    said = []
+    for case in cases:
+        value, grads = op_truth(case["op"], case["x"], case.get("k"))
+        said.append({"value": value, "grads": grads, "mistakes": op_mistakes(case["op"], case["x"], case.get("k"))})
+    return said
+
+
+# ------------------------------------------------------------ RMSNorm and softmax
+
+
+def rms_grads(xs, w, eps=EPS):
+    """d/dx_j of sum_i w_i * rmsnorm(x)_i."""
+    n = len(xs)
+    m = sum(x * x for x in xs) / n + eps
+    s = m**-0.5
+    wx = sum(a * b for a, b in zip(w, xs))
+    return [w[j] * s - wx * m**-1.5 * xs[j] / n for j in range(n)]
+
+
+def rms_mistakes(xs):
+    return [
+        ("eps is missing: it goes inside the square root, sqrt(mean(x²) + 1e-5)", rms_of(xs, eps=0.0)),
+        ("eps is added outside the square root; it belongs inside: 1 / sqrt(mean(x²) + 1e-5)",
+         rms_of(xs, eps_outside=True)),
+        ("eps should be 1e-5 (this is 1e-6)", rms_of(xs, eps=1e-6)),
+        ("eps should be 1e-5 (this is 1e-8)", rms_of(xs, eps=1e-8)),
+        ("the scale uses the mean of x, not the mean of squares mean(x²)", rms_of(xs, stat="mean")),
+        ("the scale uses the mean of |x|, not the mean of squares mean(x²)", rms_of(xs, stat="mean_abs")),
+        ("the scale uses the sum of squares; RMSNorm divides by the root of their mean (sum / n)",
+         rms_of(xs, stat="sum_square")),
+        ("the mean is subtracted first: that is LayerNorm; RMSNorm only divides by sqrt(mean(x²) + eps)",
+         rms_of(xs, centred=True)),
+        ("the vector is multiplied by sqrt(mean(x²) + eps) instead of divided by it",
+         [x * math.sqrt(sum(v * v for v in xs) / len(xs) + EPS) for x in xs]),
+    ]
+
+
+def rmsnorm_facts(x, w):
+    n = len(x)
+    return {"want": rms_of(x), "mistakes": rms_mistakes(x),
+            "grads": rms_grads(x, w) if w is not None else None,
+            "constant_scale": [wi * (sum(v * v for v in x) / n + EPS) ** -0.5 for wi in w] if w is not None else None}
+
+
+def softmax_facts(logits, w):
+    want = softmax_of(logits)
+    if w is None:
+        return {"want": want, "grads": None, "constant_total": None}
+    wp = sum(a * b for a, b in zip(w, want))
+    return {"want": want, "grads": [p * (wi - wp) for p, wi in zip(want, w)],
+            "constant_total": [p * wi for p, wi in zip(want, w)]}
+
+
+# ------------------------------------------------------------ one attention head
+
+
+def attention_mistakes(q, keys, values):
+    return [
+        ("the scores are not scaled: divide dot(query, key) by sqrt(d_head)", attention_of(q, keys, values, "none")),
+        ("the scores are divided by d_head; divide by sqrt(d_head)", attention_of(q, keys, values, "d")),
+        ("the scores are multiplied by sqrt(d_head); divide by it", attention_of(q, keys, values, "times_sqrt")),
+        ("the output mixes the keys; it is the weighted sum of the values", attention_of(q, keys, values, use="keys")),
+    ]
+
+
+def attention_facts(q, keys, values):
+    out, weights = attention_of(q, keys, values)
+    return {"out": out, "weights": weights,
+            "mistakes": [[text, wrong_out, wrong_w] for text, (wrong_out, wrong_w) in attention_mistakes(q, keys, values)]}
+
+
+# ------------------------------------------------- the model: a torch float64 twin
+#
+# micro.py runs one position at a time and remembers the earlier positions' keys and
+# values in a cache. The twin runs the lesson's equations on a whole sequence at once
+# instead, as chapters 04-05 do: a [P, E] tensor per layer, with a causal mask standing
+# in for the cache (position p attends to positions 0..p, exactly what the cache holds
+# when p arrives). Both give the same numbers; the twin is torch, the model is scalars.
+
+
+def _f64(rows) -> torch.Tensor:
+    return torch.as_tensor(rows, dtype=torch.float64)
+
+
+def _unit_rms(x: torch.Tensor) -> torch.Tensor:
+    """RMSNorm without a gain, over the last dimension: x / sqrt(mean(x^2) + eps)."""
+    return x * torch.rsqrt(x.square().mean(dim=-1, keepdim=True) + EPS)
+
+
+def twin_block(tables, layer, x, n_head, flaw=None):
+    """Layer `layer` on every position of a sequence at once: x is [P, E]; returns the
+    layer's output [P, E] and each head's attention weights [H, P, P] (row p is zero past
+    p). The lesson's pre-norm layer, or one known flaw of it."""
+    weight = lambda name: _f64(tables[f"layer{layer}.{name}"])  # noqa: E731
+    P, E = x.shape
+    d = E // n_head
+    normed = x if flaw == "no_attention_norm" else _unit_rms(x)
+    # [P, E] -> [H, P, d]: head i owns features i*d .. (i+1)*d - 1
+    split = lambda table: F.linear(normed, weight(table)).reshape(P, n_head, d).permute(1, 0, 2)  # noqa: E731
+    queries, keys, vals = split("wq"), split("wk"), split("wv")
+    visible = torch.eye(P, dtype=torch.bool) if flaw == "no_cache" else torch.ones(P, P, dtype=torch.bool).tril()
+    logits = torch.einsum("hpd,htd->hpt", queries, keys) * d ** -0.5
+    attention = logits.masked_fill(~visible, -math.inf).softmax(dim=-1)
+    mixed = torch.einsum("hpt,htd->phd", attention, vals).reshape(P, E)
+    after_attention = F.linear(mixed, weight("wo"))
+    if flaw != "no_attention_residual":
+        after_attention = after_attention + x
+    mlp_input = x if flaw == "mlp_reads_input" else after_attention
+    if flaw != "no_mlp_norm":
+        mlp_input = _unit_rms(mlp_input)
+    expanded = F.linear(mlp_input, weight("fc1"))
+    mlp = F.linear(expanded if flaw == "no_relu" else F.relu(expanded), weight("fc2"))
+    out = mlp if flaw == "no_mlp_residual" else mlp + after_attention
+    return (_unit_rms(out) if flaw == "output_normalised" else out), attention
+
+
+def twin_logits(tables, sizes, ids, flaw=None):
+    """The logits [P][V] of a whole sequence of ids: RMSNorm(WTE[ids] + WPE[0..P-1]),
+    every layer, the LM head (or one known flaw of that)."""
+    x = _f64(tables["wte"])[list(ids)]
+    if flaw != "no_position":
+        x = x + _f64(tables["wpe"])[: len(ids)]
+    if flaw != "no_embedding_norm":
+        x = _unit_rms(x)
+    for layer in range(1 if flaw == "first_layer_only" else sizes["n_layer"]):
+        x, _ = twin_block(tables, layer, x, sizes["n_head"])
+    if flaw == "final_norm":
+        x = _unit_rms(x)
+    return F.linear(x, _f64(tables["lm_head"])).tolist()
+
+
+def block_twin(tables, sizes, xs, flaw=None):
+    """Layer 0 on the positions xs in order: the outputs [P][E], and per position the
+    attention rows that position has, [P][H][p + 1]."""
+    y, attention = twin_block(tables, 0, _f64(xs), sizes["n_head"], flaw)
+    rows = [[attention[head, p, : p + 1].tolist() for head in range(sizes["n_head"])] for p in range(len(xs))]
+    return y.tolist(), rows
+
+
+def block_facts(tables, sizes, xs):
+    """Layer 0 on xs: the outputs and attention rows, and each known flaw's outputs."""
+    y, rows = block_twin(tables, sizes, xs)
+    return {"y": y, "rows": rows, "flaws": {flaw: block_twin(tables, sizes, xs, flaw)[0] for flaw in BLOCK_FLAWS}}
+
+
+def forward_facts(tables, sizes, ids):
+    """The logits of ids, and each known flaw's logits."""
+    return {"logits": twin_logits(tables, sizes, ids),
+            "flaws": {flaw: twin_logits(tables, sizes, ids, flaw) for flaw in FORWARD_FLAWS}}
+
+
+# ------------------------------------------------------------ the document loss
+
+
+def _nll(logits, target):
+    m = max(logits)
+    return math.log(sum(math.exp(v - m) for v in logits)) + m - logits[target]
+
+
+def _loss_candidates(logits, ids, reveal=True):
+    n = len(logits)
+    nll = [_nll(row, ids[p + 1]) for p, row in enumerate(logits)]
+    mean = sum(nll) / n
+    count, length = (f" {n}", f" = {len(ids)}") if reveal else ("", "")
+    return mean, [
+        (f"the loss is the SUM of the{count} position losses; document_loss is their mean "
+         f"(divide by the number of scored positions)", sum(nll)),
+        (f"the loss is divided by len(ids){length}; the scored positions are min(T, len(ids) - 1)"
+         + (f" = {n}" if reveal else ""), sum(nll) / len(ids)),
+        ("the loss is log p(target), not -log p(target): the negative log-likelihood has a minus sign", -mean),
+        ("each position scores its own input id, not the next one: the target of position p is ids[p + 1]",
+         sum(_nll(row, ids[p]) for p, row in enumerate(logits)) / n),
+        ("the loss uses -logit[target] without the softmax: the NLL is -log softmax(logits)[target]",
+         sum(-row[ids[p + 1]] for p, row in enumerate(logits)) / n),
+    ]
+
+
+def loss_facts(logits, ids, reveal):
+    mean, wrong = _loss_candidates(logits, ids, reveal)
+    return {"mean": mean, "wrong": [[text, value] for text, value in wrong]}
+
+
+# ------------------------------------------------------------------ Adam
+
+
+def adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t", eps_inside=False):
+    p, n = list(start), len(start)
+    m, v, trajectory = [0.0] * n, [0.0] * n, []
+    for t, gs in enumerate(grads):
+        lr_t = {"t": lr * (1 - t / total_steps), "t+1": lr * (1 - (t + 1) / total_steps), None: lr}[decay]
+        for i, g in enumerate(gs):
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            m_hat = m[i] / (1 - beta1 ** (t + 1)) if bias else m[i]
+            v_hat = v[i] / (1 - beta2 ** (t + 1)) if bias else v[i]
+            p[i] -= lr_t * m_hat / (math.sqrt(v_hat + eps) if eps_inside else math.sqrt(v_hat) + eps)
+        trajectory.append(list(p))
+    return trajectory
+
+
+def adam_mistakes(start, grads, settings):
+    return [
+        ("there is no bias correction: divide m by 1 - beta1^(t+1) and v by 1 - beta2^(t+1)",
+         adam(start, grads, **settings, bias=False)),
+        ("the learning rate does not decay: step t uses lr * (1 - t / total_steps)",
+         adam(start, grads, **settings, decay=None)),
+        ("the learning rate decays one step early: step t (counting from 0) uses lr * (1 - t / total_steps)",
+         adam(start, grads, **settings, decay="t+1")),
+        ("eps is added inside the square root; Adam divides by sqrt(v_hat) + eps",
+         adam(start, grads, **settings, eps_inside=True)),
+    ]
+
+
+def adam_facts(start, grads, settings):
+    return {"want": adam(start, grads, **settings),
+            "mistakes": [[text, wrong] for text, wrong in adam_mistakes(start, grads, settings)]}

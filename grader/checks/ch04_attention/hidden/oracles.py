@@ -1,0 +1,110 @@
+"""Chapter 04's head layout and attention formula written out in plain torch, the kit's
+own: the heads of x and their merge, the classic wrong splits and merges, and the
+lesson's formula composed from a module's parts with the right scale and mask and with
+each classic wrong one. The hidden checks judge with them; on the public checks' fixed
+inputs the kit writes what they give into facts.json (grader/generate/facts.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks.ch04_attention.common import loaded_attention
+
+
+def heads_of(x, h):
+    """[B, T, d] -> [B, h, T, d_h], head i owning features i*d_h .. (i+1)*d_h - 1."""
+    B, T, d = x.shape
+    return x.reshape(B, T, h, d // h).transpose(1, 2)
+
+
+def merged(y):
+    """[B, h, T, d_h] -> [B, T, d], the inverse of heads_of."""
+    B, h, T, dh = y.shape
+    return y.transpose(1, 2).reshape(B, T, h * dh)
+
+
+def split_mistakes(x, h):
+    B, T, d = x.shape
+    dh = d // h
+    return [
+        ("the heads are split with the axes mixed up: view(B, h, T, d_h) regroups the numbers without moving "
+         "them; view as [B, T, h, d_h] first, then swap T and h (transpose(1, 2))", x.reshape(B, h, T, dh)),
+        ("head i takes every h-th feature (view(B, T, d_h, h)); head i must own the contiguous features "
+         "i*d_h .. (i+1)*d_h - 1", x.reshape(B, T, dh, h).permute(0, 3, 1, 2)),
+    ]
+
+
+def split_facts(x, h):
+    return {"right": heads_of(x, h), "mistakes": split_mistakes(x, h)}
+
+
+def merge_mistakes(y):
+    B, h, T, dh = y.shape
+    return [
+        ("merge_heads reshapes [B, h, T, d_h] straight to [B, T, d] without moving the heads axis back: "
+         "transpose h and T first (transpose(1, 2)), then reshape", y.reshape(B, T, h * dh)),
+        ("the heads' features are interleaved (feature j of head i lands at j*h + i); head i's features "
+         "belong together at i*d_h .. (i+1)*d_h - 1", y.permute(0, 2, 3, 1).reshape(B, T, h * dh)),
+    ]
+
+
+def merge_facts(y):
+    return {"right": merged(y), "mistakes": merge_mistakes(y)}
+
+
+def formula_variants(d, dh):
+    """label -> (scale, mask, softmax axis, cache arrangement, output projection)."""
+    root = 1 / math.sqrt(dh)
+    return {
+        "right": (root, "causal", -1, "before", True),
+        "scale_d": (1 / d, "causal", -1, "before", True),
+        "scale_dh": (1 / dh, "causal", -1, "before", True),
+        "no_scale": (1.0, "causal", -1, "before", True),
+        "scale_sqrt_d": (1 / math.sqrt(d), "causal", -1, "before", True),
+        "times_sqrt_dh": (math.sqrt(dh), "causal", -1, "before", True),
+        "no_mask": (root, "none", -1, "before", True),
+        "next": (root, "next", -1, "before", True),
+        "diagonal": (root, "diagonal", -1, "before", True),
+        "dim_queries": (root, "causal", -2, "before", True),
+        "no_output_projection": (root, "causal", -1, "before", False),
+        "cache_ignored": (root, "causal", -1, "ignored", True),
+        "unshifted": (root, "unshifted", -1, "before", True),
+        "cache_after": (root, "causal", -1, "after", True),
+        "keys_values_mixed": (root, "causal", -1, "mixed", True),
+    }
+
+
+def formula_facts(ref, inputs):
+    """The reference's projections, split_heads and merge_heads composed as the lesson
+    writes attention, right (with its weights) and with each classic mistake."""
+    x, sizes, state, past = inputs["x"], inputs["sizes"], inputs["state"], inputs.get("past")
+    module = loaded_attention(ref, sizes, state)
+    cache = lambda: None if past is None else tuple(t.clone() for t in past)  # noqa: E731
+    d, h = sizes["d_model"], sizes["n_heads"]
+    with torch.no_grad():
+        q, k, v = (module.split_heads(getattr(module, p)(x.clone())) for p in ("q_proj", "k_proj", "v_proj"))
+        composed = {}
+        for label, (scale, mask, axis, arrangement, project) in formula_variants(d, d // h).items():
+            if past is None and label in ("cache_ignored", "unshifted", "cache_after", "keys_values_mixed"):
+                continue
+            keys, values = k, v
+            if past is not None and arrangement != "ignored":
+                old_k, old_v = cache()
+                keys, values = {"before": (torch.cat([old_k, k], 2), torch.cat([old_v, v], 2)),
+                                "after": (torch.cat([k, old_k], 2), torch.cat([v, old_v], 2)),
+                                "mixed": (torch.cat([old_v, k], 2), torch.cat([old_k, v], 2))}[arrangement]
+            T, S = q.shape[2], keys.shape[2]
+            query_pos = torch.arange(S - T, S).unsqueeze(1)
+            key_pos = torch.arange(S).unsqueeze(0)
+            hide = {"causal": key_pos > query_pos, "none": torch.zeros(T, S, dtype=torch.bool),
+                    "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1),
+                    "diagonal": key_pos >= query_pos}[mask]
+            w = torch.softmax((q @ keys.transpose(-2, -1) * scale).masked_fill(hide, float("-inf")), dim=axis)
+            merged_heads = module.merge_heads(w @ values)
+            composed[label] = module.o_proj(merged_heads) if project else merged_heads
+            if label == "right":
+                composed["right_weights"] = w
+    return composed

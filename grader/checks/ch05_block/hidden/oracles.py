@@ -1,0 +1,63 @@
+"""Chapter 05's formulas written out in plain torch, the kit's own: LayerNorm (with a
+switch for each classic mistake) and the block's parameter count. The hidden checks
+judge with them; on the public checks' fixed inputs the kit writes what they give into
+facts.json (grader/generate/facts.py), and chapter 06's kit code builds its forwards
+with this LayerNorm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import exact_gelu, tanh_gelu
+from grader.checks.ch05_block.feedforward import FEEDFORWARD_MISTAKES
+from grader.checks.ch05_block.gelu import GELU_MISTAKES
+from grader.checks.ch05_block.layer_norm import LAYER_NORM_MISTAKES
+from grader.checks.course import EPS
+
+
+def layer_norm(x, gamma, beta, eps=EPS, divisor_offset=0, dims=(-1,), eps_outside=False):
+    """LayerNorm over `dims`; the keyword arguments reproduce the classic mistakes
+    (d - 1 divisor, eps outside the root, statistics over the wrong axes)."""
+    mean = x.mean(dim=dims, keepdim=True)
+    centred = x - mean
+    count = math.prod(x.shape[d] for d in dims)
+    variance = (centred * centred).sum(dim=dims, keepdim=True) / (count - divisor_offset)
+    scale = torch.sqrt(variance) + eps if eps_outside else torch.sqrt(variance + eps)
+    return centred / scale * gamma + beta
+
+
+def layer_norm_mistakes(x, gamma, beta):
+    outputs = [layer_norm(x, gamma, beta, divisor_offset=1), layer_norm(x, gamma, beta, eps=0.0),
+               layer_norm(x, gamma, beta, eps_outside=True),
+               layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta)),
+               layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x,
+               layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))]
+    return [[text, output] for text, output in zip(LAYER_NORM_MISTAKES, outputs, strict=True)]
+
+
+def block_parameters(d: int, f: int) -> int:
+    """One pre-LN block: Q/K/V/O 4d², the feed-forward 2df + f + d, two LayerNorms 4d."""
+    return 4 * d * d + 2 * d * f + f + 5 * d
+
+
+def model_parameters(sizes: dict) -> int:
+    V, C, N, d, f = (sizes[k] for k in ("vocab_size", "block_size", "n_layers", "d_model", "d_ff"))
+    return 2 * V * d + C * d + N * block_parameters(d, f) + 2 * d
+
+
+def gelu_mistakes(x):
+    outputs = [tanh_gelu(x), torch.relu(x), x * torch.sigmoid(1.702 * x), x,
+               0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))]
+    return [[text, output] for text, output in zip(GELU_MISTAKES, outputs, strict=True)]
+
+
+def feedforward_facts(x, state):
+    w1, b1, w2, b2 = state["fc1.weight"], state["fc1.bias"], state["fc2.weight"], state["fc2.bias"]
+    pre = x @ w1.T + b1
+    outputs = [pre @ w2.T + b2, torch.relu(pre) @ w2.T + b2, tanh_gelu(pre) @ w2.T + b2, exact_gelu(pre) @ w2.T,
+               exact_gelu(x @ w1.T) @ w2.T + b2]
+    return {"right": exact_gelu(pre) @ w2.T + b2,
+            "mistakes": [[text, output] for text, output in zip(FEEDFORWARD_MISTAKES, outputs, strict=True)]}

@@ -1,0 +1,172 @@
+"""Chapter 06's forwards and gradients, the kit's own: the forwards the backwards belong
+to in plain torch, autograd and central finite differences on them (in the grader,
+never in the sandbox, where the tasks forbid autograd), and what each classic mistake
+gives. The hidden checks judge with them; on the public checks' fixed inputs the kit
+writes what they give into facts.json (grader/generate/facts.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import exact_gelu, tanh_gelu
+from grader.checks.ch05_block.hidden.oracles import layer_norm
+from grader.checks.course import EPS
+from grader.checks.facts import significant
+
+
+def linear_of(x, weight, bias):
+    return x @ weight.T + bias
+
+
+def autograd_of(forward, grad_out, *tensors):
+    """The gradients autograd gives for sum(grad_out * forward(*tensors))."""
+    leaves = [t.detach().clone().double().requires_grad_(True) for t in tensors]
+    with torch.enable_grad():
+        y = forward(*leaves)
+        # <y, grad_out> as a scalar: the same vector-Jacobian product, without the
+        # grad_outputs path that makes torch import its symbolic-shape machinery (~0.3 s).
+        return [g.detach() for g in torch.autograd.grad((y * grad_out.double()).sum(), leaves)]
+
+
+def directional(forward, grad_out, tensors, which, direction, h=1e-6):
+    """Central finite difference of sum(grad_out * forward) along `direction` in input `which`."""
+    plus = [t.clone() for t in tensors]
+    minus = [t.clone() for t in tensors]
+    plus[which] = plus[which] + h * direction
+    minus[which] = minus[which] - h * direction
+    with torch.no_grad():
+        return ((grad_out * (forward(*plus) - forward(*minus))).sum() / (2 * h)).item()
+
+
+def grads_facts(forward, grad_out, tensors, mistakes_of):
+    """Autograd's gradients of sum(grad_out * forward(*tensors)) ("right") and the classic
+    mistakes' (mistakes_of(right): {gradient name: [(text, tensor or None)]}), which the
+    judges only ever match to 1e-6 (NEAR)."""
+    right = autograd_of(forward, grad_out, *tensors)
+    return {"right": right, "mistakes": significant(mistakes_of(right))}
+
+
+def differences_facts(forward, grad_out, tensors, directions):
+    """The central difference of sum(grad_out * forward) along each direction, one input each."""
+    return {"numeric": [directional(forward, grad_out, tensors, which, direction)
+                        for which, direction in enumerate(directions)]}
+
+
+# ------------------------------------------------------------------ LayerNorm
+
+
+def _ln_dx(grad_out, x, gamma, eps=EPS, mean_term=True, variance_term=True, unbiased=False):
+    mean = x.mean(dim=-1, keepdim=True)
+    centred = x - mean
+    count = x.shape[-1] - (1 if unbiased else 0)
+    inv_std = 1.0 / torch.sqrt((centred * centred).sum(dim=-1, keepdim=True) / count + eps)
+    normalised = centred * inv_std
+    dnorm = grad_out * gamma
+    dx = dnorm
+    if mean_term:
+        dx = dx - dnorm.mean(dim=-1, keepdim=True)
+    if variance_term:
+        dx = dx - normalised * (dnorm * normalised).mean(dim=-1, keepdim=True)
+    return dx * inv_std, normalised
+
+
+def layer_norm_mistakes(grad_out, x, gamma):
+    positions = max(1, grad_out.numel() // grad_out.shape[-1])
+    # dgamma and dbeta from autograd on the grader's LayerNorm (neither depends on beta);
+    # the two wrong dgammas from autograd on gamma·x and gamma·(x − mean), the scale
+    # applied to an input that was not normalised.
+    _, dgamma, dbeta = autograd_of(layer_norm, grad_out, x, gamma, torch.zeros_like(gamma))
+    unnormalised = autograd_of(torch.mul, grad_out, gamma, x)[0]
+    uncentred = autograd_of(torch.mul, grad_out, gamma, x - x.mean(-1, keepdim=True))[0]
+    return {
+        "dx": [
+            ("dx is missing the mean terms: x̂ depends on every feature through the mean and the variance, so "
+             "dx = (dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)) / σ with dx̂ = grad_out·gamma; yours is only dx̂ / σ",
+             _ln_dx(grad_out, x, gamma, mean_term=False, variance_term=False)[0]),
+            ("dx is missing the mean term that comes from the mean μ: subtract mean(dx̂) over the features",
+             _ln_dx(grad_out, x, gamma, mean_term=False)[0]),
+            ("dx is missing the term that comes from the variance: subtract x̂·mean(dx̂·x̂) over the features",
+             _ln_dx(grad_out, x, gamma, variance_term=False)[0]),
+            ("dx ignores gamma: the upstream gradient reaches x̂ multiplied by gamma (dx̂ = grad_out·gamma)",
+             _ln_dx(grad_out, x, torch.ones_like(gamma))[0]),
+            ("dx leaves eps out of the square root; the forward divides by sqrt(var + eps)",
+             _ln_dx(grad_out, x, gamma, eps=0.0)[0]),
+            ("dx uses the unbiased variance (divided by d - 1, torch.var's default); the forward's is the "
+             "population variance, divided by d", _ln_dx(grad_out, x, gamma, unbiased=True)[0]),
+        ],
+        "dgamma": [
+            ("dgamma uses x instead of the normalised x̂: dgamma = Σ grad_out·x̂", unnormalised),
+            ("dgamma uses x − mean without dividing by σ: dgamma = Σ grad_out·x̂", uncentred),
+            ("dgamma averages over the positions; it must sum over batch and time", dgamma / positions),
+            ("dgamma is multiplied by gamma; dgamma = Σ grad_out·x̂", dgamma * gamma),
+        ],
+        "dbeta": [
+            ("dbeta averages over the positions; it must sum over batch and time", dbeta / positions),
+            ("dbeta is multiplied by gamma; dbeta = Σ grad_out", dbeta * gamma),
+        ],
+    }
+
+
+# ------------------------------------------------------------------ GELU
+
+
+def gelu_mistakes(grad_out, x):
+    # GELU'(x) from autograd on the exact forward, Φ(x) from torch.special.ndtr, and the
+    # product rule's other term as their difference: x·φ(x) = GELU'(x) − Φ(x).
+    slope = autograd_of(exact_gelu, torch.ones_like(x), x)[0]
+    cdf = torch.special.ndtr(x.double())
+    x_pdf = slope - cdf
+    return [
+        ("the GELU derivative is missing the x·φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
+         grad_out * cdf),
+        ("the GELU derivative is missing the Φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
+         grad_out * x_pdf),
+        ("the local derivative is not multiplied by grad_out (the chain rule): return grad_out·(Φ(x) + x·φ(x))",
+         slope),
+        ("φ(x) is missing its normalising factor 1/sqrt(2π): φ(x) = exp(−x²/2) / sqrt(2π)",
+         grad_out * (cdf + x_pdf * math.sqrt(2.0 * math.pi))),
+        ("φ(x) uses exp(−x²) instead of exp(−x²/2)",  # exp(−x²) = exp(−x²/2)·exp(−x²/2)
+         grad_out * (cdf + x_pdf * torch.exp(-x * x / 2))),
+        ("this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
+         autograd_of(tanh_gelu, grad_out, x)[0]),
+        ("this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)", grad_out * (x > 0).double()),
+        ("this is the forward GELU, not its derivative", grad_out * exact_gelu(x)),
+    ]
+
+
+# ------------------------------------------------------------------ linear
+
+
+def linear_mistakes(grad_out, x, weight):
+    # dweight and dbias from autograd on x Wᵀ + b (neither depends on b).
+    positions = grad_out.numel() // grad_out.shape[-1]
+    _, dweight, dbias = autograd_of(linear_of, grad_out, x, weight, grad_out.new_zeros(weight.shape[0]))
+    square = weight.shape[0] == weight.shape[1]
+    return {
+        "dx": [("dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W",
+                grad_out @ weight.T if square else None)],
+        "dweight": [("dweight is transposed: nn.Linear stores weight as [out, in], so dweight = grad_outᵀ · x",
+                     dweight.T if square else None),
+                    ("dweight averages over the positions; it must sum them", dweight / positions)],
+        "dbias": [("dbias averages over the positions; it must sum them", dbias / positions)],
+    }
+
+
+# ------------------------------------------------------------------ the half-block
+
+
+def residual_forward(x, gamma, beta, w1, b1, w2, b2):
+    """The forward, in plain torch, for autograd and finite differences in the grader."""
+    return x + linear_of(exact_gelu(linear_of(layer_norm(x, gamma, beta), w1, b1)), w2, b2)
+
+
+def residual_mistakes(grad_out, right):
+    dx = right[0]
+    return {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
+                    dx - grad_out),
+                   ("dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) "
+                    "must be added to grad_out", grad_out),
+                   ("the skip gradient is added twice: dx = grad_out + the branch's dx, once", dx + grad_out)]}

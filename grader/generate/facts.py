@@ -1,0 +1,129 @@
+"""Write what the public checks know about the right answer, as data: each chapter's
+grader/checks/chNN_*/facts.json.
+
+    python -m grader.generate.facts            # write them (make student does)
+    python -m grader.generate.facts --check    # only say whether they are up to date
+
+Each hidden module registers, with grader.checks.facts.facts_for, a function that
+computes what one or more of its chapter's public checks need on their inputs (the
+right output, each known mistake's output) from the kit's own code and the reference.
+This runs them on those checks' inputs, which must be the same on every run, and
+writes the numbers; the public judges read them, so the release carries the numbers
+and not the code that computes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from grader import KIT_ROOT
+from grader.checks import catalogue
+from grader.checks.facts import FILE, REGISTERED, digest, encode
+from grader.files import write_atomic
+
+CHECKS = KIT_ROOT / "grader" / "checks"
+
+
+def registered() -> dict[str, tuple[str, object]]:
+    """check name -> (chapter package, facts function), from every chapter's hidden modules."""
+    found: dict[str, tuple[str, object]] = {}
+    for package_name in catalogue.chapter_packages():
+        package = importlib.import_module(f"grader.checks.{package_name}")
+        for part in package.TASK_MODULES:
+            hidden = catalogue.hidden_module(package.__name__, part)
+            for name, function in vars(hidden).get(REGISTERED, {}).items() if hidden is not None else ():
+                if name in found and found[name][1] is not function:
+                    raise ValueError(f"{name}: two facts functions are registered for it")
+                found[name] = (package_name, function)
+    return found
+
+
+def compute() -> dict[str, dict]:
+    """chapter package -> the content of its facts.json."""
+    from grader.run.reference import Reference
+
+    reference = Reference.available()
+    if reference is None:
+        raise SystemExit("the facts are computed from the reference: solutions/hero_transformer is missing")
+    checks = {c.name: c for c in catalogue.all_checks()}
+    files: dict[str, dict] = {}
+    by_digest: dict[str, object] = {}
+    for name, (package_name, function) in sorted(registered().items()):
+        check = checks.get(name)
+        if check is None or check.hidden:
+            raise ValueError(f"facts are registered for {name}, which is no public check")
+        if check.fixed_inputs:
+            inputs = check.fresh_inputs()
+        else:
+            inputs = check.make_inputs(torch.Generator().manual_seed(0))
+            if digest(check.make_inputs(torch.Generator().manual_seed(1))) != digest(inputs):
+                raise ValueError(f"{name} reads facts but its inputs change from run to run: give it constant "
+                                 f"inputs or fixed_inputs=True")
+        facts = encode(function(reference.modules, inputs))
+        if by_digest.setdefault(digest(inputs), facts) != facts:
+            raise ValueError(f"{name} has the inputs of another check that reads other facts: give it inputs of "
+                             f"its own")
+        entry = files.setdefault(package_name, {"about": "", "checks": {}})
+        entry["about"] = (f"What the public checks of {package_name} know about the right answer on their fixed "
+                          f"inputs, computed by the kit (python -m grader.generate.facts); do not edit.")
+        entry["checks"][name] = {"inputs": digest(inputs), "facts": facts}
+        if check.fixed_inputs:  # drawn here, once: every platform's runs read these very numbers
+            entry["checks"][name]["given"] = encode(inputs)
+    return files
+
+
+def render(content: dict) -> str:
+    """One line per check, so a change shows as the checks it touches."""
+    lines = ["{", f' "about": {json.dumps(content["about"])},', ' "checks": {']
+    entries = sorted(content["checks"].items())
+    for i, (name, entry) in enumerate(entries):
+        comma = "," if i + 1 < len(entries) else ""
+        lines.append(f"  {json.dumps(name)}: {json.dumps(entry, separators=(',', ':'), allow_nan=True)}{comma}")
+    lines += [" }", "}", ""]
+    return "\n".join(lines)
+
+
+def stale(files: dict[str, dict] | None = None) -> list[Path]:
+    """The facts files that differ from a fresh computation (or should not exist)."""
+    files = compute() if files is None else files
+    wanted = {CHECKS / name / FILE: render(content) for name, content in files.items()}
+    present = set(CHECKS.glob(f"ch*/{FILE}"))
+    return sorted(path for path in wanted.keys() | present
+                  if not path.exists() or path not in wanted or path.read_text(encoding="utf-8") != wanted[path])
+
+
+def write(files: dict[str, dict] | None = None) -> list[Path]:
+    files = compute() if files is None else files
+    changed = stale(files)
+    for path in changed:
+        name = path.parent.name
+        if name in files:
+            write_atomic(path, render(files[name]))
+            path.chmod(0o644)
+        else:
+            path.unlink()
+    return changed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.generate.facts", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only say whether the facts files are up to date")
+    args = parser.parse_args(argv)
+    if args.check:
+        out_of_date = stale()
+        for path in out_of_date:
+            print(f"{path.relative_to(KIT_ROOT)} is out of date: run `make student`")
+        return 1 if out_of_date else 0
+    for path in write():
+        print(f"wrote {path.relative_to(KIT_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
