@@ -296,7 +296,7 @@ def probe_pure_python(ns, sizes, seed):
 
 
 @check("pure_python", 1, "micro.py uses no torch or numpy: every number is a Value", task="micro_forward",
-       probe=probe_pure_python, inputs=lambda g: {"sizes": dict(SMALL), "seed": 0})
+       probe=probe_pure_python, inputs=lambda g: {"sizes": dict(SMALL), "seed": 0}, gated_by="formula")
 def judge_pure_python(out, inputs, expected):
     if out["found"]:
         return (f"micro.py uses {', '.join(_where_banned(out['found']))}: chapter 00 is plain Python (math and "

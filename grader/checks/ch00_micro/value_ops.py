@@ -44,7 +44,12 @@ def probe_value_ops(ns, cases):
     out = []
     for case in cases:
         xs = [Value(x) for x in case["x"]]
-        y = _apply_op(case["op"], xs, case.get("k"))
+        try:
+            y = _apply_op(case["op"], xs, case.get("k"))
+        except (ArithmeticError, TypeError, ValueError) as error:
+            # kept per case, so that an earlier case's wrong number can still be named
+            out.append({"raised": type(error).__name__})
+            continue
         if not isinstance(y, Value):
             out.append({"type": kind_of(y)})
             continue
@@ -78,6 +83,8 @@ def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
         where = (" with " + ", ".join(f"{n} = {v!r}" for n, v in zip(_names(op), x))) if reveal else ""
         if "type" in got:
             return f"{expr} returned something else; it should return a new Value"
+        if "raised" in got:
+            return f"{expr}{where} raised {got['raised']}; it should return a new Value"
         value, grads = said["value"], said["grads"]
         if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"

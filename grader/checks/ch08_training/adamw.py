@@ -441,7 +441,8 @@ def probe_zero_grad_fresh(ns, shapes):
 
 
 @check("before_any_backward", 1, "zero_grad() works on a fresh optimizer, before any gradient exists",
-       task="adamw_zero_grad", probe=probe_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]})
+       task="adamw_zero_grad", probe=probe_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]},
+       gated_by="clears_gradients")
 def judge_zero_grad_fresh(out, inputs, expected):
     for g in out["grads"]:
         if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):
