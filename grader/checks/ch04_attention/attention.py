@@ -3,8 +3,9 @@
 The public checks test properties any right attention has: shapes, causal softmax
 rows, no future leak, cached == recomputed, and the lesson's formula on fixed weights
 and inputs, whose right output and classic wrong ones (the wrong scale, the wrong mask,
-the wrong softmax axis, a cache that is ignored or not shifted) are data the kit
-computed (grader/checks/facts.py). The hidden ones compare random float64 weights and
+the wrong softmax axis, a cache that is ignored or not shifted, and any other tensor
+in the part of the queries, keys or values, or a cache joined in the other order) are
+data the kit computed (grader/checks/facts.py). The hidden ones compare random float64 weights and
 inputs with the reference and name the same mistakes by computing what each would output.
 """
 

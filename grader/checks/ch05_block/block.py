@@ -3,7 +3,9 @@
 The checks pin the walk-through's shapes (output [B, T, d], cached keys/values
 [B, h, T, d_h]), that zero branches give the input back exactly, causality, the
 lesson's Example 1, the formula on fixed weights and inputs (naming the classic wrong
-blocks: post-LN, one or swapped norms, a missing residual, ...), and that two calls
+blocks: post-LN, one or swapped norms, a missing residual, ...; and any other block a
+small grammar composes, part by part: the branches' order, each branch's LayerNorm,
+whether the second reads X or U, each residual), and that two calls
 through the KV cache equal one full call. What the right block and the wrong ones output
 on the public checks' fixed inputs is data the kit computed from the reference's parts
 (grader/checks/facts.py). torch's transformer layers and norm kernels score 'forbidden'.
