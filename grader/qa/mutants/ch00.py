@@ -160,6 +160,32 @@ MUTANTS = [
         + return rmsnorm([a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))])
     """), ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "normalised",
        "the layer's output re-normalised"),
+    mutant("block_keys_values_from_raw_stream", "micro_block", patch("""
+        - k = linear(h, self.table(layer, "wk"))
+        - v = linear(h, self.table(layer, "wv"))
+        + k = linear(x, self.table(layer, "wk"))
+        + v = linear(x, self.table(layer, "wv"))
+    """), "ch00.micro_block.formula", "keys and values are computed from the raw stream",
+       "only the queries read RMSNorm(x); keys and values project the raw stream"),
+    mutant("block_heads_interleaved", "micro_block", patch("""
+        - lo, hi = head * self.head_dim, (head + 1) * self.head_dim
+        - out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
+        + part = slice(head, None, self.n_head)
+        + out, weights = attention_head(q[part], [key[part] for key in keys], [val[part] for val in values])
+    """), "ch00.micro_block.formula", "interleaved", "head h takes every H-th feature, not a contiguous slice"),
+    mutant("block_queries_raw_and_no_mlp_residual", "micro_block", patch("""
+        - q = linear(h, self.table(layer, "wq"))
+        + q = linear(x, self.table(layer, "wq"))
+
+        - return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
+        + return linear(h, self.table(layer, "fc2"))
+    """), "ch00.micro_block.formula", "2 parts of the layer differ",
+       "two slips at once: queries from x and the MLP residual dropped"),
+    mutant("block_values_through_wk", "micro_block", patch("""
+        - v = linear(h, self.table(layer, "wv"))
+        + v = linear(h, self.table(layer, "wk"))
+    """), "ch00.micro_block.formula", "comes after the weights",
+       "the values projected with WK: no catalogued layer gives this, the weights localise it"),
     # forward
     mutant("forward_final_norm", "micro_forward", patch("""
         - return linear(x, self.state["lm_head"])

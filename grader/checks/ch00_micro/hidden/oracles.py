@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from grader.checks.course import EPS
-from grader.checks.ch00_micro.microgpt import BLOCK_FLAWS, FORWARD_FLAWS
+from grader.checks.facts import significant
+from grader.checks.ch00_micro.microgpt import BLOCK_PARTS, FLAW_PARTS, FORWARD_FLAWS
 
 
 # ------------------------------------------------------------ floats, by hand
@@ -214,28 +215,39 @@ def _unit_rms(x: torch.Tensor) -> torch.Tensor:
 def twin_block(tables, layer, x, n_head, flaw=None):
     """Layer `layer` on every position of a sequence at once: x is [P, E]; returns the
     layer's output [P, E] and each head's attention weights [H, P, P] (row p is zero past
-    p). The lesson's pre-norm layer, or one known flaw of it."""
+    p). The lesson's pre-norm layer, or one with other choices for some of its parts:
+    flaw is a name of BLOCK_FLAWS or a dict {part: choice} of BLOCK_PARTS."""
+    parts = {part: default for part, (default, _) in BLOCK_PARTS.items()}
+    parts.update(FLAW_PARTS[flaw] if isinstance(flaw, str) else flaw or {})
     weight = lambda name: _f64(tables[f"layer{layer}.{name}"])  # noqa: E731
     P, E = x.shape
     d = E // n_head
-    normed = x if flaw == "no_attention_norm" else _unit_rms(x)
-    # [P, E] -> [H, P, d]: head i owns features i*d .. (i+1)*d - 1
-    split = lambda table: F.linear(normed, weight(table)).reshape(P, n_head, d).permute(1, 0, 2)  # noqa: E731
-    queries, keys, vals = split("wq"), split("wk"), split("wv")
-    visible = torch.eye(P, dtype=torch.bool) if flaw == "no_cache" else torch.ones(P, P, dtype=torch.bool).tril()
+    normed = _unit_rms(x)
+
+    def split(table, which):
+        """[P, E] -> [H, P, d]: head i owns features i*d .. (i+1)*d - 1 (or i, i + H, ... interleaved)."""
+        projected = F.linear(x if which in parts["raw"] else normed, weight(table))
+        if parts["heads"] == "contiguous":
+            return projected.reshape(P, n_head, d).permute(1, 0, 2)
+        return projected.reshape(P, d, n_head).permute(2, 0, 1)
+
+    queries, keys, vals = split("wq", "q"), split("wk", "k"), split("wv", "v")
+    visible = torch.eye(P, dtype=torch.bool) if parts["cache"] == "self" else torch.ones(P, P, dtype=torch.bool).tril()
     logits = torch.einsum("hpd,htd->hpt", queries, keys) * d ** -0.5
     attention = logits.masked_fill(~visible, -math.inf).softmax(dim=-1)
-    mixed = torch.einsum("hpt,htd->phd", attention, vals).reshape(P, E)
-    after_attention = F.linear(mixed, weight("wo"))
-    if flaw != "no_attention_residual":
+    mixed = torch.einsum("hpt,htd->phd", attention, vals)  # [P, H, d]
+    if parts["heads"] == "interleaved_back":
+        mixed = mixed.permute(0, 2, 1)  # head h's output back to features h, h + H, ...
+    after_attention = F.linear(mixed.reshape(P, E), weight("wo"))
+    if parts["attention_residual"]:
         after_attention = after_attention + x
-    mlp_input = x if flaw == "mlp_reads_input" else after_attention
-    if flaw != "no_mlp_norm":
+    mlp_input = x if parts["mlp_input"] == "layer_input" else after_attention
+    if parts["mlp_norm"]:
         mlp_input = _unit_rms(mlp_input)
     expanded = F.linear(mlp_input, weight("fc1"))
-    mlp = F.linear(expanded if flaw == "no_relu" else F.relu(expanded), weight("fc2"))
-    out = mlp if flaw == "no_mlp_residual" else mlp + after_attention
-    return (_unit_rms(out) if flaw == "output_normalised" else out), attention
+    mlp = F.linear(F.relu(expanded) if parts["relu"] else expanded, weight("fc2"))
+    out = mlp + after_attention if parts["mlp_residual"] else mlp
+    return (_unit_rms(out) if parts["output_norm"] else out), attention
 
 
 def twin_logits(tables, sizes, ids, flaw=None):
@@ -261,10 +273,39 @@ def block_twin(tables, sizes, xs, flaw=None):
     return y.tolist(), rows
 
 
+def block_alternatives(rows_only=False):
+    """Every layer that differs from the lesson's in one part or in two, as {part: choice},
+    one part's first; with rows_only, the parts that change the attention weights, each
+    combination of those once."""
+    axes = [(part, choices) for part, (_, choices) in BLOCK_PARTS.items()
+            if not rows_only or part in ("raw", "heads", "cache")]
+    if rows_only:
+        axes = [(part, tuple(c for c in dict.fromkeys(_row_choice(part, c) for c in choices) if c is not None))
+                for part, choices in axes]
+    singles = [{part: choice} for part, choices in axes for choice in choices]
+    pairs = [{a: x, b: y} for i, (a, xs) in enumerate(axes) for b, ys in axes[i + 1:] for x in xs for y in ys]
+    return singles + pairs
+
+
+def _row_choice(part, choice):
+    """The attention weights see only whether q and k read x, and which features a head takes."""
+    if part == "raw":
+        return "".join(c for c in choice if c in "qk") or None
+    if part == "heads":
+        return "interleaved"
+    return choice
+
+
 def block_facts(tables, sizes, xs):
-    """Layer 0 on xs: the outputs and attention rows, and each known flaw's outputs."""
+    """Layer 0 on xs: the outputs and attention rows, and the outputs of every layer with
+    one or two parts otherwise (block_alternatives), and the attention rows of every
+    layer whose weights are otherwise."""
     y, rows = block_twin(tables, sizes, xs)
-    return {"y": y, "rows": rows, "flaws": {flaw: block_twin(tables, sizes, xs, flaw)[0] for flaw in BLOCK_FLAWS}}
+    return {"y": y, "rows": rows,
+            "alternatives": [[parts, significant(block_twin(tables, sizes, xs, parts)[0], 9)]
+                             for parts in block_alternatives()],
+            "row_alternatives": [[parts, significant(block_twin(tables, sizes, xs, parts)[1], 9)]
+                                 for parts in block_alternatives(rows_only=True)]}
 
 
 def forward_facts(tables, sizes, ids):
