@@ -243,6 +243,16 @@ MUTANTS = [
         - losses.append(-probs[ids[pos + 1]].log())
         + losses.append(-probs[ids[pos]].log())
     """), "ch00.micro_loss.ana_mean_nll", "ids[p + 1]", "the target is the input id, not the next one"),
+    mutant("loss_keeps_the_previous_cache", "micro_loss", patch("""
+        - model.start_sequence()
+        + if model.cache is None:
+        +     model.start_sequence()
+    """), ("ch00.micro_loss.ana_mean_nll", "ch00.micro_loss.window"), "depends on the first",
+       "a sequence is started only when none is open: a second call finds the first one's keys and values"),
+    mutant("loss_never_starts_a_sequence", "micro_loss", patch("""
+        - model.start_sequence()
+    """), ("ch00.micro_loss.ana_mean_nll", "ch00.micro_loss.window"), "start_sequence",
+       "forward called with no sequence open"),
     # Adam
     mutant("adam_no_bias_correction", "micro_adam", patch("""
         - m_hat = self.m[i] / correction1
