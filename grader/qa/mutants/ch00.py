@@ -276,6 +276,25 @@ MUTANTS = [
         + m_hat = self.m[i] / (1.0 - b1 ** self.t)
         + v_hat = self.v[i] / (1.0 - b2 ** self.t)
     """), "ch00.micro_adam.hand_computation", "beta^(t+1)", "1 − β^t with t from 0: division by zero"),
+    mutant("adam_rebinds_parameters", "micro_adam", patch("""
+        - p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
+        + self.params[i] = Value(p.data - lr_t * m_hat / (math.sqrt(v_hat) + self.eps))
+    """), "ch00.micro_adam.hand_computation", "did not move",
+       "a new Value bound to self.params[i]: the model's own parameters never change"),
+    mutant("adam_step_counter_not_advanced", "micro_adam", patch("""
+        - self.t += 1
+    """), "ch00.micro_adam.hand_computation", "not advanced", "t stays 0: every step is the first"),
+    mutant("adam_moments_not_kept", "micro_adam", patch("""
+        - self.m[i] = b1 * self.m[i] + (1.0 - b1) * g
+        - self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g
+        - m_hat = self.m[i] / correction1
+        - v_hat = self.v[i] / correction2
+        + m = (1.0 - b1) * g
+        + v = (1.0 - b2) * g * g
+        + m_hat = m / correction1
+        + v_hat = v / correction2
+    """), "ch00.micro_adam.hand_computation", "start from 0 at every step",
+       "the moments computed afresh each step, never accumulated"),
     # sampling
     mutant("sample_does_not_stop_at_bos", "micro_sample", patch("""
         - if token == bos:

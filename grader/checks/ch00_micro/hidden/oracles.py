@@ -348,10 +348,14 @@ def loss_facts(logits, ids, reveal):
 # ------------------------------------------------------------------ Adam
 
 
-def adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t", eps_inside=False):
+def adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t", eps_inside=False,
+         counter=True, moments_kept=True):
     p, n = list(start), len(start)
     m, v, trajectory = [0.0] * n, [0.0] * n, []
-    for t, gs in enumerate(grads):
+    for step, gs in enumerate(grads):
+        t = step if counter else 0
+        if not moments_kept:
+            m, v = [0.0] * n, [0.0] * n
         lr_t = {"t": lr * (1 - t / total_steps), "t+1": lr * (1 - (t + 1) / total_steps), None: lr}[decay]
         for i, g in enumerate(gs):
             m[i] = beta1 * m[i] + (1 - beta1) * g
@@ -373,6 +377,12 @@ def adam_mistakes(start, grads, settings):
          adam(start, grads, **settings, decay="t+1")),
         ("eps is added inside the square root; Adam divides by sqrt(v_hat) + eps",
          adam(start, grads, **settings, eps_inside=True)),
+        ("every step is computed as the first (t = 0): the bias correction and the learning rate of step t read "
+         "the step counter, which is not advanced; add 1 to self.t at the end of step()",
+         adam(start, grads, **settings, counter=False)),
+        ("the moments start from 0 at every step: m and v are the optimizer's running averages, kept in self.m "
+         "and self.v from one step to the next",
+         adam(start, grads, **settings, moments_kept=False)),
     ]
 
 
