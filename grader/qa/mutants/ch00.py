@@ -108,7 +108,29 @@ MUTANTS = [
         - mean_square = vsum([x * x for x in xs]) / len(xs)
         + mean_square = sum(x.data * x.data for x in xs) / len(xs)
     """), "ch00.micro_rmsnorm.gradient", "constant", "the scale computed from .data"),
+    mutant("rmsnorm_no_square_root", "micro_rmsnorm", patch("""
+        - scale = (mean_square + RMS_NORM_EPS) ** -0.5
+        + scale = (mean_square + RMS_NORM_EPS) ** -1
+    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.gradient"), "square root is missing",
+       "divided by mean(x²) + eps, the root forgotten"),
+    mutant("rmsnorm_square_of_the_mean_no_eps", "micro_rmsnorm", patch("""
+        - mean_square = vsum([x * x for x in xs]) / len(xs)
+        - scale = (mean_square + RMS_NORM_EPS) ** -0.5
+        + mean = vsum(xs) / len(xs)
+        + scale = (mean * mean) ** -0.5
+    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.gradient"), "2 parts of rmsnorm differ",
+       "two slips at once: mean(x)² for mean(x²), and no eps"),
     # softmax
+    mutant("softmax_shift_reversed", "micro_softmax", patch("""
+        - exps = [(value - largest).exp() for value in logits]
+        + exps = [(largest - value).exp() for value in logits]
+    """), ("ch00.micro_softmax.stable", "ch00.micro_softmax.gradient"), "negated",
+       "exp(max - l): the order of the subtraction swapped"),
+    mutant("softmax_is_log_softmax", "micro_softmax", patch("""
+        - return [e / total for e in exps]
+        + return [value - largest - total.log() for value in logits]
+    """), ("ch00.micro_softmax.stable", "ch00.micro_softmax.gradient"), "log-softmax",
+       "returns log-probabilities"),
     mutant("softmax_without_max", "micro_softmax", patch("""
         - exps = [(value - largest).exp() for value in logits]
         + exps = [value.exp() for value in logits]

@@ -160,20 +160,91 @@ def rms_mistakes(xs):
     ]
 
 
+def _grid(parts: dict) -> list[dict]:
+    """Every combination of the parts' choices but the lesson's own ({part: (lesson's, *others)}),
+    as {part: choice} of the parts that differ, one part's changes first."""
+    combos = [{}]
+    for part, choices in parts.items():
+        combos = [{**c, part: choice} for c in combos for choice in choices]
+    found = [{part: choice for part, choice in c.items() if choice != parts[part][0]} for c in combos]
+    return sorted((f for f in found if f), key=len)
+
+
+RMS_PARTS = {"centred": (False, True),
+             "stat": ("mean_square", "mean", "mean_abs", "sum_square", "sample_mean_square", "square_of_mean"),
+             "root": ("divide", "none", "times"), "eps": ("inside", "outside", "none", "1e-6", "1e-8")}
+
+
+def rms_with(xs, centred=False, stat="mean_square", root="divide", eps="inside"):
+    """RMSNorm with other choices for its parts (RMS_PARTS); None where that is no real number."""
+    n = len(xs)
+    if centred:
+        xs = [x - sum(xs) / n for x in xs]
+    s = {"mean_square": sum(x * x for x in xs) / n, "mean": sum(xs) / n, "mean_abs": sum(abs(x) for x in xs) / n,
+         "sum_square": sum(x * x for x in xs), "sample_mean_square": sum(x * x for x in xs) / (n - 1) if n > 1 else None,
+         "square_of_mean": (sum(xs) / n) ** 2}[stat]
+    e = {"inside": EPS, "outside": EPS, "none": 0.0, "1e-6": 1e-6, "1e-8": 1e-8}[eps]
+    if s is None or (root != "none" and s + (0.0 if eps == "outside" else e) < 0):
+        return None
+    try:
+        if root == "none":
+            scale = 1.0 / (s + e)
+        elif root == "times":
+            scale = math.sqrt(s) + e if eps == "outside" else math.sqrt(s + e)
+        else:
+            scale = 1.0 / (math.sqrt(s) + e) if eps == "outside" else 1.0 / math.sqrt(s + e)
+    except ZeroDivisionError:
+        return None
+    return [x * scale for x in xs]
+
+
+def rms_grid(xs):
+    """[(parts, values)] for every RMSNorm built with other choices (rms_with)."""
+    found = []
+    for parts in _grid(RMS_PARTS):
+        if parts.get("root") == "none" and parts.get("eps") == "outside":
+            continue  # without a root, eps outside is eps inside
+        values = rms_with(xs, **parts)
+        if values is not None:
+            found.append([parts, values])
+    return found
+
+
+SOFTMAX_PARTS = {"base": ("e", "2", "10"), "sign": ("as_is", "negated"), "total": ("divide", "none", "log")}
+
+
+def softmax_with(logits, base="e", sign="as_is", total="divide"):
+    ls = [-v for v in logits] if sign == "negated" else list(logits)
+    m = max(ls)
+    b = {"e": math.e, "2": 2.0, "10": 10.0}[base]
+    powers = [b ** (v - m) for v in ls]
+    t = sum(powers)
+    if total == "none":
+        return powers
+    if total == "log":
+        return [(v - m) * math.log(b) - math.log(t) for v in ls]
+    return [q / t for q in powers]
+
+
+def softmax_grid(logits):
+    return [[parts, softmax_with(logits, **parts)] for parts in _grid(SOFTMAX_PARTS)]
+
+
 def rmsnorm_facts(x, w):
     n = len(x)
-    return {"want": rms_of(x), "mistakes": rms_mistakes(x),
+    return {"want": rms_of(x), "mistakes": rms_mistakes(x), "grid": significant(rms_grid(x), 9) if any(x) else [],
             "grads": rms_grads(x, w) if w is not None else None,
             "constant_scale": [wi * (sum(v * v for v in x) / n + EPS) ** -0.5 for wi in w] if w is not None else None}
 
 
 def softmax_facts(logits, w):
     want = softmax_of(logits)
+    grid = significant(softmax_grid(logits), 9)
     if w is None:
-        return {"want": want, "grads": None, "constant_total": None}
+        return {"want": want, "grads": None, "constant_total": None, "grid": grid}
     wp = sum(a * b for a, b in zip(w, want))
     return {"want": want, "grads": [p * (wi - wp) for p, wi in zip(want, w)],
-            "constant_total": [p * wi for p, wi in zip(want, w)]}
+            "constant_total": [p * wi for p, wi in zip(want, w)], "grid": grid}
 
 
 # ------------------------------------------------------------ one attention head
