@@ -4,6 +4,8 @@ The judges compare with the update computed by hand in floats (the right one and
 classic mistakes: no bias correction, no decay, decay one step early, eps inside the
 root; on the public check's inputs, data the kit computed, grader/checks/facts.py) and
 check that the grads are reset, t counts the steps and the moments stay plain floats.
+Where the trajectory is wrong, what the probe saw comes first: parameters the model holds
+that never moved (new Values bound instead of an update in place), a counter that stayed put.
 """
 
 from __future__ import annotations

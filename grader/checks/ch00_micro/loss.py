@@ -5,7 +5,9 @@ The judges compare with the mean NLL of the model's own logits and name the clas
 mistakes (a sum, the wrong divisor, the wrong sign or target, no softmax): on the public
 checks' fixed documents those values, and the logits they come from, are data the kit
 computed (grader/checks/facts.py). The gradients are checked against finite
-differences, and hidden, against the reference's.
+differences, and hidden, against the reference's. The loss is asked for twice in a row
+on the same model, the first call's sequence still open: a loss that does not start its
+own sequence gives a second result that depends on the first, and the judge says so.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ at one position through the whole model.
 The probes build a small MicroGPT with a fixed seed and return its weight tables. The
 judges compare with what that network computes, and with what its classic mistakes (no
 residual, a final norm, no position row, ...) compute, to name the one a submission
-reproduces: the kit's torch float64 twin of the network gives those (hidden/oracles.py),
+reproduces; for the layer, with every other choice of one or two of its parts
+(BLOCK_PARTS), and where none fits, the attention weights say whether the difference
+lies before them or after: the kit's torch float64 twin of the network gives those (hidden/oracles.py),
 on the public checks' fixed inputs as data (grader/checks/facts.py). Here too is "no
 torch or numpy anywhere in micro.py" (pure_python).
 """
