@@ -82,3 +82,38 @@ def test_tensor_confusions_against_torch():
     rows = torch.randn(3, 5, dtype=torch.float64)
     assert "sample variance" in tensor_confusion("variance", rows, rows.var(dim=-1, unbiased=True))
     assert "log₂" in tensor_confusion("log", x.exp(), torch.log2(x.exp()))
+
+
+def test_formula_confusions_name_each_part_that_differs():
+    from grader.checks.confusions import FORMULA_PARTS, formula_confusion
+    from grader.checks.ch00_micro.hidden.oracles import RMS_PARTS, SOFTMAX_PARTS, rms_grid, rms_with, softmax_grid
+
+    assert "square root is missing" in formula_confusion("rmsnorm", {"root": "none"})
+    both = formula_confusion("rmsnorm", {"stat": "mean", "eps": "none"})
+    assert both.startswith("2 parts of rmsnorm differ") and "mean of x" in both and "eps is missing" in both
+    assert "log-softmax" in formula_confusion("softmax", {"total": "log"})
+    assert formula_confusion("rmsnorm", {"stat": "a statistic nobody wrote words for"}) is None
+    assert formula_confusion("rmsnorm", {}) is None
+    # Every other choice the kit computes has words, and none of them gives the right values.
+    for formula, parts in (("rmsnorm", RMS_PARTS), ("softmax", SOFTMAX_PARTS)):
+        assert {part: set(choices[1:]) for part, choices in parts.items()} == \
+            {part: set(words) for part, words in FORMULA_PARTS[formula].items()}
+    x = [0.5, -1.2, 2.0, 0.1]
+    right = rms_with(x)
+    for parts, values in rms_grid(x):
+        assert formula_confusion("rmsnorm", parts)
+        assert max(abs(a - b) for a, b in zip(values, right)) > 1e-6, parts
+    for parts, _ in softmax_grid(x):
+        assert formula_confusion("softmax", parts)
+
+
+def test_the_layer_check_names_the_parts_that_differ():
+    from grader.checks.ch00_micro.microgpt import BLOCK_FLAWS, FLAW_PARTS, parts_sentence
+
+    assert set(FLAW_PARTS) == set(BLOCK_FLAWS)
+    for flaw, parts in FLAW_PARTS.items():
+        assert parts_sentence(parts) == BLOCK_FLAWS[flaw]  # the catalogued flaws keep their words
+    assert parts_sentence({"raw": "kv"}) == ("the keys and values are computed from the raw stream x; they read "
+                                             "RMSNorm(x) like the queries")
+    assert "interleaved" in parts_sentence({"heads": "interleaved"})
+    assert parts_sentence({"raw": "q", "mlp_residual": False}).startswith("2 parts of the layer differ")

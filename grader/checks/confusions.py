@@ -138,3 +138,52 @@ def tensor_confusion(op: str, x, got, atol: float = 1e-6, rtol: float = 1e-5) ->
                 got.double(), wrong, atol=atol, rtol=rtol):
             return f"the output equals {label}"
     return None
+
+
+# ------------------------------------------------------- formulas of several parts
+# A judge that knows, as data the kit computed, what a formula gives with other choices
+# for its parts (chapter 00's RMSNorm and softmax: hidden/oracles.py) names the parts a
+# wrong output was built with, in these words; two slips at once get both. Nothing here
+# computes the formula.
+
+FORMULA_PARTS: dict[str, dict[str, dict]] = {
+    "rmsnorm": {
+        "centred": {True: "the mean is subtracted first, which makes it LayerNorm; RMSNorm does not centre x"},
+        "stat": {
+            "mean": "the scale uses the mean of x, not the mean of squares mean(x²)",
+            "mean_abs": "the scale uses the mean of |x|, not the mean of squares mean(x²)",
+            "sum_square": "the scale uses the sum of squares; RMSNorm takes their mean (sum / n)",
+            "sample_mean_square": "the squares are divided by n - 1; their mean divides by n",
+            "square_of_mean": "the scale uses the square of the mean, mean(x)², not the mean of squares mean(x²)",
+        },
+        "root": {
+            "none": "the square root is missing: x is divided by mean(x²) + eps itself, not by its square root",
+            "times": "x is multiplied by sqrt(mean(x²) + eps) instead of divided by it",
+        },
+        "eps": {
+            "outside": "eps is added outside the square root; it belongs inside: sqrt(mean(x²) + 1e-5)",
+            "none": "eps is missing: it goes inside the square root, sqrt(mean(x²) + 1e-5)",
+            "1e-6": "eps should be 1e-5 (this is 1e-6)",
+            "1e-8": "eps should be 1e-5 (this is 1e-8)",
+        },
+    },
+    "softmax": {
+        "base": {"2": "the powers are 2 ** l, not exp(l) = e ** l", "10": "the powers are 10 ** l, not exp(l) = e ** l"},
+        "sign": {"negated": "the logits are negated, exp(max - l) instead of exp(l - max): the largest logit gets "
+                            "the smallest probability"},
+        "total": {"none": "the exps are not divided by their total",
+                  "log": "this is log-softmax, l - max - log(sum of exps); softmax is its exponential"},
+    },
+}
+
+
+def formula_confusion(formula: str, parts: dict) -> "str | None":
+    """The sentence for an output a formula gives with other choices `parts` ({part:
+    choice}, only the parts that differ from the lesson's); None for a choice without words."""
+    words = FORMULA_PARTS.get(formula, {})
+    said = [words.get(part, {}).get(choice) for part, choice in parts.items()]
+    if not said or None in said:
+        return None
+    if len(said) == 1:
+        return said[0]
+    return f"{len(said)} parts of {formula} differ: " + "; also, ".join(said)
