@@ -29,7 +29,7 @@ def current_table() -> dict:
             table["checks"].append({"name": c.name, "chapter": c.chapter, "task": c.task, "points": c.points,
                                     "summary": c.summary, "hidden": c.hidden, "timeout": c.timeout,
                                     "separately": list(c.separately), "parts": list(c.parts),
-                                    "has_expect": c.expect is not None})
+                                    "has_expect": c.expect is not None, "gated_by": list(c.gated_by)})
     return table
 
 

@@ -47,6 +47,11 @@ class Check:
     # part>; the judge gets the parts' dict results merged into one. So a submission
     # cannot pass by remembering one half's answer and giving it back as the other.
     parts: tuple[str, ...] = ()
+    # A property the identity or another body that computes nothing also has (the output
+    # keeps its shape, the future does not leak in): worth its points only once these
+    # value checks of the same task (short names, e.g. ("formula",)) pass too. The engine
+    # withholds them after judging (grader.run.engine.apply_gates).
+    gated_by: tuple[str, ...] = ()
     # The same inputs on every run, instead of the run's random ones: a public check whose
     # judge reads what the kit computed on its inputs (grader/checks/facts.py) needs them.
     # The kit draws them once, from a generator seeded with PUBLIC_SEED and the check's
@@ -115,8 +120,12 @@ class Declared:
     more: dict
 
     def build(self, chapter: str, task: str) -> Check:
+        more = dict(self.more)
+        if "gated_by" in more:
+            gates = more["gated_by"]
+            more["gated_by"] = (gates,) if isinstance(gates, str) else tuple(gates)
         return Check(name=f"{chapter}.{task}.{self.name}", task=task, points=self.points, summary=self.summary,
-                     probe=self.probe, judge=self.judge, **self.more)
+                     probe=self.probe, judge=self.judge, **more)
 
 
 def check(name: str, points: float, summary: str, *, probe, task: "str | None" = None, **more):

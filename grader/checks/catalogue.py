@@ -82,8 +82,16 @@ def _checks_of(module, hidden, number: str) -> list[Check]:
                                  f"(task=...)")
             if entry.task is not None and entry.task not in names:
                 raise ValueError(f"{where.__name__}: check '{entry.name}' grades '{entry.task}', not a task of {names}")
-    return [entry.build(f"ch{number}", task) for task in names for entries in (public, secret) for entry in entries
-            if (entry.task or names[0]) == task]
+    built = [entry.build(f"ch{number}", task) for task in names for entries in (public, secret) for entry in entries
+             if (entry.task or names[0]) == task]
+    by_name = {c.name: c for c in built}
+    for c in built:
+        for gate in c.gated_by:
+            found = by_name.get(f"ch{number}.{c.task}.{gate}")
+            if found is None or found.gated_by or found.hidden:
+                raise ValueError(f"{module.__name__}: check '{c.name}' is gated by '{gate}', which is not an "
+                                 f"ungated public check of its task")
+    return built
 
 
 def chapter_source(chapter: Chapter) -> str:

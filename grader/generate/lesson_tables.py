@@ -108,6 +108,13 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def _gate_mark(check) -> str:
+    """A gated check's mark (Check.gated_by): its points count once the task's value checks pass."""
+    if not check.gated_by:
+        return ""
+    return " _(counts once " + " and ".join(f"`{gate}`" for gate in check.gated_by) + " passes)_"
+
+
 def render_checks(number: str, chapter) -> str:
     """The generated block of one lesson, markers included."""
     begin, end = markers(CHECKS_BLOCK)
@@ -140,7 +147,7 @@ def render_checks(number: str, chapter) -> str:
             "|---|---:|---|",
         ]
         for check in public:
-            lines.append(f"| `{check.name}` | {_points(check.points)} | {_cell(check.summary)} |")
+            lines.append(f"| `{check.name}` | {_points(check.points)} | {_cell(check.summary)}{_gate_mark(check)} |")
         if not public:
             lines.append("| _none yet_ | | |")
         total = f"**{_plural(len(public), 'public check')} worth {_points(sum(c.points for c in public))} points**"

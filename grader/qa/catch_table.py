@@ -12,6 +12,7 @@ from rich.table import Table
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.qa.mutants import Mutant, Variant, catalogue as accuracy_catalogue
+from grader.qa.mutants.trivial import trivial_entries
 from grader.run.results import PASSED
 from grader.run.reference import Reference
 from grader.run.engine import grade_task
@@ -69,14 +70,19 @@ def run_entry(entry, reference: Reference, sandbox: Sandbox, seed: int = SEED) -
     return Outcome(entry, failed, sum(r.score for r in results), sum(c.points for c in checks))
 
 
-def run_all(sandbox: Sandbox | None = None):
+def run_all(sandbox: Sandbox | None = None, trivial: bool = False):
+    """(mutant outcomes, variant outcomes), and with trivial=True the outcomes of the
+    bodies that compute nothing (grader.qa.mutants.trivial) third."""
     reference = Reference.available()
     mutants, variants = accuracy_catalogue()
     own = sandbox is None
     sandbox = sandbox or Sandbox(Limits())
     try:
-        return ([run_entry(m, reference, sandbox) for m in mutants],
-                [run_entry(v, reference, sandbox) for v in variants])
+        found = ([run_entry(m, reference, sandbox) for m in mutants],
+                 [run_entry(v, reference, sandbox) for v in variants])
+        if trivial:
+            found += ([run_entry(t, reference, sandbox) for t in trivial_entries()],)
+        return found
     finally:
         if own:
             sandbox.close()
@@ -142,7 +148,8 @@ NAMED_TARGET = 0.95
 def main() -> int:
     console = Console()
     with console.status("running the mutants and the correct variants…"):
-        mutant_outcomes, variant_outcomes = run_all()
+        mutant_outcomes, variant_outcomes, *trivial = run_all(trivial="--no-trivial" not in sys.argv)
+    scoring = [o for outcomes in trivial for o in outcomes if o.score > 0]
     table = Table(title="Mutants: wrong implementations the grader must catch", expand=True)
     for column in ("mutant", "task", "failed checks", "diagnosis", "caught", "make check"):
         table.add_column(column)
@@ -169,6 +176,9 @@ def main() -> int:
                f"named by `make check` {named:.1%} ({sum(o.named_publicly for o in mutant_outcomes)}/{n}); "
                f"false-rejection rate {false_rejection:.1%} "
                f"({sum(o.score < o.max_score for o in variant_outcomes)}/{len(variant_outcomes)} variants lost points)")
+    if trivial:
+        summary += (f"; bodies that compute nothing scoring points: {len(scoring)}/{len(trivial[0])}"
+                    + "".join(f"\n  {o.entry.name}: {o.score:g}/{o.max_score:g}" for o in scoring))
     console.print(f"[bold]{summary}")
     if "--write-docs" in sys.argv:
         doc = KIT_ROOT / "docs" / "grader-accuracy.md"
@@ -184,7 +194,8 @@ def main() -> int:
                        + markdown_table(mutant_outcomes, variant_outcomes) + "\n\n"
                        + markdown_changes([o.entry for o in mutant_outcomes]) + "\n", encoding="utf-8")
         console.print(f"wrote {doc}")
-    return 0 if kill == 1.0 and public == 1.0 and named >= NAMED_TARGET and false_rejection == 0.0 else 1
+    return 0 if (kill == 1.0 and public == 1.0 and named >= NAMED_TARGET and false_rejection == 0.0
+                 and not scoring) else 1
 
 
 if __name__ == "__main__":

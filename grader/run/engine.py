@@ -22,7 +22,8 @@ from grader.run.feedback import Audience, as_text, checked_reply, failure_texts,
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
 from grader.run.reference import Reference
-from grader.run.results import (ERROR, FORBIDDEN, NOT_IMPLEMENTED, RUNNER_FAILED, TIMEOUT, CheckResult,
+from grader.run.results import (ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED, TIMEOUT,
+                                CheckResult,
                                 GradeReport)
 from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission
@@ -337,7 +338,25 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
                                                  f"({type(error).__name__}: {as_text(error, 300)})"))
     run.finish(ran)
     by_check = {id(result.check): result for result in ran}
-    return [by_check[id(check)] for check in checks]
+    return apply_gates([by_check[id(check)] for check in checks])
+
+
+def apply_gates(results: list[CheckResult]) -> list[CheckResult]:
+    """One task's results with the gates applied (Check.gated_by): a check that passed
+    while a value check gating it did not earns nothing yet, and says so. A gate not in
+    this run (a check picked alone) withholds nothing."""
+    status = {r.check.name.rsplit(".", 1)[-1]: r.status for r in results}
+    for result in results:
+        failing = tuple(g for g in result.check.gated_by if status.get(g, PASSED) != PASSED)
+        if result.status == PASSED and failing:
+            named = " and ".join(f"'{g}'" for g in failing)
+            result.status, result.gated = FAILED, failing
+            result.diagnosis = result.staff_diagnosis = (
+                f"this property holds, but the task's {named} check{'s' * (len(failing) > 1)} "
+                f"{'do' if len(failing) > 1 else 'does'} not pass yet, so this check earns nothing yet: a body that "
+                f"computes nothing (returning its input unchanged, say) has this property too; it counts once "
+                f"{named} pass{'' if len(failing) > 1 else 'es'}")
+    return results
 
 
 def grade_group(items: list[tuple[Task, list[Check]]], submission: Submission, reference: Reference | None,

@@ -43,7 +43,7 @@ ASCII_FALLBACKS = {
     "\u2026": "...", "\u21b3": "->", "\u2192": "->", "\u2190": "<-", "\u21d2": "=>", "\u2248": "~",
     "\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u00b1": "+-", "\u00d7": "x", "\u00b7": ".", "\u2022": "*",
     "\u221a": "sqrt", "\u221e": "inf", "\u2202": "d", "\u00bd": "1/2", "\u00b2": "^2", "\u00b3": "^3",
-    "\u2074": "^4", "\u207b": "^-", "\u2081": "1", "\u2082": "2", "\u1d40": "^T", "\u2032": "'", "\u0302": "^",
+    "\u2074": "^4", "\u207b": "^-", "\u2080": "0", "\u2081": "1", "\u2082": "2", "\u1d40": "^T", "\u2032": "'", "\u0302": "^",
     "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u03a6": "Phi", "\u03c6": "phi",
     "\u03a3": "Sum", "\u03c3": "sigma", "\u03b3": "gamma", "\u03b2": "beta", "\u03b5": "eps",
     "\u03b8": "theta", "\u03c0": "pi", "\u03c4": "tau", "\u03bc": "mu", "\u03b1": "alpha", "\u03bb": "lambda",
@@ -202,8 +202,10 @@ def render(report: GradeReport, console: Console | None = None) -> None:
             label = Text(check.name.split(".", 1)[1])
             if check.hidden:
                 label.append("  (hidden)", style="dim")
+            # A gated check (its property held, its task's value check did not pass) says so.
+            shown_status = f"{result.status} (gated)" if result.gated else result.status
             lines.append(_row(label, f"{result.score:g}/{check.points:g}",
-                              Text(result.status, style=STYLE.get(result.status, ""))))
+                              Text(shown_status, style=STYLE.get(result.status, ""))))
             if result.status != PASSED:
                 note = Text("↳ " + plain(result.diagnosis or check.summary),
                             style="dim" if result.status == "not implemented" else "")
@@ -279,7 +281,8 @@ def results_json(report: GradeReport, seed: int | None = None) -> dict:
             "output": _test_output(result),
             "output_format": "md",
             "visibility": "after_published" if check.hidden else "visible",
-            "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status],
+            "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status,
+                     *(["gated"] if result.gated else [])],
         })
     chapters = {}
     for chapter, results in _by_chapter(report).items():

@@ -35,6 +35,9 @@ class CheckResult:
     # Why, as a code, where the grader itself stopped the check (RUNNER_FAILED: no process
     # to run the code could be started), so no caller has to read the diagnosis.
     cause: str = ""
+    # The value checks whose failure withheld this check's points (Check.gated_by): its
+    # property held, but so it does for a body that computes nothing.
+    gated: tuple[str, ...] = ()
 
     @property
     def score(self) -> float:

@@ -4,6 +4,8 @@ The judges compare with the update computed by hand in floats (the right one and
 classic mistakes: no bias correction, no decay, decay one step early, eps inside the
 root; on the public check's inputs, data the kit computed, grader/checks/facts.py) and
 check that the grads are reset, t counts the steps and the moments stay plain floats.
+Where the trajectory is wrong, what the probe saw comes first: parameters the model holds
+that never moved (new Values bound instead of an update in place), a counter that stayed put.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ def probe_adam(ns, start, grads, settings):
         trajectory.append([float(p.data) for p in params])
         left.append([p.grad for p in params])
     moments = list(opt.m) + list(opt.v)
+    held = getattr(opt, "params", None)
+    same = isinstance(held, list) and len(held) == len(params) and all(a is b for a, b in zip(held, params))
     return {"trajectory": trajectory, "grads_after": left, "t": opt.t,
-            "plain_moments": all(isinstance(x, float) for x in moments)}
+            "plain_moments": all(isinstance(x, float) for x in moments), "same_objects": same}
 
 
 def judge_adam(out, inputs, reveal, facts):
@@ -43,6 +47,16 @@ def judge_adam(out, inputs, reveal, facts):
                 f"(counting from 0) is 1 - beta^(t+1)")
     want = facts["want"]
     if not all_close(out["trajectory"], want, 1e-12):
+        if out["trajectory"] and all(row == inputs["start"] for row in out["trajectory"]):
+            replaced = ("; the optimizer's list no longer holds the Values it was given: they were replaced by new "
+                        "ones" if out.get("same_objects") is False else "")
+            return (f"the parameters the model holds did not move: after each of {len(grads)} steps every one still "
+                    f"has its start value{replaced}; step() must change each parameter in place (p.data -= ...), "
+                    f"since binding a new Value to p or to self.params[i] leaves the model's own Values as they were")
+        if out["t"] != len(grads) and isinstance(out["t"], int) and not isinstance(out["t"], bool):
+            return (f"after {len(grads)} steps opt.t is {out['t']}, not {len(grads)}: the step counter is not "
+                    f"advanced, and step t's bias correction 1 - beta^(t+1) and learning rate lr * (1 - t / "
+                    f"total_steps) read it; add 1 to self.t at the end of step()")
         for text, wrong in facts["mistakes"]:
             if all_close(out["trajectory"], wrong, 1e-10):
                 return text

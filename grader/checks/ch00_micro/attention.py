@@ -78,3 +78,38 @@ def judge_attention_single(out, inputs, expected):
     if not all_close(out["output"], inputs["values"][0], 1e-15):
         return "with one cached position the output must be that position's value vector"
     return None
+
+
+def _all_zero(numbers) -> bool:
+    return all(abs(x) < 1e-300 for x in (numbers if not isinstance(numbers[0], list) else sum(numbers, [])))
+
+
+@check("gradients_flow", 2,
+       "loss = sum_i c_i * output_i: its gradients reach the query, every key and every value, as autograd's do",
+       probe=probe_attention,
+       inputs=lambda g: {"query": [0.5, -1.0, 1.5], "keys": [[1.0, 0.5, -0.5], [-1.5, 1.0, 0.25]],
+                         "values": [[2.0, -1.0, 0.5], [0.5, 1.5, -2.0]], "c": [1.0, -2.0, 0.5], "e": [0.0, 0.0]})
+def judge_attention_gradients(out, inputs, expected):
+    if "form" in out:
+        return "attention_head should return (output, weights), got something else"
+    said = known_facts(inputs)
+    if not all_close(out["output"], said["out"], 1e-9):
+        return "the head's output is not the weighted sum of the values yet (see scaled_weights)"
+    want = said["grads"]
+    got = out["grads"]
+    cut = [name for name in ("query", "keys", "values") if _all_zero(got[name]) and not _all_zero(want[name])]
+    if len(cut) == 3:
+        return ("the output's values are right but no gradient flows back through it: the query, the keys and the "
+                "values all keep .grad = 0, so the output is cut off from the graph (built from .data floats, or "
+                "wrapped in a new Value); build it from the Values themselves, e.g. dot(weights, ...)")
+    if cut == ["values"]:
+        return ("gradients reach the query and the keys but not the values: the value vectors enter the output as "
+                ".data floats, cut off from the graph; multiply the weights by the value Values")
+    if cut and "values" not in cut:
+        return (f"gradients reach the values but not the {' or the '.join(cut)}: the weights enter the output as "
+                f".data floats, cut off from the graph; use the weight Values themselves")
+    for name in ("query", "keys", "values"):
+        if not all_close(got[name], want[name], 1e-9):
+            return (f"the output is right but the gradient reaching the {name} is off by up to "
+                    f"{off_by(got[name], want[name]):.3g}: check the backward of the ops the head uses")
+    return None

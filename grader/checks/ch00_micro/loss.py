@@ -5,18 +5,34 @@ The judges compare with the mean NLL of the model's own logits and name the clas
 mistakes (a sum, the wrong divisor, the wrong sign or target, no softmax): on the public
 checks' fixed documents those values, and the logits they come from, are data the kit
 computed (grader/checks/facts.py). The gradients are checked against finite
-differences, and hidden, against the reference's.
+differences, and hidden, against the reference's. The loss is asked for twice in a row
+on the same model, the first call's sequence still open: a loss that does not start its
+own sequence gives a second result that depends on the first, and the judge says so.
 """
 
 from __future__ import annotations
 
 import re
 
-from grader.checks._api import check
+from grader.checks._api import check, exception_name
 from grader.checks.ch00_micro.common import ANA, NAMES, NEAR, SMALL, TOL, all_close, close_enough, kind_of, model_of, task_of
 from grader.checks.facts import known_facts
 
 TASKS = [task_of("micro_loss", "document_loss", "the mean NLL of one document")]
+
+
+def _second_call(micro, model, ids) -> dict:
+    """document_loss again on the same model and document, the first call's sequence still
+    open (as the finite differences below, or any loop that does not finish_sequence()):
+    the loss must start its own sequence, so this gives the first call's loss again."""
+    try:
+        return {"again": float(micro.document_loss(model, ids).data)}
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - that the second call fails is the observable
+        if type(error).__name__ == "ForbiddenCall":
+            raise
+        return {"again": None, "again_raised": type(error).__name__, "cached_then": model.cache_length()}
 
 
 def run_loss(micro, sizes, seed, spread, ids, fd=()):
@@ -25,18 +41,24 @@ def run_loss(micro, sizes, seed, spread, ids, fd=()):
         loss = micro.document_loss(model, ids)
     except ValueError as error:
         return {"value_error": str(error)}
+    except RuntimeError as error:
+        if model.cache is None:  # forward() refuses to run outside a sequence
+            return {"no_sequence": True}
+        raise
     if not isinstance(loss, micro.Value):
         return {"type": kind_of(loss)}
     value = loss.data
     loss.backward()
     grads = [p.grad for p in model.params]
-    model.finish_sequence()
-    again = micro.document_loss(model, ids).data  # a second document: start_sequence() must start over
+    second = _second_call(micro, model, ids)
     model.finish_sequence()
     n = min(model.block_size, len(ids) - 1)
     model.start_sequence()
     logits = [[v.data for v in model.forward(ids[pos], pos)] for pos in range(n)]
     model.finish_sequence()
+    if "again_raised" in second:
+        return {"loss": value, **second, "logits": logits, "grads": grads, "numeric": []}
+    again = second["again"]
     numeric = []
     for index in fd:  # central differences of the loss along single parameters
         p, h = model.params[index], 1e-6
@@ -74,6 +96,9 @@ def judge_loss(out, inputs, reveal, facts_of):
             return (f"a document of {len(ids)} ids raised ValueError{said}: score only "
                     f"min(T, len(ids) - 1) = {n} positions; the pairs past the window are not scored")
         return "document_loss raised ValueError on a document that fits the window"
+    if "no_sequence" in out:
+        return ("document_loss called model.forward with no sequence open (forward raised RuntimeError): "
+                "call model.start_sequence() at the top of document_loss, every call")
     if "type" in out:
         return "document_loss returned something else; it should return a Value (the graph's root for backward)"
     facts = facts_of(out)
@@ -85,8 +110,18 @@ def judge_loss(out, inputs, reveal, facts_of):
         if reveal:
             return f"the loss is {out['loss']!r}; the mean -log softmax(logits)[target] over {n} positions is {mean!r}"
         return f"the loss is off by {abs(out['loss'] - mean):.3g} from the mean NLL over the scored positions"
+    if "again_raised" in out:
+        return (f"the second call's result depends on the first: called again on the same model and document, "
+                f"with no finish_sequence() in between, document_loss raised {exception_name({'type': out['again_raised']})} "
+                f"where the first call ran"
+                + (f": the cache still held the first call's {n} positions when it raised"
+                   if out.get("cached_then") == n else "")
+                + "; start a new sequence (model.start_sequence()) at the top of every call")
     if not close_enough(out["again"], mean, TOL):
-        return "a second call on the same document gave another loss: start a new sequence (start_sequence()) first"
+        return (f"the second call's result depends on the first: called again on the same model and document, "
+                f"document_loss gave {out['again']!r} where the first call gave {out['loss']!r}: start a new "
+                f"sequence (model.start_sequence()) at the top of every call, so that nothing of an earlier call "
+                f"is left in the cache")
     if not any(g != 0.0 for g in out["grads"]):
         return "loss.backward() gives every parameter a zero gradient: build the loss from Values, not floats"
     return None

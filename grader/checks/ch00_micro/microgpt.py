@@ -4,7 +4,9 @@ at one position through the whole model.
 The probes build a small MicroGPT with a fixed seed and return its weight tables. The
 judges compare with what that network computes, and with what its classic mistakes (no
 residual, a final norm, no position row, ...) compute, to name the one a submission
-reproduces: the kit's torch float64 twin of the network gives those (hidden/oracles.py),
+reproduces; for the layer, with every other choice of one or two of its parts
+(BLOCK_PARTS), and where none fits, the attention weights say whether the difference
+lies before them or after: the kit's torch float64 twin of the network gives those (hidden/oracles.py),
 on the public checks' fixed inputs as data (grader/checks/facts.py). Here too is "no
 torch or numpy anywhere in micro.py" (pure_python).
 """
@@ -36,6 +38,68 @@ BLOCK_FLAWS = {
     "output_normalised": "the layer's output is normalised again: pre-norm adds to the raw residual stream",
     "no_cache": "each position attends only to itself: append k and v to this layer's cache and attend over all of it",
 }
+
+
+# The layer's parts, each with the lesson's choice first and the alternatives a hand slips
+# into. The kit computes the layer with every alternative of one part and of every two
+# parts together (hidden/oracles.py, on the public check's inputs as data); the judge
+# names the parts where a submission's layer is the one an alternative gives, so a
+# mistake no list foresaw, or two at once, is still pointed at.
+BLOCK_PARTS = {
+    "raw": ("", ("q", "k", "v", "qk", "qv", "kv", "qkv")),  # which of q, k, v read x instead of RMSNorm(x)
+    "heads": ("contiguous", ("interleaved", "interleaved_back")),
+    "cache": ("all", ("self",)),
+    "attention_residual": (True, (False,)),
+    "mlp_input": ("after_attention", ("layer_input",)),
+    "mlp_norm": (True, (False,)),
+    "relu": (True, (False,)),
+    "mlp_residual": (True, (False,)),
+    "output_norm": (False, (True,)),
+}
+
+# BLOCK_FLAWS, each as the part it changes.
+FLAW_PARTS = {
+    "no_attention_residual": {"attention_residual": False},
+    "no_mlp_residual": {"mlp_residual": False},
+    "no_attention_norm": {"raw": "qkv"},
+    "no_mlp_norm": {"mlp_norm": False},
+    "mlp_reads_input": {"mlp_input": "layer_input"},
+    "no_relu": {"relu": False},
+    "output_normalised": {"output_norm": True},
+    "no_cache": {"cache": "self"},
+}
+
+_PROJECTIONS = {"q": "queries", "k": "keys", "v": "values"}
+
+
+def _joined(words) -> str:
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def part_sentence(part: str, choice) -> str:
+    """What is wrong when the layer's `part` is `choice` instead of the lesson's."""
+    for flaw, parts in FLAW_PARTS.items():
+        if parts == {part: choice}:
+            return BLOCK_FLAWS[flaw]
+    if part == "raw":
+        raw = [_PROJECTIONS[c] for c in "qkv" if c in choice]
+        normed = [_PROJECTIONS[c] for c in "qkv" if c not in choice]
+        return f"the {_joined(raw)} are computed from the raw stream x; they read RMSNorm(x) like the {_joined(normed)}"
+    if part == "heads":
+        back = " (and its output is written back to those features)" if choice == "interleaved_back" else ""
+        return (f"the heads are interleaved: head h takes features h, h + H, h + 2H, ... of q, k and v{back}; "
+                f"head h owns the contiguous slice h*d_head .. (h+1)*d_head - 1, and the heads' outputs are "
+                f"concatenated in order")
+    return f"the layer's {part} is not the lesson's"
+
+
+def parts_sentence(parts: dict) -> str:
+    """The sentence for a layer that differs from the lesson's in these parts."""
+    said = [part_sentence(part, choice) for part, choice in parts.items()]
+    if len(said) == 1:
+        return said[0]
+    return f"{len(said)} parts of the layer differ: " + "; also, ".join(said)
 
 
 FORWARD_FLAWS = {
@@ -113,8 +177,9 @@ def judge_block_zero_branch(out, inputs, expected):
 
 
 def judge_block(out, inputs, facts, reveal):
-    """facts: what the network computes on inputs["xs"] ("y", the attention "rows") and each
-    flaw of BLOCK_FLAWS ("flaws")."""
+    """facts: what the network computes on inputs["xs"] ("y", the attention "rows"), what a
+    layer with one or two parts otherwise gives ("alternatives", [(parts, y)], see
+    BLOCK_PARTS) and the attention rows of those whose weights differ ("row_alternatives")."""
     if problem := block_raised(out):
         return problem
     xs, sizes = inputs["xs"], inputs["sizes"]
@@ -136,14 +201,33 @@ def judge_block(out, inputs, facts, reveal):
                 "([w.data for w in weights]), not Values")
     if all_close(out["y"], want, TOL) and all_close(out["rows"], rows, TOL):
         return None
-    for flaw, text in BLOCK_FLAWS.items():
-        if all_close(out["y"], facts["flaws"][flaw], NEAR):
-            return text
+    for parts, wrong in facts["alternatives"]:
+        if all_close(out["y"], wrong, NEAR):
+            return parts_sentence(parts)
     if all_close(out["y"], want, TOL):
         return "the outputs are right but self.last_attention does not hold each head's softmax weights"
-    return (f"the layer's output is off by up to {off_by(out['y'], want):.3g}"
-            + (" (h = RMSNorm(x); q, k, v; attend per head; x += WO(heads); x += FC2(relu(FC1(RMSNorm(x)))))"
-               if reveal else ""))
+    return weights_localise(out, facts, reveal)
+
+
+def weights_localise(out, facts, reveal) -> str:
+    """For an output no known layer gives: whether the attention weights are already wrong
+    (queries, keys, heads, cache) or the difference comes after them."""
+    want, rows = facts["y"], facts["rows"]
+    off = f"the layer's output is off by up to {off_by(out['y'], want):.3g}"
+    formula = (" (h = RMSNorm(x); q, k, v; attend per head; x += WO(heads); x += FC2(relu(FC1(RMSNorm(x)))))"
+               if reveal else "")
+    if all_close(out["rows"], rows, TOL):
+        return (f"{off}, but the attention weights are right, and with them the queries, the keys and the cache: "
+                f"what differs comes after the weights (the values, WO, a residual or the MLP){formula}")
+    for parts, wrong in facts["row_alternatives"]:
+        if all_close(out["rows"], wrong, NEAR):
+            return f"{off}, and the attention weights already differ: they are the ones a layer gives where " + \
+                parts_sentence(parts)
+    pos, head = next((p, h) for p, (got, right) in enumerate(zip(out["rows"], rows))
+                     for h, (a, b) in enumerate(zip(got, right)) if not all_close(a, b, TOL))
+    return (f"{off}, and the attention weights already differ (first at position {pos}, head {head}): the scores "
+            f"dot(q, k) / sqrt(d_head) use other queries or keys than head {head}'s slice of WQ·RMSNorm(x) and "
+            f"WK·RMSNorm(x){formula}")
 
 
 @check("formula", 3,
@@ -296,7 +380,7 @@ def probe_pure_python(ns, sizes, seed):
 
 
 @check("pure_python", 1, "micro.py uses no torch or numpy: every number is a Value", task="micro_forward",
-       probe=probe_pure_python, inputs=lambda g: {"sizes": dict(SMALL), "seed": 0})
+       probe=probe_pure_python, inputs=lambda g: {"sizes": dict(SMALL), "seed": 0}, gated_by="formula")
 def judge_pure_python(out, inputs, expected):
     if out["found"]:
         return (f"micro.py uses {', '.join(_where_banned(out['found']))}: chapter 00 is plain Python (math and "

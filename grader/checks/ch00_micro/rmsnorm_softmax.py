@@ -9,6 +9,7 @@ public checks' inputs those values are data the kit computed (grader/checks/fact
 from __future__ import annotations
 
 from grader.checks._api import check, standard_message
+from grader.checks.confusions import formula_confusion
 from grader.checks.ch00_micro.common import NEAR, all_close, data_of, is_number, off_by, task_of, values_of
 from grader.checks.facts import known_facts
 
@@ -19,6 +20,16 @@ TASKS = [
 
 
 # -------------------------------------------------------------------- RMSNorm
+
+
+def _grid_confusion(formula, data, facts) -> "str | None":
+    """The parts a wrong output was built with, among the other choices for the formula's
+    parts whose outputs the facts hold ("grid", [(parts, values)]), in the words of
+    grader.checks.confusions."""
+    for parts, wrong in facts.get("grid") or ():
+        if all_close(data, wrong, NEAR) and (said := formula_confusion(formula, parts)):
+            return said
+    return None
 
 
 def _probe_vector_function(ns, name, numbers, w, error, key):
@@ -57,6 +68,8 @@ def judge_rmsnorm(out, x, w, reveal, facts):
         for text, wrong in facts["mistakes"]:
             if all_close(out["data"], wrong, NEAR):
                 return text
+        if slip := _grid_confusion("rmsnorm", out["data"], facts):
+            return slip
         if reveal:
             return f"rmsnorm({x}) gave {out['data']}, expected x / sqrt(mean(x²) + 1e-5) = {want}"
         return f"rmsnorm is off by up to {off_by(out['data'], want):.3g}: x / sqrt(mean(x²) + 1e-5), no gain"
@@ -84,7 +97,7 @@ def judge_rmsnorm_figure(out, inputs, expected):
        task="micro_rmsnorm", probe=probe_rmsnorm,
        inputs=lambda g: {"x": [0.5, -1.2, 2.0, 0.1], "w": [0.3, -0.8, 1.1, 0.4]})
 @check("zero_vector", 1, "an all-zero vector stays 0 (eps keeps it finite)", task="micro_rmsnorm",
-       probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]})
+       probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]}, gated_by="figure")
 def judge_rmsnorm_public(out, inputs, expected):
     return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True, known_facts(inputs))
 
@@ -112,6 +125,8 @@ def judge_softmax(out, logits, w, reveal, facts):
         return f"softmax of {len(logits)} logits returned {len(out['data'])} values"
     if any(not is_number(p) for p in out["data"]):
         return "softmax gave NaN or inf: subtract the largest logit before exp"
+    if not all_close(out["data"], want, 1e-12) and (slip := _grid_confusion("softmax", out["data"], facts)):
+        return slip
     if not all_close(out["data"], want, 1e-12):
         if abs(sum(out["data"]) - 1.0) > 1e-9:
             return f"the probabilities sum to {sum(out['data']):.6g}, not 1: divide every exp by their total"

@@ -9,6 +9,7 @@ public checks' inputs both are data the kit computed (grader/checks/facts.py).
 from __future__ import annotations
 
 from grader.checks._api import check
+from grader.checks.confusions import confusion
 from grader.checks.ch00_micro.common import NEAR, all_close, close_enough, kind_of, off_by, task_of
 from grader.checks.facts import known_facts
 
@@ -43,13 +44,28 @@ def probe_value_ops(ns, cases):
     out = []
     for case in cases:
         xs = [Value(x) for x in case["x"]]
-        y = _apply_op(case["op"], xs, case.get("k"))
+        try:
+            y = _apply_op(case["op"], xs, case.get("k"))
+        except (ArithmeticError, TypeError, ValueError) as error:
+            # kept per case, so that an earlier case's wrong number can still be named
+            out.append({"raised": type(error).__name__})
+            continue
         if not isinstance(y, Value):
             out.append({"type": kind_of(y)})
             continue
         y.backward()
         out.append({"data": y.data, "grads": [x.grad for x in xs]})
     return out
+
+
+def _value_confusion(op, x, k, got) -> "str | None":
+    """What a wrong value equals among the operation's usual confusions (grader.checks.confusions)."""
+    a = x[0]
+    plain = {"add": ("add", (a, x[-1])), "add_const": ("add", (a, 2.5)), "radd": ("add", (a, 2.5)),
+             "add_self": ("add", (a, a)), "mul": ("mul", (a, x[-1])), "mul_const": ("mul", (a, -3.0)),
+             "rmul": ("mul", (a, -3.0)), "square": ("mul", (a, a)), "pow": ("pow", (a, k)),
+             "exp": ("exp", (a,)), "log": ("log", (a,)), "relu": ("relu", (a,))}.get(op)
+    return confusion(*plain, got) if plain else None
 
 
 def _names(op):
@@ -67,10 +83,14 @@ def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
         where = (" with " + ", ".join(f"{n} = {v!r}" for n, v in zip(_names(op), x))) if reveal else ""
         if "type" in got:
             return f"{expr} returned something else; it should return a new Value"
+        if "raised" in got:
+            return f"{expr}{where} raised {got['raised']}; it should return a new Value"
         value, grads = said["value"], said["grads"]
         if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"
         if not close_enough(got["data"], value, 1e-12):
+            if reveal and (slip := _value_confusion(op, x, k, got["data"])):
+                return f"{expr}{where}: {slip}"
             if reveal:
                 return f"{expr}{where} gave {got['data']!r}, expected {value!r}"
             return f"the value of {expr} is off by {abs(got['data'] - value):.3g} for some inputs"

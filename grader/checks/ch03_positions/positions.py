@@ -89,7 +89,7 @@ def _raised_on_valid(raised, T, past, C) -> str:
 @check("same_rows_per_batch", 2,
        "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
        probe=probe_positions, fixed_inputs=True,
-       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]})
+       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]}, gated_by="adds_rows")
 @check("cache_offset", 2,
        "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
        "one new token after 7 gives row 7",
@@ -197,7 +197,7 @@ def probe_positions_input(ns, weight, hidden, past):
        "the caller's hidden tensor is left as it was: the rows are added out of place (hidden + rows)",
        probe=probe_positions_input,
        inputs=lambda g: {"weight": torch.randn(6, 4, generator=g, dtype=torch.float64),
-                         "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1})
+                         "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1}, gated_by="adds_rows")
 def judge_positions_input(out, inputs, expected):
     if not torch.equal(out["given_after"], inputs["hidden"]):
         return ("the caller's hidden tensor changed: the rows were added in place (hidden += ...); return "

@@ -3,8 +3,9 @@
 The public checks test properties any right attention has: shapes, causal softmax
 rows, no future leak, cached == recomputed, and the lesson's formula on fixed weights
 and inputs, whose right output and classic wrong ones (the wrong scale, the wrong mask,
-the wrong softmax axis, a cache that is ignored or not shifted) are data the kit
-computed (grader/checks/facts.py). The hidden ones compare random float64 weights and
+the wrong softmax axis, a cache that is ignored or not shifted, and any other tensor
+in the part of the queries, keys or values, or a cache joined in the other order) are
+data the kit computed (grader/checks/facts.py). The hidden ones compare random float64 weights and
 inputs with the reference and name the same mistakes by computing what each would output.
 """
 
@@ -17,7 +18,9 @@ from grader.checks._api import (
     Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem,
 )
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, random_attention_state
-from grader.checks.ch04_attention.diagnosis import CatLog, present_shape_problem, weights_diagnosis, wrong_cache_axis
+from grader.checks.ch04_attention.diagnosis import (
+    CatLog, cache_joined_new_first, present_shape_problem, weights_diagnosis, wrong_cache_axis,
+)
 from grader.checks.facts import known_facts
 
 TASKS = [
@@ -58,7 +61,7 @@ def probe_attention(ns, x, sizes, state, past=None):
 @check("shapes", 2, "B=2, T=3, d=4, h=2: output [2, 3, 4], weights [2, 2, 3, 3], cached keys/values [2, 2, 3, 2]",
        probe=probe_attention,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH,
-                         "state": random_attention_state(g, WALK_THROUGH)})
+                         "state": random_attention_state(g, WALK_THROUGH)}, gated_by="formula")
 def judge_attention_shapes(out, inputs, expected):
     B, T, d = inputs["x"].shape
     h = inputs["sizes"]["n_heads"]
@@ -102,7 +105,7 @@ def probe_attention_output(ns, x, sizes, state):
 
 
 @check("causal_invariance", 2, "changing tokens 4.. leaves the outputs at positions 0..3 unchanged",
-       probe=probe_attention_output, inputs=lambda g: _causal_inputs(g, WALK_THROUGH), separately=("x", "changed"))
+       probe=probe_attention_output, inputs=lambda g: _causal_inputs(g, WALK_THROUGH), separately=("x", "changed"), gated_by="formula")
 def judge_attention_causal(out, inputs, expected):
     return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "attention")
 
@@ -147,10 +150,10 @@ def probe_attention_cache(ns, x, sizes, state, chunks, part, earlier):
 
 
 @check("cache_one_token_at_a_time", 2, "six one-token calls through the KV cache equal one full call",
-       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"))
+       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"), gated_by="formula")
 @check("cache_consistent", 2,
        "calls of 2, 1 and 3 tokens through the KV cache equal one full call; present grows to [B, h, 6, d_h]",
-       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"))
+       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"), gated_by="formula")
 def judge_attention_cache(out, inputs, expected):
     x, chunks = inputs["x"], inputs["chunks"]
     B, _, d = x.shape
@@ -181,6 +184,12 @@ def judge_attention_cache(out, inputs, expected):
         past += n
     stepwise = torch.cat([step["out"] for step in steps], dim=1)
     if problem := compare(stepwise, out["full"], "the cached output", atol=1e-9, rtol=1e-7):
+        past = 0
+        for n, step in zip(chunks, steps):
+            if past and (reversed_cache := cache_joined_new_first(step["cats"], past, n)):
+                return (f"running attention {calls} through the KV cache differs from one full call: "
+                        f"{reversed_cache}")
+            past += n
         return f"running attention {calls} through the KV cache differs from one full call: {problem}"
     return None
 
@@ -220,6 +229,108 @@ FORMULA_MISTAKES = {
 }
 
 
+# Which tensor plays which part, as a small grammar: the tensor the scores use as the
+# queries, the one they compare them with (the keys), the one the weights mix (the
+# values) and, with a cache, what is joined before or after this call's keys and values.
+# The kit computes what each composition outputs with the right scale, mask and softmax
+# on the formula checks' inputs (hidden/oracles.py); the judge names the one the output
+# is, part by part against the lesson's formula.
+
+RIGHT_ROLES = {"query": "q", "key": "k", "value": "v"}
+ROLE_SOURCES = {"query": ("q", "k", "v"), "key": ("k", "v", "q"), "value": ("v", "k", "q")}
+RIGHT_CACHE_ROLES = {"key_past": "past_k", "key_order": "past first", "value_past": "past_v",
+                     "value_order": "past first"}
+CACHE_SOURCES = {"key_past": ("past_k", "past_v", None), "key_order": ("past first", "new first"),
+                 "value_past": ("past_v", "past_k", None), "value_order": ("past first", "new first")}
+MAX_CACHED_ROLE_SLIPS = 2  # with a cache, compositions differing from the lesson's in at most this many parts
+
+
+def right_roles(cached: bool) -> dict:
+    return {**RIGHT_ROLES, **(RIGHT_CACHE_ROLES if cached else {})}
+
+
+def role_slips(parts: dict) -> int:
+    right = right_roles("key_past" in parts)
+    return sum(parts[part] != right[part] for part in right)
+
+
+def role_compositions(cached: bool) -> list[dict]:
+    """Every composition of the grammar but the right one, fewest slips first (with a cache,
+    at most MAX_CACHED_ROLE_SLIPS; a part left out has no order)."""
+    sources = {**ROLE_SOURCES, **(CACHE_SOURCES if cached else {})}
+    found = [{}]
+    for part, choices in sources.items():
+        found = [{**c, part: choice} for c in found for choice in choices]
+    found = [c for c in found if 0 < role_slips(c) <= (MAX_CACHED_ROLE_SLIPS if cached else len(sources))
+             and not any(c.get(f"{role}_past", "") is None and c[f"{role}_order"] != "past first"
+                         for role in ("key", "value"))]
+    return sorted(found, key=role_slips)
+
+
+_TENSOR_NAMES = {"q": "the queries", "k": "the keys", "v": "the values", "past_k": "the cached keys",
+                 "past_v": "the cached values"}
+_PROJECTION = {"q": "q = split_heads(q_proj(x))", "k": "k = split_heads(k_proj(x))",
+               "v": "v = split_heads(v_proj(x))"}
+
+
+def roles_formula_text(parts: dict) -> str:
+    """'o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v))', with a cache '... with K = [past_k, k], V = [past_v, v]'."""
+    if "key_past" not in parts:
+        return f"o_proj(merge_heads(softmax(mask({parts['query']} {parts['key']}ᵀ / sqrt(d_h))) {parts['value']}))"
+
+    def joined(role):
+        past, new = parts[f"{role}_past"], parts[role]
+        if past is None:
+            return new
+        return f"[{past}, {new}]" if parts[f"{role}_order"] == "past first" else f"[{new}, {past}]"
+
+    return (f"o_proj(merge_heads(softmax(mask({parts['query']} Kᵀ / sqrt(d_h))) V)) with K = {joined('key')}, "
+            f"V = {joined('value')}")
+
+
+def roles_difference(parts: dict) -> str:
+    """What the composition does otherwise than the lesson's formula, part by part."""
+    said = []
+    cached = "key_past" in parts
+    # With a cache, a role whose new and cached parts are both the other tensor's (weights @ k
+    # after k was joined with its cache) is one slip: the whole tensor is the other one.
+    whole = {role: cached and parts[role] == other and parts[f"{role}_past"] == f"past_{other}"
+             and parts[f"{role}_order"] == "past first" for role, other in (("key", "v"), ("value", "k"))}
+    both = ", the cached and the new ones," if cached else ""
+    if parts["query"] != "q":
+        said.append(f"the scores use {_TENSOR_NAMES[parts['query']]} where the queries go: the scores are "
+                    f"q kᵀ with {_PROJECTION['q']}")
+    if parts["key"] != "k":
+        other = "themselves" if parts["key"] == "q" else _TENSOR_NAMES[parts["key"]] + (both if whole["key"] else "")
+        said.append(f"the scores compare the queries with {other} instead of with the keys: q kᵀ with "
+                    f"{_PROJECTION['k']}")
+    if parts["value"] != "v":
+        other = _TENSOR_NAMES[parts["value"]] + (both if whole["value"] else ",")
+        said.append(f"the attention output mixes {other} not the values: weights @ V with {_PROJECTION['v']}")
+    for role, index in (("key", 0), ("value", 1)):
+        if not cached or whole[role]:
+            continue
+        past, right = parts[f"{role}_past"], RIGHT_CACHE_ROLES[f"{role}_past"]
+        plural = f"{role}s"
+        if past is None:
+            said.append(f"the cached {plural} are left out: the {plural} are the cached ones (past_key_value[{index}]) "
+                        f"joined with this call's")
+        elif past != right:
+            said.append(f"{_TENSOR_NAMES[past]} are joined to the new {plural}: {plural} join the cached {plural}, "
+                        f"past_key_value[{index}]")
+        if past is not None and parts[f"{role}_order"] != "past first":
+            said.append(f"the cache's order is reversed for the {plural}: the cached {plural} come after the new "
+                        f"ones; the cache holds the earlier positions, so it comes first, "
+                        f"torch.cat([{right}, {role[0]}], dim=2)")
+    return "; ".join(said)
+
+
+def roles_diagnosis(parts: dict) -> str:
+    cached = "key_past" in parts
+    return (f"the output is {roles_formula_text(parts)}, where the lesson's is "
+            f"{roles_formula_text(right_roles(cached))}: {roles_difference(parts)}")
+
+
 def probe_attention_formula(ns, x, sizes, state, past=None):
     module = loaded_attention(ns, sizes, state)
     cache = lambda: None if past is None else tuple(t.clone() for t in past)  # noqa: E731
@@ -254,6 +365,8 @@ def judge_attention_formula(out, inputs, expected):
         return None
     named = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
                                          if label in composed], atol=1e-7, rtol=1e-6)
+    named = named or first_diagnosis(out["out"], [(roles_diagnosis(c["parts"]), c["y"])
+                                                  for c in composed.get("compositions", ())], atol=1e-7, rtol=1e-6)
     if named:
         return named + past
     cached = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]

@@ -45,6 +45,21 @@ def wrong_cache_axis(calls, past_shape) -> "str | None":
     return None
 
 
+def cache_joined_new_first(calls, past: int, new: int) -> "str | None":
+    """The explanation when a cat along time put this call's tokens before the cached ones
+    (told apart by their lengths, so only where past != new)."""
+    reversed_joins = [call for call in calls if len(call["shapes"]) == 2 and past != new
+                      and all(len(shape) == 4 for shape in call["shapes"]) and call["dim"] % 4 == 2
+                      and call["shapes"][0][2] == new and call["shapes"][1][2] == past
+                      and call["shapes"][0][:2] == call["shapes"][1][:2]]
+    if not reversed_joins:
+        return None
+    which = "both joins put" if len(reversed_joins) > 1 else "a join puts"
+    return (f"the cache's order is reversed: {which} this call's new keys/values first and the cached ones after "
+            f"them (torch.cat([new, past], dim=2)); the cache holds the earlier positions, so it comes first, "
+            f"torch.cat([past, new], dim=2)")
+
+
 def present_shape_problem(shape, what, sizes, cats) -> "str | None":
     """What is wrong with the shape of the returned keys or values, given B, h, T_past, T, d_h."""
     B, h, past, n, dh = sizes

@@ -3,7 +3,9 @@
 The checks pin the walk-through's shapes (output [B, T, d], cached keys/values
 [B, h, T, d_h]), that zero branches give the input back exactly, causality, the
 lesson's Example 1, the formula on fixed weights and inputs (naming the classic wrong
-blocks: post-LN, one or swapped norms, a missing residual, ...), and that two calls
+blocks: post-LN, one or swapped norms, a missing residual, ...; and any other block a
+small grammar composes, part by part: the branches' order, each branch's LayerNorm,
+whether the second reads X or U, each residual), and that two calls
 through the KV cache equal one full call. What the right block and the wrong ones output
 on the public checks' fixed inputs is data the kit computed from the reference's parts
 (grader/checks/facts.py). torch's transformer layers and norm kernels score 'forbidden'.
@@ -55,7 +57,8 @@ def probe_block_forward(ns, x, sizes, state=None):
 
 @check("shape", 2, "B=2, T=3, d=4, h=2, f=8: output [2, 3, 4], cached keys/values [2, 2, 3, 2]",
        probe=probe_block_forward,
-       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": BLOCK_WALK})
+       inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": BLOCK_WALK},
+       gated_by="formula")
 def judge_block_shape(out, inputs, expected):
     x = inputs["x"]
     if problem := shape_problem(out["y"], x.shape, "the block output"):
@@ -100,7 +103,8 @@ def _zeroed_branches(sizes):
 @check("zero_branch_identity", 2, "with both branches outputting zero the block returns its input exactly",
        probe=probe_block_forward,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 1,
-                         "sizes": BLOCK_WALK, "state": _zeroed_branches(BLOCK_WALK)}, fixed_inputs=True)
+                         "sizes": BLOCK_WALK, "state": _zeroed_branches(BLOCK_WALK)}, fixed_inputs=True,
+       gated_by="formula")
 def judge_zero_branch(out, inputs, expected):
     x, y = inputs["x"], out["y"]
     if problem := shape_problem(y, x.shape, "the block output"):
@@ -138,7 +142,8 @@ def _causal_inputs(g, sizes, state_maker):
 
 @check("causal_invariance", 2, "changing tokens 4.. leaves the block's outputs at positions 0..3 unchanged",
        probe=probe_block_output, inputs=lambda g: _causal_inputs(g, BLOCK_WALK, random_block_state),
-       separately=("x", "changed"))
+       separately=("x", "changed"),
+       gated_by="formula")
 def judge_block_causal(out, inputs, expected):
     return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "the block")
 
@@ -206,6 +211,94 @@ def random_block_inputs(g):
             "state": random_block_state(g, sizes)}
 
 
+# The block as a small grammar of compositions, to say what a wrong block computes when
+# it is none of the named mistakes above: which branch runs first, which LayerNorm each
+# branch reads through (or none), whether the second branch reads X or the residual
+# stream after the first, and what each residual adds the increment to. The kit computes
+# what each composition outputs on the formula check's inputs (hidden/block.py); the
+# judge names the one the output is, part by part against the lesson's block.
+
+RIGHT_BLOCK = {"first": "attention", "attention_norm": "ln_attention", "feedforward_norm": "ln_feedforward",
+               "second_reads": "U", "first_residual": "X", "second_residual": "U"}
+BLOCK_PARTS = {"first": ("attention", "feedforward"), "attention_norm": ("ln_attention", "ln_feedforward", None),
+               "feedforward_norm": ("ln_feedforward", "ln_attention", None), "second_reads": ("U", "X"),
+               "first_residual": ("X", None), "second_residual": ("U", "X", None)}
+MAX_BLOCK_SLIPS = 3  # compositions differing from the lesson's block in at most this many parts
+
+
+def block_compositions(max_slips: int = MAX_BLOCK_SLIPS) -> list[dict]:
+    """Every composition of the grammar but the right one, fewest slips first."""
+    found = [{}]
+    for part, choices in BLOCK_PARTS.items():
+        found = [{**c, part: choice} for c in found for choice in choices]
+    wrong = [c for c in found if 0 < block_slips(c) <= max_slips]
+    return sorted(wrong, key=block_slips)
+
+
+def block_slips(parts: dict) -> int:
+    return sum(parts[part] != RIGHT_BLOCK[part] for part in BLOCK_PARTS)
+
+
+_BRANCH = {"attention": ("A", "attention"), "feedforward": ("F", "the feed-forward branch")}
+_NORM = {"ln_attention": "LN1", "ln_feedforward": "LN2", None: None}
+
+
+def block_formula_text(parts: dict) -> str:
+    """The composition as the lesson writes a block: 'U = X + A(LN1(X)), Y = U + F(LN2(U))'."""
+    first = parts["first"]
+    second = "feedforward" if first == "attention" else "attention"
+    middle = "U" if first == "attention" else "H"
+
+    def branch(which, reads):
+        letter, norm = _BRANCH[which][0], _NORM[parts[f"{which}_norm"]]
+        return f"{letter}({norm}({reads}))" if norm else f"{letter}({reads})"
+
+    one = branch(first, "X")
+    one = f"X + {one}" if parts["first_residual"] == "X" else one
+    two = branch(second, middle if parts["second_reads"] == "U" else "X")
+    base = {"U": middle, "X": "X", None: None}[parts["second_residual"]]
+    return f"{middle} = {one}, Y = {base + ' + ' if base else ''}{two}"
+
+
+def block_difference(parts: dict) -> str:
+    """What the composition does otherwise than the lesson's block, part by part."""
+    first = parts["first"]
+    second = "feedforward" if first == "attention" else "attention"
+    said = []
+    if first != RIGHT_BLOCK["first"]:
+        said.append("the feed-forward branch runs first, before attention: attention comes first, and the "
+                    "feed-forward branch reads its result U")
+    for which in ("attention", "feedforward"):
+        norm, right = parts[f"{which}_norm"], RIGHT_BLOCK[f"{which}_norm"]
+        name = _BRANCH[which][1]
+        if norm is None:
+            said.append(f"{name} reads its input without a LayerNorm, where it reads through {right} "
+                        f"({_NORM[right]})")
+        elif norm != right:
+            said.append(f"{name} reads through {norm} ({_NORM[norm]}) instead of its own {right} ({_NORM[right]})")
+    first_name, second_name = _BRANCH[first][1], _BRANCH[second][1]
+    if first != RIGHT_BLOCK["first"]:
+        first_name, second_name = f"{first_name}, which runs first,", f"{second_name}, which runs second,"
+    stream = f"the residual stream after {_BRANCH[first][1]}"
+    if parts["first_residual"] is None:
+        said.append(f"the residual of {first_name} is missing: its increment is not added to X")
+    if parts["second_reads"] == "X":
+        said.append(f"{second_name} reads X, the block's input, instead of {stream}")
+    if parts["second_residual"] == "X":
+        said.append(f"the increment of {_BRANCH[second][1]} is added to X, so the increment of {_BRANCH[first][1]} "
+                    f"is lost: add it to {stream}")
+    elif parts["second_residual"] is None:
+        said.append(f"the residual of {second_name} is missing: its increment is returned without adding it to "
+                    f"{stream}")
+    return "; ".join(said)
+
+
+def block_composition_diagnosis(parts: dict) -> str:
+    return (f"the block computes {block_formula_text(parts)}, where the lesson's block is "
+            f"{block_formula_text(RIGHT_BLOCK)}: {block_difference(parts)}")
+
+
+
 @check("formula", 2,
        "random weights (distinct norms): the output is U + F(LN2(U)), U = X + A(LN1(X)), of the block's own parts",
        probe=probe_block_formula, inputs=random_block_inputs, fixed_inputs=True)
@@ -217,5 +310,7 @@ def judge_block_formula(out, inputs, expected):
         return None
     named = first_diagnosis(out["y"], [(text, composed[label]) for label, text in BLOCK_FORMULA_MISTAKES.items()],
                             atol=1e-7, rtol=1e-6)
+    named = named or first_diagnosis(out["y"], [(block_composition_diagnosis(c["parts"]), c["y"])
+                                                for c in composed.get("compositions", ())], atol=1e-7, rtol=1e-6)
     return named or (compare(out["y"], composed["right"], "the block output", atol=1e-9, rtol=1e-7)
                      + ": it is not U + F(LN2(U)) with U = X + A(LN1(X)) computed with the block's own parts")

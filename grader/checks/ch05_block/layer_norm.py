@@ -69,7 +69,7 @@ def judge_layer_norm_figures(out, inputs, expected):
        probe=probe_layer_norm,
        inputs=lambda g: {"x": torch.tensor([[2.0, 2.0]], dtype=torch.float64),
                          "gamma": torch.tensor([2.0, 5.0], dtype=torch.float64),
-                         "beta": torch.tensor([0.3, -0.7], dtype=torch.float64)})
+                         "beta": torch.tensor([0.3, -0.7], dtype=torch.float64)}, gated_by="example_figures")
 def judge_layer_norm_constant(out, inputs, expected):
     y = out["y"]
     if problem := shape_problem(y, inputs["x"].shape):
@@ -94,7 +94,7 @@ def probe_layer_norm_shift(ns, x, shift):
 
 @check("shift_invariance", 1, "adding a constant to every feature changes nothing",
        probe=probe_layer_norm_shift,
-       inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0, -2.0, 0.5]]], dtype=torch.float64), "shift": 7.25})
+       inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0, -2.0, 0.5]]], dtype=torch.float64), "shift": 7.25}, gated_by="example_figures")
 def judge_layer_norm_shift(out, inputs, expected):
     if problem := shape_problem(out["y"], inputs["x"].shape):
         return problem
@@ -104,7 +104,7 @@ def judge_layer_norm_shift(out, inputs, expected):
 
 
 @check("defaults", 1, "eps is 1e-5, gamma starts at 1 and beta at 0",
-       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[1.0, 3.0, -2.0, 0.5]], dtype=torch.float64)})
+       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[1.0, 3.0, -2.0, 0.5]], dtype=torch.float64)}, gated_by="example_figures")
 def judge_layer_norm_defaults(out, inputs, expected):
     eps = out["eps"]
     numeric = (isinstance(eps, (int, float)) and not isinstance(eps, bool)) or (
@@ -137,7 +137,7 @@ def probe_layer_norm_rows(ns, x, gamma, beta):
        probe=probe_layer_norm_rows, fixed_inputs=True,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 0.5,
                          "gamma": torch.rand(4, generator=g, dtype=torch.float64) + 0.5,
-                         "beta": torch.randn(4, generator=g, dtype=torch.float64)})
+                         "beta": torch.randn(4, generator=g, dtype=torch.float64)}, gated_by="example_figures")
 def judge_layer_norm_rows(out, inputs, expected):
     x = inputs["x"]
     if problem := shape_problem(out["y"], x.shape, "LayerNorm(x)"):

@@ -15,7 +15,8 @@ import torch
 
 from grader.checks._api import Task, check, matches, shape_problem
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, reduced_shapes, returned_of, shipped,
+    ATOL, BY_HAND, NO_AUTOGRAD, RTOL, judge_finite_differences, judge_grads, random_tensor, reduced_shapes,
+    returned_of, shipped,
 )
 from grader.checks.facts import known_facts
 
@@ -65,8 +66,47 @@ def residual_inputs(x_shape, f, dead=False):
        probe=probe_residual_backward, inputs=residual_inputs((2, 3, 4), 8), fixed_inputs=True)
 def judge_residual_autograd(out, inputs, expected):
     facts = known_facts(inputs)
-    return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", facts["right"], residual_shapes(inputs),
-                        facts["mistakes"])
+    problem = judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", facts["right"],
+                          residual_shapes(inputs), facts["mistakes"])
+    named = {why for mistakes in facts["mistakes"].values() for why, _ in mistakes}
+    if problem is None or problem in named:
+        return problem
+    where = wrong_stage(out, facts["right"])
+    return f"{problem}. {where}" if where else problem
+
+
+# The backward runs through the half-block from its end: fc2 first, then GELU and fc1, then
+# LayerNorm, then the skip. The gradients a stage gives, in that order.
+STAGES = (("fc2", ("dw2", "db2")), ("fc1", ("dw1", "db1")), ("LayerNorm", ("dgamma", "dbeta")),
+          ("the skip", ("dx",)))
+BETWEEN = {
+    "fc2": "at fc2 itself: dw2 = grad_outᵀ · GELU(U), db2 = Σ grad_out",
+    "fc1": "between fc2 and fc1: in dact = grad_out · W2, in GELU's derivative (dpre = dact·GELU′(U), at "
+           "U = LN(x)·W1ᵀ + b1) or in fc1's own gradients (dw1 = dpreᵀ · LN(x), db1 = Σ dpre)",
+    "LayerNorm": "between fc1 and LayerNorm: in dnormed = dpre · W1 or in LayerNorm's own backward (at x)",
+    "the skip": "at the very end: dx = grad_out + the branch's dx",
+}
+
+
+def wrong_stage(out, right) -> "str | None":
+    """Where the backward first goes wrong, from which gradients are right: every stage
+    before the first wrong one computed from the right upstream gradient."""
+    if returned_of(out, RESIDUAL_NAMES, "residual_feedforward_backward"):
+        return None
+    got = dict(zip(RESIDUAL_NAMES, out["grads"]))
+    want = dict(zip(RESIDUAL_NAMES, right))
+    if any(tuple(got[name].shape) != tuple(want[name].shape) for name in RESIDUAL_NAMES):
+        return None
+    ok = {name: matches(got[name], want[name], atol=ATOL, rtol=RTOL) for name in RESIDUAL_NAMES}
+    for stage, names in STAGES:
+        if not all(ok[name] for name in names):
+            good = [name for name in RESIDUAL_NAMES if ok[name]]
+            bad = [name for name in RESIDUAL_NAMES if not ok[name]]
+            if not good:
+                return None
+            return (f"{', '.join(good)} {'is' if len(good) == 1 else 'are'} right and {', '.join(bad)} "
+                    f"{'is' if len(bad) == 1 else 'are'} wrong: the backward first goes wrong {BETWEEN[stage]}")
+    return None
 
 
 @check("dead_branch", 1, "with fc2's weight zero, dx equals grad_out exactly: the skip path passes it unchanged",

@@ -213,8 +213,15 @@ def probe_adamw_trajectory(ns, params, grads, lrs, hyper):
         optimizer.step()
         for i, p in enumerate(leaves):
             trajectory[i].append(p.detach().clone())
+    held = list(getattr(optimizer, "params", None) or [])
+    moments = getattr(optimizer, "exp_avg", None)
     return {"trajectory": [torch.stack(t) for t in trajectory],
-            "requires_grad": [bool(p.requires_grad) for p in leaves]}
+            "requires_grad": [bool(p.requires_grad) for p in leaves],
+            # What step() did besides moving the parameters: whether the optimizer still holds
+            # the parameters themselves, and whether its own state moved.
+            "rebound": len(held) != len(leaves) or any(q is not p for q, p in zip(held, leaves)),
+            "state_moved": bool(isinstance(moments, (list, tuple)) and any(
+                isinstance(m, torch.Tensor) and bool(m.ne(0).any()) for m in moments))}
 
 
 def same_trajectory(a, b, atol=1e-10, rtol=1e-9) -> bool:
@@ -232,8 +239,7 @@ def trajectory_problem(out, inputs, facts):
     if not all(out["requires_grad"]):
         return "a parameter no longer requires grad after step(): update its values in place, keep it a leaf"
     if all(torch.equal(t, p.unsqueeze(0).expand_as(t)) for t, p in zip(trajectory, params)):
-        return ("the parameters never changed: update them in place (p.mul_, p.add_, p.addcdiv_, p.copy_ ...); "
-                "assigning a new tensor to a name does not change the model's parameter")
+        return not_moved(out, "in any of the steps")
 
     if same_trajectory(trajectory, expected_trajectory):
         return None
@@ -246,6 +252,22 @@ def trajectory_problem(out, inputs, facts):
             if problem := compare(t[step], e[step], f"parameter {i}", atol=1e-10, rtol=1e-9):
                 return f"after step {step + 1} of {steps}, {problem}, compared with torch.optim.AdamW"
     return "the parameters do not follow torch.optim.AdamW"
+
+
+def not_moved(out, when):
+    """Why the parameters the caller holds stayed where they were, from what step() did
+    besides: a step that ran (its moments moved) updated some other tensor."""
+    lead = f"the parameters the model holds did not move {when}"
+    if out.get("rebound"):
+        why = (", though step() ran: self.params[i] now holds a new tensor, so the update went to it and the model "
+               "never sees it")
+    elif out.get("state_moved"):
+        why = (", though step() ran (m and v moved): the update went to a new tensor (p = p - ..., or p.data set on "
+               "a copy), not to the parameter itself")
+    else:
+        why = ""
+    return (f"{lead}{why}; update each parameter in place (p.mul_, p.addcdiv_, p.copy_ ...): binding a new "
+            f"tensor to a name changes only that name")
 
 
 def schedule(steps, lr, warmup):
@@ -302,8 +324,7 @@ def judge_adamw_first_step(out, inputs, expected):
             continue
         moved = (t[0] - p).abs()
         if matches(t[0], p, atol=0, rtol=0):
-            return ("the parameters did not move on the first step: update them in place (p.add_, p.addcdiv_, "
-                    "p.copy_ ...)")
+            return not_moved(out, "on the first step")
         no_correction = p - lr * (0.1 * g) / (torch.sqrt(0.001 * g * g) + eps)
         if matches(t[0], no_correction, atol=1e-9, rtol=1e-7):
             return ("the first step moves each entry by about 3.16 lr instead of lr: there is no bias correction "
@@ -336,6 +357,8 @@ def judge_adamw_decay(out, inputs, expected):
         powers = torch.tensor([factor ** (k + 1) for k in range(steps)], dtype=F64).reshape(-1, *[1] * p.dim())
         if matches(t, p * powers, atol=1e-12, rtol=1e-10):
             continue
+        if matches(t, p.expand_as(t), atol=0, rtol=0) and out.get("rebound"):
+            return not_moved(out, "with zero gradients")
         if matches(t, p.expand_as(t), atol=0, rtol=0):
             return ("with zero gradients the parameters did not change: decoupled weight decay must still shrink p "
                     "by (1 - lr * weight_decay) at every step (update p in place, and treat a zero gradient as a "
@@ -441,7 +464,8 @@ def probe_zero_grad_fresh(ns, shapes):
 
 
 @check("before_any_backward", 1, "zero_grad() works on a fresh optimizer, before any gradient exists",
-       task="adamw_zero_grad", probe=probe_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]})
+       task="adamw_zero_grad", probe=probe_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]},
+       gated_by="clears_gradients")
 def judge_zero_grad_fresh(out, inputs, expected):
     for g in out["grads"]:
         if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):

@@ -26,9 +26,14 @@ BIGRAM_MISTAKES = [
     ("k_is_one", "the smoothing argument is ignored (k = 1 used always)"),
     ("ignore_block", "every pair is scored, ignoring block_size: count and score only the first "
                      "min(block_size, len(ids) - 1) positions of each document, as the model is scored"),
-    ("no_bos", "the documents are not framed by BOS: encode_document gives [BOS, ..., BOS], and the pairs "
-               "(BOS, first letter) and (last letter, BOS) count"),
-    ("leading_bos_only", "the closing BOS is missing: the pair (last letter, BOS) counts too"),
+    ("val_counted", "the counts include the validation names: count the pairs of train_docs only, then score "
+                    "val_docs with those counts (a baseline that has seen the names it is scored on is too good)"),
+    ("no_bos", "the documents are not framed by BOS: no transition from or to BOS is counted; encode_document "
+               "gives [BOS, ..., BOS], and the pairs (BOS, first letter) and (last letter, BOS) count"),
+    ("leading_bos_only", "the closing BOS is missing: no transition to BOS is counted; the pair "
+                         "(last letter, BOS) counts too"),
+    ("closing_bos_only", "the opening BOS is missing: no transition from BOS is counted; each document starts "
+                         "with BOS, so the pair (BOS, first letter) counts, and the first letter is scored"),
 ]
 
 

@@ -99,7 +99,7 @@ def _evaluate_mode_inputs(g):
 
 @check("eval_mode_restored", 1,
        "with dropout 0.5 the value is that of eval mode, and the model's mode (train or eval) is restored",
-       probe=probe_evaluate, inputs=_evaluate_mode_inputs)
+       probe=probe_evaluate, inputs=_evaluate_mode_inputs, gated_by="per_scored_character")
 def judge_evaluate_mode(out, inputs, expected):
     if not (is_float(out["value"]) and is_float(out["plain"])):
         return "evaluate should return a Python float"

@@ -34,10 +34,29 @@ def probe_train_steps(ns, sizes, state, batches, max_norms, lr, weight_decay):
     original_step = optimizer.step
 
     def recording_step(*args, **kwargs):
+        events.append("step")
         at_step.append([None if p.grad is None else p.grad.detach().clone() for p in params])
         return original_step(*args, **kwargs)
 
     optimizer.step = recording_step
+    # The order of what train_step does: "backward" when a gradient reaches a model parameter,
+    # "zero_grad" and "step" when the optimizer's are called.
+    events = []
+    original_zero_grad = optimizer.zero_grad
+
+    def recording_zero_grad(*args, **kwargs):
+        events.append("zero_grad")
+        return original_zero_grad(*args, **kwargs)
+
+    optimizer.zero_grad = recording_zero_grad
+    ids = {id(p) for p in params}
+
+    def reached(p):
+        if id(p) in ids and (not events or events[-1] != "backward"):
+            events.append("backward")
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(reached)
     calls = []
     for (inputs, targets, mask), max_norm in zip(batches, max_norms):
         before = [p.detach().clone() for p in params]
@@ -47,13 +66,14 @@ def probe_train_steps(ns, sizes, state, batches, max_norms, lr, weight_decay):
         loss = _masked_loss(ns, twin(inputs)[0], targets, mask)
         loss.backward()
         fresh = [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in twin.parameters()]
-        already = len(at_step)
+        already, seen = len(at_step), len(events)
         returned = ns.train.train_step(model, optimizer, inputs.clone(), targets.clone(), mask.clone(), max_norm)
         with torch.no_grad():
             loss_after = _masked_loss(ns, model(inputs)[0], targets, mask).item()
         calls.append({"returned": list(returned) if isinstance(returned, (tuple, list)) else returned,
                       "loss_before": loss.item(), "loss_after": loss_after, "fresh": fresh,
-                      "at_step": at_step[already:], "changed": [not torch.equal(b, p.detach()) for b, p in zip(before, params)]})
+                      "at_step": at_step[already:], "events": events[seen:],
+                      "changed": [not torch.equal(b, p.detach()) for b, p in zip(before, params)]})
     held = [next((j for j, q in enumerate(params) if q is p), -1) for p in optimizer.params]
     return {"names": names, "requires_grad": [bool(p.requires_grad) for p in params], "held": held,
             "calls": calls, "final": {n: p.detach().clone() for n, p in zip(names, params)}}
@@ -100,6 +120,24 @@ def _train_inputs(g):
             "lr": 1e-2, "weight_decay": 0.1}
 
 
+def order_problem(call, number) -> "str | None":
+    """What went wrong with the gradients the optimizer saw, from the order train_step did
+    things in: a zero_grad() between the last backward and the step threw them away."""
+    events = call.get("events") or []
+    if "step" not in events:
+        return None
+    before = events[:events.index("step")]
+    last_backward = max((i for i, e in enumerate(before) if e == "backward"), default=None)
+    if last_backward is not None and "zero_grad" in before[last_backward:]:
+        return (f"call {number}: optimizer.zero_grad() ran after loss.backward(), so the gradients the optimizer saw "
+                f"were None (zero) and the parameters did not move with them: zero the gradients first, before "
+                f"the forward and loss.backward()")
+    if "backward" not in before:
+        return (f"call {number}: optimizer.step() ran before any gradient reached the parameters: the gradients "
+                f"the optimizer saw were None; call loss.backward() before optimizer.step()")
+    return None
+
+
 def _contract_names(out, inputs) -> list[str]:
     """The probe's parameter names, each as the grader may quote it: a name of the contract
     (the state_dict the model was loaded from) or a stand-in; the model's own naming is
@@ -123,6 +161,8 @@ def judge_every_parameter_trains(out, inputs, expected):
         return "train_step never called optimizer.step()"
     grads = first["at_step"][0]
     missing = list(dict.fromkeys(n for n, g in zip(names, grads) if g is None or not bool(g.abs().sum() > 0)))
+    if missing and (problem := order_problem(first, 1)):
+        return problem
     if missing:
         return (f"when optimizer.step() ran, these parameters had no (or an all-zero) gradient: "
                 f"{', '.join(missing[:4])}: call loss.backward() before optimizer.step()")
@@ -172,6 +212,9 @@ def judge_fresh_clipped_gradients(out, inputs, expected):
         if len(call["at_step"]) != 1:
             return f"call {number}: optimizer.step() ran {len(call['at_step'])} times; once per train_step"
         grads = call["at_step"][0]
+        if not any(call["changed"]) or all(g is None for g in grads):
+            if problem := order_problem(call, number):
+                return problem
         if not any(call["changed"]):
             return (f"call {number}: the parameters did not change: call optimizer.step() after loss.backward() "
                     f"(a step before backward sees no gradient)")

@@ -74,14 +74,39 @@ def probe_generate(ns, sizes, state, prompt, max_new_tokens, seed, temperature=1
             0 <= int(ids.min()) and int(ids.max()) < sizes["vocab_size"]:
         ids = ids if ids.dim() == 2 else ids.unsqueeze(0)
         P = prompt.shape[-1]
-        recomputed, alone = [], []
+        recomputed, alone, stale, offsets = [], [], [], []
         with torch.no_grad():
+            prompt_cache = model(ids[:, :P], use_cache=True)[2]
             for step in range(ids.shape[1] - P):
                 recomputed.append(model(ids[:, :P + step])[0][:, -1])
                 alone.append(model(ids[:, P + step - 1:P + step])[0][:, -1])
+                # The new id fed with the prompt's cache only, and fed with the right cache at
+                # each other position: what a cache that was not passed back, or positions
+                # that do not continue from the cache, give.
+                token = ids[:, P + step - 1:P + step]
+                stale.append(model(token, past_key_values=prompt_cache, use_cache=True)[0][:, -1])
+                offsets.append(_at_each_position(model, ids, P + step - 1) if step else None)
         result["recomputed"] = torch.stack(recomputed, dim=1) if recomputed else None
         result["alone"] = torch.stack(alone, dim=1) if alone else None
+        result["stale"] = torch.stack(stale, dim=1) if stale else None
+        result["offsets"] = offsets
     return result
+
+
+def _at_each_position(model, ids, fed):
+    """{position: the last logits} of ids[:, fed] fed after the cache of ids[:, :fed], had it
+    sat at each position but `fed` (the certified model's parts, run one by one)."""
+    cache = model(ids[:, :fed], use_cache=True)[2]
+    token = model.token_embedding(ids[:, fed:fed + 1])
+    found = {}
+    for position in range(model.cfg.block_size):
+        if position == fed:
+            continue
+        hidden = model.embedding_dropout(model.position_embedding(token, position))
+        for block, past in zip(model.blocks, cache):
+            hidden, _ = block(hidden, past, False)
+        found[position] = model.head(model.ln_final(hidden))[:, -1]
+    return found
 
 
 def pair_of(out, prompt, V, what="generate(..., return_logits=True)"):
@@ -143,9 +168,32 @@ def judge_cached_equals_recompute(out, inputs, expected):
         if step > 0 and matches(logits[:, step], out["alone"][:, step], atol=1e-10, rtol=1e-8):
             return (f"step {step + 1}: the new id was fed alone, without past_key_values: it sat at position 0 and "
                     f"saw nothing before it. Pass the presents of the previous call as past_key_values")
+        if problem := _state_slip(logits[:, step], out, step, prompt.shape[-1]):
+            return problem
         problem = compare(logits[:, step], out["recomputed"][:, step], "its logits", atol=1e-10, rtol=1e-8)
         return (f"step {step + 1}: {problem}, compared with a full forward over the whole sequence so far "
                 f"(its last position)")
+    return None
+
+
+def _state_slip(logits, out, step, P) -> "str | None":
+    """Which state went wrong at a draw whose logits are not the full forward's, from what
+    the new id fed at that step gives under the natural slips (the recompute part computed
+    them with the certified model)."""
+    fed = P + step - 1  # the position of the id fed at this step, the cache's length then
+    stale = out.get("stale")
+    if step > 1 and isinstance(stale, torch.Tensor) and matches(logits, stale[:, step], atol=1e-10, rtol=1e-8):
+        return (f"step {step + 1}: the logits are those of the new id fed with the prompt's cache only: the cache "
+                f"was not passed back, so the new id sat at position {P} and saw none of the ids drawn since. Each "
+                f"call's presents are the next call's past_key_values")
+    offsets = out.get("offsets") or []
+    at = offsets[step] if step < len(offsets) and isinstance(offsets[step], dict) else {}
+    for position, wrong in at.items():
+        if isinstance(wrong, torch.Tensor) and matches(logits, wrong, atol=1e-10, rtol=1e-8):
+            return (f"step {step + 1}: the logits are those of the new id at position {position}, with the right "
+                    f"cache before it; it belongs at position {fed}: the positions after the prompt do not continue "
+                    f"from the cache length (the {fed} positions the cache holds, the time axis of its keys and "
+                    f"values [B, h, T, d_h])")
     return None
 
 
@@ -390,7 +438,8 @@ def probe_generate_mode(ns, sizes, state, bos, seed):
 @check("mode_restored", 1, "the model's mode (train or eval) is restored and the logits carry no graph",
        probe=probe_generate_mode,
        inputs=lambda g: {"sizes": dict(SIZES), "state": lm_state(g, SIZES), "bos": SIZES["vocab_size"] - 1,
-                         "seed": 7})
+                         "seed": 7},
+       gated_by="one_token_per_step")
 def judge_generate_mode(out, inputs, expected):
     if "raised" in out["out"]:
         return raised(out["out"], "generate")

@@ -32,6 +32,21 @@ MUTANTS = [
         - positive = self.data > 0.0
         + positive = self.data >= 0.0
     """), "ch00.micro_value_relu.at_zero", "exactly", "relu'(0) = 1 against the docstring"),
+    # a value computed with a neighbouring operation (named by grader.checks.confusions)
+    mutant("log_common_logarithm", "micro_value_log", """
+        return Value(math.log10(self.data), (self,), (1.0 / self.data,))
+    """, "ch00.micro_value_log.value_and_gradient", "base 10", "log10 where the natural log belongs"),
+    mutant("exp_expm1", "micro_value_exp", """
+        result = math.expm1(self.data)
+        return Value(result, (self,), (result + 1.0,))
+    """, "ch00.micro_value_exp.value_and_gradient", "expm1", "math.expm1 picked for math.exp"),
+    mutant("relu_leaky", "micro_value_relu", """
+        positive = self.data > 0.0
+        return Value(self.data if positive else 0.01 * self.data, (self,), (1.0 if positive else 0.0,))
+    """, "ch00.micro_value_relu.value_and_gradient", "leaky", "negative inputs kept at a hundredth"),
+    mutant("pow_base_and_exponent_swapped", "micro_value_pow", """
+        return Value(exponent**self.data, (self,), (exponent * self.data ** (exponent - 1),))
+    """, "ch00.micro_value_pow.power_rule", "swapped", "k ** x computed for x ** k"),
     # backward
     mutant("backward_overwrites", "micro_backward", patch("""
         - child.grad += local * node.grad
@@ -93,7 +108,29 @@ MUTANTS = [
         - mean_square = vsum([x * x for x in xs]) / len(xs)
         + mean_square = sum(x.data * x.data for x in xs) / len(xs)
     """), "ch00.micro_rmsnorm.gradient", "constant", "the scale computed from .data"),
+    mutant("rmsnorm_no_square_root", "micro_rmsnorm", patch("""
+        - scale = (mean_square + RMS_NORM_EPS) ** -0.5
+        + scale = (mean_square + RMS_NORM_EPS) ** -1
+    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.gradient"), "square root is missing",
+       "divided by mean(x²) + eps, the root forgotten"),
+    mutant("rmsnorm_square_of_the_mean_no_eps", "micro_rmsnorm", patch("""
+        - mean_square = vsum([x * x for x in xs]) / len(xs)
+        - scale = (mean_square + RMS_NORM_EPS) ** -0.5
+        + mean = vsum(xs) / len(xs)
+        + scale = (mean * mean) ** -0.5
+    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.gradient"), "2 parts of rmsnorm differ",
+       "two slips at once: mean(x)² for mean(x²), and no eps"),
     # softmax
+    mutant("softmax_shift_reversed", "micro_softmax", patch("""
+        - exps = [(value - largest).exp() for value in logits]
+        + exps = [(largest - value).exp() for value in logits]
+    """), ("ch00.micro_softmax.stable", "ch00.micro_softmax.gradient"), "negated",
+       "exp(max - l): the order of the subtraction swapped"),
+    mutant("softmax_is_log_softmax", "micro_softmax", patch("""
+        - return [e / total for e in exps]
+        + return [value - largest - total.log() for value in logits]
+    """), ("ch00.micro_softmax.stable", "ch00.micro_softmax.gradient"), "log-softmax",
+       "returns log-probabilities"),
     mutant("softmax_without_max", "micro_softmax", patch("""
         - exps = [(value - largest).exp() for value in logits]
         + exps = [value.exp() for value in logits]
@@ -111,6 +148,16 @@ MUTANTS = [
         - scale = 1.0 / math.sqrt(len(query))
         + scale = 1.0 / len(query)
     """), "ch00.micro_attention.scaled_weights", "divided by d_head", "1/d_head instead of 1/sqrt(d_head)"),
+    mutant("attention_output_from_floats", "micro_attention", patch("""
+        - output = [dot(weights, [value[i] for value in values]) for i in range(len(query))]
+        + output = [Value(sum(w.data * value[i].data for w, value in zip(weights, values))) for i in range(len(query))]
+    """), "ch00.micro_attention.gradients_flow", "cut off from the graph",
+       "the head's output rebuilt from .data floats: no gradient flows back through attention"),
+    mutant("attention_values_as_floats", "micro_attention", patch("""
+        - output = [dot(weights, [value[i] for value in values]) for i in range(len(query))]
+        + output = [vsum([w * value[i].data for w, value in zip(weights, values)]) for i in range(len(query))]
+    """), "ch00.micro_attention.gradients_flow", "not the values",
+       "the value vectors mixed in as floats: the values get no gradient"),
     # the layer
     mutant("block_no_attention_residual", "micro_block", patch("""
         - x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
@@ -135,6 +182,32 @@ MUTANTS = [
         + return rmsnorm([a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))])
     """), ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "normalised",
        "the layer's output re-normalised"),
+    mutant("block_keys_values_from_raw_stream", "micro_block", patch("""
+        - k = linear(h, self.table(layer, "wk"))
+        - v = linear(h, self.table(layer, "wv"))
+        + k = linear(x, self.table(layer, "wk"))
+        + v = linear(x, self.table(layer, "wv"))
+    """), "ch00.micro_block.formula", "keys and values are computed from the raw stream",
+       "only the queries read RMSNorm(x); keys and values project the raw stream"),
+    mutant("block_heads_interleaved", "micro_block", patch("""
+        - lo, hi = head * self.head_dim, (head + 1) * self.head_dim
+        - out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
+        + part = slice(head, None, self.n_head)
+        + out, weights = attention_head(q[part], [key[part] for key in keys], [val[part] for val in values])
+    """), "ch00.micro_block.formula", "interleaved", "head h takes every H-th feature, not a contiguous slice"),
+    mutant("block_queries_raw_and_no_mlp_residual", "micro_block", patch("""
+        - q = linear(h, self.table(layer, "wq"))
+        + q = linear(x, self.table(layer, "wq"))
+
+        - return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
+        + return linear(h, self.table(layer, "fc2"))
+    """), "ch00.micro_block.formula", "2 parts of the layer differ",
+       "two slips at once: queries from x and the MLP residual dropped"),
+    mutant("block_values_through_wk", "micro_block", patch("""
+        - v = linear(h, self.table(layer, "wv"))
+        + v = linear(h, self.table(layer, "wk"))
+    """), "ch00.micro_block.formula", "comes after the weights",
+       "the values projected with WK: no catalogued layer gives this, the weights localise it"),
     # forward
     mutant("forward_final_norm", "micro_forward", patch("""
         - return linear(x, self.state["lm_head"])
@@ -192,6 +265,16 @@ MUTANTS = [
         - losses.append(-probs[ids[pos + 1]].log())
         + losses.append(-probs[ids[pos]].log())
     """), "ch00.micro_loss.ana_mean_nll", "ids[p + 1]", "the target is the input id, not the next one"),
+    mutant("loss_keeps_the_previous_cache", "micro_loss", patch("""
+        - model.start_sequence()
+        + if model.cache is None:
+        +     model.start_sequence()
+    """), ("ch00.micro_loss.ana_mean_nll", "ch00.micro_loss.window"), "depends on the first",
+       "a sequence is started only when none is open: a second call finds the first one's keys and values"),
+    mutant("loss_never_starts_a_sequence", "micro_loss", patch("""
+        - model.start_sequence()
+    """), ("ch00.micro_loss.ana_mean_nll", "ch00.micro_loss.window"), "start_sequence",
+       "forward called with no sequence open"),
     # Adam
     mutant("adam_no_bias_correction", "micro_adam", patch("""
         - m_hat = self.m[i] / correction1
@@ -215,6 +298,25 @@ MUTANTS = [
         + m_hat = self.m[i] / (1.0 - b1 ** self.t)
         + v_hat = self.v[i] / (1.0 - b2 ** self.t)
     """), "ch00.micro_adam.hand_computation", "beta^(t+1)", "1 − β^t with t from 0: division by zero"),
+    mutant("adam_rebinds_parameters", "micro_adam", patch("""
+        - p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
+        + self.params[i] = Value(p.data - lr_t * m_hat / (math.sqrt(v_hat) + self.eps))
+    """), "ch00.micro_adam.hand_computation", "did not move",
+       "a new Value bound to self.params[i]: the model's own parameters never change"),
+    mutant("adam_step_counter_not_advanced", "micro_adam", patch("""
+        - self.t += 1
+    """), "ch00.micro_adam.hand_computation", "not advanced", "t stays 0: every step is the first"),
+    mutant("adam_moments_not_kept", "micro_adam", patch("""
+        - self.m[i] = b1 * self.m[i] + (1.0 - b1) * g
+        - self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g
+        - m_hat = self.m[i] / correction1
+        - v_hat = self.v[i] / correction2
+        + m = (1.0 - b1) * g
+        + v = (1.0 - b2) * g * g
+        + m_hat = m / correction1
+        + v_hat = v / correction2
+    """), "ch00.micro_adam.hand_computation", "start from 0 at every step",
+       "the moments computed afresh each step, never accumulated"),
     # sampling
     mutant("sample_does_not_stop_at_bos", "micro_sample", patch("""
         - if token == bos:

@@ -154,6 +154,26 @@ MUTANTS = [
         + k = torch.cat([past_v, k], dim=2)
         + v = torch.cat([past_k, v], dim=2)
     """), CACHE, "mixed up", "cached values joined to the new keys"),
+    mutant("attention_weights_mix_keys", "attention", patch("""
+        - out = self.merge_heads(self.attn_dropout(weights) @ v)
+        + out = self.merge_heads(self.attn_dropout(weights) @ k)
+    """), FORMULA + CACHE[2:], "mixes the keys, not the values", "the weights applied to the keys instead of the values"),
+    mutant("attention_keys_from_query_projection", "attention", patch("""
+        - k = self.split_heads(self.k_proj(x))
+        + k = self.split_heads(self.q_proj(x))
+    """), FORMULA + CACHE[2:], "queries with themselves",
+       "the new keys projected with q_proj, so the scores compare the queries with themselves"),
+    mutant("attention_cache_keys_new_first", "attention", patch("""
+        - k = torch.cat([past_k, k], dim=2)
+        + k = torch.cat([k, past_k], dim=2)
+    """), CACHE, "cached keys come after the new ones", "only the keys' cache joined new-first"),
+    mutant("attention_cache_new_first_negative_axis", "attention", patch("""
+        - past_k, past_v = past_key_value
+        - k = torch.cat([past_k, k], dim=2)
+        - v = torch.cat([past_v, v], dim=2)
+        + k = torch.cat((k, past_key_value[0]), dim=-2)
+        + v = torch.cat((v, past_key_value[1]), dim=-2)
+    """), CACHE, "order is reversed", "the cache joined new-first along dim -2"),
     mutant("attention_no_output_projection", "attention", patch("""
         - return self.o_proj(out), present
         + return out, present

@@ -85,6 +85,12 @@ MUTANTS = [
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         return hidden + attended, present
     """, ("ch05.block.formula", "ch05.block.matches_reference"), "before attention", "feed-forward before attention"),
+    mutant("block_branches_reordered_norms_left_in_place", "block", """
+        hidden = hidden + self.feedforward(self.ln_attention(hidden))
+        attended, present = self.attention(self.ln_feedforward(hidden), past_key_value, use_cache)
+        return hidden + attended, present
+    """, ("ch05.block.formula", "ch05.block.matches_reference"), "runs first",
+       "the two branches' lines swapped, each LayerNorm left where it was"),
     mutant("block_norms_swapped", "block", """
         attended, present = self.attention(self.ln_feedforward(hidden), past_key_value, use_cache)
         hidden = hidden + attended

@@ -72,6 +72,26 @@ MUTANTS = [
         - return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
         + return grad_out, dgamma, dbeta, dw1, db1, dw2, db2
     """), "ch06.residual_backward.matches_autograd", "only the skip path", "the branch's dx dropped"),
+    mutant("residual_backward_dw1_from_block_input", "residual_backward", patch("""
+        - dnormed, dw1, db1 = linear_backward(dpre, normed, w1)
+        + dnormed, dw1, db1 = linear_backward(dpre, x, w1)
+    """), "ch06.residual_backward.matches_autograd", "block input",
+       "fc1's weight gradient paired with the block's input x, not LN(x)"),
+    mutant("residual_backward_dw2_before_activation", "residual_backward", patch("""
+        - dact, dw2, db2 = linear_backward(grad_out, act, w2)
+        + dact, dw2, db2 = linear_backward(grad_out, pre, w2)
+    """), "ch06.residual_backward.matches_autograd", "before GELU",
+       "fc2's weight gradient paired with the pre-activation, not GELU's output"),
+    mutant("residual_backward_gelu_slope_at_output", "residual_backward", patch("""
+        - dpre = gelu_backward(dact, pre)
+        + dpre = gelu_backward(dact, act)
+    """), "ch06.residual_backward.matches_autograd", "activation's output",
+       "GELU's derivative taken at its output, not at fc1's pre-activation"),
+    mutant("gelu_backward_at_the_output", "gelu_backward", patch("""
+          cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        + x = x * cdf  # the point the derivative is taken at: GELU(x), not x
+        + cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    """), "ch06.gelu_backward.matches_autograd", "forward's output", "Φ and φ evaluated at GELU(x)"),
     # Forbidden: autograd does the work
     mutant("layer_norm_backward_autograd", "layer_norm_backward", """
         import torch.nn.functional as F

@@ -71,6 +71,19 @@ MUTANTS = [
         + p = p - self.lr / bias_correction1 * m / denom
     """), ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "in place",
        "the update assigned to a local name"),
+    mutant("adamw_steps_a_copy", "adamw_step", patch("""
+        - p.mul_(1.0 - self.lr * self.weight_decay)
+        + p = p.detach().clone()  # a working copy: every update below lands on it
+        + p.mul_(1.0 - self.lr * self.weight_decay)
+    """), ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "did not move",
+       "the update applied to a copy of the parameter"),
+    mutant("adamw_rebinds_held_parameter", "adamw_step", patch("""
+        - p.mul_(1.0 - self.lr * self.weight_decay)
+        + p = p * (1.0 - self.lr * self.weight_decay)
+        - p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+        + self.params[i] = p - self.lr / bias_correction1 * m / denom
+    """), ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "now holds a new tensor",
+       "the updated value stored in self.params[i] instead of written into the parameter"),
     mutant("adamw_library", "adamw_step", """
         if not hasattr(self, "_inner"):
             self._inner = torch.optim.AdamW(self.params, lr=self.lr, betas=self.betas, eps=self.eps,
@@ -165,6 +178,14 @@ MUTANTS = [
         - optimizer.step()
     """), ("ch08.train_loop.every_parameter_trains", "ch08.train_loop.fresh_clipped_gradients"),
        "before optimizer.step()", "optimizer.step() before backward()"),
+    mutant("train_step_zero_grad_after_backward", "train_loop", patch("""
+        - optimizer.zero_grad()
+
+        - optimizer.step()
+        + optimizer.zero_grad()  # a clean slate for the step
+        + optimizer.step()
+    """), ("ch08.train_loop.every_parameter_trains", "ch08.train_loop.fresh_clipped_gradients"),
+       "zero_grad() ran after loss.backward()", "gradients cleared between backward and step"),
     mutant("train_step_loss_after_update", "train_loop", patch("""
         - return loss.item(), float(norm)
         + with torch.no_grad():
@@ -222,6 +243,16 @@ MUTANTS = [
         + inputs, targets = ids[:-1], ids[1:]
     """), ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "block_size",
        "every pair scored, block_size ignored"),
+    mutant("bigram_counts_validation_too", "bigram_baseline", patch("""
+        - for a, b in pairs(train_docs):
+        + for a, b in pairs([*train_docs, *val_docs]):
+    """), ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "validation names",
+       "the validation names counted with the training names"),
+    mutant("bigram_drops_opening_bos", "bigram_baseline", patch("""
+        - ids = tokenizer.encode_document(doc)
+        + ids = tokenizer.encode_document(doc)[1:]
+    """), ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"),
+       "no transition from BOS", "the opening BOS left out of every document"),
     mutant("zero_grad_zeroes_in_place", "adamw_zero_grad", patch("""
         - p.grad = None
         + if p.grad is not None:

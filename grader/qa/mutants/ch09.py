@@ -149,6 +149,22 @@ MUTANTS = [
                       "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n")),
            ("ch09.generate.one_token_per_step", "ch09.generate.cached_equals_recompute"), "second time",
            "the last prompt token fed twice"),
+    mutant("generate_cache_not_passed_back", "generate", patch("""
+        - logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
+        + logits, _, _ = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
+    """), "ch09.generate.cached_equals_recompute", "not passed back",
+       "every new id fed with the prompt's cache: the presents never kept"),
+    mutant("generate_cache_length_from_heads_axis", "generate",
+           _generate(("        logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)\n",
+                      "        start = past[0][0].shape[1]  # the cache length, read from the heads axis\n"
+                      "        hidden = model.position_embedding(model.token_embedding(next_ids.unsqueeze(1)), start)\n"
+                      "        presents = []\n"
+                      "        for block, cache in zip(model.blocks, past):\n"
+                      "            hidden, present = block(hidden, cache, True)\n"
+                      "            presents.append(present)\n"
+                      "        logits, past = model.head(model.ln_final(hidden)), presents\n")),
+           "ch09.generate.cached_equals_recompute", "do not continue from the cache length",
+           "a step of its own that places each new id at the cache's heads-axis size"),
     mutant("generate_in_training_mode", "generate", patch("""
         - model.eval()
     """), "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),

@@ -16,6 +16,22 @@ def public_attention_facts(ref, inputs):
     return attention_facts(inputs["query"], inputs["keys"], inputs["values"])
 
 
+@facts_for("ch00.micro_attention.gradients_flow")
+def public_attention_gradients(ref, inputs):
+    q, keys, values = inputs["query"], inputs["keys"], inputs["values"]
+    return {"out": attention_facts(q, keys, values)["out"], "grads": gradients_of(q, keys, values, inputs["c"])}
+
+
+def gradients_of(q, keys, values, c):
+    """d(sum_i c_i * output_i) / d(query, keys, values), by torch's autograd on the float head."""
+    import torch
+    tq, tk, tv = (torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in (q, keys, values))
+    weights = torch.softmax(tk @ tq / len(q) ** 0.5, dim=0)
+    (weights @ tv @ torch.tensor(c, dtype=torch.float64)).backward()
+    return {"query": tq.grad.tolist(), "keys": tk.grad.tolist(), "values": tv.grad.tolist()}
+
+
+
 def _expect_attention(ref, inputs):
     V = ref.micro.Value
     q = [V(x) for x in inputs["query"]]

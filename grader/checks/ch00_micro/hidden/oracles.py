@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from grader.checks.course import EPS
-from grader.checks.ch00_micro.microgpt import BLOCK_FLAWS, FORWARD_FLAWS
+from grader.checks.facts import significant
+from grader.checks.ch00_micro.microgpt import BLOCK_PARTS, FLAW_PARTS, FORWARD_FLAWS
 
 
 # ------------------------------------------------------------ floats, by hand
@@ -159,20 +160,91 @@ def rms_mistakes(xs):
     ]
 
 
+def _grid(parts: dict) -> list[dict]:
+    """Every combination of the parts' choices but the lesson's own ({part: (lesson's, *others)}),
+    as {part: choice} of the parts that differ, one part's changes first."""
+    combos = [{}]
+    for part, choices in parts.items():
+        combos = [{**c, part: choice} for c in combos for choice in choices]
+    found = [{part: choice for part, choice in c.items() if choice != parts[part][0]} for c in combos]
+    return sorted((f for f in found if f), key=len)
+
+
+RMS_PARTS = {"centred": (False, True),
+             "stat": ("mean_square", "mean", "mean_abs", "sum_square", "sample_mean_square", "square_of_mean"),
+             "root": ("divide", "none", "times"), "eps": ("inside", "outside", "none", "1e-6", "1e-8")}
+
+
+def rms_with(xs, centred=False, stat="mean_square", root="divide", eps="inside"):
+    """RMSNorm with other choices for its parts (RMS_PARTS); None where that is no real number."""
+    n = len(xs)
+    if centred:
+        xs = [x - sum(xs) / n for x in xs]
+    s = {"mean_square": sum(x * x for x in xs) / n, "mean": sum(xs) / n, "mean_abs": sum(abs(x) for x in xs) / n,
+         "sum_square": sum(x * x for x in xs), "sample_mean_square": sum(x * x for x in xs) / (n - 1) if n > 1 else None,
+         "square_of_mean": (sum(xs) / n) ** 2}[stat]
+    e = {"inside": EPS, "outside": EPS, "none": 0.0, "1e-6": 1e-6, "1e-8": 1e-8}[eps]
+    if s is None or (root != "none" and s + (0.0 if eps == "outside" else e) < 0):
+        return None
+    try:
+        if root == "none":
+            scale = 1.0 / (s + e)
+        elif root == "times":
+            scale = math.sqrt(s) + e if eps == "outside" else math.sqrt(s + e)
+        else:
+            scale = 1.0 / (math.sqrt(s) + e) if eps == "outside" else 1.0 / math.sqrt(s + e)
+    except ZeroDivisionError:
+        return None
+    return [x * scale for x in xs]
+
+
+def rms_grid(xs):
+    """[(parts, values)] for every RMSNorm built with other choices (rms_with)."""
+    found = []
+    for parts in _grid(RMS_PARTS):
+        if parts.get("root") == "none" and parts.get("eps") == "outside":
+            continue  # without a root, eps outside is eps inside
+        values = rms_with(xs, **parts)
+        if values is not None:
+            found.append([parts, values])
+    return found
+
+
+SOFTMAX_PARTS = {"base": ("e", "2", "10"), "sign": ("as_is", "negated"), "total": ("divide", "none", "log")}
+
+
+def softmax_with(logits, base="e", sign="as_is", total="divide"):
+    ls = [-v for v in logits] if sign == "negated" else list(logits)
+    m = max(ls)
+    b = {"e": math.e, "2": 2.0, "10": 10.0}[base]
+    powers = [b ** (v - m) for v in ls]
+    t = sum(powers)
+    if total == "none":
+        return powers
+    if total == "log":
+        return [(v - m) * math.log(b) - math.log(t) for v in ls]
+    return [q / t for q in powers]
+
+
+def softmax_grid(logits):
+    return [[parts, softmax_with(logits, **parts)] for parts in _grid(SOFTMAX_PARTS)]
+
+
 def rmsnorm_facts(x, w):
     n = len(x)
-    return {"want": rms_of(x), "mistakes": rms_mistakes(x),
+    return {"want": rms_of(x), "mistakes": rms_mistakes(x), "grid": significant(rms_grid(x), 9) if any(x) else [],
             "grads": rms_grads(x, w) if w is not None else None,
             "constant_scale": [wi * (sum(v * v for v in x) / n + EPS) ** -0.5 for wi in w] if w is not None else None}
 
 
 def softmax_facts(logits, w):
     want = softmax_of(logits)
+    grid = significant(softmax_grid(logits), 9)
     if w is None:
-        return {"want": want, "grads": None, "constant_total": None}
+        return {"want": want, "grads": None, "constant_total": None, "grid": grid}
     wp = sum(a * b for a, b in zip(w, want))
     return {"want": want, "grads": [p * (wi - wp) for p, wi in zip(want, w)],
-            "constant_total": [p * wi for p, wi in zip(want, w)]}
+            "constant_total": [p * wi for p, wi in zip(want, w)], "grid": grid}
 
 
 # ------------------------------------------------------------ one attention head
@@ -214,28 +286,39 @@ def _unit_rms(x: torch.Tensor) -> torch.Tensor:
 def twin_block(tables, layer, x, n_head, flaw=None):
     """Layer `layer` on every position of a sequence at once: x is [P, E]; returns the
     layer's output [P, E] and each head's attention weights [H, P, P] (row p is zero past
-    p). The lesson's pre-norm layer, or one known flaw of it."""
+    p). The lesson's pre-norm layer, or one with other choices for some of its parts:
+    flaw is a name of BLOCK_FLAWS or a dict {part: choice} of BLOCK_PARTS."""
+    parts = {part: default for part, (default, _) in BLOCK_PARTS.items()}
+    parts.update(FLAW_PARTS[flaw] if isinstance(flaw, str) else flaw or {})
     weight = lambda name: _f64(tables[f"layer{layer}.{name}"])  # noqa: E731
     P, E = x.shape
     d = E // n_head
-    normed = x if flaw == "no_attention_norm" else _unit_rms(x)
-    # [P, E] -> [H, P, d]: head i owns features i*d .. (i+1)*d - 1
-    split = lambda table: F.linear(normed, weight(table)).reshape(P, n_head, d).permute(1, 0, 2)  # noqa: E731
-    queries, keys, vals = split("wq"), split("wk"), split("wv")
-    visible = torch.eye(P, dtype=torch.bool) if flaw == "no_cache" else torch.ones(P, P, dtype=torch.bool).tril()
+    normed = _unit_rms(x)
+
+    def split(table, which):
+        """[P, E] -> [H, P, d]: head i owns features i*d .. (i+1)*d - 1 (or i, i + H, ... interleaved)."""
+        projected = F.linear(x if which in parts["raw"] else normed, weight(table))
+        if parts["heads"] == "contiguous":
+            return projected.reshape(P, n_head, d).permute(1, 0, 2)
+        return projected.reshape(P, d, n_head).permute(2, 0, 1)
+
+    queries, keys, vals = split("wq", "q"), split("wk", "k"), split("wv", "v")
+    visible = torch.eye(P, dtype=torch.bool) if parts["cache"] == "self" else torch.ones(P, P, dtype=torch.bool).tril()
     logits = torch.einsum("hpd,htd->hpt", queries, keys) * d ** -0.5
     attention = logits.masked_fill(~visible, -math.inf).softmax(dim=-1)
-    mixed = torch.einsum("hpt,htd->phd", attention, vals).reshape(P, E)
-    after_attention = F.linear(mixed, weight("wo"))
-    if flaw != "no_attention_residual":
+    mixed = torch.einsum("hpt,htd->phd", attention, vals)  # [P, H, d]
+    if parts["heads"] == "interleaved_back":
+        mixed = mixed.permute(0, 2, 1)  # head h's output back to features h, h + H, ...
+    after_attention = F.linear(mixed.reshape(P, E), weight("wo"))
+    if parts["attention_residual"]:
         after_attention = after_attention + x
-    mlp_input = x if flaw == "mlp_reads_input" else after_attention
-    if flaw != "no_mlp_norm":
+    mlp_input = x if parts["mlp_input"] == "layer_input" else after_attention
+    if parts["mlp_norm"]:
         mlp_input = _unit_rms(mlp_input)
     expanded = F.linear(mlp_input, weight("fc1"))
-    mlp = F.linear(expanded if flaw == "no_relu" else F.relu(expanded), weight("fc2"))
-    out = mlp if flaw == "no_mlp_residual" else mlp + after_attention
-    return (_unit_rms(out) if flaw == "output_normalised" else out), attention
+    mlp = F.linear(F.relu(expanded) if parts["relu"] else expanded, weight("fc2"))
+    out = mlp + after_attention if parts["mlp_residual"] else mlp
+    return (_unit_rms(out) if parts["output_norm"] else out), attention
 
 
 def twin_logits(tables, sizes, ids, flaw=None):
@@ -261,10 +344,39 @@ def block_twin(tables, sizes, xs, flaw=None):
     return y.tolist(), rows
 
 
+def block_alternatives(rows_only=False):
+    """Every layer that differs from the lesson's in one part or in two, as {part: choice},
+    one part's first; with rows_only, the parts that change the attention weights, each
+    combination of those once."""
+    axes = [(part, choices) for part, (_, choices) in BLOCK_PARTS.items()
+            if not rows_only or part in ("raw", "heads", "cache")]
+    if rows_only:
+        axes = [(part, tuple(c for c in dict.fromkeys(_row_choice(part, c) for c in choices) if c is not None))
+                for part, choices in axes]
+    singles = [{part: choice} for part, choices in axes for choice in choices]
+    pairs = [{a: x, b: y} for i, (a, xs) in enumerate(axes) for b, ys in axes[i + 1:] for x in xs for y in ys]
+    return singles + pairs
+
+
+def _row_choice(part, choice):
+    """The attention weights see only whether q and k read x, and which features a head takes."""
+    if part == "raw":
+        return "".join(c for c in choice if c in "qk") or None
+    if part == "heads":
+        return "interleaved"
+    return choice
+
+
 def block_facts(tables, sizes, xs):
-    """Layer 0 on xs: the outputs and attention rows, and each known flaw's outputs."""
+    """Layer 0 on xs: the outputs and attention rows, and the outputs of every layer with
+    one or two parts otherwise (block_alternatives), and the attention rows of every
+    layer whose weights are otherwise."""
     y, rows = block_twin(tables, sizes, xs)
-    return {"y": y, "rows": rows, "flaws": {flaw: block_twin(tables, sizes, xs, flaw)[0] for flaw in BLOCK_FLAWS}}
+    return {"y": y, "rows": rows,
+            "alternatives": [[parts, significant(block_twin(tables, sizes, xs, parts)[0], 9)]
+                             for parts in block_alternatives()],
+            "row_alternatives": [[parts, significant(block_twin(tables, sizes, xs, parts)[1], 9)]
+                                 for parts in block_alternatives(rows_only=True)]}
 
 
 def forward_facts(tables, sizes, ids):
@@ -307,10 +419,14 @@ def loss_facts(logits, ids, reveal):
 # ------------------------------------------------------------------ Adam
 
 
-def adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t", eps_inside=False):
+def adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t", eps_inside=False,
+         counter=True, moments_kept=True):
     p, n = list(start), len(start)
     m, v, trajectory = [0.0] * n, [0.0] * n, []
-    for t, gs in enumerate(grads):
+    for step, gs in enumerate(grads):
+        t = step if counter else 0
+        if not moments_kept:
+            m, v = [0.0] * n, [0.0] * n
         lr_t = {"t": lr * (1 - t / total_steps), "t+1": lr * (1 - (t + 1) / total_steps), None: lr}[decay]
         for i, g in enumerate(gs):
             m[i] = beta1 * m[i] + (1 - beta1) * g
@@ -332,6 +448,12 @@ def adam_mistakes(start, grads, settings):
          adam(start, grads, **settings, decay="t+1")),
         ("eps is added inside the square root; Adam divides by sqrt(v_hat) + eps",
          adam(start, grads, **settings, eps_inside=True)),
+        ("every step is computed as the first (t = 0): the bias correction and the learning rate of step t read "
+         "the step counter, which is not advanced; add 1 to self.t at the end of step()",
+         adam(start, grads, **settings, counter=False)),
+        ("the moments start from 0 at every step: m and v are the optimizer's running averages, kept in self.m "
+         "and self.v from one step to the next",
+         adam(start, grads, **settings, moments_kept=False)),
     ]
 
 

@@ -8,10 +8,10 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch04_attention.attention import (
-    FORMULA_MISTAKES, reference_inputs, judge_attention_reference, probe_attention,
+    FORMULA_MISTAKES, reference_inputs, judge_attention_reference, probe_attention, roles_diagnosis,
 )
 from grader.checks.ch04_attention.common import loaded_attention
-from grader.checks.ch04_attention.hidden.oracles import formula_facts, merged
+from grader.checks.ch04_attention.hidden.oracles import distinct_role_compositions, formula_facts, merged
 from grader.checks.facts import facts_for, significant
 
 
@@ -94,6 +94,8 @@ def _attention_mistakes(ref, inputs):
                 ("the causal mask is not shifted by the cache length: new token t sits at position T_past + t "
                  "and sees every cached key", out(mask="unshifted")),
             ] + mistakes
+        mistakes += [(roles_diagnosis(parts), y) for parts, y in
+                     distinct_role_compositions(module, q, new_k, new_v, None if past is None else tuple(past), right)]
     return {"out": right, "weights": weights, "present": [k, v], "mistakes": mistakes}
 
 

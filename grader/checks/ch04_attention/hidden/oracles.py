@@ -11,7 +11,9 @@ import math
 
 import torch
 
+from grader.checks.ch04_attention.attention import role_compositions
 from grader.checks.ch04_attention.common import loaded_attention
+from grader.checks.facts import significant
 
 
 def heads_of(x, h):
@@ -107,4 +109,42 @@ def formula_facts(ref, inputs):
             composed[label] = module.o_proj(merged_heads) if project else merged_heads
             if label == "right":
                 composed["right_weights"] = w
+        composed["compositions"] = [{"parts": parts, "y": significant(y, 8)} for parts, y in
+                                    distinct_role_compositions(module, q, k, v, cache(), composed["right"])]
     return composed
+
+
+def role_output(module, q, k, v, past, parts):
+    """The attention output with the tensors playing the parts `parts` says (attention.py's
+    grammar of roles), the right scale, mask and softmax; None where their shapes do not fit."""
+    tensors = {"q": q, "k": k, "v": v}
+    if past is not None:
+        tensors.update(past_k=past[0], past_v=past[1])
+
+    def joined(role):
+        new, old = tensors[parts[role]], parts.get(f"{role}_past")
+        if old is None:
+            return new
+        pair = [tensors[old], new] if parts[f"{role}_order"] == "past first" else [new, tensors[old]]
+        return torch.cat(pair, 2)
+
+    query, keys, values = tensors[parts["query"]], joined("key"), joined("value")
+    T, S = query.shape[2], keys.shape[2]
+    if values.shape[2] != S:
+        return None
+    hide = torch.arange(S).unsqueeze(0) > torch.arange(S - T, S).unsqueeze(1)
+    scores = (query @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(hide, float("-inf"))
+    with torch.no_grad():
+        return module.o_proj(module.merge_heads(torch.softmax(scores, dim=-1) @ values))
+
+
+def distinct_role_compositions(module, q, k, v, past, right):
+    """(parts, output) of every wrong composition of roles, fewest slips first, leaving out those
+    that cannot be computed and those that output what the right one or a simpler one does."""
+    kept = []
+    for parts in role_compositions(past is not None):
+        y = role_output(module, q, k, v, past, parts)
+        if y is not None and all(not torch.allclose(y, other, atol=1e-9, rtol=1e-7)
+                                 for other in [right] + [o for _, o in kept]):
+            kept.append((parts, y))
+    return kept

@@ -6,7 +6,10 @@ import torch
 
 from grader.checks._api import check, compare, first_diagnosis
 from grader.checks.course import config, load_state
-from grader.checks.ch05_block.block import BLOCK_FORMULA_MISTAKES, block_of, random_block_inputs, probe_block_forward
+from grader.checks.ch05_block.block import (
+    BLOCK_FORMULA_MISTAKES, block_compositions, block_composition_diagnosis, block_of, probe_block_forward,
+    random_block_inputs,
+)
 from grader.checks.ch05_block.common import SIZES
 from grader.checks.ch05_block.hidden.oracles import layer_norm
 from grader.checks.facts import facts_for, significant
@@ -41,7 +44,34 @@ def formula_facts(ref, inputs):
             "attention_unnormalised": (x + attn(x)) + ffn(ln2(x + attn(x))),
             "feedforward_unnormalised": u + ffn(u),
         }
-    return {label: value if label == "right" else significant(value) for label, value in composed.items()}
+    facts = {label: value if label == "right" else significant(value) for label, value in composed.items()}
+    facts["compositions"] = [{"parts": parts, "y": significant(y, 8)}
+                             for parts, y in distinct_compositions(block, x, right)]
+    return facts
+
+
+def composed_block(parts, block, x):
+    """What the block outputs composed as `parts` says (block.py's grammar), from its own parts."""
+    branch = {"attention": lambda h: block.attention(h)[0], "feedforward": block.feedforward}
+    norm = {"ln_attention": block.ln_attention, "ln_feedforward": block.ln_feedforward, None: lambda h: h}
+    first = parts["first"]
+    second = "feedforward" if first == "attention" else "attention"
+    with torch.no_grad():
+        increment = branch[first](norm[parts[f"{first}_norm"]](x))
+        u = x + increment if parts["first_residual"] == "X" else increment
+        increment = branch[second](norm[parts[f"{second}_norm"]](u if parts["second_reads"] == "U" else x))
+        return {"U": u, "X": x, None: 0}[parts["second_residual"]] + increment
+
+
+def distinct_compositions(block, x, right):
+    """(parts, output) of every wrong composition of the grammar, fewest slips first, leaving out
+    those that output what the right block or a simpler composition already does."""
+    kept = []
+    for parts in block_compositions():
+        y = composed_block(parts, block, x)
+        if all(not torch.allclose(y, other, atol=1e-9, rtol=1e-7) for other in [right] + [o for _, o in kept]):
+            kept.append((parts, y))
+    return kept
 
 
 @facts_for("ch05.block.zero_branch_identity")
@@ -92,7 +122,7 @@ def _block_mistakes(ref, inputs):
                 ("the attention residual is missing (U = A(LN1(X)))", attn(ln1(x)) + ffn(ln2(attn(ln1(x))))),
                 ("an increment is broadcast from [B, 1, d]: add each position's own increment",
                  x + attn(ln1(x))[:, -1:, :] + ffn(ln2(x + attn(ln1(x))[:, -1:, :]))),
-            ],
+            ] + [(block_composition_diagnosis(parts), y) for parts, y in distinct_compositions(block, x, right)],
         }
 
 
@@ -117,7 +147,7 @@ def probe_block_cache(ns, x, sizes, state, split, part, earlier):
 
 @check("cache_consistent", 1, "two calls through the KV cache equal one full call",
        probe=probe_block_cache, inputs=lambda g: {**random_block_inputs(g), "split": 3}, hidden=True,
-       parts=("full", "stepwise"))
+       parts=("full", "stepwise"), gated_by="formula")
 def judge_block_cache(out, inputs, expected):
     if problem := compare(out["stepwise"], out["full"], "the cached block output", atol=1e-9, rtol=1e-7):
         return f"running the block in two calls through the KV cache differs from one call: {problem}"

@@ -132,6 +132,8 @@ def gelu_mistakes(grad_out, x):
          grad_out * (cdf + x_pdf * torch.exp(-x * x / 2))),
         ("this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
          autograd_of(tanh_gelu, grad_out, x)[0]),
+        ("the derivative was evaluated at GELU(x), the forward's output: Φ and φ belong at x, GELU's input "
+         "(dx = grad_out·(Φ(x) + x·φ(x)))", grad_out * autograd_of(exact_gelu, torch.ones_like(x), exact_gelu(x))[0]),
         ("this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)", grad_out * (x > 0).double()),
         ("this is the forward GELU, not its derivative", grad_out * exact_gelu(x)),
     ]
@@ -163,10 +165,80 @@ def residual_forward(x, gamma, beta, w1, b1, w2, b2):
     return x + linear_of(exact_gelu(linear_of(layer_norm(x, gamma, beta), w1, b1)), w2, b2)
 
 
-def residual_mistakes(grad_out, right):
+def _gelu_slope(z):
+    """GELU′ at z, from autograd on the exact forward."""
+    return autograd_of(exact_gelu, torch.ones_like(z), z)[0]
+
+
+def _flat(t):
+    return t.reshape(-1, t.shape[-1])
+
+
+def residual_chain(grad_out, x, gamma, beta, w1, b1, w2, b2, slip=None):
+    """The half-block's seven gradients by the chain rule, stage by stage, with one slip
+    (a tensor taken from the wrong place) or none; None when the slip does not fit these
+    shapes. The stages: fc2 (dw2, db2, dact), GELU (dpre), fc1 (dw1, db1, dnormed),
+    LayerNorm (dgamma, dbeta, the branch's dx), the skip (dx)."""
+    normed = layer_norm(x, gamma, beta)
+    plain = normed @ w1.T
+    pre = plain + b1
+    act = exact_gelu(pre)
+    fc2_input = {"dw2_from_pre": pre, "dw2_from_normed": normed}.get(slip, act)
+    if fc2_input.shape[-1] != w2.shape[1]:
+        return None
+    dw2, db2 = _flat(grad_out).T @ _flat(fc2_input), _flat(grad_out).sum(0)
+    dact = grad_out @ w2
+    at = {"gelu_at_output": act, "gelu_at_no_bias": plain}.get(slip, pre)
+    dpre = dact if slip == "no_gelu_slope" else dact * _gelu_slope(at)
+    fc1_grad = dact if slip == "dw1_before_gelu" else dpre
+    fc1_input = {"dw1_from_x": x}.get(slip, normed)
+    dw1, db1 = _flat(fc1_grad).T @ _flat(fc1_input), _flat(fc1_grad).sum(0)
+    dnormed = dpre @ w1
+    ln_point = normed if slip == "layer_norm_at_output" else x
+    dx_branch, dgamma, dbeta = autograd_of(layer_norm, dnormed, ln_point, gamma, beta)
+    return [grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2]
+
+
+# Each slip: what the first gradient it changes equals, in words. dpre = dact·GELU′(U) is the
+# gradient reaching fc1's output U = LN(x)·W1ᵀ + b1; dact = grad_out·W2 the one reaching GELU's output.
+RESIDUAL_SLIPS = {
+    "dw1_from_x": "dw1 equals dpreᵀ · x: it pairs fc1's upstream gradient with the block input x, not with LN(x), "
+                  "the tensor fc1 read: dw1 = dpreᵀ · LN(x)",
+    "dw1_before_gelu": "fc1's gradients were computed from dact, the gradient at GELU's output, before the "
+                       "multiplication by GELU′(U) (dw1 equals dactᵀ · LN(x)): dw1 = dpreᵀ · LN(x) and db1 = Σ dpre, "
+                       "with dpre = dact·GELU′(U)",
+    "dw2_from_pre": "dw2 equals grad_outᵀ · U: it pairs grad_out with fc1's output U (before GELU), not with "
+                    "GELU(U), the tensor fc2 read: dw2 = grad_outᵀ · GELU(U)",
+    "dw2_from_normed": "dw2 equals grad_outᵀ · LN(x): it pairs grad_out with the normalised input, not with "
+                       "GELU(U), the tensor fc2 read",
+    "gelu_at_output": "GELU′ was evaluated at GELU(U), the activation's output: the derivative belongs at its "
+                      "input, U = LN(x)·W1ᵀ + b1 (dpre = dact·GELU′(U))",
+    "gelu_at_no_bias": "GELU′ was evaluated at LN(x)·W1ᵀ without b1: GELU's input is U = LN(x)·W1ᵀ + b1",
+    "no_gelu_slope": "the backward passes through GELU as if it were the identity: dpre = dact·GELU′(U), "
+                     "not dact",
+    "layer_norm_at_output": "LayerNorm's backward was evaluated at LN(x), its output: it belongs at its input x",
+}
+
+
+def residual_mistakes(grad_out, tensors, right):
+    """{gradient name: [(text, tensor)]}: the skip-path mistakes on dx, and for each slip of
+    RESIDUAL_SLIPS the value it gives every gradient it changes, the text saying which
+    tensor was taken from where (a later gradient a slip changes is named with the slip
+    too: the judge names the first wrong one)."""
+    from grader.checks.ch06_backward.residual import RESIDUAL_NAMES
+
     dx = right[0]
-    return {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
-                    dx - grad_out),
-                   ("dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) "
-                    "must be added to grad_out", grad_out),
-                   ("the skip gradient is added twice: dx = grad_out + the branch's dx, once", dx + grad_out)]}
+    table = {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
+                     dx - grad_out),
+                    ("dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) "
+                     "must be added to grad_out", grad_out),
+                    ("the skip gradient is added twice: dx = grad_out + the branch's dx, once", dx + grad_out)]}
+    for slip, why in RESIDUAL_SLIPS.items():
+        grads = residual_chain(grad_out, *tensors, slip=slip)
+        if grads is None:
+            continue
+        for name, wrong, want in zip(RESIDUAL_NAMES, grads, right):
+            if wrong.shape == want.shape and not torch.allclose(wrong, want, atol=1e-8, rtol=1e-6):
+                table.setdefault(name, []).append((why if why.startswith(f"{name} ") else f"{name} is wrong: {why}",
+                                                   wrong))
+    return table

@@ -15,9 +15,8 @@ from grader.checks.facts import facts_for
 
 @facts_for("ch06.residual_backward.matches_autograd")
 def autograd_facts(ref, inputs):
-    g = inputs["grad_out"]
-    return grads_facts(residual_forward, g, [inputs[name] for name in RESIDUAL_ARGS],
-                       lambda right: residual_mistakes(g, right))
+    g, tensors = inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS]
+    return grads_facts(residual_forward, g, tensors, lambda right: residual_mistakes(g, tensors, right))
 
 
 @facts_for("ch06.residual_backward.finite_differences")
@@ -35,4 +34,5 @@ def _expect_residual(ref, inputs):
        probe=probe_residual_backward, inputs=residual_inputs((3, 2, 6), 10), expect=_expect_residual, hidden=True)
 def judge_residual_reference(out, inputs, expected):
     return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, residual_shapes(inputs),
-                        residual_mistakes(inputs["grad_out"], expected), hidden=True)
+                        residual_mistakes(inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS],
+                                          expected), hidden=True)

@@ -25,6 +25,8 @@ def hand_bigram(train_docs, val_docs, block_size=None, k=1.0, mistake=None):
                 ids = ids if len(ids) > 1 else ids + ids
             elif mistake == "leading_bos_only":
                 ids = [bos, *ids]
+            elif mistake == "closing_bos_only":
+                ids = [*ids, bos]
             else:
                 ids = [bos, *ids, bos]
             limit = len(ids) if block_size is None or mistake == "ignore_block" else block_size
@@ -32,7 +34,7 @@ def hand_bigram(train_docs, val_docs, block_size=None, k=1.0, mistake=None):
             yield from zip(ids[:n], ids[1:n + 1])
 
     counts = [[0.0] * V for _ in range(V)]
-    for a, b in pairs(train_docs):
+    for a, b in pairs([*train_docs, *val_docs] if mistake == "val_counted" else train_docs):
         counts[a][b] += 1
     kk = 1.0 if mistake == "k_is_one" else k
     scored = list(pairs(val_docs))
