@@ -56,16 +56,22 @@ builtins.open, os.listdir, os.scandir = open, listdir, scandir
 '''
 
 
-@pytest.fixture(scope="module")
-def constrained_python(tmp_path_factory) -> Path:
-    """A venv on this machine's Python that sees the kit's packages and lacks the above."""
-    home = tmp_path_factory.mktemp("constrained")
+def _python_starting_with(home: Path, sitecustomize: str) -> Path:
+    """A venv on this machine's Python that sees the kit's packages and runs
+    `sitecustomize` at every start, also in the workers it starts with -I."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
     python = home / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     Path(site, "kit_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    Path(site, "sitecustomize.py").write_text(WITHOUT_LINUX, encoding="utf-8")
+    Path(site, "sitecustomize.py").write_text(sitecustomize, encoding="utf-8")
+    return python
+
+
+@pytest.fixture(scope="module")
+def constrained_python(tmp_path_factory) -> Path:
+    """A venv on this machine's Python that sees the kit's packages and lacks the above."""
+    python = _python_starting_with(tmp_path_factory.mktemp("constrained"), WITHOUT_LINUX)
     probe = subprocess.run([str(python), "-I", "-c", "import os, importlib.util as u; "
                             "print(hasattr(os, 'fork'), u.find_spec('torch') is not None); import resource"],
                            capture_output=True, text=True)
@@ -178,13 +184,7 @@ def test_a_slow_start_is_not_charged_to_the_students_import(tmp_path, monkeypatc
     """A worker loads torch and the kit's checks before it says hello; Limits.setup_seconds
     then times the student's package alone. Here each takes 3 s more and the student's
     import may take 2 s: the reference still earns every public point."""
-    home = tmp_path / "slow"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
-    python = home / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    Path(site, "kit_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    Path(site, "sitecustomize.py").write_text(SLOW_START, encoding="utf-8")
+    python = _python_starting_with(tmp_path / "slow", SLOW_START)
     monkeypatch.setattr(sys, "executable", str(python))  # the runner starts its workers with this
     submission = Submission("reference", Reference.available().sources)
     with PortableRunner(Limits(setup_seconds=2.0)) as runner:
