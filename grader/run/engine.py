@@ -352,10 +352,9 @@ def apply_gates(results: list[CheckResult]) -> list[CheckResult]:
             named = " and ".join(f"'{g}'" for g in failing)
             result.status, result.gated = FAILED, failing
             result.diagnosis = result.staff_diagnosis = (
-                f"this property holds, but the task's {named} check{'s' * (len(failing) > 1)} "
-                f"{'do' if len(failing) > 1 else 'does'} not pass yet, so this check earns nothing yet: a body that "
-                f"computes nothing (returning its input unchanged, say) has this property too; it counts once "
-                f"{named} pass{'' if len(failing) > 1 else 'es'}")
+                f"this property holds, but it earns nothing yet: it counts once the task's {named} "
+                f"check{'s' * (len(failing) > 1)} pass{'' if len(failing) > 1 else 'es'}, since a body that computes "
+                f"nothing (returning its input unchanged, say) has it too")
     return results
 
 

@@ -312,5 +312,10 @@ def judge_block_formula(out, inputs, expected):
                             atol=1e-7, rtol=1e-6)
     named = named or first_diagnosis(out["y"], [(block_composition_diagnosis(c["parts"]), c["y"])
                                                 for c in composed.get("compositions", ())], atol=1e-7, rtol=1e-6)
-    return named or (compare(out["y"], composed["right"], "the block output", atol=1e-9, rtol=1e-7)
-                     + ": it is not U + F(LN2(U)) with U = X + A(LN1(X)) computed with the block's own parts")
+    if named:
+        return named
+    if matches(out["y"], inputs["x"], atol=1e-12, rtol=0):
+        return ("the block returns its input X unchanged: neither branch adds its increment "
+                "(U = X + A(LN1(X)), then Y = U + F(LN2(U)))")
+    return (compare(out["y"], composed["right"], "the block output", atol=1e-9, rtol=1e-7)
+            + ": it is not U + F(LN2(U)) with U = X + A(LN1(X)) computed with the block's own parts")
