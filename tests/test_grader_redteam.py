@@ -551,7 +551,8 @@ return logits, None, ([(_Cached(), _Cached()) for _ in self.blocks] if use_cache
 
 
 def test_parameter_names_the_code_gave_the_model_are_never_quoted(reference, sandbox):
-    """train.py renames the model's parameters at import; train_step steps without backward."""
+    """train.py renames the model's parameters at import; train_step backpropagates, then
+    drops some parameters' gradients before the step (so the judge lists parameters)."""
     append = f"""
         def _renamed(self, *args, **kwargs):
             for name, p in torch.nn.Module.named_parameters(self, *args, **kwargs):
@@ -560,7 +561,9 @@ def test_parameter_names_the_code_gave_the_model_are_never_quoted(reference, san
 
         TransformerLM.named_parameters = _renamed
     """
-    sources = hostile_sources(reference, {"train_loop": "optimizer.step()\nreturn 0.0, 0.0"}, append=append,
+    sources = hostile_sources(reference, {"train_loop": "logits, _, _ = model(inputs)\nmasked_loss(logits, targets, mask).backward()\n"
+                                                "for p in optimizer.params[:3]:\n    p.grad = None\n"
+                                                "optimizer.step()\nreturn 0.0, 0.0"}, append=append,
                               module="train")
     said = _failed_without_secret(grade_one(reference, sandbox, "train_loop", sources,
                                             only={"every_parameter_trains"}), ["every_parameter_trains"])
