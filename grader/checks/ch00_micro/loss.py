@@ -30,8 +30,8 @@ def _second_call(micro, model, ids) -> dict:
     except NotImplementedError:
         raise
     except Exception as error:  # noqa: BLE001 - that the second call fails is the observable
-        if type(error).__name__ == "ForbiddenCall":
-            raise
+        if type(error).__module__.startswith("grader."):
+            raise  # the kit's own (a forbidden call, sys.exit, a missing module): reported as such
         return {"again": None, "again_raised": type(error).__name__, "cached_then": model.cache_length()}
 
 
