@@ -1,6 +1,6 @@
 """The portable runner, held on Linux to what Windows and macOS lack.
 
-An interpreter is made here whose start-up (a sitecustomize, which also runs in the
+An interpreter is made here whose start-up (a .pth line, which also runs in the
 workers it starts with -I) takes away what the other platforms do not have: the
 modules resource, fcntl, termios, pwd and grp; os.fork, os.geteuid, os.getuid,
 os.killpg, os.setsid; signal.SIGALRM and signal.setitimer; and /proc. The student's
@@ -56,15 +56,18 @@ builtins.open, os.listdir, os.scandir = open, listdir, scandir
 '''
 
 
-def _python_starting_with(home: Path, sitecustomize: str) -> Path:
-    """A venv on this machine's Python that sees the kit's packages and runs
-    `sitecustomize` at every start, also in the workers it starts with -I."""
+def _python_starting_with(home: Path, start_code: str) -> Path:
+    """A venv on this machine's Python that sees the kit's packages and runs the code
+    `start_code` at every start, also in the workers it starts with -I."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
     python = home / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     Path(site, "kit_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    Path(site, "sitecustomize.py").write_text(sitecustomize, encoding="utf-8")
+    # Run by a .pth line, not as sitecustomize.py: a distribution's own sitecustomize in
+    # the standard library (Debian's) comes first on sys.path and would shadow it.
+    Path(site, "laptop_start.py").write_text(start_code, encoding="utf-8")
+    Path(site, "laptop_start.pth").write_text("import laptop_start\n", encoding="utf-8")
     return python
 
 
