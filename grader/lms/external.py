@@ -38,7 +38,8 @@ def kit_files(include_stubs: bool = False) -> list[tuple[Path, str]]:
     for folder in INCLUDED + ((PACKAGE,) if include_stubs else ()):
         for path in sorted((ROOT / folder).rglob("*")):
             rel = path.relative_to(ROOT)
-            if path.is_file() and not SKIPPED_PARTS & set(rel.parts) and path.suffix in (".py", ".md"):
+            # .json: each chapter's facts.json, which the public checks read
+            if path.is_file() and not SKIPPED_PARTS & set(rel.parts) and path.suffix in (".py", ".md", ".json"):
                 files.append((path, rel.as_posix()))
     return files
 
