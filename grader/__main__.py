@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from grader.console import safe_stream
 from grader.edition import EDITION
 
 # Nothing here imports torch at start-up: grading boots the sandbox's zygote (which
@@ -131,6 +132,8 @@ def _student_main(parser, argv) -> int:
 
 
 def main(argv=None) -> int:
+    safe_stream(sys.stdout)  # before anything prints: a cp1252 console spells in ASCII what it lacks
+    safe_stream(sys.stderr)
     parser = argparse.ArgumentParser(prog="python -m grader", description="Grade hero_transformer submissions.")
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="public checks on your own package (students)")

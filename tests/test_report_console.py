@@ -20,7 +20,9 @@ from rich.console import Console
 from grader.checks import catalogue
 from grader.run import report as report_module
 from grader.run.results import FAILED, NOT_IMPLEMENTED, PASSED, CheckResult, GradeReport
-from grader.run.report import ASCII_FALLBACKS, render, safe_stream
+from grader import console as console_module
+from grader.console import ASCII_FALLBACKS, safe_stream
+from grader.run.report import render
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,7 +92,7 @@ def test_safe_stream_changes_nothing_on_utf8_and_is_idempotent():
     cp = io.TextIOWrapper(io.BytesIO(), encoding="cp1252")
     safe_stream(cp)
     safe_stream(cp)
-    assert cp.errors == report_module.FALLBACK_ERRORS
+    assert cp.errors == console_module.FALLBACK_ERRORS
     cp.write("✓ ↳ ⠋ │ Φ(a) é")
     cp.flush()
     assert cp.buffer.getvalue().decode("cp1252") == "ok -> . | Phi(a) é"

@@ -49,8 +49,8 @@ TEMPLATE = Path(__file__).resolve().parent / "release_template"
 BUNDLE_NAME = "hero_transformer-student"
 
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
-STUDENT_GRADER = ("__init__.py", "__main__.py", "archives.py", "edition.py", "files.py", "lms/__init__.py",
-                  "lms/github_classroom.py")  # and run/, and checks/ without the chapters' hidden/ folders
+STUDENT_GRADER = ("__init__.py", "__main__.py", "archives.py", "console.py", "edition.py", "files.py",
+                  "lms/__init__.py", "lms/github_classroom.py")  # and run/, and checks/ without the chapters' hidden/ folders
 
 # A single statement this long (normalised) is specific enough to be a leak on its own;
 # anything shorter (`return x`, `B, T = x.shape`) must come with a neighbour.
