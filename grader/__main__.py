@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import traceback
 import zipfile
 from pathlib import Path
@@ -55,6 +56,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     from grader.run.results import GradeReport
     from grader.run.runners import choose, open_runner
 
+    started = time.perf_counter()  # the report's time is the student's wait, runner start-up included
     kind = choose(runner_kind)
     if seed is None and json_path:
         import secrets
@@ -107,6 +109,8 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     finally:
         if runner is not None:
             runner.close()
+        if report is not None:
+            report.elapsed = time.perf_counter() - started
         if json_path and report is not None:
             write_json(results_json(report, seed), json_path)
     render(report, console)
