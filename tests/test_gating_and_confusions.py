@@ -4,10 +4,9 @@ nothing scoring 0, chapter 00's attention cut off from the graph, and the confus
 import math
 
 import pytest
-import torch
 
 from grader.checks import catalogue
-from grader.checks.confusions import confusion, tensor_confusion
+from grader.checks.confusions import confusion
 from grader.qa.mutants import catalogue as accuracy_catalogue
 from grader.qa.mutants.trivial import trivial_entries
 from grader.run.processes import Limits
@@ -74,16 +73,6 @@ def test_confusions_against_math():
     assert "multiplied, not added" in confusion("add", (1.5, -2.25), 1.5 * -2.25)
     assert confusion("log", (2.0,), math.log(2.0) + 0.1234) is None
     assert confusion("exp", (0.7,), float("nan")) is None
-
-
-def test_tensor_confusions_against_torch():
-    x = torch.linspace(-3, 3, 13, dtype=torch.float64)
-    assert "tanh" in tensor_confusion("gelu", x, torch.nn.functional.gelu(x, approximate="tanh"))
-    assert tensor_confusion("gelu", x, torch.nn.functional.gelu(x)) is None
-    assert "leaky" in tensor_confusion("relu", x, torch.nn.functional.leaky_relu(x, 0.01))
-    rows = torch.randn(3, 5, dtype=torch.float64)
-    assert "sample variance" in tensor_confusion("variance", rows, rows.var(dim=-1, unbiased=True))
-    assert "log₂" in tensor_confusion("log", x.exp(), torch.log2(x.exp()))
 
 
 def test_formula_confusions_name_each_part_that_differs():

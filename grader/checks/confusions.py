@@ -2,8 +2,8 @@
 
 When a value check's number is wrong and no known mistake of the task reproduces it,
 these helpers try the operations a hand slips into (log in base 10 or 2 for the natural
-log, exp(x) - 1, leaky ReLU, 2**x for x**2, x**1/2 read as (x**1)/2, the sample variance
-for the population one, ...) and say which one the number equals:
+log, exp(x) - 1, leaky ReLU, 2**x for x**2, x**1/2 read as (x**1)/2, the square of the mean
+for the mean of squares, ...) and say which one the number equals:
 
     confusion("log", (2.0,), 0.30103)
     -> "log(2) gave 0.30103 = log₁₀ 2 (the logarithm in base 10); the natural log is 0.693147"
@@ -100,44 +100,6 @@ RIGHT: dict[str, Callable[..., float]] = {
     "log": math.log, "exp": math.exp, "relu": lambda x: max(0.0, x), "pow": lambda x, k: x**k,
     "sqrt": math.sqrt, "mul": lambda x, y: x * y, "add": lambda x, y: x + y,
 }
-
-
-# ---------------------------------------------------------------- tensors
-
-
-def tensor_confusion(op: str, x, got, atol: float = 1e-6, rtol: float = 1e-5) -> "str | None":
-    """The same for an elementwise op on a tensor (or a variance over the last axis):
-    what the whole output equals among the op's usual confusions."""
-    import torch
-
-    if not isinstance(got, torch.Tensor) or not isinstance(x, torch.Tensor):
-        return None
-    x = x.double()
-    erf_gelu = 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
-    candidates = {
-        "relu": [("leaky ReLU (negative inputs scaled by 0.01, not zeroed)", lambda: torch.where(x > 0, x, 0.01 * x)),
-                 ("|x| (the absolute value)", lambda: x.abs()), ("x itself (nothing clipped)", lambda: x)],
-        "gelu": [("the tanh approximation of GELU", lambda: 0.5 * x * (1 + torch.tanh(
-                    math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))),
-                 ("x · sigmoid(1.702 x), the sigmoid approximation", lambda: x * torch.sigmoid(1.702 * x)),
-                 ("ReLU", lambda: x.clamp(min=0)), ("Φ(x) without the factor x", lambda: erf_gelu / x),
-                 ("x · erf(x/√2) (the 1 + … missing)", lambda: 0.5 * x * torch.erf(x / math.sqrt(2))),
-                 ("erf(x) without the 1/√2", lambda: 0.5 * x * (1 + torch.erf(x)))],
-        "exp": [("exp(x) - 1", lambda: torch.expm1(x)), ("2 ** x", lambda: 2.0**x)],
-        "log": [("log₁₀ x", lambda: torch.log10(x)), ("log₂ x", lambda: torch.log2(x)), ("log(1 + x)", lambda: torch.log1p(x))],
-        "variance": [("the sample variance (divided by d - 1, not d)", lambda: x.var(dim=-1, unbiased=True)),
-                     ("the standard deviation, not the variance", lambda: x.var(dim=-1, unbiased=False).sqrt()),
-                     ("the mean of the squares, not centred on the mean", lambda: (x * x).mean(dim=-1))],
-    }.get(op, [])
-    for label, function in candidates:
-        try:
-            wrong = function()
-        except (RuntimeError, ZeroDivisionError):
-            continue
-        if wrong.shape == got.shape and torch.isfinite(got.double()).all() and torch.allclose(
-                got.double(), wrong, atol=atol, rtol=rtol):
-            return f"the output equals {label}"
-    return None
 
 
 # ------------------------------------------------------- formulas of several parts
