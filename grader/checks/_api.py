@@ -58,6 +58,12 @@ class Check:
     # name, and stores them with the facts, so that every platform's torch gets the very
     # same numbers (a random draw is not bit for bit the same everywhere).
     fixed_inputs: bool = False
+    # Where no certified part stands in (the student's own check, in the release), the
+    # judge judges the task on the student's own parts: how it wired what its parts
+    # received and returned (own_parts(inputs) says when). Such a check's failure is the
+    # task's own; any other check that fails while a part it builds on fails its own
+    # checks waits for that part (grader.run.engine.apply_waits).
+    judged_on_own_parts: bool = False
 
     @property
     def chapter(self) -> str:
@@ -102,6 +108,18 @@ NORM_KERNELS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_n
                 "native_batch_norm", "_native_batch_norm_legit*", "_batch_norm*", "instance_norm", "rms_norm",
                 "_fused_rms_norm*", "*_layer_norm", "*_group_norm")
 GELU_KERNELS = ("gelu", "gelu_", "_addmm_activation")
+
+
+# The key under which the engine tells a judge, beside its inputs, which parts the task
+# builds on are the student's own rather than certified (never sent to the probe, and no
+# part of the digest that finds the check's facts).
+OWN_PARTS = "_own_parts"
+
+
+def own_parts(inputs: dict) -> tuple[str, ...]:
+    """The tasks this check builds on that ran as the student wrote them: () wherever the
+    course's certified parts stood in."""
+    return tuple(inputs.get(OWN_PARTS, ()))
 
 
 DECLARED = "__declared_checks__"  # where @check lists a module's checks, in declaration order
@@ -223,6 +241,55 @@ def try_call(function, *args, **kwargs) -> dict:
             raise
         return {"raised": {"type": type(error).__name__, "value_error": isinstance(error, ValueError),
                            "message": str(error)[:500]}}
+
+
+class PartCalls:
+    """What the named parts of a module (its submodules: norms, attention, blocks, ...)
+    received and returned while a probe ran, in the order they ran: the data a judge
+    needs to judge a task on the student's own parts, by how it wires them, whatever
+    they compute. Used as `with PartCalls({"ln_attention": block.ln_attention, ...}) as
+    parts:`; `parts.calls` is then a list of {"part", "input", "output"} (the first
+    tensor the part was given, and the tensor it returned, or the first of a tuple). A
+    part called through its .forward, or written out inline, is not seen: the judge says
+    so rather than judging blind."""
+
+    def __init__(self, parts: "dict[str, torch.nn.Module]"):
+        self.parts, self.calls, self._hooks = parts, [], []
+
+    def __enter__(self) -> "PartCalls":
+        for name, module in self.parts.items():
+            self._hooks.append(module.register_forward_hook(self._recorder(name), with_kwargs=True))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
+
+    def _recorder(self, name: str):
+        def record(module, args, kwargs, output):
+            given = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+            returned = output[0] if isinstance(output, (tuple, list)) and output else output
+            self.calls.append({"part": name, "input": _kept(given), "output": _kept(returned)})
+        return record
+
+
+def _kept(value):
+    return value.detach().clone() if isinstance(value, torch.Tensor) else None
+
+
+def calls_of(calls, part: str) -> list[dict]:
+    """The recorded calls of one part (PartCalls), in order; [] for data of another shape."""
+    if not isinstance(calls, list):
+        return []
+    return [c for c in calls if isinstance(c, dict) and c.get("part") == part]
+
+
+def same_values(actual, expected, atol: float = 1e-9, rtol: float = 1e-7) -> bool:
+    """Two recorded tensors hold the same numbers (any float dtype, the same shape)."""
+    return (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
+            and actual.is_floating_point() == expected.is_floating_point()
+            and matches(actual, expected, atol=atol, rtol=rtol))
 
 
 def causal_diagnosis(y, y_changed, first_changed: int, what: str, tol: float = 1e-10,

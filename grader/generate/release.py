@@ -43,6 +43,7 @@ from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.generate.allowed import ALLOW_LIST, read_allow_list
 from grader.run.regions import find_regions, package_sources
+from grader.run import dependencies
 
 ROOT = KIT_ROOT
 TEMPLATE = Path(__file__).resolve().parent / "release_template"
@@ -377,6 +378,13 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True,
     counts = {number: entry for number, entry in catalogue.hidden_counts().items()
               if not chapters or number in chapters}
     (grader / "checks" / catalogue.HIDDEN_COUNTS.name).write_text(json.dumps(counts, indent=1) + "\n",
+                                                                   encoding="utf-8")
+    # Which tasks each task's checks build on, read from the reference here: the bundle has
+    # none to read, and its check needs it to say that a check waits on a part.
+    released = {t.name for c in catalogue.chapters() if not chapters or c.number in chapters for t in c.tasks}
+    graph = {task: [part for part in parts if part in released]
+             for task, parts in dependencies.task_graph().items() if task in released}
+    (grader / "checks" / dependencies.TASK_GRAPH.name).write_text(json.dumps(graph, indent=1) + "\n",
                                                                    encoding="utf-8")
     lessons = folder / "assignments"
     lessons.mkdir()

@@ -4,6 +4,10 @@ tasks may share a worker (two tasks whose checks never run the other's code)."""
 
 from __future__ import annotations
 
+import ast
+import graphlib
+import inspect
+import json
 import re
 from functools import lru_cache
 
@@ -47,30 +51,136 @@ def parts_used(chapter: str) -> frozenset[str] | None:
     found = next((c for c in catalogue.chapters() if c.number == chapter), None)
     if reference is None or found is None:
         return None
-    tasks = catalogue.tasks()
     bodies, imports = _reference_parts(reference)
     checks_source = catalogue.chapter_source(found)
-    modules = set(re.findall(r"\bns\.(\w+)\b", checks_source)) & set(imports)
-    while True:
-        more = set().union(*(imports[m] for m in modules)) - modules
-        if not more:
-            break
-        modules |= more
-
     own = {t.name for t in found.tasks}
-    # The text the checks run grows by each used part's body, joined by newlines; no
-    # pattern spans a line, so each piece is searched once, as it is added (the same
-    # closure as searching the whole text again after every addition).
-    candidates = [(name, *_mention(task.qualname)) for name, task in tasks.items()
+    text = checks_source + "\n".join(bodies.get(t, "") for t in own)
+    return _closure(text, own, set(re.findall(r"\bns\.(\w+)\b", checks_source)), bodies, imports)
+
+
+def _closure(text: str, own: set[str], modules: set[str], bodies: dict[str, str],
+             imports: dict[str, set[str]], helpers: "dict[str, str] | None" = None) -> frozenset[str]:
+    """The tasks a text builds or calls in `modules` (and the modules they import), and in
+    turn what those tasks' reference bodies build or call; `own` left out. `helpers`
+    ({"module.function": source}): the package's own functions that are no task, followed
+    through when called (a backward that runs the forward through a helper)."""
+    modules = set(modules) & set(imports)
+    while more := set().union(*(imports[m] for m in modules)) - modules:
+        modules |= more
+    candidates = [(name, *_mention(task.qualname)) for name, task in catalogue.tasks().items()
                   if name not in own and task.module in modules]
-    pieces, used = [checks_source + "\n".join(bodies.get(t, "") for t in own)], set()
+    for name, source in (helpers or {}).items():
+        if name.split(".")[0] in modules:
+            bodies = {**bodies, name: source}
+            candidates.append((name, *_mention(name.split(".", 1)[1])))
+    # No pattern spans a line, so each piece is searched once, as it is added (the same
+    # closure as searching the whole text again after every addition).
+    pieces, used = [text], set()
     while pieces:
-        text = pieces.pop()
+        piece = pieces.pop()
         for name, literal, pattern in candidates:
-            if name not in used and literal in text and pattern.search(text) is not None:
+            if name not in used and literal in piece and pattern.search(piece) is not None:
                 used.add(name)
                 pieces.append(bodies.get(name, ""))
-    return frozenset(used)
+    return frozenset(used - set(helpers or ()))
+
+
+# The student release holds no reference to read: it ships the graph, written by the
+# release from the course's kit (grader.generate.release).
+TASK_GRAPH = catalogue.HIDDEN_COUNTS.with_name("task_graph.json")
+
+
+def task_graph() -> dict[str, tuple[str, ...]]:
+    """{task: the tasks its public checks run besides its own code}, in catalogue order:
+    read from the reference where it is at hand, else from the release's task_graph.json;
+    {} where neither is."""
+    reference = Reference.available()
+    if reference is None:
+        try:
+            stored = json.loads(TASK_GRAPH.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {task: tuple(parts) for task, parts in stored.items() if isinstance(parts, list)}
+    return _computed_graph(reference)
+
+
+def build_order(graph: dict[str, tuple[str, ...]]) -> list[str]:
+    """The graph's tasks, every task after the parts it builds on; tasks that build on
+    each other (attention and its heads, a Value's operations and its backward) in the
+    lessons' order."""
+    lessons = {task: i for i, task in enumerate(catalogue.tasks())}
+    nodes = sorted(set(graph) | {p for parts in graph.values() for p in parts},
+                   key=lambda t: lessons.get(t, len(lessons)))
+    reach = {t: set(graph.get(t, ())) for t in nodes}
+    changed = True
+    while changed:  # the transitive closure; the graph is a few dozen tasks
+        changed = False
+        for t in nodes:
+            more = set().union(*(reach[p] for p in reach[t])) - reach[t]
+            if more:
+                reach[t] |= more
+                changed = True
+    component = {t: min((u for u in nodes if u == t or (u in reach[t] and t in reach[u])), key=nodes.index)
+                 for t in nodes}
+    sorter = graphlib.TopologicalSorter({c: {component[p] for p in reach[c] if component[p] != c}
+                                         for c in set(component.values())})
+    sorter.prepare()
+    done: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=nodes.index)
+        for c in ready:
+            done += [t for t in nodes if component[t] == c]
+        sorter.done(*ready)
+    return done
+
+
+@lru_cache(maxsize=1)
+def _computed_graph(reference: Reference) -> dict[str, tuple[str, ...]]:
+    bodies, imports = _reference_parts(reference)
+    helpers = _helpers(reference)
+    order = list(catalogue.tasks())
+    graph = {}
+    for chapter in catalogue.chapters():
+        for task in chapter.tasks:
+            probes = [c.probe for c in chapter.checks if c.task == task.name and not c.hidden]
+            text = "\n".join([_check_code(probes), bodies.get(task.name, "")])
+            used = _closure(text, {task.name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
+                            bodies, imports, helpers)
+            graph[task.name] = tuple(sorted(used, key=order.index))
+    return graph
+
+
+def _helpers(reference: Reference) -> dict[str, str]:
+    """The reference's module-level functions that hold no task: {"module.name": source}."""
+    found = {}
+    for rel, source in reference.sources.items():
+        lines = source.splitlines()
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef):
+                text = "\n".join(lines[node.lineno - 1:node.end_lineno])
+                if "### BEGIN SOLUTION" not in text:
+                    found[f"{rel[:-3]}.{node.name}"] = text
+    return found
+
+
+def _check_code(functions) -> str:
+    """The source of the probes and of every function of the checks they call, by name,
+    in turn: what a task's checks run, and no other task's probes beside them."""
+    seen, pending, texts = set(), list(functions), []
+    while pending:
+        function = pending.pop()
+        if function in seen or not inspect.isfunction(function):
+            continue
+        seen.add(function)
+        try:
+            text = inspect.getsource(function)
+        except (OSError, TypeError):
+            continue
+        texts.append(text)
+        names = function.__globals__
+        pending += [names[n] for n in set(re.findall(r"\b\w+\b", text)) if n in names
+                    and getattr(names[n], "__module__", "").startswith("grader.checks.")]
+    return "\n".join(texts)
 
 
 def independent(first: str, second: str) -> bool:

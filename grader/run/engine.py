@@ -16,15 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from grader.checks import catalogue
-from grader.checks._api import Check, Task
-from grader.run.dependencies import task_groups
+from grader.checks._api import OWN_PARTS, Check, Task
+from grader.run.dependencies import build_order, task_graph, task_groups
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
 from grader.run.reference import Reference
 from grader.run.results import (ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED, TIMEOUT,
-                                CheckResult,
-                                GradeReport)
+                                WAITING, CheckResult, GradeReport)
 from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission
 from grader.run.submission import Submission
@@ -212,6 +211,9 @@ class _TaskRun:
                 self.timeout_cap = min(self.timeout_cap, 2.0)
             status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
             return CheckResult(check, status, **failure_texts(failure, self.audience))
+        if self.reference is None:
+            # No certified part stood in: the judge may judge the task on the parts it ran.
+            inputs = {**inputs, OWN_PARTS: task_graph().get(self.task.name, ())}
         status, diagnosis, staff = judge_answer(check, self.task, reply, inputs, expected, self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, diagnosis, certified=certified, staff_diagnosis=staff)
@@ -358,6 +360,41 @@ def apply_gates(results: list[CheckResult]) -> list[CheckResult]:
     return results
 
 
+def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -> list[CheckResult]:
+    """Where no certified part stood in: a check that failed, and could only be judged
+    with right parts, waits while a task it builds on (graph) fails its own checks in this
+    run, and says which, instead of a sentence about its own task (a forbidden call or a
+    time-out too: the part may be what made it). A check judged on the task's own parts
+    (Check.judged_on_own_parts) keeps its verdict, and so does a task not started. Tasks
+    are taken parts first (dependencies.build_order): a task fails its own checks when a
+    failure is left once its waits are taken out, and only such a task makes later
+    checks wait."""
+    order = {task: i for i, task in enumerate(build_order(graph))}
+    last = len(order)
+    by_task: dict[str, list[CheckResult]] = {}
+    for result in results:
+        by_task.setdefault(result.check.task, []).append(result)
+    failing: list[str] = []
+    for task in sorted(by_task, key=lambda t: order.get(t, last)):
+        upstream = tuple(t for t in graph.get(task, ()) if t in failing and order[t] < order.get(task, last))
+        for result in by_task[task]:
+            final = result.check.judged_on_own_parts and not result.gated
+            if upstream and result.status in (FAILED, ERROR, FORBIDDEN, TIMEOUT) and not final:
+                _wait(result, upstream)
+        if any(r.status not in (PASSED, WAITING) and not r.gated for r in by_task[task]):
+            failing.append(task)
+    return results
+
+
+def _wait(result: CheckResult, upstream: tuple[str, ...]) -> None:
+    many = len(upstream) > 1
+    named = " and ".join(f"'{t}'" for t in upstream[:3]) + (" and others" if len(upstream) > 3 else "")
+    result.status, result.waiting_on, result.gated = WAITING, upstream, ()
+    result.diagnosis = result.staff_diagnosis = (
+        f"waiting on {named}: {'they fail their' if many else 'it fails its'} own checks in this run, and this "
+        f"check can only be judged with right parts; fix {'them' if many else 'it'} first")
+
+
 def grade_group(items: list[tuple[Task, list[Check]]], submission: Submission, reference: Reference | None,
                 runner: Runner, seed: int, deadline: float | None = None, imported=None,
                 audience: Audience | None = None) -> list[list[CheckResult]]:
@@ -389,12 +426,15 @@ def workers_needed(checks: list[Check]) -> int:
     return 1 + sum(len(c.separately) + len(c.parts) for c in checks)
 
 
-def select_checks(chapters: list[str] | None, public_only: bool) -> list[tuple[Task, list[Check]]]:
+def select_checks(chapters: list[str] | None, public_only: bool,
+                  tasks: "set[str] | None" = None) -> list[tuple[Task, list[Check]]]:
     plan = []
     for chapter in catalogue.chapters():
         if chapters and chapter.number not in chapters:
             continue
         for task in chapter.tasks:
+            if tasks is not None and task.name not in tasks:
+                continue
             checks = [c for c in chapter.checks if c.task == task.name and not (public_only and c.hidden)]
             if checks:
                 plan.append((task, checks))
@@ -415,16 +455,17 @@ def possible_points(chapters: list[str] | None = None, public_only: bool = False
 
 def grade(submission: Submission, chapters: list[str] | None = None, public_only: bool = False,
           runner: Runner | None = None, seed: int | None = None, parallel: int | None = None,
-          use_reference: bool = True, grouped: bool = True) -> GradeReport:
+          use_reference: bool = True, grouped: bool = True, tasks: "set[str] | None" = None) -> GradeReport:
     """Grade a submission's tasks. grouped=True lets tasks that cannot see each other
     share a worker where the reference is at hand (grader.run.dependencies); False
-    gives every task workers of its own (kept to compare the two)."""
+    gives every task workers of its own (kept to compare the two). `tasks`: only these
+    tasks of the chapters (by name), for the kit's own tools."""
     started = time.perf_counter()
     reference = Reference.available() if use_reference else None
     if runner is not None and not runner.holds_reference and (reference is not None or not public_only):
         raise RunnerRefused(WHERE_GRADING_RUNS)
     seed = secrets.randbelow(2**31) if seed is None else seed
-    plan = select_checks(chapters, public_only)
+    plan = select_checks(chapters, public_only, tasks)
     own_runner = runner is None
     runner = runner or open_runner(with_reference=reference is not None or not public_only)
     parallel = parallel or runner.threads
@@ -457,6 +498,8 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
             for i, results in zip(members, futures[g].result()):
                 by_task[i] = results
         results = [result for i in range(len(plan)) for result in by_task[i]]
+        if reference is None:
+            results = apply_waits(results, task_graph())
         pool.shutdown()
     except BaseException:
         # Ctrl-C (or anything else): drop what has not started; closing the runner ends the rest.

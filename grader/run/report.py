@@ -16,12 +16,12 @@ from rich.text import Text
 from grader.checks import catalogue
 from grader.console import safe_console
 from grader.files import write_atomic
-from grader.run.results import PASSED, GradeReport
+from grader.run.results import PASSED, WAITING, GradeReport
 from grader.run.dependencies import parts_used
 from grader.run.stamp import stamp
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
-         "not implemented": "yellow", "forbidden": "red bold"}
+         "not implemented": "yellow", "forbidden": "red bold", "waiting": "cyan"}
 
 # C0 controls but tab and newline, DEL, C1 controls (ESC/CSI/OSC start terminal escape
 # sequences: cursor moves, erased lines, window titles, clipboard writes), and the Unicode
@@ -129,7 +129,7 @@ def render(report: GradeReport, console: Console | None = None) -> None:
                               Text(shown_status, style=STYLE.get(result.status, ""))))
             if result.status != PASSED:
                 note = Text("↳ " + plain(result.diagnosis or check.summary),
-                            style="dim" if result.status == "not implemented" else "")
+                            style="dim" if result.status in ("not implemented", WAITING) else "")
                 if result.output:
                     excerpt = plain(result.output).strip().splitlines()[-3:]
                     note.append("\nprinted: " + " | ".join(excerpt)[:300], style="dim")
@@ -147,11 +147,26 @@ def render(report: GradeReport, console: Console | None = None) -> None:
         summary.append(plain(f"Submission: {report.submission}") + "\n", style="dim")
     summary.append(f"Total: {report.score:g} / {report.max_score:g} points", style="bold")
     summary.append(f"   ({len(report.results) - failed} of {len(report.results)} checks passed, {report.elapsed:.1f} s)\n")
+    if line := waiting_line(report):
+        summary.append(line + "\n", style="cyan")
     if line := hidden_line(report):
         summary.append(line + "\n")
     summary.append(plain(f"Certified parts: {report.certified}") + "\n", style="dim")
     summary.append(f"Sandbox: {report.sandbox}", style="dim")
     console.print(Panel(summary, border_style="green" if failed == 0 and report.results else "yellow"))
+
+
+def waiting_line(report: GradeReport) -> str | None:
+    """What waits on which part, and the part to fix first: "10 points wait on layer_norm"."""
+    waiting: dict[str, float] = {}
+    for result in report.results:
+        if result.status == WAITING and result.waiting_on:
+            waiting[result.waiting_on[0]] = waiting.get(result.waiting_on[0], 0.0) + result.check.points
+    if not waiting:
+        return None
+    said = "; ".join(f"{points:g} point{'' if points == 1 else 's'} wait{'s' * (points == 1)} on {task}"
+                     for task, points in waiting.items())
+    return f"{said}: fix {'it' if len(waiting) == 1 else 'those'} first; what waits is judged again on the next run."
 
 
 def hidden_line(report: GradeReport) -> str | None:
@@ -203,19 +218,22 @@ def results_json(report: GradeReport, seed: int | None = None) -> dict:
             "output_format": "md",
             "visibility": "after_published" if check.hidden else "visible",
             "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status,
-                     *(["gated"] if result.gated else [])],
+                     *(["gated"] if result.gated else []), *(f"waiting on {t}" for t in result.waiting_on)],
         })
     chapters = {}
     for chapter, results in _by_chapter(report).items():
         chapters[chapter] = {"score": sum(r.score for r in results),
                              "max_score": sum(r.check.points for r in results),
                              "passed": sum(r.status == PASSED for r in results), "checks": len(results),
+                             "waiting": sum(r.status == WAITING for r in results),
                              "certified": sorted(_stood_in(chapter, results))}
     # Students see this at once, before grades are published: it must not give away the
     # hidden checks, so it counts the public ones only ("score" is the true total, and
     # Gradescope holds it back until publication).
     public = [r for r in report.results if not r.check.hidden]
     output = [f"Public checks: {sum(r.score for r in public):g} / {sum(r.check.points for r in public):g} points."]
+    if line := waiting_line(report):
+        output.append(line)
     if len(public) < len(report.results):
         output.append("Hidden checks are shown when grades are published.")
     if report.problem:
@@ -255,6 +273,7 @@ def staff_json(report: GradeReport, found: dict | None = None) -> dict:
         "max_score": report.max_score,
         "problem": report.problem,
         "checks": [{"name": r.check.name, "status": r.status, "hidden": r.check.hidden,
+                    "waiting_on": list(r.waiting_on),
                     "diagnosis": r.diagnosis, "staff_diagnosis": r.staff_diagnosis or r.diagnosis,
                     "output": r.staff_output or r.output, "certified": list(r.certified)}
                    for r in report.results],

@@ -12,7 +12,10 @@ if TYPE_CHECKING:  # importing the checks imports torch: the CLI reads results b
 # The statuses a check can end with.
 PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN = (
     "passed", "failed", "error", "timeout", "not implemented", "forbidden")
-STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN)
+# Only where no certified part stands in (the student's own check): the check could only
+# be judged with right parts, and a part it builds on fails its own checks in this run.
+WAITING = "waiting"
+STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN, WAITING)
 
 # CheckResult.cause: the grader could not start a process to run the submission's code.
 RUNNER_FAILED = "runner_failed"
@@ -38,6 +41,8 @@ class CheckResult:
     # The value checks whose failure withheld this check's points (Check.gated_by): its
     # property held, but so it does for a body that computes nothing.
     gated: tuple[str, ...] = ()
+    # WAITING: the tasks this check builds on that fail their own checks in this run.
+    waiting_on: tuple[str, ...] = ()
 
     @property
     def score(self) -> float:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    Task, causal_diagnosis, check, compare, first_diagnosis, matches, shape_problem, shown_shape,
+    PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, matches, own_parts, same_values,
+    shape_problem, shown_shape,
 )
 from grader.checks.ch07_model.common import SIZES, full_sizes, judge_loss, model_of, stable_cross_entropy
 from grader.checks.course import random_lm_state
@@ -108,18 +109,78 @@ LM_MISTAKES = {
 
 def probe_lm_formula(ns, sizes, state, idx, targets=None):
     model = model_of(ns, sizes, state)
-    with torch.no_grad():
-        return {"logits": model(idx.clone())[0]}
+    parts = {name: part for name in ("token_embedding", "position_embedding", "ln_final", "head")
+             if isinstance(part := getattr(model, name, None), torch.nn.Module)}
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, torch.nn.ModuleList):
+        parts.update({f"blocks[{i}]": block for i, block in enumerate(blocks)})
+    with torch.no_grad(), PartCalls(parts) as recorded:
+        logits = model(idx.clone())[0]
+    return {"logits": logits, "calls": recorded.calls}
+
+
+def lm_wiring(out, n_layers: int) -> "str | None":
+    """The forward judged on the model's own parts: None when the logits are head(ln_final(
+    blocks(token_embedding + position_embedding))) of what its own parts received and
+    returned while it ran (PartCalls), whatever they compute; else the wire that is
+    wrong, in the lesson's words."""
+    calls, logits = out.get("calls"), out["logits"]
+    seen = {name: calls_of(calls, name) for name in ("token_embedding", "position_embedding", "ln_final", "head")}
+    blocks = [calls_of(calls, f"blocks[{i}]") for i in range(n_layers)]
+    for name in ("token_embedding", "head"):
+        if len(seen[name]) != 1:
+            return (f"the forward pass calls self.{name}(...) {len(seen[name])} times, so it cannot be judged on your "
+                    f"own parts: call each part as a module (self.{name}(...), not its .forward or its code "
+                    f"written out)")
+    if not any(blocks):
+        return LM_MISTAKES["no_blocks"]
+    if not seen["ln_final"]:
+        return LM_MISTAKES["no_final_norm"]
+    if len(seen["ln_final"]) > 1:
+        return LM_MISTAKES["final_norm_twice"]
+    if not seen["position_embedding"]:
+        return LM_MISTAKES["no_positions"]
+    ran = [c for c in calls if c["part"].startswith("blocks[")]
+    if len(ran) == 1 and n_layers > 1:
+        return LM_MISTAKES["first_block_only"] if ran[0]["part"] == "blocks[0]" else LM_MISTAKES["last_block_only"]
+    if [c["part"] for c in ran] == [f"blocks[{i}]" for i in reversed(range(n_layers))]:
+        return LM_MISTAKES["blocks_reversed"]
+    if [c["part"] for c in ran] != [f"blocks[{i}]" for i in range(n_layers)]:
+        return "the blocks do not run once each, blocks[0] first: run the hidden state through every block in turn"
+    embedded, placed = seen["token_embedding"][0], seen["position_embedding"][0]
+    if not same_values(placed["input"], embedded["output"]):
+        return "the position embedding does not receive the token embeddings: hidden = position_embedding(tokens)"
+    reads = placed["output"]
+    for block in ran:
+        if not same_values(block["input"], reads):
+            if same_values(block["input"], placed["output"]):
+                return LM_MISTAKES["last_block_only"]
+            return (f"{block['part']} does not read what the part before it returned: each block reads the "
+                    f"previous block's output, the first the embeddings")
+        reads = block["output"]
+    final, head = seen["ln_final"][0], seen["head"][0]
+    if not same_values(final["input"], reads):
+        return "ln_final does not read the last block's output: logits = head(ln_final(hidden))"
+    if not same_values(head["input"], final["output"]):
+        return "the head does not read ln_final's output: logits = head(ln_final(hidden))"
+    if same_values(logits, head["output"]):
+        return None
+    return (compare(logits, head["output"], "the logit tensor", atol=1e-9, rtol=1e-7)
+            + ": the logits returned are not what the model's own head returned")
 
 
 @check("formula", 2,
        "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
        "parts, each block reading the one before",
-       probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6), fixed_inputs=True)
+       probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6), fixed_inputs=True,
+       judged_on_own_parts=True)
 def judge_lm_formula(out, inputs, expected):
     composed = known_facts(inputs)
     if compare(out["logits"], composed["right"], atol=1e-9, rtol=1e-7) is None:
         return None
+    if own_parts(inputs):
+        # No certified part stood in: the parts may be wrong and the forward right.
+        return lm_wiring(out, full_sizes(inputs["sizes"])["n_layers"])
     named = first_diagnosis(out["logits"], [(text, composed[label]) for label, text in LM_MISTAKES.items()],
                             atol=1e-8, rtol=1e-6)
     return named or (compare(out["logits"], composed["right"], "the logit tensor", atol=1e-9, rtol=1e-7)
