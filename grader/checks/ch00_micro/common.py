@@ -110,3 +110,32 @@ def model_of(micro, sizes, seed, spread=None):
 
 def micro_tables(model):
     return {name: [[p.data for p in row] for row in table] for name, table in model.state.items()}
+
+
+def tables_fingerprint(tables) -> "dict | None":
+    """Per weight table: its rows, its entries, and three sums of the entries (plain, of
+    squares, and weighted by their place in the table). A table drawn otherwise, in
+    another order or shape, changes them far beyond a tolerance; drawn by the same
+    code on another platform, where random.gauss (built on libm's log, cos and sin)
+    may land an ulp away, they move only in their last bits. None for tables that are
+    not lists of rows of numbers."""
+    try:
+        fingerprint = {}
+        for name, rows in tables.items():
+            flat = [x for row in rows for x in row]
+            if not all(is_number(x) for x in flat):
+                return None
+            n = len(flat)
+            fingerprint[str(name)] = [len(rows), n, math.fsum(flat), math.fsum(x * x for x in flat),
+                                      math.fsum((k + 1) / n * x for k, x in enumerate(flat))]
+        return fingerprint
+    except (AttributeError, TypeError):
+        return None
+
+
+def same_tables(fingerprint, expected) -> bool:
+    """Two fingerprints of tables_fingerprint: the same tables, counts exactly and sums to TOL."""
+    if not isinstance(fingerprint, dict) or fingerprint.keys() != expected.keys():
+        return False
+    return all(got[:2] == want[:2] and all_close(got[2:], want[2:], TOL)
+               for got, want in ((fingerprint[name], expected[name]) for name in expected))

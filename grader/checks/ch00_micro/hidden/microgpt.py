@@ -5,14 +5,14 @@ from __future__ import annotations
 import random
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.common import NAMES, SMALL, TOL, all_close, shape_of
+from grader.checks.ch00_micro.common import NAMES, SMALL, TOL, all_close, shape_of, tables_fingerprint
 from grader.checks.ch00_micro.hidden.common import random_seed
 from grader.checks.ch00_micro.hidden.oracles import block_facts, forward_facts, rms_of
 from grader.checks.ch00_micro.microgpt import (
     block_inputs, block_raised, judge_block, judge_forward, run_block, run_forward, probe_block,
     probe_forward,
 )
-from grader.checks.facts import digest, facts_for
+from grader.checks.facts import facts_for
 
 
 @facts_for("ch00.micro_block.zero_branch_identity")
@@ -24,13 +24,13 @@ def zero_branch_facts(ref, inputs):
 @facts_for("ch00.micro_block.formula")
 def block_formula_facts(ref, inputs):
     tables = run_block(ref.micro, inputs["sizes"], inputs["seed"], inputs["spread"], inputs["xs"], ())["tables"]
-    return {**block_facts(tables, inputs["sizes"], inputs["xs"]), "tables": digest({"tables": tables})}
+    return {**block_facts(tables, inputs["sizes"], inputs["xs"]), "tables": tables_fingerprint(tables)}
 
 
 @facts_for("ch00.micro_forward.formula")
 def forward_formula_facts(ref, inputs):
     tables = run_forward(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])["tables"]
-    return {**forward_facts(tables, inputs["sizes"], inputs["ids"]), "tables": digest({"tables": tables})}
+    return {**forward_facts(tables, inputs["sizes"], inputs["ids"]), "tables": tables_fingerprint(tables)}
 
 
 def _expect_block(ref, inputs):
