@@ -73,6 +73,23 @@ def _known_exception_names() -> set[str]:
     return {cls.__name__ for cls in exception_classes()}
 
 
+# Lines a library in the worker writes about the machine, not about the student's code:
+# cpuinfo (inside torch) logs with these prefixes when it cannot read the CPU's
+# description, which a restricted /proc withholds. The zygote asks torch before /proc is
+# restricted (grader/run/inside/zygote.py); this is the net under that, for the student's
+# copy only.
+_LIBRARY_TALK = re.compile(r"^(?:Fatal error|Error|Warning) in cpuinfo: [^\n]*(?:\n|$)", re.MULTILINE)
+
+
+def without_library_talk(printed: str) -> str:
+    """What the worker printed, less the lines torch's own libraries wrote about the
+    machine; '' when nothing else is left."""
+    if not printed:
+        return printed
+    kept = _LIBRARY_TALK.sub("", printed)
+    return kept if kept.strip() else ""
+
+
 class Audience:
     """What of the student's code's words the student may be shown.
 
@@ -110,7 +127,7 @@ class Audience:
 
     def output(self, printed: str) -> tuple[str, str]:
         """(what the student sees, what staff see) of what the code printed."""
-        return ("" if self.private else printed), printed
+        return ("" if self.private else without_library_talk(printed)), printed
 
     def location(self, where: str) -> str:
         """' (file:line: text)' with the text read from the upload, or '' when the worker

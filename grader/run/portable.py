@@ -153,7 +153,7 @@ class PortableRunner:
     # grader on a laptop's few cores, which costs more than the probes it would share.
     threads = 1
 
-    def __init__(self, limits: Limits | None = None, reason: str = "asked for"):
+    def __init__(self, limits: Limits | None = None, reason: str = "chosen instead of the Linux sandbox"):
         self.limits = limits or Limits()
         self.reason = reason  # why this runner and not the sandbox, for the report
         self.scratch = Path(tempfile.mkdtemp(prefix="hero-transformer-check-"))
@@ -222,8 +222,10 @@ class PortableRunner:
         return None
 
     def describe(self, imported_once: bool | None = None) -> str:
-        return (f"portable runner: plain processes, each answer within its time limit, no reference in them "
-                f"({self.reason})")
+        # Read by the student only (no graded run comes here): how their code ran, and why
+        # not in the Linux sandbox, which their check does not need.
+        return (f"separate processes, each check within its time limit (at most {self.limits.check_seconds:g} s); "
+                f"{self.reason}")
 
     def close(self) -> None:
         if self._booting is not None:

@@ -57,11 +57,11 @@ def open_runner(kind: str | None = None, limits: Limits | None = None, with_refe
             raise RunnerRefused(WHERE_GRADING_RUNS)
         from grader.run.portable import PortableRunner
 
-        reason = "asked for with --runner portable" if asked else _why_not_the_sandbox()
+        reason = "chosen with --runner portable" if asked else _why_not_the_sandbox()
         return PortableRunner(limits, reason)
     if not sandbox_possible():
         raise RunnerRefused("the Linux sandbox cannot start on this machine (it needs Linux with fork and "
                             "resource limits); use --runner portable for the public checks")
     from grader.run.sandbox import Sandbox
 
-    return Sandbox(limits)
+    return Sandbox(limits, public=not with_reference)

@@ -178,8 +178,16 @@ class Sandbox:
     """One zygote, restarted whenever it dies; `worker()` forks a fresh worker."""
 
     def __init__(self, limits: Limits | None = None, isolation: str = "auto", reuse_zygote: bool = True,
-                 import_once: bool = True):
+                 import_once: bool = True, public: bool | None = None):
         self.limits = limits or Limits()
+        # Whether the runs it serves hold no reference (a student's own check), so that its
+        # report line is read by the student. None: public wherever this copy of the
+        # course has no reference to hand out (a student's copy).
+        if public is None:
+            from grader.run.reference import Reference
+
+            public = Reference.available() is None
+        self.public = public
         # Two grading threads: forked workers start in a few ms, so two keep both cores busy.
         self.threads = max(1, min(2, os.cpu_count() or 1))
         # reuse_zygote=False starts a fresh interpreter (and torch import) for every
@@ -204,7 +212,11 @@ class Sandbox:
 
     def describe(self, imported_once: bool | None = None) -> str:
         """The sandbox in words; `imported_once` for the submission being reported (two
-        uploads graded side by side may differ), else the last one started."""
+        uploads graded side by side may differ), else the last one started. A public
+        run's line is the student's: how their code ran, in their terms; the staff's
+        names every layer of isolation, and what is missing where it matters."""
+        if self.public:
+            return self._describe_to_student()
         imported_once = self.imported_once if imported_once is None else imported_once
         capped = self._pids is not None and self._pids.path is not None
         cap = f", at most {self.limits.processes} processes" if capped else ""
@@ -220,6 +232,13 @@ class Sandbox:
         who = "user nobody" if self.as_nobody else "the grader's own user"
         return (f"separate process as {who} with resource limits; {apart} (bubblewrap unavailable: "
                 f"install it for full isolation)")
+
+    def _describe_to_student(self) -> str:
+        # A student's check needs no more isolation than any of these gives: nothing to
+        # install, so nothing is suggested.
+        where = " in the Linux sandbox (no network, files read-only)" if self.kind == "bwrap" else ""
+        return (f"separate processes{where}, each check within its time limit (at most "
+                f"{self.limits.check_seconds:g} s) and {self.limits.memory_bytes / 1024**3:g} GB of memory")
 
     def start(self) -> "Sandbox":
         """Begin booting the zygote now (it imports torch, ~1 s) without waiting for it,

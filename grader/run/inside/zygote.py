@@ -39,6 +39,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    _settle_cpu_detection(torch)
     # Everything imported here is imported once, not once per forked worker.
     import pkgutil
 
@@ -114,6 +115,19 @@ def main() -> None:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def _settle_cpu_detection(torch) -> None:
+    """torch reads /proc/cpuinfo the first time it dispatches an operator. A worker's
+    /proc shows only itself, so a worker that got there first printed "Error in
+    cpuinfo: ..." into what the report shows as the student's output, and fell back to
+    torch's slowest kernels. Asked here, in the zygote, whose /proc is whole, the
+    answer is kept in memory and every forked worker inherits it."""
+    try:
+        torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # a torch that lacks the question: any operator asks it
+        pass
+    torch.zeros(1).add_(1)
 
 
 # ------------------------------------------------------------ keeping workers apart
