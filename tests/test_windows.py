@@ -56,7 +56,7 @@ def test_the_stubs_score_zero_with_every_task_listed(bundle):
     assert f"Total: 0 / {possible_points(['05'], public_only=True):g} points" in text, text
     for task in ("layer_norm", "gelu", "feedforward", "block_init", "block"):
         assert task in text, task
-    assert "portable runner" in text and "does not run on Windows" in text, text
+    assert "separate processes" in text and "does not run on Windows" in text, text
     assert "Traceback" not in text
 
 
