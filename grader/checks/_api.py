@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import torch
 
+from grader.checks.facts import OWN_PARTS
+
 # The seed of the public checks with fixed inputs. It is the seed the grader's own records
 # (the catch table, the outcome dumps) grade with, so those inputs are the ones every
 # verdict recorded before they were fixed was given.
@@ -58,12 +60,6 @@ class Check:
     # name, and stores them with the facts, so that every platform's torch gets the very
     # same numbers (a random draw is not bit for bit the same everywhere).
     fixed_inputs: bool = False
-    # Where no certified part stands in (the student's own check, in the release), the
-    # judge judges the task on the student's own parts: how it wired what its parts
-    # received and returned (own_parts(inputs) says when). Such a check's failure is the
-    # task's own; any other check that fails while a part it builds on fails its own
-    # checks waits for that part (grader.run.engine.apply_waits).
-    judged_on_own_parts: bool = False
 
     @property
     def chapter(self) -> str:
@@ -110,16 +106,19 @@ NORM_KERNELS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_n
 GELU_KERNELS = ("gelu", "gelu_", "_addmm_activation")
 
 
-# The key under which the engine tells a judge, beside its inputs, which parts the task
-# builds on are the student's own rather than certified (never sent to the probe, and no
-# part of the digest that finds the check's facts).
-OWN_PARTS = "_own_parts"
 
 
 def own_parts(inputs: dict) -> tuple[str, ...]:
     """The tasks this check builds on that ran as the student wrote them: () wherever the
     course's certified parts stood in."""
     return tuple(inputs.get(OWN_PARTS, ()))
+
+
+class OwnPartsVerdict(str):
+    """A diagnosis a judge reached on the student's own parts, from how the task wired
+    what they received and returned: the task's own mistake, whatever its parts compute.
+    Any other failure of a check, where no certified part stood in, waits on a part the
+    task builds on that fails its own checks (grader.run.engine.apply_waits)."""
 
 
 DECLARED = "__declared_checks__"  # where @check lists a module's checks, in declaration order
@@ -266,6 +265,18 @@ class PartCalls:
             hook.remove()
         self._hooks.clear()
 
+    def shared(self) -> list[list[str]]:
+        """[earlier name, name] for each part given again under another name (one object
+        in two places: one LayerNorm for both branches, one block N times): their calls
+        cannot be told apart, so the wiring cannot be judged."""
+        first, found = {}, []
+        for name, module in self.parts.items():
+            if id(module) in first:
+                found.append([first[id(module)], name])
+            else:
+                first[id(module)] = name
+        return found
+
     def _recorder(self, name: str):
         def record(module, args, kwargs, output):
             given = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
@@ -283,6 +294,26 @@ def calls_of(calls, part: str) -> list[dict]:
     if not isinstance(calls, list):
         return []
     return [c for c in calls if isinstance(c, dict) and c.get("part") == part]
+
+
+def unjudgeable_parts(out, what: str) -> "str | None":
+    """Why what a probe recorded of the parts (PartCalls: out["calls"], out["shared"]) cannot
+    judge the wiring, or None: two parts that are one object, or a part that returned
+    NaN or inf. Such a check is not judged on the student's own parts, and so waits on a
+    part that fails its own checks."""
+    shared = out.get("shared") if isinstance(out, dict) else None
+    if isinstance(shared, list) and shared and isinstance(shared[0], list) and len(shared[0]) == 2:
+        earlier, name = (str(n)[:40] for n in shared[0])
+        return (f"{what}'s {name} is the same object as its {earlier}, so its parts cannot be told apart and "
+                f"{what} cannot be judged on your own parts: build each part as an object of its own")
+    for call in out.get("calls") or () if isinstance(out, dict) else ():
+        if not isinstance(call, dict):
+            return f"{what}'s parts were recorded in a form the check does not know"
+        for value in (call.get("input"), call.get("output")):
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and not torch.isfinite(value).all():
+                return (f"{str(call.get('part'))[:40]} gave NaN or inf while {what} ran, so {what} cannot be "
+                        f"judged on your own parts")
+    return None
 
 
 def same_values(actual, expected, atol: float = 1e-9, rtol: float = 1e-7) -> bool:

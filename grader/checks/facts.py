@@ -29,7 +29,10 @@ from pathlib import Path
 
 import torch
 
-from grader.checks._api import OWN_PARTS
+# The key under which the engine tells a judge, beside a check's inputs, which parts the
+# task builds on are the student's own (grader.checks._api.own_parts): never part of the
+# digest that finds the check's facts.
+OWN_PARTS = "_own_parts"
 
 FILE = "facts.json"
 REGISTERED = "__public_facts__"  # where @facts_for keeps a hidden module's facts functions

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from grader.checks import catalogue
-from grader.checks._api import OWN_PARTS, Check, Task
+from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task
 from grader.run.dependencies import build_order, task_graph, task_groups
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
@@ -216,7 +216,8 @@ class _TaskRun:
             inputs = {**inputs, OWN_PARTS: task_graph().get(self.task.name, ())}
         status, diagnosis, staff = judge_answer(check, self.task, reply, inputs, expected, self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
-        return CheckResult(check, status, diagnosis, certified=certified, staff_diagnosis=staff)
+        return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
+                           on_own_parts=isinstance(diagnosis, OwnPartsVerdict))
 
     @property
     def audience(self) -> Audience:
@@ -364,8 +365,8 @@ def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -
     """Where no certified part stood in: a check that failed, and could only be judged
     with right parts, waits while a task it builds on (graph) fails its own checks in this
     run, and says which, instead of a sentence about its own task (a forbidden call or a
-    time-out too: the part may be what made it). A check judged on the task's own parts
-    (Check.judged_on_own_parts) keeps its verdict, and so does a task not started. Tasks
+    time-out too: the part may be what made it). A verdict reached on the task's own parts
+    (CheckResult.on_own_parts) stands, and so does a task not started. Tasks
     are taken parts first (dependencies.build_order): a task fails its own checks when a
     failure is left once its waits are taken out, and only such a task makes later
     checks wait."""
@@ -378,7 +379,7 @@ def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -
     for task in sorted(by_task, key=lambda t: order.get(t, last)):
         upstream = tuple(t for t in graph.get(task, ()) if t in failing and order[t] < order.get(task, last))
         for result in by_task[task]:
-            final = result.check.judged_on_own_parts and not result.gated
+            final = result.status == FAILED and result.on_own_parts and not result.gated
             if upstream and result.status in (FAILED, ERROR, FORBIDDEN, TIMEOUT) and not final:
                 _wait(result, upstream)
         if any(r.status not in (PASSED, WAITING) and not r.gated for r in by_task[task]):

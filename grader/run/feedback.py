@@ -9,7 +9,7 @@ import re
 from functools import lru_cache
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.checks._api import Check, Task, exception_classes
+from grader.checks._api import Check, OwnPartsVerdict, Task, exception_classes
 from grader.run.inside import op_rules
 from grader.run.inside.wire import Opaque, RemoteError
 from grader.run.reference import Reference
@@ -346,7 +346,9 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
                         if audience.private else staff), staff
     if diagnosis is None:
         return PASSED, "", ""
-    return FAILED, audience.redact(str(diagnosis)), str(diagnosis)
+    # The kind of verdict travels with the words (OwnPartsVerdict: judged on the student's parts).
+    kind = OwnPartsVerdict if isinstance(diagnosis, OwnPartsVerdict) else str
+    return FAILED, kind(audience.redact(str(diagnosis))), str(diagnosis)
 
 
 _FIXED_FAILURE_TEXT = {

@@ -152,7 +152,7 @@ def render(report: GradeReport, console: Console | None = None) -> None:
     if line := hidden_line(report):
         summary.append(line + "\n")
     summary.append(plain(f"Certified parts: {report.certified}") + "\n", style="dim")
-    summary.append(f"Sandbox: {report.sandbox}", style="dim")
+    summary.append(f"Ran in: {report.sandbox}", style="dim")
     console.print(Panel(summary, border_style="green" if failed == 0 and report.results else "yellow"))
 
 

@@ -43,6 +43,9 @@ class CheckResult:
     gated: tuple[str, ...] = ()
     # WAITING: the tasks this check builds on that fail their own checks in this run.
     waiting_on: tuple[str, ...] = ()
+    # The judge reached its verdict on the student's own parts (grader.checks._api.
+    # OwnPartsVerdict): a failure that is the task's own, which never waits on a part.
+    on_own_parts: bool = False
 
     @property
     def score(self) -> float:

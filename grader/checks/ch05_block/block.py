@@ -18,8 +18,8 @@ import math
 import torch
 
 from grader.checks._api import (
-    NORM_KERNELS, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, matches, own_parts,
-    same_values, shape_problem,
+    NORM_KERNELS, OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis,
+    matches, own_parts, same_values, shape_problem, unjudgeable_parts,
 )
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
 from grader.checks.course import config, load_state, random_block_state
@@ -209,7 +209,7 @@ def probe_block_formula(ns, x, sizes, state):
              if isinstance(part := getattr(block, name, None), torch.nn.Module)}
     with torch.no_grad(), PartCalls(parts) as recorded:
         y = block(x.clone())[0]
-    return {"y": y, "calls": recorded.calls}
+    return {"y": y, "calls": recorded.calls, "shared": recorded.shared()}
 
 
 def random_block_inputs(g):
@@ -312,7 +312,10 @@ def block_wiring(out, x) -> "str | None":
     while it ran (PartCalls), whatever those parts compute; else the wire that is wrong,
     in the lesson's words."""
     calls, y = out.get("calls"), out["y"]
+    if problem := unjudgeable_parts(out, "the block"):
+        return problem
     seen = {name: calls_of(calls, name) for name in BLOCK_PARTS_CALLED}
+    verdict = OwnPartsVerdict
     for branch in ("attention", "feedforward"):
         if len(seen[branch]) != 1:
             how = "never calls" if not seen[branch] else f"calls {len(seen[branch])} times"
@@ -321,16 +324,16 @@ def block_wiring(out, x) -> "str | None":
                     f"written out)")
     attended, fed = seen["attention"][0], seen["feedforward"][0]
     if calls.index(fed) < calls.index(attended):
-        return ("the feed-forward branch runs first, before attention; the block is U = X + A(LN1(X)), then "
-                "Y = U + F(LN2(U))")
+        return verdict("the feed-forward branch runs first, before attention; the block is U = X + A(LN1(X)), "
+                       "then Y = U + F(LN2(U))")
     norms = [c for c in calls if c["part"] in ("ln_attention", "ln_feedforward")]
     a_out = attended["output"]
     if not isinstance(a_out, torch.Tensor) or not isinstance(fed["output"], torch.Tensor):
-        return "a branch returned no tensor: attention returns (output, present), the feed-forward a tensor"
+        return verdict("a branch returned no tensor: attention returns (output, present), the feed-forward a tensor")
     U = x + a_out if a_out.shape == x.shape else None
     if U is None:
-        return (f"attention's output has shape {list(a_out.shape)} where X has {list(x.shape)}: "
-                + BLOCK_FORMULA_MISTAKES["broadcast"])
+        return verdict(f"attention's output has shape {list(a_out.shape)} where X has {list(x.shape)}: "
+                       + BLOCK_FORMULA_MISTAKES["broadcast"])
 
     def normalised(value):
         """The norm call that returned `value`, if one did."""
@@ -340,58 +343,60 @@ def block_wiring(out, x) -> "str | None":
     first = normalised(attended["input"])
     if first is None:
         if any(same_values(c["input"], U) for c in norms) and same_values(attended["input"], x):
-            return BLOCK_FORMULA_MISTAKES["post_ln"]
+            return verdict(BLOCK_FORMULA_MISTAKES["post_ln"])
         if same_values(attended["input"], x):
-            return BLOCK_FORMULA_MISTAKES["attention_unnormalised"]
-        return "attention does not read LN1(X) = ln_attention(X), of the block's input X, nor X itself"
+            return verdict(BLOCK_FORMULA_MISTAKES["attention_unnormalised"])
+        return verdict("attention does not read LN1(X) = ln_attention(X), of the block's input X, nor X itself")
     if not same_values(first["input"], x):
-        return "attention reads a LayerNorm of something other than X, the block's input: it reads ln_attention(X)"
+        return verdict("attention reads a LayerNorm of something other than X, the block's input: it reads "
+                       "ln_attention(X)")
     second = normalised(fed["input"])
     if first["part"] != "ln_attention":
         if second is not None and second["part"] == "ln_attention":
-            return BLOCK_FORMULA_MISTAKES["branches_swapped_norms"]
-        return ("attention reads through ln_feedforward (LN2) instead of its own ln_attention (LN1): "
-                "U = X + A(LN1(X)), then Y = U + F(LN2(U))")
+            return verdict(BLOCK_FORMULA_MISTAKES["branches_swapped_norms"])
+        return verdict("attention reads through ln_feedforward (LN2) instead of its own ln_attention (LN1): "
+                       "U = X + A(LN1(X)), then Y = U + F(LN2(U))")
     # The feed-forward branch: F(LN2(U)).
     if second is None:
         if same_values(fed["input"], U):
-            return BLOCK_FORMULA_MISTAKES["feedforward_unnormalised"]
+            return verdict(BLOCK_FORMULA_MISTAKES["feedforward_unnormalised"])
         if same_values(fed["input"], x):
-            return "the feed-forward branch reads X itself; it reads LN2(U) = ln_feedforward(U), U = X + A(LN1(X))"
-        return "the feed-forward branch does not read LN2(U) = ln_feedforward(U), with U = X + A(LN1(X))"
+            return verdict("the feed-forward branch reads X itself; it reads LN2(U) = ln_feedforward(U), "
+                           "U = X + A(LN1(X))")
+        return verdict("the feed-forward branch does not read LN2(U) = ln_feedforward(U), with U = X + A(LN1(X))")
     if not same_values(second["input"], U):
         if same_values(second["input"], x):
-            return BLOCK_FORMULA_MISTAKES["feedforward_reads_x"]
+            return verdict(BLOCK_FORMULA_MISTAKES["feedforward_reads_x"])
         if same_values(second["input"], a_out):
-            return BLOCK_FORMULA_MISTAKES["no_attention_residual"]
+            return verdict(BLOCK_FORMULA_MISTAKES["no_attention_residual"])
         if any(same_values(second["input"], x + a_out[:, at]) for at in (slice(-1, None), slice(0, 1))):
-            return ("U = X + A(LN1(X)) is not what the feed-forward branch's LayerNorm reads: "
-                    + BLOCK_FORMULA_MISTAKES["broadcast"] + " (a [B, 1, d] increment lets the last position "
-                    "leak into every earlier one: the future)")
-        return "the feed-forward branch's LayerNorm does not read U = X + A(LN1(X))"
+            return verdict("U = X + A(LN1(X)) is not what the feed-forward branch's LayerNorm reads: "
+                           + BLOCK_FORMULA_MISTAKES["broadcast"] + " (a [B, 1, d] increment lets the last "
+                           "position leak into every earlier one: the future)")
+        return verdict("the feed-forward branch's LayerNorm does not read U = X + A(LN1(X))")
     if second["part"] != "ln_feedforward":
-        return BLOCK_FORMULA_MISTAKES["one_norm"]
+        return verdict(BLOCK_FORMULA_MISTAKES["one_norm"])
     # The output: Y = U + F(LN2(U)).
     f_out = fed["output"]
     if f_out.shape != x.shape:
-        return (f"the feed-forward branch's output has shape {list(f_out.shape)} where X has {list(x.shape)}: "
-                + BLOCK_FORMULA_MISTAKES["broadcast"])
+        return verdict(f"the feed-forward branch's output has shape {list(f_out.shape)} where X has "
+                       f"{list(x.shape)}: " + BLOCK_FORMULA_MISTAKES["broadcast"])
     if same_values(y, U + f_out):
         return None
     if same_values(y, f_out):
-        return BLOCK_FORMULA_MISTAKES["no_ff_residual"]
+        return verdict(BLOCK_FORMULA_MISTAKES["no_ff_residual"])
     if same_values(y, x + f_out):
-        return ("the feed-forward increment is added to X, so the attention increment is lost: "
-                "Y = U + F(LN2(U)), with U = X + A(LN1(X))")
+        return verdict("the feed-forward increment is added to X, so the attention increment is lost: "
+                       "Y = U + F(LN2(U)), with U = X + A(LN1(X))")
     if normalised(y) is not None:
-        return BLOCK_FORMULA_MISTAKES["renormalised"]
-    return (compare(y, U + f_out, "the block output", atol=1e-9, rtol=1e-7)
-            + ": it is not U + F(LN2(U)) of what the block's own parts returned while it ran")
+        return verdict(BLOCK_FORMULA_MISTAKES["renormalised"])
+    return verdict(compare(y, U + f_out, "the block output", atol=1e-9, rtol=1e-7)
+                   + ": it is not U + F(LN2(U)) of what the block's own parts returned while it ran")
 
 
 @check("formula", 2,
        "random weights (distinct norms): the output is U + F(LN2(U)), U = X + A(LN1(X)), of the block's own parts",
-       probe=probe_block_formula, inputs=random_block_inputs, fixed_inputs=True, judged_on_own_parts=True)
+       probe=probe_block_formula, inputs=random_block_inputs, fixed_inputs=True)
 def judge_block_formula(out, inputs, expected):
     composed = known_facts(inputs)
     if problem := shape_problem(out["y"], inputs["x"].shape, "the block output"):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, matches, own_parts, same_values,
-    shape_problem, shown_shape,
+    OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, matches, own_parts,
+    same_values, shape_problem, shown_shape, unjudgeable_parts,
 )
 from grader.checks.ch07_model.common import SIZES, full_sizes, judge_loss, model_of, stable_cross_entropy
 from grader.checks.course import random_lm_state
@@ -116,7 +116,7 @@ def probe_lm_formula(ns, sizes, state, idx, targets=None):
         parts.update({f"blocks[{i}]": block for i, block in enumerate(blocks)})
     with torch.no_grad(), PartCalls(parts) as recorded:
         logits = model(idx.clone())[0]
-    return {"logits": logits, "calls": recorded.calls}
+    return {"logits": logits, "calls": recorded.calls, "shared": recorded.shared()}
 
 
 def lm_wiring(out, n_layers: int) -> "str | None":
@@ -125,6 +125,9 @@ def lm_wiring(out, n_layers: int) -> "str | None":
     returned while it ran (PartCalls), whatever they compute; else the wire that is
     wrong, in the lesson's words."""
     calls, logits = out.get("calls"), out["logits"]
+    if problem := unjudgeable_parts(out, "the forward pass"):
+        return problem
+    verdict = OwnPartsVerdict
     seen = {name: calls_of(calls, name) for name in ("token_embedding", "position_embedding", "ln_final", "head")}
     blocks = [calls_of(calls, f"blocks[{i}]") for i in range(n_layers)]
     for name in ("token_embedding", "head"):
@@ -133,47 +136,48 @@ def lm_wiring(out, n_layers: int) -> "str | None":
                     f"own parts: call each part as a module (self.{name}(...), not its .forward or its code "
                     f"written out)")
     if not any(blocks):
-        return LM_MISTAKES["no_blocks"]
+        return verdict(LM_MISTAKES["no_blocks"])
     if not seen["ln_final"]:
-        return LM_MISTAKES["no_final_norm"]
+        return verdict(LM_MISTAKES["no_final_norm"])
     if len(seen["ln_final"]) > 1:
-        return LM_MISTAKES["final_norm_twice"]
+        return verdict(LM_MISTAKES["final_norm_twice"])
     if not seen["position_embedding"]:
-        return LM_MISTAKES["no_positions"]
+        return verdict(LM_MISTAKES["no_positions"])
     ran = [c for c in calls if c["part"].startswith("blocks[")]
     if len(ran) == 1 and n_layers > 1:
-        return LM_MISTAKES["first_block_only"] if ran[0]["part"] == "blocks[0]" else LM_MISTAKES["last_block_only"]
+        return verdict(LM_MISTAKES["first_block_only" if ran[0]["part"] == "blocks[0]" else "last_block_only"])
     if [c["part"] for c in ran] == [f"blocks[{i}]" for i in reversed(range(n_layers))]:
-        return LM_MISTAKES["blocks_reversed"]
+        return verdict(LM_MISTAKES["blocks_reversed"])
     if [c["part"] for c in ran] != [f"blocks[{i}]" for i in range(n_layers)]:
-        return "the blocks do not run once each, blocks[0] first: run the hidden state through every block in turn"
+        return verdict("the blocks do not run once each, blocks[0] first: run the hidden state through every "
+                       "block in turn")
     embedded, placed = seen["token_embedding"][0], seen["position_embedding"][0]
     if not same_values(placed["input"], embedded["output"]):
-        return "the position embedding does not receive the token embeddings: hidden = position_embedding(tokens)"
+        return verdict("the position embedding does not receive the token embeddings: "
+                       "hidden = position_embedding(tokens)")
     reads = placed["output"]
     for block in ran:
         if not same_values(block["input"], reads):
             if same_values(block["input"], placed["output"]):
-                return LM_MISTAKES["last_block_only"]
-            return (f"{block['part']} does not read what the part before it returned: each block reads the "
-                    f"previous block's output, the first the embeddings")
+                return verdict(LM_MISTAKES["last_block_only"])
+            return verdict(f"{block['part']} does not read what the part before it returned: each block reads "
+                           f"the previous block's output, the first the embeddings")
         reads = block["output"]
     final, head = seen["ln_final"][0], seen["head"][0]
     if not same_values(final["input"], reads):
-        return "ln_final does not read the last block's output: logits = head(ln_final(hidden))"
+        return verdict("ln_final does not read the last block's output: logits = head(ln_final(hidden))")
     if not same_values(head["input"], final["output"]):
-        return "the head does not read ln_final's output: logits = head(ln_final(hidden))"
+        return verdict("the head does not read ln_final's output: logits = head(ln_final(hidden))")
     if same_values(logits, head["output"]):
         return None
-    return (compare(logits, head["output"], "the logit tensor", atol=1e-9, rtol=1e-7)
-            + ": the logits returned are not what the model's own head returned")
+    return verdict(compare(logits, head["output"], "the logit tensor", atol=1e-9, rtol=1e-7)
+                   + ": the logits returned are not what the model's own head returned")
 
 
 @check("formula", 2,
        "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
        "parts, each block reading the one before",
-       probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6), fixed_inputs=True,
-       judged_on_own_parts=True)
+       probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6), fixed_inputs=True)
 def judge_lm_formula(out, inputs, expected):
     composed = known_facts(inputs)
     if compare(out["logits"], composed["right"], atol=1e-9, rtol=1e-7) is None:

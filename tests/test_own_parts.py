@@ -1,0 +1,226 @@
+"""The student's own check tells the course's verdict, task by task: in the release there
+is no reference, so each task runs on the student's own parts, and a wrong part must not
+fail the right tasks built on it. A task whose formula allows it is judged on its own
+parts (what each part received and returned while it ran); any other check that can
+only be judged with right parts waits on the part that fails its own checks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.checks import catalogue as checks_catalogue
+from grader.qa import own_parts
+from grader.qa.catch_table import SEED
+from grader.qa.mutants import catalogue as accuracy_catalogue
+from grader.run.dependencies import build_order, task_graph
+from grader.run.engine import apply_waits, grade
+from grader.run.processes import Limits
+from grader.run.reference import Reference
+from grader.run.report import results_json, waiting_line
+from grader.run.results import ERROR, FAILED, NOT_IMPLEMENTED, PASSED, WAITING, CheckResult, GradeReport
+from grader.run.sandbox import Sandbox
+from grader.run.submission import Submission
+from tests.timing import limit
+
+MUTANTS, VARIANTS = accuracy_catalogue()
+BY_NAME = {entry.name: entry for entry in [*MUTANTS, *VARIANTS]}
+BUILT_ON = sorted({m.task for m in own_parts.entries()}, key=list(checks_catalogue.tasks()).index)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(Limits(check_seconds=limit(5.0))) as box:
+        yield box
+
+
+def released(sources, sandbox, tasks) -> dict[str, CheckResult]:
+    """The public checks of these tasks as the release grades them: no reference."""
+    report = grade(Submission("test", sources), public_only=True, runner=sandbox, seed=SEED, use_reference=False,
+                   tasks=set(tasks))
+    return {r.check.name: r for r in report.results}
+
+
+# ------------------------------------------------------------ the task graph
+
+
+def test_the_graph_knows_what_each_composing_task_builds_on():
+    graph = task_graph()
+    assert {"layer_norm", "attention", "feedforward", "block_init"} <= set(graph["block"])
+    assert "gelu" in graph["feedforward"]
+    assert {"layer_norm", "gelu", "layer_norm_backward", "gelu_backward", "linear_backward"} <= set(
+        graph["residual_backward"])
+    assert {"block", "embedding", "positions"} <= set(graph["lm_forward"])
+    assert {"lm_forward", "sample_next"} <= set(graph["generate"])
+    assert "micro_backward" in graph["micro_value_add"]
+    # A leaf builds on nothing, and no task on itself.
+    assert graph["layer_norm"] == () and graph["gelu"] == ()
+    assert all(task not in parts for task, parts in graph.items())
+
+
+def test_parts_come_before_what_builds_on_them():
+    graph = task_graph()
+    order = {task: i for i, task in enumerate(build_order(graph))}
+    assert set(order) == set(checks_catalogue.tasks())
+    for task, parts in graph.items():
+        for part in parts:
+            if task not in graph.get(part, ()):  # not a pair that builds on each other
+                assert order[part] < order[task], (part, task)
+
+
+def test_the_release_ships_the_graph(tmp_path):
+    from grader.generate import release
+
+    folder, _, _ = release.build(tmp_path, ["05", "07"], run_scan=False)
+    shipped = json.loads((folder / "grader" / "checks" / "task_graph.json").read_text(encoding="utf-8"))
+    assert set(shipped) == {t.name for c in checks_catalogue.chapters() if c.number in ("05", "07") for t in c.tasks}
+    assert "layer_norm" in shipped["block"] and "attention" not in shipped["lm_forward"]  # chapter 04 not opened
+    # The bundle reads it, having no reference to compute it from.
+    script = ("from grader.run.dependencies import task_graph; import json; "
+              "print(json.dumps(task_graph()['block']))")
+    shown = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True,
+                           timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == shipped["block"]
+
+
+# ------------------------------------------------------------ waiting, as data
+
+
+def _result(name: str, status: str, own: bool = False) -> CheckResult:
+    check = next(c for c in checks_catalogue.all_checks() if c.name == name)
+    return CheckResult(check, status, "a diagnosis about the block", on_own_parts=own)
+
+
+def test_a_failure_waits_on_the_failing_part_and_nothing_else():
+    graph = task_graph()
+    results = [_result("ch05.layer_norm.example_figures", FAILED), _result("ch05.gelu.exact_values", PASSED),
+               _result("ch05.block.example_1", FAILED), _result("ch05.block.formula", FAILED, own=True),
+               _result("ch07.lm_forward.cache_matches_full", ERROR)]
+    apply_waits(results, graph)
+    statuses = {r.check.name: (r.status, r.waiting_on) for r in results}
+    assert statuses["ch05.layer_norm.example_figures"] == (FAILED, ())
+    assert statuses["ch05.block.example_1"] == (WAITING, ("layer_norm",))
+    # Judged on its own parts: its failure is the block's own, and it makes later tasks wait on the block
+    # (while a check that raised, was refused or could not judge the wiring waits like any other).
+    assert statuses["ch05.block.formula"] == (FAILED, ())
+    assert statuses["ch07.lm_forward.cache_matches_full"] == (WAITING, ("layer_norm", "block"))
+    assert "'layer_norm'" in results[2].diagnosis and "block" not in results[2].diagnosis
+
+
+def test_a_task_that_only_waits_makes_nothing_wait():
+    results = [_result("ch05.layer_norm.example_figures", FAILED), _result("ch05.block.example_1", FAILED),
+               _result("ch07.lm_forward.cache_matches_full", FAILED)]
+    apply_waits(results, task_graph())
+    assert results[2].waiting_on == ("layer_norm",)
+
+
+def test_a_task_not_started_keeps_its_status_and_makes_later_checks_wait():
+    results = [_result("ch05.layer_norm.example_figures", NOT_IMPLEMENTED),
+               _result("ch05.block.example_1", NOT_IMPLEMENTED), _result("ch05.block.shape", ERROR)]
+    apply_waits(results, task_graph())
+    assert [r.status for r in results] == [NOT_IMPLEMENTED, NOT_IMPLEMENTED, WAITING]
+
+
+def test_waiting_is_in_the_totals_and_the_json():
+    results = [_result("ch05.layer_norm.example_figures", FAILED), _result("ch05.block.example_1", FAILED),
+               _result("ch06.residual_backward.matches_autograd", FAILED)]
+    apply_waits(results, task_graph())
+    report = GradeReport("test", results, "portable", "none")
+    assert waiting_line(report).startswith("5 points wait on layer_norm: fix it first")
+    data = results_json(report)
+    assert data["score"] == 0
+    assert "waiting on layer_norm" in data["tests"][1]["tags"] and data["tests"][1]["status"] == "failed"
+    assert data["extra_data"]["chapters"]["05"]["waiting"] == 1
+    assert "wait on layer_norm" in data["output"]
+
+
+# ------------------------------------------------------- judged on own parts
+
+
+def _two_mistakes(part: str, task: str) -> list[tuple[object, dict]]:
+    return [(entry, entry.apply(BY_NAME[part].apply(Reference.available().sources)))
+            for entry in [*MUTANTS, *VARIANTS] if entry.task == task]
+
+
+@pytest.mark.parametrize(("part", "task", "check"), [
+    ("layer_norm_variance_d_minus_1", "block", "ch05.block.formula"),
+    ("gelu_tanh", "block", "ch05.block.formula"),
+    ("layer_norm_variance_d_minus_1", "lm_forward", "ch07.lm_forward.formula"),
+    ("block_post_ln", "lm_forward", "ch07.lm_forward.formula"),
+])
+def test_the_wiring_judge_names_the_tasks_own_mistake_on_wrong_parts(part, task, check, sandbox):
+    """Every mutant of the task that its formula check catches with certified parts is
+    caught and named by that check on a wrong part too; every right body passes it."""
+    for entry, sources in _two_mistakes(part, task):
+        result = released(sources, sandbox, {task, BY_NAME[part].task})[check]
+        if entry in VARIANTS or check not in entry.expect:
+            if entry in VARIANTS:
+                assert result.status == PASSED, (entry.name, result.diagnosis)
+            continue
+        assert result.status == FAILED, (entry.name, result.status, result.diagnosis)
+        assert entry.keyword.lower() in result.diagnosis.lower(), (entry.name, result.diagnosis)
+
+
+def test_a_block_that_hides_a_part_from_the_recording_is_told_so_or_waits(sandbox):
+    sources = dict(BY_NAME["layer_norm_variance_d_minus_1"].apply(Reference.available().sources))
+    model = sources["model.py"]
+    direct = model.replace("self.feedforward(self.ln_feedforward(hidden))",
+                           "self.feedforward.forward(self.ln_feedforward(hidden))", 1)
+    assert direct != model
+    sources["model.py"] = direct
+    # LayerNorm not checked in this run: nothing to wait on, and the block is told why it cannot be judged.
+    alone = released(sources, sandbox, {"block"})["ch05.block.formula"]
+    assert alone.status == FAILED
+    assert "self.feedforward(...)" in alone.diagnosis and "not its .forward" in alone.diagnosis
+    # Checked with it: the wrong LayerNorm fails its own checks, and the block waits on it.
+    beside = released(sources, sandbox, {"block", "layer_norm"})["ch05.block.formula"]
+    assert (beside.status, beside.waiting_on) == (WAITING, ("layer_norm",))
+
+
+# ------------------------------------------ the whole catalogue, as the release grades it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", BUILT_ON)
+def test_a_wrong_part_fails_no_right_task(task, sandbox):
+    """Every mutant of a task others build on, graded as the release grades it: each check
+    of another task that does not pass passes as the course grades it (certified parts),
+    and here waits on the mutated task."""
+    reference = Reference.available()
+    found = [own_parts.downstream(m, sandbox, reference) for m in own_parts.entries({task})]
+    for entry in found:
+        assert all(row[3] == PASSED for row in entry.not_passed), (entry.mutant, entry.not_passed)
+        assert not entry.wrong(), (entry.mutant, entry.wrong())
+
+
+def test_the_stub_package_scores_nothing_and_waits_on_nothing(sandbox):
+    from tests.conftest import STUDENT_PACKAGE
+    from grader.run.regions import package_sources
+
+    report = grade(Submission("stubs", package_sources(STUDENT_PACKAGE)), public_only=True, runner=sandbox,
+                   seed=SEED, use_reference=False, tasks={"layer_norm", "gelu", "feedforward", "block"})
+    assert report.score == 0
+    assert {r.status for r in report.results} <= {NOT_IMPLEMENTED, ERROR, WAITING}
+    assert all(r.waiting_on == () or set(r.waiting_on) <= {"layer_norm", "gelu", "feedforward"}
+               for r in report.results)
+
+
+def test_the_recorder_keeps_copies_not_the_parts_own_tensors():
+    from grader.checks._api import PartCalls
+
+    norm = torch.nn.LayerNorm(3)
+    x = torch.randn(2, 3)
+    with PartCalls({"norm": norm}) as parts:
+        y = norm(x)
+        norm.forward(x)  # not seen: the judge says so rather than judging blind
+    x.add_(1.0)
+    assert len(parts.calls) == 1 and parts.calls[0]["part"] == "norm"
+    assert torch.equal(parts.calls[0]["output"], y.detach()) and not torch.equal(parts.calls[0]["input"], x)
+    norm(x)
+    assert len(parts.calls) == 1  # the hooks are gone once the probe is done
