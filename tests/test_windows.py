@@ -2,9 +2,16 @@
 run under Wine where a machine has them set up (a `winpython` launcher: see
 HERO_TRANSFORMER_WINPYTHON below). Elsewhere each test says plainly that it was not run.
 
-From an unpacked release bundle: the stubs score 0 with every task listed, the
-reference earns every public point, a hang costs its own task (and, with no certified
-parts on a laptop, the tasks built on it) only, and check.py's run step does the same."""
+From a release bundle of every chapter: the stubs score 0 with every task listed, and
+the reference earns every public point, chapter 00's weights drawn by the UCRT's libm
+included (the public facts hold to a tolerance what another libm moves in its last
+bits; tests/test_platform_floats.py holds that on Linux). With chapter 05: a hang costs
+its own task (and, with no certified parts on a laptop, the tasks built on it) only,
+and check.py's run step does the same.
+
+Under Wine on two busy cores each whole-bundle run takes 20 to 45 s (Windows torch's
+import and the workers' start-ups, not the checks), the hang two minutes or more (it
+waits out time limits, each with a new worker), the file about four minutes."""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from grader import KIT_ROOT
+from grader.checks import catalogue
 from grader.generate.release import build
 from grader.run.engine import possible_points
 
@@ -34,7 +42,10 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
-    folder, _, findings = build(tmp_path_factory.mktemp("release"), ["05"])
+    # Every chapter; the release's leak scans are test_release.py's, and here only what the
+    # bundle holds counts.
+    folder, _, findings = build(tmp_path_factory.mktemp("release"), None, run_scan=False)
+    assert not findings
     return folder
 
 
@@ -53,9 +64,10 @@ def _statuses(text: str) -> dict[str, str]:
 def test_the_stubs_score_zero_with_every_task_listed(bundle):
     code, text = _windows(bundle, "-m", "grader", "check", "hero_transformer")
     assert code == 1, text
-    assert f"Total: 0 / {possible_points(['05'], public_only=True):g} points" in text, text
-    for task in ("layer_norm", "gelu", "feedforward", "block_init", "block"):
-        assert task in text, task
+    assert f"Total: 0 / {possible_points(None, public_only=True):g} points" in text, text
+    # A row starts with its check (task.check) or, for a task not begun, the task's name.
+    listed = {line.split()[0].split(".")[0] for line in text.splitlines() if line[:1].isalpha()}
+    assert set(catalogue.tasks()) <= listed, set(catalogue.tasks()) - listed
     assert "separate processes" in text and "does not run on Windows" in text, text
     assert "Traceback" not in text
 
@@ -63,7 +75,7 @@ def test_the_stubs_score_zero_with_every_task_listed(bundle):
 def test_the_reference_earns_every_public_point(bundle):
     shutil.copytree(KIT_ROOT / "solutions" / "hero_transformer", bundle / "mine", dirs_exist_ok=True)
     code, text = _windows(bundle, "-m", "grader", "check", "mine")
-    full = possible_points(["05"], public_only=True)
+    full = possible_points(None, public_only=True)
     assert code == 0 and f"Total: {full:g} / {full:g} points" in text, text
 
 
@@ -76,7 +88,7 @@ def test_a_hang_costs_its_own_task(bundle):
     end = text.index("### END SOLUTION", begin)
     model.write_text(text[:text.index("\n", begin) + 1] + "    while True:\n        pass\n    " + text[end:],
                      encoding="utf-8")
-    code, report = _windows(bundle, "-m", "grader", "check", "hangs")
+    code, report = _windows(bundle, "-m", "grader", "check", "hangs", "--chapters", "05")
     statuses = _statuses(report)
     assert code == 1 and statuses, report
     assert all(s == "timeout" for n, s in statuses.items() if n.startswith("gelu.")), report
