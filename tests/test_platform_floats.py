@@ -16,10 +16,12 @@ that the workers that ran the student's code were nudged too.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,8 +105,6 @@ def bundle(tmp_path_factory) -> Path:
 
 
 def _processes(log: Path) -> list[list]:
-    import ast
-
     return [ast.literal_eval(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
@@ -135,14 +135,12 @@ def _assert_workers_nudged(processes: list[list]) -> None:
     plain = [random.Random(5).gauss(0.0, 1.0), math.exp(0.7)]
     workers = [p for p in processes if any(arg.endswith("portable_worker.py") for arg in p[1])]
     assert workers, processes
-    for pid, argv, gauss, exp in processes:
+    for _, argv, gauss, exp in processes:
         assert gauss != plain[0] and exp != plain[1], (argv, gauss, exp, plain)
 
 
 @pytest.mark.slow
 def test_the_reference_keeps_every_public_point_one_ulp_away(nudged, bundle, tmp_path):
-    import shutil
-
     python, log = nudged
     shutil.copytree(REFERENCE_PACKAGE, bundle / "mine", ignore=shutil.ignore_patterns("__pycache__"),
                     dirs_exist_ok=True)
