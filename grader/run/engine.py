@@ -389,7 +389,8 @@ def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -
 
 def _wait(result: CheckResult, upstream: tuple[str, ...]) -> None:
     many = len(upstream) > 1
-    named = " and ".join(f"'{t}'" for t in upstream[:3]) + (" and others" if len(upstream) > 3 else "")
+    quoted = [f"'{t}'" for t in upstream[:3]] + (["others"] if len(upstream) > 3 else [])
+    named = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
     result.status, result.waiting_on, result.gated = WAITING, upstream, ()
     result.diagnosis = result.staff_diagnosis = (
         f"waiting on {named}: {'they fail their' if many else 'it fails its'} own checks in this run, and this "
