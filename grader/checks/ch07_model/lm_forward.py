@@ -116,10 +116,15 @@ def probe_lm_formula(ns, sizes, state, idx, targets=None):
         parts.update({f"blocks[{i}]": block for i, block in enumerate(blocks)})
     with torch.no_grad(), PartCalls(parts) as recorded:
         logits = model(idx.clone())[0]
+    for call in recorded.calls:
+        if call["part"] == "head":
+            # What the head returned would be the logits themselves, recorded by the check: the
+            # judge applies the head's known weight to what it read instead.
+            call["output"] = None
     return {"logits": logits, "calls": recorded.calls, "shared": recorded.shared()}
 
 
-def lm_wiring(out, n_layers: int) -> "str | None":
+def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
     """The forward judged on the model's own parts: None when the logits are head(ln_final(
     blocks(token_embedding + position_embedding))) of what its own parts received and
     returned while it ran (PartCalls), whatever they compute; else the wire that is
@@ -168,10 +173,11 @@ def lm_wiring(out, n_layers: int) -> "str | None":
         return verdict("ln_final does not read the last block's output: logits = head(ln_final(hidden))")
     if not same_values(head["input"], final["output"]):
         return verdict("the head does not read ln_final's output: logits = head(ln_final(hidden))")
-    if same_values(logits, head["output"]):
+    head_out = head["input"] @ head_weight.to(head["input"].dtype).T
+    if same_values(logits, head_out):
         return None
-    return verdict(compare(logits, head["output"], "the logit tensor", atol=1e-9, rtol=1e-7)
-                   + ": the logits returned are not what the model's own head returned")
+    return verdict(compare(logits, head_out, "the logit tensor", atol=1e-9, rtol=1e-7)
+                   + ": the logits returned are not what the model's own head gives for what it read")
 
 
 @check("formula", 2,
@@ -184,7 +190,7 @@ def judge_lm_formula(out, inputs, expected):
         return None
     if own_parts(inputs):
         # No certified part stood in: the parts may be wrong and the forward right.
-        return lm_wiring(out, full_sizes(inputs["sizes"])["n_layers"])
+        return lm_wiring(out, full_sizes(inputs["sizes"])["n_layers"], inputs["state"]["head.weight"])
     named = first_diagnosis(out["logits"], [(text, composed[label]) for label, text in LM_MISTAKES.items()],
                             atol=1e-8, rtol=1e-6)
     return named or (compare(out["logits"], composed["right"], "the logit tensor", atol=1e-9, rtol=1e-7)
