@@ -70,6 +70,7 @@ bench: $(STAMP)
 
 mutants: $(STAMP)
 	$(PYTHON) -m grader.qa.catch_table --write-docs
+	$(PYTHON) -m grader.qa.own_parts
 
 micro: $(STAMP)
 	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro

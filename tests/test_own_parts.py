@@ -189,11 +189,13 @@ def test_a_block_that_hides_a_part_from_the_recording_is_told_so_or_waits(sandbo
 @pytest.mark.slow
 @pytest.mark.parametrize("task", BUILT_ON)
 def test_a_wrong_part_fails_no_right_task(task, sandbox):
-    """Every mutant of a task others build on, graded as the release grades it: each check
+    """A mutant of every task others build on, graded as the release grades it: each check
     of another task that does not pass passes as the course grades it (certified parts),
-    and here waits on the mutated task."""
+    and here waits on the mutated task. The first of each task's mutants here, to keep
+    the suite within CI's time; `make mutants` runs every one of the 210
+    (python -m grader.qa.own_parts), in about five minutes of two cores."""
     reference = Reference.available()
-    found = [own_parts.downstream(m, sandbox, reference) for m in own_parts.entries({task})]
+    found = [own_parts.downstream(m, sandbox, reference) for m in own_parts.entries({task})[:1]]
     for entry in found:
         assert all(row[3] == PASSED for row in entry.not_passed), (entry.mutant, entry.not_passed)
         assert not entry.wrong(), (entry.mutant, entry.wrong())
