@@ -34,6 +34,8 @@ from grader.run.worker import WorkerFailed
 
 # ---------------------------------------------------------------------- grading
 
+INFRASTRUCTURE = "the grader could not run this check: regrade"
+
 
 
 
@@ -84,7 +86,10 @@ def _start_worker(task, submission, reference, runner, deadline: float, audience
                 imported = None
         worker = worker or runner.worker()
     except Exception as broken:  # noqa: BLE001 - whatever stops the runner costs this task only
-        return None, {"status": ERROR, "diagnosis": f"the grader could not start a sandboxed process: {broken!r}",
+        # The machine or the sandbox had no process for it (the runner tried again first):
+        # the grader's failure, never the student's, and a rerun grades it again.
+        return None, {"status": ERROR, "diagnosis": INFRASTRUCTURE,
+                      "staff_diagnosis": f"{INFRASTRUCTURE} (no sandboxed process could start: {broken!r})",
                       "cause": RUNNER_FAILED}
     try:
         ready = worker.start(_worker_request(task, submission, reference, runner.limits,
