@@ -410,7 +410,11 @@ KNOCK_AT_IMPORT = KNOCK + """
 KNOCK_FROM_A_WORKERS_CHILD = KNOCK + """
     import ctypes
     def _rt_child_knocks():
-        if os.fork() == 0:
+        try:
+            child = os.fork()
+        except OSError:
+            return  # a worker has no process of its own now; were one made, the door must still refuse it
+        if child == 0:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.unshare(0x10000000 | 0x20000000)  # a user and pid namespace of its own
             if os.fork() == 0:  # pid 1 there, as a real worker is

@@ -10,7 +10,7 @@ from functools import lru_cache
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, OwnPartsVerdict, Task, exception_classes
-from grader.run.inside import op_rules
+from grader.run.inside import op_rules, syscall_filter
 from grader.run.inside.wire import Opaque, RemoteError
 from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
@@ -199,6 +199,8 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
                 else forbidden_words(forbidden))
         if not audience.private:
             return FORBIDDEN, said, said
+        if forbidden["kind"] == "process":
+            return FORBIDDEN, _forbidden_call_text(forbidden, task), said
         allowed = forbidden["kind"] == "name" and forbidden["name"] in task.forbidden
         return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said
     staff = f"{kind}: {message}{at}"
@@ -256,11 +258,15 @@ def checked_reply(reply) -> dict:
 # make them); every sentence about it is made here.
 
 _FORBIDDEN_KINDS = {"name": ("name",), "op": ("layer", "name"), "forward_autograd": ("name",),
-                    "autograd": ("name",), "recorder_off": ("how", "name"), "thread": (), "library": ("name",)}
+                    "autograd": ("name",), "recorder_off": ("how", "name"), "thread": (), "library": ("name",),
+                    "process": ("name",)}
 _OP_LAYERS = {"kernel": "kernel aten.", "function": "function torch."}
 _RECORDER_OFF = {"dispatch_popped": "the dispatch mode was taken off its stack",
                  "stack_changed": "a mode stack was changed"}
 THREADS = "a new thread, where the grader cannot see which torch operators run (stay in the calling thread)"
+# A process started (or a terminal opened) by the code; the calls the worker names are
+# those its audit hook refuses (grader/run/inside/syscall_filter.py).
+PROCESS = "starts a process: your code must compute in the process the grader gave it"
 # torch's own code, by module and qualified name: torch.optim.adam._single_tensor_adam
 _TORCH_CODE = re.compile(r"torch(?:\.[A-Za-z_][A-Za-z0-9_]*|\.<[a-z]+>)+")
 
@@ -275,6 +281,8 @@ def forbidden_code(value) -> dict | None:
     if value["kind"] == "op" and value["layer"] not in _OP_LAYERS:
         return None
     if value["kind"] == "library" and not _TORCH_CODE.fullmatch(value["name"]):
+        return None
+    if value["kind"] == "process" and value["name"] not in syscall_filter.PROCESS_EVENTS:
         return None
     return {"kind": value["kind"], **{f: value[f] for f in fields}}
 
@@ -297,6 +305,8 @@ def forbidden_words(code: dict) -> str:
         return f"code that switched off the grader's operator recorder ({how})"
     if kind == "library":
         return f"torch's own implementation of what this task asks for ({name})"
+    if kind == "process":
+        return f"{name}, which {PROCESS}"
     return THREADS
 
 
@@ -318,6 +328,8 @@ def _forbidden_call_text(code: dict, task: Task) -> str:
         return THREADS
     if kind == "library" and op_rules.Rules(task.forbidden_ops).forbids_library(name):
         return f"runs torch's own implementation of what this task asks for ({name}): write it yourself"
+    if kind == "process":
+        return PROCESS  # one sentence whichever call it was: the code chose the call
     return "calls a library function this task asks you to write"
 
 

@@ -37,24 +37,30 @@ class Limits:
     open_files: int = 256
     check_seconds: float = 10.0
     setup_seconds: float = 30.0
-    processes: int = 48  # processes and threads of the whole sandbox, where a pids cgroup exists
-    # Processes and threads of one worker: a fork bomb in one task holds at most these, and
-    # its siblings can still start. Kept by a pids group of its own where the sandbox has
-    # one (root), and by RLIMIT_NPROC in its user namespace where the grader is not root.
+    # Processes and threads of one submission's import-once process (the zygote's too):
+    # an import that starts threads until it can start no more holds at most these, and
+    # every other upload's import and workers are counted apart. Kept by a pids group of
+    # its own where the sandbox has one (root), and by RLIMIT_NPROC in its user namespace
+    # where the grader is not root.
+    processes: int = 48
+    # Processes and threads of one worker, kept the same two ways: a task that starts
+    # threads without end holds at most these, and its siblings can still start.
     worker_processes: int = 16
     # Wall clock for one submission, all its checks: past it the rest are 'timeout'.
     submission_seconds: float = 600.0
 
-    def rlimits(self, worker: bool = False) -> dict:
+    def rlimits(self, worker: bool = False, count_processes: bool = False) -> dict:
         """The resource limits of the process that imports a submission, or (worker=True)
-        of a task's worker."""
+        of a task's worker. A worker's processes are always capped here too; the importing
+        process's where no pids group counts them (count_processes=True)."""
+        nproc = self.worker_processes if worker else (self.processes if count_processes else None)
         return {
             "RLIMIT_AS": self.memory_bytes,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.file_bytes,
             "RLIMIT_NOFILE": self.open_files,
             "RLIMIT_CORE": 0,
-            **({"RLIMIT_NPROC": self.worker_processes} if worker else {}),
+            **({"RLIMIT_NPROC": nproc} if nproc is not None else {}),
         }
 
 

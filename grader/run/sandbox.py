@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from grader import KIT_ROOT
+from grader.run.inside import wire
 from grader.run.submission_process import DOOR_INSIDE, DoorFolder, SubmissionProcess
 from grader.run.processes import Limits
 from grader.run.worker import OutputTail, Worker
@@ -62,7 +63,7 @@ def _python_roots() -> list[str]:
 def _bwrap_prefix(exe: str, door_dir: str | None = None) -> list[str]:
     args = [exe, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
             "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--tmpfs", "/tmp",
+            "--ro-bind", "/usr", "/usr", "--proc", "/proc", *_devices(), "--tmpfs", "/tmp",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
             "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
             "--chdir", "/tmp"]
@@ -89,22 +90,54 @@ def _bwrap_prefix(exe: str, door_dir: str | None = None) -> list[str]:
     return args
 
 
+# The device files computing may use: bubblewrap's own --dev set, less the terminals
+# (ptmx, pts/, tty), through which a process could be driven from outside its sandbox.
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def _devices() -> list[str]:
+    args = ["--tmpfs", "/dev"]
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    args += ["--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+             "--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr",
+             "--dir", "/dev/shm", "--remount-ro", "/dev"]
+    return args
+
+
 class _PidsCgroup:
-    """A cgroup-v1 pids group for one sandbox, where the machine offers one (root, with
-    /sys/fs/cgroup/pids): caps how many processes and threads its code may run at once,
-    and lets close() end every last one of them."""
+    """The sandbox's cgroup-v1 pids groups, where the machine offers them (root, with
+    /sys/fs/cgroup/pids). One folder per sandbox, with no cap of its own, holds a group
+    for each thing whose processes and threads are counted apart:
+
+        zygote/          bubblewrap and the zygote, and each child the zygote forks, until
+                         the grader places it (the zygote forks one at a time, for it)
+        upload.<pid>/    one submission's import-once process, capped at Limits.processes
+        worker.<pid>/    one worker, capped at Limits.worker_processes
+
+    Student code runs only in the last two, and only once placed, so no upload can use up
+    the processes another upload's import or workers need, nor those the zygote needs to
+    fork them. close() ends every process in every group."""
 
     ROOT = Path("/sys/fs/cgroup/pids")
 
     PREFIX = "hero_transformer_grader."
+    ZYGOTE = "zygote"
 
     def __init__(self, limit: int):
         self.path = None
+        self._born: set[int] = set()  # the zygote group's own processes (bwrap, the zygote)
         self._sweep()
         try:
             path = self.ROOT / f"{self.PREFIX}{os.getpid()}.{id(self)}"
             path.mkdir()
-            (path / "pids.max").write_text(str(limit))
+            try:
+                (path / self.ZYGOTE).mkdir()
+                (path / self.ZYGOTE / "pids.max").write_text(str(limit))
+            except OSError:
+                path.rmdir()
+                raise
             self.path = path
         except OSError:
             self.path = None
@@ -119,55 +152,112 @@ class _PidsCgroup:
         for entry in entries:
             owner = entry.name[len(cls.PREFIX):].split(".")[0]
             if owner.isdigit() and not Path(f"/proc/{owner}").exists():
-                try:
-                    entry.rmdir()  # fails, harmlessly, while processes remain in it
-                except OSError:
-                    pass
+                for group in [*entry.glob("*/"), entry]:
+                    try:
+                        group.rmdir()  # fails, harmlessly, while processes remain in it
+                    except OSError:
+                        pass
 
     def join(self):
-        """In the forked child before exec: move it (and all it will start) into the group."""
+        """In the forked child before exec: move it (and all it will start) into the zygote's group."""
         if self.path is not None:
-            with open(self.path / "cgroup.procs", "w") as procs:
+            with open(self.path / self.ZYGOTE / "cgroup.procs", "w") as procs:
                 procs.write(str(os.getpid()))
 
-    def confine(self, pid: int, limit: int) -> None:
-        """Move one worker, before it runs anything, into a group of its own inside this
-        one, capped at `limit`: a fork bomb in it cannot take the processes its siblings
-        need. The groups of workers that are gone are removed on the way."""
-        if self.path is None:
-            return
-        for old in self.path.glob("worker.*"):
+    def _procs(self, group: Path) -> list[int]:
+        """The processes of a group, as this process numbers them (the zygote's own
+        numbers are those of the sandbox's pid namespace, never to be written here)."""
+        try:
+            return [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def _ours(self, pid: int) -> bool:
+        """Whether `pid` is in one of this sandbox's groups: no other process is ever moved."""
+        inside = "/" + self.path.relative_to(self.ROOT).as_posix()
+        try:
+            with open(f"/proc/{pid}/cgroup") as groups:
+                for line in groups:
+                    _, controllers, where = line.rstrip("\n").split(":", 2)
+                    if "pids" in controllers.split(","):
+                        return where == inside or where.startswith(inside + "/")
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def booted(self) -> None:
+        """The zygote is up: what its group holds now is the zygote's own."""
+        if self.path is not None:
+            self._born = set(self._procs(self.path / self.ZYGOTE))
+
+    def _group(self, name: str, limit: int) -> Path | None:
+        for old in [*self.path.glob("worker.*"), *self.path.glob("upload.*")]:
             try:
-                old.rmdir()  # fails, harmlessly, while its worker lives
+                old.rmdir()  # fails, harmlessly, while a process remains in it
             except OSError:
                 pass
+        group = self.path / name
         try:
-            group = self.path / f"worker.{pid}"
             group.mkdir(exist_ok=True)
             (group / "pids.max").write_text(str(limit))
-            (group / "cgroup.procs").write_text(str(pid))
         except OSError:
-            pass  # the sandbox's own cap still holds
+            return None
+        return group
+
+    def _move(self, pid: int, group: Path) -> bool:
+        if not self._ours(pid):
+            return False
+        try:
+            (group / "cgroup.procs").write_text(str(pid))
+            return True
+        except OSError:
+            return False  # gone already
+
+    def place_new(self, kind: str, limit: int) -> bool:
+        """Move the zygote's new child (before it runs anything of a submission's), with
+        whatever it started before it moved, out of the zygote's group into a group of
+        its own ("worker" or "upload"), capped at `limit`. The zygote forks only when
+        asked, one child at a time, under the sandbox's lock: whatever its group holds
+        besides the zygote's own processes is that child. False where nothing could be
+        moved."""
+        if self.path is None:
+            return False
+        zygote, group, moved = self.path / self.ZYGOTE, None, False
+        for _ in range(20):  # until no child of the new one is left behind (one born as its parent moved)
+            new = [pid for pid in self._procs(zygote) if pid not in self._born]
+            if not new:
+                break
+            if group is None:
+                group = self._group(f"{kind}.{min(new)}", limit)
+                if group is None:
+                    return False
+            for pid in new:
+                moved = self._move(pid, group) or moved
+        return moved
+
+    def place(self, pid: int, name: str, limit: int) -> bool:
+        """Move `pid`, one of this sandbox's processes (a worker forked by a submission's
+        process, numbered as this process sees it), into a group of its own, `name`,
+        capped at `limit`."""
+        if self.path is None:
+            return False
+        group = self._group(name, limit)
+        return group is not None and self._move(pid, group)
 
     def close(self):
         if self.path is None:
             return
         for _ in range(50):
-            pids = []
-            for group in [self.path, *self.path.glob("worker.*")]:
-                try:
-                    pids += [int(p) for p in (group / "cgroup.procs").read_text().split()]
-                except OSError:
-                    pass
-            for pid in pids:
-                try:
-                    os.kill(pid, 9)
-                except ProcessLookupError:
-                    pass
+            groups = [*self.path.glob("*/"), self.path]
+            for group in groups:
+                for pid in self._procs(group):
+                    try:
+                        os.kill(pid, 9)
+                    except ProcessLookupError:
+                        pass
             try:
-                for group in self.path.glob("worker.*"):
+                for group in groups:
                     group.rmdir()
-                self.path.rmdir()
                 self.path = None
                 return
             except OSError:
@@ -218,8 +308,9 @@ class Sandbox:
         if self.public:
             return self._describe_to_student()
         imported_once = self.imported_once if imported_once is None else imported_once
-        capped = self._pids is not None and self._pids.path is not None
-        cap = f", at most {self.limits.processes} processes" if capped else ""
+        capped = self.counts_processes()
+        cap = (f", at most {self.limits.processes} processes for a submission's import and "
+               f"{self.limits.worker_processes} for each worker, counted apart" if capped else "")
         apart = ("each worker in namespaces of its own (pids, network, IPC, mounts)" if self.isolated else
                  "workers share one set of namespaces: this machine refuses unprivileged user namespaces, so "
                  "a worker can reach its siblings through IPC, abstract sockets and signals")
@@ -232,6 +323,11 @@ class Sandbox:
         who = "user nobody" if self.as_nobody else "the grader's own user"
         return (f"separate process as {who} with resource limits; {apart} (bubblewrap unavailable: "
                 f"install it for full isolation)")
+
+    def counts_processes(self) -> bool:
+        """Whether pids groups count each submission's and each worker's processes apart
+        (else the processes' own RLIMIT_NPROC, in their user namespaces, stands in)."""
+        return self._pids is not None and self._pids.path is not None
 
     def _describe_to_student(self) -> str:
         # A student's check needs no more isolation than any of these gives: nothing to
@@ -312,6 +408,7 @@ class Sandbox:
             raise RuntimeError(f"the sandbox did not start ({self.kind}): {error}")
         parent_end.settimeout(30)
         self.isolated = ready.get("isolated") is True
+        self._pids.booted()
         self._ready = True
 
     def _ensure(self):
@@ -326,7 +423,9 @@ class Sandbox:
     def fork(self, op: str) -> tuple[int, socket.socket, int]:
         """Ask the zygote for a child (`op`: "fork" for a task's worker, "submission"
         for a package imported once): (its pid, our end of its channel, the read end of
-        its output). A dead zygote is started again, once; OSError if that fails too."""
+        its output), placed in a pids group of its own (where there are such) before it
+        runs anything of a submission's. A dead zygote is started again, once; OSError if
+        that fails too."""
         with self._lock:
             for attempt in range(2):
                 if not self.reuse_zygote and op == "fork":
@@ -349,12 +448,36 @@ class Sandbox:
                 finally:
                     theirs.close()
                     os.close(out_write)
+                if self._pids is not None:
+                    if op == "fork":
+                        self._pids.place_new("worker", self.limits.worker_processes)
+                    else:
+                        self._pids.place_new("upload", self.limits.processes)
                 return pid, ours, out_read
         raise OSError("unreachable")
 
+    # How often a worker that never came up is asked for again, and the first pause.
+    START_ATTEMPTS, START_PAUSE = 3, 0.25
+
     def worker(self) -> Worker:
-        pid, channel, out_read = self.fork("fork")
-        return Worker(pid, channel, OutputTail(out_read), end=lambda clean: self.kill(pid))
+        """A fresh worker, up and waiting for its task. One that never comes up found no
+        room for a process (the machine's, or a limit the grader shares): it is asked for
+        again, after a pause that doubles; OSError once START_ATTEMPTS have failed, so
+        that the check is the grader's failure, never the submission's."""
+        why = ""
+        for attempt in range(self.START_ATTEMPTS):
+            if attempt:
+                time.sleep(self.START_PAUSE * 2 ** (attempt - 1))
+            pid, channel, out_read = self.fork("fork")
+            worker = Worker(pid, channel, OutputTail(out_read), end=lambda clean, pid=pid: self.kill(pid))
+            try:
+                up = wire.recv(channel, deadline=time.monotonic() + self.limits.setup_seconds)
+            except (EOFError, OSError, TimeoutError, wire.WireError) as error:
+                up, why = None, repr(error)
+            if isinstance(up, dict) and up.get("up") is True:
+                return worker
+            worker.kill()
+        raise OSError(f"no worker came up in {self.START_ATTEMPTS} attempts ({why or 'it said nothing'})")
 
     def isolates_workers(self) -> bool:
         """Whether each worker gets namespaces of its own (the zygote says so when it boots)."""
@@ -363,9 +486,11 @@ class Sandbox:
             return self.isolated
 
     def confine_worker(self, pid: int) -> None:
-        """Cap a new worker's processes (Limits.worker_processes) apart from its siblings'."""
+        """Cap a new worker forked from a submission's process (Limits.worker_processes)
+        apart from that process and its siblings; `pid` as this process numbers it (the
+        door's peer credentials)."""
         if self._pids is not None:
-            self._pids.confine(pid, self.limits.worker_processes)
+            self._pids.place(pid, f"worker.{pid}", self.limits.worker_processes)
 
     def kill(self, pid: int) -> None:
         """End one of the zygote's children."""

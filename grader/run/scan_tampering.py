@@ -27,6 +27,20 @@ FORBIDDEN_DOTTED = {"sys.modules", "sys._getframe", "sys.settrace", "sys.setprof
                     "importlib.reload", "threading.settrace", "os.kill", "os.killpg", "signal.pthread_kill",
                     "resource.setrlimit", "resource.prlimit", "os.fork", "os.forkpty", "subprocess",
                     "multiprocessing", "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "importlib"}
+# A process of its own would compute outside every rule of the task (a fresh interpreter
+# has a clean torch), and a terminal is a way to talk to one: the sandbox refuses both
+# (grader/run/inside/syscall_filter.py), and the scan names them before anything runs.
+PROCESS_MODULES = {"subprocess", "multiprocessing", "pty", "posix", "_posixsubprocess", "concurrent.futures.process",
+                   "asyncio.subprocess"}
+PROCESS_CALLS = {f"os.{name}" for name in (
+    "fork", "forkpty", "openpty", "login_tty", "posix_spawn", "posix_spawnp", "system", "popen", "execv", "execve",
+    "execl", "execle", "execlp", "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnvp",
+    "spawnvpe", "spawnlp", "spawnlpe", "startfile")} | {"asyncio.create_subprocess_exec",
+                                                         "asyncio.create_subprocess_shell",
+                                                         "concurrent.futures.ProcessPoolExecutor"}
+FORBIDDEN_DOTTED |= PROCESS_MODULES | PROCESS_CALLS
+FORBIDDEN_MODULES |= {"pty", "posix", "_posixsubprocess"}
+STARTS_A_PROCESS = "starts a process: your code must compute in the process the grader gave it"
 # The course's own data.py looks a package up with importlib.util.find_spec; that much
 # of importlib stays allowed (what it finds is read through .origin, never .loader).
 ALLOWED_DOTTED = {"importlib.util", "importlib.util.find_spec"}
@@ -45,6 +59,12 @@ def _forbidden_dotted(name: str) -> bool:
     return name not in ALLOWED_DOTTED and any(name == d or name.startswith(d + ".") for d in FORBIDDEN_DOTTED)
 
 
+def _named(name: str, what: str) -> str:
+    """What the scan reports of a hit: a call that would start a process says so."""
+    starts = any(name == d or name.startswith(d + ".") for d in PROCESS_MODULES | PROCESS_CALLS)
+    return f"{what} ({STARTS_A_PROCESS})" if starts else what
+
+
 def scan_file(source: str) -> list[tuple[int, str]]:
     try:
         tree = parse(source)
@@ -57,12 +77,13 @@ def scan_file(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
-            hits += [(line, f"import {a.name}") for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES
-                     or _forbidden_dotted(a.name)]
+            hits += [(line, _named(a.name, f"import {a.name}")) for a in node.names
+                     if a.name.split(".")[0] in FORBIDDEN_MODULES or _forbidden_dotted(a.name)]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [f"{node.module}.{a.name}" for a in node.names]
             if node.module.split(".")[0] in FORBIDDEN_MODULES or any(_forbidden_dotted(f) for f in full):
-                hits.append((line, f"from {node.module} import ..."))
+                starts = next((f for f in [node.module, *full] if _named(f, "") != ""), node.module)
+                hits.append((line, _named(starts, f"from {node.module} import ...")))
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and node.id not in aliases:
             hits.append((line, node.id))
         elif isinstance(node, ast.Attribute):
@@ -73,7 +94,7 @@ def scan_file(source: str) -> list[tuple[int, str]]:
                 head, _, rest = dotted.partition(".")
                 resolved = aliases.get(head, head) + (f".{rest}" if rest else "")
                 if _forbidden_dotted(resolved):
-                    hits.append((line, dotted))
+                    hits.append((line, _named(resolved, dotted)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
             if FORBIDDEN_TEXT.search(node.value.lower()):
                 hits.append((line, repr(node.value)[:60]))

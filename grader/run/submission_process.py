@@ -222,7 +222,7 @@ class SubmissionProcess:
     """One submission's package, imported once in a sealed process (S') in the sandbox;
     worker() gives a fresh fork of it, connected and checked, for one task. `sandbox`
     is the grader.run.sandbox.Sandbox it runs in: its limits, door_folder, kind,
-    fork(), kill() and confine_worker() are what this uses."""
+    fork(), kill(), counts_processes() and confine_worker() are what this uses."""
 
     def __init__(self, sandbox, sources: dict[str, str]):
         import queue
@@ -288,7 +288,8 @@ class SubmissionProcess:
         deadline = time.monotonic() + limits.setup_seconds
         try:
             wire.send(ours, {"token": self.door.name, "listener": folder.inside(sandbox.kind, self.door.name),
-                             "student": self.sources, "limits": limits.rlimits()})
+                             "student": self.sources,
+                             "limits": limits.rlimits(count_processes=not sandbox.counts_processes())})
             reply = wire.recv(ours, deadline=deadline)
         except (OSError, EOFError, TimeoutError, wire.WireError):
             reply = None
@@ -307,7 +308,9 @@ class SubmissionProcess:
             try:
                 self.control.settimeout(timeout)
                 wire.send(self.control, {"op": "fork"})
-                wire.recv(self.control, deadline=time.monotonic() + timeout)
+                forked = wire.recv(self.control, deadline=time.monotonic() + timeout)
+                if isinstance(forked, dict) and forked.get("forked") is False:
+                    raise OSError("no room for another process in the submission's process limit")
                 connection, pid = self.arrivals.get(timeout=timeout)
             except (OSError, EOFError, TimeoutError, wire.WireError, queue.Empty) as error:
                 self.broken = ("the submission's process did not start a worker (it ended, hung at import, or its "

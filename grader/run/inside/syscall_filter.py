@@ -9,6 +9,20 @@ calls that make such things fail with EPERM. What stays allowed is what computin
 needs, plus connect() of a plain Unix stream socket, the one way a worker reaches the
 grader (nothing in the sandbox may bind or listen, so the grader is all it can reach).
 
+No process of its own: student code must compute in the process the grader gave it.
+A process it started (a fresh interpreter, say) would have a clean torch outside every
+rule of the task, and could be reached from every worker as a helper. So the filter
+also refuses fork, vfork, execve and execveat, and a clone that does not make a thread,
+and the ioctls that make a pseudo-terminal usable. The grader still has to fork each
+task's worker from this process: it does so with one raw clone of its own (new user,
+pid, network and IPC namespaces at once, a shape no library call uses), which carries a
+64-bit key, drawn for this process alone, in an argument the kernel ignores for that
+shape. The filter admits a clone of exactly that shape with exactly that key. The
+function that makes it is bound before any student code runs, and a worker, once
+forked, adds a second filter that admits no process creation at all (worker_program);
+so does a worker forked by the zygote. Above the filter an audit hook refuses the same
+attempts in words (refuse_processes), so a check can say what happened.
+
 Only x86-64 is described here; elsewhere `supported()` is False and the grader imports
 a submission once per task instead.
 """
@@ -50,7 +64,21 @@ DENIED = {
                        "name_to_handle_at": 303, "open_by_handle_at": 304},
     "file locks": {"flock": 73},
 }
+# Ways to a new process: refused outright (clone is judged by its flags, below).
+PROCESS_CALLS = {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "unshare": 272}
 MMAP, SOCKET, FCNTL, CLONE3 = 9, 41, 72, 435
+CLONE, IOCTL = 56, 16
+CLONE_VM, CLONE_SIGHAND, CLONE_THREAD = 0x100, 0x800, 0x10000
+# Namespace flags, none of which a thread may ask for.
+CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+THREAD_SHAPE = CLONE_VM | CLONE_SIGHAND | CLONE_THREAD
+# The grader's own fork of a worker: new user, pid, network and IPC namespaces, SIGCHLD
+# on exit, nothing else. Python's os and subprocess modules, and the C library's fork,
+# vfork and posix_spawn, never ask for namespaces, so none of them can match it.
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, SIGCHLD = 0x10000000, 0x20000000, 0x40000000, 0x08000000, 17
+GRADER_CLONE = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | SIGCHLD
+# What makes a pseudo-terminal usable: its number, unlocking it, opening its other end.
+PTY_IOCTLS = {"TIOCGPTN": 0x80045430, "TIOCSPTLCK": 0x40045431, "TIOCGPTPEER": 0x5441}
 MAP_SHARED = 0x01
 AF_UNIX, SOCK_STREAM, SOCK_FLAGS = 1, 1, 0o4000 | 0o2000000  # SOCK_NONBLOCK | SOCK_CLOEXEC
 LOCKING_FCNTL = (6, 7, 37, 38, 1024, 1026)  # F_SETLK(W), F_OFD_SETLK(W), F_SETLEASE, F_NOTIFY
@@ -70,18 +98,56 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple:
     return (code, jt, jf, k & 0xFFFFFFFF)
 
 
-def program() -> list[tuple]:
-    deny = _ins(RET_K, _errno(EPERM))
-    out = [_ins(LD_W_ABS, ARCH), _ins(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _ins(RET_K, RET_KILL),
-           _ins(LD_W_ABS, NR),
-           # x32 calls (bit 30) reach the same kernel code under other numbers.
-           _ins(JSET_K, 0x40000000, 0, 1), deny]
-    for numbers in DENIED.values():
-        for number in numbers.values():
-            out += [_ins(JEQ_K, number, 0, 1), deny]
+def _preamble() -> list[tuple]:
+    """Kill a call of another architecture; load the call's number; refuse x32 calls."""
+    return [_ins(LD_W_ABS, ARCH), _ins(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _ins(RET_K, RET_KILL),
+            _ins(LD_W_ABS, NR),
+            # x32 calls (bit 30) reach the same kernel code under other numbers.
+            _ins(JSET_K, 0x40000000, 0, 1), _ins(RET_K, _errno(EPERM))]
+
+
+def _process_rules(key: int | None) -> list[tuple]:
+    """With the call's number loaded: no new process, no terminal. A clone passes when it
+    makes a thread, or (key given) when it is the grader's fork carrying `key`. Every
+    branch that loads an argument ends in a verdict, so what follows sees the number."""
+    deny, allow = _ins(RET_K, _errno(EPERM)), _ins(RET_K, RET_ALLOW)
+    out = []
+    for number in PROCESS_CALLS.values():
+        out += [_ins(JEQ_K, number, 0, 1), deny]
     # clone3 hides its flags in memory the filter cannot read: make the C library fall
     # back to clone(), whose flags it can.
     out += [_ins(JEQ_K, CLONE3, 0, 1), _ins(RET_K, _errno(ENOSYS))]
+    body = [_ins(LD_W_ABS, _arg(0)), _ins(AND_K, THREAD_SHAPE | CLONE_NAMESPACES), _ins(JEQ_K, THREAD_SHAPE, 0, 1),
+            allow]
+    if key is not None:
+        # (The kernel reads only the low 32 bits of clone's flags.)
+        body += [_ins(LD_W_ABS, _arg(0)), _ins(JEQ_K, GRADER_CLONE, 0, 5),
+                 _ins(LD_W_ABS, _arg(4)), _ins(JEQ_K, key & 0xFFFFFFFF, 0, 3),
+                 _ins(LD_W_ABS, _arg(4) + 4), _ins(JEQ_K, key >> 32, 0, 1), allow]
+    body.append(deny)
+    out += [_ins(JEQ_K, CLONE, 0, len(body)), *body]
+    body = [_ins(LD_W_ABS, _arg(1))]
+    for request in PTY_IOCTLS.values():
+        body += [_ins(JEQ_K, request, 0, 1), deny]
+    body.append(allow)
+    out += [_ins(JEQ_K, IOCTL, 0, len(body)), *body]
+    return out
+
+
+def worker_program() -> list[tuple]:
+    """What a worker adds before it serves a task: no process creation of any kind."""
+    return [*_preamble(), *_process_rules(None), _ins(RET_K, RET_ALLOW)]
+
+
+def program(key: int | None = None) -> list[tuple]:
+    """The sealed import-once process's filter: nothing to share, and no process but the
+    grader's fork carrying `key` (None: none at all)."""
+    deny = _ins(RET_K, _errno(EPERM))
+    out = _preamble()
+    for numbers in DENIED.values():
+        for number in numbers.values():
+            out += [_ins(JEQ_K, number, 0, 1), deny]
+    out += _process_rules(key)
     allow = _ins(RET_K, RET_ALLOW)
     # mmap: no MAP_SHARED mapping (it would be shared with every later fork).
     out += [_ins(JEQ_K, MMAP, 0, 4), _ins(LD_W_ABS, _arg(3)), _ins(JSET_K, MAP_SHARED, 0, 1), deny, allow]
@@ -101,12 +167,21 @@ def supported() -> bool:
     return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
 
 
-def install() -> None:
-    """Seal the calling (single-threaded) process and all it will start. Raises OSError
-    when the kernel refuses, so the caller can fall back to importing per task."""
+def new_key() -> int:
+    """A key for one process's grader fork: 63 random bits, never 0 (it travels in a
+    signed long)."""
+    import secrets
+
+    return secrets.randbelow(2**63 - 1) + 1
+
+
+def install(key: int | None = None, instructions: list[tuple] | None = None) -> None:
+    """Seal the calling process and all it will start (program(key), or `instructions`).
+    Raises OSError when the kernel refuses, so the caller can fall back to importing per
+    task."""
     if not supported():
         raise OSError("this machine's architecture has no syscall table here")
-    instructions = program()
+    instructions = instructions if instructions is not None else program(key)
     raw = b"".join(struct.pack("<HBBI", *ins) for ins in instructions)
     buffer = ctypes.create_string_buffer(raw, len(raw))
 
@@ -120,3 +195,88 @@ def install() -> None:
         raise OSError(ctypes.get_errno(), "no_new_privs refused")
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "the seccomp filter was refused")
+
+
+def install_worker() -> None:
+    """A worker, before it serves a task: no process of its own (stacked on whatever
+    filter it inherited). Raises OSError where the kernel refuses."""
+    install(instructions=worker_program())
+
+
+def grader_fork(key: int):
+    """The grader's fork, for the process whose filter carries `key`: a function that
+    makes a child in new user, pid, network and IPC namespaces (pid 1 there) and returns
+    its pid, or 0 in the child. Bound now, before any student code runs.
+
+    A raw clone, so no at-fork hook runs (Python's or the C library's): nothing the
+    package registered runs in the grader's fork. The call keeps the interpreter's lock
+    (PyDLL), so the child wakes up holding it, as the only thread it has."""
+    import ctypes
+
+    libc = ctypes.PyDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    syscall.argtypes = [ctypes.c_long] * 6
+    get_errno = ctypes.get_errno
+
+    def fork() -> int:
+        pid = syscall(CLONE, GRADER_CLONE, 0, 0, 0, key)
+        if pid < 0:
+            code = get_errno()
+            raise OSError(code, f"the grader's fork was refused (errno {code})")
+        return pid
+
+    return fork
+
+
+# ------------------------------------------------------- the same, said in words
+# The filter makes such a call fail with EPERM, which says nothing a student can act on.
+# In the processes that run student code an audit hook refuses the same calls first, with
+# the kit's forbidden-call code, so the check can say what happened.
+
+PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
+                            "subprocess.Popen", "os.startfile", "os.openpty", "os.login_tty", "pty.spawn"})
+TERMINALS = ("/dev/ptmx", "/dev/tty", "/dev/pts")
+_REFUSING: list = []
+
+
+def refuse_processes() -> None:
+    """In a process about to run student code: starting a process, or opening a
+    terminal, raises the kit's ForbiddenCall (a PermissionError too, as the filter's
+    EPERM would be) with the code {"kind": "process", "name": ...}. The audit hook is
+    permanent and kept by every fork; os.openpty and os.login_tty, which raise no audit
+    event, are replaced by refusals. Added once per process."""
+    import os
+    import posix
+    import sys
+
+    from grader.run.inside.op_rules import ForbiddenCall  # imported by the zygote, before any worker
+
+    if _REFUSING:
+        return
+
+    class ProcessRefused(ForbiddenCall, PermissionError):
+        def __init__(self, name: str):
+            PermissionError.__init__(self, EPERM, f"{name}: your code must compute in the process the grader gave it")
+            self.code = {"kind": "process", "name": name}
+
+    def refused(name):
+        def refuse(*_args, **_kwargs):
+            raise ProcessRefused(name)
+
+        return refuse
+
+    def audit(event, args):
+        if event in PROCESS_EVENTS:
+            raise ProcessRefused(event)
+        if event == "open" and args and isinstance(args[0], (str, bytes)):
+            path = os.path.normpath(os.fsdecode(args[0]))
+            if path.startswith(TERMINALS):
+                raise ProcessRefused("os.openpty")
+
+    for module in (os, posix):
+        for name in ("openpty", "login_tty", "forkpty"):
+            if hasattr(module, name):
+                setattr(module, name, refused(f"os.{name}"))
+    sys.addaudithook(audit)
+    _REFUSING.append(ProcessRefused)

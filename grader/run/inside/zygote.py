@@ -24,11 +24,10 @@ import sys
 if __name__ == "__main__":  # started as a script in the sandbox: argv[2] is the kit's root
     sys.path.insert(0, sys.argv[2])
 
-from grader.run.inside import tasks  # noqa: E402
+from grader.run.inside import syscall_filter, tasks  # noqa: E402 - every worker's, imported once
 from grader.run.inside.isolation import (  # noqa: E402 - after the path is set
-    CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER, MS_NODEV, MS_NOSUID, MS_PRIVATE,
-    MS_RDONLY, MS_REC, PRIVATE_DIRS, PR_SET_PDEATHSIG, drop_capabilities, everything_read_only,
-    hide_reference, in_new_namespaces, c_library, mount_fs, namespaces_work, set_process_option,
+    MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, PRIVATE_DIRS, PR_SET_PDEATHSIG, drop_capabilities,
+    everything_read_only, hide_reference, in_new_namespaces, mount_fs, namespaces_work, set_process_option,
     private_filesystem,
 )
 
@@ -179,13 +178,27 @@ def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
     def serve():
         private_filesystem()
         drop_capabilities()
+        no_process_of_its_own()
         serve_worker(channel_fd, output_fd)
 
     status = in_new_namespaces(serve, (channel_fd, output_fd)) if isolate else None
     if status is None:
+        no_process_of_its_own()
         serve_worker(channel_fd, output_fd)
         return 0
     return status
+
+
+def no_process_of_its_own() -> None:
+    """Before a worker reads its task (and so before any student code runs in it): it may
+    start no process and open no terminal. The filter where this machine has one; the
+    audit hook, which says so in words, everywhere."""
+    if syscall_filter.supported():
+        try:
+            syscall_filter.install_worker()
+        except OSError:
+            pass  # a kernel without seccomp: the audit hook alone
+    syscall_filter.refuse_processes()
 
 
 # ------------------------------------------- a submission imported once, then forked
@@ -194,9 +207,10 @@ def run_worker(channel_fd: int, output_fd: int, isolate: bool) -> int:
 # each task worker is a fork of it, so an experiment left at module level costs its
 # time once. S' ran student code, so nothing it holds is trusted: before that code runs
 # it gets a filesystem with nothing writable and no /proc, and the seccomp filter of
-# syscall_filter.py, which it and every fork keep. A worker reaches the grader by
+# syscall_filter.py, which it and every fork keep: no process but the grader's own fork
+# of a worker, and in a worker none at all. A worker reaches the grader by
 # connecting to the grader's socket itself, after it was forked, in pid and user
-# namespaces of its own: the grader checks who connected (grader/run/sandbox.py) before it
+# namespaces of its own: the grader checks who connected (Door, grader/run/submission_process.py) before it
 # sends the certified parts, so they never pass through S'.
 
 
@@ -208,7 +222,7 @@ def run_submission(control_fd: int, output_fd: int) -> None:
 
 
 def serve_submission(control_fd: int, output_fd: int) -> None:
-    from grader.run.inside import op_rules, syscall_filter
+    from grader.run.inside import op_rules
 
     _redirect_output(output_fd)
     control = socket.socket(fileno=control_fd)
@@ -221,7 +235,12 @@ def serve_submission(control_fd: int, output_fd: int) -> None:
         announce.connect(request["listener"])
         _SEND(announce, {"submission": request["token"]})
         _RECV(announce)
-    syscall_filter.install()
+    # The grader's own fork of each worker, bound now; the filter admits no other process.
+    key = syscall_filter.new_key()
+    fork = syscall_filter.grader_fork(key)
+    syscall_filter.install(key)
+    del key
+    syscall_filter.refuse_processes()
     op_rules.guard_switches()  # before the student's code can keep the unguarded ones
     _apply_limits(request.get("limits", {}))
     broken: dict[str, BaseException] = {}
@@ -248,10 +267,17 @@ def serve_submission(control_fd: int, output_fd: int) -> None:
             return
         if not isinstance(command, dict) or command.get("op") != "fork":
             return
-        if os.fork() == 0:
-            control.close()
+        try:
+            child = fork()
+        except OSError:
+            # No room for a process (this upload's own limit, or the machine's): say so
+            # at once, so the grader does not wait for a worker that will never come.
+            _SEND(control, {"forked": False})
+            continue
+        if child == 0:
             try:
-                _run_connected_worker(listener)
+                control.close()
+                _serve_connected_worker(listener)
             finally:
                 os._exit(0)
         _SEND(control, {"forked": True})
@@ -271,29 +297,25 @@ def _sealed_filesystem() -> None:
     hide_reference()
 
 
-def _run_connected_worker(listener: str) -> None:
-    """A fork of S' (the middle, which only waits) and its child, the worker: pid 1 of
-    new pid and user namespaces, which connects to the grader and serves one task."""
+def _serve_connected_worker(listener: str) -> None:
+    """In the grader's fork of S': the worker, pid 1 of new user, pid, network and IPC
+    namespaces (the fork made them), which connects to the grader and serves one task.
+    It forbids itself every process creation before it reads anything."""
     # (No id mapping: there is no /proc here to write it to, and nothing to create files in.)
-    if c_library().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) != 0:
-        return
+    set_process_option(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    child = os.fork()
-    if child == 0:
-        set_process_option(PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.closerange(3, 1 << 16)
-        channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        channel.connect(listener)
-        _SEND(channel, {"worker": True})
-        # The grader answers, once it has checked who connected, with this worker's own
-        # output pipe; the task's request follows.
-        _, fds, _, _ = socket.recv_fds(channel, 1, 1)
-        if len(fds) != 1:
-            return
-        _redirect_output(fds[0])
-        tasks.serve_tasks(channel, _SEND, _RECV, _apply_limits)
+    os.closerange(3, 1 << 16)
+    syscall_filter.install_worker()
+    channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel.connect(listener)
+    _SEND(channel, {"worker": True})
+    # The grader answers, once it has checked who connected, with this worker's own
+    # output pipe; the task's request follows.
+    _, fds, _, _ = socket.recv_fds(channel, 1, 1)
+    if len(fds) != 1:
         return
-    os.waitpid(child, 0)
+    _redirect_output(fds[0])
+    tasks.serve_tasks(channel, _SEND, _RECV, _apply_limits)
 
 
 # ------------------------------------------------------------------------ worker
@@ -316,7 +338,12 @@ def _redirect_output(output_fd: int) -> None:
 def serve_worker(channel_fd: int, output_fd: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _redirect_output(output_fd)
-    tasks.serve_tasks(socket.socket(fileno=channel_fd), _SEND, _RECV, _apply_limits)
+    channel = socket.socket(fileno=channel_fd)
+    # Up, before reading the task: a worker that never says so never came up (the machine
+    # had no room for it), and nothing the submission does can say it in its stead, since
+    # the submission's code arrives with the task.
+    _SEND(channel, {"up": True})
+    tasks.serve_tasks(channel, _SEND, _RECV, _apply_limits)
 
 
 if __name__ == "__main__":
