@@ -31,11 +31,12 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.grade_class.uploads import InputError, Upload, read_input, read_roster, roster_columns, shown
-from grader.run.results import GradeReport
+from grader.run.results import RUNNER_FAILED, GradeReport
 from grader.run.reference import Reference
 from grader.run.engine import grade, possible_points
 from grader.files import read_json, write_json
-from grader.grade_class.records import RECORD_FORMAT, STATE, archive, copy_archives, read_records, record_path
+from grader.grade_class.records import (RECORD_FORMAT, STATE, archive, copy_archives, needs_grading, read_records,
+                                        record_path)
 from grader.run.report import results_json, staff_path
 from grader.run.stamp import describe, kit_version, stamp
 from grader.run.processes import Limits
@@ -128,6 +129,9 @@ def grade_upload(upload: Upload, content_hash: str, settings: dict, seed: int, s
                     "status": r.status, "score": r.score, "max_score": r.check.points, "summary": r.check.summary,
                     "diagnosis": r.diagnosis, "output": r.output} for r in report.results],
         "fingerprints": prints,
+        # Checks the grader could not run (no process could start for them): not the
+        # student's result; a rerun grades the upload again (records.needs_grading).
+        "infrastructure": sum(r.cause == RUNNER_FAILED for r in report.results),
         "elapsed": round(report.elapsed, 3),
         "results": dict(results),
         "staff": results.staff,
@@ -208,7 +212,21 @@ class _Graders:
         else:
             box.close()
 
+    # An upload with checks the grader could not run is graded again this many times
+    # before its record says so, after a pause: a machine short of processes for a moment
+    # (another upload's import ending, say) has room again.
+    RETRIES, RETRY_PAUSE = 1, 2.0
+
     def grade(self, upload, content_hash, settings, seed) -> dict:
+        record = self._grade_once(upload, content_hash, settings, seed)
+        for _ in range(self.RETRIES):
+            if not record.get("infrastructure") or self.closing.is_set():
+                break
+            time.sleep(self.RETRY_PAUSE)
+            record = self._grade_once(upload, content_hash, settings, seed)
+        return record
+
+    def _grade_once(self, upload, content_hash, settings, seed) -> dict:
         if self.shared_box is not None:
             return grade_upload(upload, content_hash, settings, seed, self.shared_box)
         box = _ClassSandbox(self.limits)
@@ -252,6 +270,12 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
     source, out = Path(source), Path(out)
     if jobs is not None and jobs < 1:
         raise InputError("--jobs takes a number of uploads to grade at once, 1 or more")
+    if shard is not None and shard[1] > 1 and seed is None:
+        # Each shard would draw a seed of its own, and merge refuses shards graded under
+        # different seeds: say so now, not after every shard has run.
+        raise InputError(f"--shard {shard[0]}/{shard[1]} needs --seed: the hidden checks draw their inputs from it, "
+                         f"and the shards can be merged only when all of them were graded with the same one "
+                         f"(e.g. --seed 4242 for every shard)")
     students = read_roster(Path(roster)) if roster else None
     out.mkdir(parents=True, exist_ok=True)
     previous = read_json(out / STATE) or {}
@@ -284,14 +308,21 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
                       "uploads": sorted(mine_slugs)})
         done = read_records(out)
         todo = []
+        unfinished = 0
         for upload in mine:
             content = upload.content_hash()
             old = done.get(upload.slug)
             if not (old and old.get("hash") == content and _same_grading(old, settings)):
                 todo.append((upload, content))
+            elif needs_grading(old):
+                todo.append((upload, content))
+                unfinished += 1
         skipped = len(mine) - len(todo)
         if skipped:
             console.print(f"{skipped} upload(s) unchanged since they were graded: kept, not regraded")
+        if unfinished:
+            console.print(f"{unfinished} upload(s) unchanged but with checks the grader could not run last time: "
+                          f"graded again")
         _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_sandbox)
     rows = class_outputs.build([out], out, options)
     if csv_path is not None:

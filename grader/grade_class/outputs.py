@@ -27,7 +27,7 @@ from grader.checks import catalogue
 from grader.grade_class.uploads import InputError, Student, shown, slug, student_from
 from grader.files import read_json, write_atomic, write_json
 from grader.lms.gradebooks import FORMATS, chapter_max, csv_text, number, write_lms_gradebook
-from grader.grade_class.records import STATE, read_records, record_path, replaced
+from grader.grade_class.records import STATE, needs_grading, read_records, record_path, replaced
 from grader.run.report import code_block, markdown_text, staff_path
 from grader.run.stamp import describe
 
@@ -245,7 +245,9 @@ def plain_rows(data: ClassResults) -> list[dict]:
             row[f"ch{n}"] = ""
         if record is not None:
             upload = record["upload"]
-            row.update({"total": number(record["score"]), "status": record["status"], "note": record["problem"],
+            note = record["problem"] or (f"{record['infrastructure']} check(s) the grader could not run: run "
+                                         f"grade-class again to grade them" if needs_grading(record) else "")
+            row.update({"total": number(record["score"]), "status": record["status"], "note": note,
                         "late": "late" if upload.get("late") else "", "attempts": upload.get("attempts", 1),
                         "upload": upload["label"]})
             for n in data.numbers:
@@ -372,6 +374,13 @@ def write_summary(data: ClassResults, out: Path) -> None:
              f"- late: {sum(bool(r['upload'].get('late')) for r in rows)}; more than one attempt (the latest "
              f"counts): {sum(r['upload'].get('attempts', 1) > 1 for r in rows)}", "",
              "| entries | count |", "| --- | ---: |", *[f"| {md(k)} | {v} |" for k, v in sorted(statuses.items())], ""]
+    unfinished = [r for r in data.records.values() if needs_grading(r)]
+    if unfinished:
+        lines += [f"**{len(unfinished)} upload(s) have checks the grader could not run** (the machine or the "
+                  f"sandbox had no process for them; they score `error`, not the student's failure): run the same "
+                  f"command again and those uploads are graded again: "
+                  f"{', '.join(md(r['upload']['label']) for r in unfinished[:20])}"
+                  f"{' and others' if len(unfinished) > 20 else ''}.", ""]
     lines += ["## Stamp", "", f"Graded under stamp {md(describe(data.stamp))}.", ""]
     if data.earlier:
         regraded = regrade_rows(data)

@@ -44,6 +44,13 @@ def read_records(folder: Path) -> dict[str, dict]:
     return records
 
 
+def needs_grading(record: dict) -> bool:
+    """Whether a record holds checks the grader could not run (no process could start
+    for them): not the student's result, so a rerun grades the upload again even if
+    nothing about it changed."""
+    return bool(record.get("infrastructure"))
+
+
 def stamp_id(record: dict) -> str:
     """The stamp a record was graded under; a record from before stamps by its kit version."""
     found = record.get("stamp") or {}
