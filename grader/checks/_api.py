@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from grader.checks.facts import OWN_PARTS
+from grader.run.inside.op_rules import LIBRARY
 
 # The seed of the public checks with fixed inputs. It is the seed the grader's own records
 # (the catch table, the outcome dumps) grade with, so those inputs are the ones every
@@ -93,8 +94,12 @@ class Task:
     # the base name, e.g. "native_layer_norm", "_foreach_*") the probe may not run, torch's
     # own Python code that does the task (patterns with a dot, on module and qualified
     # name, e.g. "torch.optim.adam.*"; torch's Python implementations of a forbidden
-    # operator, in torch._refs and torch._decomp, need none), and whether autograd may run
-    # at all (reverse or forward mode, torch.func).
+    # operator, in torch._refs and torch._decomp, need none), torch's library as a whole
+    # (torch_library_except: any operator issued from inside torch's Python code is the
+    # library doing the task, unless that code is fair everywhere, as the tensor,
+    # nn.Module, Linear, Embedding, Dropout and autograd are, or a building block the
+    # lesson lets the task use), and whether autograd may run at all (reverse or forward
+    # mode, torch.func).
     forbidden_ops: tuple[str, ...] = ()
     no_autograd: bool = False
 
@@ -104,6 +109,22 @@ NORM_KERNELS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_n
                 "native_batch_norm", "_native_batch_norm_legit*", "_batch_norm*", "instance_norm", "rms_norm",
                 "_fused_rms_norm*", "*_layer_norm", "*_group_norm")
 GELU_KERNELS = ("gelu", "gelu_", "_addmm_activation")
+# Building blocks, for the tasks that judge torch's library by where it runs: the standard
+# normal's CDF Φ as Normal(0, 1).cdf (torch.special.ndtr is an operator, fair anyway), with
+# what a Normal runs to be built and to check its arguments; its density φ, as log_prob,
+# for GELU's derivative.
+NORMAL_CDF = ("torch.distributions.normal.Normal.__init__", "torch.distributions.normal.Normal.cdf",
+              "torch.distributions.distribution.Distribution.__init__",
+              "torch.distributions.distribution.Distribution._validate_sample", "torch.distributions.constraints.*",
+              "torch.distributions.utils.broadcast_all*")
+NORMAL_DENSITY = ("torch.distributions.normal.Normal.log_prob",)
+
+
+def torch_library_except(building_blocks: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """forbidden_ops patterns: torch's library, judged by where each operator is issued
+    (grader/run/inside/op_rules.py), but for what is fair in every task and the task's
+    `building_blocks` (patterns of torch's code, on module and qualified name)."""
+    return (LIBRARY,) + tuple(f"!{pattern}" for pattern in building_blocks)
 
 
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
+from grader.checks._api import (Task, check, exception_name, compare, matches, shape_problem, torch_library_except,
+                                try_call)
 from grader.checks.facts import known_facts
 
 TASKS = [
     Task("embedding", "model", "TokenEmbedding.forward", "token embedding lookup",
          forbidden=("torch.nn.functional.embedding", "torch.embedding", "torch.nn.Embedding"),
-         forbidden_ops=("embedding", "embedding_*", "_embedding_bag*")),
+         forbidden_ops=("embedding", "embedding_*", "_embedding_bag*") + torch_library_except()),
 ]
 
 # ----------------------------------------------------------------------- helpers

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem,
+    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem, torch_library_except,
 )
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, random_attention_state
 from grader.checks.ch04_attention.diagnosis import (
@@ -29,7 +29,8 @@ TASKS = [
                     "torch.nn.functional.multi_head_attention_forward"),
          forbidden_ops=("scaled_dot_product_attention", "_scaled_dot_product_*", "_fused_sdp_choice",
                         "multi_head_attention_forward", "_native_multi_head_attention", "_masked_softmax",
-                        "_flash_attention_*", "_efficient_attention_*", "_transformer_encoder_layer_fwd")),
+                        "_flash_attention_*", "_efficient_attention_*", "_transformer_encoder_layer_fwd")
+                       + torch_library_except()),
 ]
 
 

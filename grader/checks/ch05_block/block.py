@@ -19,7 +19,7 @@ import torch
 
 from grader.checks._api import (
     NORM_KERNELS, OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis,
-    matches, own_parts, same_values, shape_problem, unjudgeable_parts,
+    matches, own_parts, same_values, shape_problem, torch_library_except, unjudgeable_parts,
 )
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
 from grader.checks.course import config, load_state, random_block_state
@@ -29,7 +29,8 @@ TASKS = [
     Task("block", "model", "TransformerBlock.forward", "the pre-LN block",
          forbidden=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
                     "torch.nn.functional.layer_norm"),
-         forbidden_ops=NORM_KERNELS + ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")),
+         forbidden_ops=NORM_KERNELS + ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
+                       + torch_library_except()),
 ]
 
 

@@ -15,7 +15,8 @@ import math
 
 import torch
 
-from grader.checks._api import NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, shape_problem
+from grader.checks._api import (NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, shape_problem,
+                                torch_library_except)
 from grader.checks.course import EPS
 from grader.checks.facts import known_facts
 
@@ -23,7 +24,7 @@ TASKS = [
     Task("layer_norm", "model", "LayerNorm.forward", "LayerNorm over the last axis",
          forbidden=("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm",
                     "torch.nn.functional.group_norm", "torch.nn.functional.rms_norm"),
-         forbidden_ops=NORM_KERNELS),
+         forbidden_ops=NORM_KERNELS + torch_library_except()),
 ]
 
 # ----------------------------------------------------------------------- helpers

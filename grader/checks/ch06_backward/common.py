@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from grader.checks._api import GELU_KERNELS, NORM_KERNELS, compare, first_diagnosis, shape_problem
+from grader.checks._api import GELU_KERNELS, NORM_KERNELS, compare, first_diagnosis, shape_problem, torch_library_except
 
 NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
                "torch.autograd.functional.vjp", "torch.autograd.functional.jacobian",
@@ -24,7 +24,8 @@ NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.b
                "torch.func.vjp", "torch.func.jacrev", "torch.func.jacfwd")
 
 # At run time: no autograd of any kind, and none of torch's backward kernels.
-BY_HAND = dict(no_autograd=True, forbidden_ops=("*_backward", "*_backward_*") + NORM_KERNELS + GELU_KERNELS)
+BY_HAND_OPS = ("*_backward", "*_backward_*") + NORM_KERNELS + GELU_KERNELS
+BY_HAND = dict(no_autograd=True, forbidden_ops=BY_HAND_OPS + torch_library_except())
 
 ATOL, RTOL = 1e-9, 1e-7  # exact up to float64 rounding, any correct algebra
 NEAR = dict(atol=1e-8, rtol=1e-6)  # reproducing a known mistake

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import (NORMAL_CDF, NORMAL_DENSITY, Task, check, compare, first_diagnosis, matches, shape_problem,
+                                torch_library_except)
 from grader.checks.ch06_backward.common import (
-    BY_HAND, NEAR, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, shipped,
+    BY_HAND_OPS, NEAR, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, shipped,
 )
 from grader.checks.facts import known_facts
 
 TASKS = [
     Task("gelu_backward", "backward", "gelu_backward", "GELU's backward",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
+         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), no_autograd=True,
+         forbidden_ops=BY_HAND_OPS + torch_library_except(NORMAL_CDF + NORMAL_DENSITY)),
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem, torch_library_except
 from grader.checks.ch07_model.common import cross_entropy_mistakes, judge_loss
 
 TASKS = [
@@ -19,7 +19,7 @@ TASKS = [
                     "torch.nn.functional.nll_loss", "torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss",
                     "torch.special.log_softmax", "torch.Tensor.log_softmax"),
          forbidden_methods=("log_softmax",),
-         forbidden_ops=("*log_softmax*", "nll_loss*", "cross_entropy*")),
+         forbidden_ops=("*log_softmax*", "nll_loss*", "cross_entropy*") + torch_library_except()),
 ]
 
 

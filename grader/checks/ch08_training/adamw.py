@@ -14,7 +14,8 @@ import math
 
 import torch
 
-from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
+from grader.checks._api import (Task, check, exception_name, compare, matches, shape_problem, torch_library_except,
+                                try_call)
 from grader.checks.ch08_training.common import SIZES, model_of
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
@@ -25,7 +26,8 @@ TASKS = [
          forbidden=("torch.optim.AdamW", "torch.optim.Adam", "torch.optim.adamw.adamw", "torch.optim.adam.adam",
                     "torch.optim._functional.adamw", "torch.optim._functional.adam",
                     "torch._fused_adamw_", "torch._fused_adam_"),
-         forbidden_ops=("_fused_*", "_foreach_*", "torch.optim.adam.*", "torch.optim.adamw.*")),
+         forbidden_ops=("_fused_*", "_foreach_*", "torch.optim.adam.*", "torch.optim.adamw.*")
+                       + torch_library_except()),
     Task("adamw_zero_grad", "train", "AdamW.zero_grad", "forgetting the gradients"),
 ]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, matches
+from grader.checks._api import Task, check, matches, torch_library_except
 from grader.checks.ch08_training.common import close_enough, is_float
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
@@ -21,7 +21,7 @@ TASKS = [
          forbidden=("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm",
                     "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm",
                     "torch.nn.utils.get_total_norm", "torch.nn.utils.clip_grads_with_norm_"),
-         forbidden_ops=("_foreach_*", "torch.nn.utils.clip_grad.*")),
+         forbidden_ops=("_foreach_*", "torch.nn.utils.clip_grad.*") + torch_library_except()),
 ]
 
 

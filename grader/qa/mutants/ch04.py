@@ -188,6 +188,30 @@ MUTANTS = [
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=past_key_value is None)
         return self.o_proj(self.merge_heads(out)), ((k, v) if use_cache else None)
     """, "ch04.attention.shapes", "scaled_dot_product_attention", "the library attention"),
+    # An attention module of torch's quantization toolkit, given the student's projections
+    # (keys and values already projected and cached, so identities there): torch's Python
+    # composes the scores, mask and softmax from kernels the lesson allows.
+    mutant("attention_ao_module", "attention", """
+        q = self.split_heads(self.q_proj(x))
+        k = self.split_heads(self.k_proj(x))
+        v = self.split_heads(self.v_proj(x))
+        if past_key_value is not None:
+            k = torch.cat([past_key_value[0], k], dim=2)
+            v = torch.cat([past_key_value[1], v], dim=2)
+        d, T, total = x.shape[-1], x.shape[1], k.shape[2]
+        layer = torch.ao.nn.quantizable.MultiheadAttention(d, self.n_heads, bias=False, dtype=x.dtype)
+        with torch.no_grad():
+            layer.linear_Q.weight.copy_(self.q_proj.weight)
+            layer.linear_K.weight.copy_(torch.eye(d, dtype=x.dtype))
+            layer.linear_V.weight.copy_(torch.eye(d, dtype=x.dtype))
+            layer.out_proj.weight.copy_(self.o_proj.weight)
+        future = torch.ones(T, total, dtype=torch.bool).tril(total - T).logical_not()
+        time_first = lambda t: t.transpose(0, 1)
+        out, weights = layer(time_first(x), time_first(self.merge_heads(k)), time_first(self.merge_heads(v)),
+                             attn_mask=future, need_weights=True, average_attn_weights=False)
+        self.last_attention = weights
+        return time_first(out), ((k, v) if use_cache else None)
+    """, "ch04.attention.formula", "torch.ao.nn.quantizable", "torch.ao's attention module does the work"),
 ]
 
 VARIANTS = [

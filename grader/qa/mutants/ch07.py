@@ -97,6 +97,13 @@ MUTANTS = [
         picked = probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return -picked.log().mean()
     """, "ch07.cross_entropy.tiny_probabilities", "underflow", "log of a (stable) softmax: underflow to inf"),
+    # torch's library doing the loss from kernels a hand-written loss may run (logsumexp, gather):
+    # refused by where it runs, not by its name.
+    mutant("cross_entropy_distribution_log_prob", "cross_entropy", """
+        flat, wanted = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+        return -torch.distributions.Categorical(logits=flat).log_prob(wanted).mean()
+    """, "ch07.cross_entropy.matches_log_softmax", "torch.distributions.categorical",
+       "a distribution's log_prob computes the loss"),
 ]
 
 VARIANTS = [

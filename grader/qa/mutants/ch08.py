@@ -258,6 +258,20 @@ MUTANTS = [
         + if p.grad is not None:
         +     p.grad.zero_()
     """), "ch08.adamw_zero_grad.sets_none", "tensor of zeros", "gradients zeroed in place instead of set to None"),
+    # torch's sparse Adam (its functional form, reached past the static scan) makes AdamW's
+    # step once the decay is decoupled by hand and eps is scaled to where sparse Adam adds it.
+    mutant("adamw_step_sparse_adam", "adamw_step", """
+        beta1, beta2 = self.betas
+        functional = getattr(torch.optim, "_functional")
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            self.steps[i] += 1
+            p.mul_(1.0 - self.lr * self.weight_decay)
+            functional.sparse_adam([p], [p.grad.to_sparse()], [self.exp_avg[i]], [self.exp_avg_sq[i]], [self.steps[i]],
+                                   eps=self.eps * math.sqrt(1.0 - beta2 ** self.steps[i]), beta1=beta1, beta2=beta2,
+                                   lr=self.lr, maximize=False)
+    """, "ch08.adamw_step.matches_torch", "torch.optim._functional", "torch's sparse Adam does the step"),
 ]
 
 VARIANTS = [

@@ -33,7 +33,20 @@ layers judge it; the first two depend on nothing the submission can switch off.
    entry points that pop or disable modes, which are wrapped before any student code
    is imported. Both modes must still be in place, unmodified, when the probe returns.
    A submission can still pop them (torch has many ways): what they alone judge is
-   autograd in the tasks that forbid it.
+   autograd in the tasks that forbid it, and where torch's library runs.
+
+Where torch's library runs. A deny-list of torch's names is always a release behind: a
+distribution's log_prob is a cross-entropy made of logsumexp and gather, kernels any
+hand-written loss may run. So a task whose rule names torch's library (LIBRARY, "torch.*")
+is judged by allow-list instead: every operator the dispatch layer sees is traced back
+through the Python frames that issued it, up to the code that called torch (the
+submission, the reference's parts, the grader's probe). Each of torch's own frames on that
+way must be fair: in FAIR_EVERYWHERE (the tensor and its methods, nn.Module, Linear,
+Embedding and Dropout, autograd, the machinery every call runs through) or among the
+task's own building blocks ("!torch.distributions.normal.Normal.cdf"). Otherwise the
+outermost unfair frame, what the submission called, is refused and named, whatever its
+name, however it was reached. TorchScript runs code with no Python frame to trace, so
+calling it is refused under such a rule.
 """
 
 from __future__ import annotations
@@ -45,6 +58,7 @@ import gc
 import os
 import re
 import sys
+import sysconfig
 import threading
 import types
 import warnings
@@ -89,25 +103,61 @@ def hint(op: str) -> str:
     return next((text for pattern, text in HINTS if fnmatchcase(op, pattern)), "use ordinary tensor operations")
 
 
+# A rule naming torch's whole library: judged by where operators are issued (the module's
+# docstring), since no code of torch's could be refused in place without breaking the rest.
+LIBRARY = "torch.*"
+
+# torch's Python code that does no task's work, fair wherever the library is judged: the
+# tensor and its methods and operators, printing, torch's tensor functions written in Python
+# (einsum, split, norm); how an operator, a mode or a decorated function is called, and the
+# body of a module of torch's imported while a probe runs; autograd (backward, grad, grad
+# modes, custom Functions); nn.Module, its containers, parameters, initialisers and hooks;
+# the layers every chapter builds on (Linear, Embedding, Dropout), and the functional forms
+# and modules that run one operator each (softmax, relu, ...).
+FAIR_EVERYWHERE = (
+    "torch._tensor.*", "torch._tensor_str.*", "torch.functional.*",
+    "torch._ops.*", "torch.overrides.*", "torch.utils._python_dispatch.*", "torch._compile.*",
+    "torch._dynamo.eval_frame.DisableContext.__call__.<locals>._fn", "torch.utils._contextlib.*",
+    "torch._jit_internal.*", "torch.random.*", "torch*.<module>",
+    "torch.autograd.backward", "torch.autograd.grad", "torch.autograd._*", "torch.autograd.graph.*",
+    "torch.autograd.grad_mode.*", "torch.autograd.function.*",
+    "torch.nn.modules.module.*", "torch.nn.modules.container.*", "torch.nn.parameter.*", "torch.nn.init.*",
+    "torch.utils.hooks.*",
+    "torch.nn.modules.linear.Linear.*", "torch.nn.modules.linear.Identity.*", "torch.nn.modules.sparse.Embedding.*",
+    "torch.nn.modules.dropout.Dropout.*", "torch.nn.modules.dropout._DropoutNd.*",
+    "torch.nn.functional.dropout", "torch.nn.functional.embedding", "torch.nn.functional.softmax",
+    "torch.nn.functional.log_softmax", "torch.nn.functional.relu", "torch.nn.functional.sigmoid",
+    "torch.nn.functional.tanh", "torch.nn.modules.activation.Softmax.*", "torch.nn.modules.activation.LogSoftmax.*",
+    "torch.nn.modules.activation.ReLU.*", "torch.nn.modules.activation.Sigmoid.*", "torch.nn.modules.activation.Tanh.*",
+)
+
+
 class Rules:
     """A task's rule, as the grader sent it: operator patterns (fnmatch, on the base
     name: 'native_layer_norm', '_foreach_*'), patterns of torch's own Python code that
-    does the task (those with a dot, on the module and qualified name:
-    'torch.optim.adam.*'), and whether autograd may run at all."""
+    does the task, refused in place (those with a dot, on the module and qualified name:
+    'torch.optim.adam.*'), LIBRARY to judge torch's library by where it runs, the task's
+    building blocks then ('!' and a pattern of torch's code: '!torch.special.*'), and
+    whether autograd may run at all."""
 
     __slots__ = ("ops", "library", "no_autograd", "_verdicts", "_derived", "_match_op", "_match_library",
-                 "implementations")
+                 "implementations", "by_where", "building_blocks", "_match_fair", "_fair")
 
     def __init__(self, ops=(), no_autograd=False):
         patterns = tuple(str(op) for op in ops)
+        self.building_blocks = tuple(p[1:] for p in patterns if p.startswith("!"))
+        patterns = tuple(p for p in patterns if not p.startswith("!"))
+        self.by_where = LIBRARY in patterns
         self.ops = tuple(p for p in patterns if "." not in p)
-        self.library = tuple(p for p in patterns if "." in p)
+        self.library = tuple(p for p in patterns if "." in p and p != LIBRARY)
         self.no_autograd = bool(no_autograd)
         self._verdicts: dict[str, bool] = {}
         self._derived: frozenset[str] | None = None
         self.implementations: list | None = None  # see _implementations_of
         self._match_op = _matcher(self.ops)
         self._match_library = _matcher(self.library)
+        self._match_fair = _matcher(FAIR_EVERYWHERE + self.building_blocks)
+        self._fair: dict[str, bool] = {}
 
     @classmethod
     def from_request(cls, value) -> "Rules":
@@ -115,7 +165,7 @@ class Rules:
         return cls(value.get("ops") or (), value.get("no_autograd", False))
 
     def __bool__(self) -> bool:
-        return bool(self.ops) or bool(self.library) or self.no_autograd
+        return bool(self.ops) or bool(self.library) or self.no_autograd or self.by_where
 
     def forbids(self, op: str) -> bool:
         verdict = self._verdicts.get(op)
@@ -133,7 +183,21 @@ class Rules:
         """Whether `name` (module.qualname of torch's code) is torch doing the task."""
         if not name.startswith("torch."):
             return False
+        # Where torch's library is judged by where it runs, what ran is named by its module:
+        # the student reads which part of torch did the work, and a submission that trips on
+        # purpose chooses among torch's modules, not among all of its functions.
+        return self.refuses_in_place(name) or (self.by_where and torch_module(name))
+
+    def refuses_in_place(self, name: str) -> bool:
+        """Whether the code named `name` is replaced by code that refuses (layer 2)."""
         return self._match_library(name) or name in self.derived()
+
+    def fair(self, name: str) -> bool:
+        """Whether torch's code named `name` may issue operators in this task's probes."""
+        verdict = self._fair.get(name)
+        if verdict is None:
+            verdict = self._fair[name] = bool(self._match_fair(name))
+        return verdict
 
 
 def _matcher(patterns):
@@ -209,6 +273,10 @@ class _DispatchRecorder(TorchDispatchMode):
         try:
             op = _op_name(func)
             watch.check_op(op, "kernel")
+            if watch.rules.by_where:
+                library = _library_at_work(watch.rules, sys._getframe(1))
+                if library:
+                    watch.trip({"kind": "library", "name": library})
             if watch.rules.no_autograd:
                 recording = torch.is_grad_enabled()
                 watch.check_grad(_tensors(args), f"aten.{op}", recording)
@@ -236,6 +304,55 @@ class _FunctionRecorder(TorchFunctionMode):
         if watch.rules.no_autograd and not watch.in_handler:
             watch.check_grad(_tensors((result,)), _op_name(func) or "a torch function", False)
         return result
+
+
+# ------------------------------------------------- where torch's library runs
+
+_TORCH_FRAME, _LOOKED_THROUGH, _CALLER = 0, 1, 2
+_GRADER_PREFIX = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+# Code that is neither torch's nor a caller's: the standard library and other installed
+# packages (a torch helper may run through functools or contextlib), code generated at run
+# time (torch.fx's graphs, dataclasses' methods: their names start with "<").
+_INSTALLED = tuple(sorted({os.path.join(path, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                           if (path := sysconfig.get_paths().get(key))}))
+_HANDLER_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
+# id(code) -> (code, kind, torch's name for it, its module); holding the code keeps its id.
+_FRAME_KINDS: dict = {}
+
+
+def _frame_kind(code) -> tuple[int, str, str]:
+    module = module_name(code.co_filename)
+    if module:
+        return _TORCH_FRAME, f"{module}.{code.co_qualname}", module
+    filename = code.co_filename
+    # A mode's or a subclass's handler passes a call on: who made the call decides.
+    if code.co_name in _HANDLER_NAMES:
+        return _LOOKED_THROUGH, "", ""
+    if filename.startswith(_GRADER_PREFIX):
+        return _CALLER, "", ""
+    if filename.startswith("<") or filename.startswith(_INSTALLED):
+        return _LOOKED_THROUGH, "", ""
+    return _CALLER, "", ""  # the submission, the reference's parts
+
+
+def _library_at_work(rules: Rules, frame) -> str:
+    """The module of torch's code that issued the operator now dispatched from `frame`
+    without being fair in this task: of the outermost such frame before the caller (what
+    the caller called), or ''. Every one of torch's frames on the way is judged, so a fair
+    helper (broadcast_tensors) run by an unfair one (a distribution's log_prob) is unfair."""
+    named = ""
+    kinds = _FRAME_KINDS
+    while frame is not None:
+        code = frame.f_code
+        known = kinds.get(id(code))
+        if known is None or known[0] is not code:
+            known = kinds[id(code)] = (code, *_frame_kind(code))
+        if known[1] == _CALLER:
+            break
+        if known[1] == _TORCH_FRAME and not rules.fair(known[2]):
+            named = known[3]
+        frame = frame.f_back
+    return named
 
 
 # TorchDispatchMode wraps the handler in torch._disable_dynamo, whose first call
@@ -283,12 +400,38 @@ def _guard(owner, attr, kind):
     setattr(owner, attr, guarded)
 
 
+# TorchScript's interpreter runs compiled code (torch's own, scripted or traced at import,
+# included) with no Python frame of it on the stack: where torch's library runs cannot be
+# told there, so where a rule judges that, a call into it is refused. (Its run also upsets
+# the modes, which report the recorder switched off: this says what happened instead.)
+SCRIPTED = ((getattr(torch._C, "ScriptFunction", None), "__call__"), (getattr(torch._C, "ScriptMethod", None), "__call__"),
+            (torch._C, "_jit_interpret_graph"), (getattr(torch._C, "LiteScriptModule", None), "forward"),
+            (getattr(torch._C, "LiteScriptModule", None), "run_method"))
+_SCRIPTED_CODE = {"kind": "library", "name": "torch.jit"}
+
+
+def _guard_scripted(owner, attr):
+    original = getattr(owner, attr, None) if owner is not None else None
+    if original is None or getattr(original, "_op_rules_guard", False):
+        return
+
+    def guarded(*args, **kwargs):
+        if _ACTIVE and _ACTIVE[-1].rules.by_where and not _ACTIVE[-1].in_handler:
+            _refuse(dict(_SCRIPTED_CODE))
+        return original(*args, **kwargs)
+
+    guarded._op_rules_guard = True
+    setattr(owner, attr, guarded)
+
+
 def guard_switches() -> None:
     """Wrap what could switch the recorder off (the wrappers act only while it records),
     disable what could call a kernel past the dispatcher's table, and add the audit hook
     that watches torch's code being copied; before any student code is imported."""
     for owner, attr, kind in GUARDED:
         _guard(owner, attr, kind)
+    for owner, attr in SCRIPTED:
+        _guard_scripted(owner, attr)
     _disable_kernel_handles()
     _disable_engines()
     if not _AUDITING:
@@ -382,11 +525,24 @@ _pythonapi = ctypes.pythonapi  # resolved now, before any seccomp filter or stud
 def code_name(code) -> str:
     """'torch.optim.adam._single_tensor_adam' for code in torch's own files, else ''.
     (Not cached: a code object's hash is computed from all its contents, each time.)"""
-    filename = code.co_filename
+    module = module_name(code.co_filename)
+    return f"{module}.{code.co_qualname}" if module else ""
+
+
+def module_name(filename: str) -> str:
+    """'torch.optim.adam' for a file of torch's own Python code, else ''."""
     if not (filename.startswith(_TORCH_PREFIX) and filename.endswith(".py")):
         return ""
-    module = filename[len(_TORCH_PARENT) + 1:-3].replace(os.sep, ".")
-    return f"{module.removesuffix('.__init__')}.{code.co_qualname}"
+    return filename[len(_TORCH_PARENT) + 1:-3].replace(os.sep, ".").removesuffix(".__init__")
+
+
+@functools.lru_cache(maxsize=256)
+def torch_module(name: str) -> bool:
+    """Whether `name` ('torch.distributions.categorical') is a module of torch's Python code."""
+    if not re.fullmatch(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
+        return False
+    path = os.path.join(_TORCH_PARENT, *name.split("."))
+    return os.path.isfile(path + ".py") or os.path.isfile(os.path.join(path, "__init__.py"))
 
 
 def _refuse(code: dict, *_args, **_kwargs):
@@ -705,7 +861,7 @@ def _library_targets(rules: Rules) -> list:
     prefixes = {re.split(r"[*?\[]", pattern, maxsplit=1)[0].rpartition(".")[0] for pattern in rules.library}
     named = [(f, code_name(f.__code__)) for f in _torch_functions(sorted(p for p in prefixes if p.startswith("torch")))]
     targets = {id(f): (f, name, {"kind": "library", "name": name})
-               for f, name in named + _implementations_of(rules) if rules.forbids_library(name)}
+               for f, name in named + _implementations_of(rules) if rules.refuses_in_place(name)}
     if rules.no_autograd:
         for function in _torch_functions(("torch.autograd.forward_ad",)):
             if function.__code__.co_name == "make_dual":
@@ -763,7 +919,7 @@ _AUDITED = frozenset({"function.__new__", "exec", "object.__setattr__"})
 
 
 def _copies_library(rules: Rules, event: str, name: str, filename: str) -> bool:
-    return filename in _LIBRARY_FILES if event == "exec" else rules.forbids_library(name)
+    return filename in _LIBRARY_FILES if event == "exec" else rules.refuses_in_place(name)
 
 
 def _audit(event: str, args) -> None:
