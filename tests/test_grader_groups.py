@@ -102,19 +102,26 @@ def test_a_crash_at_the_start_of_a_group_costs_the_broken_task_only(reference, b
         assert {r.status for r in by_task[name]} == {PASSED}, (name, [r.diagnosis for r in by_task[name]])
 
 
-def test_a_probe_that_reaches_another_task_of_its_group_is_answered_where_that_task_is_certified(reference, box):
+def test_a_probe_that_reaches_another_task_of_its_group_gets_the_verdict_it_gets_alone(reference, box):
     """The grouping trusts the reference's reading of which code a task runs; a student's
     code may call more (here positions builds and calls a TokenEmbedding, the embedding
     task, which is broken). Such a probe is answered again in a worker of its own, where
-    embedding is the reference's, so the broken embedding costs its own points only."""
+    embedding is the student's own too (positions does not build on it), so the group
+    changes no verdict: positions fails on the broken part it chose to call, as alone."""
+    from grader.run.engine import grade_task
+
     sources = dict(reference.sources)
     rel, body = region_of(sources, "positions")
     sources[rel] = replace_region(sources[rel], "positions",
                                   "TokenEmbedding(4, 2)(torch.zeros(1, dtype=torch.long))\n" + body)
     sources[rel] = replace_region(sources[rel], "embedding", "raise RuntimeError('not yet')\n")
-    graded = dict(zip(GROUP, grade_group(_items(GROUP), Submission("calls a peer", sources), reference, box, seed=5)))
+    submission = Submission("calls a peer", sources)
+    graded = dict(zip(GROUP, grade_group(_items(GROUP), submission, reference, box, seed=5)))
+    (task, checks), = _items(["positions"])
+    alone = grade_task(task, checks, submission, reference, box, seed=5)
     assert {r.status for r in graded["embedding"]} <= {ERROR, FAILED}
-    assert {r.status for r in graded["positions"]} == {PASSED}, [r.staff_diagnosis for r in graded["positions"]]
+    assert [(r.status, r.diagnosis) for r in graded["positions"]] == [(r.status, r.diagnosis) for r in alone]
+    assert PASSED not in {r.status for r in alone}
 
 
 def test_grade_profile_shows_the_groups():

@@ -210,7 +210,10 @@ def test_reference_source_is_not_in_memory(reference, sandbox):
     """
     results = run(reference, sandbox, "gelu", body)
     assert_no_points(results)
-    assert all("not found" in r.staff_diagnosis for r in results), [r.staff_diagnosis for r in results]
+    # Either the walk finds nothing, or the worker refuses it (gc.get_objects would hand
+    # out what certified code refers to: grader/run/inside/sealed.py).
+    assert all("not found" in r.staff_diagnosis or "every object the collector tracks" in r.staff_diagnosis
+               for r in results), [r.staff_diagnosis for r in results]
 
 
 def test_unpicklable_output_never_runs_in_the_grader(reference, sandbox, tmp_path):

@@ -1,6 +1,8 @@
 """Which tasks a chapter's checks run besides their own, read from the reference: what
-the report names as the certified parts that stood in, and what tells the engine which
-tasks may share a worker (two tasks whose checks never run the other's code)."""
+the report names as the certified parts that stood in, what tells the engine which
+tasks may share a worker (two tasks whose checks never run the other's code), and which
+certified parts a task's worker holds (worker_holdings: those its public and hidden
+checks run, and no other)."""
 
 from __future__ import annotations
 
@@ -30,13 +32,32 @@ def _reference_parts(reference: Reference) -> tuple[dict[str, str], dict[str, se
     return bodies, imports
 
 
+# The methods Python's operators call without naming them, and the operators that do.
+_OPERATORS = {"__add__": ("+", "sum("), "__radd__": ("+", "sum("), "__iadd__": ("+=",), "__sub__": ("-",),
+              "__rsub__": ("-",), "__isub__": ("-=",), "__neg__": ("-",), "__pos__": ("+",), "__mul__": ("*",),
+              "__rmul__": ("*",), "__imul__": ("*=",), "__pow__": ("**",), "__rpow__": ("**",),
+              "__truediv__": ("/",), "__rtruediv__": ("/",), "__floordiv__": ("//",), "__matmul__": ("@",),
+              "__rmatmul__": ("@",), "__lt__": ("<", "max(", "min(", "sorted("), "__gt__": (">", "max(", "min("),
+              "__le__": ("<=",), "__ge__": (">=",), "__eq__": ("==", " in "), "__hash__": ("set(", "{", "dict("),
+              "__len__": ("len(",), "__iter__": ("for ", "list(", "tuple(", "*"), "__getitem__": ("[",),
+              "__contains__": (" in ",), "__bool__": ("if ", "not ", " and ", " or ", "while ")}
+
+
 @lru_cache(maxsize=None)
-def _mention(qualname: str) -> tuple[str, re.Pattern]:
+def _mention(qualname: str, operators: bool = False) -> tuple[str, re.Pattern]:
     """What in a text means the task's function is built or called: the pattern, and a
-    piece of text every match contains (a cheap test first)."""
+    piece of text every match contains (a cheap test first; '' when there is none).
+    `operators`: a method an operator calls is also meant by the operator, and a
+    function taken by name without a call (to be called later) is meant too."""
     owner, _, method = qualname.rpartition(".")
     if owner and method in ("__init__", "forward"):
         return owner, re.compile(rf"\b{re.escape(owner)}\b")  # a class is built and called by its name
+    # An attribute, but not one of the package's modules (ns.backward is no Value.backward).
+    attribute = rf"(?<!\bns)\.{re.escape(method)}\b"
+    if owner and operators and method in _OPERATORS:
+        return "", re.compile("|".join((attribute, *map(re.escape, _OPERATORS[method]))))
+    if operators:  # also taken without a call, to be called later: try_call(tok.decode, ids)
+        return method, re.compile(attribute if owner else rf"\b{re.escape(method)}\(|{attribute}")
     if owner:
         return f".{method}(", re.compile(rf"\.{re.escape(method)}\(")
     return f"{method}(", re.compile(rf"\b{re.escape(method)}\(")
@@ -59,20 +80,22 @@ def parts_used(chapter: str) -> frozenset[str] | None:
 
 
 def _closure(text: str, own: set[str], modules: set[str], bodies: dict[str, str],
-             imports: dict[str, set[str]], helpers: "dict[str, str] | None" = None) -> frozenset[str]:
+             imports: dict[str, set[str]], helpers: "dict[str, str] | None" = None,
+             operators: bool = False) -> frozenset[str]:
     """The tasks a text builds or calls in `modules` (and the modules they import), and in
     turn what those tasks' reference bodies build or call; `own` left out. `helpers`
     ({"module.function": source}): the package's own functions that are no task, followed
-    through when called (a backward that runs the forward through a helper)."""
+    through when called (a backward that runs the forward through a helper).
+    `operators`: a task an operator runs counts as called (`a + b` on two Values)."""
     modules = set(modules) & set(imports)
     while more := set().union(*(imports[m] for m in modules)) - modules:
         modules |= more
-    candidates = [(name, *_mention(task.qualname)) for name, task in catalogue.tasks().items()
+    candidates = [(name, *_mention(task.qualname, operators)) for name, task in catalogue.tasks().items()
                   if name not in own and task.module in modules]
     for name, source in (helpers or {}).items():
         if name.split(".")[0] in modules:
             bodies = {**bodies, name: source}
-            candidates.append((name, *_mention(name.split(".", 1)[1])))
+            candidates.append((name, *_mention(name.split(".", 1)[1], operators)))
     # No pattern spans a line, so each piece is searched once, as it is added (the same
     # closure as searching the whole text again after every addition).
     pieces, used = [text], set()
@@ -150,6 +173,33 @@ def _computed_graph(reference: Reference) -> dict[str, tuple[str, ...]]:
     return graph
 
 
+def worker_holdings() -> dict[str, tuple[str, ...]]:
+    """{task: the certified parts its worker holds}: every task its public and hidden
+    checks run besides its own code, read from the reference, counting a part that
+    Python's operators call and following the package's methods that are no task; {}
+    without a reference (then no worker holds any). Every other task, in that worker, is
+    the student's own code. Course grading only: the student release ships task_graph()."""
+    reference = Reference.available()
+    return {} if reference is None else _holdings(reference)
+
+
+@lru_cache(maxsize=1)
+def _holdings(reference: Reference) -> dict[str, tuple[str, ...]]:
+    bodies, imports = _reference_parts(reference)
+    helpers = {**_helpers(reference), **_methods(reference)}
+    public = _computed_graph(reference)
+    order = list(catalogue.tasks())
+    held = {}
+    for chapter in catalogue.chapters():
+        for task in chapter.tasks:
+            probes = [c.probe for c in chapter.checks if c.task == task.name]
+            text = "\n".join([_check_code(probes), bodies.get(task.name, "")])
+            used = _closure(text, {task.name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
+                            bodies, imports, helpers, operators=True)
+            held[task.name] = tuple(sorted(used | set(public[task.name]), key=order.index))
+    return held
+
+
 def _helpers(reference: Reference) -> dict[str, str]:
     """The reference's module-level functions that hold no task: {"module.name": source}."""
     found = {}
@@ -160,6 +210,23 @@ def _helpers(reference: Reference) -> dict[str, str]:
                 text = "\n".join(lines[node.lineno - 1:node.end_lineno])
                 if "### BEGIN SOLUTION" not in text:
                     found[f"{rel[:-3]}.{node.name}"] = text
+    return found
+
+
+def _methods(reference: Reference) -> dict[str, str]:
+    """The reference's methods that hold no task: {"module.Class.name": source}
+    (Value.__sub__, which runs __add__ and __neg__)."""
+    found = {}
+    for rel, source in reference.sources.items():
+        lines = source.splitlines()
+        for node in ast.parse(source).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    text = "\n".join(lines[item.lineno - 1:item.end_lineno])
+                    if "### BEGIN SOLUTION" not in text:
+                        found[f"{rel[:-3]}.{node.name}.{item.name}"] = text
     return found
 
 

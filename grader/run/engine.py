@@ -17,7 +17,7 @@ import torch
 
 from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task
-from grader.run.dependencies import build_order, task_graph, task_groups
+from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
@@ -39,17 +39,33 @@ INFRASTRUCTURE = "the grader could not run this check: regrade"
 
 
 
+def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
+    """What a worker grading `tasks` holds of the reference: the parts they build on
+    (dependencies.worker_holdings), none of the tasks themselves; and, where it serves a
+    group, the parts only some of its tasks build on, each with the tasks that may run it
+    (its code refuses any other: grader/run/inside/sealed.py)."""
+    holdings = worker_holdings()
+    names = {t.name for t in tasks}
+    held = frozenset().union(*(holdings.get(t.name, ()) for t in tasks)) - names
+    guards = {part: tuple(sorted(t.name for t in tasks if part in holdings.get(t.name, ())))
+              for part in held if any(part not in holdings.get(t.name, ()) for t in tasks)}
+    return held, guards
+
+
 def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits,
                     imported: bool = False, fresh: bool = False, group: list[Task] | None = None) -> dict:
     """The task's request to a new worker. `fresh`: the package must be imported anew for
     it, never reused from an earlier task (a runner that keeps processes between tasks
     honours it; a forked worker is fresh anyway)."""
     regions = [{"task": t.name, "module": t.module, "qualname": t.qualname} for t in catalogue.tasks().values()]
+    held, guards = _holds(group or [task])
+    certified = reference.compiled_for(held, guards) if reference else None
     if group:
         return {
             "task": task.name,
             "student": {} if imported else submission.sources,
-            "certified": reference.compiled_without(*(t.name for t in group)) if reference else None,
+            "certified": certified,
+            "certify": sorted(held) if reference else [],
             "regions": regions,
             "needs": sorted({t.module for t in group}),
             "limits": limits.rlimits(worker=True),
@@ -61,7 +77,8 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
     return {
         "task": task.name,
         "student": {} if imported else submission.sources,
-        "certified": reference.compiled_without(task.name) if reference else None,
+        "certified": certified,
+        "certify": sorted(held) if reference else [],
         "regions": regions,
         "needs": [task.module],
         "limits": limits.rlimits(worker=True),
@@ -116,20 +133,22 @@ def _start_worker(task, submission, reference, runner, deadline: float, audience
         output, staff_output = audience.output(worker.output.text())
         return None, {"status": ERROR, "diagnosis": "the process running the submission answered its start-up "
                       "with garbage", "output": output, "staff_output": staff_output}
-    # Only names the grader knows: the worker's list is a hint, never text to echo.
+    # What the grader sent, where the upload has the part's file: never the worker's own
+    # list, which the code could shorten at will to say something in the report.
+    held, _ = _holds(group or [task]) if reference is not None else (frozenset(), {})
     known = catalogue.tasks()
-    claimed = ready.get("certified") if isinstance(ready.get("certified"), list) else []
-    withheld = {t.name for t in group} if group else {task.name}
-    worker.certified = tuple(sorted({t for t in claimed if isinstance(t, str) and t in known and t not in withheld}))
+    worker.certified = tuple(sorted(t for t in held if f"{known[t].module}.py" in submission.sources))
     return worker, None
 
 
 class SharedWorker:
     """One worker for a group of tasks none of whose checks run another's code
-    (grader.run.dependencies): it holds the reference minus every task of the group,
-    and arms each task's rules around that task's probes only. The first failure (a
-    hang, a crash, garbage, tampering, or a set-up that fails) ends it, and every task
-    not finished goes on in workers of its own."""
+    (grader.run.dependencies): it holds the parts the group's tasks build on (a part
+    only some of them build on refuses the others' probes, which are then answered again
+    in their own workers), none of the group's own tasks, and arms each task's rules
+    around that task's probes only. The first failure (a hang, a crash, garbage,
+    tampering, or a set-up that fails) ends it, and every task not finished goes on in
+    workers of its own."""
 
     def __init__(self, tasks: list[Task], submission, reference, runner, deadline: float, audience, imported=None):
         self.tasks, self.submission, self.reference, self.runner = tasks, submission, reference, runner
@@ -247,8 +266,9 @@ class _TaskRun:
                                                             self.deadline - time.monotonic())),
                                                task=self.task.name if self.on_shared else None))
         if self.on_shared and reply.get("crossed"):
-            # The probe ran another task of the group, which this worker holds as the
-            # student wrote it: answered again where that task is certified.
+            # The probe ran another task of the group (held as the student wrote it), or a
+            # part held for another task of the group that its own task does not build on
+            # (refused): answered again in the task's own worker, as if never grouped.
             self.worker, self.on_shared, self.shared = None, False, None
             return self.call(check, sent, own=True)
         return reply
@@ -518,6 +538,6 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
             imported.close()
         if own_runner:
             runner.close()
-    certified = ("the reference, for every task but the one graded" if reference
+    certified = ("the reference, for the parts each task builds on" if reference
                  else "none available: each task uses your own code for the parts it builds on")
     return GradeReport(submission.label, results, described, certified, time.perf_counter() - started)

@@ -41,12 +41,6 @@ def _student_where(where: str) -> str:
     return _place(match[1], match[2]) if match else where
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
 _SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
-# The commonest slip, an attribute a value does not have, as the worker reports it
-# (the value's type, the name); echoed only when both are ones the grader can vouch for
-# (a built-in type, a word of the upload), never free text. A module's missing
-# attribute is worded otherwise by Python, and not echoed.
-_COMMON_TYPES = {"NoneType", "int", "float", "bool", "str", "list", "tuple", "dict", "Tensor", "Parameter",
-                 "function", "method"}
 
 
 def _squeezed(text: str) -> str:
@@ -73,6 +67,19 @@ def _known_exception_names() -> set[str]:
     return {cls.__name__ for cls in exception_classes()}
 
 
+@lru_cache(maxsize=1)
+def _standard_exception_names() -> frozenset[str]:
+    """The exception classes Python and torch name at their top level (ValueError,
+    torch.OutOfMemoryError; no warning): a fixed list of about sixty, whatever the upload
+    defines. grader/run/inside/tasks.py tells the raised class among them the same way."""
+    import builtins
+
+    import torch
+
+    return frozenset(name for module in (builtins, torch) for name, value in vars(module).items()
+                     if isinstance(value, type) and issubclass(value, BaseException) and not issubclass(value, Warning))
+
+
 # Lines a library in the worker writes about the machine, not about the student's code:
 # cpuinfo (inside torch) logs with these prefixes when it cannot read the CPU's
 # description, which a restricted /proc withholds. The zygote asks torch before /proc is
@@ -93,13 +100,16 @@ def without_library_talk(printed: str) -> str:
 class Audience:
     """What of the student's code's words the student may be shown.
 
-    Where certified parts were given to the worker, the code ran beside them and could
-    read them, so nothing it says reaches the student: no printed output, no exception
-    message, no repr, not even the source line its traceback names (linecache can be
-    rewritten). The student sees the grader's own words, the exception's type, and the
-    file and line number, with the line's text taken from the upload the grader holds.
-    Without certified parts (`make check` on a student's machine) there is nothing to
-    leak, and the student sees everything, which is how they debug."""
+    Where certified parts were given to the worker, the code ran beside them, so nothing
+    it says reaches the student: no printed output, no exception message, no repr. Nor
+    anything it chose while it ran beyond what the student needs to act on: of an error,
+    the student sees the grader's own words, the exception's type if Python or torch
+    defines it (never a class the upload made, which it could make by the hundred and
+    pick one of by what it read), and which of the course's files of the upload it was
+    raised in, not the line (which the code picks as freely). Course staff see the
+    message, the line and every frame. Without certified parts (`make check` on a
+    student's machine) there is nothing to leak, and the student sees everything, which
+    is how they debug."""
 
     def __init__(self, submission: Submission, reference: Reference | None):
         self.sources = submission.sources
@@ -130,37 +140,55 @@ class Audience:
         return ("" if self.private else without_library_talk(printed)), printed
 
     def location(self, where: str) -> str:
-        """' (file:line: text)' with the text read from the upload, or '' when the worker
-        named no line of a file the upload holds."""
+        """Where the worker says the exception was raised. In a graded run: ' (file)' for
+        one of the course's files the upload holds, ' (in a file of your own)' for any
+        other file of the upload, '' otherwise. Without certified parts: ' (file:line:
+        text)', the text read from the upload."""
         match = _LOCATION.fullmatch(where or "")
         if not match or match[1] not in self.sources:
             return ""
         rel, number = match[1], int(match[2])
+        if self.private:
+            return f" ({STUDENT_PACKAGE}/{rel})" if rel in self.course_files() else " (in a file of your own)"
         lines = self.sources[rel].splitlines()
         if not 1 <= number <= len(lines):
             return f" ({_place(rel, number)})"
         text = lines[number - 1].strip()[:160]
         return f" ({_place(rel, number)}: {text})" if text else f" ({_place(rel, number)})"
 
+    def course_files(self) -> frozenset[str]:
+        """The files of the course's package: a set the upload cannot add to."""
+        return frozenset(self.reference.sources) if self.reference is not None else frozenset()
+
     def word(self, name: str) -> bool:
         """An identifier the upload itself spells: text fixed before anything ran."""
         return bool(_IDENTIFIER.fullmatch(name or "")) and any(
             re.search(rf"\b{name}\b", source) for source in self.sources.values())
 
-    def exception_name(self, kind: str) -> str:
-        if _IDENTIFIER.fullmatch(kind or "") and (kind in _known_exception_names() or self.word(kind)):
-            return kind
-        return "an exception"
+    def exception_name(self, kind: str, standard: bool = True) -> str:
+        """The exception's type as the student may read it, or 'an exception'. In a graded
+        run only a class Python or torch defines (`standard`: the worker found the raised
+        class among them, not a class of the upload's named alike); without certified
+        parts, also a class the upload defines."""
+        if not _IDENTIFIER.fullmatch(kind or ""):
+            return "an exception"
+        if self.private:
+            return kind if standard and kind in _standard_exception_names() else "an exception"
+        return kind if kind in _known_exception_names() or self.word(kind) else "an exception"
 
     def syntax_error(self, where: str) -> str | None:
-        """The grader's own compile of the file the worker named: its message, not the worker's."""
+        """The grader's own compile of the file the worker named: its message, not the
+        worker's, and its line, which the upload fixed before anything ran. In a graded
+        run, for the course's files only."""
         match = _LOCATION.fullmatch(where or "")
-        if not match or match[1] not in self.sources:
+        if not match or match[1] not in self.sources or (self.private and match[1] not in self.course_files()):
             return None
         try:
             compile(self.sources[match[1]], f"{STUDENT_PACKAGE}/{match[1]}", "exec", dont_inherit=True)
         except SyntaxError as error:
-            return f"{type(error).__name__}: {error.msg}{self.location(f'{match[1]}:{error.lineno}')}"
+            lines = self.sources[match[1]].splitlines()
+            text = lines[error.lineno - 1].strip()[:160] if error.lineno and 1 <= error.lineno <= len(lines) else ""
+            return f"{type(error).__name__}: {error.msg} ({_place(match[1], error.lineno)}{': ' + text if text else ''})"
         except Exception:  # noqa: BLE001 - a file too deep to compile says nothing more
             return None
         return None
@@ -175,8 +203,9 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
                    loading: bool = False) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of an exception raised in the worker.
     What the student sees is a sentence built from the exception's type, where it was raised
-    (the line's text read from the upload) and what the check was doing: never, in a graded
-    run, from the message, which the code chose and could have filled with the certified parts."""
+    and what the check was doing: never, in a graded run, from the message, which the code
+    chose, nor a class or line it could choose while it ran (Audience); staff see the
+    message, the line and every frame."""
     kind, message, where, line = (as_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
     place = _student_where(where)
     at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
@@ -203,20 +232,22 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
             return FORBIDDEN, _forbidden_call_text(forbidden, task), said
         allowed = forbidden["kind"] == "name" and forbidden["name"] in task.forbidden
         return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said
-    staff = f"{kind}: {message}{at}"
+    staff = f"{kind}: {message}{at}{_traceback(error.get('trace'))}"
+    sealed = error.get("sealed")
+    if sealed in _SEALED:
+        # The worker refused the read (or the call) before anything of the part was had.
+        return FORBIDDEN, _SEALED[sealed], staff
     if not audience.private:
-        return ERROR, f"{staff}{_doing(check)}", staff
+        return ERROR, f"{kind}: {message}{at}{_doing(check)}", staff
     if kind in _SYNTAX_ERRORS:
         compiled = audience.syntax_error(where)
         if compiled:
             return ERROR, compiled, staff
-    attribute = error.get("attribute") if kind == "AttributeError" else None
-    if isinstance(attribute, dict) and attribute.get("owner") in _COMMON_TYPES and audience.word(attribute.get("name")):
-        return ERROR, (f"AttributeError: '{attribute['owner']}' object has no attribute '{attribute['name']}'"
-                       f"{audience.location(where)}"), staff
     if error.get("exit") is True:
         return ERROR, f"the code called sys.exit{audience.location(where)}", staff
-    name = audience.exception_name(kind)
+    # A graded run names a type Python or torch defines and a file, never a class or a
+    # line the code could have picked by what it read; the staff's text has both.
+    name = audience.exception_name(kind, error.get("standard") is True)
     raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
     located = audience.location(where)
     if loading:
@@ -236,6 +267,21 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         shown = (f"{task.qualname} {raised}{located}{_doing(check)}; its message is kept for course staff when "
                  f"graded (`make check` shows it)")
     return ERROR, audience.redact(shown), staff
+
+
+# What the worker's seal refused (grader/run/inside/sealed.py), in the grader's words.
+_SEALED = {
+    "read": ("reads the code of a part of the course's reference (its code object, source or frames): the "
+             "reference's parts may be called, never read"),
+    "not_built_on": "runs the course's reference for a part this task does not build on: use your own code",
+}
+
+
+def _traceback(trace) -> str:
+    """Every frame the worker named (certified ones too), for course staff only."""
+    if not isinstance(trace, list) or not trace:
+        return ""
+    return "; traceback: " + " > ".join(as_text(frame, 120) for frame in trace[-12:])
 
 
 def checked_reply(reply) -> dict:

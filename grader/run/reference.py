@@ -1,6 +1,7 @@
 """The reference package (solutions/hero_transformer), held by the grader's process
-only: its source text, each task's certified parts (every region but the task's own),
-compiled once, and the reference imported for computing expected values."""
+only: its source text, the certified parts a worker receives (the regions of the tasks
+the graded task builds on), compiled once, and the reference imported for computing
+expected values."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from types import SimpleNamespace
 
 from grader import KIT_ROOT
 from grader.run.inside import wire
-from grader.run.regions import find_regions, package_sources, strip
+from grader.run.inside.sealed import guard_line
+from grader.run.regions import BEGIN, find_regions, package_sources, strip
 
 REFERENCE_PACKAGE = KIT_ROOT / "solutions" / "hero_transformer"
 
@@ -54,13 +56,20 @@ class Reference:
                                     for rel in self.sources}
         return self._certified[key]
 
-    def _kept(self, rel: str) -> str:
-        if rel not in self._kept_code:
-            self._kept_code[rel] = self._compile(rel, frozenset())
-        return self._kept_code[rel]
-
-    def _compile(self, rel: str, tasks: frozenset[str]) -> str:
-        return wire.pack_code(self._text(rel, tasks), f"certified/{rel}")
+    def compiled_for(self, held, guards: "dict[str, tuple[str, ...]] | None" = None) -> dict[str, str]:
+        """The certified parts a worker receives: the regions of the tasks in `held`,
+        every other region stripped (the worker installs none of them: the student's own
+        code stands there). `guards` ({task: the tasks that may run it}): held regions
+        that begin with a guard refusing any other task's probe (a worker shared by a
+        group, holding a part only some of its tasks build on), grader/run/inside/sealed.py."""
+        guards = {task: tuple(sorted(users)) for task, users in (guards or {}).items() if task in held}
+        key = (frozenset(held), tuple(sorted(guards.items())))
+        if key not in self._certified:
+            every = set().union(*self._tasks_in.values())
+            self._certified[key] = {
+                rel: wire.pack_code(strip(_guarded(self.sources[rel], guards), every - set(held)), f"certified/{rel}")
+                for rel in self.sources}
+        return self._certified[key]
 
     @property
     def modules(self) -> SimpleNamespace:
@@ -80,3 +89,14 @@ class Reference:
                     loaded[rel[:-3]] = importlib.import_module(f"{name}.{rel[:-3]}")
             self._modules = SimpleNamespace(**loaded)
         return self._modules
+
+
+def _guarded(text: str, guards: dict[str, tuple[str, ...]]) -> str:
+    """A module's text with each guarded region's BEGIN marker replaced by its guard (the
+    region's END marker, left alone, is dropped by strip like any kept region's)."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        begin = BEGIN.match(line)
+        out.append(guard_line(begin["indent"], begin["task"], guards[begin["task"]])
+                   if begin and begin["task"] in guards else line)
+    return "".join(out)

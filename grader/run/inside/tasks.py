@@ -12,10 +12,11 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.util
+import linecache
 import sys
-import traceback
 import types
 
+from grader.run.inside import sealed
 from grader.run.inside.op_rules import ForbiddenCall
 
 
@@ -78,6 +79,7 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
     answers leave nor how calls arrive."""
     from grader.run.inside import op_rules
 
+    SERVES_MANY[0] = many
     while True:
         try:
             request = recv(channel)
@@ -126,6 +128,9 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         forget_certified_sources()
     send(channel, {"ready": True, "certified": namespace.certified_tasks})
     group_rules: dict = {}  # in a group's worker: the rules of the task whose probes run now
+    # The task whose probe runs now, as a local of this frame, the outermost of its kind:
+    # where the guards of a group's certified parts look it up (grader/run/inside/sealed.py).
+    probing = None
     while True:
         try:
             call = recv(channel)
@@ -136,6 +141,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         tripped.clear()
         probe_rules, disarm = rules, None
         try:
+            probing = call["task"] if isinstance(request.get("group"), dict) else request.get("task")
             if isinstance(request.get("group"), dict):
                 # The task this probe grades, among the group's: its rules for this probe only.
                 entry = request["group"][call["task"]]
@@ -159,6 +165,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
                 error = ExitCalled(error.code)
             reply = {"error": describe(error)}
         finally:
+            probing = None
             if disarm is not None:
                 disarm()
             PROBING[0] = None
@@ -174,11 +181,14 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
 
 
 def describe(error: BaseException) -> dict:
-    frames = traceback.extract_tb(error.__traceback__)
+    # Read as text only: a traceback through certified code holds its frames
+    # (grader/run/inside/sealed.py), and no frame of it may sit here while the
+    # exception's own code (its __str__) runs below.
+    frames = sealed.trace_of(error.__traceback__)
     # Only frames from the submission are worth showing a student.
-    student = [f for f in frames if f.filename.startswith("submission/")]
-    where = f"{student[-1].filename}:{student[-1].lineno}" if student else None
-    line = student[-1].line if student else None
+    student = [(file, line) for file, line, _ in frames if file.startswith("submission/")]
+    where = f"{student[-1][0]}:{student[-1][1]}" if student else None
+    line = (linecache.getline(*student[-1]).strip() or None) if student else None
     if isinstance(error, SyntaxError):
         where, line = f"{error.filename}:{error.lineno}", (error.text or "").strip()
     described = {
@@ -187,6 +197,10 @@ def describe(error: BaseException) -> dict:
         "where": where,
         "not_implemented": isinstance(error, NotImplementedError),
         "line": line,
+        # Python's or torch's own class, not one the submission made (or named alike).
+        "standard": type(error) in STANDARD_EXCEPTIONS,
+        # Every frame, certified ones too, for course staff.
+        "trace": [f"{file}:{number} in {name}" for file, number, name in frames[-12:]],
     }
     # What the grader decides on travels as codes, never as words it would parse back.
     if isinstance(error, ForbiddenCall) and isinstance(error.code, dict):
@@ -195,13 +209,24 @@ def describe(error: BaseException) -> dict:
         described["missing_module"] = error.module
     if isinstance(error, ExitCalled):
         described["exit"] = True
-    if isinstance(error, AttributeError) and isinstance(getattr(error, "name", None), str):
-        # Python's own record of the slip, not its message: whose attribute, which name.
-        owner = type(getattr(error, "obj", None)).__name__ if hasattr(error, "obj") else None
-        if owner is not None:
-            described["attribute"] = {"owner": owner, "name": error.name}
+    if isinstance(error, sealed.Sealed):
+        described["sealed"] = "not_built_on" if isinstance(error, sealed.NotBuiltOn) else "read"
     return described
 
+
+# The exception classes Python and torch name at their top level, taken when the first
+# package is loaded, before any student code exists: what `describe` calls standard
+# (the grader's feedback shows a student no other type).
+STANDARD_EXCEPTIONS: frozenset = frozenset()
+
+
+def _standard_exceptions() -> frozenset:
+    import builtins
+
+    import torch
+
+    return frozenset(value for module in (builtins, torch) for value in vars(module).values()
+                     if isinstance(value, type) and issubclass(value, BaseException) and not issubclass(value, Warning))
 
 
 # ---------------------------------------------------------- tripwires (forbidden calls)
@@ -297,9 +322,26 @@ STUDENT_PACKAGE = "hero_transformer"
 CERTIFIED_PACKAGE = "_certified_hero_transformer"
 
 
+# Whether this process serves one task after another (the portable worker, which never
+# holds a certified part and runs on students' own machines).
+SERVES_MANY: list = [False]
+
+
+def seal() -> None:
+    """Before the first package is loaded: certified code becomes unreadable in this
+    process, for good (grader/run/inside/sealed.py)."""
+    global STANDARD_EXCEPTIONS
+    if SERVES_MANY[0]:
+        return
+    if not STANDARD_EXCEPTIONS:
+        STANDARD_EXCEPTIONS = _standard_exceptions()
+    sealed.install(_serve_one, CROSSED)
+
+
 def load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) -> dict[str, types.ModuleType]:
     """Import the wanted modules of the package (and whatever they import); a module
     that fails is noted in `broken` so that only the tasks that need it fail."""
+    seal()
     sys.meta_path.insert(0, SourcePackage(name, sources, label))
     importlib.import_module(name)
     for short in wanted:
@@ -314,19 +356,36 @@ def load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) -
 
 
 def build_namespace(request: dict) -> types.SimpleNamespace:
-    """The student's package, with every task but the graded one replaced by its
-    certified version, and the certified code calling back into the student's objects."""
+    """The student's package, with the certified parts the task builds on installed
+    (request["certify"]; every other task stays the student's own code), and the
+    certified code calling back into the student's objects."""
+    # The certified parts first, and their compiled text dropped before any student
+    # code runs beside it: the finder's dict is the request's, emptied in place.
+    compiled = request.pop("certified", None) or {}
+    certified = {}
+    if compiled:
+        modules = (sorted(IMPORTED_ONCE["student"]) if IMPORTED_ONCE else
+                   sorted(k[:-3] for k in request["student"] if k.endswith(".py") and "/" not in k))
+        failed: dict = {}
+        try:
+            certified = load(CERTIFIED_PACKAGE, compiled, "certified", [m for m in modules if m != "__init__"], failed)
+        finally:
+            compiled.clear()
+            forget_certified_sources()
+        if failed:  # a part missing would leave the student's own code in its place, unsaid
+            raise next(iter(failed.values()))
     if IMPORTED_ONCE:
         student, broken = IMPORTED_ONCE["student"], IMPORTED_ONCE["broken"]
     else:
         broken = {}
         # Only the graded task's module and what it imports: faster, and less to go wrong.
         student = load(STUDENT_PACKAGE, request["student"], "submission", request.get("needs", []), broken)
-    certified = (load(CERTIFIED_PACKAGE, request["certified"], "certified", sorted(student), {})
-                 if request.get("certified") else {})
     graded = request["task"]
-    # A group's worker holds the reference minus every task of the group.
-    withheld = set(request["group"]) if isinstance(request.get("group"), dict) else {graded}
+    group = set(request["group"]) if isinstance(request.get("group"), dict) else set()
+    if isinstance(request.get("certify"), list):
+        installing = set(request["certify"]) - group - {graded}
+    else:  # a request from before the task graph decided: everything but the graded tasks
+        installing = {r["task"] for r in request["regions"]} - (group or {graded})
     for module in request.get("needs", []):
         if module in broken:
             raise broken[module]
@@ -335,7 +394,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
     replaced_functions, installed = {}, []
     for region in request["regions"]:
         module, qualname = region["module"], region["qualname"]
-        if region["task"] in withheld or module not in certified or module not in student:
+        if region["task"] not in installing or module not in certified or module not in student:
             continue
         *class_path, attr = qualname.split(".")
         source_owner = _walk(certified[module], class_path)
@@ -343,7 +402,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
         if source_owner is None or target_owner is None:
             continue
         original = getattr(target_owner, attr, None)
-        setattr(target_owner, attr, _rebind(getattr(source_owner, attr), target_owner))
+        setattr(target_owner, attr, _rebind(getattr(source_owner, attr), source_owner, target_owner))
         installed.append(region["task"])
         if not class_path and original is not None:
             replaced_functions[id(original)] = getattr(source_owner, attr)
@@ -352,8 +411,8 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
         for key, value in list(vars(module).items()):
             if id(value) in replaced_functions:
                 setattr(module, key, replaced_functions[id(value)])
-    if isinstance(request.get("group"), dict):
-        _watch_group_crossings(request, student, withheld)
+    if group:
+        _watch_group_crossings(request, student, group)
     # Certified code looks names up in its own module: point them at the student's objects.
     owners = {(r["module"], r["qualname"].split(".")[0]) for r in request["regions"]}
     for module, top in owners:
@@ -399,18 +458,20 @@ def _watch_group_crossings(request: dict, student: dict, group: set) -> None:
                 setattr(module, key, replaced[id(value)])
 
 
-def _rebind(function, owner):
+def _rebind(function, certified_class, owner):
     """A certified method moved onto the student's class: its zero-argument super()
-    must now mean the student's class, so give it a fresh __class__ cell."""
-    code = getattr(function, "__code__", None)
-    if code is None or not isinstance(owner, type) or "__class__" not in code.co_freevars:
+    must now mean the student's class. Its `__class__` cell (the only cell holding the
+    certified class) is pointed there in place: the method's code is never read."""
+    if not isinstance(owner, type) or not isinstance(function, types.FunctionType):
         return function
-    closure = tuple(types.CellType(owner) if name == "__class__" else cell
-                    for name, cell in zip(code.co_freevars, function.__closure__))
-    moved = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__, closure)
-    moved.__kwdefaults__ = function.__kwdefaults__
-    moved.__qualname__, moved.__doc__ = function.__qualname__, function.__doc__
-    return moved
+    for cell in function.__closure__ or ():
+        try:
+            held = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if held is certified_class:
+            cell.cell_contents = owner
+    return function
 
 
 def _walk(module, class_path):

@@ -1,0 +1,259 @@
+"""Certified code is called, never read.
+
+A worker holds, beside the student's package, the reference's code for the parts the
+graded task builds on (grader.run.dependencies.worker_holdings). Student code may call
+those parts: that is what they are there for. It must not read them, since what it read
+could leave through the report. CPython 3.11 hands out a function's code (its bytecode,
+the names it uses, its constants) and a running frame (its code, its locals) through few
+doors, and each raises an audit event:
+
+- `object.__getattr__`, raised by the C getters of the attributes CPython restricts: a
+  function's `__code__` (and `__defaults__`, `__kwdefaults__`, which hold nothing the
+  student's copy lacks), a frame's `f_code`, a generator's, coroutine's and async
+  generator's `gi_code`/`gi_frame`, `cr_code`/`cr_frame`, `ag_code`/`ag_frame`, and a
+  traceback's `tb_frame`. The getter raises it however it is reached: `getattr` with a
+  computed name, `object.__getattribute__`, the descriptor's own `__get__`, `inspect`,
+  `dis`;
+- `sys._getframe` and `sys._current_frames` (a frame, from which `f_back` climbs);
+- `gc.get_referents`, `gc.get_referrers`, `gc.get_objects` (a function's referents are its
+  code);
+- `sys.settrace`, `sys.setprofile` (a tracer is handed every frame as it runs);
+- `sys.addaudithook` (a hook of the student's would be handed each certified module's
+  code as the worker executes it).
+
+install() adds, before any student code runs in the process, a hook that refuses these
+where they would hand out certified code or a frame that leads to it; an audit hook
+cannot be removed. Certified code is what the grader compiled from the reference's
+text, under file names `certified/<module>.py`. A frame is handed out only if neither it
+nor any frame it climbs to runs certified code or is a generator's (a generator's
+frame climbs to whoever resumes it next, which may be called by certified code later).
+
+There is no source to read: the certified parts arrive compiled and leave the request
+before any student code can run beside them (grader.run.inside.tasks).
+
+Where a worker serves a group of tasks and holds a part that only some of them build
+on, that part's code begins with a guard (`guard_line`): an expression whose evaluation
+reads the `__code__` of a lambda naming the tasks that may use the part. The hook
+answers that read by finding which task's probe is running, from the worker's own
+serving frame (the outermost frame of the serving loop: code the student cannot place
+below it), and refuses the call for any other task. Being inside the part's code, the
+guard runs however the part was reached (the student's class, the certified module,
+a copy kept from another task's probe).
+"""
+
+from __future__ import annotations
+
+import _thread
+import gc
+import sys
+import types
+
+CERTIFIED_PREFIX = "certified/"
+GUARD = "__hero_guard__"
+# CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
+_RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
+_CODE = frozenset({"__code__", "f_code", "gi_code", "cr_code", "ag_code"})
+_RESUMABLE_FRAME = frozenset({"gi_frame", "cr_frame", "ag_frame"})
+_RESTRICTED = _CODE | _RESUMABLE_FRAME | {"tb_frame"}
+_NEVER = {
+    "sys._current_frames": "every thread's frame",
+    "sys.settrace": "a tracer, which is handed every frame",
+    "sys.setprofile": "a profiler, which is handed every frame",
+    "gc.get_objects": "every object the collector tracks",
+    "gc.get_referrers": "what refers to an object",
+    "gc.get_referents": "what an object refers to",
+}
+_EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", *_NEVER})
+# The grader's code allowed to read what the hook refuses the student: the readers
+# (which keep only text) and the installers of the grader's own audit hooks. Named here,
+# resolved to code objects when the hook is installed (a name that no longer exists
+# trusts nothing).
+# inspect._has_code_flag (inspect.isgeneratorfunction and its kin, which torch's
+# decorators ask of the functions they wrap) reads a code object's flags and lets go of
+# it before it calls anything.
+_READERS = {"grader.run.inside.sealed": ("trace_of",),
+            "grader.run.inside.op_rules": ("_library_at_work", "_DispatchRecorder.__torch_dispatch__"),
+            "inspect": ("_has_code_flag",)}
+_HOOK_INSTALLERS = {"grader.run.inside.op_rules": ("guard_switches",),
+                    "grader.run.inside.syscall_filter": ("refuse_processes",)}
+
+_INSTALLED: list = []
+
+
+class Sealed(Exception):
+    """What the hook refused, for the worker to report as such (grader/run/inside/tasks.py)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}: the reference's parts may be called, never read")
+        self.what = what
+
+
+class SealedAttribute(Sealed, AttributeError):
+    """A code or frame attribute refused: to code that asks getattr(f, "__code__", None)
+    or hasattr, the object has none."""
+
+
+class SealedFrame(Sealed, ValueError):
+    """A frame refused: ValueError, as sys._getframe raises when no frame is there, so
+    the standard library's callers (namedtuple, typing, enum) go on without one."""
+
+
+class NotBuiltOn(Sealed):
+    """A certified part called while a task that does not build on it was probed."""
+
+
+def guard_line(indent: str, part: str, users) -> str:
+    """The line that begins a guarded part's code: only `users` may run it."""
+    return f'{indent}(lambda: "{GUARD} {part} {" ".join(sorted(users))}").__code__\n'
+
+
+def _codes(code):
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _codes(constant)
+
+
+def _named(dotted: dict) -> dict[int, tuple]:
+    """{id(code): (code, the globals it runs with)} of the named functions (and the code
+    they define inside them), as they are now."""
+    found = {}
+    for module_name, names in dotted.items():
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for name in names:
+            value = module
+            for part in name.split("."):
+                value = vars(value).get(part) if isinstance(value, (type, types.ModuleType)) else None
+            # Through any wrapper (torch wraps a mode's handler) to the module's own function.
+            while value is not None:
+                if isinstance(value, types.FunctionType) and value.__globals__ is vars(module):
+                    for code in _codes(value.__code__):
+                        found[id(code)] = (code, value.__globals__)
+                value = getattr(value, "__wrapped__", None) or getattr(value, "__func__", None)
+    return found
+
+
+def install(serve_one, crossed: set) -> None:
+    """Add the hook (once per process). `serve_one`: the function whose outermost frame
+    serves the worker's probes and holds, as its local `probing`, the task probed now;
+    `crossed`: where a guard that refused notes the part, for the grader to answer the
+    probe again in the task's own worker."""
+    if _INSTALLED:
+        return
+    # Everything the hook uses is bound here, where no student code has run: module
+    # globals and builtins can be replaced later, this closure cannot be reached.
+    serving, note = serve_one.__code__, crossed.add
+    readers, installers = _named(_READERS), _named(_HOOK_INSTALLERS)
+    starts, get_ident, getframe, code_type, text = str.startswith, _thread.get_ident, sys._getframe, types.CodeType, str
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    events, restricted, resumable_frame, never = _EVENTS, _RESTRICTED, _RESUMABLE_FRAME, dict(_NEVER)
+    prefix, marker_start, resumable = CERTIFIED_PREFIX, GUARD + " ", _RESUMABLE
+    sealed, attribute, frame_refused, not_built_on = Sealed, SealedAttribute, SealedFrame, NotBuiltOn
+    inside: set = set()  # threads inside the hook: the hook's own reads pass
+
+    def certified(code) -> bool:
+        return type(code) is code_type and starts(code.co_filename, prefix)
+
+    def trusted(frame, among: dict) -> bool:
+        known = among.get(id(frame.f_code))
+        return known is not None and known[0] is frame.f_code and known[1] is frame.f_globals
+
+    def leads_to_certified(frame):
+        while frame is not None:
+            code = frame.f_code
+            if certified(code):
+                return "a frame of the reference's code, or of code it called"
+            if code.co_flags & resumable:
+                return "a generator's frame"
+            frame = frame.f_back
+        return None
+
+    def probing(frame):
+        """The task whose probe runs now: the outermost serving frame's `probing`."""
+        outermost = None
+        while frame is not None:
+            if frame.f_code is serving:
+                outermost = frame
+            frame = frame.f_back
+        task = None if outermost is None else outermost.f_locals.get("probing")
+        return task if type(task) is text else None
+
+    def guard(marker: str, reader):
+        _, part, *users = marker.split(" ")
+        task = probing(reader)
+        if task in users:
+            return None
+        if task is not None:
+            note(part)
+        return not_built_on, f"the reference's {part}, which {task or 'no task probed now'} does not build on"
+
+    def refusal(event: str, args, reader):
+        if event == "object.__getattr__":
+            owner, name = args
+            if name in resumable_frame:
+                return None if trusted(reader, readers) else (attribute, f"a generator's frame ({name})")
+            if name == "tb_frame":
+                if trusted(reader, readers):
+                    return None
+                why = leads_to_certified(owner.tb_frame)
+                return (attribute, f"the frame of a traceback: {why}") if why else None
+            code = getattr(owner, name)
+            if not certified(code):
+                return None
+            consts = code.co_consts
+            if name == "__code__" and len(consts) == 2 and type(consts[1]) is text and starts(consts[1], marker_start):
+                return guard(consts[1], reader)
+            if name in ("f_code", "__code__") and trusted(reader, readers):
+                return None
+            return attribute, f"the code of the reference's {code.co_name}"
+        if event == "sys._getframe":
+            if trusted(reader, readers):
+                return None
+            why = leads_to_certified(args[0])
+            return (frame_refused, why) if why else None
+        if event == "sys.addaudithook":
+            return None if trusted(reader, installers) else (sealed, "an audit hook of the submission's own")
+        return sealed, never[event]
+
+    def hook(event: str, args) -> None:
+        if event not in events or (event == "object.__getattr__" and args[1] not in restricted):
+            return
+        me = get_ident()
+        if me in inside:
+            return
+        inside.add(me)
+        # No collection while the hook holds frames and code: a finalizer run now would
+        # run the student's code with the hook's own reads let through.
+        collecting = gc_enabled()
+        gc_disable()
+        try:
+            refused = refusal(event, args, getframe(1))
+        finally:
+            if collecting:
+                gc_enable()
+            inside.discard(me)
+        if refused is not None:
+            kind, what = refused
+            raise kind(what)  # made outside the window: the class is the student's to reach
+
+    sys.addaudithook(hook)
+    _INSTALLED.append(True)
+
+
+def trace_of(traceback, _text=str, _number=int, _sealed=Sealed) -> list[tuple[str, int, str]]:
+    """(file, line, function) of every frame a traceback passed through, certified ones
+    included (course staff read them), as text: no frame or code object is ever held in
+    a name here, where a finalizer's frame could find it. The defaults bind what it
+    calls before any student code exists (replacing them is tampering the worker
+    reports)."""
+    found = []
+    while traceback is not None:
+        try:
+            found.append((_text(traceback.tb_frame.f_code.co_filename), _number(traceback.tb_lineno),
+                          _text(traceback.tb_frame.f_code.co_name)))
+        except _sealed:
+            found.append(("?", _number(traceback.tb_lineno), "?"))
+        traceback = traceback.tb_next
+    return found

@@ -1,0 +1,561 @@
+"""Red-team attacks on the certified parts (issue 30), and the honest code beside them.
+
+1. A task's worker holds only what the task builds on. Grading a task once put every
+   other task's reference in its worker, and the task's code could call any of them:
+   chapter 00's scalar autograd computed chapter 06's backward passes, chapter 00's
+   attention head chapter 04's attention, chapter 00's Adam chapter 08's AdamW step,
+   and chapter 06's LayerNorm backward chapter 05's normalised rows. Each attack below
+   is graded twice: with the borrowed chapter left as the stubs (the student's own code
+   stands there now, and it raises NotImplementedError: no point), and with the
+   student's own borrowed chapter done (the same code earns its points: reusing one's
+   own parts stays fair). A worker shared by a group holds what its tasks build on
+   together; a part only some of them build on refuses the others' probes, however it
+   was reached, and those probes are answered again in their own workers.
+2. Certified code is called, never read, and the report is not a wire. The upload read
+   a certified function's names and bytecode and raised one of 256 classes of its own
+   on a line picked by what it read. Here the code tries every door to the certified
+   code (attributes by computed names, inspect, dis, linecache, gc, tracers, frames,
+   tracebacks, generators, an audit hook of its own); none opens. And what a student
+   sees of an error names a type Python or torch defines and a course file, the same
+   whichever class or line the upload picked.
+
+The static tamper scan would stop most of these uploads before they ran; it is off
+(scan_for_tampering=False), so that each attack meets the layer behind it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from grader.checks import catalogue
+from grader.qa.mutants import apply, region_of, replace_region
+from grader.run.dependencies import task_graph, task_groups, worker_holdings
+from grader.run.engine import _worker_request, grade_group, grade_task
+from grader.run.processes import Limits
+from grader.run.regions import strip
+from grader.run.report import results_json
+from grader.run.results import ERROR, FORBIDDEN, NOT_IMPLEMENTED, PASSED, GradeReport
+from grader.run.sandbox import Sandbox, bwrap_works
+from grader.run.submission import Submission
+
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
+
+CHAPTER_00 = [name for name, task in catalogue.tasks().items() if task.module == "micro"]
+
+
+@pytest.fixture(scope="module")
+def box():
+    from tests.timing import limit
+
+    with Sandbox(Limits(check_seconds=limit(20.0), memory_bytes=3 * 1024**3)) as sandbox:
+        yield sandbox
+
+
+def checks_of(task_name):
+    return [c for c in catalogue.chapter_of_task()[task_name].checks if c.task == task_name]
+
+
+def upload(reference, bodies: dict[str, str], stubs=(), append: dict[str, str] | None = None) -> dict[str, str]:
+    """The reference with some tasks' bodies replaced, some tasks left as the student copy
+    leaves them (raising NotImplementedError), and code appended to some modules."""
+    sources = dict(reference.sources)
+    for name in stubs:
+        rel, _ = region_of(sources, name)
+        sources[rel] = replace_region(sources[rel], name, f'raise NotImplementedError("{name}")\n')
+    for name, body in bodies.items():
+        sources = apply(sources, catalogue.tasks()[name].module, name, textwrap.dedent(body))
+    for module, code in (append or {}).items():
+        sources[f"{module}.py"] += "\n\n" + textwrap.dedent(code) + "\n"
+    return sources
+
+
+def grade(reference, box, task_name, sources, only=None):
+    checks = [c for c in checks_of(task_name) if only is None or c.name.rsplit(".", 1)[-1] in only]
+    return grade_task(catalogue.tasks()[task_name], checks, Submission("attack", sources), reference, box, seed=11,
+                      scan_for_tampering=False)
+
+
+def statuses(results) -> dict[str, str]:
+    return {r.check.name: r.status for r in results}
+
+
+def no_points(results):
+    assert results and not [r.check.name for r in results if r.status == PASSED], \
+        [(r.check.name, r.status, r.staff_diagnosis[:300]) for r in results]
+
+
+def all_points(results):
+    assert results and all(r.status == PASSED for r in results), \
+        [(r.check.name, r.status, r.staff_diagnosis[:300]) for r in results if r.status != PASSED]
+
+
+# ====================================================== 1. only what the task builds on
+
+# Chapter 06's LayerNorm backward by chapter 00's scalar autograd: every row a graph of
+# Values, root = sum(y * grad_out), and `getattr(root, "back" + "ward")` past the name rule.
+BACKWARD_BY_MICRO = '''
+from .micro import Value
+
+d = x.shape[-1]
+rows, upstream, weights = x.reshape(-1, d).tolist(), grad_out.reshape(-1, d).tolist(), gamma.tolist()
+dx, dgamma = [], [0.0] * d
+for row, up in zip(rows, upstream):
+    xs, gs = [Value(v) for v in row], [Value(v) for v in weights]
+    mean = sum(xs, Value(0.0)) * (1.0 / d)
+    centred = [v - mean for v in xs]
+    inv_std = (sum([c * c for c in centred], Value(0.0)) * (1.0 / d) + eps) ** -0.5
+    root = sum([g * c * inv_std * u for g, c, u in zip(gs, centred, up)], Value(0.0))
+    getattr(root, "back" + "ward")()
+    dx.append([v.grad for v in xs])
+    dgamma = [a + g.grad for a, g in zip(dgamma, gs)]
+dbeta = grad_out.reshape(-1, d).sum(dim=0)
+return (torch.tensor(dx, dtype=x.dtype).reshape(x.shape), torch.tensor(dgamma, dtype=gamma.dtype), dbeta)
+'''
+
+# Chapter 04's attention by chapter 00's attention head, one query at a time.
+ATTENTION_BY_MICRO = '''
+from . import micro
+
+q = self.split_heads(self.q_proj(x))
+k = self.split_heads(self.k_proj(x))
+v = self.split_heads(self.v_proj(x))
+if past_key_value is not None:
+    k = torch.cat([past_key_value[0], k], dim=2)
+    v = torch.cat([past_key_value[1], v], dim=2)
+B, H, T, _ = q.shape
+total = k.shape[2]
+rows, kept = [], []
+for b in range(B):
+    for h in range(H):
+        keys = [[micro.Value(a) for a in row] for row in k[b, h].tolist()]
+        values = [[micro.Value(a) for a in row] for row in v[b, h].tolist()]
+        for t in range(T):
+            seen = total - T + t + 1
+            out, weights = micro.attention_head([micro.Value(a) for a in q[b, h, t].tolist()], keys[:seen],
+                                                values[:seen])
+            rows.append([o.data for o in out])
+            kept.append([w.data for w in weights] + [0.0] * (total - seen))
+out = torch.tensor(rows, dtype=x.dtype).reshape(B, H, T, -1)
+self.last_attention = torch.tensor(kept, dtype=x.dtype).reshape(B, H, T, total)
+return self.o_proj(self.merge_heads(out)), ((k, v) if use_cache else None)
+'''
+
+# Chapter 08's AdamW step by chapter 00's Adam, one scalar Adam per parameter (its
+# schedule made flat), the decay decoupled by hand.
+ADAMW_BY_MICRO = '''
+from . import micro
+
+beta1, beta2 = self.betas
+for i, p in enumerate(self.params):
+    if p.grad is None:
+        continue
+    self.steps[i] += 1
+    p.mul_(1.0 - self.lr * self.weight_decay)
+    cells = [micro.Value(a) for a in p.reshape(-1).tolist()]
+    for cell, g in zip(cells, p.grad.reshape(-1).tolist()):
+        cell.grad = g
+    adam = micro.Adam(cells, lr=self.lr, beta1=beta1, beta2=beta2, eps=self.eps, total_steps=10**18)
+    adam.m = self.exp_avg[i].reshape(-1).tolist()
+    adam.v = self.exp_avg_sq[i].reshape(-1).tolist()
+    adam.t = self.steps[i] - 1
+    adam.step()
+    p.copy_(torch.tensor([c.data for c in cells], dtype=p.dtype).reshape(p.shape))
+    self.exp_avg[i].copy_(torch.tensor(adam.m, dtype=p.dtype).reshape(p.shape))
+    self.exp_avg_sq[i].copy_(torch.tensor(adam.v, dtype=p.dtype).reshape(p.shape))
+'''
+
+# Chapter 05's LayerNorm by chapter 06's backward: with an upstream gradient of ones, the
+# gamma gradient of one row is that row normalised.
+LAYER_NORM_BY_BACKWARD = '''
+from . import backward
+
+d = x.shape[-1]
+rows = x.reshape(-1, d)
+ones, unit = torch.ones(1, d, dtype=x.dtype), torch.ones(d, dtype=x.dtype)
+normalised = torch.stack([backward.layer_norm_backward(ones, rows[i:i + 1], unit, eps=self.eps)[1]
+                          for i in range(rows.shape[0])])
+return normalised.reshape(x.shape) * self.weight + self.bias
+'''
+
+BORROWED = [
+    pytest.param("layer_norm_backward", BACKWARD_BY_MICRO, CHAPTER_00, id="ch06-backward-by-ch00-autograd"),
+    pytest.param("attention", ATTENTION_BY_MICRO, CHAPTER_00, id="ch04-attention-by-ch00-attention-head"),
+    pytest.param("adamw_step", ADAMW_BY_MICRO, CHAPTER_00, id="ch08-adamw-by-ch00-adam"),
+    pytest.param("layer_norm", LAYER_NORM_BY_BACKWARD, ["layer_norm_backward"], id="ch05-layer-norm-by-ch06-backward"),
+]
+
+
+@pytest.mark.parametrize("task_name, body, borrowed", BORROWED)
+def test_a_task_that_borrows_another_chapter_meets_the_student_s_own_code(reference, box, task_name, body, borrowed):
+    assert not set(borrowed) & set(worker_holdings()[task_name]), "the task's checks do run the borrowed part"
+    # The borrowed chapter left unfinished: what runs there is the student's stub.
+    results = grade(reference, box, task_name, upload(reference, {task_name: body}, stubs=borrowed))
+    no_points(results)
+    assert {r.status for r in results} <= {ERROR, NOT_IMPLEMENTED}, statuses(results)
+    assert any("not implemented yet" in r.diagnosis for r in results), [r.diagnosis for r in results]
+    # The same code on the student's own finished chapter keeps its points: the attack
+    # computes the right thing, and using one's own parts stays fair.
+    all_points(grade(reference, box, task_name, upload(reference, {task_name: body})))
+
+
+def test_what_each_worker_holds_is_what_its_checks_run(reference):
+    holdings, public = worker_holdings(), task_graph()
+    for name, task in catalogue.tasks().items():
+        assert name not in holdings[name]
+        assert set(public[name]) <= set(holdings[name]), name  # the release's graph, hidden checks added
+        request = _worker_request(task, Submission("x", reference.sources), reference, Limits())
+        assert request["certify"] == sorted(holdings[name])
+    # The four borrowings of the issue, by name.
+    assert "micro_backward" not in holdings["layer_norm_backward"]
+    assert "micro_attention" not in holdings["attention"]
+    assert "micro_adam" not in holdings["adamw_step"]
+    assert "layer_norm_backward" not in holdings["layer_norm"]
+
+
+def test_every_task_alone_on_the_stubs_keeps_every_point(reference, box):
+    """The holdings are read from the text of the checks; this is what shows them whole:
+    each task's reference body in the student copy (every other task a stub) earns
+    every point of its checks, hidden ones included."""
+    every = set(catalogue.tasks())
+    short = {}
+    for name, task in catalogue.tasks().items():
+        sources = {rel: strip(text, every - {name}) for rel, text in reference.sources.items()}
+        results = grade_task(task, checks_of(name), Submission(f"{name} alone", sources), reference, box, seed=3)
+        short.update({r.check.name: r.staff_diagnosis[:200] for r in results if r.status != PASSED})
+        held = {t for r in results for t in r.certified}
+        assert held <= set(worker_holdings()[name]), (name, held)
+    assert not short, short
+
+
+GROUP = ["micro_value_add", "build_vocab", "embedding", "positions", "attention_init", "layer_norm_backward"]
+
+# The same, adding by hand: of chapter 00 it runs Value's product, power and backward
+# only, which the group's worker holds for micro_value_add (and never micro_value_add
+# itself, whose student code a probe of another task would be answered again for anyway).
+BACKWARD_BY_HELD_PARTS = BACKWARD_BY_MICRO.replace("from .micro import Value\n", """from .micro import Value
+
+
+def add(*terms):
+    return Value(sum(t.data for t in terms), terms, (1.0,) * len(terms))
+
+""").replace("sum(xs, Value(0.0))", "add(*xs)").replace("v - mean", "add(v, mean * -1.0)").replace(
+    "sum([c * c for c in centred], Value(0.0)) * (1.0 / d) + eps", "add(add(*[c * c for c in centred]) * (1.0 / d), Value(eps))"
+).replace("sum([g * c * inv_std * u for g, c, u in zip(gs, centred, up)], Value(0.0))",
+          "add(*[g * c * inv_std * u for g, c, u in zip(gs, centred, up)])")
+
+
+def _group_items(names):
+    return [(catalogue.tasks()[n], checks_of(n)) for n in names]
+
+
+def test_a_part_held_for_another_task_of_the_group_refuses_the_rest(reference, box):
+    """The group's worker holds Value's other operations and backward for micro_value_add;
+    layer_norm_backward, graded in the same worker, does not build on them. Its probe
+    runs into the guard inside their code and is answered again in its own worker, where
+    they are the student's stubs; micro_value_add keeps its points."""
+    assert GROUP in task_groups(list(catalogue.tasks()))
+    borrowed = [t for t in CHAPTER_00 if t != "micro_value_add"]
+    sources = upload(reference, {"layer_norm_backward": BACKWARD_BY_HELD_PARTS}, stubs=borrowed)
+    graded = dict(zip(GROUP, grade_group(_group_items(GROUP), Submission("group", sources), reference, box, seed=5)))
+    no_points(graded["layer_norm_backward"])
+    for name in GROUP[:-1]:
+        all_points(graded[name])
+    alone = grade_task(catalogue.tasks()["layer_norm_backward"], checks_of("layer_norm_backward"),
+                       Submission("alone", sources), reference, box, seed=5)
+    assert [(r.status, r.diagnosis) for r in graded["layer_norm_backward"]] == [(r.status, r.diagnosis) for r in alone]
+    # On the student's own chapter 00 the same code keeps its points, in the group too.
+    own = upload(reference, {"layer_norm_backward": BACKWARD_BY_HELD_PARTS})
+    all_points(grade_group(_group_items(GROUP), Submission("own", own), reference, box, seed=5)[-1])
+
+
+# micro_value_add's code, first in the group, keeps Value's certified backward where a
+# later task finds it, from the student's class and from the certified class it came
+# from (found among object's subclasses); layer_norm_backward then calls the kept
+# function itself. (grade_group runs the tamper scan: the names are spelled past it.)
+KEEP_FOR_LATER = '''
+import builtins
+builtins.__dict__.setdefault("_kept_parts", []).append(type(self).__dict__["backward"])
+builtins.__dict__["_kept_parts"].extend(c.__dict__.get("backward") for c in getattr(type, "__sub" + "classes__")(object)
+                                        if c.__name__ == "Value" and "backward" in c.__dict__)
+return Value(self.data + other.data, (self, other), (1.0, 1.0))
+'''
+
+# Every node made by hand: of chapter 00, only the backward kept from the earlier probe runs.
+USE_KEPT = '''
+import builtins
+from .micro import Value
+
+kept = [f for f in builtins.__dict__.get("_kept_parts", []) if f is not None]
+assert kept, "nothing was kept"
+
+
+def add(*terms):
+    return Value(sum(t.data for t in terms), terms, (1.0,) * len(terms))
+
+
+def mul(a, b):
+    return Value(a.data * b.data, (a, b), (b.data, a.data))
+
+
+def power(a, k):
+    return Value(a.data ** k, (a,), (k * a.data ** (k - 1),))
+
+
+d = x.shape[-1]
+rows, upstream, weights = x.reshape(-1, d).tolist(), grad_out.reshape(-1, d).tolist(), gamma.tolist()
+dx, dgamma = [], [0.0] * d
+for row, up in zip(rows, upstream):
+    xs, gs = [Value(v) for v in row], [Value(v) for v in weights]
+    mean = mul(add(*xs), Value(1.0 / d))
+    centred = [add(v, mul(mean, Value(-1.0))) for v in xs]
+    inv_std = power(add(mul(add(*[mul(c, c) for c in centred]), Value(1.0 / d)), Value(eps)), -0.5)
+    root = add(*[mul(mul(mul(g, c), inv_std), Value(u)) for g, c, u in zip(gs, centred, up)])
+    kept[-1](root)
+    dx.append([v.grad for v in xs])
+    dgamma = [a + g.grad for a, g in zip(dgamma, gs)]
+dbeta = grad_out.reshape(-1, d).sum(dim=0)
+return (torch.tensor(dx, dtype=x.dtype).reshape(x.shape), torch.tensor(dgamma, dtype=gamma.dtype), dbeta)
+'''
+
+
+def test_a_part_kept_from_another_task_s_probe_still_refuses(reference, box):
+    borrowed = [t for t in CHAPTER_00 if t != "micro_value_add"]
+    sources = upload(reference, {"micro_value_add": KEEP_FOR_LATER, "layer_norm_backward": USE_KEPT}, stubs=borrowed)
+    graded = dict(zip(GROUP, grade_group(_group_items(GROUP), Submission("kept", sources), reference, box, seed=5)))
+    no_points(graded["layer_norm_backward"])
+    # Answered again in its own worker, where nothing was kept: the group said nothing else.
+    assert all("nothing was kept" in r.staff_diagnosis for r in graded["layer_norm_backward"]), \
+        [r.staff_diagnosis[:300] for r in graded["layer_norm_backward"]]
+
+
+# ============================================= 2. certified code is called, never read
+
+# Every door to a certified function's code, tried from the block's forward (whose
+# worker holds attention, LayerNorm, GELU and the feed-forward). A door that opens
+# raises KeyError naming it (course staff read which); when none does, the block is
+# computed as it should be and every check passes.
+DOORS = '''
+def _rt_certified(code) -> bool:
+    import types
+    return isinstance(code, types.CodeType) and code.co_filename.startswith("certified/")
+
+
+def _rt_doors(block, x):
+    import builtins, dis, gc, inspect, linecache, sys, types
+    part = type(block.attention).__dict__["forward"]
+    opened = []
+
+    def attempt(name, how):
+        try:
+            found = how()
+        except Exception:
+            return
+        if found:
+            opened.append(name)
+
+    attempt("getattr __code__", lambda: _rt_certified(getattr(part, "__co" + "de__")))
+    attempt("object.__getattribute__", lambda: _rt_certified(object.__getattribute__(part, "__code__")))
+    attempt("the descriptor", lambda: _rt_certified(types.FunctionType.__dict__["__code__"].__get__(part)))
+    attempt("co_code", lambda: getattr(getattr(part, "__code__"), "co_code"))
+    attempt("inspect.getsource", lambda: inspect.getsource(part))
+    attempt("inspect.getclosurevars", lambda: inspect.getclosurevars(part).globals)
+    attempt("dis", lambda: list(dis.get_instructions(part)))
+    attempt("linecache", lambda: linecache.getlines("certified/model.py"))
+    attempt("gc.get_referents", lambda: any(_rt_certified(c) for c in gc.get_referents(part)))
+    attempt("gc.get_objects", lambda: any(_rt_certified(getattr(o, "__code__", None)) for o in gc.get_objects()))
+    attempt("__globals__", lambda: any(_rt_certified(getattr(v, "__code__", None))
+                                       for v in vars(part).get("__globals__", part.__globals__).values()))
+    attempt("__closure__", lambda: any(_rt_certified(getattr(f, "__code__", None))
+                                       for c in part.__closure__ or () for f in vars(c.cell_contents).values()))
+    attempt("the loader's text", lambda: [m.__loader__.sources for n, m in list(sys.modules.items())
+                                          if n.startswith("_certified") and getattr(m.__loader__, "sources", None)])
+    attempt("the request", lambda: _rt_request())
+    seen = []
+
+    def tracer(frame, event, arg):
+        seen.append(frame.f_code)
+        return tracer
+
+    attempt("sys.settrace", lambda: sys.settrace(tracer) or block.attention(x) and any(map(_rt_certified, seen)))
+    sys.settrace(None) if "sys.settrace" in opened else None
+    attempt("sys.setprofile", lambda: sys.setprofile(tracer) or block.attention(x) and any(map(_rt_certified, seen)))
+    attempt("sys._current_frames", lambda: sys._current_frames())
+    heard = []
+    # (CPython drops the exception that refuses a hook: whether it hears is the test.)
+    attempt("an audit hook", lambda: sys.addaudithook(lambda event, args: heard.append(event)) or
+            sys.audit("rt.hello") or "rt.hello" in heard)
+    attempt("frames below a tensor", lambda: _rt_frames_below(block, x))
+    attempt("a traceback", lambda: _rt_traceback(block))
+    attempt("a generator's frame", lambda: _rt_generator(block, x))
+    if opened:
+        raise KeyError("opened: " + ", ".join(opened))
+
+
+def _rt_request():
+    import sys
+    frame, found = sys._getframe(), []
+    while frame is not None:
+        found += [v for v in frame.f_locals.values() if isinstance(v, dict) and v.get("certified")]
+        frame = frame.f_back
+    return found
+
+
+class _RtSpy(torch.Tensor):
+    """Handed to certified attention: torch calls back into the upload while it runs."""
+    found = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        import inspect, sys
+        for how in (lambda: sys._getframe(1), lambda: inspect.currentframe().f_back):
+            try:
+                frame = how()
+                while frame is not None:
+                    cls.found.append(frame.f_code)
+                    frame = frame.f_back
+            except Exception:
+                pass
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _rt_frames_below(block, x):
+    _RtSpy.found.clear()
+    block.attention(x.as_subclass(_RtSpy))
+    return any(_rt_certified(c) for c in _RtSpy.found)
+
+
+def _rt_traceback(block):
+    try:
+        block.attention(torch.zeros(1, 2, 3, 5))  # the wrong width: certified code raises
+    except Exception as error:
+        tb, found = error.__traceback__, []
+        while tb is not None:
+            try:
+                frame = tb.tb_frame
+                while frame is not None:
+                    found.append(frame.f_code)
+                    frame = frame.f_back
+            except Exception:
+                pass
+            tb = tb.tb_next
+        return any(_rt_certified(c) for c in found)
+    return False
+
+
+def _rt_generator(block, x):
+    import sys
+    found = []
+
+    def walker():
+        while True:
+            frame = sys._getframe()
+            while frame is not None:
+                found.append(frame.f_code)
+                frame = frame.f_back
+            yield
+
+    steps = walker()
+    frame = steps.gi_frame  # kept, to be climbed later from under certified code
+    next(steps)
+    return frame is not None
+'''
+
+
+def test_certified_code_cannot_be_read_by_any_door(reference, box):
+    _, body = region_of(reference.sources, "block")
+    sources = upload(reference, {"block": "_rt_doors(self, hidden)\n" + body}, append={"model": DOORS})
+    all_points(grade(reference, box, "block", sources))
+
+
+def test_a_read_the_code_does_not_catch_is_reported_as_such(reference, box):
+    _, body = region_of(reference.sources, "block")
+    read = 'getattr(type(self.attention).__dict__["forward"], "__co" + "de__").co_code\n'
+    results = grade(reference, box, "block", upload(reference, {"block": read + body}))
+    assert {r.status for r in results} == {FORBIDDEN}
+    assert all("never read" in r.diagnosis for r in results), [r.diagnosis for r in results]
+
+
+# Module-level code, run once per upload where the package is imported once for every
+# task: a tracer, a profiler and an audit hook of the upload's own, waiting for the
+# certified modules to be executed in each worker.
+AT_IMPORT = '''
+import sys as _rt_sys
+
+_RT_SEEN = []
+
+
+def _rt_watch(*args):
+    _RT_SEEN.extend(a for a in args if getattr(a, "co_filename", "").startswith("certified/"))
+    return _rt_watch
+
+
+for _rt_name, _rt_what in (("add" + "audithook", lambda event, args: _rt_watch(*args)),
+                           ("set" + "trace", _rt_watch), ("set" + "profile", _rt_watch)):
+    try:
+        getattr(_rt_sys, _rt_name)(_rt_what)
+    except Exception:
+        pass
+'''
+
+
+def test_nothing_set_up_at_import_sees_the_certified_modules_arrive(reference):
+    from grader.run.engine import grade as grade_upload
+
+    _, body = region_of(reference.sources, "block")
+    sources = upload(reference, {"block": 'assert not _RT_SEEN, "saw certified code"\n' + body},
+                     append={"model": AT_IMPORT})
+    with Sandbox(Limits()) as sandbox:
+        # engine.grade imports the package once where the runner can, as course grading
+        # does (the tamper scan on: the names above are spelled past it).
+        report = grade_upload(Submission("at import", sources), chapters=["05"], runner=sandbox, seed=3,
+                              tasks={"block"})
+    assert report.results and all(r.status == PASSED for r in report.results), \
+        [(r.check.name, r.status, r.staff_diagnosis[:300]) for r in report.results]
+
+
+# ========================================================= 2. the report is not a wire
+
+# 256 classes of the upload's own and 256 lines to raise one from: the student must see
+# one sentence, whichever the code picks.
+def _wire(pick: int) -> tuple[dict, str]:
+    classes = "\n".join(f"class Leak{i}(Exception):\n    pass" for i in range(256))
+    lines = "\n".join(f"    if pick == {i}:\n        raise Leak{i}()" for i in range(256))
+    helper = f"{classes}\n\n\ndef _rt_raise(pick):\n{lines}\n"
+    body = f"_rt_raise({pick})\n"
+    return {"body": body, "helper": helper}, f"Leak{pick}"
+
+
+def test_the_class_and_line_the_upload_picks_never_reach_the_student(reference, box):
+    seen = {}
+    for pick in (3, 200):
+        parts, name = _wire(pick)
+        sources = upload(reference, {"gelu": parts["body"]}, append={"model": parts["helper"]})
+        results = grade(reference, box, "gelu", sources)
+        assert {r.status for r in results} == {ERROR}
+        for r in results:
+            assert name not in r.diagnosis and " line " not in r.diagnosis, r.diagnosis
+            assert name in r.staff_diagnosis  # course staff keep the class, the line and the frames
+        seen[pick] = [r.diagnosis for r in results]
+        shown = results_json(GradeReport("wire", results, box.describe(), "the reference"))
+        assert name not in str([t["output"] for t in shown["tests"]]) and name not in shown["output"]
+    assert seen[3] == seen[200]
+    assert "gelu raised an exception of its own class (hero_transformer/model.py)" in seen[3][0]
+
+
+def test_a_builtin_type_is_named_and_a_look_alike_is_not(reference, box):
+    right = grade(reference, box, "gelu", upload(reference, {"gelu": "return [][1]\n"}))
+    assert all("raised IndexError (hero_transformer/model.py)" in r.diagnosis for r in right), \
+        [r.diagnosis for r in right]
+    alike = upload(reference, {"gelu": "raise IndexError()\n"}, append={"model": "class IndexError(Exception):\n"
+                                                                                 "    pass\n"})
+    results = grade(reference, box, "gelu", alike)
+    assert all("an exception of its own class" in r.diagnosis for r in results), [r.diagnosis for r in results]
+
+
+def test_an_attribute_name_the_code_picks_is_not_echoed(reference, box):
+    results = grade(reference, box, "gelu", upload(reference, {"gelu": 'return getattr(x, "leak_" + "x41")\n'}))
+    assert all("leak_x41" not in r.diagnosis and "AttributeError" in r.diagnosis for r in results), \
+        [r.diagnosis for r in results]
+    assert all("leak_x41" in r.staff_diagnosis for r in results)
