@@ -559,3 +559,22 @@ def test_an_attribute_name_the_code_picks_is_not_echoed(reference, box):
     assert all("leak_x41" not in r.diagnosis and "AttributeError" in r.diagnosis for r in results), \
         [r.diagnosis for r in results]
     assert all("leak_x41" in r.staff_diagnosis for r in results)
+
+
+# The operator recorder (grader/run/inside/op_rules.py) climbs the frames that issued each
+# operator, certified ones included (the hook trusts it to), and keeps every code object
+# it met in a module-level cache any student code can reach.
+READ_THE_RECORDER_S_CACHE = '''
+import sys as _rt_sys
+_rt_cache = getattr(_rt_sys.modules["grader.run.inside.op_rules"], "_FRAME_KINDS", {})
+if any(getattr(v[0], "co_filename", "").startswith("certified/") for v in list(_rt_cache.values())):
+    raise KeyError("certified code in the recorder's cache")
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: op_rules._FRAME_KINDS keeps the code objects of the certified frames "
+                                       "it classifies; op_rules should tell a certified frame by its globals and "
+                                       "keep nothing of it")
+def test_the_operator_recorder_keeps_no_certified_code(reference, box):
+    _, body = region_of(reference.sources, "block")
+    all_points(grade(reference, box, "block", upload(reference, {"block": READ_THE_RECORDER_S_CACHE + body})))
