@@ -121,7 +121,7 @@ def grade_cell(task_name: str, submission) -> tuple[str, float]:
     results = grade_task(task, checks, submission, reference, sandbox, seed=secrets.randbelow(2**31))
     broken = [r for r in results if r.cause == RUNNER_FAILED]
     if broken:
-        raise HeroTransformerSetupError(broken[0].diagnosis)
+        raise HeroTransformerSetupError(broken[0].staff_diagnosis or broken[0].diagnosis)
     report = GradeReport(submission.label, results, sandbox.describe(),
                          "the reference" if reference else "none (public checks only)")
     console = Console(file=io.StringIO(), force_jupyter=False, force_terminal=False, width=100)
