@@ -286,3 +286,17 @@ def test_every_task_with_operator_rules_judges_torchs_library_by_where_it_runs()
     for task in catalogue.tasks().values():
         if task.forbidden_ops:
             assert op_rules.Rules(task.forbidden_ops).by_where, task.name
+
+
+@needs_bwrap
+def test_a_rule_made_to_call_everything_fair_is_reported(reference, sandbox):
+    # The rule's class is compared after every probe with the class as imported before
+    # any student code, like the recorder's handlers.
+    body = SHORTCUTS["cross_entropy from a distribution's log_prob"][1]
+    append = """
+        import sys as _rt_sys
+        _rt_sys.modules["grader.run.inside." + "op_rules"].Rules.fair = lambda self, name: True
+    """
+    results = run(reference, sandbox, "cross_entropy", body, append=append)
+    assert results and {r.status for r in results} == {FORBIDDEN}, [(r.check.name, r.status, r.diagnosis)
+                                                                     for r in results]

@@ -362,9 +362,9 @@ _raw = getattr(_DispatchRecorder.__torch_dispatch__, "__wrapped__", None)
 if _raw is not None:
     setattr(_raw, "__dynamo_disable", _raw)
 
-# The handlers as imported before any student code ran: replacing them on the class
-# would blind the recorder.
-_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, _FunctionRecorder, _Watch)}
+# The handlers, and the rule they consult, as imported before any student code ran:
+# replacing them on the class would blind the recorder.
+_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, _FunctionRecorder, _Watch, Rules)}
 
 # ------------------------------------------------------------------ guards
 
