@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import (Task, check, exception_name, compare, matches, shape_problem, torch_library_except,
-                                try_call)
+from grader.checks._api import (
+    Task, check, exception_name, compare, matches, shape_problem, torch_library_except, try_call,
+)
 from grader.checks.facts import known_facts
 
 TASKS = [

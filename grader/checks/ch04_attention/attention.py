@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem, torch_library_except,
+    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem,
+    torch_library_except,
 )
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, random_attention_state
 from grader.checks.ch04_attention.diagnosis import (

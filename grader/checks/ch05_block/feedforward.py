@@ -12,8 +12,9 @@ import math
 
 import torch
 
-from grader.checks._api import (GELU_KERNELS, NORMAL_CDF, Task, check, compare, first_diagnosis, matches,
-                                torch_library_except)
+from grader.checks._api import (
+    GELU_KERNELS, NORMAL_CDF, Task, check, compare, first_diagnosis, matches, torch_library_except,
+)
 from grader.checks.ch05_block.common import SIZES
 from grader.checks.course import config, load_state
 from grader.checks.facts import known_facts

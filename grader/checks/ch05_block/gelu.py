@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import (GELU_KERNELS, NORMAL_CDF, Task, check, compare, exact_gelu, first_diagnosis,
-                                torch_library_except)
+from grader.checks._api import (
+    GELU_KERNELS, NORMAL_CDF, Task, check, compare, exact_gelu, first_diagnosis, torch_library_except,
+)
 from grader.checks.facts import known_facts
 
 TASKS = [

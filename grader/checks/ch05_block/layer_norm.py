@@ -15,8 +15,9 @@ import math
 
 import torch
 
-from grader.checks._api import (NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, shape_problem,
-                                torch_library_except)
+from grader.checks._api import (
+    NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, shape_problem, torch_library_except,
+)
 from grader.checks.course import EPS
 from grader.checks.facts import known_facts
 

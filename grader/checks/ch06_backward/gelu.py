@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import (NORMAL_CDF, NORMAL_DENSITY, Task, check, compare, first_diagnosis, matches, shape_problem,
-                                torch_library_except)
+from grader.checks._api import (
+    NORMAL_CDF, NORMAL_DENSITY, Task, check, compare, first_diagnosis, matches, shape_problem, torch_library_except,
+)
 from grader.checks.ch06_backward.common import (
     BY_HAND_OPS, NEAR, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, shipped,
 )

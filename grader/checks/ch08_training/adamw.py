@@ -14,8 +14,9 @@ import math
 
 import torch
 
-from grader.checks._api import (Task, check, exception_name, compare, matches, shape_problem, torch_library_except,
-                                try_call)
+from grader.checks._api import (
+    Task, check, exception_name, compare, matches, shape_problem, torch_library_except, try_call,
+)
 from grader.checks.ch08_training.common import SIZES, model_of
 from grader.checks.course import F64
 from grader.checks.facts import known_facts

@@ -21,7 +21,9 @@ TASKS = [
          forbidden=("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm",
                     "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm",
                     "torch.nn.utils.get_total_norm", "torch.nn.utils.clip_grads_with_norm_"),
-         forbidden_ops=("_foreach_*", "torch.nn.utils.clip_grad.*") + torch_library_except()),
+         # All the gradients' entries as one vector, as the lesson puts it: a building block.
+         forbidden_ops=("_foreach_*", "torch.nn.utils.clip_grad.*")
+                       + torch_library_except(("torch.nn.utils.convert_parameters.parameters_to_vector",))),
 ]
 
 

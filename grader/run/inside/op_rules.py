@@ -404,8 +404,9 @@ def _guard(owner, attr, kind):
 # included) with no Python frame of it on the stack: where torch's library runs cannot be
 # told there, so where a rule judges that, a call into it is refused. (Its run also upsets
 # the modes, which report the recorder switched off: this says what happened instead.)
-SCRIPTED = ((getattr(torch._C, "ScriptFunction", None), "__call__"), (getattr(torch._C, "ScriptMethod", None), "__call__"),
-            (torch._C, "_jit_interpret_graph"), (getattr(torch._C, "LiteScriptModule", None), "forward"),
+SCRIPTED = ((getattr(torch._C, "ScriptFunction", None), "__call__"),
+            (getattr(torch._C, "ScriptMethod", None), "__call__"), (torch._C, "_jit_interpret_graph"),
+            (getattr(torch._C, "LiteScriptModule", None), "forward"),
             (getattr(torch._C, "LiteScriptModule", None), "run_method"))
 _SCRIPTED_CODE = {"kind": "library", "name": "torch.jit"}
 
