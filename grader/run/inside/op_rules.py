@@ -308,7 +308,6 @@ class _FunctionRecorder(TorchFunctionMode):
 
 # ------------------------------------------------- where torch's library runs
 
-_TORCH_FRAME, _LOOKED_THROUGH, _CALLER = 0, 1, 2
 _GRADER_PREFIX = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 # Code that is neither torch's nor a caller's: the standard library and other installed
 # packages (a torch helper may run through functools or contextlib), code generated at run
@@ -316,41 +315,47 @@ _GRADER_PREFIX = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath
 _INSTALLED = tuple(sorted({os.path.join(path, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")
                            if (path := sysconfig.get_paths().get(key))}))
 _HANDLER_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
-# id(code) -> (code, kind, torch's name for it, its module); holding the code keeps its id.
+# id(code) -> (code, torch's name for it, its module), for torch's own code only: holding
+# the code keeps its id. Nothing of any other frame is kept (the reference's parts run in
+# the worker too, and student code can read this module).
 _FRAME_KINDS: dict = {}
 
 
-def _frame_kind(code) -> tuple[int, str, str]:
-    module = module_name(code.co_filename)
-    if module:
-        return _TORCH_FRAME, f"{module}.{code.co_qualname}", module
+def _calls_torch(code) -> bool:
+    """Whether a frame that is not torch's runs the code that called torch (the submission,
+    the reference's parts, the grader's probe), where the walk below ends, rather than code
+    it looks through."""
     filename = code.co_filename
     # A mode's or a subclass's handler passes a call on: who made the call decides.
     if code.co_name in _HANDLER_NAMES:
-        return _LOOKED_THROUGH, "", ""
+        return False
     if filename.startswith(_GRADER_PREFIX):
-        return _CALLER, "", ""
-    if filename.startswith("<") or filename.startswith(_INSTALLED):
-        return _LOOKED_THROUGH, "", ""
-    return _CALLER, "", ""  # the submission, the reference's parts
+        return True
+    return not (filename.startswith("<") or filename.startswith(_INSTALLED))
 
 
 def _library_at_work(rules: Rules, frame) -> str:
     """The module of torch's code that issued the operator now dispatched from `frame`
     without being fair in this task: of the outermost such frame before the caller (what
     the caller called), or ''. Every one of torch's frames on the way is judged, so a fair
-    helper (broadcast_tensors) run by an unfair one (a distribution's log_prob) is unfair."""
+    helper (broadcast_tensors) run by an unfair one (a distribution's log_prob) is unfair.
+    Frames are told by their code's file, not their globals: torch's code run with the
+    globals of another module is still torch's."""
     named = ""
-    kinds = _FRAME_KINDS
+    known_torch = _FRAME_KINDS
     while frame is not None:
         code = frame.f_code
-        known = kinds.get(id(code))
+        known = known_torch.get(id(code))
         if known is None or known[0] is not code:
-            known = kinds[id(code)] = (code, *_frame_kind(code))
-        if known[1] == _CALLER:
-            break
-        if known[1] == _TORCH_FRAME and not rules.fair(known[2]):
-            named = known[3]
+            module = module_name(code.co_filename)
+            if not module:
+                if _calls_torch(code):
+                    break
+                frame = frame.f_back
+                continue
+            known = known_torch[id(code)] = (code, f"{module}.{code.co_qualname}", module)
+        if not rules.fair(known[1]):
+            named = known[2]
         frame = frame.f_back
     return named
 
