@@ -562,8 +562,8 @@ def test_an_attribute_name_the_code_picks_is_not_echoed(reference, box):
 
 
 # The operator recorder (grader/run/inside/op_rules.py) climbs the frames that issued each
-# operator, certified ones included (the hook trusts it to), and keeps every code object
-# it met in a module-level cache any student code can reach.
+# operator, certified ones included (the hook trusts it to read their code): its cache,
+# which any student code can reach, keeps torch's code only.
 READ_THE_RECORDER_S_CACHE = '''
 import sys as _rt_sys
 _rt_cache = getattr(_rt_sys.modules["grader.run.inside.op_rules"], "_FRAME_KINDS", {})
@@ -572,9 +572,6 @@ if any(getattr(v[0], "co_filename", "").startswith("certified/") for v in list(_
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: op_rules._FRAME_KINDS keeps the code objects of the certified frames "
-                                       "it classifies; op_rules should tell a certified frame by its globals and "
-                                       "keep nothing of it")
 def test_the_operator_recorder_keeps_no_certified_code(reference, box):
     _, body = region_of(reference.sources, "block")
     all_points(grade(reference, box, "block", upload(reference, {"block": READ_THE_RECORDER_S_CACHE + body})))

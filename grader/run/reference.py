@@ -29,7 +29,8 @@ class Reference:
         # Compiled once each: a module with every region kept, which most tasks' workers get,
         # and per task the certified parts as its workers get them.
         self._kept_code: dict[str, str] = {}
-        self._certified: dict[frozenset, dict[str, str]] = {}
+        self._certified: dict = {}
+        self._modules_compiled: dict[tuple, str] = {}
 
     @classmethod
     @lru_cache(maxsize=1)
@@ -65,11 +66,20 @@ class Reference:
         guards = {task: tuple(sorted(users)) for task, users in (guards or {}).items() if task in held}
         key = (frozenset(held), tuple(sorted(guards.items())))
         if key not in self._certified:
-            every = set().union(*self._tasks_in.values())
-            self._certified[key] = {
-                rel: wire.pack_code(strip(_guarded(self.sources[rel], guards), every - set(held)), f"certified/{rel}")
-                for rel in self.sources}
+            # Compiled per module, for what of it is held and guarded: most workers' keys
+            # differ in a module or two.
+            self._certified[key] = {rel: self._compiled_module(rel, frozenset(held) & self._tasks_in[rel],
+                                                               tuple(sorted((t, u) for t, u in guards.items()
+                                                                            if t in self._tasks_in[rel])))
+                                    for rel in self.sources}
         return self._certified[key]
+
+    def _compiled_module(self, rel: str, held: frozenset, guards: tuple) -> str:
+        key = (rel, held, guards)
+        if key not in self._modules_compiled:
+            text = strip(_guarded(self.sources[rel], dict(guards)), set(self._tasks_in[rel] - held))
+            self._modules_compiled[key] = wire.pack_code(text, f"certified/{rel}")
+        return self._modules_compiled[key]
 
     @property
     def modules(self) -> SimpleNamespace:

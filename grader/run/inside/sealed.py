@@ -24,7 +24,10 @@ doors, and each raises an audit event:
 install() adds, before any student code runs in the process, a hook that refuses these
 where they would hand out certified code or a frame that leads to it; an audit hook
 cannot be removed. Certified code is what the grader compiled from the reference's
-text, under file names `certified/<module>.py`. A frame is handed out only if neither it
+text, under file names `certified/<module>.py`, and it runs only with the globals of the
+certified modules, which the worker names to the hook before each module runs
+(CERTIFIED_MODULE): a function's or frame's globals tell the hook, without a read of
+its own, that most code is none of its business. A frame is handed out only if neither it
 nor any frame it climbs to runs certified code or is a generator's (a generator's
 frame climbs to whoever resumes it next, which may be called by certified code later).
 
@@ -32,8 +35,8 @@ There is no source to read: the certified parts arrive compiled and leave the re
 before any student code can run beside them (grader.run.inside.tasks).
 
 Where a worker serves a group of tasks and holds a part that only some of them build
-on, that part's code begins with a guard (`guard_line`): an expression whose evaluation
-reads the `__code__` of a lambda naming the tasks that may use the part. The hook
+on, that part's code begins with a guard (`guard_line`): a read of an audited attribute
+of a function, made there, whose docstring names the tasks that may use the part. The hook
 answers that read by finding which task's probe is running, from the worker's own
 serving frame (the outermost frame of the serving loop: code the student cannot place
 below it), and refuses the call for any other task. Being inside the part's code, the
@@ -54,7 +57,7 @@ GUARD = "__hero_guard__"
 _RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
 _CODE = frozenset({"__code__", "f_code", "gi_code", "cr_code", "ag_code"})
 _RESUMABLE_FRAME = frozenset({"gi_frame", "cr_frame", "ag_frame"})
-_RESTRICTED = _CODE | _RESUMABLE_FRAME | {"tb_frame"}
+_RESTRICTED = _CODE | _RESUMABLE_FRAME | {"tb_frame", "__kwdefaults__"}
 _NEVER = {
     "sys._current_frames": "every thread's frame",
     "sys.settrace": "a tracer, which is handed every frame",
@@ -63,7 +66,9 @@ _NEVER = {
     "gc.get_referrers": "what refers to an object",
     "gc.get_referents": "what an object refers to",
 }
-_EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", *_NEVER})
+# Raised by the worker with a certified module's globals before the module runs.
+CERTIFIED_MODULE = "hero_transformer.certified_module"
+_EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", CERTIFIED_MODULE, *_NEVER})
 # The grader's code allowed to read what the hook refuses the student: the readers
 # (which keep only text) and the installers of the grader's own audit hooks. Named here,
 # resolved to code objects when the hook is installed (a name that no longer exists
@@ -103,8 +108,11 @@ class NotBuiltOn(Sealed):
 
 
 def guard_line(indent: str, part: str, users) -> str:
-    """The line that begins a guarded part's code: only `users` may run it."""
-    return f'{indent}(lambda: "{GUARD} {part} {" ".join(sorted(users))}").__code__\n'
+    """The lines that begin a guarded part's code: only `users` may run it. Reading the
+    `__kwdefaults__` of a function named GUARD raises the audit event; its docstring says
+    which part and who may run it. (A function of the student's dressed up so would be
+    answered the same way, and what the read gives away is nothing.)"""
+    return f'{indent}def {GUARD}(): "{GUARD} {part} {" ".join(sorted(users))}"\n{indent}{GUARD}.__kwdefaults__\n'
 
 
 def _codes(code):
@@ -135,90 +143,170 @@ def _named(dotted: dict) -> dict[int, tuple]:
     return found
 
 
-def install(serve_one, crossed: set) -> None:
+def install(serve_one, run_probe, crossed: set) -> None:
     """Add the hook (once per process). `serve_one`: the function whose outermost frame
-    serves the worker's probes and holds, as its local `probing`, the task probed now;
-    `crossed`: where a guard that refused notes the part, for the grader to answer the
-    probe again in the task's own worker."""
+    serves the worker's probes; `run_probe`: the function it calls each probe with, whose
+    local `probing` names the task probed now; `crossed`: where a guard that refused
+    notes the part, for the grader to answer the probe again in the task's own worker."""
     if _INSTALLED:
         return
     # Everything the hook uses is bound here, where no student code has run: module
     # globals and builtins can be replaced later, this closure cannot be reached.
-    serving, note = serve_one.__code__, crossed.add
+    serving, serving_globals, note = serve_one.__code__, serve_one.__globals__, crossed.add
+    one_probe = run_probe.__code__
+    last_probe: list = [None, None]  # the probe's frame, and the task it probes: read once per probe
     readers, installers = _named(_READERS), _named(_HOOK_INSTALLERS)
     starts, get_ident, getframe, code_type, text = str.startswith, _thread.get_ident, sys._getframe, types.CodeType, str
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     events, restricted, resumable_frame, never = _EVENTS, _RESTRICTED, _RESUMABLE_FRAME, dict(_NEVER)
-    prefix, marker_start, resumable = CERTIFIED_PREFIX, GUARD + " ", _RESUMABLE
+    prefix, marker_start, guard_name, resumable = CERTIFIED_PREFIX, GUARD + " ", GUARD, _RESUMABLE
     sealed, attribute, frame_refused, not_built_on = Sealed, SealedAttribute, SealedFrame, NotBuiltOn
     inside: set = set()  # threads inside the hook: the hook's own reads pass
+    # The globals of the certified modules, as the worker loads them (CERTIFIED_MODULE,
+    # raised before each one runs): every certified function and frame has one of them,
+    # so code of any other is let through without a read of its own. The student's code
+    # can add to this set (and so only slow its own reads), never take from it.
+    registry: dict = {}
+    registration = CERTIFIED_MODULE
+    trusted_globals = {id(known[1]) for known in readers.values()} | {id(known[1]) for known in installers.values()}
 
     def certified(code) -> bool:
         return type(code) is code_type and starts(code.co_filename, prefix)
 
+    def certified_globals(scope) -> bool:
+        return registry.get(id(scope)) is scope
+
     def trusted(frame, among: dict) -> bool:
+        if id(frame.f_globals) not in trusted_globals:
+            return False
         known = among.get(id(frame.f_code))
         return known is not None and known[0] is frame.f_code and known[1] is frame.f_globals
 
     def leads_to_certified(frame):
         while frame is not None:
-            code = frame.f_code
-            if certified(code):
+            if certified_globals(frame.f_globals):
                 return "a frame of the reference's code, or of code it called"
-            if code.co_flags & resumable:
+            if frame.f_code.co_flags & resumable:
                 return "a generator's frame"
             frame = frame.f_back
         return None
 
     def probing(frame):
-        """The task whose probe runs now: the outermost serving frame's `probing`."""
-        outermost = None
-        while frame is not None:
-            if frame.f_code is serving:
-                outermost = frame
+        """The task whose probe runs now: `probing` of the frame the outermost serving
+        frame called the probe in (no code placed above that frame can stand below it).
+        Frames are told by their globals first: reading a frame's code is itself an audited
+        event, for every hook of the process."""
+        # Within one probe: its frame, found already, is on the stack below this one (a
+        # finished probe's frame is never on the stack again).
+        cached, start = last_probe[0], frame
+        while cached is not None and frame is not None:
+            if frame is cached:
+                return last_probe[1]
             frame = frame.f_back
-        task = None if outermost is None else outermost.f_locals.get("probing")
-        return task if type(task) is text else None
+        frame = start
+        outermost = called = child = None
+        while frame is not None:
+            if frame.f_globals is serving_globals and frame.f_code is serving:
+                outermost, called = frame, child
+            child, frame = frame, frame.f_back
+        if called is None or called.f_globals is not serving_globals or called.f_code is not one_probe:
+            return None
+        if last_probe[0] is not called:
+            task = called.f_locals.get("probing")
+            last_probe[:] = [called, task if type(task) is text else None]
+        return last_probe[1]
+
+    markers: dict = {}  # id(a guard's docstring) -> (the docstring, the part, who may run it)
+    callers: dict = {}  # id(frame) -> (frame, task): frames that called a guarded part in this probe
+
+    def running(frame):
+        """The task probed now, for code running in `frame` (a guarded part's). A frame
+        that called a guarded part before, while it still runs, was called under the same
+        probe: unless it is a generator's, which may be resumed under another."""
+        caller = frame.f_back
+        known = callers.get(id(caller))
+        if known is not None and known[0] is caller:
+            return known[1]
+        before = last_probe[0]
+        task = probing(frame)
+        if last_probe[0] is not before:
+            callers.clear()
+        if caller is not None and not caller.f_code.co_flags & resumable and len(callers) < 4096:
+            callers[id(caller)] = (caller, task)
+        return task
 
     def guard(marker: str, reader):
-        _, part, *users = marker.split(" ")
-        task = probing(reader)
+        known = markers.get(id(marker))
+        if known is None or known[0] is not marker:
+            _, part, *users = marker.split(" ")
+            known = markers[id(marker)] = (marker, part, frozenset(users))
+        _, part, users = known
+        task = running(reader)
         if task in users:
             return None
         if task is not None:
             note(part)
         return not_built_on, f"the reference's {part}, which {task or 'no task probed now'} does not build on"
 
-    def refusal(event: str, args, reader):
+    def refusal(event: str, args):
+        # The frame that asked: this function's caller's caller (the hook is called from C).
         if event == "object.__getattr__":
             owner, name = args
+            if name == "__kwdefaults__":  # a guard, or nothing to see
+                if not certified_globals(owner.__globals__):
+                    return None
+                named, marker = owner.__name__, owner.__doc__
+                if type(named) is not text or named != guard_name or type(marker) is not text \
+                        or not starts(marker, marker_start):
+                    return None
+                return guard(marker, getframe(2))
+            if name == "__code__":
+                if not certified_globals(owner.__globals__):
+                    return None
+                code = owner.__code__
+                if not certified(code) or trusted(getframe(2), readers):
+                    return None
+                return attribute, f"the code of the reference's {code.co_name}"
+            if name == "f_code":
+                if not certified_globals(owner.f_globals) or trusted(getframe(2), readers):
+                    return None
+                return attribute, "the code of a frame of the reference's"
             if name in resumable_frame:
-                return None if trusted(reader, readers) else (attribute, f"a generator's frame ({name})")
+                return None if trusted(getframe(2), readers) else (attribute, f"a generator's frame ({name})")
             if name == "tb_frame":
-                if trusted(reader, readers):
+                if trusted(getframe(2), readers):
                     return None
                 why = leads_to_certified(owner.tb_frame)
                 return (attribute, f"the frame of a traceback: {why}") if why else None
-            code = getattr(owner, name)
-            if not certified(code):
-                return None
-            consts = code.co_consts
-            if name == "__code__" and len(consts) == 2 and type(consts[1]) is text and starts(consts[1], marker_start):
-                return guard(consts[1], reader)
-            if name in ("f_code", "__code__") and trusted(reader, readers):
-                return None
-            return attribute, f"the code of the reference's {code.co_name}"
+            if certified(getattr(owner, name)):  # gi_code, cr_code, ag_code
+                return attribute, "the code of a generator of the reference's"
+            return None
         if event == "sys._getframe":
-            if trusted(reader, readers):
+            if trusted(getframe(2), readers):
                 return None
             why = leads_to_certified(args[0])
             return (frame_refused, why) if why else None
         if event == "sys.addaudithook":
-            return None if trusted(reader, installers) else (sealed, "an audit hook of the submission's own")
+            return None if trusted(getframe(2), installers) else (sealed, "an audit hook of the submission's own")
         return sealed, never[event]
 
     def hook(event: str, args) -> None:
-        if event not in events or (event == "object.__getattr__" and args[1] not in restricted):
+        if event not in events:
+            return
+        if event == "object.__getattr__":
+            name = args[1]
+            if name not in restricted:
+                return
+            # Most reads are of code that is not the reference's: told by its globals.
+            if name == "f_code":
+                if registry.get(id(args[0].f_globals)) is not args[0].f_globals:
+                    return
+            elif name == "__code__" or name == "__kwdefaults__":
+                if registry.get(id(args[0].__globals__)) is not args[0].__globals__:
+                    return
+        elif event == registration:
+            if args and type(args[0]) is dict:
+                registry[id(args[0])] = args[0]
             return
         me = get_ident()
         if me in inside:
@@ -229,7 +317,7 @@ def install(serve_one, crossed: set) -> None:
         collecting = gc_enabled()
         gc_disable()
         try:
-            refused = refusal(event, args, getframe(1))
+            refused = refusal(event, args)
         finally:
             if collecting:
                 gc_enable()

@@ -128,8 +128,8 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         forget_certified_sources()
     send(channel, {"ready": True, "certified": namespace.certified_tasks})
     group_rules: dict = {}  # in a group's worker: the rules of the task whose probes run now
-    # The task whose probe runs now, as a local of this frame, the outermost of its kind:
-    # where the guards of a group's certified parts look it up (grader/run/inside/sealed.py).
+    # The task whose probe runs now, handed to run_probe, whose frame the guards of a
+    # group's certified parts read it from (grader/run/inside/sealed.py).
     probing = None
     while True:
         try:
@@ -158,7 +158,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
             module = importlib.import_module(f"grader.checks.{call['module']}")
             probe = getattr(module, call["probe"])
             with op_rules.watching(probe_rules, tripped):
-                result = probe(namespace, **call["inputs"])
+                result = run_probe(probe, namespace, call["inputs"], probing)
             reply = {"result": result}
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, SystemExit):
@@ -178,6 +178,13 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         sys.stdout.flush()
         sys.stderr.flush()
         send(channel, reply)
+
+
+def run_probe(probe, namespace, inputs: dict, probing):
+    """One probe's call. Its frame, new for each probe and called by the serving frame,
+    is where the guards of a group's certified parts read the task probed now
+    (`probing`, grader/run/inside/sealed.py)."""
+    return probe(namespace, **inputs)
 
 
 def describe(error: BaseException) -> dict:
@@ -315,6 +322,8 @@ class SourcePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # Certified modules come compiled by the grader; the student's come as text.
         from grader.run.inside.wire import module_code
 
+        if self.name == CERTIFIED_PACKAGE:  # its globals known to the seal before it runs
+            sys.audit(sealed.CERTIFIED_MODULE, module.__dict__)
         exec(module_code(source, module.__file__), module.__dict__)
 
 
@@ -335,7 +344,7 @@ def seal() -> None:
         return
     if not STANDARD_EXCEPTIONS:
         STANDARD_EXCEPTIONS = _standard_exceptions()
-    sealed.install(_serve_one, CROSSED)
+    sealed.install(_serve_one, run_probe, CROSSED)
 
 
 def load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) -> dict[str, types.ModuleType]:
