@@ -316,19 +316,16 @@ _INSTALLED = tuple(sorted({os.path.join(path, "") for key in ("stdlib", "platstd
                            if (path := sysconfig.get_paths().get(key))}))
 _HANDLER_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
 # id(code) -> (code, torch's name for it, its module), for torch's own code only: holding
-# the code keeps its id. Nothing of any other frame is kept (the reference's parts run in
-# the worker too, and student code can read this module).
+# the code keeps its id. Of any other frame nothing but its file's name is kept (the
+# reference's parts run in the worker too, and student code can read this module).
 _FRAME_KINDS: dict = {}
+_CALLER_FILES: dict = {}  # file name -> whether its code is a caller's (_calls_torch)
 
 
-def _calls_torch(code) -> bool:
-    """Whether a frame that is not torch's runs the code that called torch (the submission,
-    the reference's parts, the grader's probe), where the walk below ends, rather than code
-    it looks through."""
-    filename = code.co_filename
-    # A mode's or a subclass's handler passes a call on: who made the call decides.
-    if code.co_name in _HANDLER_NAMES:
-        return False
+def _calls_torch(filename: str) -> bool:
+    """Whether code of `filename` (not torch's) is the code that called torch (the
+    submission, the reference's parts, the grader's probe), where the walk below ends,
+    rather than code it looks through."""
     if filename.startswith(_GRADER_PREFIX):
         return True
     return not (filename.startswith("<") or filename.startswith(_INSTALLED))
@@ -342,15 +339,21 @@ def _library_at_work(rules: Rules, frame) -> str:
     Frames are told by their code's file, not their globals: torch's code run with the
     globals of another module is still torch's."""
     named = ""
-    known_torch = _FRAME_KINDS
+    known_torch, callers = _FRAME_KINDS, _CALLER_FILES
     while frame is not None:
         code = frame.f_code
         known = known_torch.get(id(code))
         if known is None or known[0] is not code:
-            module = module_name(code.co_filename)
+            filename = code.co_filename
+            module = module_name(filename) if filename.startswith(_TORCH_PREFIX) else ""
             if not module:
-                if _calls_torch(code):
-                    break
+                # A mode's or a subclass's handler passes a call on: who made the call decides.
+                if code.co_name not in _HANDLER_NAMES:
+                    caller = callers.get(filename)
+                    if caller is None:
+                        caller = callers[filename] = _calls_torch(filename)
+                    if caller:
+                        break
                 frame = frame.f_back
                 continue
             known = known_torch[id(code)] = (code, f"{module}.{code.co_qualname}", module)
