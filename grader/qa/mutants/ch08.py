@@ -106,7 +106,7 @@ MUTANTS = [
     mutant("zero_grad_assumes_a_gradient", "adamw_zero_grad", patch("""
         - p.grad = None
         + p.grad.zero_()
-    """), "ch08.adamw_zero_grad.before_any_backward", "NoneType", "p.grad.zero_() on a None gradient"),
+    """), "ch08.adamw_zero_grad.before_any_backward", "AttributeError", "p.grad.zero_() on a None gradient"),
     # clip_grad_norm
     mutant("clip_per_tensor", "clip_grad_norm", """
         total = torch.zeros((), dtype=torch.float64)
