@@ -37,9 +37,9 @@ before any student code can run beside them (grader.run.inside.tasks).
 Where a worker serves a group of tasks and holds a part that only some of them build
 on, that part's code begins with a guard (`guard_line`): a read of an audited attribute
 of a function, made there, whose docstring names the tasks that may use the part. The hook
-answers that read by finding which task's probe is running, from the worker's own
-serving frame (the outermost frame of the serving loop: code the student cannot place
-below it), and refuses the call for any other task. Being inside the part's code, the
+answers that read by finding which task's probe is running, from the frame the worker's
+serving loop calls each probe in (below the outermost serving frame: code the student
+cannot place beneath it), and refuses the call for any other task. Being inside the part's code, the
 guard runs however the part was reached (the student's class, the certified module,
 a copy kept from another task's probe).
 """
@@ -69,13 +69,12 @@ _NEVER = {
 # Raised by the worker with a certified module's globals before the module runs.
 CERTIFIED_MODULE = "hero_transformer.certified_module"
 _EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", CERTIFIED_MODULE, *_NEVER})
-# The grader's code allowed to read what the hook refuses the student: the readers
-# (which keep only text) and the installers of the grader's own audit hooks. Named here,
-# resolved to code objects when the hook is installed (a name that no longer exists
-# trusts nothing).
-# inspect._has_code_flag (inspect.isgeneratorfunction and its kin, which torch's
-# decorators ask of the functions they wrap) reads a code object's flags and lets go of
-# it before it calls anything.
+# The code allowed to read what the hook refuses the student: readers that keep nothing
+# of what they read (the staff's traceback as text, the operator recorder's walk, and
+# inspect._has_code_flag, which torch's decorators ask through isgeneratorfunction and
+# which lets go of the code before it calls anything), and the installers of the
+# grader's own audit hooks. Named here, resolved to code objects when the hook is
+# installed (a name that no longer exists trusts nothing).
 _READERS = {"grader.run.inside.sealed": ("trace_of",),
             "grader.run.inside.op_rules": ("_library_at_work", "_DispatchRecorder.__torch_dispatch__"),
             "inspect": ("_has_code_flag",)}
