@@ -452,7 +452,11 @@ def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
             assert imported.arrivals.empty(), "the door admitted a process that is no fresh worker"
         finally:
             imported.close()
-    assert all(r.status == PASSED for r in results), [(r.check.name, r.status, r.diagnosis) for r in results]
+    # The knock finds the door by walking frames: where the seal (run/inside/sealed.py) refuses
+    # that walk first, the upload is refused for reading frames, and the door saw nothing.
+    sealed = all(r.status == "forbidden" and "never read" in r.diagnosis for r in results)
+    assert sealed or all(r.status == PASSED for r in results), [(r.check.name, r.status, r.diagnosis)
+                                                                for r in results]
 
 
 FLOOD_THE_DOOR = KNOCK + """
