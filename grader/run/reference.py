@@ -46,17 +46,6 @@ class Reference:
     def _text(self, rel: str, tasks: frozenset[str]) -> str:
         return strip(self.sources[rel], set(tasks & self._tasks_in[rel]))
 
-    def compiled_without(self, *tasks: str) -> dict[str, str]:
-        """The certified parts for a worker grading `tasks` (one task, or a group of tasks
-        none of whose checks use another's), each module compiled here and sent as
-        marshalled code (the worker's interpreter is this one), so no worker spends its
-        start compiling."""
-        key = frozenset(tasks)
-        if key not in self._certified:
-            self._certified[key] = {rel: self._compile(rel, key) if key & self._tasks_in[rel] else self._kept(rel)
-                                    for rel in self.sources}
-        return self._certified[key]
-
     def compiled_for(self, held, guards: "dict[str, tuple[str, ...]] | None" = None) -> dict[str, str]:
         """The certified parts a worker receives: the regions of the tasks in `held`,
         every other region stripped (the worker installs none of them: the student's own
