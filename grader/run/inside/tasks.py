@@ -148,6 +148,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
                 namespace.task = call["task"]
                 PROBING[0] = call["task"]
                 CROSSED.clear()
+                watch_all_but(call["task"])
                 disarm = set_tripwires(entry.get("tripwires", []), tripped)
                 probe_rules = group_rules.get(call["task"])
                 if probe_rules is None:  # the group's next task: the last one's rules undone first
@@ -441,7 +442,6 @@ CROSSED: set = set()
 def _watch_group_crossings(request: dict, student: dict, group: set) -> None:
     import functools
 
-    replaced = {}
     for region in request["regions"]:
         task, module = region["task"], region["module"]
         if task not in group or module not in student:
@@ -458,13 +458,25 @@ def _watch_group_crossings(request: dict, student: dict, group: set) -> None:
             return _function(*args, **kwargs)
 
         functools.update_wrapper(watched, function)
-        setattr(owner, attr, watched)
-        if not class_path:
-            replaced[id(function)] = watched
-    for module in student.values():  # aliases (`from .model import gelu`) too
-        for key, value in list(vars(module).items()):
-            if id(value) in replaced:
-                setattr(module, key, replaced[id(value)])
+        # Where the function is found: its owner, and (a function of a module) every
+        # module of the package that imported it under a name of its own.
+        places = [(owner, attr)] + ([] if class_path else [
+            (other, key) for other in student.values() for key, value in list(vars(other).items())
+            if value is function and (other, key) != (owner, attr)])
+        WATCHED.setdefault(task, []).extend((place, function, watched) for place in places)
+    watch_all_but(None)
+
+
+# In a worker that serves a group: each task's functions as the student wrote them and
+# wrapped to notice another task's probe reaching them. A task's own probes see its
+# functions unwrapped (a probe that reads the student's code reads the student's code).
+WATCHED: dict = {}
+
+
+def watch_all_but(task) -> None:
+    for name, entries in WATCHED.items():
+        for (owner, attr), function, watched in entries:
+            setattr(owner, attr, function if name == task else watched)
 
 
 def _rebind(function, certified_class, owner):
