@@ -37,9 +37,10 @@ before any student code can run beside them (grader.run.inside.tasks).
 Where a worker serves a group of tasks and holds a part that only some of them build
 on, that part's code begins with a guard (`guard_line`): a read of an audited attribute
 of a function, made there, whose docstring names the tasks that may use the part. The hook
-answers that read by finding which task's probe is running, from the frame the worker's
-serving loop calls each probe in (below the outermost serving frame: code the student
-cannot place beneath it), and refuses the call for any other task. Being inside the part's code, the
+answers that read from the task whose probe began last, which it takes only from the
+function the worker's serving loop calls each probe in, called by the outermost
+serving frame (code the student cannot place beneath it), and refuses the call for any
+other task. Being inside the part's code, the
 guard runs however the part was reached (the student's class, the certified module,
 a copy kept from another task's probe).
 """
@@ -66,9 +67,12 @@ _NEVER = {
     "gc.get_referrers": "what refers to an object",
     "gc.get_referents": "what an object refers to",
 }
-# Raised by the worker with a certified module's globals before the module runs.
+# Raised by the worker with a certified module's globals before the module runs, and
+# with the task a probe grades as the probe begins (grader.run.inside.tasks.run_probe).
 CERTIFIED_MODULE = "hero_transformer.certified_module"
-_EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", CERTIFIED_MODULE, *_NEVER})
+PROBE_STARTS = "hero_transformer.probe_starts"
+_EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", CERTIFIED_MODULE, PROBE_STARTS,
+                     *_NEVER})
 # The code allowed to read what the hook refuses the student: readers that keep nothing
 # of what they read (the staff's traceback as text, the operator recorder's walk, and
 # inspect._has_code_flag, which torch's decorators ask through isgeneratorfunction and
@@ -153,7 +157,7 @@ def install(serve_one, run_probe, crossed: set) -> None:
     # globals and builtins can be replaced later, this closure cannot be reached.
     serving, serving_globals, note = serve_one.__code__, serve_one.__globals__, crossed.add
     one_probe = run_probe.__code__
-    last_probe: list = [None, None]  # the probe's frame, and the task it probes: read once per probe
+    current: list = [None]  # the task whose probe began last (PROBE_STARTS), None before any
     readers, installers = _named(_READERS), _named(_HOOK_INSTALLERS)
     starts, get_ident, getframe, code_type, text = str.startswith, _thread.get_ident, sys._getframe, types.CodeType, str
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
@@ -166,7 +170,7 @@ def install(serve_one, run_probe, crossed: set) -> None:
     # so code of any other is let through without a read of its own. The student's code
     # can add to this set (and so only slow its own reads), never take from it.
     registry: dict = {}
-    registration = CERTIFIED_MODULE
+    registration, probe_event = CERTIFIED_MODULE, PROBE_STARTS
     trusted_globals = {id(known[1]) for known in readers.values()} | {id(known[1]) for known in installers.values()}
 
     def certified(code) -> bool:
@@ -190,75 +194,33 @@ def install(serve_one, run_probe, crossed: set) -> None:
             frame = frame.f_back
         return None
 
-    def probing(frame):
-        """The task whose probe runs now: `probing` of the frame the outermost serving
-        frame called the probe in (no code placed above that frame can stand below it).
-        Frames are told by their globals first: reading a frame's code is itself an audited
-        event, for every hook of the process."""
-        # Within one probe: its frame, found already, is on the stack below this one (a
-        # finished probe's frame is never on the stack again).
-        cached, start = last_probe[0], frame
-        while cached is not None and frame is not None:
-            if frame is cached:
-                return last_probe[1]
-            frame = frame.f_back
-        frame = start
-        outermost = called = child = None
+    def outermost_serving(frame):
+        """The outermost frame of the worker's serving loop below `frame` (told by its
+        globals first: reading a frame's code is itself an audited event, for every hook)."""
+        found = None
         while frame is not None:
             if frame.f_globals is serving_globals and frame.f_code is serving:
-                outermost, called = frame, child
-            child, frame = frame, frame.f_back
-        if called is None or called.f_globals is not serving_globals or called.f_code is not one_probe:
-            return None
-        if last_probe[0] is not called:
-            task = called.f_locals.get("probing")
-            last_probe[:] = [called, task if type(task) is text else None]
-        return last_probe[1]
+                found = frame
+            frame = frame.f_back
+        return found
 
-    markers: dict = {}  # id(a guard's docstring) -> (the docstring, the part, who may run it)
-    callers: dict = {}  # id(frame) -> (frame, task): frames that called a guarded part in this probe
+    def probe_starts(task, reader) -> None:
+        """A probe begins: taken only from run_probe called by the outermost serving frame
+        (no code the student places can stand beneath it), so the task is the grader's."""
+        if (reader.f_globals is serving_globals and reader.f_code is one_probe and reader.f_back is not None
+                and outermost_serving(reader.f_back) is reader.f_back):
+            current[0] = task if type(task) is text else None
 
-    def running(frame):
-        """The task probed now, for code running in `frame` (a guarded part's). A frame
-        that called a guarded part before, while it still runs, was called under the same
-        probe: unless it is a generator's, which may be resumed under another."""
-        caller = frame.f_back
-        known = callers.get(id(caller))
-        if known is not None and known[0] is caller:
-            return known[1]
-        before = last_probe[0]
-        task = probing(frame)
-        if last_probe[0] is not before:
-            callers.clear()
-        if caller is not None and not caller.f_code.co_flags & resumable and len(callers) < 4096:
-            callers[id(caller)] = (caller, task)
-        return task
-
-    def guard(marker: str, reader):
-        known = markers.get(id(marker))
-        if known is None or known[0] is not marker:
-            _, part, *users = marker.split(" ")
-            known = markers[id(marker)] = (marker, part, frozenset(users))
-        _, part, users = known
-        task = running(reader)
-        if task in users:
-            return None
-        if task is not None:
-            note(part)
-        return not_built_on, f"the reference's {part}, which {task or 'no task probed now'} does not build on"
+    # id(a guard's docstring) -> (the docstring, the part, the tasks that may run it). A
+    # guarded part runs for a task that builds on it, or not at all; between two probes
+    # the last one's task stands, which gives code running then no more than that
+    # probe's code had.
+    markers: dict = {}
 
     def refusal(event: str, args):
         # The frame that asked: this function's caller's caller (the hook is called from C).
         if event == "object.__getattr__":
             owner, name = args
-            if name == "__kwdefaults__":  # a guard, or nothing to see
-                if not certified_globals(owner.__globals__):
-                    return None
-                named, marker = owner.__name__, owner.__doc__
-                if type(named) is not text or named != guard_name or type(marker) is not text \
-                        or not starts(marker, marker_start):
-                    return None
-                return guard(marker, getframe(2))
             if name == "__code__":
                 if not certified_globals(owner.__globals__):
                     return None
@@ -280,6 +242,9 @@ def install(serve_one, run_probe, crossed: set) -> None:
             if certified(getattr(owner, name)):  # gi_code, cr_code, ag_code
                 return attribute, "the code of a generator of the reference's"
             return None
+        if event == probe_event:
+            probe_starts(args[0] if args else None, getframe(2))
+            return None
         if event == "sys._getframe":
             if trusted(getframe(2), readers):
                 return None
@@ -300,9 +265,29 @@ def install(serve_one, run_probe, crossed: set) -> None:
             if name == "f_code":
                 if registry.get(id(args[0].f_globals)) is not args[0].f_globals:
                     return
-            elif name == "__code__" or name == "__kwdefaults__":
+            elif name == "__code__":
                 if registry.get(id(args[0].__globals__)) is not args[0].__globals__:
                     return
+            elif name == "__kwdefaults__":  # a guard, or nothing to see: no frame, no code read
+                owner = args[0]
+                marker = owner.__doc__
+                known = markers.get(id(marker))
+                if known is None or known[0] is not marker:  # (a guard's docstring is never handed out)
+                    if registry.get(id(owner.__globals__)) is not owner.__globals__:
+                        return
+                    named = owner.__name__
+                    if type(named) is not text or named != guard_name or type(marker) is not text \
+                            or not starts(marker, marker_start):
+                        return
+                    _, part, *users = marker.split(" ")
+                    known = markers[id(marker)] = (marker, part, frozenset(users))
+                task = current[0]
+                if task in known[2]:
+                    return
+                if task is not None:
+                    note(known[1])
+                raise not_built_on(f"the reference's {known[1]}, which {task or 'no task probed now'} does not "
+                                   f"build on")
         elif event == registration:
             if args and type(args[0]) is dict:
                 registry[id(args[0])] = args[0]

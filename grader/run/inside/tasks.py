@@ -128,8 +128,8 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         forget_certified_sources()
     send(channel, {"ready": True, "certified": namespace.certified_tasks})
     group_rules: dict = {}  # in a group's worker: the rules of the task whose probes run now
-    # The task whose probe runs now, handed to run_probe, whose frame the guards of a
-    # group's certified parts read it from (grader/run/inside/sealed.py).
+    # The task whose probe runs now, which run_probe names to the seal for the guards of
+    # a group's certified parts (grader/run/inside/sealed.py).
     probing = None
     while True:
         try:
@@ -181,10 +181,12 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         send(channel, reply)
 
 
-def run_probe(probe, namespace, inputs: dict, probing):
-    """One probe's call. Its frame, new for each probe and called by the serving frame,
-    is where the guards of a group's certified parts read the task probed now
-    (`probing`, grader/run/inside/sealed.py)."""
+def run_probe(probe, namespace, inputs: dict, probing, _audit=sys.audit, _starts=sealed.PROBE_STARTS):
+    """One probe's call, which first tells the seal which task it grades: the guards of a
+    group's certified parts answer by it (grader/run/inside/sealed.py). The defaults bind
+    what it calls before any student code exists (replacing them is tampering the worker
+    reports)."""
+    _audit(_starts, probing)
     return probe(namespace, **inputs)
 
 
