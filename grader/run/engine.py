@@ -502,6 +502,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     torch.set_num_threads(1)
     if reference is not None:
         reference.modules  # import it once here, not from two grading threads at once
+        worker_holdings()  # read once here too, before two threads each set about it
     deadline = time.monotonic() + runner.limits.submission_seconds
     # Scanned once, before the threads (the scan caches what it finds per upload).
     try:
