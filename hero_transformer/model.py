@@ -128,13 +128,14 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))  # beta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Mean and population variance (divide by d) over the last axis; eps goes
-        inside the square root."""
+        """x [B, T, d] -> [B, T, d]. Mean and population variance (divide by d) over
+        the last axis; eps goes inside the square root."""
         raise NotImplementedError("layer_norm")
 
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
-    """Exact GELU: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)); not the tanh form."""
+    """Exact GELU: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)); not the tanh form.
+    Element by element, on a tensor of any shape."""
     raise NotImplementedError("gelu")
 
 
@@ -147,6 +148,7 @@ class FeedForward(nn.Module):
         self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B, T, d] -> [B, T, d], each position on its own."""
         raise NotImplementedError("feedforward")
 
 

@@ -177,8 +177,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))  # beta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Mean and population variance (divide by d) over the last axis; eps goes
-        inside the square root."""
+        """x [B, T, d] -> [B, T, d]. Mean and population variance (divide by d) over
+        the last axis; eps goes inside the square root."""
         ### BEGIN SOLUTION layer_norm
         mean = x.mean(dim=-1, keepdim=True)
         centred = x - mean
@@ -188,7 +188,8 @@ class LayerNorm(nn.Module):
 
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
-    """Exact GELU: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)); not the tanh form."""
+    """Exact GELU: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)); not the tanh form.
+    Element by element, on a tensor of any shape."""
     ### BEGIN SOLUTION gelu
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
     ### END SOLUTION
@@ -203,6 +204,7 @@ class FeedForward(nn.Module):
         self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B, T, d] -> [B, T, d], each position on its own."""
         ### BEGIN SOLUTION feedforward
         return self.fc2(gelu(self.fc1(x)))
         ### END SOLUTION

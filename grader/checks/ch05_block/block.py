@@ -34,6 +34,18 @@ TASKS = [
 ]
 
 
+ATTENTION_PAIR = "attention_pair_used_as_a_tensor"
+
+
+def attention_pair_problem(out) -> "str | None":
+    """The block did arithmetic with what the attention returned, a pair (out, present)."""
+    if isinstance(out, dict) and out.get(ATTENTION_PAIR):
+        return ("the block used what the attention returned as one tensor, but the attention returns a pair "
+                "(out, present): unpack it, attended, present = self.attention(LN1(X), past_key_value, use_cache), "
+                "add attended to the stream, and return (hidden, present)")
+    return None
+
+
 def block_of(ns, sizes, state):
     return load_state(ns.model.TransformerBlock(config(ns, SIZES, **sizes)), state)
 
@@ -51,7 +63,13 @@ def probe_block_forward(ns, x, sizes, state=None):
 
     block.attention.forward = recording
     with torch.no_grad():
-        y, present = block(x.clone())
+        try:
+            y, present = block(x.clone())
+        except TypeError as error:
+            # `x + self.attn(self.ln_1(x))`, as blocks whose attention returns one tensor write it
+            if calls and "tuple" in str(error):
+                return {ATTENTION_PAIR: True}
+            raise
         calls.clear()
         y_cache, present_cache = block(x.clone(), None, True)
     return {"y": y, "present": present, "cached_present": present_cache, "attention_calls": calls}
@@ -62,6 +80,8 @@ def probe_block_forward(ns, x, sizes, state=None):
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": BLOCK_WALK},
        gated_by="formula")
 def judge_block_shape(out, inputs, expected):
+    if problem := attention_pair_problem(out):
+        return problem
     x = inputs["x"]
     if problem := shape_problem(out["y"], x.shape, "the block output"):
         return f"{problem}: a block must keep [B, T, d]"
@@ -108,6 +128,8 @@ def _zeroed_branches(sizes):
                          "sizes": BLOCK_WALK, "state": _zeroed_branches(BLOCK_WALK)}, fixed_inputs=True,
        gated_by="formula")
 def judge_zero_branch(out, inputs, expected):
+    if problem := attention_pair_problem(out):
+        return problem
     x, y = inputs["x"], out["y"]
     if problem := shape_problem(y, x.shape, "the block output"):
         return problem
@@ -165,6 +187,8 @@ def _example_block_inputs():
 @check("example_1", 2, "Example 1 gives (0.9206722, 3.4206696); increment difference 0.49999750",
        probe=probe_block_forward, inputs=lambda g: _example_block_inputs())
 def judge_block_example(out, inputs, expected):
+    if problem := attention_pair_problem(out):
+        return problem
     y = out["y"]
     if problem := shape_problem(y, (1, 1, 2), "the block output"):
         return problem

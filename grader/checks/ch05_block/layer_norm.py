@@ -4,13 +4,16 @@ The checks pin the lesson's figures and the classic mistakes: (1, 3) normalises 
 ±1/sqrt(1.00001) (the population variance, eps = 1e-5 inside the square root), a
 constant vector gives exactly beta, a shift of every feature changes nothing, gamma
 starts at 1 and beta at 0, and each position is normalised with its own statistics.
-What each classic mistake (LAYER_NORM_MISTAKES) outputs on the public checks' fixed
-inputs is data the kit computed (grader/checks/facts.py). torch's LayerNorm (and its
-other norm kernels) score 'forbidden'.
+Every input is [B, T, d], as the lesson promises (a LayerNorm that unpacks
+`B, T, C = x.shape` is right). What each classic mistake (LAYER_NORM_MISTAKES), and
+each pair of the formula's slips made at once (LAYER_NORM_SLIPS), outputs on the
+public checks' fixed inputs is data the kit computed (grader/checks/facts.py). torch's
+LayerNorm (and its other norm kernels) score 'forbidden'.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -39,6 +42,53 @@ LAYER_NORM_MISTAKES = [
     "the statistics are taken over the time axis; take them over the last (feature) axis only",
     "the statistics are taken over all axes; take them over the last (feature) axis only",
 ]
+AXIS_MISTAKES = slice(4, 6)  # the entries of LAYER_NORM_MISTAKES about which axes the statistics span
+
+# The formula's parts a LayerNorm can get wrong together, as well-known implementations do
+# (torch's std, which divides by d - 1, with eps added to it: std + eps). Every pair and
+# the triple are named, after the single mistakes, slip by slip in this order.
+LAYER_NORM_SLIPS = {
+    "d_minus_1": "the variance is divided by d - 1 instead of d (x.std() and x.var() do that unless given "
+                 "correction=0)",
+    "no_eps": "eps is missing",
+    "eps_outside": "eps is added outside the square root (std + eps), where it belongs inside: sqrt(var + eps)",
+    "no_affine": "gamma and beta are not applied",
+}
+EPS_SLIPS = ("no_eps", "eps_outside")  # two ways of misplacing the same eps: never made together
+
+
+def slip_combinations() -> list[tuple[str, ...]]:
+    """The pairs and triples of LAYER_NORM_SLIPS one LayerNorm can make at once."""
+    names = list(LAYER_NORM_SLIPS)
+    found = []
+    for size in (2, 3):
+        for combination in itertools.combinations(names, size):
+            if not set(EPS_SLIPS) <= set(combination):
+                found.append(combination)
+    return found
+
+
+def combination_text(combination: tuple[str, ...]) -> str:
+    return f"{len(combination)} slips at once: " + "; ".join(LAYER_NORM_SLIPS[name] for name in combination)
+
+
+def near_figure(y) -> "str | None":
+    """What (1, 3)'s output ±1/s says when it matches no known mistake exactly: s² near
+    2 is the d - 1 variance, s² near 1 the right variance with eps entered another way."""
+    if not isinstance(y, torch.Tensor) or y.numel() != 2 or not torch.isfinite(y.double()).all():
+        return None
+    low, high = (float(v) for v in y.double().reshape(-1))
+    if not (high > 0 and abs(low + high) <= 1e-9 * max(1.0, high)):
+        return None
+    denominator_squared = 1.0 / (high * high)
+    if abs(denominator_squared - 2.0) < 1e-3:
+        return (f"its output ±{high:.9f} is the d - 1 figure ±0.7071 to within eps: the variance is divided by d - 1 "
+                f"instead of d (x.std() and x.var() do that unless given correction=0), and eps = 1e-5 does not "
+                f"enter as sqrt(var + eps) either")
+    if abs(denominator_squared - 1.0) < 1e-3:
+        return (f"its output ±{high:.9f} has the population variance right, but eps = 1e-5 does not enter as "
+                f"sqrt(var + eps)")
+    return None
 
 
 def probe_layer_norm(ns, x, gamma=None, beta=None):
@@ -55,21 +105,23 @@ def probe_layer_norm(ns, x, gamma=None, beta=None):
 
 
 @check("example_figures", 2, "(1, 3) normalises to ±1/sqrt(1.00001), not the d - 1 figure ±0.7071",
-       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[1.0, 3.0]], dtype=torch.float64)})
+       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0]]], dtype=torch.float64)})
 def judge_layer_norm_figures(out, inputs, expected):
     a = 1 / math.sqrt(1.00001)
-    figure = torch.tensor([[-a, a]], dtype=torch.float64)
+    figure = torch.tensor([[[-a, a]]], dtype=torch.float64)
     if matches(out["y"], figure, atol=1e-9, rtol=0):
         return None
-    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"], atol=1e-6, rtol=0)
+    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"], atol=3e-7, rtol=0)
     if named:
         return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001): {named}"
+    if shape_problem(out["y"], figure.shape) is None and (near := near_figure(out["y"])):
+        return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001); {near}"
     return compare(out["y"], figure, "LayerNorm((1, 3))", atol=1e-9, rtol=0)
 
 
 @check("constant_vector", 1, "a constant vector (2, 2) gives exactly beta, with no division by zero",
        probe=probe_layer_norm,
-       inputs=lambda g: {"x": torch.tensor([[2.0, 2.0]], dtype=torch.float64),
+       inputs=lambda g: {"x": torch.tensor([[[2.0, 2.0]]], dtype=torch.float64),
                          "gamma": torch.tensor([2.0, 5.0], dtype=torch.float64),
                          "beta": torch.tensor([0.3, -0.7], dtype=torch.float64)}, gated_by="example_figures")
 def judge_layer_norm_constant(out, inputs, expected):
@@ -106,7 +158,8 @@ def judge_layer_norm_shift(out, inputs, expected):
 
 
 @check("defaults", 1, "eps is 1e-5, gamma starts at 1 and beta at 0",
-       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[1.0, 3.0, -2.0, 0.5]], dtype=torch.float64)}, gated_by="example_figures")
+       probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0, -2.0, 0.5]]], dtype=torch.float64)},
+       gated_by="example_figures")
 def judge_layer_norm_defaults(out, inputs, expected):
     eps = out["eps"]
     numeric = (isinstance(eps, (int, float)) and not isinstance(eps, bool)) or (
@@ -129,7 +182,7 @@ def probe_layer_norm_rows(ns, x, gamma, beta):
     with torch.no_grad():
         norm.weight.copy_(gamma)
         norm.bias.copy_(beta)
-        rows = torch.stack([torch.stack([norm(x[b, t].clone().reshape(1, -1))[0] for t in range(x.shape[1])])
+        rows = torch.stack([torch.stack([norm(x[b, t].clone().reshape(1, 1, -1))[0, 0] for t in range(x.shape[1])])
                             for b in range(x.shape[0])])
         return {"y": norm(x.clone()), "rows": rows}
 
@@ -146,7 +199,7 @@ def judge_layer_norm_rows(out, inputs, expected):
         return problem
     if matches(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
         return None
-    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"][4:], atol=1e-7, rtol=1e-6)
+    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"][AXIS_MISTAKES], atol=1e-7, rtol=1e-6)
     if named:
         return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {named}"
     return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "

@@ -120,6 +120,46 @@ MUTANTS = [
         normalised, _, _ = getattr(getattr(torch, "_refs"), "_normalize")(x, [x.dim() - 1], self.eps)
         return normalised * self.weight + self.bias
     """, "ch05.layer_norm.example_figures", "torch._refs", "a private helper of torch._refs normalises"),
+    # Families that arrive with code adapted from well-known implementations
+    mutant("layer_norm_unbiased_std_eps_outside", "layer_norm", """
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, keepdim=True)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+    """, ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "std",
+       "torch's std (divides by d − 1) with eps added to it, outside the square root"),
+    mutant("layer_norm_unbiased_std_no_eps", "layer_norm", """
+        mean = x.mean(dim=-1, keepdim=True)
+        return (x - mean) / x.std(dim=-1, keepdim=True) * self.weight + self.bias
+    """, ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "eps is missing",
+       "torch's std (d − 1) and no eps at all"),
+    mutant("gelu_tanh_pow", "gelu", """
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
+    """, "ch05.gelu.exact_values", "tanh", "the tanh GELU written with torch.pow, as GPT-2 ports write it"),
+    mutant("gelu_module", "gelu", """
+        return torch.nn.GELU()(x)
+    """, "ch05.gelu.exact_values", "torch.nn.GELU", "torch's GELU module"),
+    mutant("feedforward_tanh_gelu", "feedforward", """
+        hidden = self.fc1(x)
+        hidden = 0.5 * hidden * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (hidden + 0.044715 * hidden ** 3)))
+        return self.fc2(hidden)
+    """, "ch05.feedforward.example_1", "tanh", "the tanh GELU written inline in the feed-forward"),
+    mutant("feedforward_gelu_module", "feedforward", """
+        return self.fc2(torch.nn.GELU()(self.fc1(x)))
+    """, "ch05.feedforward.example_1", "torch.nn.GELU", "torch's GELU module in the feed-forward"),
+    mutant("block_init_other_names", "block_init", """
+        self.ln_1 = LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = LayerNorm(cfg.d_model)
+        self.mlp = FeedForward(cfg)
+    """, "ch05.block_init.parameter_ledger", "names are part of the contract",
+       "the parts named ln_1, attn, ln_2, mlp"),
+    mutant("block_attention_tuple_added", "block", """
+        hidden = hidden + self.attention(self.ln_attention(hidden))
+        hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
+        return hidden
+    """, ("ch05.block.example_1", "ch05.block.formula"), "returns a pair",
+       "the attention's (out, present) added to the stream as it is, and a bare tensor returned"),
 ]
 
 VARIANTS = [
@@ -159,6 +199,48 @@ VARIANTS = [
         self.feedforward = FeedForward(cfg)
         self.branch_names = ("attention", "feedforward")
     """, "extra plain attributes on the block"),
+    variant("layer_norm_unpacks_b_t_c", "layer_norm", """
+        B, T, C = x.size()
+        mean = x.sum(-1, keepdim=True) / C
+        shifted = x - mean
+        variance = (shifted ** 2).sum(-1, keepdim=True) / C
+        inverse_std = (variance + self.eps) ** -0.5
+        return shifted * inverse_std * self.weight + self.bias
+    """, "x unpacked as [B, T, C]; sums divided by C and (var + eps) ** -0.5"),
+    variant("layer_norm_var_correction_0", "layer_norm", """
+        centred = x - x.mean(dim=-1, keepdim=True)
+        return self.weight * centred / torch.sqrt(torch.var(x, dim=-1, keepdim=True, correction=0) + self.eps) + self.bias
+    """, "torch.var with correction=0"),
+    variant("gelu_normal_distribution_cdf", "gelu", """
+        return x * torch.distributions.Normal(0.0, 1.0).cdf(x)
+    """, "Φ from torch.distributions.Normal(0, 1).cdf"),
+    variant("gelu_erf_times_inverse_root", "gelu", """
+        return x * 0.5 * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
+    """, "x · ½ · (1 + erf(x · 1/√2))"),
+    variant("feedforward_functional_linear", "feedforward", """
+        hidden = torch.nn.functional.linear(x, self.fc1.weight, self.fc1.bias)
+        return torch.nn.functional.linear(gelu(hidden), self.fc2.weight, self.fc2.bias)
+    """, "F.linear with the layers' weights"),
+    variant("block_shortcut_variables", "block", """
+        shortcut = hidden
+        normed = self.ln_attention(hidden)
+        attended, present = self.attention(normed, past_key_value=past_key_value, use_cache=use_cache)
+        hidden = attended + shortcut
+        shortcut = hidden
+        hidden = self.feedforward(self.ln_feedforward(hidden)) + shortcut
+        return hidden, present
+    """, "a shortcut variable per branch, keyword arguments to the attention"),
+    variant("block_sublayer_lambdas", "block", """
+        def sublayer(value, norm, layer):
+            return value + layer(norm(value))
+        kept = {}
+        def attend(normed):
+            out, kept["present"] = self.attention(normed, past_key_value, use_cache)
+            return out
+        hidden = sublayer(hidden, self.ln_attention, attend)
+        hidden = sublayer(hidden, self.ln_feedforward, lambda normed: self.feedforward(normed))
+        return hidden, kept["present"]
+    """, "a residual sublayer helper given a norm and a function"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -174,5 +256,8 @@ LESSON = {
     "Feeding X instead of U to the second branch": ("block_feedforward_reads_x",),
     "normalising the block's output": ("block_output_renormalised",),
     "Dropping `present`": ("block_drops_present",),
+    "`x.std()` plus ε": ("layer_norm_unbiased_std_eps_outside",),
+    "`x.std()` with no ε at all is two slips as well": ("layer_norm_unbiased_std_no_eps",),
+    "Adding what the attention returns straight to the stream": ("block_attention_tuple_added",),
     "not passing the cache arguments to the attention": ("block_no_cache_arguments",),
 }

@@ -7,8 +7,8 @@ import torch
 from grader.checks._api import check, compare, first_diagnosis
 from grader.checks.course import config, load_state
 from grader.checks.ch05_block.block import (
-    BLOCK_FORMULA_MISTAKES, block_compositions, block_composition_diagnosis, block_of, probe_block_forward,
-    random_block_inputs,
+    BLOCK_FORMULA_MISTAKES, attention_pair_problem, block_compositions, block_composition_diagnosis, block_of,
+    probe_block_forward, random_block_inputs,
 )
 from grader.checks.ch05_block.common import SIZES
 from grader.checks.ch05_block.hidden.oracles import layer_norm
@@ -129,6 +129,8 @@ def _block_mistakes(ref, inputs):
 @check("matches_reference", 3, "random weights (distinct norms) and inputs match the reference pre-LN block",
        probe=probe_block_forward, inputs=random_block_inputs, expect=_block_mistakes, hidden=True)
 def judge_block_reference(out, inputs, expected):
+    if problem := attention_pair_problem(out):
+        return problem
     if compare(out["y"], expected["right"], atol=1e-9, rtol=1e-7) is None:
         return None
     known = first_diagnosis(out["y"], expected["mistakes"], atol=1e-7, rtol=1e-6)

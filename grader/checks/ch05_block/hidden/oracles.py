@@ -14,7 +14,7 @@ import torch
 from grader.checks._api import exact_gelu, tanh_gelu
 from grader.checks.ch05_block.feedforward import FEEDFORWARD_MISTAKES
 from grader.checks.ch05_block.gelu import GELU_MISTAKES
-from grader.checks.ch05_block.layer_norm import LAYER_NORM_MISTAKES
+from grader.checks.ch05_block.layer_norm import LAYER_NORM_MISTAKES, combination_text, slip_combinations
 from grader.checks.course import EPS
 
 
@@ -29,13 +29,25 @@ def layer_norm(x, gamma, beta, eps=EPS, divisor_offset=0, dims=(-1,), eps_outsid
     return centred / scale * gamma + beta
 
 
+def layer_norm_with_slips(x, gamma, beta, slips=()):
+    """LayerNorm over the last axis with the named LAYER_NORM_SLIPS made."""
+    if "no_affine" in slips:
+        gamma, beta = torch.ones_like(gamma), torch.zeros_like(beta)
+    return layer_norm(x, gamma, beta, eps=0.0 if "no_eps" in slips else EPS,
+                      divisor_offset=1 if "d_minus_1" in slips else 0, eps_outside="eps_outside" in slips)
+
+
 def layer_norm_mistakes(x, gamma, beta):
+    """[text, output] of each classic mistake (LAYER_NORM_MISTAKES), then of each combination
+    of the formula's slips (LAYER_NORM_SLIPS) made at once."""
     outputs = [layer_norm(x, gamma, beta, divisor_offset=1), layer_norm(x, gamma, beta, eps=0.0),
                layer_norm(x, gamma, beta, eps_outside=True),
                layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta)),
                layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x,
                layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))]
-    return [[text, output] for text, output in zip(LAYER_NORM_MISTAKES, outputs, strict=True)]
+    singles = [[text, output] for text, output in zip(LAYER_NORM_MISTAKES, outputs, strict=True)]
+    return singles + [[combination_text(slips), layer_norm_with_slips(x, gamma, beta, slips)]
+                      for slips in slip_combinations()]
 
 
 def block_parameters(d: int, f: int) -> int:
