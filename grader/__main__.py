@@ -201,6 +201,8 @@ def main(argv=None) -> int:
     al = sub.add_parser("autolab", help="build an Autolab autograder: autograde.tar and autograde-Makefile (TA)")
     al.add_argument("--output", default="autolab", help="a new or empty folder (default: autolab)")
     al.add_argument("--chapters", help="grade only these chapters, e.g. 05 or 05,07 (default: all)")
+    al.add_argument("--seed", type=int, help="the course seed the Makefile carries (default: drawn now); give the "
+                                             "earlier one when rebuilding, so regrades keep their hidden inputs")
     n = sub.add_parser("nbgrader-course", help="write a ready nbgrader course directory (TA)")
     n.add_argument("dest", help="a new or empty folder")
     n.add_argument("--chapters", help="one assignment per chapter, e.g. 05,07 (default: all)")
@@ -265,7 +267,7 @@ def main(argv=None) -> int:
 
         chapters = parse_chapters(args.chapters)
         try:
-            problems = build_autolab(Path(args.output), chapters)
+            problems = build_autolab(Path(args.output), chapters, seed=args.seed)
         except FileExistsError as problem:
             console.print(f"[red]{problem}[/]")
             return 1

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -182,3 +183,193 @@ def test_a_grader_that_cannot_start_still_ends_with_an_autoresult(built, tmp_pat
     assert done.returncode == 0
     assert _autoresult(lines, problems) == {"ch05": 0}
     assert "course staff" in lines[-2]
+
+
+# ------------------------------------------------------------------ Tango's job
+
+# What Tango does for one job (vmms/localDocker.py runJob, autodriver/autodriver.c), on
+# this machine: in a mount namespace of its own (so /home, /etc/passwd and /etc/group are
+# the job's and nothing outside changes), the users autolab and autograde and Tango's
+# /home as its image makes them; then its command line, with the autodriver's steps as
+# the autodriver takes them (it runs setuid root, so this script runs them as root):
+# the job folder moved into autograde's home and handed to autograde, RLIMIT_NPROC and
+# RLIMIT_FSIZE set, the user dropped to autograde, make run with its output in output.log,
+# killed at the timeout, the output dumped after a status line. HOME and USER are what
+# `su autolab` leaves. Bubblewrap is out of reach, as in Tango's containers, which have
+# no user namespaces to give it.
+TANGO_JOB = r"""
+set -eu
+S="$1"; NPROC="$2"; FSIZE="$3"; TIMEOUT="$4"; OSIZE="$5"; PY="$6"; HIDDEN_DIR="$7"; HIDDEN_CHILD="$8"
+mount --make-rprivate /
+cp /etc/passwd "$S/passwd"; cp /etc/group "$S/group"
+echo "autolab:x:$9:$9::/home/autolab:/bin/sh" >> "$S/passwd"
+echo "autograde:x:${10}:${10}::/home/autograde:/bin/sh" >> "$S/passwd"
+echo "autolab:x:$9:" >> "$S/group"
+echo "autograde:x:${10}:" >> "$S/group"
+mount --bind "$S/passwd" /etc/passwd
+mount --bind "$S/group" /etc/group
+if [ -n "$HIDDEN_DIR" ]; then
+  # The interpreter sits below a folder only root may enter (a Python under /root): the
+  # folder is replaced, in this namespace only, by one that holds just the interpreter's.
+  mkdir -p "$S/keep"
+  mount --bind "$HIDDEN_DIR/$HIDDEN_CHILD" "$S/keep"
+  mount -t tmpfs -o mode=0755 tmpfs "$HIDDEN_DIR"
+  mkdir -p "$HIDDEN_DIR/$HIDDEN_CHILD"
+  mount --bind "$S/keep" "$HIDDEN_DIR/$HIDDEN_CHILD"
+fi
+if command -v bwrap >/dev/null 2>&1; then mount --bind /dev/null "$(command -v bwrap)"; fi
+mount --bind "$S/home" /home
+cd /home
+mkdir autolab autograde output
+chown autolab:autolab autolab output
+chown autograde:autograde autograde
+# Tango: cp -r mount/* autolab/; su autolab -c "autodriver -u N -f F -t T -o O autolab > output/feedback 2>&1"
+cp -r mount/* autolab/
+{
+  mv -f autolab /home/autograde
+  cd /home/autograde
+  chown -R autograde:autograde autolab
+  status=0
+  timeout -s KILL "$TIMEOUT" env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/home/autolab USER=autolab \
+      LOGNAME=autolab SHELL=/bin/sh HERO_TRANSFORMER_PYTHON="$PY" \
+      prlimit --nproc="$NPROC" --fsize="$FSIZE" -- \
+      setpriv --reuid=autograde --regid=autograde --init-groups -- \
+      sh -c 'exec > output.log 2>&1; cd autolab && exec /usr/bin/make' || status=$?
+  if [ "$status" = 137 ]; then echo "Autodriver: Job timed out after $TIMEOUT seconds"
+  else echo "Autodriver: Job exited with status $status"; fi
+  head -c "$OSIZE" output.log
+} > /home/output/feedback 2>&1
+cp /home/output/feedback /home/mount/feedback
+stat -c %U /home/autograde/output.log > /home/mount/ran-as
+"""
+
+
+def _blocked_ancestor(path: str) -> tuple[str, str] | None | str:
+    """(a folder others may not enter, its child on the way to path), None where path is
+    reachable by anyone, or why the job cannot make it reachable."""
+    parts = Path(path).parts
+    blocked = [i for i in range(1, len(parts)) if not os.stat(Path(*parts[:i])).st_mode & 0o001]
+    if not blocked:
+        return None
+    if len(blocked) > 1 or blocked[0] == 1:
+        return f"{path} sits below several folders (or /) that other users may not enter"
+    i = blocked[0]
+    return str(Path(*parts[:i])), parts[i]
+
+
+def _tango_job(built, tmp_path: Path, files: dict[str, bytes], nproc: int | None = None) -> tuple[str, list[str]]:
+    """Run one job as Tango does, as the unprivileged autograde within Tango's limits;
+    (the feedback Tango hands back to Autolab, its lines)."""
+    from grader.lms.autolab import TANGO_FSIZE, TANGO_NPROC, TANGO_OSIZE
+
+    if os.geteuid() != 0:
+        pytest.skip("a Tango-style job needs root to give the job its own users and /home (in a mount namespace)")
+    for tool in ("unshare", "setpriv", "prlimit", "timeout", "make"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed here (util-linux, coreutils, make provide the job's tools)")
+    python = os.path.realpath(sys.executable)
+    roots = {_blocked_ancestor(p) for p in (python, os.path.realpath(sys.base_prefix), str(ROOT))} - {None}
+    if any(isinstance(r, str) for r in roots) or len(roots) > 1:
+        pytest.skip(f"the kit's Python cannot be made reachable for another user here: {roots}")
+    hidden_dir, hidden_child = next(iter(roots)) if roots else ("", "")
+    scratch = Path(tempfile.mkdtemp(prefix="tango-job-", dir="/tmp"))
+    try:
+        scratch.chmod(0o755)
+        (scratch / "home" / "mount").mkdir(parents=True)
+        out, _ = built
+        for name, content in {**files, "autograde.tar": (out / TAR).read_bytes(),
+                              "Makefile": (out / MAKEFILE).read_bytes()}.items():
+            (scratch / "home" / "mount" / name).write_bytes(content)
+        taken = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines() if line.count(":") >= 3}
+        uids = [u for u in range(61000, 62000) if u not in taken][:2]
+        done = subprocess.run(["unshare", "--mount", "--", "bash", "-c", TANGO_JOB, "tango-job", str(scratch),
+                               str(nproc or TANGO_NPROC), str(TANGO_FSIZE), "900", str(TANGO_OSIZE), sys.executable,
+                               hidden_dir, hidden_child, str(uids[0]), str(uids[1])],
+                              capture_output=True, text=True, timeout=1200)
+        if done.returncode != 0 and "unshare failed" in done.stderr:
+            pytest.skip(f"no mount namespace here: {done.stderr.strip()[-300:]}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        feedback = (scratch / "home" / "mount" / "feedback").read_text()
+        assert (scratch / "home" / "mount" / "ran-as").read_text().strip() == "autograde"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return feedback, feedback.rstrip("\n").splitlines()
+
+
+@pytest.mark.slow
+def test_a_tango_job_run_as_autograde_within_tangos_limits_scores_the_reference_full(built, tmp_path):
+    """The reference zip, with a file of the deployment's beside it: full marks, the
+    job run by autograde, and the stamp's seed the course seed's for these bytes."""
+    from grader.lms.autolab import handin_seed
+
+    _, problems = built
+    handin = _zip(_sources(SOLUTIONS))
+    feedback, lines = _tango_job(built, tmp_path, {"handin.zip": handin, "settings.json": b"{}"})
+    assert lines[0] == "Autodriver: Job exited with status 0", feedback[-3000:]
+    assert _autoresult(lines, problems) == {"ch05": possible_points(["05"])}, feedback[-3000:]
+    seed = int(re.search(r"^COURSE_SEED := (\d+)$", (built[0] / MAKEFILE).read_text(), re.MULTILINE)[1])
+    scratch = tmp_path / "handin.zip"
+    scratch.write_bytes(handin)
+    assert _stamp(lines)["seed"] == handin_seed(seed, scratch)
+
+
+@pytest.mark.slow
+def test_a_tango_job_scores_a_wrong_file_as_a_plain_make_run_does(built, tmp_path):
+    """The post-LN model.py alone: the same score and the same lines under Tango's user
+    and limits as in a plain `make` (same course seed, same bytes, so the same inputs)."""
+    _, problems = built
+    wrong = next(m for m in accuracy_catalogue()[0] if m.name == "block_post_ln")
+    model = apply(_sources(SOLUTIONS), "model", wrong.task, wrong.region())["model.py"].encode()
+    feedback, lines = _tango_job(built, tmp_path, {"model.py": model})
+    plain, plain_lines = _autolab(built, tmp_path, "model.py", model)
+    scores = _autoresult(lines, problems)
+    assert 0 < scores["ch05"] < problems["ch05"], feedback[-3000:]
+    assert scores == _autoresult(plain_lines, problems)
+    checks = [line for line in lines if CHECK_LINE.match(line)]
+    assert checks and checks == [line for line in plain_lines if CHECK_LINE.match(line)]
+
+
+def test_the_image_gives_tangos_job_its_users_homes_and_autodriver(built):
+    out, _ = built
+    dockerfile = (out / "Dockerfile").read_text()
+    steps = [line for line in dockerfile.splitlines() if line and not line.startswith(("#", " "))]
+    assert steps[0].startswith("ARG TANGO_IMAGE=") and steps[1] == "FROM ${TANGO_IMAGE} AS tango"
+    assert "COPY --from=tango /usr/bin/autodriver /usr/bin/autodriver" in dockerfile
+    assert "chmod 4755 /usr/bin/autodriver" in dockerfile  # setuid root: it moves and chowns the job
+    for user in ("autolab", "autograde"):
+        assert f"--home-dir /home/{user} --shell /bin/sh {user}" in dockerfile
+    assert "mkdir -p /home/autolab /home/autograde /home/output" in dockerfile
+    assert "chown autolab:autolab /home/autolab /home/output" in dockerfile
+    assert "chown autograde:autograde /home/autograde" in dockerfile
+    assert "procps" in dockerfile and "findutils" in dockerfile  # the autodriver's pkill and find
+    assert 'su autolab -c "autodriver --help"' in dockerfile
+    # Tango's command starts with `cp -r mount/* autolab/`, from the image's WORKDIR, as root.
+    assert steps[-1] == "WORKDIR /home"
+    assert not any(step.startswith("USER") for step in steps)
+    makefile = (out / MAKEFILE).read_text()
+    assert re.search(r"^COURSE_SEED := \d+$", makefile, re.MULTILINE)
+    assert "--seed $(COURSE_SEED)" in makefile and "export OMP_NUM_THREADS := 1" in makefile
+
+
+def test_extra_files_are_ignored_and_two_handins_refused(tmp_path):
+    from grader.lms.autolab import find_handin, handin_seed
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for name in ("Makefile", TAR, "settings.json", "README"):
+        (job / name).write_text("x")
+    assert find_handin(job) == "Nothing was handed in. Upload the zip `make submit` builds."
+    (job / "handin.zip").write_bytes(b"PK")
+    assert find_handin(job) == job / "handin.zip"
+    (job / "second.tar.gz").write_bytes(b"x")
+    said = find_handin(job)
+    assert isinstance(said, str) and "2 handins" in said and "handin.zip" in said and "second.tar.gz" in said
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "Makefile").write_text("x")
+    (lone / "handin.bin").write_bytes(b"garbage")
+    assert find_handin(lone) == lone / "handin.bin"  # its reader says what is wrong with it
+    # A regrade of the same bytes draws the same hidden inputs; other bytes, others.
+    assert handin_seed(7, job / "handin.zip") == handin_seed(7, job / "handin.zip")
+    assert handin_seed(7, job / "handin.zip") != handin_seed(8, job / "handin.zip")
+    assert handin_seed(7, job / "handin.zip") != handin_seed(7, job / "second.tar.gz")

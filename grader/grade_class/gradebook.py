@@ -124,10 +124,7 @@ def grade_upload(upload: Upload, content_hash: str, settings: dict, seed: int, s
         "chapters": {n: {"score": per_chapter.get(n, {}).get("score", 0),
                          "max_score": per_chapter.get(n, {}).get("max_score", possible_points([n], public_only))}
                      for n in numbers},
-        # What the student may see of each check: never the staff_* fields.
-        "checks": [{"name": r.check.name, "chapter": r.check.chapter, "task": r.check.task, "hidden": r.check.hidden,
-                    "status": r.status, "score": r.score, "max_score": r.check.points, "summary": r.check.summary,
-                    "diagnosis": r.diagnosis, "output": r.output} for r in report.results],
+        "checks": record_checks(report),
         "fingerprints": prints,
         # Checks the grader could not run (no process could start for them): not the
         # student's result; a rerun grades the upload again (records.needs_grading).
@@ -136,6 +133,14 @@ def grade_upload(upload: Upload, content_hash: str, settings: dict, seed: int, s
         "results": dict(results),
         "staff": results.staff,
     }
+
+
+def record_checks(report: GradeReport) -> list[dict]:
+    """Each check of a record: never the staff_* fields. What a student is shown of them
+    is decided where they are shown (grader.run.visible, in the feedback files)."""
+    return [{"name": r.check.name, "chapter": r.check.chapter, "task": r.check.task, "hidden": r.check.hidden,
+             "status": r.status, "score": r.score, "max_score": r.check.points, "summary": r.check.summary,
+             "diagnosis": r.diagnosis, "output": r.output} for r in report.results]
 
 
 def save_record(out: Path, record: dict) -> None:

@@ -30,6 +30,7 @@ from grader.lms.gradebooks import FORMATS, chapter_max, csv_text, number, write_
 from grader.grade_class.records import STATE, needs_grading, read_records, record_path, replaced
 from grader.run.report import code_block, markdown_text, staff_path
 from grader.run.stamp import describe
+from grader.run.visible import visible_fields
 
 
 
@@ -260,8 +261,9 @@ def plain_rows(data: ClassResults) -> list[dict]:
 
 
 def feedback_markdown(student: Student, record: dict, assignment: str) -> str:
-    """What the student may see: the grader's own words per check (the student-visible
-    diagnosis), hidden checks by name and diagnosis, never what only staff may read."""
+    """What the student may see: each check as grader.run.visible shows it on every
+    platform (a hidden check by name, points, status and a diagnosis with no value in
+    it), never what only staff may read."""
     titles = {c.number: c.title for c in catalogue.chapters()}
     upload = record["upload"]
     lines = [f"# {markdown_text(assignment)}: your grading", "",
@@ -281,12 +283,14 @@ def feedback_markdown(student: Student, record: dict, assignment: str) -> str:
                   "| check | points | status |", "| --- | ---: | --- |"]
         notes = []
         for c in checks:
-            label = markdown_text(c["name"].split(".", 1)[-1]) + (" (hidden)" if c["hidden"] else "")
-            lines.append(f"| {label} | {number(c['score'])}/{number(c['max_score'])} | {c['status']} |")
-            if c["status"] != "passed":
-                notes.append(f"- **{label}**: {markdown_text(c['diagnosis'] or c['summary'])}")
-                if c.get("output"):
-                    notes += ["", "  Your code printed:", "", *("  " + line for line in code_block(c["output"][-800:]))]
+            seen = visible_fields(c["name"], c["hidden"], c["status"], c["score"], c["max_score"], c["diagnosis"],
+                                  c["summary"], c.get("output", ""))
+            label = markdown_text(seen.name.split(".", 1)[-1]) + (" (hidden)" if seen.hidden else "")
+            lines.append(f"| {label} | {number(seen.score)}/{number(seen.points)} | {seen.status} |")
+            if seen.status != "passed":
+                notes.append(f"- **{label}**: {markdown_text(seen.note or seen.status)}")
+                if seen.output:
+                    notes += ["", "  Your code printed:", "", *("  " + line for line in code_block(seen.output[-800:]))]
         lines.append("")
         if notes:
             lines += ["What to fix:", "", *notes, ""]

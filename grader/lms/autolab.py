@@ -6,65 +6,144 @@ DIR receives the two files Autolab asks of an autograded assessment, and the ima
 they run in:
 
     autograde.tar        the kit (grader/, solutions/, the stub copy) in hero_transformer_grader/
-    autograde-Makefile   unpacks the tar and grades the handin
-    Dockerfile           an autograding image with Python, CPU torch and bubblewrap
-    README.md            the assessment's settings: handin, problems and their points
+    autograde-Makefile   unpacks the tar and grades the handin; holds the course seed
+    Dockerfile           the image Tango runs the job in: Python, CPU torch, bubblewrap, the
+                         users and folders Tango's job needs and the course's autodriver
+    README.md            the assessment's settings, the image, the course seed
 
-For every submission Autolab copies the handin (renamed to the assessment's handin
-name), autograde.tar and autograde-Makefile (renamed Makefile) into an empty folder,
-runs `make`, and reads the last line of the output (Autolab's docs: "Guide for Lab
-Authors", "Formatted Feedback"). The Makefile runs
+For every submission Autolab's Tango copies the handin (renamed to the assessment's
+handin name), autograde.tar and autograde-Makefile (renamed Makefile) into a fresh
+container of the image and runs, in /home (Tango's vmms/localDocker.py and
+vmms/distDocker.py):
 
-    python -m grader.lms.autolab --handin-dir .. [--chapters 05] [--budget S]
+    cp -r mount/* autolab/; su autolab -c "autodriver -u NPROC -f FSIZE -t TIMEOUT -o OSIZE autolab > output/feedback 2>&1"
+
+The autodriver (Tango's autodriver/autodriver.c, setuid root) refuses to run as root,
+moves /home/autolab into the home of the user `autograde`, hands it to that user, sets
+RLIMIT_NPROC and RLIMIT_FSIZE, drops to `autograde` and runs `make` there, killing it
+after TIMEOUT seconds; Autolab reads the last line of what it printed. The Makefile runs
+
+    python -m grader.lms.autolab --handin-dir .. --seed S [--chapters 05] [--budget S]
 
 which grades the handin (a .zip or tarball of hero_transformer/, or one file of the
 package, such as model.py, graded with the stubs for the others) with every check of
 the chapters, hidden ones included, in the sandbox of `python -m grader grade`, and
-prints: each check's status and the grader's own diagnosis (a hidden check by name and
-diagnosis only), the kit's stamp, the semantic-feedback line
-`{"_presentation": "semantic", "stages": [...], ...}` and last
+prints: each check as grader/run/visible.py shows it to a student (a hidden check by
+name, points, status and a diagnosis with no value in it), the kit's stamp, the
+semantic-feedback line `{"_presentation": "semantic", "stages": [...], ...}` and last
 `{"scores": {"ch05": 36}}`, one problem per chapter, named `chNN`.
+
+The hidden checks draw their inputs from the course seed (written into the Makefile
+when it is built) and the handin's bytes: a regrade of the same handin draws the same
+inputs, two handins draw different ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import secrets
 import sys
 import tarfile
 from pathlib import Path
 
-from grader.lms.external import KIT_FOLDER, dockerfile, grade_upload, kit_files, status_line
+from grader.lms.external import CPU_WHEELS, IMAGE_HOME, KIT_FOLDER, grade_upload, kit_files, torch_requirement
 
 TAR = "autograde.tar"
 MAKEFILE = "autograde-Makefile"
-NOT_THE_HANDIN = {"Makefile", TAR, KIT_FOLDER}
+NOT_THE_HANDIN = {"Makefile", "makefile", "GNUmakefile", MAKEFILE, TAR, KIT_FOLDER, "output.log"}
+# What a handin looks like: an archive of the package, or one of its files.
+HANDIN = re.compile(r".*\.(zip|tar|tgz|tar\.gz|tar\.bz2|tbz2|tar\.xz|txz|py)$", re.IGNORECASE)
 HINT_CHARS = 400
+# Tango's defaults (config.template.py: VM_ULIMIT_USER_PROC, VM_ULIMIT_FILE_SIZE,
+# MAX_OUTPUT_FILE_SIZE), the limits every job of a stock deployment runs under.
+TANGO_NPROC = 100
+TANGO_FSIZE = 100 * 1024 * 1024
+TANGO_OSIZE = 1000 * 1024
+TANGO_IMAGE = "autograding_image"
 
 MAKEFILE_TEXT = """\
 # hero_transformer's Autolab autograder (chapters {shown}), written by `python -m grader autolab`.
-# Autolab copies the handin, autograde.tar and this file (as Makefile) into one folder
-# and runs `make`; the last line printed is the autoresult, {{"scores": {{...}}}}.
-HERO_TRANSFORMER_PYTHON ?= $(firstword $(wildcard /opt/hero_transformer/.venv/bin/python) python3)
+# Tango copies the handin, autograde.tar and this file (as Makefile) into one folder and
+# its autodriver runs `make` there as the user autograde, within Tango's limits; the last
+# line printed is the autoresult, {{"scores": {{...}}}}.
+HERO_TRANSFORMER_PYTHON ?= $(firstword $(wildcard {home}/.venv/bin/python) python3)
 CHAPTERS := {chapters}
 BUDGET := {budget}
+# The course seed: the hidden checks' inputs come from it and the handin's bytes, so a
+# regrade draws what the first grading drew. Keep this line when the Makefile is rebuilt.
+COURSE_SEED := {seed}
+# Tango counts every thread of the user autograde against one limit ({nproc} by default):
+# one thread per process for torch's own pools. `su autolab` left HOME at a folder the
+# autodriver has moved away; the job's own folder stands in.
+export OMP_NUM_THREADS := 1
+export MKL_NUM_THREADS := 1
+export OPENBLAS_NUM_THREADS := 1
+export HOME := $(CURDIR)/.home
 
 all:
-\t@rm -rf {kit} && tar -xf {tar}
+\t@rm -rf {kit} .home && mkdir .home && tar -xf {tar}
 \t@# Graded code that runs as `nobody` (a root grader without bubblewrap) reads only the sandbox's side.
 \t@cd {kit} && chmod -R go-rwx solutions grader && chmod go+x . grader grader/run \\
 \t    && chmod go+r grader/__init__.py grader/run/__init__.py && chmod -R go+rX grader/run/inside grader/checks
 \t@cd {kit} && "$(HERO_TRANSFORMER_PYTHON)" -m grader.lms.autolab --handin-dir .. --budget $(BUDGET) \\
-\t    $(if $(CHAPTERS),--chapters $(CHAPTERS)) \\
+\t    --seed $(COURSE_SEED) $(if $(CHAPTERS),--chapters $(CHAPTERS)) \\
 \t  || {{ echo "The autograder failed before it could grade; please tell the course staff."; \\
 \t       echo '{zeros}'; }}
 
 clean:
-\trm -rf {kit}
+\trm -rf {kit} .home
 
 .PHONY: all clean
+"""
+
+DOCKERFILE = """\
+# The hero_transformer grader image for Autolab's Tango, written by `python -m grader autolab`.
+#
+# Tango runs every job in a fresh container of this image, from its WORKDIR (/home):
+#   cp -r mount/* autolab/; su autolab -c "autodriver -u NPROC -f FSIZE -t TIMEOUT -o OSIZE autolab > output/feedback 2>&1"
+# so the image holds the users autolab and autograde, /home/autolab, /home/autograde and
+# /home/output as Tango's own image makes them, and the autodriver, setuid root, at
+# /usr/bin/autodriver. The autodriver is the course's own: this file copies it from the
+# image Tango's installation builds from Tango's vmms/Dockerfile (named {tango_image} in
+# Tango's documentation). Where that image has another name:
+#   docker build --build-arg TANGO_IMAGE=NAME -t hero-transformer-grader .
+ARG TANGO_IMAGE={tango_image}
+FROM ${{TANGO_IMAGE}} AS tango
+
+FROM python:3.12-slim-bookworm
+ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
+# make for the job; procps (pkill) and findutils (find) for the autodriver's clean-up.
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends bubblewrap make tar procps findutils \\
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=tango /usr/bin/autodriver /usr/bin/autodriver
+RUN chown root:root /usr/bin/autodriver && chmod 4755 /usr/bin/autodriver \\
+ && useradd --no-create-home --home-dir /home/autolab --shell /bin/sh autolab \\
+ && useradd --no-create-home --home-dir /home/autograde --shell /bin/sh autograde \\
+ && mkdir -p /home/autolab /home/autograde /home/output \\
+ && chown autolab:autolab /home/autolab /home/output \\
+ && chown autograde:autograde /home/autograde \\
+ && su autolab -c "autodriver --help" > /dev/null
+ADD {tar} /tmp/kit/
+RUN mv /tmp/kit/{kit} {home} && rm -rf /tmp/kit
+WORKDIR {home}
+# torch first, from the CPU wheel index only (the default index resolves the multi-GB
+# CUDA build), pinned as the kit pins it; the kit's other dependencies after it.
+RUN python -m venv .venv \\
+ && .venv/bin/python -m pip install --quiet --upgrade pip \\
+ && .venv/bin/python -m pip install --quiet --index-url {cpu_wheels} "{torch}" \\
+ && .venv/bin/python -m pip install --quiet . \\
+ && .venv/bin/python -c 'import torch; assert torch.version.cuda is None, "a CUDA build of torch was installed"'
+# The job grades with the kit in autograde.tar and this venv, which autograde may read;
+# the image's own copy of the reference is root's alone.
+RUN chmod -R go-rwx solutions grader \\
+ && chmod -R go+rX .venv && chmod go+x .
+# Tango's command line starts with `cp -r mount/* autolab/`, relative to this folder.
+WORKDIR /home
 """
 
 README = """\
@@ -74,17 +153,45 @@ Written by `python -m grader autolab`. In the assessment's settings:
 
 - **Handin:** one file. `handin.zip` for the zip `make submit` builds (any `.zip` or
   tarball name works, and a lone file of the package, such as `model.py`, is graded with
-  the stub copy for the other files).
+  the stub copy for the other files). Other files in the job's folder are ignored; two
+  handins (two archives, say) are refused with their names.
 - **Problems,** named exactly so, with these maximum scores:
 
 {problems}
-- **Autograder:** upload `autograde.tar` and `autograde-Makefile`; choose an image that has
-  this folder's `Dockerfile` built (`docker build -t hero-transformer-grader .` where
-  Docker runs, then make it an Autolab/Tango image). Its Python is
-  `/opt/hero_transformer/.venv/bin/python`; elsewhere the Makefile takes `python3`, or
-  `HERO_TRANSFORMER_PYTHON`. Timeout: at least {timeout} s (the grader's budget is {budget} s).
+- **Autograder:** upload `autograde.tar` and `autograde-Makefile`; timeout at least
+  {timeout} s (the grader's budget is {budget} s; past the timeout the autodriver kills the
+  job and Autolab records no score).
+- **Image:** build this folder's `Dockerfile` on the Tango host and name it in the
+  assessment (Autolab's "VM image"):
 
-Try it offline as Autolab runs it:
+  ```bash
+  docker build -t hero-transformer-grader .          # FROM {tango_image}, Tango's own image
+  docker build --build-arg TANGO_IMAGE=NAME -t hero-transformer-grader .   # if yours has another name
+  ```
+
+  Tango runs every job as `su autolab -c "autodriver … autolab"` in the image's `/home`,
+  and the autodriver, which refuses to run as root, runs `make` as the user `autograde`
+  with at most {nproc} processes (threads count) and files of at most {fsize_mb} MB, Tango's
+  defaults. The image therefore holds those two users, `/home/autolab`,
+  `/home/autograde` and `/home/output`, and the autodriver setuid root at
+  `/usr/bin/autodriver`, copied from the image Tango's installation builds (Tango's
+  `vmms/Dockerfile`, which compiles it from Tango's `autodriver/`): the autodriver that
+  matches your Tango. The kit's grader, its venv at `{home}/.venv` and CPU torch come
+  on top. The build checks that the autodriver runs in this image.
+
+  On Tango's Docker back ends the job's container gets no user namespaces, so bubblewrap
+  cannot start: graded code runs in separate processes as `autograde`, the user the
+  grader itself runs as, with the grader's limits per check (Autolab gives a job one
+  user; the kit's full sandbox needs bubblewrap or a root grader).
+
+**Course seed.** The hidden checks draw their inputs from `COURSE_SEED` in
+`autograde-Makefile` ({seed}, drawn when this folder was written) and the handin's bytes:
+a regrade ("Regrade" or "Regrade all" in Autolab) draws the inputs the first grading drew,
+and two handins draw different ones. Keep that line when you rebuild the autograder for
+the same course (`python -m grader autolab --seed {seed} …` writes it again), or the
+regrade's hidden inputs change; every result names its seed in the stamp line.
+
+Try it offline as Tango runs it (as root the Makefile works too; Tango never runs it so):
 
 ```bash
 mkdir try && cp ../submission.zip try/handin.zip && cp autograde.tar try/ && cp autograde-Makefile try/Makefile
@@ -102,13 +209,33 @@ def _number(value: float):
 
 
 def find_handin(folder: Path) -> Path | str:
-    """The one file Autolab put beside the Makefile and the tar, or why there is none."""
-    found = sorted(p for p in folder.iterdir() if p.name not in NOT_THE_HANDIN and not p.name.startswith("."))
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        return "Nothing was handed in. Upload the zip `make submit` builds."
-    return f"Found {len(found)} files where one handin was expected ({', '.join(p.name for p in found[:5])})."
+    """The one handin Tango put beside the Makefile and the tar, or why there is none.
+    Files that are not a handin (anything but an archive or a .py file, which some
+    deployments add) are ignored; where no file looks like a handin, a lone other file is
+    taken, so its reader can say what is wrong with it."""
+    files = sorted(p for p in folder.iterdir()
+                   if p.name not in NOT_THE_HANDIN and not p.name.startswith(".") and not p.is_dir())
+    handins = [p for p in files if HANDIN.fullmatch(p.name)]
+    if len(handins) == 1:
+        return handins[0]
+    if len(handins) > 1:
+        return (f"Found {len(handins)} handins where one was expected ({', '.join(p.name for p in handins[:5])}). "
+                f"Hand in one file: the zip `make submit` builds.")
+    if len(files) == 1:
+        return files[0]
+    return "Nothing was handed in. Upload the zip `make submit` builds."
+
+
+def handin_seed(course_seed: int, handin: Path | str) -> int:
+    """The hidden checks' seed for one handin: the course seed and the handin's bytes, so
+    a regrade of it draws the same inputs and another handin draws others."""
+    digest = hashlib.sha256()
+    digest.update(f"{course_seed}:".encode())
+    if isinstance(handin, Path) and handin.is_file():
+        with handin.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    return int(digest.hexdigest(), 16) % 2**31
 
 
 def feedback(report, numbers: list[str]) -> tuple[list[str], dict, dict]:
@@ -116,6 +243,7 @@ def feedback(report, numbers: list[str]) -> tuple[list[str], dict, dict]:
     from grader.checks import catalogue
     from grader.run.report import plain
     from grader.run.results import PASSED
+    from grader.run.visible import visible_check
 
     titles = {c.number: c.title for c in catalogue.chapters()}
     lines, stages, cases, scores = [], [], {}, {}
@@ -130,10 +258,10 @@ def feedback(report, numbers: list[str]) -> tuple[list[str], dict, dict]:
         cases[stage] = {}
         lines.append(f"{stage} - {got:g} / {out_of:g} points")
         for result in results:
-            check = result.check
-            name = check.name + (" (hidden)" if check.hidden else "")
-            said = status_line(result)
-            lines.append(f"  {result.score:g}/{check.points:g}  {name}: {said}"[:HINT_CHARS + 120])
+            seen = visible_check(result)
+            name = seen.name + (" (hidden)" if seen.hidden else "")
+            said = seen.said
+            lines.append(f"  {seen.score:g}/{seen.points:g}  {name}: {said}"[:HINT_CHARS + 120])
             case = {"passed": result.status == PASSED}
             if result.status != PASSED:
                 case["hint"] = said[:HINT_CHARS]
@@ -143,15 +271,16 @@ def feedback(report, numbers: list[str]) -> tuple[list[str], dict, dict]:
     return lines, {"_presentation": "semantic", "stages": stages, **cases}, scores
 
 
-def run(folder: Path, chapters: list[str] | None, budget: float, out=None) -> dict:
-    """Grade the handin in folder and print Autolab's output; the scores."""
+def run(folder: Path, chapters: list[str] | None, budget: float, out=None, course_seed: int | None = None) -> dict:
+    """Grade the handin in folder and print Autolab's output; the scores. Without a
+    course seed the hidden inputs are drawn afresh (a regrade draws others)."""
     from grader.checks import catalogue
     from grader.run.stamp import stamp
 
     out = out or sys.stdout
     numbers = [c.number for c in catalogue.chapters() if not chapters or c.number in chapters]
-    seed = secrets.randbelow(2**31)
     found = find_handin(folder)
+    seed = secrets.randbelow(2**31) if course_seed is None else handin_seed(course_seed, found)
     outcome = grade_upload(found, found.name, chapters, seed, budget) if isinstance(found, Path) else None
     if outcome is not None and outcome.report is not None:
         lines, semantic, scores = feedback(outcome.report, numbers)
@@ -177,17 +306,21 @@ def main(argv=None) -> int:
     parser.add_argument("--handin-dir", default="..", help="the folder Autolab graded in (default: ..)")
     parser.add_argument("--chapters", help="e.g. 05 or 05,07 (default: all)")
     parser.add_argument("--budget", type=float, default=300.0, help="wall-clock seconds for the whole handin")
+    parser.add_argument("--seed", type=int, help="the course seed (the Makefile's COURSE_SEED); without it every "
+                                                 "grading draws new hidden inputs")
     args = parser.parse_args(argv)
-    run(Path(args.handin_dir), parse_chapters(args.chapters), args.budget)
+    run(Path(args.handin_dir), parse_chapters(args.chapters), args.budget, course_seed=args.seed)
     return 0
 
 
 # ------------------------------------------------------------------ building
 
 
-def build(output: Path, chapters: list[str] | None = None, budget: int = 300) -> dict[str, float]:
+def build(output: Path, chapters: list[str] | None = None, budget: int = 300, seed: int | None = None,
+          tango_image: str = TANGO_IMAGE) -> dict[str, float]:
     """autograde.tar, autograde-Makefile, the image's Dockerfile and a README into
-    output (new or empty); the problems and their maximum scores."""
+    output (new or empty); the problems and their maximum scores. `seed`: the course
+    seed the Makefile carries (drawn here if not given)."""
     from grader.checks import catalogue
     from grader.run.engine import possible_points
 
@@ -207,12 +340,18 @@ def build(output: Path, chapters: list[str] | None = None, budget: int = 300) ->
                 archive.addfile(info, handle)
     zeros = json.dumps({"scores": {name: 0 for name in problems}})
     shown = ", ".join(numbers)
+    seed = secrets.randbelow(2**31) if seed is None else seed
     (output / MAKEFILE).write_text(MAKEFILE_TEXT.format(shown=shown, chapters=",".join(chapters or []), budget=budget,
-                                                        kit=KIT_FOLDER, tar=TAR, zeros=zeros), encoding="utf-8")
-    (output / "Dockerfile").write_text(dockerfile("autolab", "Autolab's Tango", from_tar=TAR), encoding="utf-8")
+                                                        kit=KIT_FOLDER, tar=TAR, zeros=zeros, seed=seed,
+                                                        home=IMAGE_HOME, nproc=TANGO_NPROC), encoding="utf-8")
+    (output / "Dockerfile").write_text(DOCKERFILE.format(tango_image=tango_image, tar=TAR, kit=KIT_FOLDER,
+                                                         home=IMAGE_HOME, cpu_wheels=CPU_WHEELS,
+                                                         torch=torch_requirement()), encoding="utf-8")
     listing = "".join(f"  - `{name}`: {points:g}\n" for name, points in problems.items())
     (output / "README.md").write_text(README.format(shown=shown, problems=listing, timeout=budget + 60,
-                                                    budget=budget), encoding="utf-8")
+                                                    budget=budget, seed=seed, tango_image=tango_image,
+                                                    home=IMAGE_HOME, nproc=TANGO_NPROC,
+                                                    fsize_mb=TANGO_FSIZE // 2**20), encoding="utf-8")
     return problems
 
 

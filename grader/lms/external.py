@@ -3,9 +3,10 @@ the grader image, reading what a student handed in, grading it with the sandboxe
 engine of `python -m grader grade` (hidden checks included), and the words a student
 may read about each check.
 
-A student reads, per check, its status, the grader's own diagnosis and (for a public
-check) what their code printed where no certified part ran beside it: the fields
-results_json shows. Never the staff_* fields, and for a hidden check never any output:
+A student reads, per check, what grader.run.visible.visible_check gives on every
+platform: name, points, status and the grader's own diagnosis; for a public check also
+what a pass means and what their code printed where no certified part ran beside it; for
+a hidden check nothing of its inputs or expected values. Never the staff_* fields:
 PrairieLearn and Autolab show everything at once, with no "after publication".
 """
 
@@ -167,19 +168,14 @@ def grade_upload(path: Path, label: str, chapters: list[str] | None, seed: int, 
 
 def status_line(result) -> str:
     """`passed`, or the status and the grader's own diagnosis, as a student may read it."""
-    from grader.run.report import plain
-    from grader.run.results import PASSED
+    from grader.run.visible import visible_check
 
-    if result.status == PASSED or not result.diagnosis:
-        return result.status
-    return f"{result.status}: {plain(result.diagnosis)}"
+    return visible_check(result).said
 
 
 def visible_output(result, limit: int = 2000) -> str:
     """What the code printed, where the report shows it (a public check, no certified part
     beside it); the end of it, control characters removed."""
-    from grader.run.report import plain
+    from grader.run.visible import visible_check
 
-    if result.check.hidden or not result.output:
-        return ""
-    return plain(result.output).strip()[-limit:]
+    return visible_check(result).output.strip()[-limit:]

@@ -25,8 +25,8 @@ results.json as PrairieLearn documents it (docs/externalGrading.md, "Grading res
 `format_errors` when the upload is unusable (nothing handed in, no package in it, not
 an archive), which costs the student no attempt; always under PrairieLearn's 1 MB
 limit; the kit's stamp under `stamp`. A hidden check shows its name, points, status
-and the grader's own diagnosis, never its inputs, expected values or anything the code
-printed. The staff companion goes to results.staff.json beside it, which PrairieLearn
+and the grader's own diagnosis with every number withheld (grader/run/visible.py), never
+its summary, inputs, expected values or anything the code printed. The staff companion goes to results.staff.json beside it, which PrairieLearn
 does not read. PRAIRIELEARN_GRADE_ROOT (default /grade) moves the whole layout, so a
 copy of it can be graded anywhere.
 """
@@ -46,8 +46,7 @@ import tempfile
 import uuid
 from pathlib import Path, PurePosixPath
 
-from grader.lms.external import IMAGE_HOME, KIT_FOLDER, dockerfile, grade_upload, kit_files, status_line, \
-    visible_output
+from grader.lms.external import IMAGE_HOME, KIT_FOLDER, dockerfile, grade_upload, kit_files
 
 ROOT_ENV = "PRAIRIELEARN_GRADE_ROOT"
 DEFAULT_ROOT = "/grade"
@@ -133,14 +132,15 @@ def results(report, found_stamp: dict) -> dict:
     """PrairieLearn's results.json for a graded upload."""
     from grader.run.report import plain
     from grader.run.results import PASSED
+    from grader.run.visible import visible_check
 
     tests = []
     for result in report.results:
-        check = result.check
-        tests.append({"name": check.name,
-                      "description": ("hidden check: " if check.hidden else "") + plain(check.summary),
-                      "points": result.score, "max_points": check.points,
-                      "message": status_line(result), "output": visible_output(result)})
+        seen = visible_check(result)
+        # A hidden check's summary names its inputs: its description says only what it is.
+        tests.append({"name": seen.name, "description": "hidden check" if seen.hidden else seen.summary,
+                      "points": seen.score, "max_points": seen.points,
+                      "message": seen.said, "output": seen.output.strip()[-2000:]})
     passed = sum(r.status == PASSED for r in report.results)
     message = (f"{report.score:g} / {report.max_score:g} points: {passed} of {len(report.results)} checks passed "
                f"({sum(t.check.hidden for t in report.results)} of them hidden checks, shown by name and diagnosis).")

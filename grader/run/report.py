@@ -19,6 +19,7 @@ from grader.files import write_atomic
 from grader.run.results import PASSED, WAITING, GradeReport
 from grader.run.dependencies import parts_used
 from grader.run.stamp import stamp
+from grader.run.visible import visible_check
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
          "not implemented": "yellow", "forbidden": "red bold", "waiting": "cyan"}
@@ -128,10 +129,11 @@ def render(report: GradeReport, console: Console | None = None) -> None:
             lines.append(_row(label, f"{result.score:g}/{check.points:g}",
                               Text(shown_status, style=STYLE.get(result.status, ""))))
             if result.status != PASSED:
-                note = Text("↳ " + plain(result.diagnosis or check.summary),
+                seen = visible_check(result)  # what every platform shows of it
+                note = Text("↳ " + plain(seen.note),
                             style="dim" if result.status in ("not implemented", WAITING) else "")
-                if result.output:
-                    excerpt = plain(result.output).strip().splitlines()[-3:]
+                if seen.output:
+                    excerpt = seen.output.strip().splitlines()[-3:]
                     note.append("\nprinted: " + " | ".join(excerpt)[:300], style="dim")
                 lines.append(_note(note))
         earned = sum(r.score for r in results)
@@ -189,13 +191,13 @@ def hidden_line(report: GradeReport) -> str | None:
 def _test_output(result) -> str:
     """Markdown: the status line first, then the diagnosis as escaped text and what the
     code printed in a fence it cannot close, so no part of it can pass for a status line."""
-    check = result.check
-    lines = [f"**{result.status}** — {check.summary}"]
-    if result.status != PASSED and result.diagnosis:
+    seen = visible_check(result)  # a hidden check: no summary, no output, no value in the diagnosis
+    lines = [f"**{seen.status}**" + (f" — {seen.summary}" if seen.summary else "")]
+    if seen.diagnosis:
         lines.append("")
-        lines.append(markdown_text(result.diagnosis))
-    if result.output and result.status != PASSED:
-        lines += ["", "Your code printed (excerpt):", *code_block(plain(result.output).strip()[-800:])]
+        lines.append(markdown_text(seen.diagnosis))
+    if seen.output and seen.status != PASSED:
+        lines += ["", "Your code printed (excerpt):", *code_block(seen.output.strip()[-800:])]
     return "\n".join(lines)
 
 

@@ -1,0 +1,81 @@
+"""What a student is shown of one check, the same on every platform (Gradescope,
+PrairieLearn, Autolab, the nbgrader cell, a class run's feedback files, the terminal).
+
+A public check shows its name, points, status, what a pass means (its summary), the
+grader's diagnosis and, where the report allows it, what the code printed. A hidden
+check shows its name, points, status and a diagnosis that holds no input and no
+expected value: its summary names the hidden inputs ("the ledger holds for d=64, h=4,
+f=256 (49,728 per block)"), and a judge's words about a failure may quote them or a
+value computed from them ("… gives 49728 for d=64, f=256"), so the summary is left out
+and every number in the diagnosis is withheld. The words stay: they say what is wrong.
+Every back end builds its lines from `visible_check`, so none can show more than another.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A number standing alone: 64, 49,728, -0.0123, 2.5e-3, 1_000. Digits that are part of a
+# name or a formula (fc1, float64, ch05, 4d², 2-D) are not numbers of the inputs.
+_NUMBER = re.compile(r"(?<![\w.²³])[-−+]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][-+−]?\d+)?"
+                     r"(?![\w²³])(?!-D\b)(?!\.\w)")
+WITHHELD = "…"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _plain(text) -> str:
+    return _CONTROL.sub("", str(text or ""))
+
+
+def without_values(text: str, summary: str = "") -> str:
+    """A hidden check's diagnosis as a student may read it: its summary (which names the
+    hidden inputs) and every number withheld."""
+    text = _plain(text)
+    if summary and summary in text:
+        text = text.replace(summary, WITHHELD)
+    return _NUMBER.sub(WITHHELD, text)
+
+
+@dataclass(frozen=True)
+class VisibleCheck:
+    name: str
+    hidden: bool
+    status: str
+    score: float
+    points: float
+    diagnosis: str = ""  # the grader's own words; for a hidden check, with no value in them
+    summary: str = ""  # what a pass means; empty for a hidden check
+    output: str = ""  # what the code printed, where the report shows it; empty for a hidden check
+    gated: bool = False
+
+    @property
+    def said(self) -> str:
+        """`passed`, or the status and the diagnosis: one line for a platform's message."""
+        if self.status == "passed" or not self.diagnosis:
+            return self.status
+        return f"{self.status}: {self.diagnosis}"
+
+    @property
+    def note(self) -> str:
+        """What to fix, under a check that did not pass: the diagnosis, else (a public
+        check) what a pass means."""
+        return self.diagnosis or self.summary
+
+
+def visible_fields(name: str, hidden: bool, status: str, score: float, points: float, diagnosis: str = "",
+                   summary: str = "", output: str = "", gated: bool = False) -> VisibleCheck:
+    """The one place a check's student-facing fields are decided (a class run's record
+    keeps the fields, so its feedback files come here too)."""
+    if hidden:
+        return VisibleCheck(name, True, status, score, points,
+                            "" if status == "passed" else without_values(diagnosis, summary), "", "", gated)
+    return VisibleCheck(name, False, status, score, points, "" if status == "passed" else _plain(diagnosis),
+                        _plain(summary), _plain(output), gated)
+
+
+def visible_check(result) -> VisibleCheck:
+    """What a student is shown of a CheckResult."""
+    check = result.check
+    return visible_fields(check.name, check.hidden, result.status, result.score, check.points, result.diagnosis,
+                          check.summary, result.output, bool(getattr(result, "gated", ())))

@@ -1,0 +1,203 @@
+"""What every back end shows a student of a hidden check: its name, points, status and a
+diagnosis holding no input and no expected value (grader/run/visible.py). One scan runs
+over every back end's student-facing output: Gradescope's results.json (hidden tests are
+shown once grades are published), PrairieLearn's results.json, Autolab's feedback and
+semantic line, the report an nbgrader cell prints, a class run's feedback files.
+
+Two reports go through it: every check of the catalogue with a diagnosis written to leak
+(the check's own summary, numbers of its real inputs, an expected value), and a real
+grading of a block that registers three parameters too many, whose hidden ledger check
+says what the ledger gives for the hidden sizes."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+import torch
+from rich.console import Console
+
+from grader.checks import catalogue
+from grader.run.results import FAILED, PASSED, CheckResult, GradeReport
+
+NUMBER = re.compile(r"\d[\d,._]*")
+# What the hidden checks' summaries gave away before (PrairieLearn's results.json).
+KNOWN_LEAKS = ("d=64, h=4, f=256", "49,728", "16,384", "(d=12, h=3)", "x [3, 2, 6]", "f = 10")
+
+
+def _hidden_checks():
+    return [c for c in catalogue.all_checks() if c.hidden]
+
+
+def _numbers_of(value, found: list[str], depth: int = 0) -> None:
+    """Numbers as a diagnosis would print them: scalars, and a tensor's leading entries."""
+    if depth > 3 or len(found) > 12:
+        return
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        found.append(f"{value:g}" if isinstance(value, float) else str(value))
+    elif isinstance(value, torch.Tensor):
+        found.extend(f"{float(v):.6f}" for v in value.flatten()[:3].tolist())
+        found.append(str(list(value.shape)))
+    elif isinstance(value, dict):
+        for item in value.values():
+            _numbers_of(item, found, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in list(value)[:4]:
+            _numbers_of(item, found, depth + 1)
+
+
+def _inputs_shown(check) -> list[str]:
+    try:
+        inputs = check.make_inputs(torch.Generator().manual_seed(1234))
+    except Exception:  # noqa: BLE001 - a check whose inputs need more than a generator: its summary stands in
+        inputs = {}
+    found: list[str] = []
+    _numbers_of(inputs, found)
+    return found
+
+
+def _leaky_report() -> tuple[GradeReport, dict[str, list[str]]]:
+    """Every check failed; a hidden check's diagnosis holds its summary, its inputs and an
+    expected value, which no student may read. The secrets, by check."""
+    results, secrets = [], {}
+    for index, check in enumerate(catalogue.all_checks()):
+        if check.hidden:
+            expected = f"{987_000 + index * 13 + 0.25:.2f}"
+            shown = _inputs_shown(check)
+            secrets[check.name] = [expected, *shown]
+            diagnosis = (f"{check.summary}: got 1.5 where the reference gives {expected} for the inputs "
+                         f"{', '.join(shown)}")
+        else:
+            diagnosis = "the output differs from the one the lesson works out"
+        results.append(CheckResult(check, FAILED, diagnosis))
+    return GradeReport("your upload", results, "sandbox", "the reference"), secrets
+
+
+def _students_see(report: GradeReport) -> dict[str, str]:
+    """Everything a student reads of this report, per back end."""
+    from grader.grade_class.gradebook import record_checks
+    from grader.grade_class.outputs import feedback_html, feedback_markdown
+    from grader.grade_class.uploads import Student
+    from grader.lms.autolab import feedback as autolab_feedback
+    from grader.lms.prairielearn import results as prairielearn_results
+    from grader.run.report import render, results_json
+
+    gradescope = dict(results_json(report, 7))
+    gradescope.pop("extra_data")  # Gradescope never shows it
+    numbers = sorted({r.check.chapter for r in report.results})
+    lines, semantic, scores = autolab_feedback(report, numbers)
+    console = Console(file=io.StringIO(), force_terminal=False, width=100)
+    render(report, console)
+    by_chapter = {}
+    for r in report.results:
+        by_chapter.setdefault(r.check.chapter, {"score": 0.0, "max_score": 0.0})
+        by_chapter[r.check.chapter]["score"] += r.score
+        by_chapter[r.check.chapter]["max_score"] += r.check.points
+    record = {"upload": {"label": "upload.zip"}, "score": report.score, "max_score": report.max_score,
+              "problem": report.problem, "chapters": by_chapter, "checks": record_checks(report)}
+    student = Student(key="ann", name="Ann")
+    markdown = feedback_markdown(student, record, "hero_transformer")
+    return {"gradescope": json.dumps(gradescope, ensure_ascii=False),
+            "prairielearn": json.dumps(prairielearn_results(report, {"kit": "k"}), ensure_ascii=False),
+            "autolab": "\n".join(lines) + "\n" + json.dumps(semantic, ensure_ascii=False) + json.dumps(scores),
+            "nbgrader cell": console.file.getvalue(),
+            "class feedback": markdown + feedback_html(markdown, "feedback")}
+
+
+def _unescaped(text: str) -> str:
+    """The text as read: markdown's and JSON's escapes undone, lines rejoined."""
+    return re.sub(r"\\(.)", r"\1", text).replace("\n", " ")
+
+
+def _neutral(report: GradeReport) -> GradeReport:
+    """The same report with every hidden check's diagnosis in words that hold nothing: what
+    a back end shows anyway (public summaries name published sizes such as d=64)."""
+    return GradeReport(report.submission, [
+        CheckResult(r.check, r.status, "the output differs from the reference's" if r.check.hidden else r.diagnosis,
+                    output=r.output) for r in report.results], report.sandbox, report.certified)
+
+
+def _count(text: str, value: str) -> int:
+    if re.fullmatch(r"[-\d.,]+", value):
+        return len(re.findall(rf"(?<![\d.]){re.escape(value)}(?![\d])", text))
+    return text.count(value)
+
+
+def _leaks(text: str, baseline: str, report: GradeReport, secrets: dict[str, list[str]]) -> list[str]:
+    """What the text shows that the same back end does not show when the hidden checks'
+    diagnoses hold nothing: their summaries, inputs and expected values."""
+    text, baseline = _unescaped(text), _unescaped(baseline)
+    wanted = [(leak, leak) for leak in KNOWN_LEAKS]
+    for result in report.results:
+        if result.check.hidden:
+            wanted.append((f"{result.check.name}'s summary", re.sub(r"\s+", " ", result.check.summary)))
+            wanted += [(f"{result.check.name}: {value}", value) for value in secrets.get(result.check.name, [])]
+    return [what for what, value in wanted if _count(text, value) > _count(baseline, value)]
+
+
+@pytest.mark.parametrize("backend", ["gradescope", "prairielearn", "autolab", "nbgrader cell", "class feedback"])
+def test_no_back_end_shows_a_hidden_checks_summary_inputs_or_expected_values(backend):
+    report, secrets = _leaky_report()
+    seen, baseline = _students_see(report)[backend], _students_see(_neutral(report))[backend]
+    leaks = _leaks(seen, baseline, report, secrets)
+    assert not leaks, f"{backend} shows {leaks[:10]}"
+    # The scan finds what it looks for: the same report with the hidden checks made public leaks.
+    exposed = GradeReport(report.submission, [
+        CheckResult(SimpleNamespace(**{**vars_of(r.check), "hidden": False}), r.status, r.diagnosis)
+        for r in report.results], report.sandbox, report.certified)
+    assert len(_leaks(_students_see(exposed)[backend], baseline, report, secrets)) > len(secrets)
+
+
+def vars_of(check) -> dict:
+    from dataclasses import fields
+
+    return {f.name: getattr(check, f.name) for f in fields(check)} | {"chapter": check.chapter}
+
+
+def test_a_hidden_check_shows_name_points_status_and_words():
+    from grader.run.visible import visible_check
+
+    check = next(c for c in _hidden_checks() if c.name == "ch05.block_init.parameter_ledger_wide")
+    result = CheckResult(check, FAILED, "the block registers 49,731 parameters; the ledger 4d² + 2df + f + 5d "
+                                        "gives 49728 for d=64, f=256")
+    seen = visible_check(result)
+    assert (seen.name, seen.points, seen.status, seen.score) == (check.name, check.points, FAILED, 0.0)
+    assert seen.summary == "" and seen.output == ""
+    assert seen.diagnosis == "the block registers … parameters; the ledger 4d² + 2df + f + 5d gives … for d=…, f=…"
+    assert visible_check(CheckResult(check, PASSED, "")).said == PASSED
+
+
+@pytest.mark.slow
+def test_a_real_grading_shows_no_hidden_value_anywhere(tmp_path):
+    """A block with three parameters too many, graded for real: the hidden ledger check
+    fails with the hidden sizes and counts in its words, and no back end shows them."""
+    from grader.lms.external import grade_upload
+
+    from grader import KIT_ROOT
+
+    solutions = KIT_ROOT / "solutions" / "hero_transformer"
+    package = tmp_path / "hero_transformer"
+    package.mkdir()
+    for source in solutions.glob("*.py"):
+        text = source.read_text()
+        if source.name == "model.py":
+            line = "        self.ln_feedforward = LayerNorm(cfg.d_model)\n"
+            assert line in text
+            text = text.replace(line, line + "        self.spare = torch.nn.Parameter(torch.zeros(3))\n")
+        (package / source.name).write_text(text)
+    outcome = grade_upload(tmp_path, "your upload", ["05"], 4242, 300.0)
+    report = outcome.report
+    assert report is not None, outcome
+    wide = next(r for r in report.results if r.check.name == "ch05.block_init.parameter_ledger_wide")
+    assert wide.status == FAILED and "49728" in wide.diagnosis and "d=64" in wide.diagnosis, wide.diagnosis
+    secrets = {wide.check.name: ["49728", "49731", "49,731", "d=64", "f=256"]}
+    baseline = _students_see(_neutral(report))
+    for backend, text in _students_see(report).items():
+        leaks = _leaks(text, baseline[backend], report, secrets)
+        assert not leaks, f"{backend} shows {leaks}"
+        assert "parameter_ledger_wide" in text, backend  # the check itself is still named
