@@ -28,7 +28,7 @@ help:
 	@echo "make submit          pack hero_transformer/ into submission.zip for upload"
 	@echo "make gradescope [CH=05]          build autograder.zip for a Gradescope programming assignment"
 	@echo "make prairielearn [CH=05] [DEST=prairielearn]   a PrairieLearn external grader: image, entry point, info.json"
-	@echo "make autolab [CH=05] [DEST=autolab]             autograde.tar and autograde-Makefile for an Autolab assessment"
+	@echo "make autolab [CH=05] [DEST=autolab] [ARGS=--seed N]  autograde.tar, autograde-Makefile and the Tango image for Autolab"
 	@echo "make nbgrader-course DEST=path [CH=05,07]   write a ready nbgrader course folder"
 	@echo "make release [CH=00,01,05] [DEST=release]   the student bundle (folder + zip), scanned for leaks"
 
@@ -91,7 +91,7 @@ prairielearn: $(STAMP)
 	$(PYTHON) -m grader prairielearn --output "$(or $(DEST),prairielearn)" $(if $(CH),--chapters $(CH)) $(ARGS)
 
 autolab: $(STAMP)
-	$(PYTHON) -m grader autolab --output "$(or $(DEST),autolab)" $(if $(CH),--chapters $(CH))
+	$(PYTHON) -m grader autolab --output "$(or $(DEST),autolab)" $(if $(CH),--chapters $(CH)) $(ARGS)
 
 nbgrader-course: need-DEST $(STAMP)
 	$(PYTHON) -m grader nbgrader-course "$(DEST)" $(if $(CH),--chapters $(CH)) $(ARGS)

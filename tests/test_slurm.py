@@ -7,6 +7,7 @@ test starts is stopped by its own pid."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -165,28 +166,68 @@ def _class_download(folder: Path) -> Path:
     return folder
 
 
+FAILS_ONCE = """#!/bin/sh
+# Task 2 of the first array fails before grading anything, as a node lost would.
+if [ "$SLURM_ARRAY_TASK_ID" = 2 ] && [ -e "{flag}" ]; then echo "task 2 lost its node" >&2; exit 3; fi
+exec "{python}" "$@"
+"""
+
+
+def _sbatch(args, cwd, env, timeout=900):
+    return subprocess.run(["sbatch", "--wait", "--parsable", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _shard_files(shards: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(shards)): p.read_bytes() for p in sorted(shards.rglob("*.json")) if p.is_file()}
+
+
 @pytest.mark.slow
 @NEEDS_SLURM
 @NEEDS_ROOT
-def test_the_shipped_array_job_and_merge_equal_a_single_run(cluster, tmp_path):
+def test_a_failed_task_rerun_fills_its_shard_and_the_merge_equals_a_single_run(cluster, tmp_path):
+    """The documented flow with one task lost: the array job, a merge after any outcome
+    that names the missing shard and writes nothing, the task run again as the docs say
+    (`--array=2-2`, shard 2 of 3, nothing else touched), the merge again: the gradebook
+    of a single run. Logs land in the folder sbatch ran in, never the kit's."""
     uploads = _class_download(tmp_path / "uploads")
     flags = ["--chapters", "05", "--seed", "4242", "--allow-weak-sandbox"]
-    env = {**cluster, "HERO_TRANSFORMER_KIT": str(ROOT), "HERO_TRANSFORMER_PYTHON": sys.executable}
-    # The job script as docs/grading-a-class.md shows it; the cluster's sizes on the command line.
+    flag = tmp_path / "lose-task-2"
+    flag.write_text("")
+    python = tmp_path / "python"
+    python.write_text(FAILS_ONCE.format(flag=flag, python=sys.executable))
+    python.chmod(0o755)
+    env = {**cluster, "HERO_TRANSFORMER_KIT": str(ROOT), "HERO_TRANSFORMER_PYTHON": str(python)}
+    logs_before = set(ROOT.glob("grade-class-*.log"))
+    # The job scripts as docs/grading-a-class.md shows them; the cluster's sizes on the command line.
     sized = ["--cpus-per-task=1", "--mem=2G", "--time=00:20:00"]
-    array = subprocess.run(["sbatch", "--wait", "--parsable", "--array=1-3", *sized,
-                            f"--output={tmp_path}/grade-%A_%a.log", str(SCRIPTS / "grade-array.sh"),
-                            "uploads", "shards", *flags], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=900)
-    logs = "\n".join(p.read_text()[-1500:] for p in sorted(tmp_path.glob("grade-*.log")))
-    assert array.returncode == 0, array.stderr + logs
+    array = _sbatch(["--array=1-3", *sized, str(SCRIPTS / "grade-array.sh"), "uploads", "shards", *flags],
+                    tmp_path, env)
     job = array.stdout.strip().split(";")[0]
-    assert re.fullmatch(r"\d+", job), array.stdout
-    assert sorted(p.name for p in (tmp_path / "shards").iterdir()) == ["1", "2", "3"]
-    merged = subprocess.run(["sbatch", "--wait", f"--dependency=afterok:{job}", *sized,
-                             f"--output={tmp_path}/merge-%j.log", str(SCRIPTS / "merge.sh"), "shards", "graded"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert merged.returncode == 0, merged.stderr + "".join(p.read_text() for p in tmp_path.glob("merge-*.log"))
+    assert re.fullmatch(r"\d+", job), array.stdout + array.stderr
+    assert array.returncode != 0  # one task failed
+    assert sorted(p.name for p in (tmp_path / "shards").iterdir() if p.is_dir()) == ["1", "3"]
+    assert "task 2 lost its node" in (tmp_path / f"grade-class-{job}_2.log").read_text()
+
+    merge = _sbatch([f"--dependency=afterany:{job}", *sized, str(SCRIPTS / "merge.sh"), "shards", "graded"],
+                    tmp_path, env)
+    merge_log = next(tmp_path.glob("grade-class-merge-*.log")).read_text()
+    assert merge.returncode != 0, merge_log
+    assert "shard 2: never started" in merge_log and "--array=2 " in merge_log, merge_log
+    assert not (tmp_path / "graded" / "gradebook.csv").exists()
+
+    kept = {k: _shard_files(tmp_path / "shards" / k) for k in ("1", "3")}
+    flag.unlink()
+    rerun = _sbatch(["--array=2-2", *sized, str(SCRIPTS / "grade-array.sh"), "uploads", "shards", *flags],
+                    tmp_path, env)
+    rerun_job = rerun.stdout.strip().split(";")[0]
+    assert rerun.returncode == 0, rerun.stderr + (tmp_path / f"grade-class-{rerun_job}_2.log").read_text()[-2000:]
+    assert "shard 2 of 3" in (tmp_path / f"grade-class-{rerun_job}_2.log").read_text()
+    assert json.loads((tmp_path / "shards" / "2" / "class.json").read_text())["shard"] == [2, 3]
+    assert {k: _shard_files(tmp_path / "shards" / k) for k in ("1", "3")} == kept  # nothing else touched
+    merged = _sbatch([f"--dependency=afterany:{rerun_job}", *sized, str(SCRIPTS / "merge.sh"), "shards", "graded"],
+                     tmp_path, env, timeout=600)
+    assert merged.returncode == 0, merged.stderr + "".join(p.read_text() for p in tmp_path.glob("grade-class-merge-*"))
 
     single = subprocess.run([sys.executable, "-m", "grader", "grade-class", str(uploads), "--out",
                              str(tmp_path / "single"), *flags], cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -199,6 +240,7 @@ def test_the_shipped_array_job_and_merge_equal_a_single_run(cluster, tmp_path):
     graded = [p.name for k in (1, 2, 3) for p in (tmp_path / "shards" / str(k) / "results").glob("*.json")
               if not p.name.endswith(".staff.json")]
     assert len(graded) == len(set(graded)) == 5
+    assert set(ROOT.glob("grade-class-*.log")) == logs_before
 
 
 def test_the_documented_job_script_is_the_shipped_one():
@@ -216,3 +258,64 @@ def test_the_array_job_refuses_to_run_without_a_seed(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--seed" in done.stderr
     assert not (tmp_path / "shards").exists()
+
+
+ECHO_PYTHON = """#!/bin/sh
+printf '%s\\n' "$@" > "{record}"
+"""
+
+
+def _task(tmp_path, task: int, low: int, high: int) -> subprocess.CompletedProcess:
+    """grade-array.sh as Slurm starts one task, with a Python that records its arguments."""
+    python = tmp_path / "python"
+    python.write_text(ECHO_PYTHON.format(record=tmp_path / f"args-{task}"))
+    python.chmod(0o755)
+    env = {**os.environ, "SLURM_SUBMIT_DIR": str(tmp_path), "HERO_TRANSFORMER_KIT": str(ROOT),
+           "HERO_TRANSFORMER_PYTHON": str(python), "SLURM_ARRAY_TASK_ID": str(task),
+           "SLURM_ARRAY_TASK_MIN": str(low), "SLURM_ARRAY_TASK_MAX": str(high),
+           "SLURM_ARRAY_TASK_COUNT": str(high - low + 1)}
+    return subprocess.run(["bash", str(SCRIPTS / "grade-array.sh"), "uploads", "shards", "--seed", "4242"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+
+def test_the_task_id_is_the_shard_and_a_rerun_keeps_the_split(tmp_path):
+    first = _task(tmp_path, 3, 1, 3)  # the array 1-3
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "args-3").read_text().split("\n")[:6] == [
+        "-m", "grader", "grade-class", str(tmp_path / "uploads"), "--shard", "3/3"]
+    assert (tmp_path / "shards" / "array").read_text().startswith("shards=3\narguments=")
+    rerun = _task(tmp_path, 2, 2, 2)  # sbatch --array=2-2: shard 2 of 3, not 1 of 1
+    assert rerun.returncode == 0, rerun.stderr
+    said = (tmp_path / "args-2").read_text().split("\n")
+    assert said[said.index("--shard") + 1] == "2/3" and said[said.index("--out") + 1] == str(tmp_path / "shards" / "2")
+    late = _task(tmp_path, 4, 4, 4)
+    assert late.returncode == 2 and "outside shards 1-3" in late.stderr
+
+
+def test_an_array_that_does_not_start_at_one_is_refused(tmp_path):
+    done = _task(tmp_path, 0, 0, 3)
+    assert done.returncode == 2 and "number the tasks from 1" in done.stderr
+    assert not (tmp_path / "args-0").exists()
+
+
+def test_the_shard_check_names_what_is_missing_and_how_to_rerun_it(tmp_path):
+    from grader.files import write_json
+    from grader.grade_class.records import RECORD_FORMAT, STATE
+    from grader.grade_class.shards import report
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    assert report(shards)[0] is False and "no task of the array job began" in report(shards)[1]
+    (shards / "array").write_text("shards=3\narguments= /in /shards --seed 4242\n")
+    for k, graded in ((1, ["a", "b"]), (3, ["e"])):
+        write_json(shards / str(k) / STATE, {"shard": [k, 3], "uploads": ["a", "b"] if k == 1 else ["e", "f"]})
+        for slug in graded:
+            write_json(shards / str(k) / "results" / f"{slug}.json", {"format": RECORD_FORMAT, "upload": {"slug": slug}})
+    finished, said = report(shards)
+    assert not finished
+    assert "shard 2: never started" in said and "shard 3: 1 of 2 uploads not graded" in said
+    assert "shard 1:" not in said  # finished
+    assert "--array=2,3 $HERO_TRANSFORMER_KIT/grader/grade_class/slurm/grade-array.sh /in /shards --seed 4242" in said
+    write_json(shards / "2" / STATE, {"shard": [2, 3], "uploads": []})
+    write_json(shards / "3" / "results" / "f.json", {"format": RECORD_FORMAT, "upload": {"slug": "f"}})
+    assert report(shards) == (True, "all 3 shards finished; merging")

@@ -1,0 +1,39 @@
+"""The points and check counts README.md and docs/teaching.md state are the catalogue's:
+every total they give for all chapters or for one chapter is read out of the text and
+compared with grader.checks.catalogue (a check added or re-weighted changes them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from grader.checks import catalogue
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ("README.md", "docs/teaching.md")
+ALL = re.compile(r"all (?:ten )?chapters\W{0,4}(\d[\d,]*) points")
+ONE = re.compile(r"chapter (\d\d) only\W{0,4}(\d+) points|`ch(\d\d)` is (\d+)")
+CHECKS = re.compile(r"(\d[\d,]*) (hidden |public )?checks(?! of)")
+
+
+def _points(chapters=None) -> float:
+    return sum(c.points for c in catalogue.all_checks() if chapters is None or c.chapter in chapters)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_the_totals_a_doc_states_are_the_catalogues(doc):
+    text = re.sub(r"\s+", " ", (ROOT / doc).read_text(encoding="utf-8"))
+    totals = [int(n.replace(",", "")) for n in ALL.findall(text)]
+    assert totals, f"{doc} no longer states the points of all chapters; this test reads them"
+    assert set(totals) == {_points()}, f"{doc} says {totals} points for all chapters; the catalogue has {_points():g}"
+    for match in ONE.finditer(text):
+        chapter, points = (match[1], match[2]) if match[1] else (match[3], match[4])
+        assert int(points) == _points({chapter}), f"{doc}: chapter {chapter} is {_points({chapter}):g} points"
+    checks = catalogue.all_checks()
+    counts = {"": len(checks), "hidden ": sum(c.hidden for c in checks), "public ": sum(not c.hidden for c in checks)}
+    for number, kind in CHECKS.findall(text):
+        value = int(number.replace(",", ""))
+        if value > 20:  # a whole-course count, not "2 checks" of one task
+            assert value == counts[kind], f"{doc} says {value} {kind}checks; the catalogue has {counts[kind]}"
