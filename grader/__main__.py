@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.console import safe_stream
 from grader.edition import EDITION
@@ -47,10 +48,13 @@ def _seconds(text: str) -> float:
 
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
                 seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True,
-                budget: float = 600.0, runner_kind: str | None = None, grouped: bool = True):
+                budget: float = 600.0, runner_kind: str | None = None, grouped: bool = True,
+                for_the_author: bool = False):
     """`chapters` may be the command line's text ("05,07"): it is read once the runner
     boots, since reading it imports the checks and so torch. `runner_kind` is "sandbox",
-    "portable" or None (the best this machine offers)."""
+    "portable" or None (the best this machine offers). `for_the_author`: the report goes
+    to whoever wrote the code and nowhere else (`check`), so it shows everything the code
+    said, as a run with no certified parts does."""
     from grader.run.processes import Limits, RunnerRefused
     from grader.run.reference import Reference
     from grader.run.results import GradeReport
@@ -99,7 +103,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
                 raise SubmissionError(WEAK_SANDBOX)
             with console.status("grading…"):
                 report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
-                               runner=runner, grouped=grouped)
+                               runner=runner, grouped=grouped, for_the_author=for_the_author)
     except SubmissionError as problem:
         report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
     except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
@@ -130,9 +134,9 @@ def _student_main(parser, argv) -> int:
     console = Console()
     if args.command == "check":
         report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget,
-                             runner_kind=args.runner)
+                             runner_kind=args.runner, for_the_author=True)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
-    return _submit(Path(args.package), Path(args.output), console)
+    return _submit(Path(args.package), Path(args.output), console, args.anyway)
 
 
 def main(argv=None) -> int:
@@ -150,6 +154,8 @@ def main(argv=None) -> int:
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
     s.add_argument("--output", default="submission.zip")
+    s.add_argument("--anyway", action="store_true",
+                   help="pack even where a line the grader forbids would score every task 'forbidden'")
     argv = sys.argv[1:] if argv is None else list(argv)
     if not _KIT:
         return _student_main(parser, argv)
@@ -231,7 +237,7 @@ def main(argv=None) -> int:
         # Public checks only. Where solutions/ is present the other parts are certified;
         # in a student's release without it, their own code stands in (the report says which).
         report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget,
-                             runner_kind=args.runner)
+                             runner_kind=args.runner, for_the_author=True)
         return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
     if args.command == "grade-class":
         return _grade_class(args, console)
@@ -292,7 +298,7 @@ def main(argv=None) -> int:
 
         return run_demo(console)
     if args.command == "submit":
-        return _submit(Path(args.package), Path(args.output), console)
+        return _submit(Path(args.package), Path(args.output), console, args.anyway)
     return 2
 
 
@@ -389,10 +395,20 @@ def _merge(argv, console: Console) -> int:
     return 0
 
 
-def _submit(package: Path, output: Path, console: Console) -> int:
+def _submit(package: Path, output: Path, console: Console, anyway: bool = False) -> int:
+    from grader.run.scan_tampering import scan_submission, tampering_reason
+
     files = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts) if package.is_dir() else []
     if not files:
         console.print(f"[red]{package}/ has no Python files; run this from the course folder.[/]")
+        return 1
+    # What would score every task 'forbidden' is said here, before the upload, not after the grade.
+    sources = {file.relative_to(package).as_posix(): file.read_text(encoding="utf-8", errors="replace")
+               for file in files}
+    hits = scan_submission(sources)
+    if hits and not anyway:
+        console.print(f"[red]Not packed.[/] {escape(tampering_reason(hits))}.\n"
+                      f"Fix it and run submit again (or add --anyway to pack it as it is).")
         return 1
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as archive:
         for file in files:

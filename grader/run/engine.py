@@ -25,7 +25,7 @@ from grader.run.reference import Reference
 from grader.run.results import (ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED, TIMEOUT,
                                 WAITING, CheckResult, GradeReport)
 from grader.run.scan_calls import scan
-from grader.run.scan_tampering import scan_submission
+from grader.run.scan_tampering import scan_submission, tampering_reason
 from grader.run.submission import Submission
 from grader.run.worker import WorkerFailed
 
@@ -345,9 +345,7 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
         return [CheckResult(c, ERROR, f"the grader failed while reading the submission; please report it "
                                       f"({type(error).__name__})") for c in checks]
     if tampering:
-        reason = (f"the submission reaches into the grader or the interpreter's machinery ({tampering[0]}); "
-                  f"no task may do that — remove it")
-        return [CheckResult(c, FORBIDDEN, reason) for c in checks]
+        return [CheckResult(c, FORBIDDEN, tampering_reason(tampering)) for c in checks]
     if hits:
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
@@ -482,8 +480,11 @@ def possible_points(chapters: list[str] | None = None, public_only: bool = False
 
 def grade(submission: Submission, chapters: list[str] | None = None, public_only: bool = False,
           runner: Runner | None = None, seed: int | None = None, parallel: int | None = None,
-          use_reference: bool = True, grouped: bool = True, tasks: "set[str] | None" = None) -> GradeReport:
-    """Grade a submission's tasks. grouped=True lets tasks that cannot see each other
+          use_reference: bool = True, grouped: bool = True, tasks: "set[str] | None" = None,
+          for_the_author: bool = False) -> GradeReport:
+    """Grade a submission's tasks. for_the_author=True: the report is read by the
+    code's author alone (`check`), never recorded as a grade, so what the code raised
+    and printed is shown whole even beside certified parts (feedback.Audience). grouped=True lets tasks that cannot see each other
     share a worker where the reference is at hand (grader.run.dependencies); False
     gives every task workers of its own (kept to compare the two). `tasks`: only these
     tasks of the chapters (by name), for the kit's own tools."""
@@ -514,7 +515,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
         # One audience for the upload: what of the reference it does not hold is worked out once.
-        audience = Audience(submission, reference)
+        audience = Audience(submission, reference, for_the_author=for_the_author)
         groups = plan_groups(plan, reference is not None and grouped)
         # The costliest groups (most workers to start) first, so two threads finish together;
         # the report keeps the catalogue's order.

@@ -111,10 +111,12 @@ class Audience:
     student's machine) there is nothing to leak, and the student sees everything, which
     is how they debug."""
 
-    def __init__(self, submission: Submission, reference: Reference | None):
+    def __init__(self, submission: Submission, reference: Reference | None, for_the_author: bool = False):
         self.sources = submission.sources
         self.reference = reference
-        self.private = reference is not None
+        # A check run read by its author alone carries nothing to anyone else: no grade
+        # is recorded from it, and the author already holds the code and its messages.
+        self.private = reference is not None and not for_the_author
         self._secrets: frozenset[str] | None = None
 
     def secrets(self) -> frozenset[str]:

@@ -103,8 +103,12 @@ def render(report: GradeReport, console: Console | None = None) -> None:
     console = safe_console(console or Console())
     if report.problem:
         console.print(Panel(Text(plain(report.problem)), title="[red]The submission could not be graded", border_style="red"))
+    stopped = _stopped_by(report)
+    if stopped:
+        console.print(Panel(Text(plain(stopped)), title="[red]Fix this first", border_style="red"))
     titles = _chapter_titles()
     for chapter, results in _by_chapter(report).items():
+        said_above = stopped
         lines = [Text(f"Chapter {chapter} — {titles.get(chapter, '')}", style="bold"),
                  _row(Text("check", style="bold"), Text("points", style="bold"), Text("status", style="bold"))]
         collapsed = set()
@@ -130,8 +134,12 @@ def render(report: GradeReport, console: Console | None = None) -> None:
                               Text(shown_status, style=STYLE.get(result.status, ""))))
             if result.status != PASSED:
                 seen = visible_check(result)  # what every platform shows of it
-                note = Text("↳ " + plain(seen.note),
-                            style="dim" if result.status in ("not implemented", WAITING) else "")
+                said = seen.note
+                # A sentence the row above (or the panel on top) already gave is not repeated.
+                shown = "as above" if said == said_above else said
+                said_above = said
+                note = Text("↳ " + plain(shown),
+                            style="dim" if result.status in ("not implemented", WAITING) or shown == "as above" else "")
                 if seen.output:
                     excerpt = seen.output.strip().splitlines()[-3:]
                     note.append("\nprinted: " + " | ".join(excerpt)[:300], style="dim")
@@ -156,6 +164,15 @@ def render(report: GradeReport, console: Console | None = None) -> None:
     summary.append(plain(f"Certified parts: {report.certified}") + "\n", style="dim")
     summary.append(f"Ran in: {report.sandbox}", style="dim")
     console.print(Panel(summary, border_style="green" if failed == 0 and report.results else "yellow"))
+
+
+def _stopped_by(report: GradeReport) -> str | None:
+    """The one reason every check failed for, where a single cause stopped them all (a
+    forbidden module, say): said once, on top, instead of under each check."""
+    reasons = {r.diagnosis for r in report.results}
+    if len(report.results) > 1 and len(reasons) == 1 and all(r.status == "forbidden" for r in report.results):
+        return next(iter(reasons))
+    return None
 
 
 def waiting_line(report: GradeReport) -> str | None:

@@ -65,25 +65,44 @@ def _named(name: str, what: str) -> str:
     return f"{what} ({STARTS_A_PROCESS})" if starts else what
 
 
+# What an import hit says when nothing else in its file names what the import binds: a
+# line carried over from the file it was copied from. The module stays forbidden (a name
+# can be reached without being spelt), but the student is told the one thing to do.
+UNUSED = " (never used in this file)"
+
+
+def _bound_names(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.asname or a.name.split(".")[0] for a in node.names]
+    return [a.asname or a.name for a in node.names if a.name != "*"]
+
+
+def _unused(node: ast.Import | ast.ImportFrom, used: set[str]) -> bool:
+    names = _bound_names(node)
+    return bool(names) and not any(name in used for name in names)
+
+
 def scan_file(source: str) -> list[tuple[int, str]]:
     try:
         tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # the worker reports the file as unloadable itself
     aliases, hits = import_aliases(tree), []
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     # Docstrings and other bare string statements are prose, never code.
     prose = {id(node.value) for node in ast.walk(tree)
              if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
-            hits += [(line, _named(a.name, f"import {a.name}")) for a in node.names
-                     if a.name.split(".")[0] in FORBIDDEN_MODULES or _forbidden_dotted(a.name)]
+            hits += [(line, f"import {a.name}{UNUSED}" if _unused(node, used) else _named(a.name, f"import {a.name}"))
+                     for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES or _forbidden_dotted(a.name)]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [f"{node.module}.{a.name}" for a in node.names]
             if node.module.split(".")[0] in FORBIDDEN_MODULES or any(_forbidden_dotted(f) for f in full):
                 starts = next((f for f in [node.module, *full] if _named(f, "") != ""), node.module)
-                hits.append((line, _named(starts, f"from {node.module} import ...")))
+                said = f"from {node.module} import ..."
+                hits.append((line, f"{said}{UNUSED}" if _unused(node, used) else _named(starts, said)))
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and node.id not in aliases:
             hits.append((line, node.id))
         elif isinstance(node, ast.Attribute):
@@ -112,3 +131,16 @@ def _scan_items(items: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
 def scan_submission(sources: dict[str, str]) -> list[str]:
     """Every place the upload reaches into the grader or the interpreter, as 'file line N: what'."""
     return list(_scan_items(tuple(sorted(sources.items()))))
+
+
+def tampering_reason(hits: list[str]) -> str:
+    """The sentence every check of a submission the scan stopped carries: the first place,
+    and what to do about it."""
+    first = hits[0]
+    more = f" (and {len(hits) - 1} more place{'s' if len(hits) > 2 else ''})" if len(hits) > 1 else ""
+    if first.endswith(UNUSED):
+        return (f"{first.removesuffix(UNUSED)}{more}: the grader forbids this module in a submission, and "
+                f"nothing in the file uses it, so deleting that line is all you need to do (until then "
+                f"every task is scored 'forbidden')")
+    return (f"the submission reaches into the grader or the interpreter's machinery ({first}){more}; "
+            f"no task may do that — remove it")
