@@ -20,7 +20,8 @@ from grader.checks._api import (
 )
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, random_attention_state
 from grader.checks.ch04_attention.diagnosis import (
-    CatLog, cache_joined_new_first, present_shape_problem, weights_diagnosis, wrong_cache_axis,
+    CatLog, cache_joined_new_first, crash_after_the_join, mask_without_the_cache, present_shape_problem, weights_diagnosis,
+    wrong_cache_axis,
 )
 from grader.checks.facts import known_facts
 
@@ -54,7 +55,7 @@ def probe_attention(ns, x, sizes, state, past=None):
         except Exception as error:  # noqa: BLE001 - with a cache, the judge names the mistake behind a crash
             if past is None:
                 raise
-            return {"error": type(error).__name__, "cats": log.calls,
+            return {"error": type(error).__name__, "cats": log.calls, "masks": log.masks,
                     "past_shape": list(past[0].shape)}
     return {"out": out, "present": present, "weights": weights,
             "cached_out": cached_out, "cached_present": cached_present, "cached_weights": cached_weights}
@@ -138,8 +139,8 @@ def probe_attention_cache(ns, x, sizes, state, chunks, part, earlier):
             except NotImplementedError:
                 raise
             except Exception as error:  # noqa: BLE001 - the judge names the mistake behind the crash
-                return {"steps": steps, "error": type(error).__name__,
-                        "cats": log.calls, "past_shape": list(past[0].shape) if past else None}
+                return {"steps": steps, "error": type(error).__name__, "cats": log.calls, "masks": log.masks,
+                        "past_shape": list(past[0].shape) if past else None}
             weights = module.last_attention
             alone, _ = module(piece)
             steps.append({"out": out, "alone": alone, "weights": weights, "cats": log.calls,
@@ -163,8 +164,12 @@ def judge_attention_cache(out, inputs, expected):
     dh = d // h
     calls = "in one call per token" if all(n == 1 for n in chunks) else f"in chunks of {', '.join(map(str, chunks))}"
     if "error" in out:
-        known = wrong_cache_axis(out["cats"], out["past_shape"]) if out["past_shape"] else None
+        failed = len(out["steps"])  # the call that raised: chunks[failed], after sum(chunks[:failed]) cached
+        known = (wrong_cache_axis(out["cats"], out["past_shape"]) if out["past_shape"] else None) or \
+            mask_without_the_cache(out.get("masks"), chunks[failed], sum(chunks[:failed]))
         raised = exception_name({"type": out["error"]})
+        if not known and (later := crash_after_the_join(out["cats"], out["past_shape"], raised)):
+            return f"calling forward with a past_key_value ({calls}) {later}"
         return known or (f"calling forward with a past_key_value ({calls}) raised {raised}: "
                           f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
     steps, past = out["steps"], 0
@@ -346,7 +351,8 @@ def probe_attention_formula(ns, x, sizes, state, past=None):
         except Exception as error:  # noqa: BLE001 - with a cache, the judge names the mistake behind a crash
             if past is None:
                 raise
-            return {"error": type(error).__name__, "cats": log.calls, "past_shape": list(past[0].shape)}
+            return {"error": type(error).__name__, "cats": log.calls, "masks": log.masks,
+                    "past_shape": list(past[0].shape)}
         return {"out": out, "weights": module.last_attention}
 
 
@@ -385,8 +391,12 @@ def judge_attention_formula(out, inputs, expected):
 def judge_attention_reference(out, inputs, expected):
     past = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
     if "error" in out:
-        known = wrong_cache_axis(out["cats"], out["past_shape"])
-        return known or (f"calling forward with a past_key_value raised {exception_name({'type': out['error']})}: "
+        known = wrong_cache_axis(out["cats"], out["past_shape"]) or \
+            mask_without_the_cache(out.get("masks"), inputs["x"].shape[1], past)
+        raised = exception_name({"type": out["error"]})
+        if not known and (later := crash_after_the_join(out["cats"], out["past_shape"], raised)):
+            return f"calling forward with a past_key_value {later}"
+        return known or (f"calling forward with a past_key_value raised {raised}: "
                           f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
     mismatch = compare(out["cached_out"], expected["out"], "the attention output", atol=1e-9, rtol=1e-7)
     if mismatch:

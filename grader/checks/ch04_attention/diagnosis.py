@@ -16,22 +16,55 @@ AXIS_NAMES = {0: "the batch axis", 1: "the heads axis", 2: "the time axis", 3: "
 
 class CatLog(TorchFunctionMode):
     """Records every torch.cat in the student's forward: axis and input shapes, so
-    that a cache joined along the wrong axis can be named even when it crashes."""
+    that a cache joined along the wrong axis can be named even when it crashes; and
+    the shapes each masked_fill or torch.where was given (`masks`), so that a causal
+    mask built for T keys, met by scores over T_past + T, can be named too."""
 
     def __init__(self):
         super().__init__()
         self.calls = []
+        self.masks = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if getattr(func, "__name__", "") in ("cat", "concat", "concatenate"):
+        name = getattr(func, "__name__", "")
+        if name in ("cat", "concat", "concatenate"):
             try:
                 tensors = args[0] if args else kwargs.get("tensors")
                 dim = args[1] if len(args) > 1 else kwargs.get("dim", kwargs.get("axis", 0))
                 self.calls.append({"dim": int(dim), "shapes": [list(t.shape) for t in tensors]})
             except Exception:  # noqa: BLE001 - logging must never change what the code does
                 pass
+        elif name in ("masked_fill", "masked_fill_", "where"):
+            try:
+                self.masks.append([list(a.shape) for a in [*args, *kwargs.values()][:2] if isinstance(a, torch.Tensor)])
+            except Exception:  # noqa: BLE001 - logging must never change what the code does
+                pass
         return func(*args, **kwargs)
+
+
+def crash_after_the_join(calls, past_shape, raised: str) -> "str | None":
+    """The explanation of a crash once the cached keys were joined along time, as they should be."""
+    if past_shape and any(len(call["shapes"]) == 2 and call["shapes"][0] == list(past_shape) and call["dim"] % 4 == 2
+                          for call in calls):
+        return (f"raised {raised} after joining the cached keys along the time axis: what comes after the join "
+                f"(the scores, the causal mask, the weights) must span all T_past + T keys")
+    return None
+
+
+def mask_without_the_cache(masks, new: int, past: int) -> "str | None":
+    """The explanation when a causal mask of T × T positions met scores over the T_past + T
+    keys (a mask sliced as attention without a cache slices it: tril[:T, :T])."""
+    total = past + new
+    if not past or not masks:
+        return None
+    for shapes in masks:
+        tails = [shape[-2:] for shape in shapes if len(shape) >= 2]
+        if [new, new] in tails and [new, total] in tails:
+            return (f"the causal mask covers {new} × {new} positions (T × T), but with {past} cached tokens the scores "
+                    f"are {new} × {total}, T × (T_past + T): build the mask over every key, shifted by T_past, so new "
+                    f"token t sees keys 0 … T_past + t")
+    return None
 
 
 def wrong_cache_axis(calls, past_shape) -> "str | None":

@@ -212,6 +212,18 @@ MUTANTS = [
         self.last_attention = weights
         return time_first(out), ((k, v) if use_cache else None)
     """, "ch04.attention.formula", "torch.ao.nn.quantizable", "torch.ao's attention module does the work"),
+    # Families that arrive with code adapted from well-known implementations
+    mutant("attention_square_causal_mask", "attention", _forward(
+        mask="scores = scores.masked_fill(torch.tril(torch.ones(T, T)) == 0, float('-inf'))"),
+        CACHE, "T × T", "a T × T lower triangle, as attention without a cache slices it: no room for the cached keys"),
+    mutant("attention_init_output_bias", "attention_init", patch("""
+        - self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        + self.o_proj = nn.Linear(cfg.d_model, cfg.d_model)
+    """), "ch04.attention_init.projections", "bias", "only the output projection keeps its bias"),
+    mutant("attention_init_packed_qkv", "attention_init", """
+        self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.c_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+    """, "ch04.attention_init.projections", "q_proj", "one packed [3d, d] projection and c_proj, under other names"),
 ]
 
 VARIANTS = [
@@ -288,6 +300,28 @@ VARIANTS = [
         out = self.merge_heads(self.attn_dropout(self.last_attention) @ present_v)
         return self.o_proj(out), ((present_k, present_v) if use_cache else None)
     """, "one fused QKV product from the three weights, split afterwards"),
+    variant("attention_shifted_triangle_in_place", "attention", _forward(
+        scores="scores = q @ k.transpose(2, 3)",
+        mask="scores.masked_fill_(torch.triu(torch.ones(total, total), diagonal=1).bool()[total - T:total, :total], -torch.inf)",
+        softmax="weights = torch.softmax(scores / k.shape[-1] ** 0.5, dim=-1)"),
+        "the rows of a full upper triangle at the cache offset, masked in place, scaled inside the softmax"),
+    variant("attention_large_negative_fill", "attention", _forward(
+        scores="scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))",
+        mask="scores = scores.masked_fill(torch.tril(torch.ones(T, total), diagonal=total - T) == 0, -1e9)",
+        softmax="weights = scores.softmax(dim=-1)"),
+        "masked_fill with -1e9 where a lower triangle is 0, d_k read from the queries"),
+    variant("attention_where_finfo_min", "attention", _forward(
+        mask="scores = torch.where(torch.ones(T, total, dtype=torch.bool).tril(total - T), scores, "
+             "torch.tensor(torch.finfo(scores.dtype).min, dtype=scores.dtype))"),
+        "torch.where with the dtype's most negative number"),
+    variant("split_heads_view_minus_one", "split_heads", """
+        batches = x.size(0)
+        return x.view(batches, -1, self.n_heads, self.d_head).transpose(1, 2)
+    """, "view(B, -1, h, d_h), the time axis inferred"),
+    variant("merge_heads_view_minus_one", "merge_heads", """
+        batches = x.size(0)
+        return x.transpose(1, 2).contiguous().view(batches, -1, self.n_heads * self.d_head)
+    """, "transpose, contiguous, view(B, -1, h · d_h)"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -303,6 +337,7 @@ LESSON = {
     "a mask not shifted by T_past": ("attention_mask_not_shifted",),
     "the cache joined along the wrong axis": ("attention_cache_wrong_axis", "attention_cache_on_feature_axis"),
     "`present` holding only the new tokens": ("attention_present_without_cached_tokens",),
-    "Projections with bias": ("attention_init_with_bias",),
+    "Projections with bias": ("attention_init_with_bias", "attention_init_output_bias"),
+    "A mask sliced `[:T, :T]`": ("attention_square_causal_mask",),
     "one `nn.Linear` object reused for q, k and v": ("attention_init_shared_query_key",),
 }
