@@ -292,10 +292,10 @@ if pid == 0:
         inner["grader's fork, inside a worker"] = "made"
     except OSError as error:
         inner["grader's fork, inside a worker"] = error.errno
-    print(json.dumps({"child": inner, "pid in its namespace": os.getpid()}), flush=True)
+    os.write(1, (json.dumps({"child": inner, "pid in its namespace": os.getpid()}) + "\n").encode())
     os._exit(0)
 seen["the grader's fork"] = "made" if pid > 0 else "refused"
-print(json.dumps(seen), flush=True)
+os.write(1, (json.dumps(seen) + "\n").encode())  # one write: the child writes to the same pipe
 import time
 time.sleep(1.0)
 """
