@@ -146,6 +146,9 @@ def _bad_id_problem(result, idx, V) -> "str | None":
     raised = result["raised"]
     if raised["value_error"]:
         return None
+    if raised["type"] == "AssertionError":
+        return (f"{what} raised AssertionError: an assert is a check the program may drop (python -O removes it), "
+                f"not the error the lesson asks for; {fix}")
     source = {"IndexError": "torch's indexing", "RuntimeError": "torch"}.get(raised["type"], "your code")
     return (f"{what} raised {exception_name(raised)} from {source}; "
             f"no range check: {fix}")

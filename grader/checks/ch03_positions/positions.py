@@ -131,6 +131,10 @@ def judge_too_long(out, inputs, expected):
                 if not raised["message"].strip():
                     return f"{where}: the ValueError has no message; say which position is past block_size"
                 continue
+            if raised["type"] == "AssertionError":
+                return (f"{where} raised AssertionError: an assert is a check the program may drop (python -O "
+                        f"removes it), not the error the lesson asks for; raise a ValueError that says which "
+                        f"position is past block_size")
             return (f"{where} raised {exception_name(raised)}: the too-long input reached "
                     f"torch; check past_length + T <= block_size first and raise a clear ValueError")
         y = result["value"]

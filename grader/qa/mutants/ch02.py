@@ -44,6 +44,20 @@ MUTANTS = [
         - return self.weight[idx.long()]
         + return (idx.long().unsqueeze(-1) == torch.arange(self.weight.shape[0])).to(self.weight.dtype)
     """), "ch02.embedding.lookup", "one-hot", "one-hot vectors returned instead of rows"),
+    # Families that arrive with code adapted from well-known implementations
+    mutant("embedding_asserts_range", "embedding", """
+        assert not idx.is_floating_point(), "token ids must be integers"
+        assert idx.min() >= 0 and idx.max() < self.weight.shape[0], "token id out of range"
+        return self.weight[idx.long()]
+    """, "ch02.embedding.bad_ids", "assert", "the ids checked with assert statements"),
+    mutant("embedding_module_from_table", "embedding", """
+        if idx.is_floating_point():
+            raise ValueError(f"token ids must be integers, got {idx.dtype}")
+        V = self.weight.shape[0]
+        if idx.numel() and (idx.min() < 0 or idx.max() >= V):
+            raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
+        return torch.nn.Embedding.from_pretrained(self.weight, freeze=False)(idx)
+    """, "ch02.embedding.lookup", "torch.nn.Embedding", "an nn.Embedding made from the table"),
 ]
 
 VARIANTS = [
@@ -76,6 +90,14 @@ VARIANTS = [
         flat = idx.reshape(-1, 1).long().expand(-1, d)
         return torch.gather(self.weight, 0, flat).view(*idx.shape, d)
     """, "torch.gather along the rows"),
+    variant("embedding_plain_indexing_any_integer", "embedding", """
+        if torch.is_floating_point(idx) or torch.is_complex(idx) or idx.dtype == torch.bool:
+            raise ValueError(f"token ids must be integers, got {idx.dtype}")
+        outside = (idx < 0) | (idx >= self.weight.size(0))
+        if outside.any():
+            raise ValueError(f"token id {idx[outside].flatten()[0].item()} is outside the vocabulary")
+        return self.weight[idx]
+    """, "plain indexing with the ids as given (int32 too), the bad ids found with one mask"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -85,4 +107,5 @@ LESSON = {
     "Checking only the upper bound": ("embedding_upper_bound_only",),
     "Looking the rows up in a detached copy": ("embedding_detached",),
     "Raising the error only for the first row of the batch": ("embedding_first_id_only",),
+    "Checking the ids with `assert`": ("embedding_asserts_range",),
 }

@@ -46,6 +46,21 @@ MUTANTS = [
         + hidden += self.weight[past_length : past_length + T]
         + return hidden
     """), "ch03.positions.input_unchanged", "in place", "hidden += rows changes the caller's tensor"),
+    # Families that arrive with code adapted from well-known implementations
+    mutant("positions_assert_length", "positions", """
+        T = hidden.shape[1]
+        assert past_length + T <= self.weight.shape[0], f"cannot forward {T} tokens after {past_length}"
+        return hidden + self.weight[past_length : past_length + T]
+    """, "ch03.positions.too_long", "assert", "the length checked with an assert statement"),
+    mutant("positions_own_counter", "positions", """
+        T = hidden.shape[1]
+        start = getattr(self, "current_position", 0)
+        if start + T > self.weight.shape[0]:
+            raise ValueError(f"position {start + T - 1} is past block_size {self.weight.shape[0]}")
+        self.current_position = start + T
+        return hidden + self.weight[start : start + T]
+    """, "ch03.positions.cache_offset", "past_length is ignored",
+       "the module counts positions itself across calls instead of reading past_length"),
 ]
 
 VARIANTS = [
@@ -63,6 +78,13 @@ VARIANTS = [
             raise ValueError("the sequence is too long for block_size " + str(C))
         return hidden + self.weight.narrow(0, past_length, T).expand_as(hidden)
     """, "narrow, then expand to the batch"),
+    variant("positions_position_ids_row", "positions", """
+        batch, T = hidden.shape[:2]
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"position {past_length + T - 1} has no row: block_size is {self.weight.shape[0]}")
+        position_ids = torch.arange(past_length, past_length + T, dtype=torch.long).unsqueeze(0)
+        return hidden + self.weight[position_ids]
+    """, "position ids of shape [1, T] (the batch axis broadcast), looked up in the table"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -73,4 +95,6 @@ LESSON = {
     "`>=` where `>` belongs": ("positions_check_off_by_one",),
     "Adding in place (`hidden += …`)": ("positions_in_place",),
     "Reading `self.weight.data`": ("positions_detached",),
+    "Checking the length with `assert`": ("positions_assert_length",),
+    "Counting positions in the module across calls": ("positions_own_counter",),
 }
