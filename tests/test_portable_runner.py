@@ -216,7 +216,11 @@ def test_every_mutant_and_variant_gets_the_same_public_verdicts_on_both_runners(
 
     reference = Reference.available()
     mutants, variants = accuracy_catalogue()
-    entries = [e for e in [*mutants, *variants] if catalogue.chapter_of_task()[e.task].number == chapter]
+    # Every variant, and each task's first mutant: every task's probes and judges run on
+    # both runners, right and wrong, at about a third of the whole catalogue's cost (the
+    # whole catalogue is graded on the sandbox by `make mutants`).
+    first_mutants = list({e.task: e for e in reversed(mutants)}.values())
+    entries = [e for e in [*first_mutants, *variants] if catalogue.chapter_of_task()[e.task].number == chapter]
     assert entries
     verdicts = {}
     for kind in ("sandbox", "portable"):

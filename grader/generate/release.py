@@ -37,6 +37,7 @@ import sys
 import textwrap
 import zipfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from grader import KIT_ROOT
@@ -197,6 +198,12 @@ class Secrets:
 
     @classmethod
     def of_kit(cls) -> "Secrets":
+        """The kit's secrets as its files now are (computed once per state of them: reading
+        them all costs half a minute, and a test builds several bundles)."""
+        return _secrets_of(_kit_state())
+
+    @classmethod
+    def computed(cls) -> "Secrets":
         prints: dict[str, str] = {}
         sources = _region_bodies(ROOT / "solutions" / "hero_transformer") + _accuracy_bodies()
         # Public by design: the stub package (its code outside the regions), and for the
@@ -219,6 +226,19 @@ class Secrets:
                 if form not in shared:
                     prints.setdefault(form, label)
         return cls(prints, hidden)
+
+
+def _kit_state() -> tuple:
+    """Every file the secrets are read from, with its size and modification time."""
+    roots = [ROOT / "solutions" / "hero_transformer", ROOT / "hero_transformer", ROOT / "grader" / "checks",
+             ROOT / "grader" / "qa" / "mutants"]
+    return tuple((str(path), stat.st_mtime_ns, stat.st_size) for root in roots
+                 for path in sorted(root.rglob("*.py")) if (stat := path.stat()))
+
+
+@lru_cache(maxsize=2)
+def _secrets_of(state: tuple) -> Secrets:
+    return Secrets.computed()
 
 
 # ---------------------------------------------------------------------- the scan
