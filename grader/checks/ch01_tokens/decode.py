@@ -18,8 +18,14 @@ TASKS = [
 
 def probe_decode(ns, corpus, id_lists):
     tok = ns.tokenizer.CharTokenizer(list(corpus))
-    return {"results": [try_call(tok.decode, list(ids)) for ids in id_lists],
-            "chars": list(tok.chars), "bos_id": tok.bos_id}
+    results = []
+    for ids in id_lists:
+        result = try_call(tok.decode, list(ids))
+        if "raised" in result and tok.bos_id in ids:
+            # Whether the same ids without BOS decode: then BOS alone made decode raise.
+            result["without_bos"] = "value" in try_call(tok.decode, [i for i in ids if i != tok.bos_id])
+        results.append(result)
+    return {"results": results, "chars": list(tok.chars), "bos_id": tok.bos_id}
 
 
 def decode_problem(result, ids, facts, bos, hidden=False) -> "str | None":
@@ -29,9 +35,10 @@ def decode_problem(result, ids, facts, bos, hidden=False) -> "str | None":
     right = facts["text"]
     if "raised" in result:
         raised = result["raised"]
-        if raised["type"] == "IndexError" and bos in ids:
-            return (f"{said} raised IndexError: BOS (id {bos if not hidden else 'K'}) has no character in chars; "
-                    "decode drops BOS ids")
+        if bos in ids and (raised["type"] in ("IndexError", "KeyError") or result.get("without_bos")):
+            return (f"{said} raised {exception_name(raised)}: BOS (id {bos if not hidden else 'K'}) has no character, "
+                    "in chars, stoi or any id-to-character table; decode drops BOS ids, so skip them before looking "
+                    "an id up or checking its range")
         return f"{said} raised {exception_name(raised)}"
     text = result["value"]
     if not isinstance(text, str):
@@ -42,8 +49,10 @@ def decode_problem(result, ids, facts, bos, hidden=False) -> "str | None":
         cut = ids.index(bos)
         if text == facts["until_bos"] and cut < len(ids) - 1:
             return f"{said} stops at the first BOS; drop every BOS id and keep the characters around them"
-        if len(text) > len(right) and all(ch in text for ch in right):
+        if len(text) > len(right) and all(ch in text for ch in right) and text != " ".join(right):
             return f"{said} keeps something for BOS; BOS ids are dropped, so decode(encode_document(s)) == s"
+    if len(right) > 1 and text == " ".join(right):
+        return f"{said} puts a space between the characters; join them with '' (each id is one character)"
     if hidden:
         return f"{said} differs from the reference"
     return f"{said} should give {right!r}; {first_difference(text, right)}"

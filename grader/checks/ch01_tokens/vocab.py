@@ -58,6 +58,9 @@ def vocab_problem(out, corpus, right, hidden=False) -> "str | None":
     if len(chars) != len(set(chars)):
         return "chars lists some characters more than once: the vocabulary is the set of characters, each once"
     if any(not isinstance(c, str) or len(c) != 1 for c in chars):
+        if all(isinstance(c, str) for c in chars) and set(chars) == set(corpus):
+            return ("chars holds whole documents, the set of the corpus's documents: the vocabulary is the set of "
+                    "the characters they are made of")
         return "every entry of chars should be one character of the corpus (special tokens get no entry; BOS is only an id)"
     if set(chars) != set(right):
         extra, lost = set(chars) - set(right), set(right) - set(chars)

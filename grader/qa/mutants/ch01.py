@@ -100,6 +100,29 @@ MUTANTS = [
         - return list(ids[:positions]), list(ids[1 : positions + 1])
         + return list(ids[1 : positions + 1]), list(ids[:positions])
     """), ("ch01.windows.ana", "ch01.windows.positions"), "swapped", "inputs and targets swapped"),
+    # Families that arrive with code adapted from well-known implementations
+    mutant("decode_itos_key_error", "decode", """
+        itos = {i: ch for i, ch in enumerate(self.chars)}
+        return "".join(itos[i] for i in ids)
+    """, "ch01.decode.drops_bos", "BOS (id 6)", "an id → character dict with no entry for BOS: KeyError"),
+    mutant("decode_range_check_before_bos", "decode", """
+        out = []
+        for i in ids:
+            if not 0 <= i < len(self.chars):
+                raise ValueError(f"id {i} is outside the vocabulary")
+            out.append(self.chars[i])
+        return "".join(out)
+    """, "ch01.decode.drops_bos", "BOS (id 6)", "the range check rejects BOS, which decode should drop"),
+    mutant("decode_joined_with_spaces", "decode", """
+        return " ".join(self.chars[int(i)] for i in ids if int(i) != self.bos_id)
+    """, "ch01.decode.round_trip", "space", "characters joined with spaces, as a word tokenizer joins words"),
+    mutant("encode_unknown_to_bos", "encode", """
+        return [self.stoi.get(ch, self.bos_id) for ch in text]
+    """, "ch01.encode.unknown_character", "made-up id", "unknown characters mapped to a special id"),
+    mutant("vocab_set_of_documents", "build_vocab", patch("""
+        - self.chars = sorted(set("".join(documents)))
+        + self.chars = sorted(set(documents))
+    """), "ch01.build_vocab.sorted_characters", "whole documents", "the set of the documents, not of their characters"),
 ]
 
 VARIANTS = [
@@ -139,6 +162,23 @@ VARIANTS = [
             ys.append(ids[p + 1])
         return tuple(xs), tuple(ys)
     """, "a loop over positions, returning tuples"),
+    variant("encode_list_index", "encode", """
+        return [self.chars.index(ch) for ch in text]
+    """, "list.index in the sorted characters: its ValueError names the character"),
+    variant("windows_chunk_then_shift", "windows", """
+        chunk = list(ids[: block_size + 1])
+        if block_size < 1 or len(chunk) < 2:
+            raise ValueError("a window needs at least two ids")
+        return chunk[:-1], chunk[1:]
+    """, "a chunk of block_size + 1 ids, then inputs chunk[:-1] and targets chunk[1:]"),
+    variant("vocab_from_token_map", "build_vocab", """
+        vocabulary = {token: number for number, token in enumerate(sorted(set("".join(documents))))}
+        if not vocabulary:
+            raise ValueError("no characters")
+        self.stoi = vocabulary
+        self.chars = list(vocabulary)
+        self.bos_id = len(vocabulary)
+    """, "the token → id map built first, chars read from its keys"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -155,4 +195,9 @@ LESSON = {
     "Dropping the space or lowercasing the corpus": ("vocab_drops_whitespace", "vocab_lowercases"),
     "`decode` of an id outside the vocabulary": ("decode_no_range_check",),
     "a document with fewer than 2 ids": ("windows_short_document_silent",),
+    "`decode` looking BOS up in an id-to-character table": ("decode_itos_key_error",),
+    "rejecting it with the range check": ("decode_range_check_before_bos",),
+    "`chars` built from `set(documents)`": ("vocab_set_of_documents",),
+    "Joining the decoded characters with spaces": ("decode_joined_with_spaces",),
+    "Mapping an unknown character to a special id": ("encode_unknown_to_bos",),
 }
