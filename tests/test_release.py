@@ -84,7 +84,9 @@ def test_bundle_holds_the_students_files_only(built):
     for required in ("Makefile", "pyproject.toml", "README.md", "check.py", ".github/workflows/classroom.yml",
                      ".github/workflows/selfcheck.yml", "grader/checks/hidden_counts.json",
                      "hero_transformer/model.py", "grader/run/engine.py", "grader/checks/ch05_block/__init__.py",
-                     "assignments/ch05_block/README.md", "assignments/ch05_block/figures/gelu.svg"):
+                     "assignments/ch05_block/README.md", "assignments/ch05_block/figures/gelu.svg",
+                     "conftest.py", ".vscode/settings.json", "grader/pytest_plugin.py",
+                     "grader/checks/public_checks.json"):
         assert required in names, required
     assert not any(n.startswith(("solutions/", "tests/", "docs/")) for n in names)
     assert not any(n.endswith(".ipynb") or "__pycache__" in n for n in names)
@@ -94,7 +96,8 @@ def test_bundle_holds_the_students_files_only(built):
     # The stub package is the kit's student copy, not the reference.
     assert (folder / "hero_transformer" / "model.py").read_text() == (ROOT / "hero_transformer" / "model.py").read_text()
     pyproject = (folder / "pyproject.toml").read_text()
-    assert '"torch>=2.3,<2.14"' in pyproject and "pytest" not in pyproject
+    # pytest is the student's too (the editor's test panel); the kit's own test tools are not.
+    assert '"torch>=2.3,<2.14"' in pyproject and '"pytest>=8"' in pyproject and "xdist" not in pyproject
 
 
 def test_bundle_catalogue_is_the_public_checks(built):

@@ -52,7 +52,8 @@ BUNDLE_NAME = "hero_transformer-student"
 
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
 STUDENT_GRADER = ("__init__.py", "__main__.py", "archives.py", "console.py", "edition.py", "files.py",
-                  "lms/__init__.py", "lms/github_classroom.py")  # and run/, and checks/ without the chapters' hidden/ folders
+                  "pytest_plugin.py", "lms/__init__.py",
+                  "lms/github_classroom.py")  # and run/, and checks/ without the chapters' hidden/ folders
 
 # A single statement this long (normalised) is specific enough to be a leak on its own;
 # anything shorter (`return x`, `B, T = x.shape`) must come with a neighbour.
@@ -406,6 +407,12 @@ def build(out: Path, chapters: list[str] | None = None, run_scan: bool = True,
              for task, parts in dependencies.task_graph().items() if task in released}
     (grader / "checks" / dependencies.TASK_GRAPH.name).write_text(json.dumps(graph, indent=1) + "\n",
                                                                    encoding="utf-8")
+    # The public checks by lesson and task, so that pytest (and an editor's test panel)
+    # lists them without importing the checks, and so torch, on every collection.
+    from grader.pytest_plugin import PUBLIC_CHECKS, public_checks
+
+    (grader / "checks" / PUBLIC_CHECKS.name).write_text(json.dumps(public_checks(chapters), indent=1) + "\n",
+                                                         encoding="utf-8")
     lessons = folder / "assignments"
     lessons.mkdir()
     for chapter in _chapter_folders(chapters):
