@@ -9,9 +9,11 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -363,3 +365,111 @@ def test_no_python_at_all_is_a_problem_not_a_traceback(check, tmp_path, monkeypa
     with pytest.raises(check.Problem) as raised:
         check.ensure_venv("darwin", {"HERO_TRANSFORMER_VENV": str(tmp_path / "venv")}, say=lambda text: None)
     assert "brew install python@3.12" in str(raised.value)
+
+
+# ------------------------------------------------------------------ --watch
+
+
+def test_a_save_is_seen_once_the_file_stops_changing(check):
+    looks = iter([{"model.py": (1, 10)}, {"model.py": (2, 12)}, {"model.py": (3, 14)}, {"model.py": (3, 14)}])
+    naps = []
+    state, saved = check.wait_for_save({"model.py": (1, 10)}, poll=0.25, look=lambda: next(looks),
+                                       sleep=naps.append)
+    assert state == {"model.py": (3, 14)} and saved == ["model.py"]
+    assert naps == [0.25] * 4, "one look finds nothing, two see the file still being written, one sees it settled"
+
+
+def test_the_package_files_change_with_a_save_and_ignore_the_bytecode_cache(check, tmp_path):
+    package = tmp_path / "hero_transformer"
+    (package / "__pycache__").mkdir(parents=True)
+    (package / "model.py").write_text("x = 1\n")
+    (package / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0")
+    before = check.package_files(package)
+    assert list(before) == ["model.py"]
+    (package / "model.py").write_text("x = 12\n")
+    (package / "data.py").write_text("")
+    assert check.saved_files(before, check.package_files(package)) == ["data.py", "model.py"]
+
+
+def test_what_changed_is_said_by_task_where_all_its_checks_moved_alike(check):
+    before = {"checks": {"ch05.layer_norm.a": "not implemented", "ch05.layer_norm.b": "not implemented",
+                         "ch05.block.c": "waiting", "ch05.block.d": "waiting"}, "score": 0, "max_score": 6}
+    after = {"checks": {"ch05.layer_norm.a": "passed", "ch05.layer_norm.b": "passed",
+                        "ch05.block.c": "passed", "ch05.block.d": "waiting"}, "score": 5, "max_score": 6}
+    assert check.change_lines(before, after, ["model.py"]) == [
+        "Saved model.py: 3 checks changed since the last run (0 -> 5 / 6 points):",
+        "  layer_norm (2 checks): not implemented -> passed",
+        "  block.c: waiting -> passed",
+    ]
+    assert check.change_lines(after, after, ["model.py"]) == [
+        "Saved model.py: no check changed since the last run (5 / 6 points)."]
+    assert check.change_lines(None, after, []) == []
+
+
+class _Lines:
+    """A process's output lines as they come, read by a thread, so that a process that
+    goes silent fails the test by a timeout instead of hanging it."""
+
+    def __init__(self, stream):
+        import queue
+        import threading
+
+        self.seen: list[str] = []
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def until(self, marker: str, count: int, timeout: float = 600.0) -> str:
+        """Read until `count` lines in all have begun with `marker`; the text since the last
+        line before this call."""
+        start, deadline = len(self.seen), time.monotonic() + timeout
+        while sum(line.startswith(marker) for line in self.seen) < count:
+            line = self._queue.get(timeout=max(1.0, deadline - time.monotonic()))
+            assert line is not None, "".join(self.seen)
+            self.seen.append(line)
+        return "".join(self.seen[start:])
+
+    def rest(self, timeout: float = 60.0) -> str:
+        start = len(self.seen)
+        while (line := self._queue.get(timeout=timeout)) is not None:
+            self.seen.append(line)
+        return "".join(self.seen[start:])
+
+
+def test_watch_reruns_on_a_save_and_stops_on_ctrl_c(bundle, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(HERO_TRANSFORMER_VENV=str(VENV), COLUMNS="200")
+    watching = subprocess.Popen([sys.executable, "check.py", "--watch", "05"], cwd=copy, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        output = _Lines(watching.stdout)
+        first = output.until("Watching hero_transformer/", 1)
+        assert "not implemented" in first and "Saved" not in first
+        shutil.copy(ROOT / "solutions" / "hero_transformer" / "model.py", copy / "hero_transformer" / "model.py")
+        second = output.until("Watching hero_transformer/", 2)
+        assert "Checking chapter 05 (saved: model.py)" in second
+        # What changed comes first, check.py's report after it.
+        changed = second.index("Saved model.py: 14 checks changed since the last run (0 -> 23 / 23 points):")
+        assert changed < second.index("Chapter 05")
+        assert "\n  layer_norm (5 checks): not implemented -> passed\n" in second
+        assert "\n  block (5 checks): waiting -> passed\n" in second
+        assert "Total: 23 / 23 points" in second
+        # Ctrl-C in the middle of a run reaches check.py and the run alike, as a terminal sends it.
+        (copy / "hero_transformer" / "model.py").write_text("raise SystemExit\n", encoding="utf-8")
+        output.until("Checking", 3)
+        os.killpg(watching.pid, signal.SIGINT)
+        last = output.rest()
+        watching.wait(timeout=60)
+        said = watching.stderr.read()
+    finally:
+        if watching.poll() is None:
+            os.killpg(watching.pid, signal.SIGKILL)
+    assert watching.returncode == 130
+    assert last.strip() == "Stopped watching.", last
+    assert "Traceback" not in "".join(output.seen) + said and "KeyboardInterrupt" not in said, said

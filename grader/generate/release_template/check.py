@@ -3,6 +3,8 @@
 
     python check.py              the public checks of every chapter in this copy
     python check.py 05           one chapter (or several: 05 07, or 05,07)
+    python check.py --watch 05   the same again each time you save a file of hero_transformer/,
+                                 what changed since the run before on top (Ctrl-C stops)
     python check.py submit       pack hero_transformer/ into submission.zip for upload
     python check.py doctor       what is set up, what is not, and what to do about it
     python check.py setup        only create .venv (the other commands do it when needed)
@@ -20,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -352,6 +355,8 @@ def main(argv=None):
     if argv and argv[0] in ("-h", "--help", "help"):
         print(__doc__.strip())
         return 0
+    watching = "--watch" in argv
+    argv = [arg for arg in argv if arg != "--watch"]
     try:
         if argv and argv[0] == "doctor":
             return doctor()
@@ -364,10 +369,176 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         return 130
+    if watching and not (argv and argv[0] == "submit"):
+        return watch(python, argv)
     try:
         return subprocess.call(grader_command(python, argv), cwd=str(HERE))
     except KeyboardInterrupt:
         return 130
+
+
+# ------------------------------------------------------------------ --watch
+
+POLL_SECONDS = 0.5
+
+
+def package_files(root=None):
+    """{file: (modification time, size)} of the package's Python files, as the file
+    system has them now: two looks differ where a file was saved, added or removed."""
+    root = HERE / PACKAGE if root is None else root
+    found = {}
+    for path in sorted(root.rglob("*.py")) if root.is_dir() else []:
+        if "__pycache__" in path.parts:
+            continue
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # removed while we looked
+        found[path.relative_to(root).as_posix()] = (stat.st_mtime_ns, stat.st_size)
+    return found
+
+
+def saved_files(before, after):
+    return sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+
+
+def wait_for_save(before, poll=POLL_SECONDS, look=package_files, sleep=time.sleep):
+    """(the package's files, the names saved) once they differ from `before` and have
+    stayed the same for one more look: an editor may write a file in several steps."""
+    while True:
+        sleep(poll)
+        now = look()
+        if now == before:
+            continue
+        while True:
+            sleep(poll)
+            again = look()
+            if again == now:
+                return now, saved_files(before, now)
+            now = again
+
+
+def change_lines(before, after, saved):
+    """What changed between two runs' statuses ({"checks": {name: status}, "score": ...,
+    "max_score": ...}), in lines: a task whose checks all changed alike is one line."""
+    if not before or not after:
+        return []
+    files = ", ".join(saved) if saved else "nothing"
+    old, new = before.get("checks", {}), after.get("checks", {})
+    moved = [(name, old.get(name), status) for name, status in new.items() if old.get(name) != status]
+    score = "%g / %g points" % (after.get("score", 0), after.get("max_score", 0))
+    if before.get("score") != after.get("score"):
+        score = "%g -> %s" % (before.get("score", 0), score)
+    if not moved:
+        return ["Saved %s: no check changed since the last run (%s)." % (files, score)]
+    lines = ["Saved %s: %d check%s changed since the last run (%s):" % (
+        files, len(moved), "" if len(moved) == 1 else "s", score)]
+    tasks = {}
+    for name in new:
+        tasks.setdefault(name.split(".")[1], []).append(name)
+    shown = set()
+    for name, was, now in moved:
+        task = name.split(".")[1]
+        if task in shown:
+            continue
+        alike = [m for m in moved if m[0].split(".")[1] == task]
+        if len(alike) > 1 and len(alike) == len(tasks[task]) and len({(m[1], m[2]) for m in alike}) == 1:
+            shown.add(task)
+            lines.append("  %s (%d checks): %s -> %s" % (task, len(alike), was or "new", now))
+        else:
+            lines.append("  %s: %s -> %s" % (name.split(".", 1)[1], was or "new", now))
+    return lines
+
+
+def _clear_screen():
+    if not sys.stdout.isatty():
+        return
+    if sys.platform.startswith("win"):
+        os.system("cls")
+    else:
+        sys.stdout.write("\033[2J\033[H")
+
+
+def _read_statuses(path):
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _stop(process):
+    """End a check run that is under way, as Ctrl-C in its own terminal would."""
+    if process.poll() is not None:
+        return
+    try:
+        if sys.platform.startswith("win"):
+            process.terminate()
+        else:
+            import signal
+
+            process.send_signal(signal.SIGINT)
+        process.wait(timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        process.kill()
+        process.wait()
+
+
+def run_once(command, env):
+    """(exit code, what it printed, what it said on stderr) of one check run; Ctrl-C ends it first."""
+    process = subprocess.Popen(command, cwd=str(HERE), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True)
+    try:
+        out, err = process.communicate()
+    except KeyboardInterrupt:
+        _stop(process)
+        raise
+    return process.returncode, out, err
+
+
+def watch(python, args, poll=POLL_SECONDS):
+    """The checks again each time a file of the package is saved, with what changed since
+    the run before on top; Ctrl-C stops."""
+    chapters = chapters_of(args)
+    handle, statuses = tempfile.mkstemp(prefix="hero_transformer_watch_", suffix=".json")
+    os.close(handle)
+    command = [str(python), "-m", "grader.pytest_plugin", PACKAGE, "--statuses", statuses]
+    command += ["--chapters", ",".join(chapters)] if chapters else []
+    env = dict(os.environ, COLUMNS=str(shutil.get_terminal_size().columns))
+    if sys.stdout.isatty() and not sys.platform.startswith("win"):
+        env["FORCE_COLOR"] = "1"  # the report's colours, as check.py shows them in a terminal
+    which = "chapter%s %s" % ("s" if len(chapters) > 1 else "", ", ".join(chapters)) if chapters else "every chapter"
+    before, saved = None, []
+    try:
+        while True:
+            state = package_files()
+            print("Checking %s%s ..." % (which, " (saved: %s)" % ", ".join(saved) if saved else ""), flush=True)
+            with open(statuses, "w", encoding="utf-8"):
+                pass  # a run that fails before it grades leaves no statuses behind
+            code, out, err = run_once(command, env)
+            after = _read_statuses(statuses)
+            if after is None and before is None:
+                print(out + err, end="")
+                return code or 2
+            _clear_screen()
+            for line in change_lines(before, after, saved):
+                print(line)
+            print(out, end="")
+            if after is None:
+                print(err, end="")
+            before = after or before
+            print("Watching %s/ for saves (Ctrl-C stops) ..." % PACKAGE, flush=True)
+            state, saved = wait_for_save(state, poll)
+    except KeyboardInterrupt:
+        print("\nStopped watching.")
+        return 130
+    finally:
+        try:
+            os.remove(statuses)
+        except OSError:
+            pass
 
 
 # ------------------------------------------------------------------ doctor
