@@ -267,7 +267,8 @@ def grading_rows():
     ]
 
 
-def _interleaved(commands: dict[str, list[str]], cwd: Path, repeats: int = 3) -> dict[str, list[float]]:
+def _interleaved(commands: dict[str, list[str]], cwd: Path, repeats: int = 3,
+                 env: dict[str, str] | None = None) -> dict[str, list[float]]:
     """Wall seconds of each command, run in turn (A B A B …) so a drift of the machine's
     speed falls on both alike."""
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -275,7 +276,7 @@ def _interleaved(commands: dict[str, list[str]], cwd: Path, repeats: int = 3) ->
         for name, command in commands.items():
             started = time.perf_counter()
             subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           env={**os.environ, "COLUMNS": "200"})
+                           env=env or {**os.environ, "COLUMNS": "200"})
             times[name].append(time.perf_counter() - started)
     return times
 
@@ -300,7 +301,26 @@ def self_check_rows():
                          f"{statistics.median(times['portable']):.2f} s / {statistics.median(times['sandbox']):.2f} s",
                          f"{statistics.median(ratios):.2f}× (median of {len(ratios)} interleaved pairs); "
                          f"target ≤ 1.5×"))
+        rows.append(_pytest_row(folder))
     return rows
+
+
+def _pytest_row(folder: Path):
+    """The same public checks through pytest (what an editor's test panel runs) against
+    check.py, on the reference's code in the bundle's own hero_transformer/."""
+    import shutil
+
+    shutil.rmtree(folder / "hero_transformer")
+    shutil.copytree(ROOT / "solutions" / "hero_transformer", folder / "hero_transformer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PYTEST_")}
+    env.update(COLUMNS="200", HERO_TRANSFORMER_VENV=sys.prefix)  # check.py runs on this venv, sets none up
+    times = _interleaved({"pytest": [sys.executable, "-m", "pytest", "-q", "-m", "ch05"],
+                          "check.py": [sys.executable, "check.py", "05"]}, folder, repeats=5, env=env)
+    ratios = [p / c for p, c in zip(times["pytest"], times["check.py"])]
+    return ("student check, chapter 05: pytest / check.py (release bundle, CLI)",
+            f"{statistics.median(times['pytest']):.2f} s / {statistics.median(times['check.py']):.2f} s",
+            f"{statistics.median(ratios):.2f}× (median of {len(ratios)} interleaved pairs); target ≤ 1.2×")
 
 
 def main() -> int:
