@@ -49,6 +49,7 @@ figures: $(STAMP)
 
 student: $(STAMP)
 	$(PYTHON) -m grader.generate.facts
+	$(PYTHON) -m grader.generate.forms
 	$(PYTHON) -m grader.generate.student_copy
 	$(PYTHON) -m grader.generate.lesson_tables
 	$(PYTHON) -m grader.generate.notebooks

@@ -10,7 +10,9 @@ from functools import lru_cache
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, OwnPartsVerdict, Task, exception_classes
+from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
+from grader.run.forms import declared, difference
 from grader.run.inside.wire import Opaque, RemoteError
 from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
@@ -400,15 +402,42 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
                         else staff), staff
     try:
         diagnosis = check.judge(result, inputs, expected)
-    except Exception as error:  # noqa: BLE001 - whatever came back, it is the submission's answer
-        staff = f"the output does not have the expected form ({type(error).__name__}: {as_text(error, 300)})"
-        return FAILED, (f"the output does not have the expected form ({type(error).__name__})"
-                        if audience.private else staff), staff
+    except Exception as error:  # noqa: BLE001 - the answer's form says whose fault it is
+        return judge_failure(check, result, error, audience)
     if diagnosis is None:
         return PASSED, "", ""
     # The kind of verdict travels with the words (OwnPartsVerdict: judged on the student's parts).
     kind = OwnPartsVerdict if isinstance(diagnosis, OwnPartsVerdict) else str
     return FAILED, kind(audience.redact(str(diagnosis))), str(diagnosis)
+
+
+def judge_failure(check: Check, result, error: Exception, audience: Audience) -> tuple[str, str, str]:
+    """A judge that raised: on an answer of the probe's declared form (grader/run/forms.py)
+    the course's check is at fault, and the student is asked to report it; on an answer of
+    another form, the answer is, and the student is told where it departs. Where no form
+    was declared, the answer is taken to be at fault, as a judge reads it."""
+    raised = f"{type(error).__name__}: {as_text(error, 300)}"
+    if isinstance(error, MissingFacts):
+        said = (f"the course's check {check.name} lacks the data it judges with: report it to course staff "
+                f"(the kit writes that data with `make student`)")
+        return ERROR, said, f"{said} ({raised})\n{_judge_trace(error)}"
+    form = declared(check)
+    departs = difference(result, form) if form is not None else None
+    if form is not None and departs is None:
+        said = (f"the course's check {check.name} failed on an answer of the right form: report it to course "
+                f"staff; it says nothing about your code")
+        return ERROR, said, f"{said} ({raised})\n{_judge_trace(error)}"
+    staff = f"the output does not have the expected form: {departs}" if departs else (
+        f"the output does not have the expected form ({raised})")
+    shown = staff if (departs or not audience.private) else (
+        f"the output does not have the expected form ({type(error).__name__})")
+    return FAILED, audience.redact(shown), staff
+
+
+def _judge_trace(error: Exception) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(error)[-6:])
 
 
 _FIXED_FAILURE_TEXT = {
