@@ -35,6 +35,8 @@ BLOCK_FLAWS = {
     "no_mlp_norm": "the MLP reads x itself; it reads RMSNorm(x) (pre-norm)",
     "mlp_reads_input": "the MLP branch reads the layer's input; it reads x after the attention residual",
     "no_relu": "there is no relu between FC1 and FC2",
+    "squared_relu": "the MLP squares its relu (relu(a)²), as one version of a well-known scalar GPT does; this "
+                    "model's MLP uses relu(a) itself",
     "output_normalised": "the layer's output is normalised again: pre-norm adds to the raw residual stream",
     "no_cache": "each position attends only to itself: append k and v to this layer's cache and attend over all of it",
 }
@@ -52,7 +54,7 @@ BLOCK_PARTS = {
     "attention_residual": (True, (False,)),
     "mlp_input": ("after_attention", ("layer_input",)),
     "mlp_norm": (True, (False,)),
-    "relu": (True, (False,)),
+    "relu": (True, (False, "squared")),
     "mlp_residual": (True, (False,)),
     "output_norm": (False, (True,)),
 }
@@ -65,6 +67,7 @@ FLAW_PARTS = {
     "no_mlp_norm": {"mlp_norm": False},
     "mlp_reads_input": {"mlp_input": "layer_input"},
     "no_relu": {"relu": False},
+    "squared_relu": {"relu": "squared"},
     "output_normalised": {"output_norm": True},
     "no_cache": {"cache": "self"},
 }
@@ -107,6 +110,8 @@ FORWARD_FLAWS = {
     "no_embedding_norm": "the embedding sum is not normalised: RMSNorm(token row + position row) comes first",
     "no_position": "the position row is missing: x = WTE[token] + WPE[pos]",
     "first_layer_only": "only the first layer runs: apply self.block(layer, x) for every layer",
+    "tied_head": "the logits are read from WTE, a head tied to the token table as some well-known GPTs tie it; "
+                 "this model has its own LMHead: logit[v] = dot(LMHead[v], x)",
 }
 
 

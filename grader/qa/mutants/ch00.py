@@ -345,6 +345,15 @@ MUTANTS = [
           x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
     """), ("ch00.micro_block.formula", "ch00.micro_block.matches_reference"), "before appending",
        "attends before appending the current key"),
+    # Families that arrive with code adapted from well-known implementations
+    mutant("block_squared_relu", "micro_block", patch("""
+        - h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
+        + h = [value.relu() ** 2 for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
+    """), "ch00.micro_block.formula", "squares its relu", "the MLP's ReLU squared, as one version of a well-known scalar GPT has it"),
+    mutant("forward_head_tied_to_wte", "micro_forward", patch("""
+        - return linear(x, self.state["lm_head"])
+        + return linear(x, self.state["wte"])
+    """), "ch00.micro_forward.formula", "tied", "the logits read from WTE (a tied head) instead of LMHead"),
 ]
 
 VARIANTS = [
@@ -502,6 +511,38 @@ VARIANTS = [
         model.finish_sequence()
         return tokenizer.decode(ids)
     """, "inverse-CDF draw with rng.random()"),
+    variant("value_relu_boolean_local_gradient", "micro_value_relu", """
+        return Value(0.0 if self.data < 0 else self.data, (self,), (self.data > 0,))
+    """, "the local gradient as the boolean self.data > 0"),
+    variant("value_exp_computed_twice", "micro_value_exp", """
+        return Value(math.exp(self.data), (self,), (math.exp(self.data),))
+    """, "math.exp called for the value and again for the local gradient"),
+    variant("softmax_builtin_sum", "micro_softmax", """
+        max_val = max(val.data for val in logits)
+        exps = [(val - max_val).exp() for val in logits]
+        total = sum(exps)
+        return [e / total for e in exps]
+    """, "Python's sum over the exponentials (0 + Value through __radd__)"),
+    variant("attention_generator_sums", "micro_attention", """
+        head_dim = len(query)
+        scores = [sum(query[j] * key[j] for j in range(head_dim)) / head_dim ** 0.5 for key in keys]
+        weights = softmax(scores)
+        output = [sum((weights[t] * values[t][j] for t in range(len(values))), Value(0)) for j in range(head_dim)]
+        return output, weights
+    """, "generator sums with Python's sum, the scores divided by head_dim ** 0.5"),
+    variant("rmsnorm_builtin_sum_literal_eps", "micro_rmsnorm", """
+        ms = sum(xi * xi for xi in xs) / len(xs)
+        scale = (ms + 1e-5) ** -0.5
+        return [xi * scale for xi in xs]
+    """, "Python's sum of squares, eps written as 1e-5"),
+    variant("loss_reciprocal_times_sum", "micro_loss", """
+        model.start_sequence()
+        losses = []
+        for pos in range(n):
+            probs = softmax(model.forward(ids[pos], pos))
+            losses.append(-probs[ids[pos + 1]].log())
+        return (1 / n) * sum(losses, Value(0))
+    """, "(1 / n) times Python's sum of the position losses"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -513,4 +554,6 @@ LESSON = {
     "a final norm before the LM head": ("forward_final_norm",),
     "Attending before appending the current key": ("block_attends_before_appending",),
     "Grads not reset after an Adam step": ("adam_grads_not_reset",),
+    "A squared ReLU in the MLP": ("block_squared_relu",),
+    "logits read from WTE (a tied head)": ("forward_head_tied_to_wte",),
 }

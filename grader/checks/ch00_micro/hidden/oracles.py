@@ -316,7 +316,8 @@ def twin_block(tables, layer, x, n_head, flaw=None):
     if parts["mlp_norm"]:
         mlp_input = _unit_rms(mlp_input)
     expanded = F.linear(mlp_input, weight("fc1"))
-    mlp = F.linear(F.relu(expanded) if parts["relu"] else expanded, weight("fc2"))
+    activated = {True: F.relu(expanded), False: expanded, "squared": F.relu(expanded).square()}[parts["relu"]]
+    mlp = F.linear(activated, weight("fc2"))
     out = mlp + after_attention if parts["mlp_residual"] else mlp
     return (_unit_rms(out) if parts["output_norm"] else out), attention
 
@@ -333,7 +334,7 @@ def twin_logits(tables, sizes, ids, flaw=None):
         x, _ = twin_block(tables, layer, x, sizes["n_head"])
     if flaw == "final_norm":
         x = _unit_rms(x)
-    return F.linear(x, _f64(tables["lm_head"])).tolist()
+    return F.linear(x, _f64(tables["wte" if flaw == "tied_head" else "lm_head"])).tolist()
 
 
 def block_twin(tables, sizes, xs, flaw=None):
