@@ -5,6 +5,7 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CH     ?=
+TASK   ?=
 SUB    ?=
 DEST   ?=
 ARGS   ?=
@@ -12,7 +13,7 @@ IN     ?=
 OUT    ?= grade-class-out
 
 .DEFAULT_GOAL := help
-.PHONY: need-SUB need-IN need-DEST help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope prairielearn autolab nbgrader-course release clean
+.PHONY: need-SUB need-IN need-DEST need-TASK task-check help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope prairielearn autolab nbgrader-course release clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -22,7 +23,8 @@ help:
 	@echo "make test            the kit's own test suite"
 	@echo "make student         regenerate hero_transformer/ and the lessons' check tables"
 	@echo "make figures         redraw the lessons' figures from the reference (assignments/chNN_*/figures/)"
-	@echo "make mutants         the grader's catch rate on known-wrong implementations"
+	@echo "make mutants [CH=05] the grader's catch rate on known-wrong implementations (one chapter with CH)"
+	@echo "make task-check TASK=layer_norm   everything the kit asks of one task (about a minute)"
 	@echo "make bench           grading speed and model speed figures"
 	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
 	@echo "make submit          pack hero_transformer/ into submission.zip for upload"
@@ -70,8 +72,11 @@ bench: $(STAMP)
 	$(PYTHON) -m grader.qa.bench
 
 mutants: $(STAMP)
-	$(PYTHON) -m grader.qa.catch_table --write-docs
-	$(PYTHON) -m grader.qa.own_parts
+	$(PYTHON) -m grader.qa.catch_table $(if $(CH),--chapters $(CH),--write-docs)
+	$(PYTHON) -m grader.qa.own_parts $(if $(CH),--chapters $(CH))
+
+task-check: need-TASK $(STAMP)
+	$(PYTHON) -m grader.qa.task_check $(TASK)
 
 micro: $(STAMP)
 	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro
@@ -105,6 +110,8 @@ need-SUB:
 	@test -n "$(SUB)" || { echo "usage: make grade SUB=path/to/submission (folder or .zip)"; exit 2; }
 need-IN:
 	@test -n "$(IN)" || { echo "usage: make grade-class IN=path/to/download OUT=folder [ARGS='--roster roster.csv --format canvas']"; exit 2; }
+need-TASK:
+	@test -n "$(TASK)" || { echo "usage: make task-check TASK=layer_norm (a task's id, as its solution region names it)"; exit 2; }
 need-DEST:
 	@test -n "$(DEST)" || { echo "usage: make nbgrader-course DEST=path/to/new/course [CH=05,07]"; exit 2; }
 

@@ -102,12 +102,21 @@ def summary(found: list[Downstream]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.qa.own_parts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", action="append", help="only the mutants of this task (repeatable)")
+    parser.add_argument("--chapters", help="only the mutants of these chapters' tasks, e.g. 05 or 05,07")
     parser.add_argument("--json", help="write every downstream check's status and diagnosis here")
     args = parser.parse_args(argv)
     unknown = set(args.task or ()) - set(catalogue.tasks())
     if unknown:
         parser.error(f"no such task: {', '.join(sorted(unknown))}")
-    found = run(set(args.task) if args.task else None)
+    try:
+        chapters = catalogue.parse_chapters(args.chapters)
+    except ValueError as problem:
+        parser.error(str(problem))
+    tasks = set(args.task) if args.task else None
+    if chapters:
+        in_chapters = {t.name for c in catalogue.chapters() if c.number in chapters for t in c.tasks}
+        tasks = in_chapters & tasks if tasks else in_chapters
+    found = run(tasks)
     for entry in found:
         for row in entry.wrong():
             print(f"{entry.mutant}: {row[0]} {row[1]} (course: {row[3]}): {row[2]}")
