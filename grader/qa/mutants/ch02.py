@@ -58,6 +58,10 @@ MUTANTS = [
             raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
         return torch.nn.Embedding.from_pretrained(self.weight, freeze=False)(idx)
     """, "ch02.embedding.lookup", "torch.nn.Embedding", "an nn.Embedding made from the table"),
+    mutant("embedding_scaled_by_sqrt_d", "embedding", patch("""
+        - return self.weight[idx.long()]
+        + return self.weight[idx.long()] * math.sqrt(self.weight.shape[1])
+    """), "ch02.embedding.lookup", "sqrt(d)", "rows multiplied by sqrt(d), as the original Transformer's embedding"),
 ]
 
 VARIANTS = [
@@ -108,4 +112,5 @@ LESSON = {
     "Looking the rows up in a detached copy": ("embedding_detached",),
     "Raising the error only for the first row of the batch": ("embedding_first_id_only",),
     "Checking the ids with `assert`": ("embedding_asserts_range",),
+    "Multiplying the rows by √d": ("embedding_scaled_by_sqrt_d",),
 }

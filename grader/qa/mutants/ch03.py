@@ -61,6 +61,18 @@ MUTANTS = [
         return hidden + self.weight[start : start + T]
     """, "ch03.positions.cache_offset", "past_length is ignored",
        "the module counts positions itself across calls instead of reading past_length"),
+    mutant("positions_sinusoidal", "positions", """
+        T, d = hidden.shape[1], hidden.shape[2]
+        if past_length + T > self.weight.shape[0]:
+            raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
+        position = torch.arange(past_length, past_length + T, dtype=hidden.dtype).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d, 2, dtype=hidden.dtype) * -(math.log(10000.0) / d))
+        pe = torch.zeros(T, d, dtype=hidden.dtype)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        return hidden + pe
+    """, ("ch03.positions.adds_rows", "ch03.positions.gradient"), "sine and cosine",
+       "the original Transformer's fixed sinusoidal encoding instead of the learned rows"),
 ]
 
 VARIANTS = [
@@ -97,4 +109,5 @@ LESSON = {
     "Reading `self.weight.data`": ("positions_detached",),
     "Checking the length with `assert`": ("positions_assert_length",),
     "Counting positions in the module across calls": ("positions_own_counter",),
+    "Adding the original Transformer's fixed sine and cosine encoding": ("positions_sinusoidal",),
 }

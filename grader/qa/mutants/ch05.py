@@ -160,6 +160,11 @@ MUTANTS = [
         return hidden
     """, ("ch05.block.example_1", "ch05.block.formula"), "returns a pair",
        "the attention's (out, present) added to the stream as it is, and a bare tensor returned"),
+    mutant("layer_norm_std_plus_small_eps", "layer_norm", """
+        mean = x.mean(-1, keepdim=True)
+        return self.weight * (x - mean) / (x.std(-1, keepdim=True) + 1e-6) + self.bias
+    """, ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "d - 1",
+       "torch's std plus an eps of 1e-6 written in: no figure the kit lists, near the d − 1 one"),
 ]
 
 VARIANTS = [
@@ -256,7 +261,7 @@ LESSON = {
     "Feeding X instead of U to the second branch": ("block_feedforward_reads_x",),
     "normalising the block's output": ("block_output_renormalised",),
     "Dropping `present`": ("block_drops_present",),
-    "`x.std()` plus ε": ("layer_norm_unbiased_std_eps_outside",),
+    "`x.std()` plus ε": ("layer_norm_unbiased_std_eps_outside", "layer_norm_std_plus_small_eps"),
     "`x.std()` with no ε at all is two slips as well": ("layer_norm_unbiased_std_no_eps",),
     "Adding what the attention returns straight to the stream": ("block_attention_tuple_added",),
     "not passing the cache arguments to the attention": ("block_no_cache_arguments",),

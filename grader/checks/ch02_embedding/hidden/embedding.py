@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from grader.checks._api import check, compare, matches, shape_problem
@@ -19,6 +21,9 @@ def lookup_mistakes(weight, idx):
                      "row v belongs to id v", weight[idx - 1]))
     mistakes.append(("the output is the ids' one-hot vectors, not the weight rows",
                      torch.nn.functional.one_hot(idx, V).double()))
+    d = weight.shape[1]
+    mistakes.append((f"every row is multiplied by sqrt(d) = sqrt({d}), as the original Transformer scales its "
+                     f"embeddings: this embedding is the rows themselves", weight[idx] * math.sqrt(d)))
     return mistakes
 
 

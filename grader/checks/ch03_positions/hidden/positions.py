@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from grader.checks._api import check, compare, exception_name, matches
@@ -40,7 +42,21 @@ def position_mistakes(hidden, weight, past):
     mistakes.append(("only the position rows are returned: add them to hidden (hidden + rows)",
                      _rows(weight, [list(range(past, past + T))] * B) if past + T <= C else hidden))
     mistakes.append(("hidden is returned unchanged: the position rows were not added", hidden))
+    mistakes.append(("fixed sine and cosine positions are added, as the original Transformer's encoding gives them: "
+                     "this model learns its positions, so add the rows of self.weight",
+                     hidden + sinusoidal_positions(past, T, hidden.shape[2], hidden.dtype)))
     return mistakes
+
+
+def sinusoidal_positions(past, T, d, dtype):
+    """The original Transformer's fixed encoding of positions past .. past + T - 1: sin at
+    the even features, cos at the odd ones, wavelengths from 2π to 10000·2π."""
+    position = torch.arange(past, past + T, dtype=dtype)[:, None]
+    frequency = torch.exp(torch.arange(0, d, 2, dtype=dtype) * (-math.log(10000.0) / d))
+    encoding = torch.zeros(T, d, dtype=dtype)
+    encoding[:, 0::2] = torch.sin(position * frequency)
+    encoding[:, 1::2] = torch.cos(position * frequency)[:, : d // 2]
+    return encoding
 
 
 def position_facts(weight, hidden, past):
