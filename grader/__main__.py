@@ -123,6 +123,16 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     return report
 
 
+def check_package(package: str, chapters, console: Console, budget: float = 600.0,
+                  runner_kind: str | None = None):
+    """`check`: the public checks on the author's own package, shown on `console`;
+    (the report, the exit status). The pytest entry (grader/pytest_plugin.py) calls it too,
+    so its verdicts are check.py's."""
+    report = run_grading(package, chapters, True, None, console, budget=budget, runner_kind=runner_kind,
+                         for_the_author=True)
+    return report, 0 if report.results and all(r.status == "passed" for r in report.results) else 1
+
+
 # A student's release ships the engine without the TA's modules and says so in
 # grader/edition.py; its CLI then offers the student's commands only.
 _KIT = EDITION == "course"
@@ -133,9 +143,7 @@ def _student_main(parser, argv) -> int:
     args = parser.parse_args(argv)
     console = Console()
     if args.command == "check":
-        report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget,
-                             runner_kind=args.runner, for_the_author=True)
-        return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
+        return check_package(args.package, args.chapters, console, args.budget, args.runner)[1]
     return _submit(Path(args.package), Path(args.output), console, args.anyway)
 
 
@@ -236,9 +244,7 @@ def main(argv=None) -> int:
     if args.command == "check":
         # Public checks only. Where solutions/ is present the other parts are certified;
         # in a student's release without it, their own code stands in (the report says which).
-        report = run_grading(args.package, args.chapters, True, None, console, budget=args.budget,
-                             runner_kind=args.runner, for_the_author=True)
-        return 0 if report.results and all(r.status == "passed" for r in report.results) else 1
+        return check_package(args.package, args.chapters, console, args.budget, args.runner)[1]
     if args.command == "grade-class":
         return _grade_class(args, console)
     if args.command == "gradescope":

@@ -33,7 +33,6 @@ check.py --watch runs it after each save to say what changed since the run befor
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import json
 import re
@@ -235,28 +234,15 @@ class Grading:
 
 def grade_as_check(package: str, chapters: list[str], console_file=None):
     """(report, exit code) of `python -m grader check PACKAGE --chapters ...`, run in this
-    process: the command check.py runs, with whatever arguments it gives the grading, so
-    nothing here can drift from it. Its report is printed to `console_file` (thrown away
-    when None) and kept from run_grading's return on the way out."""
-    import grader.__main__ as command
+    process through the very function that command runs (grader.__main__.check_package),
+    so nothing here can drift from it. Its report is printed to `console_file` (thrown
+    away when None)."""
+    from rich.console import Console
 
-    kept = []
-    grading = command.run_grading
+    from grader.__main__ import check_package
 
-    def keeping(*args, **kwargs):
-        kept.append(grading(*args, **kwargs))
-        return kept[-1]
-
-    argv = ["check", package] + (["--chapters", ",".join(chapters)] if chapters else [])
-    command.run_grading = keeping
-    try:
-        with contextlib.redirect_stdout(console_file or io.StringIO()):
-            code = command.main(argv)
-    finally:
-        command.run_grading = grading
-    if not kept:
-        raise RuntimeError(f"`python -m grader {' '.join(argv)}` graded nothing (exit code {code})")
-    return kept[-1], code
+    console = Console(file=console_file) if console_file is not None else Console(file=io.StringIO(), width=100)
+    return check_package(package, ",".join(chapters) if chapters else None, console)
 
 
 def failure_text(result) -> str:
