@@ -53,6 +53,9 @@ def probe_value_ops(ns, cases):
         if not isinstance(y, Value):
             out.append({"type": kind_of(y)})
             continue
+        if any(isinstance(local, str) for local in getattr(y, "_local_grads", ())):
+            out.append({"label": True})  # micrograd's Value takes an operation label where this one's derivatives go
+            continue
         y.backward()
         out.append({"data": y.data, "grads": [x.grad for x in xs]})
     return out
@@ -85,6 +88,9 @@ def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
             return f"{expr} returned something else; it should return a new Value"
         if "raised" in got:
             return f"{expr}{where} raised {got['raised']}; it should return a new Value"
+        if "label" in got:
+            return (f"{expr} gives the new Value text where its local derivatives go, as micrograd's Value takes "
+                    f"an operation label there: the third argument is one number per child, ∂(result)/∂(child)")
         value, grads = said["value"], said["grads"]
         if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"

@@ -354,6 +354,12 @@ MUTANTS = [
         - return linear(x, self.state["lm_head"])
         + return linear(x, self.state["wte"])
     """), "ch00.micro_forward.formula", "tied", "the logits read from WTE (a tied head) instead of LMHead"),
+    mutant("add_operation_label", "micro_value_add", """
+        return Value(self.data + other.data, (self, other), "+")
+    """, "ch00.micro_value_add.value_and_gradients", "label", "an operation label where the local gradients go"),
+    mutant("mul_operation_label", "micro_value_mul", """
+        return Value(self.data * other.data, (self, other), "*")
+    """, "ch00.micro_value_mul.value_and_gradients", "label", "an operation label where the local gradients go"),
 ]
 
 VARIANTS = [
@@ -556,4 +562,5 @@ LESSON = {
     "Grads not reset after an Adam step": ("adam_grads_not_reset",),
     "A squared ReLU in the MLP": ("block_squared_relu",),
     "logits read from WTE (a tied head)": ("forward_head_tied_to_wte",),
+    "An operation label": ("add_operation_label", "mul_operation_label"),
 }
