@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-import traceback
 import zipfile
 from pathlib import Path
 
@@ -14,26 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from grader.console import safe_stream
+from grader.run.session import WEAK_SANDBOX, check_package, parse_chapters, run_grading  # noqa: F401 - the CLI's
 from grader.edition import EDITION
 
 # Nothing here imports torch at start-up: grading boots the sandbox's zygote (which
 # imports torch) first, so that both imports run side by side.
-
-
-def parse_chapters(text: str | None) -> list[str] | None:
-    """The command line's chapter list ("05,07", "ch5") as chapter numbers; exits with the
-    reason when one is unknown."""
-    from grader.checks import catalogue
-
-    try:
-        return catalogue.parse_chapters(text)
-    except ValueError as unknown:
-        raise SystemExit(f"error: {unknown}") from None
-
-
-WEAK_SANDBOX = ("bubblewrap is not usable here, and without it the code being graded could read "
-                "solutions/ and the grader's files. Install it (`apt-get install bubblewrap`), or pass "
-                "--allow-weak-sandbox to grade anyway with process isolation only.")
 
 
 def _seconds(text: str) -> float:
@@ -44,93 +27,6 @@ def _seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError("the budget must be a positive number of seconds")
     return value
-
-
-def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
-                seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True,
-                budget: float = 600.0, runner_kind: str | None = None, grouped: bool = True,
-                for_the_author: bool = False):
-    """`chapters` may be the command line's text ("05,07"): it is read once the runner
-    boots, since reading it imports the checks and so torch. `runner_kind` is "sandbox",
-    "portable" or None (the best this machine offers). `for_the_author`: the report goes
-    to whoever wrote the code and nowhere else (`check`), so it shows everything the code
-    said, as a run with no certified parts does."""
-    from grader.run.processes import Limits, RunnerRefused
-    from grader.run.reference import Reference
-    from grader.run.results import GradeReport
-    from grader.run.runners import choose, open_runner
-
-    started = time.perf_counter()  # the report's time is the student's wait, runner start-up included
-    kind = choose(runner_kind)
-    if seed is None and json_path:
-        import secrets
-
-        seed = secrets.randbelow(2**31)  # chosen here, so the results file's stamp can name it
-    if kind == "portable" and public_only:
-        use_reference = False  # it holds no reference: the student's own parts stand in, as in a release
-    needs_reference = (use_reference and Reference.available() is not None) or not public_only
-    report = None
-    try:
-        # Boot the runner first: it imports torch while this process does the same.
-        runner = open_runner(runner_kind, Limits(submission_seconds=budget), with_reference=needs_reference)
-    except RunnerRefused as refused:
-        report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
-        runner = None
-    if runner is not None:
-        try:
-            runner.start()
-        except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
-            pass
-    try:
-        chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
-    except SystemExit:
-        if runner is not None:
-            runner.close()
-        raise
-    import gc
-
-    from grader.run.engine import grade
-
-    # What is imported now lives until the end: the collector need not walk it again.
-    gc.freeze()
-    from grader.run.report import render, results_json, write_json
-    from grader.run.submission import SubmissionError, load
-
-    try:
-        if runner is not None:
-            submission = load(path)
-            if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.available():
-                raise SubmissionError(WEAK_SANDBOX)
-            with console.status("grading…"):
-                report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
-                               runner=runner, grouped=grouped, for_the_author=for_the_author)
-    except SubmissionError as problem:
-        report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
-    except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
-        report = GradeReport(str(path), [], "not started", "none",
-                             problem=f"the grader hit an internal error; please report it: {crash!r}")
-        traceback.print_exc()
-    finally:
-        if runner is not None:
-            runner.close()
-        if report is not None:
-            report.elapsed = time.perf_counter() - started
-        if json_path and report is not None:
-            write_json(results_json(report, seed), json_path)
-    render(report, console)
-    if json_path:
-        console.print(f"[dim]results written to {json_path}[/]")
-    return report
-
-
-def check_package(package: str, chapters, console: Console, budget: float = 600.0,
-                  runner_kind: str | None = None):
-    """`check`: the public checks on the author's own package, shown on `console`;
-    (the report, the exit status). The pytest entry (grader/pytest_plugin.py) calls it too,
-    so its verdicts are check.py's."""
-    report = run_grading(package, chapters, True, None, console, budget=budget, runner_kind=runner_kind,
-                         for_the_author=True)
-    return report, 0 if report.results and all(r.status == "passed" for r in report.results) else 1
 
 
 # A student's release ships the engine without the TA's modules and says so in

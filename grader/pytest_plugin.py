@@ -234,12 +234,12 @@ class Grading:
 
 def grade_as_check(package: str, chapters: list[str], console_file=None):
     """(report, exit code) of `python -m grader check PACKAGE --chapters ...`, run in this
-    process through the very function that command runs (grader.__main__.check_package),
+    process through the very function that command runs (grader.run.session.check_package),
     so nothing here can drift from it. Its report is printed to `console_file` (thrown
     away when None)."""
     from rich.console import Console
 
-    from grader.__main__ import check_package
+    from grader.run.session import check_package
 
     console = Console(file=console_file) if console_file is not None else Console(file=io.StringIO(), width=100)
     return check_package(package, ",".join(chapters) if chapters else None, console)

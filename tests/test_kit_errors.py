@@ -97,7 +97,7 @@ def test_a_judge_that_raises_on_an_answer_of_another_form_tells_where_it_departs
 def test_every_check_probed_in_one_call_has_a_committed_form_equal_to_the_references():
     fresh = written_forms.computed()
     for folder, found in fresh.items():
-        committed = forms._written(folder)
+        committed = forms.written(folder)
         assert committed == found, f"grader/checks/{folder}/forms.json is stale: run `make student`"
     single = [c for c in catalogue.all_checks() if not (c.separately or c.parts)]
     assert single and all(forms.declared(c) is not None for c in single)

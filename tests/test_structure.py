@@ -186,3 +186,11 @@ def test_what_the_cli_reads_before_the_runner_starts_does_not_import_torch():
             "grader.run.processes, grader.run.portable, grader.run.sandbox; print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=GRADER.parent, capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_only_the_command_line_imports_the_command_line():
+    """A back end, a tool or the pytest entry starts a grading through grader.run.session,
+    never through the command line's module."""
+    reaching = [(module, line) for module in MODULES if module != "grader.__main__"
+                for imported, _, line in _imports(module) if imported == "grader.__main__"]
+    assert reaching == [], reaching

@@ -11,7 +11,7 @@ import json
 
 from grader.checks import catalogue
 from grader.files import write_atomic
-from grader.run.forms import FORMS_FILE, _CHECKS, reference_form
+from grader.run.forms import FORMS_FILE, CHECKS_FOLDER, reference_form
 from grader.run.reference import Reference
 
 
@@ -30,7 +30,7 @@ def computed() -> dict[str, dict[str, object]]:
 
 def main() -> int:
     for folder, forms in computed().items():
-        write_atomic(_CHECKS / folder / FORMS_FILE, json.dumps(forms, indent=1, sort_keys=True) + "\n")
+        write_atomic(CHECKS_FOLDER / folder / FORMS_FILE, json.dumps(forms, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     parser.add_argument("package", nargs="?", default="hero_transformer")
     parser.add_argument("--chapters", help="e.g. 05 or 05,07 (default: every chapter released)")
     args = parser.parse_args(argv)
-    from grader.__main__ import run_grading
+    from grader.run.session import run_grading
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "results.json"

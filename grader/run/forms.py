@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 FORMS_FILE = "forms.json"
-_CHECKS = Path(__file__).resolve().parent.parent / "checks"
+CHECKS_FOLDER = Path(__file__).resolve().parent.parent / "checks"
 # A sequence longer than this is described by the kinds its items take, not item by item.
 _LISTED = 16
 
@@ -91,9 +91,9 @@ def _said(form) -> str:
 
 
 @lru_cache(maxsize=None)
-def _written(folder: str) -> dict:
+def written(folder: str) -> dict:
     try:
-        return json.loads((_CHECKS / folder / FORMS_FILE).read_text(encoding="utf-8"))
+        return json.loads((CHECKS_FOLDER / folder / FORMS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -107,7 +107,7 @@ def declared(check):
     if check.task not in catalogue.tasks():
         return None
     package = catalogue.chapter_of_task()[check.task].module
-    return _written(f"{package}/{catalogue.HIDDEN}" if check.hidden else package).get(check.name)
+    return written(f"{package}/{catalogue.HIDDEN}" if check.hidden else package).get(check.name)
 
 
 def reference_form(check, modules):
