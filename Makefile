@@ -50,6 +50,7 @@ figures: $(STAMP)
 	$(PYTHON) -m grader.generate.figures
 
 student: $(STAMP)
+	$(PYTHON) -m grader.generate.consistency
 	$(PYTHON) -m grader.generate.facts
 	$(PYTHON) -m grader.generate.forms
 	$(PYTHON) -m grader.generate.student_copy

@@ -82,8 +82,6 @@ def _scores(task, sandbox) -> str:
 
     reference = Reference.available()
     checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
-    if not any(c.hidden for c in checks):
-        return f"{task.name} has no hidden check: every task needs one (random inputs, compared with the reference)"
     full = grade_task(task, checks, Submission("reference", reference.sources), reference, sandbox, seed=1)
     lost = [r for r in full if r.status != "passed"]
     if lost:
