@@ -223,12 +223,114 @@ def compare(actual, expected: torch.Tensor, what: str = "the output", atol: floa
     return f"{what} is off by up to {error.max().item():.3g} (first at index {list(where)})"
 
 
-def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1e-8, rtol=1e-6) -> "str | None":
-    """The explanation of the first known mistake whose output actual reproduces."""
+def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1e-8, rtol=1e-6,
+                    right: "torch.Tensor | None" = None) -> "str | None":
+    """The explanation of the first known mistake whose output actual reproduces. Given the
+    right output, a mistake that lands within float32's precision of it (eps forgotten
+    where it barely matters, a term that vanishes on these inputs) is named only when
+    actual reproduces it to float64's precision: the right formula computed in float32
+    lands as close to it, and is no such mistake."""
     for explanation, wrong in candidates:
-        if matches(actual, wrong, atol, rtol):
+        if right is not None and float32_close(wrong, right):
+            if matches(actual, wrong, *FLOAT64_MATCH):
+                return explanation
+        elif matches(actual, wrong, atol, rtol):
             return explanation
     return None
+
+
+# --------------------------------------------------------------------- precision
+# The probes pass float64 tensors and the judges hold float64's figures. Code that computes
+# in float32 somewhere (a .float(), a torch.zeros(...) or torch.tensor(...) made without a
+# dtype, a float32 constant tensor) lands within float32's rounding of the right answer and
+# far outside float64's. That is one finding, not a wrong formula: the task's precision
+# check (the one whose summary says float64) names it with float32_verdict, and each other
+# check of the task judges such a result to float32's precision (float32_close) and passes
+# it, so the student reads it once, in one sentence.
+
+FLOAT32_STEP = torch.finfo(torch.float32).eps  # 2**-23, float32's relative rounding step
+# How many such steps of the largest magnitude involved a float32 computation may drift by
+# (a few dozen operations, each rounding, some cancelling): the kit's float32 twins of every
+# task stay within a quarter of it, and every classic mistake it names lies beyond it or is
+# named to float64's precision (first_diagnosis).
+FLOAT32_STEPS = 64
+FLOAT64_MATCH = (1e-11, 1e-9)  # atol, rtol: the same numbers up to float64's rounding (and the facts' ten digits)
+
+
+def off_by(actual, expected) -> float:
+    """The largest absolute difference of two tensors of one shape (inf if either is not finite)."""
+    difference = (actual.double() - expected.double()).abs()
+    return float(difference.max()) if difference.numel() else 0.0
+
+
+def float32_tolerance(expected, scale: "float | None" = None) -> float:
+    """How far float32 arithmetic may land from `expected`: FLOAT32_STEPS rounding steps of its
+    largest magnitude, or of `scale`, the magnitude of what it was computed from where that is
+    larger (a sum that cancels, a loss of logits around 1e4)."""
+    magnitude = float(expected.double().abs().max()) if expected.numel() else 0.0
+    return FLOAT32_STEPS * FLOAT32_STEP * max(magnitude, scale or 0.0)
+
+
+def float32_close(actual, expected, scale: "float | None" = None, twin=None) -> bool:
+    """actual has expected's shape and agrees with it to float32's precision (float32_tolerance),
+    finite wherever expected is. twin: the right answer computed in float32 from the inputs
+    rounded to float32, where rounding the inputs alone moves the answer further than float32's
+    steps of the answer do (a loss of logits around 1e4): four times its distance is allowed."""
+    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        return False
+    if tuple(actual.shape) != tuple(expected.shape) or actual.is_complex() or not (
+            actual.is_floating_point() or expected.is_floating_point()):
+        return False
+    a, e = actual.double(), expected.double()
+    if not torch.isfinite(a).all() or not torch.isfinite(e).all():
+        return False
+    allowed = float32_tolerance(e, scale)
+    if isinstance(twin, torch.Tensor) and tuple(twin.shape) == tuple(e.shape) and torch.isfinite(twin).all():
+        allowed = max(allowed, 4 * off_by(twin, e))
+    return off_by(a, e) <= allowed
+
+
+def matches_to_float32(actual, expected, atol: float = 1e-8, rtol: float = 1e-6,
+                       scale: "float | None" = None) -> bool:
+    """matches() to float64's tolerance, or float32_close: how a check that is not the task's
+    precision check compares, so that float32 arithmetic is named once, not everywhere."""
+    return matches(actual, expected, atol, rtol) or float32_close(actual, expected, scale)
+
+
+class Float32Verdict(str):
+    """The precision check's diagnosis of a result right to float32's precision only."""
+
+
+def float32_verdict(what: str, computes: str, keep: str, actual=None, expected=None, plural: bool = False,
+                    against: str = "", where: str = "") -> Float32Verdict:
+    """The one sentence for a result that matches to float32 precision but not float64's:
+    what matched (and against what), by how much it is off, what computes in float32 and
+    what dtype to keep. E.g. float32_verdict("the parameters", "your step", "the
+    parameters' dtype (float64 here)", plural=True, against="torch.optim.AdamW's ")."""
+    tensors = isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
+    lead = what
+    if tensors and actual.dtype != expected.dtype:
+        lead = f"{what} {'are' if plural else 'is'} {str(actual.dtype).removeprefix('torch.')} and"
+    off = f" (off by up to {off_by(actual, expected):.2g}{where})" if tensors else (f" ({where})" if where else "")
+    return Float32Verdict(
+        f"{lead} {'match' if plural else 'matches'} {against}to float32 precision, not to float64's{off}: "
+        f"{computes} computes in float32; keep {keep} through every operation: no .float(), and each tensor you "
+        f"create takes that dtype (torch.zeros_like(x), or dtype=x.dtype)")
+
+
+# ------------------------------------------------------------ showing numbers
+
+
+def figures(*values: float, least: int = 3) -> list[str]:
+    """The numbers as a diagnosis prints them: `least` significant digits, or as many more as
+    it takes for numbers that differ to print differently (never "between 0.1 and 0.1")."""
+    numbers = [float(v) for v in values]
+    distinct = len(set(numbers))
+    for digits in range(least, 18):
+        shown = [f"{v:.{digits}g}" for v in numbers]
+        if len(set(shown)) == distinct:
+            return shown
+    return [repr(v) for v in numbers]
 
 
 # --------------------------------------------------------------------- oracles

@@ -16,7 +16,10 @@ import math
 
 import torch
 
-from grader.checks._api import GELU_KERNELS, NORM_KERNELS, compare, first_diagnosis, shape_problem, torch_library_except
+from grader.checks._api import (
+    FLOAT32_STEP, FLOAT32_STEPS, GELU_KERNELS, NORM_KERNELS, compare, figures, first_diagnosis, float32_close,
+    float32_verdict, off_by, shape_problem, torch_library_except,
+)
 
 NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
                "torch.autograd.functional.vjp", "torch.autograd.functional.jacobian",
@@ -59,12 +62,16 @@ def _as_list(out, names):
     return [out["grads"]] if len(names) == 1 else list(out["grads"])
 
 
-def judge_grads(out, names, function, right, shape_mistakes, value_mistakes, atol=ATOL, rtol=RTOL, hidden=False):
+def judge_grads(out, names, function, right, shape_mistakes, value_mistakes, atol=ATOL, rtol=RTOL, hidden=False,
+                precision=False):
     """right: the correct gradients; shape_mistakes[name]: [(shape, why)];
     value_mistakes[name]: [(why, tensor)]. The first wrong gradient is diagnosed.
-    Hidden checks name the mistake but print no shapes of their inputs."""
+    Hidden checks name the mistake but print no shapes of their inputs. A gradient right to
+    float32's precision only is the task's precision check's finding (precision=True: the
+    check named matches_autograd); every other check passes it."""
     if problem := returned_of(out, names, function):
         return problem
+    float32 = []
     for name, got, want in zip(names, _as_list(out, names), right):
         if tuple(got.shape) != tuple(want.shape):
             found = f"{name} has the wrong shape" if hidden else \
@@ -75,10 +82,22 @@ def judge_grads(out, names, function, right, shape_mistakes, value_mistakes, ato
             return f"{found} (a gradient has the shape of what it is the gradient of)"
         if not torch.isfinite(got.double()).all():
             return f"{name} contains NaN or inf"
-        if compare(got, want, atol=atol, rtol=rtol) is None:
+        if compare(got, want, atol=atol, rtol=rtol) is None and got.dtype == want.dtype:
             continue
-        known = first_diagnosis(got, [(w, t) for w, t in value_mistakes.get(name, []) if t is not None], **NEAR)
-        return known or compare(got, want, name, atol=atol, rtol=rtol)
+        known = first_diagnosis(got, [(w, t) for w, t in value_mistakes.get(name, []) if t is not None], **NEAR,
+                                right=want)
+        if known:
+            return known
+        if float32_close(got, want):
+            float32.append((name, got, want))
+            continue
+        return compare(got, want, name, atol=atol, rtol=rtol)
+    if float32 and precision:
+        _, got, want = max(float32, key=lambda found: off_by(found[1], found[2]))
+        listed = [name for name, _, _ in float32]
+        what = listed[0] if len(listed) == 1 else f"{', '.join(listed[:-1])} and {listed[-1]}"
+        return float32_verdict(what, f"your {function}", "the inputs' dtype (float64 here)", got, want,
+                               plural=len(listed) > 1, against="autograd's gradients ")
     return None
 
 
@@ -91,11 +110,16 @@ def judge_finite_differences(out, names, function, tensors, directions, numeric_
                                                         numeric_values):
         if problem := shape_problem(got, tensor.shape, name):
             return problem
-        analytic = (got.double() * direction).sum().item()
-        if not math.isfinite(analytic) or abs(analytic - numeric) > tolerance * (1.0 + abs(numeric)):
+        products = got.double() * direction
+        analytic = products.sum().item()
+        # A gradient computed in float32 is judged to float32's precision here: the task's
+        # precision check names it.
+        rounding = FLOAT32_STEPS * FLOAT32_STEP * (abs(numeric) + products.abs().sum().item())
+        if not math.isfinite(analytic) or abs(analytic - numeric) > max(tolerance * (1.0 + abs(numeric)), rounding):
+            yours, differences = figures(analytic, numeric, least=6)
             return (f"{name} disagrees with central finite differences of the forward along a random "
-                    f"direction (your gradient gives {analytic:.6g}, (f(θ + hv) − f(θ − hv)) / 2h gives "
-                    f"{numeric:.6g}): it is not the gradient of this forward")
+                    f"direction (your gradient gives {yours}, (f(θ + hv) − f(θ − hv)) / 2h gives "
+                    f"{differences}): it is not the gradient of this forward")
     return None
 
 

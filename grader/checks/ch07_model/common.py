@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from grader.checks._api import first_diagnosis, matches
+from grader.checks._api import figures, first_diagnosis, float32_close, float32_verdict, matches
 from grader.checks.course import PUBLISHED, config, load_state
 
 SIZES = dict(vocab_size=11, block_size=12, d_model=8, n_heads=2, n_layers=2, d_ff=16)
@@ -74,6 +74,10 @@ def cross_entropy_mistakes(logits, targets):
         ("the loss uses the probability instead of its log: −mean(log p[target])",
          _picked_cross_entropy(log_probs.exp(), targets)),
     ]
+    if logits.dim() == 3:  # [B, T, V]: each row's positions summed, only the rows averaged
+        mistakes.append(("the loss sums each row's positions and averages over the rows only: average over every "
+                         f"position, B·T = {n} of them, not over the B = {logits.shape[0]} rows",
+                         right * logits.shape[1]))
     for dim in range(logits.dim() - 1):  # a softmax over batch or time instead of the vocabulary
         mistakes.append(("the softmax normalises over the wrong axis: normalise over the vocabulary, the last axis "
                          f"(yours normalises over axis {dim})",
@@ -84,7 +88,10 @@ def cross_entropy_mistakes(logits, targets):
     return mistakes
 
 
-def judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | None":
+def judge_loss(loss, logits, targets, what="the loss", reveal=True, precision=False) -> "str | None":
+    """None when loss is the stable cross-entropy of logits against targets, else what is
+    wrong. A loss right to float32's precision only is named by the check that passes
+    precision=True (the task's precision check) and passes every other."""
     if not isinstance(loss, torch.Tensor):
         return f"{what} should be a tensor (keep it in the graph for training), got {type(loss).__name__}"
     right = stable_cross_entropy(logits, targets)
@@ -95,9 +102,17 @@ def judge_loss(loss, logits, targets, what="the loss", reveal=True) -> "str | No
         return f"{what} should be a scalar (a 0-dimensional tensor), got shape {list(loss.shape)}"
     if not torch.isfinite(loss.double()).all():
         return f"{what} is NaN or inf on ordinary logits"
-    if matches(loss, right, atol=1e-10, rtol=1e-9):
+    if matches(loss, right, atol=1e-10, rtol=1e-9) and loss.dtype == right.dtype:
         return None
-    known = first_diagnosis(loss, cross_entropy_mistakes(logits, targets), atol=1e-8, rtol=1e-6)
-    if known or not reveal:
-        return known or f"{what} differs from the stable log-softmax cross-entropy of the logits"
-    return f"{what} is {loss.item():.6g}; the stable log-softmax cross-entropy of these logits is {right.item():.6g}"
+    known = first_diagnosis(loss, cross_entropy_mistakes(logits, targets), atol=1e-8, rtol=1e-6, right=right)
+    if known:
+        return known
+    # Logits around 1e4 are numbers float32 holds to about 1e-3: the loss in float32 moves that much.
+    twin = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1)).double()
+    if float32_close(loss, right, twin=twin):
+        return float32_verdict(what, "your loss", "the logits' dtype (float64 here)", loss, right,
+                               against="the stable log-softmax cross-entropy ") if precision else None
+    if not reveal:
+        return f"{what} differs from the stable log-softmax cross-entropy of the logits"
+    yours, stable = figures(loss.item(), right.item(), least=6)
+    return f"{what} is {yours}; the stable log-softmax cross-entropy of these logits is {stable}"

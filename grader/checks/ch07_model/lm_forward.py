@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, matches, own_parts,
-    same_values, shape_problem, shown_shape, unjudgeable_parts,
+    OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, float32_close,
+    float32_verdict, matches, matches_to_float32, own_parts, same_values, shape_problem, shown_shape,
+    unjudgeable_parts,
 )
 from grader.checks.ch07_model.common import SIZES, full_sizes, judge_loss, model_of, stable_cross_entropy
 from grader.checks.course import random_lm_state
@@ -61,6 +62,9 @@ def judge_lm_shapes(out, inputs, expected):
     if problem := triple(out["plain"], "model(idx)"):
         return problem
     logits, loss, presents = out["plain"]
+    if isinstance(logits, torch.Tensor) and T > 1 and tuple(logits.shape) == (B, 1, V):
+        return ("without targets only the last position's logits come back, [B, 1, V] (a shortcut for generating): "
+                "return every position's, [B, T, V]; the KV cache is what makes generation cheap")
     if problem := shape_problem(logits, (B, T, V), "the logits"):
         return f"{problem}: one score per vocabulary entry at every position, [B, T, V]"
     if loss is not None:
@@ -182,20 +186,26 @@ def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
 
 @check("formula", 2,
        "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
-       "parts, each block reading the one before",
+       "parts, each block reading the one before, to float64's precision",
        probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6), fixed_inputs=True)
 def judge_lm_formula(out, inputs, expected):
-    composed = known_facts(inputs)
-    if compare(out["logits"], composed["right"], atol=1e-9, rtol=1e-7) is None:
+    composed, logits = known_facts(inputs), out["logits"]
+    right = composed["right"]
+    if compare(logits, right, atol=1e-9, rtol=1e-7) is None and logits.dtype == right.dtype:
         return None
     if own_parts(inputs):
         # No certified part stood in: the parts may be wrong and the forward right.
         return lm_wiring(out, full_sizes(inputs["sizes"])["n_layers"], inputs["state"]["head.weight"])
-    named = first_diagnosis(out["logits"], [(text, composed[label]) for label, text in LM_MISTAKES.items()],
-                            atol=1e-8, rtol=1e-6)
-    return named or (compare(out["logits"], composed["right"], "the logit tensor", atol=1e-9, rtol=1e-7)
-                     + ": the logits are not head(ln_final(blocks(token_embedding + position_embedding))) "
-                       "computed with the model's own parts")
+    named = first_diagnosis(logits, [(text, composed[label]) for label, text in LM_MISTAKES.items()],
+                            atol=1e-8, rtol=1e-6, right=right)
+    if named:
+        return named
+    if float32_close(logits, right):
+        return float32_verdict("the logits", "your forward", "the model's dtype (float64 here)", logits, right,
+                               plural=True, against="head(ln_final(blocks(...))) of the model's parts ")
+    return (compare(logits, right, "the logit tensor", atol=1e-9, rtol=1e-7)
+            + ": the logits are not head(ln_final(blocks(token_embedding + position_embedding))) "
+              "computed with the model's own parts")
 
 
 def _lm_final_norm_inputs(g):
@@ -216,7 +226,7 @@ def judge_lm_final_norm_feeds_head(out, inputs, expected):
     constant = state["head.weight"] @ state["ln_final.bias"]
     if problem := shape_problem(logits, (B, T, constant.shape[0]), "the logits"):
         return problem
-    if matches(logits, constant.expand(B, T, -1), atol=1e-9, rtol=1e-7):
+    if matches_to_float32(logits, constant.expand(B, T, -1), atol=1e-9, rtol=1e-7):
         return None
     return ("with ln_final's gamma set to 0 and beta to b, every position's logits should be head(b): the head "
             "must read the final LayerNorm's output (logits = head(ln_final(hidden))), and nothing may come "
@@ -327,7 +337,7 @@ def judge_lm_cache(out, inputs, expected, hidden=False):
                 return (f"after {seen} tokens each block's cached keys/values should be [B, h, {seen}, d_h] = "
                         f"{[B, h, seen, d_h]}, got {shown_shape(pair[0])}: pass each block its own past and keep its "
                         f"present")
-    if compare(out["stepwise"], out["full"], atol=1e-9, rtol=1e-7) is None:
+    if matches_to_float32(out["stepwise"], out["full"], atol=1e-9, rtol=1e-7):
         return None
     if matches(out["stepwise"], out["no_offset"], atol=1e-9, rtol=1e-7):
         return ("positions are not offset by the cache length: tokens fed after a cache of length L sit at "

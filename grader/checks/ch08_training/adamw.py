@@ -15,7 +15,8 @@ import math
 import torch
 
 from grader.checks._api import (
-    Task, check, exception_name, compare, matches, shape_problem, torch_library_except, try_call,
+    Task, check, exception_name, compare, figures, float32_close, float32_verdict, matches, matches_to_float32,
+    off_by, shape_problem, torch_library_except, try_call,
 )
 from grader.checks.ch08_training.common import SIZES, model_of
 from grader.checks.course import F64
@@ -44,6 +45,12 @@ ADAMW_MISTAKES = [
     ("restarted_moments", "the moments are not kept from step to step: each parameter needs its own m and v "
                           "(self.exp_avg[i], self.exp_avg_sq[i]), updated in place every step"),
     ("decay_after", "the weight decay is applied after the Adam update; decay first, from the current p"),
+    ("eps_before_correction", "eps is added to sqrt(v) before the bias correction (a step size of "
+                              "lr * sqrt(1 - beta2^t) / (1 - beta1^t) on m / (sqrt(v) + eps)), which divides by "
+                              "sqrt(v_hat) + eps / sqrt(1 - beta2^t); add eps to sqrt(v_hat), after correcting v"),
+    ("eps_before_correction+decay_after", "eps is added to sqrt(v) before the bias correction (which divides by "
+                                          "sqrt(v_hat) + eps / sqrt(1 - beta2^t); add eps to sqrt(v_hat)), and the "
+                                          "weight decay comes after the update (decay first, from the current p)"),
     ("decay_without_lr", "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)"),
     ("no_decay", "there is no weight decay: p <- p * (1 - lr * weight_decay) before the update"),
     ("global_t", "the step count t is shared by all parameters; each parameter has its own t, which does not "
@@ -231,9 +238,16 @@ def same_trajectory(a, b, atol=1e-10, rtol=1e-9) -> bool:
     return all(matches(x, y, atol=atol, rtol=rtol) for x, y in zip(a, b))
 
 
-def trajectory_problem(out, inputs, facts):
+def float32_trajectory(a, b) -> bool:
+    """Every parameter's trajectory agrees to float32's precision (_api.float32_close)."""
+    return len(a) == len(b) and all(float32_close(x, y) for x, y in zip(a, b))
+
+
+def trajectory_problem(out, inputs, facts, precision=False):
     """facts: torch.optim.AdamW's trajectory on these inputs ("right") and each mistake's of
-    ADAMW_MISTAKES ("mistakes", None for one that changes nothing here)."""
+    ADAMW_MISTAKES ("mistakes", None for one that changes nothing here). A trajectory right
+    to float32's precision only is named by the precision check (precision=True:
+    matches_torch) and passes every other."""
     trajectory, expected_trajectory = out["trajectory"], facts["right"]
     params, steps = inputs["params"], len(inputs["lrs"])
     for i, (t, p) in enumerate(zip(trajectory, params)):
@@ -247,9 +261,22 @@ def trajectory_problem(out, inputs, facts):
     if same_trajectory(trajectory, expected_trajectory):
         return None
     for name, why in ADAMW_MISTAKES:
-        wrong = facts["mistakes"][name]
-        if wrong is not None and same_trajectory(trajectory, wrong, 1e-9, 1e-7):
+        wrong = facts["mistakes"].get(name)
+        if wrong is None:
+            continue
+        # A mistake that lands within float32's precision of the right trajectory here (eps
+        # inside the root, with gradients far larger than eps) is named to float64's only.
+        near = (1e-11, 1e-9) if float32_trajectory(wrong, expected_trajectory) else (1e-9, 1e-7)
+        if same_trajectory(trajectory, wrong, *near):
             return why
+    if float32_trajectory(trajectory, expected_trajectory):
+        if not precision:
+            return None
+        worst = max(range(len(trajectory)), key=lambda i: off_by(trajectory[i], expected_trajectory[i]))
+        return float32_verdict("the parameters", "your step", "the parameters' dtype (float64 here)",
+                               trajectory[worst], expected_trajectory[worst], plural=True,
+                               against="torch.optim.AdamW's ",
+                               where=f" after {steps} steps")
     for step in range(steps):
         for i, (t, e) in enumerate(zip(trajectory, expected_trajectory)):
             if problem := compare(t[step], e[step], f"parameter {i}", atol=1e-10, rtol=1e-9):
@@ -328,13 +355,20 @@ def judge_adamw_first_step(out, inputs, expected):
         moved = (t[0] - p).abs()
         if matches(t[0], p, atol=0, rtol=0):
             return not_moved(out, "on the first step")
-        no_correction = p - lr * (0.1 * g) / (torch.sqrt(0.001 * g * g) + eps)
+        beta1, beta2 = inputs["hyper"]["betas"]
+        no_correction = p - lr * ((1 - beta1) * g) / (torch.sqrt((1 - beta2) * g * g) + eps)
         if matches(t[0], no_correction, atol=1e-9, rtol=1e-7):
-            return ("the first step moves each entry by about 3.16 lr instead of lr: there is no bias correction "
-                    "(m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t))")
-        return (f"the first step from m = v = 0 should move every entry by lr * g / (|g| + eps), about lr = {lr} "
-                f"in the direction of -g; parameter {i} moved by between {moved.min().item():.3g} and "
-                f"{moved.max().item():.3g}")
+            factor = (1 - beta1) / math.sqrt(1 - beta2)
+            return (f"the first step moves each entry by about {factor:.3g} lr instead of lr: there is no bias "
+                    f"correction (m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t))")
+        eps_early = p - lr * g / (g.abs() + eps / math.sqrt(1 - beta2))
+        if matches(t[0], eps_early, atol=1e-12, rtol=1e-10):
+            return dict(ADAMW_MISTAKES)["eps_before_correction"]
+        if float32_close(t[0], right):
+            continue  # float32 arithmetic: matches_torch, the precision check, names it
+        least, most, step = figures(moved.min().item(), moved.max().item(), lr)
+        return (f"the first step from m = v = 0 should move every entry by lr * g / (|g| + eps), about lr = {step} "
+                f"in the direction of -g; parameter {i} moved by between {least} and {most}")
     return None
 
 
@@ -358,8 +392,8 @@ def judge_adamw_decay(out, inputs, expected):
         if problem := shape_problem(t, (steps, *p.shape), f"parameter {i}'s trajectory"):
             return problem
         powers = torch.tensor([factor ** (k + 1) for k in range(steps)], dtype=F64).reshape(-1, *[1] * p.dim())
-        if matches(t, p * powers, atol=1e-12, rtol=1e-10):
-            continue
+        if matches_to_float32(t, p * powers, atol=1e-12, rtol=1e-10):
+            continue  # float32 arithmetic passes: matches_torch, the precision check, names it
         if matches(t, p.expand_as(t), atol=0, rtol=0) and out.get("rebound"):
             return not_moved(out, "with zero gradients")
         if matches(t, p.expand_as(t), atol=0, rtol=0):
@@ -374,22 +408,33 @@ def judge_adamw_decay(out, inputs, expected):
             return ("with zero gradients each entry moved by about lr toward 0: the weight decay went into the "
                     "gradient (Adam with L2, coupled). AdamW's decay is decoupled: p <- p * (1 - lr * "
                     "weight_decay), so zero gradients shrink p by exactly that factor per step")
-        return (f"with all-zero gradients, lr = {lr} and weight_decay = {wd}, each step should only shrink p by "
-                f"the factor 1 - lr * weight_decay = {factor}")
+        ratios = (t[1:] / t[:-1]).double() if steps > 1 else (t[:1] / p).double()
+        ratios = ratios[torch.isfinite(ratios) & (p.abs() > 1e-6).expand_as(ratios)]
+        if ratios.numel():
+            least, most, wanted = figures(ratios.min().item(), ratios.max().item(), factor)
+            seen = f"; from step to step yours multiplied p by between {least} and {most}"
+        else:
+            wanted, seen = figures(factor)[0], ""
+        return (f"with all-zero gradients, lr = {lr} and weight_decay = {wd}, each step should only multiply p by "
+                f"the factor 1 - lr * weight_decay = {wanted}{seen}")
     return None
+
+
+
+@check("matches_torch", 3,
+       "60 steps with weight decay and a changing lr follow torch.optim.AdamW to 1e-10 (float64), gradients "
+       "at scales 1e-3, 1 and 10",
+       task="adamw_step", probe=probe_adamw_trajectory, inputs=_adamw_inputs, fixed_inputs=True)
+def judge_adamw_matches_torch(out, inputs, expected):
+    return trajectory_problem(out, inputs, known_facts(inputs), precision=True)
 
 
 @check("skipped_steps", 1,
        "a parameter whose .grad is None at a step is left alone (no decay, no move) and its own step count t "
        "does not advance, as in torch.optim.AdamW",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_skipping_inputs, fixed_inputs=True)
-@check("matches_torch", 3,
-       "60 steps with weight decay and a changing lr follow torch.optim.AdamW to 1e-10 (float64), gradients "
-       "at scales 1e-3, 1 and 10",
-       task="adamw_step", probe=probe_adamw_trajectory, inputs=_adamw_inputs, fixed_inputs=True)
-def judge_adamw_matches_torch(out, inputs, expected):
+def judge_adamw_skipped_steps(out, inputs, expected):
     return trajectory_problem(out, inputs, known_facts(inputs))
-
 
 # --------------------------------------------------------------- AdamW.zero_grad
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, matches, torch_library_except
+from grader.checks._api import Task, check, float32_verdict, matches, matches_to_float32, torch_library_except
 from grader.checks.ch08_training.common import close_enough, is_float
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
@@ -58,21 +58,25 @@ CLIP_MISTAKES = [
 ]
 
 
-def grads_match(actual, wanted, atol=1e-12, rtol=1e-12):
+def grads_match(actual, wanted, atol=1e-12, rtol=1e-12, float32=False):
+    """Each gradient matches (float32: or agrees to float32's precision), None where wanted is."""
     if not isinstance(actual, list) or len(actual) != len(wanted):
         return False
     for a, w in zip(actual, wanted):
         if w is None:
             if a is not None:
                 return False
-        elif not matches(a, w, atol=atol, rtol=rtol):
+        elif not (matches_to_float32(a, w, atol=atol, rtol=rtol) if float32 else matches(a, w, atol=atol, rtol=rtol)):
             return False
     return True
 
 
-def clip_problem(out, inputs, facts, hidden=False):
+def clip_problem(out, inputs, facts, hidden=False, precision=False):
     """facts: per case, torch's total norm and clipped gradients ("right") and each mistake's
-    of CLIP_MISTAKES ("mistakes", None for one that gives the right answer on that case)."""
+    of CLIP_MISTAKES ("mistakes", None for one that gives the right answer on that case).
+    A norm and gradients right to float32's precision only are named by the precision check
+    (precision=True: matches_torch) and pass every other."""
+    float32 = None
     for number, (case, result, said) in enumerate(zip(inputs["cases"], out, facts), start=1):
         total, grads = result["total"], result["grads"]
         right_total, right_grads = said["right"]
@@ -93,6 +97,10 @@ def clip_problem(out, inputs, facts, hidden=False):
             if wrong is not None and matches(total, wrong[0], atol=1e-12, rtol=1e-10) and grads_match(
                     grads, wrong[1], 1e-12, 1e-10):
                 return f"{label}: {why}"
+        if matches_to_float32(total, right_total, atol=1e-12, rtol=1e-12) and grads_match(
+                grads, right_grads, float32=True):
+            float32 = float32 or (label, total_ok, total, right_total)
+            continue
         if not total_ok:
             return f"{label}: the returned norm differs from the global L2 norm of the gradients before clipping"
         if any(g is None for g, w in zip(grads, right_grads) if w is not None):
@@ -104,6 +112,14 @@ def clip_problem(out, inputs, facts, hidden=False):
             return f"{label}: the norm exceeds max_norm but the gradients were not scaled (scale p.grad in place)"
         return (f"{label}: the gradients after clipping differ from torch.nn.utils.clip_grad_norm_'s "
                 f"(every gradient times min(1, max_norm / (norm + 1e-6)))")
+    if float32 and precision:
+        label, total_ok, total, right_total = float32
+        if total_ok:  # the norm is right: the gradients are what float32 rounded
+            return float32_verdict(f"{label}: the clipped gradients", "your clipping",
+                                   "the gradients' dtype (float64 here)", plural=True,
+                                   against="torch.nn.utils.clip_grad_norm_'s ")
+        return float32_verdict(f"{label}: the returned norm", "your clipping", "the gradients' dtype (float64 here)",
+                               total, right_total, against="torch.nn.utils.clip_grad_norm_'s ")
     return None
 
 
@@ -135,6 +151,13 @@ def _clip_missing_shared_inputs(g):
                        "max_norm": 1.0, "as_generator": True}]}
 
 
+@check("matches_torch", 2,
+       "max_norm 0.5, 1 and 100: the returned norm and the clipped gradients equal "
+       "torch.nn.utils.clip_grad_norm_'s, to float64's precision",
+       probe=probe_clip, inputs=_clip_cases, fixed_inputs=True)
+def judge_clip_matches_torch(out, inputs, expected):
+    return clip_problem(out, inputs, known_facts(inputs), precision=True)
+
 @check("missing_and_shared", 1,
        "a parameter without .grad is skipped, a tensor listed twice counts once, a generator works",
        probe=probe_clip, inputs=_clip_missing_shared_inputs, fixed_inputs=True)
@@ -143,9 +166,6 @@ def _clip_missing_shared_inputs(g):
 @check("global_norm", 1,
        "gradients with norms 3 and 4 (global 5) and max_norm 1 become norms 0.6 and 0.8: one factor for all",
        probe=probe_clip, inputs=_clip_global_inputs)
-@check("matches_torch", 2,
-       "max_norm 0.5, 1 and 100: the returned norm and the clipped gradients equal "
-       "torch.nn.utils.clip_grad_norm_'s",
-       probe=probe_clip, inputs=_clip_cases, fixed_inputs=True)
 def judge_clip(out, inputs, expected):
     return clip_problem(out, inputs, known_facts(inputs))
+

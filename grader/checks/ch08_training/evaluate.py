@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check
-from grader.checks.ch08_training.common import SIZES, close_enough, is_float, model_of, random_state
+from grader.checks._api import Task, check, figures, float32_verdict
+from grader.checks.ch08_training.common import (
+    SIZES, close_enough, float32_near, is_float, model_of, random_state,
+)
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
 
@@ -71,7 +73,7 @@ EVALUATE_MISTAKES = [
 
 @check("per_scored_character", 2,
        "with the same logits at every position, 7 names in batches of 3 give the mean loss over all scored "
-       "positions (not the mean of batch means)",
+       "positions (not the mean of batch means), to float64's precision",
        probe=probe_evaluate, inputs=_evaluate_constant_inputs, fixed_inputs=True)
 def judge_evaluate_constant(out, inputs, expected):
     """With constant logits c at every position, the loss per scored character is the mean
@@ -86,8 +88,13 @@ def judge_evaluate_constant(out, inputs, expected):
     for label, why in EVALUATE_MISTAKES:
         if close_enough(value, facts["mistakes"][label], 1e-9):
             return why
+    wanted, yours = figures(right, value, least=6)
+    if float32_near(value, right):  # the task's precision check
+        return float32_verdict("the loss per scored character", "your evaluate",
+                               "the logits' dtype (float64 here)",
+                               where=f"{yours} for {wanted}")
     return (f"with every position's logits the same vector c, the loss per scored character must be the mean of "
-            f"-log softmax(c)[target] over all {facts['positions']} scored positions: {right:.6f}, got {value:.6f}")
+            f"-log softmax(c)[target] over all {facts['positions']} scored positions: {wanted}, got {yours}")
 
 
 def _evaluate_mode_inputs(g):

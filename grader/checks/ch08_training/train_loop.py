@@ -11,8 +11,10 @@ import copy
 
 import torch
 
-from grader.checks._api import Task, check, matches
-from grader.checks.ch08_training.common import SIZES, close_enough, is_float, model_of, random_state
+from grader.checks._api import Task, check, figures, float32_verdict, matches, matches_to_float32
+from grader.checks.ch08_training.common import (
+    SIZES, close_enough, float32_near, is_float, model_of, random_state,
+)
 
 TASKS = [
     Task("train_loop", "train", "train_step", "the training step"),
@@ -63,7 +65,10 @@ def probe_train_steps(ns, sizes, state, batches, max_norms, lr, weight_decay):
         twin = copy.deepcopy(model)
         for p in twin.parameters():
             p.grad = None
-        loss = _masked_loss(ns, twin(inputs)[0], targets, mask)
+        twin_logits = twin(inputs)[0]
+        with torch.no_grad():  # what a loss that scores the padding too gives
+            unmasked = ns.model.cross_entropy(twin_logits, targets).item()
+        loss = _masked_loss(ns, twin_logits, targets, mask)
         loss.backward()
         fresh = [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in twin.parameters()]
         already, seen = len(at_step), len(events)
@@ -71,7 +76,7 @@ def probe_train_steps(ns, sizes, state, batches, max_norms, lr, weight_decay):
         with torch.no_grad():
             loss_after = _masked_loss(ns, model(inputs)[0], targets, mask).item()
         calls.append({"returned": list(returned) if isinstance(returned, (tuple, list)) else returned,
-                      "loss_before": loss.item(), "loss_after": loss_after, "fresh": fresh,
+                      "loss_before": loss.item(), "loss_after": loss_after, "unmasked": unmasked, "fresh": fresh,
                       "at_step": at_step[already:], "events": events[seen:],
                       "changed": [not torch.equal(b, p.detach()) for b, p in zip(before, params)]})
     held = [next((j for j, q in enumerate(params) if q is p), -1) for p in optimizer.params]
@@ -173,9 +178,13 @@ def judge_every_parameter_trains(out, inputs, expected):
 
 
 @check("returns_loss_and_norm", 2,
-       "train_step returns floats: the batch's loss before the update and the gradient norm before clipping",
+       "train_step returns floats: the batch's loss before the update and the gradient norm before clipping, "
+       "to float64's precision",
        probe=probe_train_steps, inputs=_train_inputs)
-def judge_returns_loss(out, inputs, expected):
+def judge_returns_loss(out, inputs, expected, precision=True):
+    """The task's precision check: a loss or norm right to float32's precision only is named
+    here (precision=False: passed, for the checks that reuse this judge)."""
+    float32 = None
     for number, (call, max_norm) in enumerate(zip(out["calls"], inputs["max_norms"]), start=1):
         returned = call["returned"]
         if not isinstance(returned, list) or len(returned) != 2:
@@ -188,7 +197,12 @@ def judge_returns_loss(out, inputs, expected):
         if not close_enough(loss, call["loss_before"], 1e-10):
             if close_enough(loss, call["loss_after"], 1e-10):
                 return f"call {number}: the returned loss is the loss after the update; return the loss the step was computed from"
-            return f"call {number}: the returned loss is not masked_loss of the model's logits on this batch"
+            if "unmasked" in call and close_enough(loss, call["unmasked"], 1e-10):
+                return (f"call {number}: the loss scores the padded positions too (a cross-entropy over every "
+                        f"position): take masked_loss(logits, targets, mask), the mean over the mask's True positions")
+            if not float32_near(loss, call["loss_before"]):
+                return f"call {number}: the returned loss is not masked_loss of the model's logits on this batch"
+            float32 = float32 or (number, "loss", loss, call["loss_before"])
         right = norm_of(call["fresh"])
         if close_enough(norm, right, 1e-9):
             continue
@@ -198,7 +212,16 @@ def judge_returns_loss(out, inputs, expected):
                     f"because zero_grad() is not called before backward()")
         if max_norm is not None and close_enough(norm, min(right, max_norm), 1e-6):
             return f"call {number}: the returned norm is taken after clipping; return the norm before clipping"
+        if float32_near(norm, right):
+            float32 = float32 or (number, "gradient norm", norm, right)
+            continue
         return f"call {number}: the returned gradient norm is not the global norm of this batch's gradients"
+    if float32 and precision:
+        number, what, value, right = float32
+        yours, wanted = figures(value, right, least=6)
+        return float32_verdict(f"call {number}: the returned {what}", "your step",
+                               "the model's dtype (float64 here)",
+                               where=f"{yours} for {wanted}")
     return None
 
 
@@ -219,8 +242,8 @@ def judge_fresh_clipped_gradients(out, inputs, expected):
             return (f"call {number}: the parameters did not change: call optimizer.step() after loss.backward() "
                     f"(a step before backward sees no gradient)")
         wanted = _clipped(call["fresh"], max_norm)
-        if all(g is not None and matches(g, w, atol=1e-12, rtol=1e-9) for g, w in zip(grads, wanted)):
-            continue
+        if all(g is not None and matches_to_float32(g, w, atol=1e-12, rtol=1e-9) for g, w in zip(grads, wanted)):
+            continue  # float32 arithmetic passes: returns_loss_and_norm, the precision check, names it
         previous = out["calls"][number - 2]["at_step"] if number > 1 else []
         if previous and previous[-1]:
             piled = _clipped([a + b for a, b in zip(previous[-1], call["fresh"])], max_norm)

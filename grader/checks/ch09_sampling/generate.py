@@ -12,8 +12,10 @@ import re
 
 import torch
 
-from grader.checks._api import Task, check, compare, matches, shape_problem, try_call
-from grader.checks.ch09_sampling.common import raised, seeded_generator
+from grader.checks._api import (
+    Task, check, compare, float32_close, float32_verdict, matches, matches_to_float32, shape_problem, try_call,
+)
+from grader.checks.ch09_sampling.common import at_temperature, attempt, raised, seeded_generator
 from grader.checks.course import config, load_state, random_lm_state
 
 TASKS = [
@@ -152,7 +154,8 @@ def _one_token_inputs(g):
 
 
 @check("cached_equals_recompute", 3,
-       "a [2, 3] prompt and 7 new ids: the logits of every draw equal a full forward over the sequence so far",
+       "a [2, 3] prompt and 7 new ids: the logits of every draw equal a full forward over the sequence so far, "
+       "to float64's precision",
        probe=probe_generate, inputs=generate_inputs, parts=("generate", "recompute"))
 def judge_cached_equals_recompute(out, inputs, expected):
     prompt, V = inputs["prompt"], inputs["sizes"]["vocab_size"]
@@ -162,6 +165,7 @@ def judge_cached_equals_recompute(out, inputs, expected):
     ids, logits, n = parsed
     if n != inputs["max_new_tokens"]:
         return f"{n} new ids were generated; max_new_tokens={inputs['max_new_tokens']} and no stop_id were given"
+    float32 = None
     for step in range(n):
         if matches(logits[:, step], out["recomputed"][:, step], atol=1e-10, rtol=1e-8):
             continue
@@ -170,9 +174,17 @@ def judge_cached_equals_recompute(out, inputs, expected):
                     f"saw nothing before it. Pass the presents of the previous call as past_key_values")
         if problem := _state_slip(logits[:, step], out, step, prompt.shape[-1]):
             return problem
+        if float32_close(logits[:, step], out["recomputed"][:, step]):
+            float32 = float32 or (step, logits[:, step], out["recomputed"][:, step])
+            continue
         problem = compare(logits[:, step], out["recomputed"][:, step], "its logits", atol=1e-10, rtol=1e-8)
         return (f"step {step + 1}: {problem}, compared with a full forward over the whole sequence so far "
                 f"(its last position)")
+    if float32:  # the task's precision check: every other check passes this
+        step, got, want = float32
+        return float32_verdict(f"step {step + 1}: the returned logits", "your generate", "the model's dtype (float64 "
+                               "here) for the logits it returns", got, want, plural=True,
+                               against="a full forward's ")
     return None
 
 
@@ -250,12 +262,12 @@ def probe_generate_stop(ns, sizes, state, prompt, max_new_tokens, seed, stop_id)
         model.ln_final.bias[0] = 1.0
         model.head.weight.zero_()
         model.head.weight[stop_id, 0] = 50.0
-    return {"stopped": try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens,
-                                generator=seeded_generator(seed), stop_id=stop_id),
-            "batch": try_call(ns.sample.generate, model, torch.stack([prompt, prompt.flip(0)]), max_new_tokens,
-                              generator=seeded_generator(seed), stop_id=stop_id),
-            "no_stop": try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens,
-                                generator=seeded_generator(seed))}
+    return {"stopped": {"value": ns.sample.generate(model, prompt.clone(), max_new_tokens,
+                                                    generator=seeded_generator(seed), stop_id=stop_id)},
+            "batch": {"value": ns.sample.generate(model, torch.stack([prompt, prompt.flip(0)]), max_new_tokens,
+                                                  generator=seeded_generator(seed), stop_id=stop_id)},
+            "no_stop": {"value": ns.sample.generate(model, prompt.clone(), max_new_tokens,
+                                                    generator=seeded_generator(seed))}}
 
 
 def _stop_inputs(g):
@@ -271,9 +283,6 @@ def judge_generate_stop(out, inputs, expected):
     prompt, stop, n = inputs["prompt"], inputs["stop_id"], inputs["max_new_tokens"]
     V = inputs["sizes"]["vocab_size"]
     want = [*prompt.tolist(), stop]
-    for key in ("stopped", "batch", "no_stop"):
-        if "raised" in out[key]:
-            return raised(out[key], "generate")
     got = out["stopped"]["value"]
     if not isinstance(got, torch.Tensor):
         return f"generate should return a tensor of ids, got {type(got).__name__}"
@@ -308,8 +317,8 @@ def _shown_ids(ids, limit, V) -> str:
 
 def probe_generate_rows(ns, sizes, state, prompt, max_new_tokens, seed, stop_id, temperature):
     model = model_of(ns, sizes, state)
-    return try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=temperature,
-                    generator=seeded_generator(seed), stop_id=stop_id)
+    return at_temperature(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=temperature,
+                          generator=seeded_generator(seed), stop_id=stop_id)
 
 
 def _rows_inputs(g):
@@ -345,14 +354,21 @@ def judge_generate_rows(out, inputs, expected):
     return None
 
 
-def probe_generate_limit(ns, sizes, state, bos):
+def probe_generate_limit(ns, sizes, state, bos, seed):
+    """Draws at temperature 1 from a seeded generator: the limit is judged here, temperature 0
+    by greedy_at_zero_temperature. Past the limit any exception is the answer (it must be a
+    ValueError); within it only a ValueError is (the limit placed one too early, or an id fed
+    past the last position, which the model refuses), any other goes to the runner."""
     model = model_of(ns, dict(sizes, block_size=6), state)
-    greedy = dict(temperature=0.0)
-    return {"fits": try_call(ns.sample.generate, model, [bos, 1], 5, **greedy),
-            "one_more": try_call(ns.sample.generate, model, [bos, 1], 6, **greedy),
-            "long_prompt": try_call(ns.sample.generate, model, [bos] * 7, 1, **greedy),
-            "asked_to_stop": try_call(ns.sample.generate, model, [bos, 1], 50, stop_at_block_size=True, **greedy),
-            "nothing": try_call(ns.sample.generate, model, [bos, 2], 0, **greedy)}
+
+    def drawn():
+        return dict(generator=seeded_generator(seed))
+
+    return {"fits": attempt(ns.sample.generate, model, [bos, 1], 5, **drawn()),
+            "one_more": try_call(ns.sample.generate, model, [bos, 1], 6, **drawn()),
+            "long_prompt": try_call(ns.sample.generate, model, [bos] * 7, 1, **drawn()),
+            "asked_to_stop": attempt(ns.sample.generate, model, [bos, 1], 50, stop_at_block_size=True, **drawn()),
+            "nothing": attempt(ns.sample.generate, model, [bos, 2], 0, **drawn())}
 
 
 def _states_limit(message) -> bool:
@@ -364,7 +380,8 @@ def _states_limit(message) -> bool:
 
 def _limit_inputs(g):
     bos = SIZES["vocab_size"] - 1
-    return {"sizes": dict(SIZES), "state": lm_state(g, dict(SIZES, block_size=6)), "bos": bos}
+    return {"sizes": dict(SIZES), "state": lm_state(g, dict(SIZES, block_size=6)), "bos": bos,
+            "seed": int(torch.randint(0, 2**31, (1,), generator=g))}
 
 
 @check("context_limit", 2,
@@ -392,13 +409,52 @@ def judge_generate_limit(out, inputs, expected):
             return (f"{what} raised a ValueError whose message does not say what the limit is: name block_size "
                     f"or the context, or give the number of ids that fit")
     if "raised" in out["asked_to_stop"]:
-        return f"{raised(out['asked_to_stop'], 'stop_at_block_size=True')}: it asks to stop at the limit"
+        return (f"{raised(out['asked_to_stop'], 'stop_at_block_size=True with 50 new ids')}: it asks to stop at the "
+                f"limit (7 ids in all here, the last one predicted, never fed), not to raise")
     if shape_problem(out["asked_to_stop"]["value"], (7,)):
         return "with stop_at_block_size=True a 2-id prompt and block_size 6 should stop at 7 ids"
-    if "raised" in out["nothing"] or out["nothing"]["value"].tolist() != [inputs["bos"], 2]:
+    nothing = out["nothing"].get("value")
+    if not isinstance(nothing, torch.Tensor) or nothing.tolist() != [inputs["bos"], 2]:
         return "max_new_tokens=0 should return the prompt"
     return None
 
+
+def probe_generate_greedy(ns, sizes, state, prompt, max_new_tokens, seed):
+    model = model_of(ns, sizes, state)
+    result = at_temperature(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=0.0,
+                            generator=seeded_generator(seed), return_logits=True)
+    if "value" in result:
+        value = result["value"]
+        result["value"] = list(value) if isinstance(value, (tuple, list)) else value
+    return result
+
+
+def _greedy_generate_inputs(g):
+    inputs = generate_inputs(g, B=2, P=2, n=5)
+    return {k: inputs[k] for k in ("sizes", "state", "prompt", "max_new_tokens", "seed")}
+
+
+@check("greedy_at_zero_temperature", 1,
+       "temperature 0 is greedy, as for sample_next: every new id is the argmax of the logits it follows, "
+       "with no division by 0 and no draw",
+       probe=probe_generate_greedy, inputs=_greedy_generate_inputs, gated_by="cached_equals_recompute")
+def judge_generate_greedy(out, inputs, expected):
+    if "raised" in out:  # and the same call at temperature 1 runs: temperature 0 is the cause
+        return raised(out, "generate")
+    prompt, V = inputs["prompt"], inputs["sizes"]["vocab_size"]
+    parsed, problem = pair_of({"returned": out["value"]}, prompt, V)
+    if problem:
+        return problem
+    ids, logits, n = parsed
+    if n != inputs["max_new_tokens"]:
+        return f"{n} new ids were generated; max_new_tokens={inputs['max_new_tokens']} and no stop_id were given"
+    P = prompt.shape[-1]
+    for step in range(n):
+        drawn = int((ids[:, P + step] != logits[:, step].argmax(dim=-1)).sum())
+        if drawn:
+            return (f"step {step + 1}: at temperature 0, {drawn} of {ids.shape[0]} new ids are not the argmax of "
+                    f"their logits: temperature 0 means greedy (sample_next(logits, 0) is the argmax), no draw")
+    return None
 
 def probe_generate_seeded(ns, sizes, state, prompt, max_new_tokens, seed):
     model = model_of(ns, sizes, state)
@@ -426,10 +482,10 @@ def judge_generate_seeded(out, inputs, expected):
 
 def probe_generate_mode(ns, sizes, state, bos, seed):
     model = model_of(ns, sizes, state).train()
-    out = try_call(ns.sample.generate, model, [bos], 4, generator=seeded_generator(seed), return_logits=True)
+    out = {"value": ns.sample.generate(model, [bos], 4, generator=seeded_generator(seed), return_logits=True)}
     in_train = model.training
     model.eval()
-    try_call(ns.sample.generate, model, [bos, 2], 2, generator=seeded_generator(seed))
+    ns.sample.generate(model, [bos, 2], 2, generator=seeded_generator(seed))
     return {"out": out, "after_train": in_train, "after_eval": model.training,
             "grad": bool("value" in out and isinstance(out["value"], (tuple, list)) and len(out["value"]) == 2
                          and isinstance(out["value"][1], torch.Tensor) and out["value"][1].requires_grad)}
@@ -441,8 +497,6 @@ def probe_generate_mode(ns, sizes, state, bos, seed):
                          "seed": 7},
        gated_by="one_token_per_step")
 def judge_generate_mode(out, inputs, expected):
-    if "raised" in out["out"]:
-        return raised(out["out"], "generate")
     if not out["after_train"]:
         return "a model in training mode came back in eval mode: restore the mode it had"
     if out["after_eval"]:
@@ -452,21 +506,19 @@ def judge_generate_mode(out, inputs, expected):
     return None
 
 
-def probe_generate_dropout(ns, sizes, state, prompt, max_new_tokens):
+def probe_generate_dropout(ns, sizes, state, prompt, max_new_tokens, seed):
     model = load_state(ns.model.TransformerLM(config(ns, SIZES, **{**sizes, "dropout": 0.5})), state)
     P, runs = prompt.shape[1], {}
     for mode in ("eval", "train"):
         model.train(mode == "train")
         torch.manual_seed(0)
-        out = try_call(ns.sample.generate, model, prompt.clone(), max_new_tokens, temperature=0.0, return_logits=True)
-        if "raised" in out:
-            return {"out": out}
-        ids, logits = out["value"]
+        ids, logits = ns.sample.generate(model, prompt.clone(), max_new_tokens, generator=seeded_generator(seed),
+                                         return_logits=True)
         model.eval()
         with torch.no_grad():
             full = model(ids.clone())[0]
         runs[mode] = {"logits": logits, "recomputed": full[:, P - 1:ids.shape[1] - 1]}
-    return {"out": {"value": True}, **runs["train"], "eval_run": runs["eval"]}
+    return {**runs["train"], "eval_run": runs["eval"]}
 
 
 @check("eval_mode", 1,
@@ -475,13 +527,14 @@ def probe_generate_dropout(ns, sizes, state, prompt, max_new_tokens):
        probe=probe_generate_dropout,
        inputs=lambda g: {"sizes": dict(SIZES), "state": lm_state(g, SIZES),
                          "prompt": torch.randint(0, SIZES["vocab_size"], (2, 3), generator=g),
-                         "max_new_tokens": 4})
+                         "max_new_tokens": 4, "seed": int(torch.randint(0, 2**31, (1,), generator=g))})
 def judge_generate_dropout(out, inputs, expected):
-    if "raised" in out["out"]:
-        return raised(out["out"], "generate")
-    if compare(out["eval_run"]["logits"], out["eval_run"]["recomputed"], atol=1e-9, rtol=1e-7) is not None:
+    # Judged to float32's precision: cached_equals_recompute, the precision check, names float32.
+    if not matches_to_float32(out["eval_run"]["logits"], out["eval_run"]["recomputed"], atol=1e-9, rtol=1e-7):
         return ("even with the model already in eval mode, the logits of the draws differ from the model's forward "
                 "over the sequence so far: see ch09.generate.cached_equals_recompute for why")
+    if matches_to_float32(out["logits"], out["recomputed"], atol=1e-9, rtol=1e-7):
+        return None
     if problem := compare(out["logits"], out["recomputed"], "the logits of the draws", atol=1e-9, rtol=1e-7):
         return (f"with dropout 0.5 and the model in training mode, {problem} from the model's eval-mode forward: "
                 f"generate must switch the model to eval mode (model.eval(), so dropout is off) and restore the "

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, shape_problem, try_call
-from grader.checks.ch09_sampling.common import raised, seeded_generator
+from grader.checks._api import Task, check, shape_problem
+from grader.checks.ch09_sampling.common import at_temperature, raised, seeded_generator
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
 
@@ -31,6 +31,9 @@ DRAWS, FREQUENCY_TOLERANCE = 20000, 0.02
 
 def _ids_problem(ids, shape, V, what="the ids"):
     if problem := shape_problem(ids, shape, what):
+        if isinstance(ids, torch.Tensor) and tuple(ids.shape) == (*shape, 1):
+            return (f"{problem}: one id per row, [B], without the trailing axis of 1 that torch.multinomial(probs, 1) "
+                    f"gives (reshape it to the rows' leading shape)")
         return problem
     if ids.dtype != torch.long:
         return f"{what} should be int64 ids (torch.long), got {ids.dtype}"
@@ -59,8 +62,8 @@ def probe_sample_calls(ns, logits, calls, repeat=1):
     for call in calls:
         generator = seeded_generator(call["seed"]) if call.get("seed") is not None else None
         before = torch.random.get_rng_state()
-        result = try_call(ns.sample.sample_next, rows.clone(), temperature=call["temperature"],
-                          top_k=call.get("top_k"), generator=generator)
+        result = at_temperature(ns.sample.sample_next, rows.clone(), temperature=call["temperature"],
+                                top_k=call.get("top_k"), generator=generator)
         result["global_rng_touched"] = not torch.equal(before, torch.random.get_rng_state())
         if call.get("advance_global"):
             torch.rand(3)
@@ -88,12 +91,8 @@ def judge_greedy(out, inputs, expected):
     V = logits.shape[-1]
     for call, result in zip(inputs["calls"], out):
         t = call["temperature"]
-        if "raised" in result:
-            if t == 0:
-                return (f"{raised(result, 'temperature 0')}: temperature 0 means greedy, the argmax, with no "
-                        f"division and no draw")
-            return (f"{raised(result, f'temperature {t}')}: subtract each row's maximum before dividing by the "
-                    f"temperature, so the best logit becomes 0 and the others go to -inf, never nan")
+        if "raised" in result:  # and the same call at temperature 1 runs: the temperature is the cause
+            return raised(result, "sample_next")
         ids = result["value"]
         if problem := _ids_problem(ids, greedy.shape, V, f"the ids at temperature {t}"):
             return problem

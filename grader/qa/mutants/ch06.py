@@ -109,6 +109,35 @@ MUTANTS = [
         return x.grad
     """, "ch06.gelu_backward.matches_autograd", "by hand",
        ".backward() reached through getattr (the operator recorder sees the graph being built)"),
+    # Families that code adapted from well-known implementations brings: a backward ported
+    # from code that works in float32 on [B, T, C] buffers, and gradients averaged where the
+    # positions' contributions add up.
+    mutant("layer_norm_backward_float32", "layer_norm_backward", patch("""
+        - d = x.shape[-1]
+        + grad_out, x, gamma = grad_out.float(), x.float(), gamma.float()  # float32 throughout
+        + d = x.shape[-1]
+    """), "ch06.layer_norm_backward.matches_autograd", "float32 precision", "computed in float32"),
+    mutant("layer_norm_backward_unpacks_b_t_c", "layer_norm_backward", patch("""
+        - d = x.shape[-1]
+        + B, T, d = x.shape  # written for [B, T, C] buffers only
+    """), ("ch06.layer_norm_backward.dx_sums_to_zero", "ch06.layer_norm_backward.finite_differences"),
+       "any leading shape", "x unpacked as [B, T, C]: 2-D inputs refused"),
+    mutant("linear_backward_float32", "linear_backward", patch("""
+        - dx = grad_out @ weight
+        + grad_out, x, weight = grad_out.float(), x.float(), weight.float()  # float32 throughout
+        + dx = grad_out @ weight
+    """), "ch06.linear_backward.matches_autograd", "float32 precision", "computed in float32"),
+    mutant("linear_backward_dweight_averaged", "linear_backward", patch("""
+        - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
+        + return dx, flat_grad.T @ flat_x / flat_x.shape[0], flat_grad.sum(dim=0)
+    """), "ch06.linear_backward.matches_autograd", "averages over the positions", "dW averaged over the positions"),
+    mutant("gelu_backward_float32_constants", "gelu_backward", patch("""
+        - cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        - pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        + x32 = x.float()  # the constants and the arithmetic in float32
+        + cdf = 0.5 * (1.0 + torch.erf(x32 / torch.tensor(2.0).sqrt()))
+        + pdf = torch.exp(-0.5 * x32 * x32) / torch.tensor(2.0 * math.pi).sqrt()
+    """), "ch06.gelu_backward.matches_autograd", "float32 precision", "computed in float32"),
 ]
 
 VARIANTS = [
@@ -178,6 +207,31 @@ VARIANTS = [
         dx_branch = rstd / n * (n * dxhat - dxhat.sum(-1, keepdim=True) - xhat * (dxhat * xhat).sum(-1, keepdim=True))
         return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
     """, "the whole half-block written out without the helpers"),
+    # The same two-mean formula on [..., d] of any leading shape, as code written for
+    # [B, T, C] buffers computes it once per position: a correct alternative formulation.
+    variant("layer_norm_backward_two_reductions", "layer_norm_backward", """
+        d = x.shape[-1]
+        rows, grads = x.reshape(-1, d), grad_out.reshape(-1, d)
+        mean = rows.mean(dim=1, keepdim=True)
+        rstd = 1.0 / torch.sqrt(((rows - mean) ** 2).mean(dim=1, keepdim=True) + eps)
+        norm = (rows - mean) * rstd
+        dnorm = gamma * grads
+        dnorm_mean = dnorm.mean(dim=1, keepdim=True)
+        dnorm_norm_mean = (dnorm * norm).mean(dim=1, keepdim=True)
+        dx = (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd
+        return dx.reshape(x.shape), (norm * grads).sum(dim=0), grads.sum(dim=0)
+    """, "the two per-position reductions, then one pass, on rows of any leading shape"),
+    variant("linear_backward_accumulated_per_position", "linear_backward", """
+        dx = grad_out @ weight
+        flat_grad = grad_out.reshape(-1, weight.shape[0])
+        flat_x = x.reshape(-1, weight.shape[1])
+        dweight = torch.zeros_like(weight)
+        dbias = torch.zeros_like(flat_grad[0])
+        for g, row in zip(flat_grad, flat_x):
+            dweight += torch.outer(g, row)
+            dbias += g
+        return dx, dweight, dbias
+    """, "dW and db accumulated position by position (+=), as a loop over B·T does"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -191,4 +245,5 @@ LESSON = {
     "dW transposed": ("linear_backward_dweight_transposed",),
     "GELU′ = Φ(x) only, forgetting x·φ(x)": ("gelu_backward_no_x_pdf",),
     "Forgetting the skip path's grad_out": ("residual_backward_no_skip",),
+    "Unpacking `B, T, C = x.shape`": ("layer_norm_backward_unpacks_b_t_c",),
 }

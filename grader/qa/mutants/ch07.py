@@ -104,6 +104,29 @@ MUTANTS = [
         return -torch.distributions.Categorical(logits=flat).log_prob(wanted).mean()
     """, "ch07.cross_entropy.matches_log_softmax", "torch.distributions.categorical",
        "a distribution's log_prob computes the loss"),
+    # Families that code adapted from well-known implementations brings: the loss or the
+    # logits switched to float32, a loss averaged over the rows only, and the inference
+    # shortcut that returns the last position's logits alone.
+    mutant("cross_entropy_float32", "cross_entropy", patch("""
+        - logits = logits.reshape(-1, logits.shape[-1])
+        + logits = logits.float().reshape(-1, logits.shape[-1])  # the loss in float32
+    """), "ch07.cross_entropy.matches_log_softmax", "float32 precision", "computed in float32"),
+    mutant("cross_entropy_rows_summed_then_averaged", "cross_entropy", """
+        shifted = logits - logits.amax(dim=-1, keepdim=True)
+        log_probs = shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
+        picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return -(picked.sum(dim=-1).mean() if picked.dim() > 1 else picked.mean())
+    """, "ch07.cross_entropy.matches_log_softmax", "averages over the rows only",
+       "each row's positions summed, the rows averaged"),
+    mutant("lm_forward_logits_to_float32", "lm_forward", patch("""
+        - logits = self.head(self.ln_final(hidden))
+        + logits = self.head(self.ln_final(hidden)).float()  # float32 for the loss
+    """), "ch07.lm_forward.formula", "float32 precision", "logits switched to float32"),
+    mutant("lm_forward_last_position_without_targets", "lm_forward", patch("""
+        - logits = self.head(self.ln_final(hidden))
+        + normed = self.ln_final(hidden)
+        + logits = self.head(normed if targets is not None else normed[:, -1:, :])  # only what generation needs
+    """), "ch07.lm_forward.shapes", "last position", "only the last position's logits without targets"),
 ]
 
 VARIANTS = [
@@ -167,4 +190,5 @@ LESSON = {
     "A loss that sums instead of averaging": ("cross_entropy_summed",),
     "exponentiates raw logits": ("cross_entropy_log_of_softmax_no_max",),
     "The log of a softmax": ("cross_entropy_log_of_stable_softmax",),
+    "Logits or the loss switched to float32": ("lm_forward_logits_to_float32", "cross_entropy_float32"),
 }

@@ -272,6 +272,79 @@ MUTANTS = [
                                    eps=self.eps * math.sqrt(1.0 - beta2 ** self.steps[i]), beta1=beta1, beta2=beta2,
                                    lr=self.lr, maximize=False)
     """, "ch08.adamw_step.matches_torch", "torch.optim._functional", "torch's sparse Adam does the step"),
+    # Families that code adapted from well-known implementations brings: AdamW computed in
+    # float32 (hyper-parameters as float32 tensors, or a float32 working copy, as C and fused
+    # code keep them), eps added before the bias correction with the decay after the update
+    # (an older library AdamW), clipping by value or in float32, a loss over every position,
+    # and counts in float32.
+    mutant("adamw_step_float32_hyperparameters", "adamw_step", """
+        lr = torch.tensor(self.lr, dtype=torch.float32)
+        decay = torch.tensor(self.weight_decay, dtype=torch.float32)
+        beta1, beta2 = (torch.tensor(b, dtype=torch.float32) for b in self.betas)
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            self.steps[i] += 1
+            t = self.steps[i]
+            p.mul_(1 - lr * decay)
+            m, v = self.exp_avg[i], self.exp_avg_sq[i]
+            m.lerp_(p.grad, 1 - beta1)
+            v.lerp_(p.grad.square(), 1 - beta2)
+            denom = (v / (1 - beta2**t)).sqrt() + self.eps
+            p.add_(m / denom * (-lr / (1 - beta1**t)))
+    """, "ch08.adamw_step.matches_torch", "float32 precision", "hyper-parameters held as float32 tensors"),
+    mutant("adamw_step_float32_working_copy", "adamw_step", """
+        beta1, beta2 = self.betas
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            self.steps[i] += 1
+            t = self.steps[i]
+            g, w = p.grad.float(), p.detach().float()  # the update worked out in float32
+            m = self.exp_avg[i].float().mul_(beta1).add_(g, alpha=1 - beta1)
+            v = self.exp_avg_sq[i].float().mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            self.exp_avg[i].copy_(m)
+            self.exp_avg_sq[i].copy_(v)
+            m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
+            w -= self.lr * (m_hat / (v_hat.sqrt() + self.eps) + self.weight_decay * w)
+            p.copy_(w)
+    """, "ch08.adamw_step.matches_torch", "float32 precision", "the update computed on a float32 copy"),
+    mutant("adamw_step_eps_before_correction", "adamw_step", patch("""
+        - denom = (v.sqrt() / math.sqrt(bias_correction2)).add_(self.eps)
+        - p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+        + step_size = self.lr * math.sqrt(bias_correction2) / bias_correction1
+        + p.addcdiv_(m, v.sqrt().add_(self.eps), value=-step_size)
+    """), ("ch08.adamw_step.first_step", "ch08.adamw_step.matches_torch"), "before the bias correction",
+       "eps added to sqrt(v) before the bias correction"),
+    mutant("adamw_step_decay_after_eps_before_correction", "adamw_step", patch("""
+        - p.mul_(1.0 - self.lr * self.weight_decay)
+
+        - denom = (v.sqrt() / math.sqrt(bias_correction2)).add_(self.eps)
+        - p.addcdiv_(m, denom, value=-self.lr / bias_correction1)
+        + step_size = self.lr * math.sqrt(bias_correction2) / bias_correction1
+        + p.addcdiv_(m, v.sqrt().add_(self.eps), value=-step_size)
+        + p.add_(p, alpha=-self.lr * self.weight_decay)
+    """), "ch08.adamw_step.matches_torch", "decay comes after the update",
+       "eps before the bias correction and the decay after the update, at once"),
+    mutant("clip_by_value", "clip_grad_norm", patch("""
+        - scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        - for g in grads:
+        -     g.mul_(scale.to(g.dtype))
+        + for g in grads:
+        +     g.clamp_(-max_norm, max_norm)
+    """), "ch08.clip_grad_norm.matches_torch", "by value", "each entry clamped to [-max_norm, max_norm]"),
+    mutant("clip_norm_in_float32", "clip_grad_norm", patch("""
+        - total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0) for g in grads]), 2.0)
+        + total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float(), 2.0) for g in grads]), 2.0)
+    """), "ch08.clip_grad_norm.matches_torch", "float32 precision", "the norm computed in float32"),
+    mutant("train_step_loss_over_every_position", "train_loop", patch("""
+        - loss = masked_loss(logits, targets, mask)
+        + loss = cross_entropy(logits, targets)
+    """), "ch08.train_loop.returns_loss_and_norm", "padded positions", "the loss scores the padding too"),
+    mutant("bigram_counts_in_float32", "bigram_baseline", patch("""
+        - counts = torch.zeros((V, V), dtype=torch.float64)
+        + counts = torch.zeros((V, V))
+    """), "ch08.bigram_baseline.by_hand", "float32 precision", "counts in torch.zeros' default float32"),
 ]
 
 VARIANTS = [
@@ -393,6 +466,53 @@ VARIANTS = [
         nll = [-math.log((counts[(a, b)] + smoothing) / (totals[a] + smoothing * V)) for a, b in scored]
         return sum(nll) / len(nll)
     """, "Counter of pairs and math.log, no tensors"),
+    variant("adamw_step_decay_inside_the_update", "adamw_step", """
+        beta1, beta2 = self.betas
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            self.steps[i] += 1
+            t = self.steps[i]
+            m = self.exp_avg[i].mul_(beta1).add_(p.grad, alpha=1 - beta1)
+            v = self.exp_avg_sq[i].mul_(beta2).add_(p.grad * p.grad, alpha=1 - beta2)
+            m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
+            p.sub_(self.lr * (m_hat / (v_hat.sqrt() + self.eps) + self.weight_decay * p))
+    """, "decay and Adam in one expression, both from the current p (float64 throughout)"),
+    variant("adamw_step_lerp_both_moments", "adamw_step", """
+        beta1, beta2 = self.betas
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is None:
+                continue
+            self.steps[i] += 1
+            t = self.steps[i]
+            p.mul_(1 - self.lr * self.weight_decay)
+            self.exp_avg[i].lerp_(g, 1 - beta1)
+            self.exp_avg_sq[i].lerp_(g.square(), 1 - beta2)
+            denom = (self.exp_avg_sq[i] / (1 - beta2**t)).sqrt() + self.eps
+            p.add_(self.exp_avg[i] / denom, alpha=-self.lr / (1 - beta1**t))
+    """, "lerp_ for both moments, the step size folded into add_'s alpha"),
+    variant("clip_parameters_to_vector", "clip_grad_norm", """
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]
+        unique = list({id(p): p for p in parameters if p.grad is not None}.values())
+        if not unique:
+            return torch.tensor(0.0)
+        total = torch.nn.utils.parameters_to_vector([p.grad for p in unique]).norm()
+        factor = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        for p in unique:
+            p.grad.mul_(factor)
+        return total
+    """, "every gradient entry as one vector (parameters_to_vector), a clamped factor"),
+    variant("train_step_model_zero_grad", "train_loop", """
+        model.zero_grad(set_to_none=True)
+        logits = model(inputs)[0]
+        loss = masked_loss(logits, targets, mask)
+        loss.backward()
+        norm = clip_grad_norm(optimizer.params, float("inf") if max_norm is None else max_norm)
+        optimizer.step()
+        return loss.item(), norm.item()
+    """, "the model's own zero_grad(set_to_none=True), an infinite max_norm for no clipping"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -405,4 +525,6 @@ LESSON = {
     "Clipping each tensor on its own": ("clip_per_tensor",),
     "Padding at the front": ("make_batch_padding_in_front",),
     "letting padded positions into the loss or the count": ("make_batch_padding_scored", "evaluate_padding_scored"),
+    "Working in float32": ("adamw_step_float32_hyperparameters", "adamw_step_float32_working_copy",
+                           "bigram_counts_in_float32"),
 }

@@ -168,6 +168,21 @@ MUTANTS = [
     mutant("generate_in_training_mode", "generate", patch("""
         - model.eval()
     """), "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),
+    # Families that code adapted from well-known implementations brings: ids returned as a
+    # column, and a generation loop that samples by itself, dividing by the temperature.
+    mutant("sample_returns_a_column", "sample_next", patch("""
+        - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
+        + return torch.multinomial(probs, 1, generator=generator)  # [B, 1], as multinomial gives it
+    """), "ch09.sample_next.top_k_support", "trailing axis", "ids [B, 1] instead of [B]"),
+    mutant("generate_samples_dividing_by_temperature", "generate", _generate((
+        "        next_ids = sample_next(last, temperature, top_k, generator)\n",
+        "        scaled = last / temperature  # drawn here rather than by sample_next\n"
+        "        if top_k is not None:\n"
+        "            kth = torch.topk(scaled, min(top_k, scaled.shape[-1])).values[:, [-1]]\n"
+        "            scaled = scaled.masked_fill(scaled < kth, float('-inf'))\n"
+        "        next_ids = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(1)\n")),
+           "ch09.generate.greedy_at_zero_temperature", "temperature 0 means greedy",
+           "its own draw, logits divided by the temperature (0 gives nan)"),
 ]
 
 VARIANTS = [
@@ -239,6 +254,29 @@ if max_new_tokens > room:
             seq, logits_out = seq[0], logits_out[0]
         return (seq, logits_out) if return_logits else seq
     """, "a while loop feeding the prompt, then each new id, through one model.forward call site"),
+    variant("sample_topk_scatter_softmax_stable", "sample_next", """
+        lead, V = logits.shape[:-1], logits.shape[-1]
+        rows = logits.reshape(-1, V).double()
+        if temperature == 0:
+            return rows.argmax(dim=-1).reshape(lead)
+        if top_k is not None and top_k < V:
+            values, indices = torch.topk(rows, top_k, dim=-1)
+            rows = torch.full_like(rows, float("-inf")).scatter_(-1, indices, values)
+        probs = torch.softmax(rows / temperature, dim=-1)
+        return torch.multinomial(probs, 1, generator=generator).reshape(lead)
+    """, "torch.topk then scatter_ into -inf, no max subtraction of its own (softmax subtracts it)"),
+    variant("generate_draws_inline_greedy_at_zero", "generate", _generate((
+        "        next_ids = sample_next(last, temperature, top_k, generator)\n",
+        "        if temperature == 0:\n"
+        "            next_ids = last.argmax(dim=-1)\n"
+        "        else:\n"
+        "            scaled = last.double()\n"
+        "            if top_k is not None and top_k < scaled.shape[-1]:\n"
+        "                values, indices = torch.topk(scaled, top_k, dim=-1)\n"
+        "                scaled = torch.full_like(scaled, float('-inf')).scatter(-1, indices, values)\n"
+        "            probs = torch.softmax(scaled / temperature, dim=-1)\n"
+        "            next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(1)\n")),
+        "its own draw: the argmax at temperature 0, else top-k by scatter and a seeded multinomial"),
 ]
 
 # The lesson's common mistakes (quoted from its README) and the mutants that make them.
@@ -250,4 +288,6 @@ LESSON = {
     "`torch.manual_seed` inside `sample_next`": ("sample_reseeds_globally",),
     "Stopping all rows when the first one produces `stop_id`": ("generate_stops_every_row_at_the_first",),
     "Generating with the model in training mode": ("generate_in_training_mode",),
+    "Drawing inside `generate` by dividing the logits by the temperature": (
+        "generate_samples_dividing_by_temperature",),
 }

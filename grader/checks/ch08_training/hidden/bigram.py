@@ -8,7 +8,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch08_training.bigram import BIGRAM_MISTAKES, bigram_problem, probe_bigram
-from grader.checks.ch08_training.common import close_enough
+from grader.checks.ch08_training.common import close_enough, close_to_float32
 from grader.checks.ch08_training.hidden.common import random_docs
 from grader.checks.facts import facts_for
 
@@ -88,6 +88,6 @@ def judge_bigram_hidden(out, inputs, expected):
     if problem := bigram_problem(out, inputs, bigram_facts(inputs), show=False):
         return problem
     for number, (result, want) in enumerate(zip(out, expected), start=1):
-        if not close_enough(float(result["value"]), want, 1e-9):
+        if not close_to_float32(float(result["value"]), want, 1e-9):
             return f"call {number}: the baseline differs from the reference's"
     return None

@@ -39,7 +39,11 @@ def adamw_loop(inputs, zero=True):
 
 
 def hand_adamw(params, grads, lrs, hyper, mistake=None):
-    """AdamW written out, optionally with one classic mistake, for the diagnoses."""
+    """AdamW written out, optionally with a classic mistake (or two, joined by "+"), for the
+    diagnoses."""
+    eps_early = mistake in ("eps_before_correction", "eps_before_correction+decay_after")
+    if mistake == "eps_before_correction+decay_after":
+        mistake = "decay_after"
     beta1, beta2 = hyper["betas"]
     if mistake == "betas_swapped":
         beta1, beta2 = beta2, beta1
@@ -74,7 +78,12 @@ def hand_adamw(params, grads, lrs, hyper, mistake=None):
                 m_hat, v_hat = m[i], v[i]
             else:
                 m_hat, v_hat = m[i] / (1 - beta1**tt), v[i] / (1 - beta2**tt)
-            denom = torch.sqrt(v_hat + eps) if mistake == "eps_inside" else torch.sqrt(v_hat) + eps
+            if mistake == "eps_inside":
+                denom = torch.sqrt(v_hat + eps)
+            elif eps_early:  # eps on sqrt(v), then the bias correction folded into the step size
+                denom = (torch.sqrt(v[i]) + eps) / (1 - beta2**tt) ** 0.5
+            else:
+                denom = torch.sqrt(v_hat) + eps
             p = p - lr * m_hat / denom
             if mistake == "decay_after":
                 p = p * (1 - lr * wd)

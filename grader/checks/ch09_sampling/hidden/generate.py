@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check, compare
+from grader.checks._api import check, compare, matches_to_float32
 from grader.checks.ch09_sampling.generate import SIZES, generate_inputs, model_of, pair_of, probe_generate
 
 
@@ -52,7 +52,10 @@ def judge_generate_reference(out, inputs, expected):
         return None
     right = expected["recompute"](ids, P)
     for step in range(n):
-        if problem := compare(logits[:, step], right[:, step], "its logits", atol=1e-10, rtol=1e-8):
+        # Judged to float32's precision: cached_equals_recompute, the precision check, names float32.
+        if matches_to_float32(logits[:, step], right[:, step], atol=1e-10, rtol=1e-8):
+            pass
+        elif problem := compare(logits[:, step], right[:, step], "its logits", atol=1e-10, rtol=1e-8):
             return f"step {step + 1}: {problem}, compared with the reference model's full recompute"
         new = ids[:, P + step]
         if inputs.get("temperature", 1.0) == 0.0 and not torch.equal(new, right[:, step].argmax(dim=-1)):
