@@ -53,7 +53,7 @@ class Check:
     # A property the identity or another body that computes nothing also has (the output
     # keeps its shape, the future does not leak in): worth its points only once these
     # value checks of the same task (short names, e.g. ("formula",)) pass too. The engine
-    # withholds them after judging (grader.run.engine.apply_gates).
+    # withholds them as it judges the gated check (grader.run.engine.gated).
     gated_by: tuple[str, ...] = ()
     # The same inputs on every run, instead of the run's random ones: a public check whose
     # judge reads what the kit computed on its inputs (grader/checks/facts.py) needs them.

@@ -9,9 +9,11 @@ into a check status with a reason.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import torch
 
@@ -37,6 +39,26 @@ from grader.run.worker import WorkerFailed
 INFRASTRUCTURE = "the grader could not run this check: regrade"
 
 
+@dataclass
+class Grading:
+    """What every task of one grading shares: the upload, the certified parts (None where
+    the student's own parts stand in), the runner, the seed hidden inputs are drawn from,
+    when the upload's time runs out, the package imported once (None: each worker imports
+    it) and who reads the report (feedback.Audience)."""
+
+    submission: Submission
+    reference: Reference | None
+    runner: Runner
+    seed: int
+    deadline: float = 0.0  # time.monotonic() at which the upload's time is up; 0: from the runner's limit
+    imported: object = None
+    audience: Audience | None = None
+
+    def __post_init__(self):
+        if not self.deadline:
+            self.deadline = time.monotonic() + self.runner.limits.submission_seconds
+        if self.audience is None:
+            self.audience = Audience(self.submission, self.reference)
 
 
 def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
@@ -88,10 +110,11 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
     }
 
 
-def _start_worker(task, submission, reference, runner, deadline: float, audience: Audience,
-                  imported=None, fresh: bool = False, group: list[Task] | None = None):
+def _start_worker(task: Task, grading: Grading, fresh: bool = False, group: list[Task] | None = None):
     """A ready worker, or (None, failure) when the submission or the runner can't load;
     the failure is CheckResult's fields."""
+    submission, reference, runner = grading.submission, grading.reference, grading.runner
+    deadline, audience, imported = grading.deadline, grading.audience, grading.imported
     try:
         # A fork of the package imported once where there is one (the process may have
         # died since: then this task imports it itself, like any other without one).
@@ -150,9 +173,8 @@ class SharedWorker:
     tampering, or a set-up that fails) ends it, and every task not finished goes on in
     workers of its own."""
 
-    def __init__(self, tasks: list[Task], submission, reference, runner, deadline: float, audience, imported=None):
-        self.tasks, self.submission, self.reference, self.runner = tasks, submission, reference, runner
-        self.deadline, self.audience, self.imported = deadline, audience, imported
+    def __init__(self, tasks: list[Task], grading: Grading):
+        self.tasks, self.grading = tasks, grading
         self.worker = None
         self.failed = False
 
@@ -161,8 +183,7 @@ class SharedWorker:
         if self.failed:
             return None
         if self.worker is None:
-            worker, failure = _start_worker(self.tasks[0], self.submission, self.reference, self.runner,
-                                            self.deadline, self.audience, self.imported, group=self.tasks)
+            worker, failure = _start_worker(self.tasks[0], self.grading, group=self.tasks)
             if failure is not None:
                 self.failed = True  # each task starts its own worker and reports its own set-up
                 return None
@@ -192,15 +213,16 @@ class _TaskRun:
     """One task's checks, run one at a time on a worker; after any failure the next
     check gets a fresh worker."""
 
-    def __init__(self, task, submission, reference, runner, seed, deadline, imported=None, audience=None,
-                 shared: SharedWorker | None = None):
-        self.task, self.submission, self.reference, self.runner, self.seed = task, submission, reference, runner, seed
-        self.deadline, self.imported, self._audience = deadline, imported, audience
+    def __init__(self, task: Task, grading: Grading, shared: SharedWorker | None = None):
+        self.task, self.grading = task, grading
+        self.reference, self.runner, self.seed, self.deadline = (grading.reference, grading.runner, grading.seed,
+                                                                 grading.deadline)
+        self.audience = grading.audience
         self.shared = shared
         self.on_shared = False  # whether self.worker is the group's
         self.worker = None
         self.setup_failure = None
-        self.timeout_cap = runner.limits.check_seconds
+        self.timeout_cap = self.runner.limits.check_seconds
         self.last_certified: tuple[str, ...] = ()
         self.fresh_next = False  # the next worker must import the package anew
 
@@ -243,20 +265,12 @@ class _TaskRun:
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
                            on_own_parts=isinstance(diagnosis, OwnPartsVerdict))
 
-    @property
-    def audience(self) -> Audience:
-        if self._audience is None:
-            self._audience = Audience(self.submission, self.reference)
-        return self._audience
-
     def call(self, check: Check, sent: dict, own: bool = False) -> dict:
         if self.worker is None and self.setup_failure is None and self.shared is not None and not own:
             self.worker = self.shared.get()
             self.on_shared = self.worker is not None
         if self.worker is None and self.setup_failure is None:
-            self.worker, self.setup_failure = _start_worker(self.task, self.submission, self.reference, self.runner,
-                                                            self.deadline, self.audience, self.imported,
-                                                            fresh=self.fresh_next)
+            self.worker, self.setup_failure = _start_worker(self.task, self.grading, fresh=self.fresh_next)
             self.fresh_next = False
         if self.setup_failure:
             raise _SetupFailed()
@@ -329,13 +343,19 @@ class _TaskRun:
 
 def grade_task(task: Task, checks: list[Check], submission: Submission, reference: Reference | None,
                runner: Runner, seed: int, scan_for_tampering: bool = True,
-               deadline: float | None = None, imported=None, audience: Audience | None = None,
-               shared: SharedWorker | None = None) -> list[CheckResult]:
+               deadline: float | None = None, imported=None, audience: Audience | None = None) -> list[CheckResult]:
     """Grade one task's checks. Never raises for anything the submission does: every
     failure is a check status. (scan_for_tampering=False lets tests reach the layers
     behind the static scan.) RunnerRefused when the runner may not hold what the run
     needs: the reference, or a hidden check."""
-    if not runner.holds_reference and (reference is not None or any(c.hidden for c in checks)):
+    grading = Grading(submission, reference, runner, seed, deadline or 0.0, imported, audience)
+    return _grade_task(task, checks, grading, scan_for_tampering=scan_for_tampering)
+
+
+def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: SharedWorker | None = None,
+                scan_for_tampering: bool = True) -> list[CheckResult]:
+    submission = grading.submission
+    if not grading.runner.holds_reference and (grading.reference is not None or any(c.hidden for c in checks)):
         raise RunnerRefused(WHERE_GRADING_RUNS)
     try:
         tampering = scan_submission(submission.sources) if scan_for_tampering else []
@@ -349,39 +369,39 @@ def grade_task(task: Task, checks: list[Check], submission: Submission, referenc
     if hits:
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
-    deadline = time.monotonic() + runner.limits.submission_seconds if deadline is None else deadline
-    run, ran = _TaskRun(task, submission, reference, runner, seed, deadline, imported, audience, shared), []
-    # Checks that run in workers of their own go first: the rest then share one worker,
-    # where after them a check would need a new one. The report keeps the catalogue's order.
-    for check in sorted(checks, key=lambda c: not (c.separately or c.parts)):
+    run, ran = _TaskRun(task, grading, shared), []
+    statuses: dict[str, str] = {}
+    # The value checks that gate others go first, so a gated check's verdict is whole when
+    # it is made; among the rest, checks that run in workers of their own go first (the
+    # others then share one worker). The report keeps the catalogue's order.
+    for check in sorted(checks, key=lambda c: (bool(c.gated_by), not (c.separately or c.parts))):
         try:
             started = time.perf_counter()
-            ran.append(run.run(check))
-            ran[-1].seconds = time.perf_counter() - started
+            result = run.run(check)
+            result.seconds = time.perf_counter() - started
         except Exception as error:  # noqa: BLE001 - a grader bug must cost one check, not the run
             run.drop_worker()
-            ran.append(CheckResult(check, ERROR, f"the grader failed on this check; please report it "
-                                                 f"({type(error).__name__}: {as_text(error, 300)})"))
+            result = CheckResult(check, ERROR, f"the grader failed on this check; please report it "
+                                               f"({type(error).__name__}: {as_text(error, 300)})")
+        ran.append(gated(result, statuses))
+        statuses[check.name.rsplit(".", 1)[-1]] = ran[-1].status
     run.finish(ran)
     by_check = {id(result.check): result for result in ran}
-    return apply_gates([by_check[id(check)] for check in checks])
+    return [by_check[id(check)] for check in checks]
 
 
-def apply_gates(results: list[CheckResult]) -> list[CheckResult]:
-    """One task's results with the gates applied (Check.gated_by): a check that passed
-    while a value check gating it did not earns nothing yet, and says so. A gate not in
-    this run (a check picked alone) withholds nothing."""
-    status = {r.check.name.rsplit(".", 1)[-1]: r.status for r in results}
-    for result in results:
-        failing = tuple(g for g in result.check.gated_by if status.get(g, PASSED) != PASSED)
-        if result.status == PASSED and failing:
-            named = " and ".join(f"'{g}'" for g in failing)
-            result.status, result.gated = FAILED, failing
-            result.diagnosis = result.staff_diagnosis = (
-                f"this property holds, but it earns nothing yet: it counts once the task's {named} "
-                f"check{'s' * (len(failing) > 1)} pass{'' if len(failing) > 1 else 'es'}, since a body that computes "
-                f"nothing (returning its input unchanged, say) has it too")
-    return results
+def gated(result: CheckResult, statuses: dict[str, str]) -> CheckResult:
+    """The result as it counts (Check.gated_by): a check that passed while a value check
+    gating it did not earns nothing yet, and says so. `statuses`: the task's checks judged
+    so far, by short name; a gate not in this run (a check picked alone) withholds nothing."""
+    failing = tuple(g for g in result.check.gated_by if statuses.get(g, PASSED) != PASSED)
+    if result.status != PASSED or not failing:
+        return result
+    named = " and ".join(f"'{g}'" for g in failing)
+    said = (f"this property holds, but it earns nothing yet: it counts once the task's {named} "
+            f"check{'s' * (len(failing) > 1)} pass{'' if len(failing) > 1 else 'es'}, since a body that computes "
+            f"nothing (returning its input unchanged, say) has it too")
+    return dataclasses.replace(result, status=FAILED, gated=failing, diagnosis=said, staff_diagnosis=said)
 
 
 def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -> list[CheckResult]:
@@ -425,22 +445,22 @@ def grade_group(items: list[tuple[Task, list[Check]]], submission: Submission, r
                 audience: Audience | None = None) -> list[list[CheckResult]]:
     """Grade a group of tasks (grader.run.dependencies.task_groups) one after another on
     one worker, each task's results as grade_task gives them; a group of one is a task."""
+    return _grade_group(items, Grading(submission, reference, runner, seed, deadline or 0.0, imported, audience))
+
+
+def _grade_group(items: list[tuple[Task, list[Check]]], grading: Grading) -> list[list[CheckResult]]:
     if len(items) == 1:
         task, checks = items[0]
-        return [grade_task(task, checks, submission, reference, runner, seed, deadline=deadline, imported=imported,
-                           audience=audience)]
-    audience = audience or Audience(submission, reference)
-    deadline = time.monotonic() + runner.limits.submission_seconds if deadline is None else deadline
-    shared = SharedWorker([task for task, _ in items], submission, reference, runner, deadline, audience, imported)
+        return [_grade_task(task, checks, grading)]
+    shared = SharedWorker([task for task, _ in items], grading)
     graded = []
     try:
         for task, checks in items:
-            graded.append(grade_task(task, checks, submission, reference, runner, seed, deadline=deadline,
-                                     imported=imported, audience=audience, shared=shared))
+            graded.append(_grade_task(task, checks, grading, shared=shared))
     finally:
         output = shared.close()
     if output and graded and graded[-1]:
-        shown, staff = audience.output(output)
+        shown, staff = grading.audience.output(output)
         last = graded[-1][-1]
         last.output, last.staff_output = last.output or shown, last.staff_output or staff
     return graded
@@ -515,13 +535,13 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
         # One audience for the upload: what of the reference it does not hold is worked out once.
-        audience = Audience(submission, reference, for_the_author=for_the_author)
+        grading = Grading(submission, reference, runner, seed, deadline, imported,
+                          Audience(submission, reference, for_the_author=for_the_author))
         groups = plan_groups(plan, reference is not None and grouped)
         # The costliest groups (most workers to start) first, so two threads finish together;
         # the report keeps the catalogue's order.
         order = sorted(range(len(groups)), key=lambda g: -sum(workers_needed(plan[i][1]) for i in groups[g]))
-        futures = {g: pool.submit(grade_group, [plan[i] for i in groups[g]], submission, reference, runner, seed,
-                                  deadline=deadline, imported=imported, audience=audience) for g in order}
+        futures = {g: pool.submit(_grade_group, [plan[i] for i in groups[g]], grading) for g in order}
         by_task = {}
         for g, members in enumerate(groups):
             for i, results in zip(members, futures[g].result()):
