@@ -228,6 +228,10 @@ class Plan:
     warnings: list[str]
 
 
+# A lesson's hand-written part: long enough to teach the chapter, short enough to read at a sitting.
+LESSON_LINES = (40, 160)
+
+
 def plan(root: Path = ASSIGNMENTS, catalogue: Catalogue | None = None) -> Plan:
     catalogue = load_catalogue() if catalogue is None else catalogue
     folders = chapter_folders(root)
@@ -243,6 +247,10 @@ def plan(root: Path = ASSIGNMENTS, catalogue: Catalogue | None = None) -> Plan:
         readme = folder / "README.md"
         try:
             text = readme.read_text(encoding="utf-8")
+            written = len(outside_block(text).splitlines())
+            if not LESSON_LINES[0] <= written <= LESSON_LINES[1]:
+                warnings.append(f"{_shown(readme)}: {written} hand-written lines, outside the {LESSON_LINES[0]} to "
+                                f"{LESSON_LINES[1]} a lesson reads best in")
             updates[readme] = replace_block(text, CHECKS_BLOCK, render_checks(number, catalogue.chapters.get(number)),
                                             _shown(readme))
         except (OSError, BlockError) as problem:
