@@ -6,6 +6,8 @@ PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CH     ?=
 TASK   ?=
+FUNC   ?=
+MODULE ?=
 SUB    ?=
 DEST   ?=
 ARGS   ?=
@@ -13,7 +15,7 @@ IN     ?=
 OUT    ?= grade-class-out
 
 .DEFAULT_GOAL := help
-.PHONY: need-SUB need-IN need-DEST need-TASK task-check help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope prairielearn autolab nbgrader-course release clean
+.PHONY: need-SUB need-IN need-DEST need-TASK task-check new-task help setup test student figures check grade grade-class demo bench mutants micro train sample submit gradescope prairielearn autolab nbgrader-course release clean
 
 help:
 	@echo "make demo            grade the reference and typical wrong submissions (start here)"
@@ -24,6 +26,7 @@ help:
 	@echo "make student         regenerate hero_transformer/ and the lessons' check tables"
 	@echo "make figures         redraw the lessons' figures from the reference (assignments/chNN_*/figures/)"
 	@echo "make mutants [CH=05] the grader's catch rate on known-wrong implementations (one chapter with CH)"
+	@echo "make new-task CH=05 TASK=rms_norm   a new task's skeleton, and what is left to write"
 	@echo "make task-check TASK=layer_norm   everything the kit asks of one task (about a minute)"
 	@echo "make bench           grading speed and model speed figures"
 	@echo "make micro | train | sample   chapter 00 / 08 / 09 programs"
@@ -78,6 +81,10 @@ mutants: $(STAMP)
 
 task-check: need-TASK $(STAMP)
 	$(PYTHON) -m grader.qa.task_check $(TASK)
+
+new-task: need-TASK $(STAMP)
+	@test -n "$(CH)" || { echo "usage: make new-task CH=05 TASK=rms_norm [FUNC=rms_norm] [MODULE=model]"; exit 2; }
+	$(PYTHON) -m grader.generate.new_task $(CH) $(TASK) $(if $(FUNC),--function $(FUNC)) $(if $(MODULE),--module $(MODULE))
 
 micro: $(STAMP)
 	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro

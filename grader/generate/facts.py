@@ -65,7 +65,11 @@ def compute() -> dict[str, dict]:
             if digest(check.make_inputs(torch.Generator().manual_seed(1))) != digest(inputs):
                 raise ValueError(f"{name} reads facts but its inputs change from run to run: give it constant "
                                  f"inputs or fixed_inputs=True")
-        facts = encode(function(reference.modules, inputs))
+        try:
+            facts = encode(function(reference.modules, inputs))
+        except NotImplementedError as unwritten:
+            raise SystemExit(f"the facts of {name} are computed from the reference, which raises "
+                             f"NotImplementedError ({unwritten}): write the reference's body first") from None
         if by_digest.setdefault(digest(inputs), facts) != facts:
             raise ValueError(f"{name} has the inputs of another check that reads other facts: give it inputs of "
                              f"its own")

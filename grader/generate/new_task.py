@@ -1,0 +1,208 @@
+"""`make new-task CH=05 TASK=rms_norm [FUNC=rms_norm] [MODULE=model]`: a new task's skeleton.
+
+    python -m grader.generate.new_task 05 rms_norm --function rms_norm --module model
+
+Writes, each piece working from the start:
+- a function with the task's solution region in solutions/hero_transformer/<module>.py,
+  whose body is yours to write (until then it raises, so every check fails and
+  `make task-check` says so);
+- grader/checks/chNN_*/<task>.py: the task, one public check comparing the function's
+  output on fixed inputs with the reference's, and one named mistake;
+- grader/checks/chNN_*/hidden/<task>.py: what the public check knows (the right output and
+  the mistake's, computed from the reference when `make student` runs) and a hidden
+  check on random inputs;
+- the task module in the chapter's TASK_MODULES, a mutant making the named mistake in
+  grader/qa/mutants/chNN.py, and a section naming the task at the end of the lesson;
+then prints what is left to write. Nothing is overwritten: an existing task or file stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+from grader import KIT_ROOT
+
+IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _chapter_package(root: Path, number: str) -> Path:
+    found = sorted((root / "grader" / "checks").glob(f"ch{number}_*/__init__.py"))
+    if not found:
+        raise SystemExit(f"there is no chapter {number}: its checks would live in grader/checks/ch{number}_<topic>/")
+    return found[0].parent
+
+
+def _lesson(root: Path, package: Path) -> Path:
+    return root / "assignments" / package.name / "README.md"
+
+
+SOLUTION = '''
+
+def {function}(x: torch.Tensor) -> torch.Tensor:
+    """{title}: say here what it takes and returns (shapes, dtypes) and the formula."""
+    ### BEGIN SOLUTION {task}
+    raise NotImplementedError("write the reference {function} of task {task} here")
+    ### END SOLUTION
+'''
+
+PUBLIC = '''"""{title}.
+
+The public check compares {function}'s output on fixed inputs with what the kit computed
+from the reference (grader/checks/facts.py), and names the mistake in {mistake_name}.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import Task, check, compare, first_diagnosis
+from grader.checks.facts import known_facts
+
+TASKS = [
+    Task("{task}", "{module}", "{function}", "{title}"),
+]
+
+# Each mistake a student makes, by name: the sentence the student reads. What each one
+# outputs on the public inputs is computed in hidden/{task}.py under the same name.
+MISTAKES = {{
+    "{mistake}": "{mistake_text}",
+}}
+
+
+def probe_{task}(ns, x):
+    return {{"y": ns.{module}.{function}(x.clone())}}
+
+
+@check("example", 2, "{function} of a fixed [1, 2, 3] input matches the reference",
+       probe=probe_{task}, inputs=lambda g: {{"x": torch.tensor([[[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]]],
+                                                              dtype=torch.float64)}})
+def judge_{task}_example(out, inputs, expected):
+    facts = known_facts(inputs)
+    right = facts["right"]
+    if compare(out["y"], right, atol=1e-9, rtol=1e-9) is None:
+        return None
+    named = first_diagnosis(out["y"], [(MISTAKES[name], output) for name, output in facts["mistakes"].items()],
+                            atol=1e-9, rtol=1e-9, right=right)
+    return named or compare(out["y"], right, "{function}(x)", atol=1e-9, rtol=1e-9)
+'''
+
+HIDDEN = '''"""The hidden checks of grader/checks/{package}/{task}.py, and what its public check knows."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import check, compare
+from grader.checks.{package}.{task} import probe_{task}
+from grader.checks.facts import facts_for
+
+
+def {mistake}(x):
+    """The named mistake, written out: what a student's {function} gives when making it."""
+    {mistake_code}
+
+
+@facts_for("ch{number}.{task}.example")
+def example_facts(ref, inputs):
+    return {{"right": ref.{module}.{function}(inputs["x"]), "mistakes": {{"{mistake}": {mistake}(inputs["x"])}}}}
+
+
+@check("matches_reference", 2, "random [B, T, d] inputs match the reference",
+       probe=probe_{task}, inputs=lambda g: {{"x": torch.randn(2, 3, 5, generator=g, dtype=torch.float64)}},
+       expect=lambda ref, inputs: ref.{module}.{function}(inputs["x"]), hidden=True)
+def judge_{task}_reference(out, inputs, expected):
+    return compare(out["y"], expected, "{function}(x)", atol=1e-9, rtol=1e-9)
+'''
+
+MUTANT = '''
+
+MUTANTS.append(mutant("{task}_{mistake}", "{task}", """
+    {mistake_code}
+""", "ch{number}.{task}.example", "{keyword}", "{mistake_text}"))
+'''
+
+LESSON = '''
+
+## {title} (`{task}`)
+
+Write `{function}` in `hero_transformer/{module}.py`: say what it takes, what it returns
+and why, in the lesson's words.
+
+### Common mistakes
+
+- {mistake_text}.
+'''
+
+
+def scaffold(root: Path, number: str, task: str, function: str, module: str, title: str,
+             mistake: str = "doubled", mistake_text: str = "the output is doubled",
+             mistake_code: str = "return 2 * x", keyword: str = "doubled") -> list[str]:
+    """Write the skeleton; return what is left to write, as sentences."""
+    number = number.removeprefix("ch").zfill(2)
+    for name, value in (("TASK", task), ("FUNC", function), ("MODULE", module)):
+        if not IDENTIFIER.fullmatch(value):
+            raise SystemExit(f"{name}={value!r} is not a Python name in lower case (letters, digits, _)")
+    package = _chapter_package(root, number)
+    solution = root / "solutions" / "hero_transformer" / f"{module}.py"
+    public = package / f"{task}.py"
+    hidden = package / "hidden" / f"{task}.py"
+    mutants = root / "grader" / "qa" / "mutants" / f"ch{number}.py"
+    lesson = _lesson(root, package)
+    if not solution.is_file():
+        raise SystemExit(f"solutions/hero_transformer/{module}.py does not exist: MODULE names a file of the package")
+    if f"BEGIN SOLUTION {task}\n" in solution.read_text(encoding="utf-8") or public.exists() or hidden.exists():
+        raise SystemExit(f"task {task} exists already (its region, {public.relative_to(root)} or "
+                         f"{hidden.relative_to(root)}): nothing was written")
+    if re.search(rf"^def {function}\(", solution.read_text(encoding="utf-8"), re.M):
+        raise SystemExit(f"{module}.py already defines {function}: choose another FUNC")
+    init = package / "__init__.py"
+    listed = re.search(r"^TASK_MODULES = \((.*?)\)", init.read_text(encoding="utf-8"), re.M | re.S)
+    if listed is None or not mutants.is_file() or not lesson.is_file():
+        raise SystemExit(f"chapter {number} lacks TASK_MODULES in {init.relative_to(root)}, "
+                         f"{mutants.relative_to(root)} or {lesson.relative_to(root)}")
+    words = dict(number=number, task=task, function=function, module=module, title=title, package=package.name,
+                 mistake=mistake, mistake_text=mistake_text, mistake_code=mistake_code, keyword=keyword,
+                 mistake_name="MISTAKES")
+    with solution.open("a", encoding="utf-8") as handle:
+        handle.write(SOLUTION.format(**words))
+    public.write_text(PUBLIC.format(**words), encoding="utf-8")
+    hidden.write_text(HIDDEN.format(**words), encoding="utf-8")
+    text = init.read_text(encoding="utf-8")
+    names = [n for n in re.findall(r"[\"']([a-z_0-9]+)[\"']", listed.group(1))] + [task]
+    init.write_text(text[:listed.start()] + "TASK_MODULES = (" + ", ".join(f'"{n}"' for n in names) + ")"
+                    + text[listed.end():], encoding="utf-8")
+    with mutants.open("a", encoding="utf-8") as handle:
+        handle.write(MUTANT.format(**words))
+    with lesson.open("a", encoding="utf-8") as handle:
+        handle.write(LESSON.format(**words))
+    return [f"write {function}'s body between the region's markers in solutions/hero_transformer/{module}.py "
+            f"(its docstring becomes the student's stub)",
+            f"write the checks in grader/checks/{package.name}/{task}.py (and the hidden one in hidden/{task}.py): "
+            f"each mistake by name in MISTAKES, its output by the same name in hidden/{task}.py",
+            f"write the lesson's section at the end of assignments/{package.name}/README.md (move it where it "
+            f"belongs; keep the task id `{task}` and {function} in its words)",
+            f"`make student`, then `make task-check TASK={task}` until every step holds"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.generate.new_task", description=__doc__.split("\n\n")[0])
+    parser.add_argument("chapter", help="the chapter's number, 05")
+    parser.add_argument("task", help="the task's id, which is its solution region's id: rms_norm")
+    parser.add_argument("--function", help="the function the student fills in (default: the task id)")
+    parser.add_argument("--module", default="model", help="the package's file it goes in (default: model)")
+    parser.add_argument("--title", help="a few words on what it computes")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    left = scaffold(KIT_ROOT, args.chapter, args.task, args.function or args.task, args.module,
+                    args.title or args.task.replace("_", " "))
+    print(f"wrote task {args.task}'s skeleton. Left to write:")
+    for i, step in enumerate(left, 1):
+        print(textwrap.fill(f"{i}. {step}", 100, subsequent_indent="   "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
