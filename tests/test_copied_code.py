@@ -40,7 +40,7 @@ def _copy(tmp_path: Path, first_line: str = "", crash: bool = False) -> Path:
 
 
 @pytest.mark.parametrize("line", ["import inspect\n", "import inspect as insp\n", "from dis import dis\n",
-                                  "import subprocess\n"])
+                                  "import ctypes\n"])
 def test_an_unused_forbidden_import_is_named_as_unused(line):
     hits = scan_file(line + "x = 1\n")
     assert len(hits) == 1 and hits[0][1].endswith(UNUSED), hits

@@ -148,6 +148,15 @@ def _two_mistakes(part: str, task: str) -> list[tuple[object, dict]]:
             for entry in [*MUTANTS, *VARIANTS] if entry.task == task]
 
 
+# Mutants the wiring among recorded parts cannot tell on a wrong part, and why.
+OUT_OF_REACH = {
+    "block_attention_tuple_added": "the block raises (a pair added to a tensor): nothing was recorded to judge, "
+                                   "so it waits on the failing part",
+    "lm_forward_logits_to_float32": "a precision slip: on a wrong part the float64 answer is out of reach, so "
+                                    "float32 logits cannot be told from float64 ones",
+}
+
+
 @pytest.mark.parametrize(("part", "task", "check"), [
     ("layer_norm_variance_d_minus_1", "block", "ch05.block.formula"),
     ("gelu_tanh", "block", "ch05.block.formula"),
@@ -156,9 +165,12 @@ def _two_mistakes(part: str, task: str) -> list[tuple[object, dict]]:
 ])
 def test_the_wiring_judge_names_the_tasks_own_mistake_on_wrong_parts(part, task, check, sandbox):
     """Every mutant of the task that its formula check catches with certified parts is
-    caught and named by that check on a wrong part too; every right body passes it."""
+    caught and named by that check on a wrong part too (but those OUT_OF_REACH); every
+    right body passes it."""
     for entry, sources in _two_mistakes(part, task):
         result = released(sources, sandbox, {task, BY_NAME[part].task})[check]
+        if entry.name in OUT_OF_REACH:
+            continue
         if entry in VARIANTS or check not in entry.expect:
             if entry in VARIANTS:
                 assert result.status == PASSED, (entry.name, result.diagnosis)

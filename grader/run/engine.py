@@ -370,11 +370,9 @@ def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: Share
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
         return [CheckResult(c, FORBIDDEN, reason) for c in checks]
     run, ran = _TaskRun(task, grading, shared), []
-    statuses: dict[str, str] = {}
-    # The value checks that gate others go first, so a gated check's verdict is whole when
-    # it is made; among the rest, checks that run in workers of their own go first (the
-    # others then share one worker). The report keeps the catalogue's order.
-    for check in sorted(checks, key=lambda c: (bool(c.gated_by), not (c.separately or c.parts))):
+    # Checks that run in workers of their own go first: the rest then share one worker,
+    # where after them a check would need a new one. The report keeps the catalogue's order.
+    for check in sorted(checks, key=lambda c: not (c.separately or c.parts)):
         try:
             started = time.perf_counter()
             result = run.run(check)
@@ -383,10 +381,12 @@ def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: Share
             run.drop_worker()
             result = CheckResult(check, ERROR, f"the grader failed on this check; please report it "
                                                f"({type(error).__name__}: {as_text(error, 300)})")
-        ran.append(gated(result, statuses))
-        statuses[check.name.rsplit(".", 1)[-1]] = ran[-1].status
+        ran.append(result)
     run.finish(ran)
-    by_check = {id(result.check): result for result in ran}
+    # The task's verdicts are made once all its checks are judged: a gated check counts
+    # only with the value checks that gate it.
+    statuses = {r.check.name.rsplit(".", 1)[-1]: r.status for r in ran}
+    by_check = {id(result.check): gated(result, statuses) for result in ran}
     return [by_check[id(check)] for check in checks]
 
 

@@ -95,14 +95,16 @@ def scan_file(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
-            hits += [(line, f"import {a.name}{UNUSED}" if _unused(node, used) else _named(a.name, f"import {a.name}"))
+            hits += [(line, f"import {a.name}{UNUSED}" if _unused(node, used) and not _named(a.name, "")
+                      else _named(a.name, f"import {a.name}"))
                      for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES or _forbidden_dotted(a.name)]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [f"{node.module}.{a.name}" for a in node.names]
             if node.module.split(".")[0] in FORBIDDEN_MODULES or any(_forbidden_dotted(f) for f in full):
                 starts = next((f for f in [node.module, *full] if _named(f, "") != ""), node.module)
                 said = f"from {node.module} import ..."
-                hits.append((line, f"{said}{UNUSED}" if _unused(node, used) else _named(starts, said)))
+                hits.append((line, f"{said}{UNUSED}" if _unused(node, used) and not _named(starts, "")
+                             else _named(starts, said)))
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and node.id not in aliases:
             hits.append((line, node.id))
         elif isinstance(node, ast.Attribute):
