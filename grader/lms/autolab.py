@@ -50,7 +50,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from grader.lms.external import CPU_WHEELS, IMAGE_HOME, KIT_FOLDER, grade_upload, kit_files, torch_requirement
+from grader.lms.external import CPU_WHEELS, IMAGE_HOME, INSTALL_KIT, KIT_FOLDER, grade_upload, kit_files, torch_requirement
 
 TAR = "autograde.tar"
 MAKEFILE = "autograde-Makefile"
@@ -131,14 +131,7 @@ RUN chown root:root /usr/bin/autodriver && chmod 4755 /usr/bin/autodriver \\
 ADD {tar} /tmp/kit/
 RUN mv /tmp/kit/{kit} {home} && rm -rf /tmp/kit
 WORKDIR {home}
-# torch first, from the CPU wheel index only (the default index resolves the multi-GB
-# CUDA build), pinned as the kit pins it; the kit's other dependencies after it.
-RUN python -m venv .venv \\
- && .venv/bin/python -m pip install --quiet --upgrade pip \\
- && .venv/bin/python -m pip install --quiet --index-url {cpu_wheels} "{torch}" \\
- && .venv/bin/python -m pip install --quiet . \\
- && .venv/bin/python -c 'import torch; assert torch.version.cuda is None, "a CUDA build of torch was installed"'
-# The job grades with the kit in autograde.tar and this venv, which autograde may read;
+""" + INSTALL_KIT + """# The job grades with the kit in autograde.tar and this venv, which autograde may read;
 # the image's own copy of the reference is root's alone.
 RUN chmod -R go-rwx solutions grader \\
  && chmod -R go+rX .venv && chmod go+x .

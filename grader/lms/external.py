@@ -45,6 +45,17 @@ def kit_files(include_stubs: bool = False) -> list[tuple[Path, str]]:
     return files
 
 
+# The kit's venv in an image, in the kit's folder: the same lines for every platform's image.
+INSTALL_KIT = """\
+# torch first, from the CPU wheel index only (the default index resolves the multi-GB
+# CUDA build), pinned as the kit pins it; the kit's other dependencies after it.
+RUN python -m venv .venv \\
+ && .venv/bin/python -m pip install --quiet --upgrade pip \\
+ && .venv/bin/python -m pip install --quiet --index-url {cpu_wheels} "{torch}" \\
+ && .venv/bin/python -m pip install --quiet . \\
+ && .venv/bin/python -c 'import torch; assert torch.version.cuda is None, "a CUDA build of torch was installed"'
+"""
+
 DOCKERFILE = """\
 # The hero_transformer grader image, written by `python -m grader {command}`.
 # Build it where Docker runs (`docker build -t NAME .` in this folder) and push NAME
@@ -56,14 +67,7 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/*
 {copy}
 WORKDIR {home}
-# torch first, from the CPU wheel index only (the default index resolves the multi-GB
-# CUDA build), pinned as the kit pins it; the kit's other dependencies after it.
-RUN python -m venv .venv \\
- && .venv/bin/python -m pip install --quiet --upgrade pip \\
- && .venv/bin/python -m pip install --quiet --index-url {cpu_wheels} "{torch}" \\
- && .venv/bin/python -m pip install --quiet . \\
- && .venv/bin/python -c 'import torch; assert torch.version.cuda is None, "a CUDA build of torch was installed"'
-# Where the container cannot give bubblewrap namespaces, graded code runs as `nobody`
+""" + INSTALL_KIT + """# Where the container cannot give bubblewrap namespaces, graded code runs as `nobody`
 # (when the grader runs as root): it may read only what the sandbox side needs
 # (grader/run/inside, grader/checks), never solutions/ or the rest of grader/.
 RUN chmod -R go-rwx solutions grader \\
