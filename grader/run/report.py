@@ -19,26 +19,16 @@ from grader.files import write_atomic
 from grader.run.results import PASSED, WAITING, GradeReport
 from grader.run.dependencies import parts_used
 from grader.run.stamp import stamp
-from grader.run.visible import visible_check
+from grader.run.visible import plain, visible_check  # plain: the report's callers read it here too
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
          "not implemented": "yellow", "forbidden": "red bold", "waiting": "cyan"}
 
-# C0 controls but tab and newline, DEL, C1 controls (ESC/CSI/OSC start terminal escape
-# sequences: cursor moves, erased lines, window titles, clipboard writes), and the Unicode
-# bidi overrides/isolates that reorder what a line appears to say.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # Markdown that could turn student text into emphasis, links, HTML, headings or tables.
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
 _LINE_START = re.compile(r"^(\s*)([-+=])", re.MULTILINE)
 
 
-
-
-def plain(text) -> str:
-    """Student-influenced text (diagnoses quoting exception messages, printed output, file
-    and label names) with every control character removed, safe to show in a terminal."""
-    return _CONTROL.sub("", str(text))
 
 
 def markdown_text(text) -> str:

@@ -21,11 +21,20 @@ from dataclasses import dataclass
 _NUMBER = re.compile(r"(?<![\w.²³])[-−+]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][-+−]?\d+)?"
                      r"(?![\w²³])(?!-D\b)(?!\.\w)")
 WITHHELD = "…"
+# C0 controls but tab and newline, DEL, C1 controls (ESC/CSI/OSC start terminal escape
+# sequences: cursor moves, erased lines, window titles, clipboard writes), and the Unicode
+# bidi overrides/isolates that reorder what a line appears to say.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def plain(text) -> str:
+    """Student-influenced text (diagnoses quoting exception messages, printed output, file
+    and label names) with every control character removed, safe to show in a terminal."""
+    return _CONTROL.sub("", str(text))
+
+
 def _plain(text) -> str:
-    return _CONTROL.sub("", str(text or ""))
+    return plain(text or "")
 
 
 def without_values(text: str, summary: str = "") -> str:
