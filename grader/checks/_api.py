@@ -223,6 +223,23 @@ def compare(actual, expected: torch.Tensor, what: str = "the output", atol: floa
     return f"{what} is off by up to {error.max().item():.3g} (first at index {list(where)})"
 
 
+def named(texts: "dict[str, str]", outputs: dict) -> "list[tuple[str, Any]]":
+    """Each mistake's sentence beside what it outputs, paired by the mistake's name: the
+    sentences live in the public check module, the outputs are computed by the kit (facts
+    or hidden/), and nothing pairs them by position."""
+    return [(texts[name], output) for name, output in outputs.items()]
+
+
+def diagnose(actual, right, mistakes: "list[tuple[str, Any]]", what: str = "the output", atol: float = 1e-9,
+             rtol: float = 1e-9, named_atol: float = 1e-7, named_rtol: float = 1e-6) -> "str | None":
+    """The diagnosis most value checks give: None where actual matches right; else the first
+    named mistake actual reproduces (to the looser named tolerance); else how far off it is."""
+    if compare(actual, right, atol=atol, rtol=rtol) is None:
+        return None
+    return (first_diagnosis(actual, mistakes, atol=named_atol, rtol=named_rtol)
+            or compare(actual, right, what, atol=atol, rtol=rtol))
+
+
 def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1e-8, rtol=1e-6,
                     right: "torch.Tensor | None" = None) -> "str | None":
     """The explanation of the first known mistake whose output actual reproduces. Given the

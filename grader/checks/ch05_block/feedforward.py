@@ -13,7 +13,7 @@ import math
 import torch
 
 from grader.checks._api import (
-    GELU_KERNELS, NORMAL_CDF, Task, check, compare, first_diagnosis, matches, torch_library_except,
+    GELU_KERNELS, NORMAL_CDF, Task, check, diagnose, matches, named, torch_library_except,
 )
 from grader.checks.ch05_block.common import SIZES
 from grader.checks.course import config, load_state
@@ -39,23 +39,21 @@ def _example_feedforward_inputs():
             "sizes": {"d_model": 2, "n_heads": 1, "d_ff": 2}}
 
 
-FEEDFORWARD_MISTAKES = [
-    "there is no nonlinearity between the two linear layers: apply gelu to x W1 + b1",
-    "ReLU is used where the exact GELU belongs",
-    "the tanh approximation of GELU is used; use the exact erf form",
-    "the second bias b2 is missing",
-    "the first bias b1 is missing",
-]
+# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
+FEEDFORWARD_MISTAKES = {
+    "no_nonlinearity": "there is no nonlinearity between the two linear layers: apply gelu to x W1 + b1",
+    "relu": "ReLU is used where the exact GELU belongs",
+    "tanh": "the tanh approximation of GELU is used; use the exact erf form",
+    "no_b2": "the second bias b2 is missing",
+    "no_b1": "the first bias b1 is missing",
+}
 
 
 def feedforward_problem(out, facts):
-    """facts: the right output ("right") and each mistake's of FEEDFORWARD_MISTAKES
-    ("mistakes", [(text, output)])."""
-    right = facts["right"]
-    if compare(out["y"], right, atol=1e-9, rtol=1e-7) is None:
-        return None
-    named = first_diagnosis(out["y"], facts["mistakes"], atol=1e-7, rtol=1e-6)
-    return named or compare(out["y"], right, "the feed-forward output", atol=1e-9, rtol=1e-7)
+    """facts: the right output ("right") and each mistake's by its FEEDFORWARD_MISTAKES name
+    ("mistakes", {name: output})."""
+    return diagnose(out["y"], facts["right"], named(FEEDFORWARD_MISTAKES, facts["mistakes"]),
+                    "the feed-forward output", rtol=1e-7)
 
 
 @check("example_1", 2, "Example 1 (W1 = I, W2 = ½I) gives the increment (-0.0793278, 0.4206696)",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    GELU_KERNELS, NORMAL_CDF, Task, check, compare, exact_gelu, first_diagnosis, torch_library_except,
+    GELU_KERNELS, NORMAL_CDF, Task, check, compare, diagnose, exact_gelu, named, torch_library_except,
 )
 from grader.checks.facts import known_facts
 
@@ -26,13 +26,14 @@ def probe_gelu(ns, x):
     return {"y": ns.model.gelu(x.clone())}
 
 
-GELU_MISTAKES = [
-    "this is the tanh approximation of GELU; use the exact form x * Phi(x) with erf",
-    "this is ReLU, not GELU: GELU is x * Phi(x), smooth and slightly negative for x < 0",
-    "this is the sigmoid approximation x * sigmoid(1.702 x); use the exact erf form",
-    "the output equals the input: no nonlinearity was applied",
-    "Phi(x) is returned without multiplying by x",
-]
+# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
+GELU_MISTAKES = {
+    "tanh": "this is the tanh approximation of GELU; use the exact form x * Phi(x) with erf",
+    "relu": "this is ReLU, not GELU: GELU is x * Phi(x), smooth and slightly negative for x < 0",
+    "sigmoid": "this is the sigmoid approximation x * sigmoid(1.702 x); use the exact erf form",
+    "identity": "the output equals the input: no nonlinearity was applied",
+    "phi_alone": "Phi(x) is returned without multiplying by x",
+}
 
 
 @check("exact_values", 2, "gelu equals x * Phi(x) with erf, to 1e-9: the tanh form (off by ~5e-4) fails",
@@ -44,12 +45,8 @@ def judge_gelu_values(out, inputs, expected):
 
 
 def gelu_problem(out, inputs, mistakes):
-    """mistakes: [(text, what the mistake outputs on inputs["x"])], GELU_MISTAKES's."""
-    exact = exact_gelu(inputs["x"])
-    if compare(out["y"], exact, atol=1e-9, rtol=1e-9) is None:
-        return None
-    named = first_diagnosis(out["y"], mistakes, atol=1e-7, rtol=1e-6)
-    return named or compare(out["y"], exact, "gelu(x)", atol=1e-9, rtol=1e-9)
+    """mistakes: {name: what the mistake outputs on inputs["x"]}, GELU_MISTAKES's names."""
+    return diagnose(out["y"], exact_gelu(inputs["x"]), named(GELU_MISTAKES, mistakes), "gelu(x)")
 
 
 def probe_gelu_odd_part(ns, a):

@@ -19,7 +19,7 @@ import math
 import torch
 
 from grader.checks._api import (
-    NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, shape_problem, torch_library_except,
+    NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, named, shape_problem, torch_library_except,
 )
 from grader.checks.course import EPS
 from grader.checks.facts import known_facts
@@ -34,15 +34,16 @@ TASKS = [
 # ----------------------------------------------------------------------- helpers
 
 
-LAYER_NORM_MISTAKES = [
-    "the variance is divided by d - 1 instead of d (use the population variance)",
-    "eps is missing from the square root",
-    "eps is added outside the square root; it belongs inside: sqrt(var + eps)",
-    "gamma and beta are not applied",
-    "the statistics are taken over the time axis; take them over the last (feature) axis only",
-    "the statistics are taken over all axes; take them over the last (feature) axis only",
-]
-AXIS_MISTAKES = slice(4, 6)  # the entries of LAYER_NORM_MISTAKES about which axes the statistics span
+# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
+LAYER_NORM_MISTAKES = {
+    "d_minus_1": "the variance is divided by d - 1 instead of d (use the population variance)",
+    "no_eps": "eps is missing from the square root",
+    "eps_outside": "eps is added outside the square root; it belongs inside: sqrt(var + eps)",
+    "no_affine": "gamma and beta are not applied",
+    "time_axis": "the statistics are taken over the time axis; take them over the last (feature) axis only",
+    "all_axes": "the statistics are taken over all axes; take them over the last (feature) axis only",
+}
+AXIS_MISTAKES = ("time_axis", "all_axes")  # the mistakes about which axes the statistics span
 
 # The formula's parts a LayerNorm can get wrong together, as well-known implementations do
 # (torch's std, which divides by d - 1, with eps added to it: std + eps). Every pair and
@@ -70,6 +71,20 @@ def slip_combinations() -> list[tuple[str, ...]]:
 
 def combination_text(combination: tuple[str, ...]) -> str:
     return f"{len(combination)} slips at once: " + "; ".join(LAYER_NORM_SLIPS[name] for name in combination)
+
+
+def combination_name(combination: tuple[str, ...]) -> str:
+    return "+".join(combination)
+
+
+def layer_norm_mistake_texts() -> dict[str, str]:
+    """Every mistake the checks name, by name: the single ones, then each combination of slips."""
+    return LAYER_NORM_MISTAKES | {combination_name(c): combination_text(c) for c in slip_combinations()}
+
+
+def named_mistakes(outputs: dict) -> list:
+    """[(sentence, output)] of the mistakes whose outputs are given by name."""
+    return named(layer_norm_mistake_texts(), outputs)
 
 
 def near_figure(y) -> "str | None":
@@ -111,7 +126,7 @@ def judge_layer_norm_figures(out, inputs, expected):
     figure = torch.tensor([[[-a, a]]], dtype=torch.float64)
     if matches(out["y"], figure, atol=1e-9, rtol=0):
         return None
-    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"], atol=3e-7, rtol=0)
+    named = first_diagnosis(out["y"], named_mistakes(known_facts(inputs)["mistakes"]), atol=3e-7, rtol=0)
     if named:
         return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001): {named}"
     if shape_problem(out["y"], figure.shape) is None and (near := near_figure(out["y"])):
@@ -199,7 +214,8 @@ def judge_layer_norm_rows(out, inputs, expected):
         return problem
     if matches(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
         return None
-    named = first_diagnosis(out["y"], known_facts(inputs)["mistakes"][AXIS_MISTAKES], atol=1e-7, rtol=1e-6)
+    axes = {name: output for name, output in known_facts(inputs)["mistakes"].items() if name in AXIS_MISTAKES}
+    named = first_diagnosis(out["y"], named_mistakes(axes), atol=1e-7, rtol=1e-6)
     if named:
         return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {named}"
     return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check, compare, first_diagnosis
+from grader.checks._api import check, diagnose
 from grader.checks.ch05_block.hidden.oracles import layer_norm_mistakes
-from grader.checks.ch05_block.layer_norm import probe_layer_norm
+from grader.checks.ch05_block.layer_norm import named_mistakes, probe_layer_norm
 from grader.checks.facts import facts_for
 
 
@@ -42,8 +42,5 @@ def _expect_layer_norm(ref, inputs):
 @check("matches_reference", 3, "random [B, T, d] inputs with random gamma and beta match the reference",
        probe=probe_layer_norm, inputs=_random_norm_inputs, expect=_expect_layer_norm, hidden=True)
 def judge_layer_norm_reference(out, inputs, expected):
-    if compare(out["y"], expected, atol=1e-9, rtol=1e-7) is None:
-        return None
-    known = first_diagnosis(out["y"], layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]),
-                            atol=1e-7, rtol=1e-6)
-    return known or compare(out["y"], expected, "the normalised output", atol=1e-9, rtol=1e-7)
+    mistakes = named_mistakes(layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]))
+    return diagnose(out["y"], expected, mistakes, "the normalised output", rtol=1e-7)

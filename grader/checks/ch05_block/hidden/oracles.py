@@ -14,7 +14,7 @@ import torch
 from grader.checks._api import exact_gelu, tanh_gelu
 from grader.checks.ch05_block.feedforward import FEEDFORWARD_MISTAKES
 from grader.checks.ch05_block.gelu import GELU_MISTAKES
-from grader.checks.ch05_block.layer_norm import LAYER_NORM_MISTAKES, combination_text, slip_combinations
+from grader.checks.ch05_block.layer_norm import LAYER_NORM_MISTAKES, combination_name, slip_combinations
 from grader.checks.course import EPS
 
 
@@ -38,16 +38,16 @@ def layer_norm_with_slips(x, gamma, beta, slips=()):
 
 
 def layer_norm_mistakes(x, gamma, beta):
-    """[text, output] of each classic mistake (LAYER_NORM_MISTAKES), then of each combination
-    of the formula's slips (LAYER_NORM_SLIPS) made at once."""
+    """{name: output} of each classic mistake (LAYER_NORM_MISTAKES), then of each combination
+    of the formula's slips (LAYER_NORM_SLIPS) made at once (layer_norm_mistake_texts)."""
     outputs = [layer_norm(x, gamma, beta, divisor_offset=1), layer_norm(x, gamma, beta, eps=0.0),
                layer_norm(x, gamma, beta, eps_outside=True),
                layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta)),
                layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x,
                layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))]
-    singles = [[text, output] for text, output in zip(LAYER_NORM_MISTAKES, outputs, strict=True)]
-    return singles + [[combination_text(slips), layer_norm_with_slips(x, gamma, beta, slips)]
-                      for slips in slip_combinations()]
+    singles = dict(zip(LAYER_NORM_MISTAKES, outputs, strict=True))
+    return singles | {combination_name(slips): layer_norm_with_slips(x, gamma, beta, slips)
+                      for slips in slip_combinations()}
 
 
 def block_parameters(d: int, f: int) -> int:
@@ -63,7 +63,7 @@ def model_parameters(sizes: dict) -> int:
 def gelu_mistakes(x):
     outputs = [tanh_gelu(x), torch.relu(x), x * torch.sigmoid(1.702 * x), x,
                0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))]
-    return [[text, output] for text, output in zip(GELU_MISTAKES, outputs, strict=True)]
+    return dict(zip(GELU_MISTAKES, outputs, strict=True))
 
 
 def feedforward_facts(x, state):
@@ -72,4 +72,4 @@ def feedforward_facts(x, state):
     outputs = [pre @ w2.T + b2, torch.relu(pre) @ w2.T + b2, tanh_gelu(pre) @ w2.T + b2, exact_gelu(pre) @ w2.T,
                exact_gelu(x @ w1.T) @ w2.T + b2]
     return {"right": exact_gelu(pre) @ w2.T + b2,
-            "mistakes": [[text, output] for text, output in zip(FEEDFORWARD_MISTAKES, outputs, strict=True)]}
+            "mistakes": dict(zip(FEEDFORWARD_MISTAKES, outputs, strict=True))}
