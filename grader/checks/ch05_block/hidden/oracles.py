@@ -40,12 +40,13 @@ def layer_norm_with_slips(x, gamma, beta, slips=()):
 def layer_norm_mistakes(x, gamma, beta):
     """{name: output} of each classic mistake (LAYER_NORM_MISTAKES), then of each combination
     of the formula's slips (LAYER_NORM_SLIPS) made at once (layer_norm_mistake_texts)."""
-    outputs = [layer_norm(x, gamma, beta, divisor_offset=1), layer_norm(x, gamma, beta, eps=0.0),
-               layer_norm(x, gamma, beta, eps_outside=True),
-               layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta)),
-               layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x,
-               layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))]
-    singles = dict(zip(LAYER_NORM_MISTAKES, outputs, strict=True))
+    singles = {"d_minus_1": layer_norm(x, gamma, beta, divisor_offset=1),
+               "no_eps": layer_norm(x, gamma, beta, eps=0.0),
+               "eps_outside": layer_norm(x, gamma, beta, eps_outside=True),
+               "no_affine": layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta)),
+               "time_axis": layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x,
+               "all_axes": layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))}
+    assert singles.keys() == LAYER_NORM_MISTAKES.keys(), "a LayerNorm mistake has a sentence but no output"
     return singles | {combination_name(slips): layer_norm_with_slips(x, gamma, beta, slips)
                       for slips in slip_combinations()}
 
@@ -61,15 +62,17 @@ def model_parameters(sizes: dict) -> int:
 
 
 def gelu_mistakes(x):
-    outputs = [tanh_gelu(x), torch.relu(x), x * torch.sigmoid(1.702 * x), x,
-               0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))]
-    return dict(zip(GELU_MISTAKES, outputs, strict=True))
+    outputs = {"tanh": tanh_gelu(x), "relu": torch.relu(x), "sigmoid": x * torch.sigmoid(1.702 * x), "identity": x,
+               "phi_alone": 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))}
+    assert outputs.keys() == GELU_MISTAKES.keys(), "a GELU mistake has a sentence but no output"
+    return outputs
 
 
 def feedforward_facts(x, state):
     w1, b1, w2, b2 = state["fc1.weight"], state["fc1.bias"], state["fc2.weight"], state["fc2.bias"]
     pre = x @ w1.T + b1
-    outputs = [pre @ w2.T + b2, torch.relu(pre) @ w2.T + b2, tanh_gelu(pre) @ w2.T + b2, exact_gelu(pre) @ w2.T,
-               exact_gelu(x @ w1.T) @ w2.T + b2]
-    return {"right": exact_gelu(pre) @ w2.T + b2,
-            "mistakes": dict(zip(FEEDFORWARD_MISTAKES, outputs, strict=True))}
+    outputs = {"no_nonlinearity": pre @ w2.T + b2, "relu": torch.relu(pre) @ w2.T + b2,
+               "tanh": tanh_gelu(pre) @ w2.T + b2, "no_b2": exact_gelu(pre) @ w2.T,
+               "no_b1": exact_gelu(x @ w1.T) @ w2.T + b2}
+    assert outputs.keys() == FEEDFORWARD_MISTAKES.keys(), "a feed-forward mistake has a sentence but no output"
+    return {"right": exact_gelu(pre) @ w2.T + b2, "mistakes": outputs}
