@@ -199,24 +199,30 @@ def test_a_grader_that_cannot_start_still_ends_with_an_autoresult(built, tmp_pat
 # no user namespaces to give it.
 TANGO_JOB = r"""
 set -eu
-S="$1"; NPROC="$2"; FSIZE="$3"; TIMEOUT="$4"; OSIZE="$5"; PY="$6"; HIDDEN_DIR="$7"; HIDDEN_CHILD="$8"
+S="$1"; NPROC="$2"; FSIZE="$3"; TIMEOUT="$4"; OSIZE="$5"; PY="$6"; HIDES="$7"
 mount --make-rprivate /
 cp /etc/passwd "$S/passwd"; cp /etc/group "$S/group"
-echo "autolab:x:$9:$9::/home/autolab:/bin/sh" >> "$S/passwd"
-echo "autograde:x:${10}:${10}::/home/autograde:/bin/sh" >> "$S/passwd"
-echo "autolab:x:$9:" >> "$S/group"
-echo "autograde:x:${10}:" >> "$S/group"
+echo "autolab:x:$8:$8::/home/autolab:/bin/sh" >> "$S/passwd"
+echo "autograde:x:$9:$9::/home/autograde:/bin/sh" >> "$S/passwd"
+echo "autolab:x:$8:" >> "$S/group"
+echo "autograde:x:$9:" >> "$S/group"
 mount --bind "$S/passwd" /etc/passwd
 mount --bind "$S/group" /etc/group
-if [ -n "$HIDDEN_DIR" ]; then
-  # The interpreter sits below a folder only root may enter (a Python under /root): the
-  # folder is replaced, in this namespace only, by one that holds just the interpreter's.
-  mkdir -p "$S/keep"
-  mount --bind "$HIDDEN_DIR/$HIDDEN_CHILD" "$S/keep"
-  mount -t tmpfs -o mode=0755 tmpfs "$HIDDEN_DIR"
-  mkdir -p "$HIDDEN_DIR/$HIDDEN_CHILD"
-  mount --bind "$S/keep" "$HIDDEN_DIR/$HIDDEN_CHILD"
-fi
+# The interpreter or the kit sits in a folder only root may enter (a Python under /root, a
+# checkout in a private temporary folder): in this namespace only, each such folder is
+# replaced by an open one that holds just what the job needs of it. One line per folder:
+# the folder, then the entries to keep.
+n=0
+while read -r hidden children; do
+  [ -n "$hidden" ] || continue
+  n=$((n + 1)); keep="$S/keep$n"; mkdir -p "$keep"
+  mount --bind "$hidden" "$keep"
+  mount -t tmpfs -o mode=0755 tmpfs "$hidden"
+  for child in $children; do
+    if [ -d "$keep/$child" ]; then mkdir -p "$hidden/$child"; else touch "$hidden/$child"; fi
+    mount --bind "$keep/$child" "$hidden/$child"
+  done
+done <<< "$HIDES"
 if command -v bwrap >/dev/null 2>&1; then mount --bind /dev/null "$(command -v bwrap)"; fi
 mount --bind "$S/home" /home
 cd /home
@@ -244,17 +250,19 @@ stat -c %U /home/autograde/output.log > /home/mount/ran-as
 """
 
 
-def _blocked_ancestor(path: str) -> tuple[str, str] | None | str:
-    """(a folder others may not enter, its child on the way to path), None where path is
-    reachable by anyone, or why the job cannot make it reachable."""
+def _blocked_folders(path: str, inside: bool = False) -> dict[str, set[str]] | str:
+    """{folder others may not enter: its entries on the way to path (inside=True: the
+    folder is path itself, and all its entries are kept)}, or why the job cannot make path
+    reachable (a closed folder below another closed one, or /)."""
     parts = Path(path).parts
-    blocked = [i for i in range(1, len(parts)) if not os.stat(Path(*parts[:i])).st_mode & 0o001]
-    if not blocked:
-        return None
-    if len(blocked) > 1 or blocked[0] == 1:
+    last = len(parts) + 1 if inside else len(parts)
+    blocked = [i for i in range(1, last) if not os.stat(Path(*parts[:i])).st_mode & 0o001]
+    if len(blocked) > 1 or blocked == [1]:
         return f"{path} sits below several folders (or /) that other users may not enter"
-    i = blocked[0]
-    return str(Path(*parts[:i])), parts[i]
+    if not blocked:
+        return {}
+    folder = Path(*parts[:blocked[0]])
+    return {str(folder): set(os.listdir(folder)) if blocked[0] == len(parts) else {parts[blocked[0]]}}
 
 
 def _tango_job(built, tmp_path: Path, files: dict[str, bytes], nproc: int | None = None) -> tuple[str, list[str]]:
@@ -267,11 +275,16 @@ def _tango_job(built, tmp_path: Path, files: dict[str, bytes], nproc: int | None
     for tool in ("unshare", "setpriv", "prlimit", "timeout", "make"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed here (util-linux, coreutils, make provide the job's tools)")
-    python = os.path.realpath(sys.executable)
-    roots = {_blocked_ancestor(p) for p in (python, os.path.realpath(sys.base_prefix), str(ROOT))} - {None}
-    if any(isinstance(r, str) for r in roots) or len(roots) > 1:
-        pytest.skip(f"the kit's Python cannot be made reachable for another user here: {roots}")
-    hidden_dir, hidden_child = next(iter(roots)) if roots else ("", "")
+    hides: dict[str, set[str]] = {}
+    for path, inside in ((os.path.realpath(sys.executable), False), (os.path.realpath(sys.base_prefix), False),
+                         (str(ROOT), True)):
+        found = _blocked_folders(path, inside)
+        if isinstance(found, str):
+            pytest.skip(f"the kit or its Python cannot be made reachable for another user here: {found}")
+        for folder, children in found.items():
+            hides.setdefault(folder, set()).update(children)
+    if any(a != b and b.startswith(a + "/") for a in hides for b in hides):
+        pytest.skip(f"the kit or its Python sits in nested closed folders here: {sorted(hides)}")
     scratch = Path(tempfile.mkdtemp(prefix="tango-job-", dir="/tmp"))
     try:
         scratch.chmod(0o755)
@@ -284,7 +297,8 @@ def _tango_job(built, tmp_path: Path, files: dict[str, bytes], nproc: int | None
         uids = [u for u in range(61000, 62000) if u not in taken][:2]
         done = subprocess.run(["unshare", "--mount", "--", "bash", "-c", TANGO_JOB, "tango-job", str(scratch),
                                str(nproc or TANGO_NPROC), str(TANGO_FSIZE), "900", str(TANGO_OSIZE), sys.executable,
-                               hidden_dir, hidden_child, str(uids[0]), str(uids[1])],
+                               "\n".join(f"{folder} {' '.join(sorted(children))}" for folder, children in hides.items()),
+                               str(uids[0]), str(uids[1])],
                               capture_output=True, text=True, timeout=1200)
         if done.returncode != 0 and "unshare failed" in done.stderr:
             pytest.skip(f"no mount namespace here: {done.stderr.strip()[-300:]}")
