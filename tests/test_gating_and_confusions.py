@@ -99,7 +99,7 @@ def test_formula_confusions_name_each_part_that_differs():
 
 
 def test_the_layer_check_names_the_parts_that_differ():
-    from grader.checks.ch00_micro.microgpt import BLOCK_FLAWS, FLAW_PARTS, parts_sentence
+    from grader.checks.ch00_micro.micro_block import BLOCK_FLAWS, FLAW_PARTS, parts_sentence
 
     assert set(FLAW_PARTS) == set(BLOCK_FLAWS)
     for flaw, parts in FLAW_PARTS.items():

@@ -30,8 +30,7 @@ import pytest
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.checks.ch00_micro.common import micro_tables, model_of
-from grader.checks.ch00_micro.microgpt import WEIGHTS_CHANGED, weights_changed
+from grader.checks.ch00_micro.common import WEIGHTS_CHANGED, micro_tables, model_of, weights_changed
 from grader.checks.facts import known_facts
 from grader.generate.release import build
 from grader.run.engine import possible_points

@@ -3,7 +3,8 @@ floats and lists of floats (a Value's .data and .grad), never Value objects, and
 judges compare them with what a right (or a known wrong) implementation gives, which
 on the public checks' inputs is data the kit computed (grader/checks/facts.py, with
 the float oracles of hidden/oracles.py). Below: the tasks' common Task fields, float
-comparisons, and the small MicroGPT the model-level checks build with a fixed seed.
+comparisons, the probe and judge the six Value operations share, the probe RMSNorm and
+softmax share, and the small MicroGPT the model-level checks build with a fixed seed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import random
 
 from grader.checks._api import Task
+from grader.checks.confusions import confusion, formula_confusion
 
 
 TOL = 1e-9  # pure Python float64 on both sides: only summation order differs
@@ -90,6 +92,134 @@ def kind_of(value) -> str:
     return type(value).__name__
 
 
+# ------------------------------------------------------ the Value's operations
+# One probe serves a + b, a * b, a ** k, exp, log and relu: it builds Values, applies the
+# op, runs the (certified) backward and returns the value and the input gradients. The
+# judge compares them with the hand-computed truth and names the classic mistake a wrong
+# gradient reproduces; on the public checks' inputs both are data the kit computed.
+
+
+_EXPRESSIONS = {
+    "add": "a + b", "add_const": "a + 2.5", "radd": "2.5 + a", "add_self": "a + a",
+    "mul": "a * b", "mul_const": "a * -3.0", "rmul": "-3.0 * a", "square": "a * a",
+    "pow": "a ** k", "exp": "a.exp()", "log": "a.log()", "relu": "a.relu()",
+}
+
+
+def _apply_op(op, xs, k):
+    a = xs[0]
+    return {
+        "add": lambda: a + xs[1], "add_const": lambda: a + 2.5, "radd": lambda: 2.5 + a, "add_self": lambda: a + a,
+        "mul": lambda: a * xs[1], "mul_const": lambda: a * -3.0, "rmul": lambda: -3.0 * a, "square": lambda: a * a,
+        "pow": lambda: a**k, "exp": lambda: a.exp(), "log": lambda: a.log(), "relu": lambda: a.relu(),
+    }[op]()
+
+
+def probe_value_ops(ns, cases):
+    Value = ns.micro.Value
+    out = []
+    for case in cases:
+        xs = [Value(x) for x in case["x"]]
+        try:
+            y = _apply_op(case["op"], xs, case.get("k"))
+        except (ArithmeticError, TypeError, ValueError) as error:
+            # kept per case, so that an earlier case's wrong number can still be named
+            out.append({"raised": type(error).__name__})
+            continue
+        if not isinstance(y, Value):
+            out.append({"type": kind_of(y)})
+            continue
+        if any(isinstance(local, str) for local in getattr(y, "_local_grads", ())):
+            out.append({"label": True})  # micrograd's Value takes an operation label where this one's derivatives go
+            continue
+        y.backward()
+        out.append({"data": y.data, "grads": [x.grad for x in xs]})
+    return out
+
+
+def _value_confusion(op, x, k, got) -> "str | None":
+    """What a wrong value equals among the operation's usual confusions (grader.checks.confusions)."""
+    a = x[0]
+    plain = {"add": ("add", (a, x[-1])), "add_const": ("add", (a, 2.5)), "radd": ("add", (a, 2.5)),
+             "add_self": ("add", (a, a)), "mul": ("mul", (a, x[-1])), "mul_const": ("mul", (a, -3.0)),
+             "rmul": ("mul", (a, -3.0)), "square": ("mul", (a, a)), "pow": ("pow", (a, k)),
+             "exp": ("exp", (a,)), "log": ("log", (a,)), "relu": ("relu", (a,))}.get(op)
+    return confusion(*plain, got) if plain else None
+
+
+def _names(op):
+    return ["a", "b"] if op in ("add", "mul") else ["a"]
+
+
+def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
+    """facts: per case, the value and gradients ("value", "grads") and the classic mistakes'
+    gradients ("mistakes", [(what to tell the student, gradients)])."""
+    if not isinstance(out, list) or len(out) != len(cases):
+        return "the probe did not get one result per case"
+    for case, got, said in zip(cases, out, facts):
+        op, x, k = case["op"], case["x"], case.get("k")
+        expr = _EXPRESSIONS[op].replace("k", repr(k)) if op == "pow" else _EXPRESSIONS[op]
+        where = (" with " + ", ".join(f"{n} = {v!r}" for n, v in zip(_names(op), x))) if reveal else ""
+        if "type" in got:
+            return f"{expr} returned something else; it should return a new Value"
+        if "raised" in got:
+            return f"{expr}{where} raised {got['raised']}; it should return a new Value"
+        if "label" in got:
+            return (f"{expr} gives the new Value text where its local derivatives go, as micrograd's Value takes "
+                    f"an operation label there: the third argument is one number per child, ∂(result)/∂(child)")
+        value, grads = said["value"], said["grads"]
+        if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
+            return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"
+        if not close_enough(got["data"], value, 1e-12):
+            if reveal and (slip := _value_confusion(op, x, k, got["data"])):
+                return f"{expr}{where}: {slip}"
+            if reveal:
+                return f"{expr}{where} gave {got['data']!r}, expected {value!r}"
+            return f"the value of {expr} is off by {abs(got['data'] - value):.3g} for some inputs"
+        if not all_close(got["grads"], grads, 1e-12):
+            for text, wrong in said["mistakes"]:
+                if all_close(got["grads"], wrong, NEAR):
+                    return f"{expr}{where}: {text}"
+            if reveal:
+                return (f"after ({expr}).backward(){where}, the input gradient(s) are {got['grads']!r}; "
+                        f"expected {grads!r}")
+            return (f"after ({expr}).backward() the input gradient is off by "
+                    f"{off_by(got['grads'], grads):.3g} for some inputs")
+    return None
+
+
+def value_cases(op, *xs, k=None):
+    return [{"op": op, "x": list(x), **({"k": k} if k is not None else {})} for x in xs]
+
+
+# ------------------------------------------------- functions of a list of Values
+
+
+def grid_confusion(formula, data, facts) -> "str | None":
+    """The parts a wrong output was built with, among the other choices for the formula's
+    parts whose outputs the facts hold ("grid", [(parts, values)]), in the words of
+    grader.checks.confusions."""
+    for parts, wrong in facts.get("grid") or ():
+        if all_close(data, wrong, NEAR) and (said := formula_confusion(formula, parts)):
+            return said
+    return None
+
+
+def probe_vector_function(ns, name, numbers, w, error, key):
+    """Call micro.<name> on Values of `numbers`: its data, whether it returned Values, and
+    with weights w the inputs' gradients of sum(w·out). `error` raised is the answer {key: ...}."""
+    inputs = values_of(ns, numbers)
+    try:
+        out = getattr(ns.micro, name)(inputs)
+    except error as raised:
+        return {key: str(raised)}
+    result = {"data": data_of(out, f"{name}'s result"), "values": all(isinstance(v, ns.micro.Value) for v in out)}
+    if w is not None:
+        ns.micro.vsum([wi * v for wi, v in zip(w, out)]).backward()
+        result["grads"] = [v.grad for v in inputs]
+    return result
+
+
 # ---------------------------------------------------------------- the model
 
 
@@ -139,3 +269,14 @@ def same_tables(fingerprint, expected) -> bool:
         return False
     return all(got[:2] == want[:2] and all_close(got[2:], want[2:], TOL)
                for got, want in ((fingerprint[name], expected[name]) for name in expected))
+
+
+# The public facts are what MicroGPT(**sizes, seed=seed) computes; a model whose own
+# __init__ drew other weights cannot be judged by them. Which weights were drawn is
+# compared to a tolerance: the same seed gives weights an ulp apart on another libm.
+WEIGHTS_CHANGED = ("the model's weights are not the ones MicroGPT draws from its seed: keep MicroGPT.__init__ as "
+                   "given (its tables, in their order); this check compares with what that model computes")
+
+
+def weights_changed(out, facts) -> bool:
+    return "tables" in out and not same_tables(tables_fingerprint(out["tables"]), facts["tables"])

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from grader.checks.course import EPS
 from grader.checks.facts import significant
-from grader.checks.ch00_micro.microgpt import BLOCK_PARTS, FLAW_PARTS, FORWARD_FLAWS
+from grader.checks.ch00_micro.micro_block import BLOCK_PARTS, FLAW_PARTS
+from grader.checks.ch00_micro.micro_forward import FORWARD_FLAWS
 
 
 # ------------------------------------------------------------ floats, by hand

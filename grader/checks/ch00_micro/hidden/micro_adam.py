@@ -1,13 +1,13 @@
-"""The hidden checks of grader/checks/ch00_micro/adam.py."""
+"""The hidden checks of the task micro_adam, and the facts its public checks read."""
 
 from __future__ import annotations
 
 import random
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.adam import judge_adam, probe_adam
 from grader.checks.ch00_micro.hidden.common import random_seed
 from grader.checks.ch00_micro.hidden.oracles import adam_facts
+from grader.checks.ch00_micro.micro_adam import judge_adam, probe_adam
 from grader.checks.facts import facts_for
 
 

@@ -1,4 +1,4 @@
-"""The hidden checks of grader/checks/ch00_micro/backward.py."""
+"""The hidden checks of the task micro_backward."""
 
 from __future__ import annotations
 

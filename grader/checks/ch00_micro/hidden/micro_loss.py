@@ -1,4 +1,4 @@
-"""The hidden checks of grader/checks/ch00_micro/loss.py."""
+"""The hidden checks of the task micro_loss, and the facts its public checks read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import SMALL, TOL, all_close, close_enough, off_by
 from grader.checks.ch00_micro.hidden.common import random_seed
 from grader.checks.ch00_micro.hidden.oracles import loss_facts
-from grader.checks.ch00_micro.loss import judge_loss, run_loss, probe_loss
+from grader.checks.ch00_micro.micro_loss import judge_loss, run_loss, probe_loss
 from grader.checks.facts import facts_for
 
 

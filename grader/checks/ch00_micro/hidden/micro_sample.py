@@ -1,10 +1,10 @@
-"""The hidden checks of grader/checks/ch00_micro/sample.py."""
+"""The hidden checks of the task micro_sample."""
 
 from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch00_micro.hidden.common import random_seed
-from grader.checks.ch00_micro.sample import judge_sample_temperature, probe_sample_temperature
+from grader.checks.ch00_micro.micro_sample import judge_sample_temperature, probe_sample_temperature
 
 
 @check("temperature_reseeded", 1, "the same with a random seed", probe=probe_sample_temperature,

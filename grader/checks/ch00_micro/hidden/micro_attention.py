@@ -1,13 +1,13 @@
-"""The hidden checks of grader/checks/ch00_micro/attention.py."""
+"""The hidden checks of the task micro_attention, and the facts its public checks read."""
 
 from __future__ import annotations
 
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch00_micro.attention import judge_attention_values, probe_attention
 from grader.checks.ch00_micro.common import all_close, off_by
 from grader.checks.ch00_micro.hidden.oracles import attention_facts
+from grader.checks.ch00_micro.micro_attention import judge_attention_values, probe_attention
 from grader.checks.facts import facts_for
 
 

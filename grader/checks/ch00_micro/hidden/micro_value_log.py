@@ -1,0 +1,26 @@
+"""The hidden checks of the task micro_value_log, and the facts its public checks read."""
+
+from __future__ import annotations
+
+from grader.checks._api import check
+from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, value_cases
+from grader.checks.ch00_micro.hidden.common import uniform
+from grader.checks.ch00_micro.hidden.oracles import op_facts
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch00.micro_value_log.value_and_gradient")
+def public_op_facts(ref, inputs):
+    return op_facts(inputs["cases"])
+
+
+def _random_cases(g):
+    u = lambda lo, hi: uniform(g, lo, hi)  # noqa: E731
+    cases = value_cases("log", *[(u(0.05, 6.0),) for _ in range(4)])
+    return {"cases": cases}
+
+
+@check("random_values", 1, "random positive x: exact",
+       probe=probe_value_ops, inputs=_random_cases, hidden=True)
+def judge_ops_hidden(out, inputs, expected):
+    return judge_ops(out, inputs["cases"], False, op_facts(inputs["cases"]))

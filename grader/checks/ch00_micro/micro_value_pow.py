@@ -1,0 +1,23 @@
+"""Value.__pow__: a ** k for a plain number k, and the power rule.
+
+The probe and the judge are common to the six operations (common.py): the probe builds
+Values, applies the op, runs the (certified) backward and returns the value and the input
+gradients; the judge compares them with the hand-computed truth and names the classic
+mistake a wrong gradient reproduces. On the public check's inputs both are data the kit
+computed (grader/checks/facts.py).
+"""
+
+from __future__ import annotations
+
+from grader.checks._api import check
+from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, task_of, value_cases
+from grader.checks.facts import known_facts
+
+TASKS = [task_of("micro_value_pow", "Value.__pow__", "Value: a ** k")]
+
+
+@check("power_rule", 2, "x ** k for k = 3, 2.5, -1, -0.5, 0.5: value x^k, gradient k * x^(k-1)",
+       probe=probe_value_ops,
+       inputs=lambda g: {"cases": [c for k in (3, 2.5, -1, -0.5, 0.5) for c in value_cases("pow", (1.7,), k=k)]})
+def judge_ops_public(out, inputs, expected):
+    return judge_ops(out, inputs["cases"], True, known_facts(inputs))
