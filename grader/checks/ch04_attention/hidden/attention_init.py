@@ -1,9 +1,9 @@
-"""The hidden checks of grader/checks/ch04_attention/projections.py."""
+"""The hidden checks of grader/checks/ch04_attention/attention_init.py."""
 
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch04_attention.projections import judge_projections, probe_projections
+from grader.checks.ch04_attention.attention_init import judge_projections, probe_projections
 
 
 @check("parameter_ledger_wide", 1, "d=64: 4d² = 16,384 parameters, for h=4 and for h=8 alike",

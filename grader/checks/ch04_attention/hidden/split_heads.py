@@ -1,23 +1,18 @@
-"""The hidden checks of grader/checks/ch04_attention/heads.py."""
+"""The hidden checks of grader/checks/ch04_attention/split_heads.py."""
 
 from __future__ import annotations
 
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch04_attention.heads import probe_split, split_problem
-from grader.checks.ch04_attention.hidden.oracles import merge_facts, split_facts
+from grader.checks.ch04_attention.hidden.oracles import split_facts
+from grader.checks.ch04_attention.split_heads import probe_split, split_problem
 from grader.checks.facts import facts_for
 
 
 @facts_for("ch04.split_heads.head_features")
 def public_split_facts(ref, inputs):
     return split_facts(inputs["x"], inputs["sizes"]["n_heads"])
-
-
-@facts_for("ch04.merge_heads.head_features")
-def public_merge_facts(ref, inputs):
-    return merge_facts(inputs["y"])
 
 
 @check("matches_reference", 1, "random [B, T, d] inputs are split like the reference (d=8, h=4)", task="split_heads",
