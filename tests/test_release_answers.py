@@ -60,13 +60,13 @@ def test_the_old_oracles_planted_back_are_found(bundle, tmp_path):
     shutil.copytree(bundle, planted)
     checks = planted / "grader" / "checks"
     kit = ROOT / "grader" / "checks"
-    # AdamW by hand (chapter 08's task) into the public AdamW module, renamed.
+    # AdamW by hand (chapter 08's task) into AdamW.step's public module, renamed.
     adamw = _source_of(kit / "ch08_training" / "hidden" / "oracles.py", "hand_adamw").replace(
         "def hand_adamw(", "def reference_steps(")
-    _plant(checks / "ch08_training" / "adamw.py", adamw)
-    # make_batch from chapter 01's windows, into the batches module.
-    hidden_batches = kit / "ch08_training" / "hidden" / "batches.py"
-    _plant(checks / "ch08_training" / "batches.py",
+    _plant(checks / "ch08_training" / "adamw_step.py", adamw)
+    # make_batch from chapter 01's windows, into make_batch's module.
+    hidden_batches = kit / "ch08_training" / "hidden" / "make_batch.py"
+    _plant(checks / "ch08_training" / "make_batch.py",
            _source_of(kit / "ch08_training" / "hidden" / "common.py", "windows_of"),
            _source_of(hidden_batches, "_laid_out"), _source_of(hidden_batches, "right_batch"))
     # The LayerNorm written out, back where it was: the shared judging helpers.
@@ -81,16 +81,16 @@ def test_the_old_oracles_planted_back_are_found(bundle, tmp_path):
 
     findings = answer_scan.scan(planted, chapters=["05", "08"])
     found = {(f.path, f.function, f.check.rsplit(".", 1)[0]) for f in findings}
-    assert ("grader/checks/ch08_training/adamw.py", "reference_steps", "ch08.adamw_step") in found, findings
-    assert ("grader/checks/ch08_training/batches.py", "right_batch", "ch08.make_batch") in found, findings
+    assert ("grader/checks/ch08_training/adamw_step.py", "reference_steps", "ch08.adamw_step") in found, findings
+    assert ("grader/checks/ch08_training/make_batch.py", "right_batch", "ch08.make_batch") in found, findings
     assert ("grader/checks/_api.py", "layer_norm", "ch05.layer_norm") in found, findings
     assert ("grader/checks/ch05_block/block.py", "probe_block_formula", "ch05.block") in found, findings
-    assert all(re.match(r"grader/checks/(_api|ch05_block/block|ch08_training/(adamw|batches))\.py$", f.path)
+    assert all(re.match(r"grader/checks/(_api|ch05_block/block|ch08_training/(adamw_step|make_batch))\.py$", f.path)
                for f in findings), findings
 
     # The release refuses such a bundle, naming the place.
     refused = release.blocking(release.answer_findings(planted, ["08"]))
-    assert any(f.path == "grader/checks/ch08_training/adamw.py" and f.scope == "reference_steps" and f.line > 0
+    assert any(f.path == "grader/checks/ch08_training/adamw_step.py" and f.scope == "reference_steps" and f.line > 0
                for f in refused), refused
 
 

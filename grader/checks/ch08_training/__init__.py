@@ -2,4 +2,5 @@
 the validation loss per character and the bigram baseline."""
 
 TITLE = "Training: AdamW, clipping, batches, the loop"
-TASK_MODULES = ("adamw", "clipping", "batches", "train_loop", "evaluate", "bigram")
+TASK_MODULES = ("adamw_init", "adamw_step", "adamw_zero_grad", "clip_grad_norm", "make_batch", "train_loop",
+                "evaluate", "bigram_baseline")

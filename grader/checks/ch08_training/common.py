@@ -1,5 +1,6 @@
 """What several of chapter 08's task modules share: the small model's sizes, building
-it and its random weights, the clipping factor's epsilon and tolerant float comparisons.
+it and its random weights, the clipping factor's epsilon, tolerant float comparisons and
+fresh leaf copies of parameters for an optimizer to step.
 
 These run on both sides: in the sandbox to build models and optimizers, and in the
 grader to compute what torch, or a known mistake, would output.
@@ -46,3 +47,7 @@ def close_to_float32(a: float, b: float, tol: float = 1e-9) -> bool:
     """close_enough, or float32_near: how a check that is not the task's precision check
     compares, so that float32 arithmetic is named once."""
     return close_enough(a, b, tol) or float32_near(a, b)
+
+
+def leaves_of(initial):
+    return [p.clone().requires_grad_(True) for p in initial]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks.ch08_training.adamw import ADAMW_MISTAKES, same_trajectory
+from grader.checks.ch08_training.adamw_step import ADAMW_MISTAKES, same_trajectory
 
 
 def quadratic_loss(leaves, weights, centres):

@@ -3,7 +3,7 @@
 The clipping is compared with torch.nn.utils.clip_grad_norm_ on the same gradients the
 probe was given, and with each classic mistake (CLIP_MISTAKES): on the public checks'
 fixed inputs those norms and gradients are data the kit computed (grader/checks/facts.py;
-hidden/clipping.py computes them). The sandbox only applies the student's code and
+hidden/clip_grad_norm.py computes them). The sandbox only applies the student's code and
 reports what it did.
 """
 

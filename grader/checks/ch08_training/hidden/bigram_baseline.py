@@ -1,4 +1,4 @@
-"""The hidden checks of grader/checks/ch08_training/bigram.py."""
+"""The hidden checks of grader/checks/ch08_training/bigram_baseline.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch08_training.bigram import BIGRAM_MISTAKES, bigram_problem, probe_bigram
+from grader.checks.ch08_training.bigram_baseline import BIGRAM_MISTAKES, bigram_problem, probe_bigram
 from grader.checks.ch08_training.common import close_enough, close_to_float32
 from grader.checks.ch08_training.hidden.common import random_docs
 from grader.checks.facts import facts_for

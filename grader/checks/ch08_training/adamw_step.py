@@ -1,4 +1,4 @@
-"""AdamW by hand: its parameters and state, one update, and forgetting the gradients.
+"""AdamW's step: one update of every parameter that has a gradient.
 
 The optimizer's trajectory is compared with torch.optim.AdamW's on the same parameters and
 gradients, and with each classic mistake's (ADAMW_MISTAKES). On the public checks' fixed
@@ -15,22 +15,20 @@ import math
 import torch
 
 from grader.checks._api import (
-    Task, check, exception_name, compare, figures, float32_close, float32_verdict, matches, matches_to_float32,
-    off_by, shape_problem, torch_library_except, try_call,
+    Task, check, compare, figures, float32_close, float32_verdict, matches, matches_to_float32, off_by,
+    shape_problem, torch_library_except,
 )
-from grader.checks.ch08_training.common import SIZES, model_of
+from grader.checks.ch08_training.common import leaves_of
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
 
 TASKS = [
-    Task("adamw_init", "train", "AdamW.__init__", "AdamW's parameters and state"),
     Task("adamw_step", "train", "AdamW.step", "one AdamW update",
          forbidden=("torch.optim.AdamW", "torch.optim.Adam", "torch.optim.adamw.adamw", "torch.optim.adam.adam",
                     "torch.optim._functional.adamw", "torch.optim._functional.adam",
                     "torch._fused_adamw_", "torch._fused_adam_"),
          forbidden_ops=("_fused_*", "_foreach_*", "torch.optim.adam.*", "torch.optim.adamw.*")
                        + torch_library_except()),
-    Task("adamw_zero_grad", "train", "AdamW.zero_grad", "forgetting the gradients"),
 ]
 
 HYPER = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
@@ -58,156 +56,6 @@ ADAMW_MISTAKES = [
     ("missing_as_zero", "a parameter whose .grad is None was updated as if its gradient were zero; skip it "
                         "(no decay, no moment update, its t does not advance)"),
 ]
-
-
-def leaves_of(initial):
-    return [p.clone().requires_grad_(True) for p in initial]
-
-
-# --------------------------------------------------------------- AdamW.__init__
-
-
-def _held(optimizer, originals):
-    held = []
-    for p in getattr(optimizer, "params", None) or []:
-        held.append(next((j for j, q in enumerate(originals) if q is p), -1))
-    return held
-
-
-def _state_report(optimizer, originals):
-    params = list(getattr(optimizer, "params", None) or [])
-    report = {"held": _held(optimizer, originals), "count": len(params), "originals": len(originals),
-              "has_params": isinstance(getattr(optimizer, "params", None), (list, tuple))}
-    for key in ("exp_avg", "exp_avg_sq", "steps"):
-        value = getattr(optimizer, key, None)
-        report[f"has_{key}"] = value is not None
-        report[key] = list(value) if isinstance(value, (list, tuple)) else None
-    m, v = report["exp_avg"] or [], report["exp_avg_sq"] or []
-    report["aliases"] = [bool(i < len(m) and i < len(v) and (
-        m[i] is v[i] or m[i] is p or v[i] is p
-        or (isinstance(m[i], torch.Tensor) and isinstance(v[i], torch.Tensor) and m[i].numel()
-            and (m[i].data_ptr() == v[i].data_ptr() or m[i].data_ptr() == p.data_ptr()
-                 or v[i].data_ptr() == p.data_ptr()))))
-        for i, p in enumerate(params)]
-    if report["steps"] is not None:
-        report["steps"] = [int(s) if isinstance(s, (int, float)) or (isinstance(s, torch.Tensor) and s.numel() == 1)
-                           else repr(s) for s in report["steps"]]
-    return report
-
-
-def probe_adamw_init(ns, shapes, order, as_generator):
-    originals = [torch.randn(*s, dtype=F64).requires_grad_(True) for s in shapes]
-    listed = [originals[i] for i in order]
-    optimizer = ns.train.AdamW(iter(listed) if as_generator else listed, lr=1e-3)
-    return _state_report(optimizer, originals)
-
-
-def probe_adamw_init_model(ns, sizes):
-    model = model_of(ns, sizes)
-    model.head.weight = model.token_embedding.weight  # tied: one tensor, two names
-    originals = list(model.parameters())
-    listed = (p for p in [*model.parameters(), model.head.weight, model.token_embedding.weight])
-    optimizer = ns.train.AdamW(listed, lr=1e-3)
-    return _state_report(optimizer, originals)
-
-
-def judge_adamw_held_once(out, inputs, expected, first_seen=None):
-    """first_seen: the distinct parameters of inputs["order"] in first-seen order (the kit
-    computes them: facts.json for the public check); without an order, every parameter."""
-    wanted = first_seen if "order" in inputs else list(range(out["originals"]))
-    held = out["held"]
-    if not out["has_params"]:
-        return "AdamW should keep its parameters in self.params, a list"
-    if out["count"] == 0:
-        return ("self.params is empty: AdamW must keep the parameters it was given (a generator such as "
-                "model.parameters() can be read only once: read it into a list)")
-    if -1 in held:
-        return "self.params holds tensors that are not the parameters passed in: keep the parameter objects themselves"
-    if len(held) > len(set(held)):
-        return ("self.params holds a tensor more than once: a shared tensor listed twice must be kept once, "
-                "or it is stepped twice per step (compare by identity, e.g. with id(p))")
-    if sorted(held) != sorted(wanted):
-        return f"self.params holds {len(held)} tensors; there are {len(wanted)} distinct parameters"
-    if held != wanted:
-        return "self.params should keep the parameters in first-seen order"
-    return None
-
-
-@check("each_parameter_once", 2,
-       "a tensor listed twice (a shared weight) is held once, in first-seen order; m, v are zeros like each "
-       "parameter and every step count starts at 0",
-       task="adamw_init", probe=probe_adamw_init,
-       inputs=lambda g: {"shapes": [[3, 2], [4], [2, 2, 2]], "order": [0, 1, 0, 2, 1], "as_generator": False})
-def judge_adamw_state(out, inputs, expected):
-    return adamw_state_problem(out, inputs, known_facts(inputs)["first_seen"])
-
-
-def adamw_state_problem(out, inputs, first_seen):
-    if problem := judge_adamw_held_once(out, inputs, None, first_seen):
-        return problem
-    shapes = [tuple(inputs["shapes"][i]) for i in first_seen]
-    for key, what in (("exp_avg", "self.exp_avg (m)"), ("exp_avg_sq", "self.exp_avg_sq (v)")):
-        values = out[key]
-        if values is None:
-            return f"{what} should be a list with one tensor per parameter"
-        if len(values) != len(shapes):
-            return f"{what} has {len(values)} entries, one per parameter means {len(shapes)}"
-        for i, (value, shape) in enumerate(zip(values, shapes)):
-            if problem := shape_problem(value, shape, f"{what}[{i}]"):
-                return f"{problem}: zeros shaped like parameter {i}"
-            if value.dtype != F64:
-                return f"{what}[{i}] is {value.dtype}; it should have the parameter's dtype (torch.zeros_like(p))"
-            if not torch.equal(value, torch.zeros_like(value)):
-                return f"{what}[{i}] should start at zero"
-    if any(out["aliases"]):
-        return ("m and v (and the parameter) must be separate tensors: self.exp_avg[i], self.exp_avg_sq[i] each "
-                "their own torch.zeros_like(p)")
-    steps = out["steps"]
-    if steps is None or list(steps) != [0] * len(shapes):
-        return f"self.steps should be a list of {len(shapes)} zeros, one step count per parameter"
-    return None
-
-
-@check("tied_model_generator", 1,
-       "a model with a tied weight, passed as a generator with its shared tensors repeated, is held "
-       "parameter by parameter, each once",
-       task="adamw_init", probe=probe_adamw_init_model, inputs=lambda g: {"sizes": dict(SIZES)})
-def judge_adamw_init_model(out, inputs, expected):
-    return judge_adamw_held_once(out, inputs, expected)
-
-
-def probe_adamw_rejects(ns):
-    good = torch.zeros(2, dtype=F64, requires_grad=True)
-    frozen = torch.zeros(3, dtype=F64)
-    return {"frozen": try_call(lambda: ns.train.AdamW([good, frozen]) and None),
-            "empty": try_call(lambda: ns.train.AdamW([]) and None),
-            "fine": try_call(lambda: ns.train.AdamW([good]) and None)}
-
-
-@check("rejects_frozen_and_empty", 1,
-       "a parameter that does not require grad, or an empty list, is refused with a clear error",
-       task="adamw_init", probe=probe_adamw_rejects)
-def judge_adamw_rejects(out, inputs, expected):
-    if "raised" in out["fine"]:
-        return f"AdamW([p]) with p requiring grad raised {exception_name(out['fine']['raised'])}: it must be accepted"
-    frozen = out["frozen"]
-    if "raised" not in frozen:
-        return ("AdamW accepted a tensor that does not require grad: it could never receive a gradient, so "
-                "raise a ValueError that says which parameter")
-    if frozen["raised"]["type"] not in ("ValueError", "TypeError", "RuntimeError"):
-        return (f"a parameter that does not require grad raised {exception_name(frozen['raised'])}; "
-                f"raise a ValueError that says what is wrong")
-    if not frozen["raised"]["message"].strip():
-        return "the error for a parameter that does not require grad has no message: say what is wrong"
-    empty = out["empty"]
-    if "raised" not in empty:
-        return "AdamW([]) was accepted: an empty parameter list is a mistake, raise a ValueError"
-    if empty["raised"]["type"] not in ("ValueError", "TypeError", "RuntimeError") or not empty["raised"]["message"]:
-        return f"AdamW([]) raised {exception_name(empty['raised'])}; raise a ValueError with a message"
-    return None
-
-
-# ----------------------------------------------------------------- AdamW.step
 
 
 def probe_adamw_trajectory(ns, params, grads, lrs, hyper):
@@ -435,87 +283,3 @@ def judge_adamw_matches_torch(out, inputs, expected):
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_skipping_inputs, fixed_inputs=True)
 def judge_adamw_skipped_steps(out, inputs, expected):
     return trajectory_problem(out, inputs, known_facts(inputs))
-
-# --------------------------------------------------------------- AdamW.zero_grad
-
-
-def probe_zero_grad(ns, params, grads, fresh):
-    leaves = leaves_of(params)
-    optimizer = ns.train.AdamW(leaves, lr=0.1, weight_decay=0.1)
-    for p, g in zip(leaves, grads):
-        p.grad = g.clone()
-    optimizer.step()  # some state to keep
-    for p, g in zip(leaves, grads):
-        p.grad = g.clone()
-    before = [p.detach().clone() for p in leaves]
-    state = [(m.clone(), v.clone()) for m, v in zip(optimizer.exp_avg, optimizer.exp_avg_sq)]
-    steps = list(optimizer.steps)
-    optimizer.zero_grad()
-    cleared = [None if p.grad is None else p.grad.detach().clone() for p in leaves]
-    unchanged = all(torch.equal(b, p.detach()) for b, p in zip(before, leaves))
-    kept = (all(torch.equal(m, m2) and torch.equal(v, v2)
-                for (m, v), m2, v2 in zip(state, optimizer.exp_avg, optimizer.exp_avg_sq))
-            and list(optimizer.steps) == steps)
-    loss = sum((p * f).sum() for p, f in zip(leaves, fresh))
-    loss.backward()
-    return {"cleared": cleared, "params_unchanged": unchanged, "state_kept": kept,
-            "after_backward": [None if p.grad is None else p.grad.detach().clone() for p in leaves]}
-
-
-def _zero_grad_inputs(g):
-    shapes = [(3, 2), (4,)]
-    return {"params": [torch.randn(*s, generator=g, dtype=F64) for s in shapes],
-            "grads": [torch.randn(*s, generator=g, dtype=F64) for s in shapes],
-            "fresh": [torch.randn(*s, generator=g, dtype=F64) for s in shapes]}
-
-
-@check("clears_gradients", 2,
-       "zero_grad() clears every .grad (and nothing else), so the next backward() gives the new gradient only",
-       task="adamw_zero_grad", probe=probe_zero_grad, inputs=_zero_grad_inputs)
-def judge_zero_grad(out, inputs, expected):
-    for i, g in enumerate(out["cleared"]):
-        if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):
-            return ("after zero_grad() a parameter still has its old gradient: set every p.grad to None "
-                    "(for p in self.params)")
-    if not out["params_unchanged"]:
-        return "zero_grad() changed the parameters' values: it must only forget the gradients (p.grad = None)"
-    if not out["state_kept"]:
-        return "zero_grad() changed the optimizer's state (m, v or the step counts): it must only touch p.grad"
-    for i, (g, f) in enumerate(zip(out["after_backward"], inputs["fresh"])):
-        if matches(g, inputs["grads"][i] + f, atol=1e-12, rtol=1e-12):
-            return ("the next backward() added to the old gradient: zero_grad must clear p.grad itself, not a "
-                    "copy of it")
-        if not matches(g, f, atol=1e-12, rtol=1e-12):
-            return "after zero_grad() and backward() the gradient should be the new one only"
-    return None
-
-
-@check("sets_none", 1, "zero_grad() sets every .grad to None (not a tensor of zeros), as torch.optim.AdamW does",
-       task="adamw_zero_grad", probe=probe_zero_grad, inputs=_zero_grad_inputs)
-def judge_zero_grad_none(out, inputs, expected):
-    for i, g in enumerate(out["cleared"]):
-        if g is None:
-            continue
-        if isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0:
-            return (f"after zero_grad() parameter {i}'s .grad is a tensor of zeros; set it to None, as the docstring "
-                    f"and torch.optim.AdamW do: a zero gradient is still a gradient, so a parameter that gets no new "
-                    f"gradient would go on being decayed and moved by step()")
-        return f"after zero_grad() parameter {i} still has its old gradient: set every p.grad to None"
-    return None
-
-
-def probe_zero_grad_fresh(ns, shapes):
-    leaves = [torch.randn(*s, dtype=F64).requires_grad_(True) for s in shapes]
-    optimizer = ns.train.AdamW(leaves, lr=0.1)
-    optimizer.zero_grad()
-    return {"grads": [None if p.grad is None else p.grad.detach().clone() for p in leaves]}
-
-
-@check("before_any_backward", 1, "zero_grad() works on a fresh optimizer, before any gradient exists",
-       task="adamw_zero_grad", probe=probe_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]},
-       gated_by="clears_gradients")
-def judge_zero_grad_fresh(out, inputs, expected):
-    for g in out["grads"]:
-        if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):
-            return "zero_grad() before any backward() should leave every .grad None (or zero)"
-    return None

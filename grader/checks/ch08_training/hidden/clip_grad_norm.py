@@ -1,4 +1,4 @@
-"""The hidden checks of grader/checks/ch08_training/clipping.py."""
+"""The hidden checks of grader/checks/ch08_training/clip_grad_norm.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check, matches
 from grader.checks.course import F64
-from grader.checks.ch08_training.clipping import CLIP_MISTAKES, clip_problem, grads_match, probe_clip
+from grader.checks.ch08_training.clip_grad_norm import CLIP_MISTAKES, clip_problem, grads_match, probe_clip
 from grader.checks.ch08_training.common import CLIP_EPS
 from grader.checks.facts import facts_for
 

@@ -3,7 +3,7 @@ mask [B, T], each row its document's training windows from position 0 on (cut to
 block_size), padded at the end with pad_id where the mask is False.
 
 The right batch of the public checks' documents, and the batches of the classic mistakes,
-are data the kit computed (grader/checks/facts.py; hidden/batches.py computes them).
+are data the kit computed (grader/checks/facts.py; hidden/make_batch.py computes them).
 """
 
 from __future__ import annotations

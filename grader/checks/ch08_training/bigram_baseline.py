@@ -3,7 +3,7 @@ model is scored on, its validation loss in nats per scored character.
 
 The baseline is compared with add-k counting and with each classic mistake the diagnoses
 name (BIGRAM_MISTAKES): on the public checks' inputs those values are data the kit
-computed (grader/checks/facts.py; hidden/bigram.py counts).
+computed (grader/checks/facts.py; hidden/bigram_baseline.py counts).
 """
 
 from __future__ import annotations

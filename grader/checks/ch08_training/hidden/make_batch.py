@@ -1,12 +1,12 @@
-"""The hidden checks of grader/checks/ch08_training/batches.py."""
+"""The hidden checks of grader/checks/ch08_training/make_batch.py."""
 
 from __future__ import annotations
 
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch08_training.batches import batch_problem, probe_make_batch
 from grader.checks.ch08_training.hidden.common import windows_of
+from grader.checks.ch08_training.make_batch import batch_problem, probe_make_batch
 from grader.checks.facts import facts_for
 
 
