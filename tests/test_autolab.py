@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from grader.lms.autolab import MAKEFILE, TAR, build
-from grader.qa.mutants import apply, catalogue as accuracy_catalogue
+from grader.mutants import apply, catalogue as accuracy_catalogue
 from grader.run.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent

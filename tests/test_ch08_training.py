@@ -179,7 +179,7 @@ def test_make_batch_pads_at_the_end_and_masks_padding():
 def test_the_judges_batch_is_make_batch():
     """The public judge of make_batch builds its own batch one document at a time from
     the windows; on random documents, block sizes and pad ids it is make_batch's."""
-    from grader.checks.ch08_training.hidden.make_batch import right_batch
+    from grader.checks.ch08_training.make_batch.hidden import right_batch
 
     g = torch.Generator().manual_seed(5)
     for _ in range(200):

@@ -42,24 +42,22 @@ def test_check_table_is_the_pinned_one():
 
 
 def test_every_check_lives_in_its_chapter_and_task_package():
-    """Chapter and task come from where a check is declared: a check of ch05.block sits in a
-    module of grader/checks/ch05_*/ whose TASKS include 'block', a public one in that module
-    itself and a hidden one in the chapter's hidden/ module of the same name, and nowhere else."""
+    """Chapter and task come from where a check is declared: a check of ch05.block sits in
+    grader/checks/ch05_*/block/, a public one in its __init__.py (whose TASKS is that one
+    task) and a hidden one in its hidden.py, and nowhere else."""
     for chapter in catalogue.chapters():
         for c in chapter.checks:
             module = sys.modules[c.judge.__module__]
-            assert module.__name__.startswith(f"grader.checks.ch{chapter.number}_"), c.name
-            assert (".hidden." in module.__name__) == c.hidden, c.name
-            public = sys.modules[module.__name__.replace(".hidden.", ".")]
-            assert c.task in {t.name for t in public.TASKS}, c.name
+            task_package = f"grader.checks.{chapter.module}.{c.task}"
+            assert module.__name__ == task_package + ".hidden" * c.hidden, (c.name, module.__name__)
+            assert [t.name for t in sys.modules[task_package].TASKS] == [c.task], c.name
             declared = [d.judge for d in vars(module)["__declared_checks__"] if c.name.endswith(f".{d.name}")]
             assert c.judge in declared, c.name
 
 
-
 def test_a_hidden_check_goes_in_hidden_and_a_public_one_stays_out():
-    """The student release ships a chapter's modules without hidden/: a hidden check declared
-    in a public module would ship, so the catalogue refuses it (and a public one in hidden/)."""
+    """The student release ships a task's folder without its hidden.py: a hidden check declared
+    in the public module would ship, so the catalogue refuses it (and a public one in hidden.py)."""
     def module(name, *hidden):
         made = types.ModuleType(name)
         made.TASKS = [Task("t", "model", "f", "a task")]
@@ -67,13 +65,13 @@ def test_a_hidden_check_goes_in_hidden_and_a_public_one_stays_out():
                                     for i, h in enumerate(hidden)]
         return made
 
-    public, secret = module("grader.checks.ch99_x.t", False), module("grader.checks.ch99_x.hidden.t", True, True)
+    public, secret = module("grader.checks.ch99_x.t", False), module("grader.checks.ch99_x.t.hidden", True, True)
     assert [c.name for c in catalogue._checks_of(public, secret, "99")] == ["ch99.t.c0", "ch99.t.c0", "ch99.t.c1"]
     assert [c.hidden for c in catalogue._checks_of(public, None, "99")] == [False]
-    with pytest.raises(ValueError, match="hidden/t.py"):
+    with pytest.raises(ValueError, match="ch99_x/t/hidden.py"):
         catalogue._checks_of(module("grader.checks.ch99_x.t", False, True), None, "99")
-    with pytest.raises(ValueError, match="in t.py"):
-        catalogue._checks_of(public, module("grader.checks.ch99_x.hidden.t", False), "99")
+    with pytest.raises(ValueError, match="ch99_x/t/__init__.py"):
+        catalogue._checks_of(public, module("grader.checks.ch99_x.t.hidden", False), "99")
 
 
 if __name__ == "__main__":

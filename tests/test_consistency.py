@@ -1,12 +1,15 @@
 """`make student` stops, with a sentence saying what to add where, where the reference's
-solution regions and the chapters' tasks do not name each other."""
+solution regions and the chapters' task folders do not name each other."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from grader.generate import consistency
 
@@ -32,19 +35,64 @@ def rms_norm(x, gamma, eps=1e-5):
     monkeypatch.setattr(consistency, "SOLUTIONS", solutions)
     found = consistency.problems()
     assert len(found) == 1 and "'rms_norm' (rms_norm) that no chapter grades" in found[0], found
-    assert "TASK_MODULES" in found[0]
+    assert "grader/checks/chNN_<topic>/rms_norm/" in found[0] and "make new-task" in found[0]
 
 
-def test_a_task_module_left_out_of_task_modules_stops_make_student(tmp_path, monkeypatch):
+def _checks_copy(tmp_path, monkeypatch):
     checks = tmp_path / "checks"
     shutil.copytree(consistency.CHECKS, checks, ignore=shutil.ignore_patterns("__pycache__"))
-    (checks / "ch05_block" / "rms_norm.py").write_text(
-        'from grader.checks._api import Task\n\nTASKS = [Task("rms_norm", "model", "rms_norm", "RMSNorm")]\n',
-        encoding="utf-8")
     monkeypatch.setattr(consistency, "CHECKS", checks)
+    return checks
+
+
+TASK_FOLDER = 'from grader.checks._api import Task\n\nTASKS = [Task({name!r}, "model", "rms_norm", "RMSNorm")]\n'
+
+
+@pytest.mark.parametrize("layout, expected", [
+    ({"rms_norm/__init__.py": TASK_FOLDER.format(name="rms_norm"), "rms_norm/hidden.py": ""},
+     "grades a task 'rms_norm' that has no solution region"),
+    ({"rms_norm/__init__.py": TASK_FOLDER.format(name="rmsnorm"), "rms_norm/hidden.py": ""},
+     "declares the tasks ['rmsnorm']: a task's folder declares that one task, named as the folder is"),
+    ({"rms_norm/__init__.py": "TITLE = 'no tasks here'\n"}, "declares no TASKS"),
+    ({"rms_norm/checks.py": "x = 1\n"}, "rms_norm/ has no __init__.py"),
+])
+def test_a_task_folder_that_does_not_fit_stops_make_student(tmp_path, monkeypatch, layout, expected):
+    checks = _checks_copy(tmp_path, monkeypatch)
+    for rel, text in layout.items():
+        (checks / "ch05_block" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (checks / "ch05_block" / rel).write_text(text, encoding="utf-8")
     found = consistency.problems()
-    assert len(found) == 1 and "ch05_block/rms_norm.py declares TASKS but is not in the chapter's TASK_MODULES" \
-        in found[0], found
+    assert len(found) == 1 and expected in found[0] and "grader/checks/ch05_block/rms_norm/" in found[0], found
+
+
+def test_a_task_whose_checks_a_student_could_hard_code_needs_a_hidden_check(monkeypatch):
+    """GELU's public checks have fixed inputs: without its hidden checks, answers written
+    into the code would pass, so make student stops. merge_heads has none and needs none:
+    its public checks draw their inputs anew."""
+    import dataclasses
+
+    from grader.checks import catalogue
+
+    kit = catalogue.chapters()
+    assert all(consistency._inputs_fixed(c) for c in kit[5].checks if c.task == "gelu" and not c.hidden)
+    assert not all(consistency._inputs_fixed(c) for c in kit[4].checks if c.task == "merge_heads")
+    without = [dataclasses.replace(ch, checks=tuple(c for c in ch.checks if not (c.task == "gelu" and c.hidden)))
+               for ch in kit]
+    monkeypatch.setattr(catalogue, "chapters", lambda: tuple(without))
+    found = consistency.problems()
+    assert len(found) == 1 and "task 'gelu' has no hidden check" in found[0], found
+    assert "grader/checks/ch05_block/gelu/hidden.py" in found[0]
+
+
+def test_the_task_order_follows_the_regions_and_is_written_when_it_is_not(tmp_path, monkeypatch):
+    checks = _checks_copy(tmp_path, monkeypatch)
+    committed = {p: json.loads((checks / p / "tasks.json").read_text()) for p in consistency.task_orders()}
+    assert {p: order["tasks"] for p, order in committed.items()} == consistency.task_orders()
+    assert committed["ch05_block"]["tasks"][:2] == ["layer_norm", "gelu"]  # LayerNorm comes first in model.py
+    (checks / "ch05_block" / "tasks.json").write_text(json.dumps({"tasks": ["block", "gelu"]}))
+    assert consistency.write_task_orders() == [checks / "ch05_block" / "tasks.json"]
+    assert json.loads((checks / "ch05_block" / "tasks.json").read_text()) == committed["ch05_block"]
+    assert consistency.write_task_orders() == []
 
 
 def test_the_command_is_quiet_on_a_consistent_kit():

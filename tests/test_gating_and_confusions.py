@@ -7,8 +7,8 @@ import pytest
 
 from grader.checks import catalogue
 from grader.checks.confusions import confusion
-from grader.qa.mutants import catalogue as accuracy_catalogue
-from grader.qa.mutants.trivial import trivial_entries
+from grader.mutants import catalogue as accuracy_catalogue
+from grader.qa.trivial_bodies import trivial_entries
 from grader.run.processes import Limits
 from grader.run.reference import Reference
 

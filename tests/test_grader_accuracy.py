@@ -11,7 +11,7 @@ import pytest
 
 from grader.checks import catalogue as checks_catalogue
 from grader.qa.catch_table import check_words, run_entry
-from grader.qa.mutants import catalogue, lesson_mistakes
+from grader.mutants import catalogue, lesson_mistakes
 from grader.run.results import PASSED
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
@@ -106,4 +106,4 @@ def test_every_common_mistake_of_the_lesson_has_a_mutant(chapter):
         for clause in bullet.split(";"):
             assert any(_squeezed(p) in clause or clause.strip() in _squeezed(p) for p in phrases), (
                 f"chapter {chapter}: the lesson's common mistake {clause.strip()!r} has no mutant in "
-                f"grader/qa/mutants/ch{chapter}.py's LESSON")
+                f"the LESSON of a mutants.py of grader/checks/ch{chapter}_*/")

@@ -91,7 +91,7 @@ def test_results_json_has_gradescope_shape(reference_report):
 
 def test_hidden_check_output_reveals_no_numbers_from_expected_values(sandbox):
     # A wrong GELU fails hidden checks; their text must not print the expected tensor.
-    from grader.qa.mutants import apply
+    from grader.mutants import apply
     from grader.run.reference import Reference
 
     reference = Reference()

@@ -16,7 +16,7 @@ from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, PASSED, TIMEOUT
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
-from grader.qa.mutants import replace_region, region_of
+from grader.mutants import replace_region, region_of
 
 GROUP = ["micro_value_add", "build_vocab", "embedding", "positions", "attention_init", "layer_norm_backward"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.checks import catalogue
-from grader.qa.mutants import apply
+from grader.mutants import apply
 from grader.run.results import PASSED
 from grader.run.engine import grade, grade_task
 from grader.run.report import results_json, write_json

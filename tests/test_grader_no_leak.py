@@ -23,7 +23,7 @@ from rich.console import Console
 
 from grader.checks import catalogue
 from grader.grade_class.gradebook import grade_class
-from grader.qa.mutants import apply
+from grader.mutants import apply
 from grader.run.results import FAILED, PASSED, GradeReport
 from grader.run.engine import grade_task
 from grader.run.report import render, results_json, staff_path, write_json

@@ -35,7 +35,7 @@ def test_hand_adamw_is_torch_adamw_step_for_step():
 
 
 def test_the_zero_grad_loop_oracle_is_torch_adamw():
-    from grader.checks.ch08_training.hidden.adamw_zero_grad import zero_grad_loop_inputs
+    from grader.checks.ch08_training.adamw_zero_grad.hidden import zero_grad_loop_inputs
     from grader.checks.ch08_training.hidden.oracles import adamw_loop, quadratic_loss
 
     inputs = zero_grad_loop_inputs(torch.Generator().manual_seed(3))

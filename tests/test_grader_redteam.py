@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from grader.checks import catalogue
-from grader.qa.mutants import apply, region_of
+from grader.mutants import apply, region_of
 from grader.run.results import PASSED, GradeReport
 from grader.run.reference import Reference
 from grader.run.engine import grade_task
@@ -139,7 +139,7 @@ import math as _m
 import sys as _sys
 
 _blk = _sys.modules["grader.checks.ch05_block.block"]
-_hid = _sys.modules["grader.checks.ch05_block.hidden.block"]
+_hid = _sys.modules["grader.checks.ch05_block.block.hidden"]
 
 
 def _g(v):

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from grader.checks import catalogue
-from grader.qa.mutants import apply
+from grader.mutants import apply
 from grader.run.results import ERROR, GradeReport
 from grader.run.engine import grade_task
 from grader.run.report import certified_line, parts_used, render, results_json

@@ -1,4 +1,4 @@
-"""Mutants written as patches of the reference's regions (grader/qa/mutants): a patch
+"""Mutants written as patches of the reference's regions (grader/mutants.py): a patch
 applies at the right place and indentation, one that does not fit fails naming the
 mutant and the line, and every patch of the catalogue fits the reference."""
 
@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from grader.qa.mutants import REFERENCE_PACKAGE, PatchError, catalogue, mutant, patch, region_of, variant
+from grader.mutants import REFERENCE_PACKAGE, PatchError, catalogue, mutant, patch, region_of, variant
 from grader.run.regions import package_sources
 
 SOURCE = textwrap.dedent('''\

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.lms.nbgrader_course import KERNEL_NAME, build, cell_timeout
-from grader.qa.mutants import apply, catalogue as accuracy_catalogue
+from grader.mutants import apply, catalogue as accuracy_catalogue
 from grader.run.engine import possible_points
 from grader.run.sandbox import bwrap_works
 

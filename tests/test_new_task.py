@@ -1,9 +1,11 @@
-"""A new task, the way course staff add one: `make new-task` in a copy of the kit, the
-reference's body and the lesson written by hand (from files this test carries), `make
-student`, and `make task-check` holds every step."""
+"""A new task, the way course staff add one (docs/architecture.md, "Adding a task"):
+`make new-task` in a copy of the kit, then three files written by hand from what this test
+carries (the reference's body, the task folder's checks, the lesson), `make student`, and
+`make task-check` holds every step."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +17,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PLACEHOLDER = '    raise NotImplementedError("write the reference rms_norm of task rms_norm here")\n'
 BODY = "    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + 1e-5)\n"
+# The scaffold's public check with a second one added, as an author would write it: the
+# output keeps its input's shape, counted once the value check passes.
+SHAPE_CHECK = '''
+
+@check("keeps_shape", 1, "rms_norm of a [2, 4, 6] input is [2, 4, 6]", probe=probe_rms_norm,
+       inputs=lambda g: {"x": torch.randn(2, 4, 6, generator=g, dtype=torch.float64)}, gated_by=("example",))
+def judge_rms_norm_shape(out, inputs, expected):
+    shape = tuple(out["y"].shape)
+    return None if shape == (2, 4, 6) else f"rms_norm of a [2, 4, 6] input returned shape {list(shape)}"
+'''
 LESSON = """
 `rms_norm` divides each position's features by their root mean square, with eps = 1e-5
 inside the root; unlike LayerNorm it subtracts no mean.
@@ -30,6 +42,19 @@ def _kit_copy(tmp_path: Path) -> Path:
             (copy / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / rel)
     return copy
+
+
+# What `make student` writes: the stubs, the chapter's task order, facts and forms, the
+# lessons' tables and notebooks.
+GENERATED = ("hero_transformer/", "grader/checks/ch05_block/tasks.json", "grader/checks/ch05_block/facts.json",
+             "grader/checks/ch05_block/forms.json", "grader/checks/ch05_block/hidden/forms.json", "assignments/")
+
+
+def _snapshot(kit: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.relative_to(kit).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in kit.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 def _run(kit: Path, *args: str) -> subprocess.CompletedProcess:
@@ -52,7 +77,13 @@ def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     assert unwritten.returncode == 1 and "write the reference's body first" in unwritten.stderr
     assert "Traceback" not in unwritten.stderr, unwritten.stderr
 
-    # What a person writes by hand: the region's body and the lesson's words.
+    folder = kit / "grader" / "checks" / "ch05_block" / "rms_norm"
+    assert sorted(p.name for p in folder.iterdir()) == ["__init__.py", "hidden.py", "mutants.py"]
+    scaffolded = _snapshot(kit)
+
+    # What a person writes by hand: the region's body, the folder's checks, the lesson's words.
+    checks = folder / "__init__.py"
+    checks.write_text(checks.read_text(encoding="utf-8") + SHAPE_CHECK, encoding="utf-8")
     model = kit / "solutions" / "hero_transformer" / "model.py"
     text = model.read_text(encoding="utf-8")
     assert PLACEHOLDER in text
@@ -65,3 +96,15 @@ def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     checked = _run(kit, "-m", "grader.qa.task_check", "rms_norm")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "steps hold" in checked.stdout
+    listed = _run(kit, "-c", "from grader.checks import catalogue; print([c.name for c in catalogue.chapters()[5].checks])")
+    assert "'ch05.rms_norm.keeps_shape'" in listed.stdout, listed.stdout + listed.stderr
+
+    # Every other file that changed was written by a command, none by hand.
+    changed = {rel for rel, digest in _snapshot(kit).items() if scaffolded.get(rel) != digest}
+    by_hand = {"solutions/hero_transformer/model.py", "grader/checks/ch05_block/rms_norm/__init__.py",
+               "assignments/ch05_block/README.md"}
+    generated = changed - by_hand
+    assert by_hand <= changed and all(rel.startswith(GENERATED) for rel in generated), sorted(generated)
+    # The task took its place in the chapter: after the block, as its region follows the block's.
+    order = json.loads((kit / "grader" / "checks" / "ch05_block" / "tasks.json").read_text(encoding="utf-8"))
+    assert order["tasks"][-2:] == ["block", "rms_norm"], order

@@ -17,7 +17,7 @@ import torch
 from grader.checks import catalogue as checks_catalogue
 from grader.qa import own_parts
 from grader.qa.catch_table import SEED
-from grader.qa.mutants import catalogue as accuracy_catalogue
+from grader.mutants import catalogue as accuracy_catalogue
 from grader.run.dependencies import build_order, task_graph
 from grader.run.engine import apply_waits, grade
 from grader.run.processes import Limits

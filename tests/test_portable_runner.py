@@ -211,7 +211,7 @@ def test_grade_on_the_portable_runner_writes_the_refusal_into_results_json(tmp_p
 @pytest.mark.parametrize("chapter", sorted(c.number for c in catalogue.chapters()))
 def test_every_mutant_and_variant_gets_the_same_public_verdicts_on_both_runners(chapter):
     from grader.qa.catch_table import SEED
-    from grader.qa.mutants import catalogue as accuracy_catalogue
+    from grader.mutants import catalogue as accuracy_catalogue
     from grader.run.engine import grade_task
 
     reference = Reference.available()

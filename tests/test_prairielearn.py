@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.lms.prairielearn import ENTRY, MAX_BYTES, build, fit, results as pl_results
-from grader.qa.mutants import apply, catalogue as accuracy_catalogue
+from grader.mutants import apply, catalogue as accuracy_catalogue
 from grader.run.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ import pytest
 
 from grader.checks import catalogue
 from grader.generate import release
-from grader.qa.mutants import REFERENCE_PACKAGE, catalogue as mutant_catalogue
+from grader.mutants import REFERENCE_PACKAGE, catalogue as mutant_catalogue
 from grader.run.regions import package_sources
 from tests.test_release import _unzipped
 

@@ -30,7 +30,7 @@ import textwrap
 import pytest
 
 from grader.checks import catalogue
-from grader.qa.mutants import apply, region_of, replace_region
+from grader.mutants import apply, region_of, replace_region
 from grader.run.dependencies import task_graph, task_groups, worker_holdings
 from grader.run.engine import _worker_request, grade_group, grade_task
 from grader.run.processes import Limits

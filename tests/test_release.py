@@ -161,7 +161,7 @@ def test_leak_scan_finds_a_hidden_checks_code(built, tmp_path):
     folder, _, _ = built
     planted = tmp_path / "hidden_code"
     shutil.copytree(folder, planted)
-    hidden = (ROOT / "grader" / "checks" / "ch05_block" / "hidden" / "block.py").read_text()
+    hidden = (ROOT / "grader" / "checks" / "ch05_block" / "block" / "hidden.py").read_text()
     tree = ast.parse(hidden)
     mistakes = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_block_mistakes")
     target = planted / "grader" / "checks" / "ch05_block" / "common.py"
@@ -169,7 +169,7 @@ def test_leak_scan_finds_a_hidden_checks_code(built, tmp_path):
     target.write_text(target.read_text() + "\n\n" + ast.get_source_segment(hidden, mistakes) + "\n")
     findings = release.scan(planted, allowed={"grader/checks/ch05_block/common.py": "planted"})
     refused = [f for f in release.blocking(findings) if f.path == "grader/checks/ch05_block/common.py"]
-    assert refused and all(f.line > before and "ch05_block/hidden/block.py" in f.what for f in refused), findings
+    assert refused and all(f.line > before and "ch05_block/block/hidden.py" in f.what for f in refused), findings
 
 
 def test_a_single_long_statement_in_any_text_file_is_found(built, tmp_path):

@@ -63,17 +63,17 @@ def test_the_old_oracles_planted_back_are_found(bundle, tmp_path):
     # AdamW by hand (chapter 08's task) into AdamW.step's public module, renamed.
     adamw = _source_of(kit / "ch08_training" / "hidden" / "oracles.py", "hand_adamw").replace(
         "def hand_adamw(", "def reference_steps(")
-    _plant(checks / "ch08_training" / "adamw_step.py", adamw)
+    _plant(checks / "ch08_training" / "adamw_step" / "__init__.py", adamw)
     # make_batch from chapter 01's windows, into make_batch's module.
-    hidden_batches = kit / "ch08_training" / "hidden" / "make_batch.py"
-    _plant(checks / "ch08_training" / "make_batch.py",
+    hidden_batches = kit / "ch08_training" / "make_batch" / "hidden.py"
+    _plant(checks / "ch08_training" / "make_batch" / "__init__.py",
            _source_of(kit / "ch08_training" / "hidden" / "common.py", "windows_of"),
            _source_of(hidden_batches, "_laid_out"), _source_of(hidden_batches, "right_batch"))
     # The LayerNorm written out, back where it was: the shared judging helpers.
     _plant(checks / "_api.py", "from grader.checks.course import EPS",
            _source_of(kit / "ch05_block" / "hidden" / "oracles.py", "layer_norm"))
     # A probe that composes the block from its parts.
-    block = checks / "ch05_block" / "block.py"
+    block = checks / "ch05_block" / "block" / "__init__.py"
     text = block.read_text()
     start = text.index("def probe_block_formula(")
     end = text.index("\n\n\n", start)
@@ -81,16 +81,17 @@ def test_the_old_oracles_planted_back_are_found(bundle, tmp_path):
 
     findings = answer_scan.scan(planted, chapters=["05", "08"])
     found = {(f.path, f.function, f.check.rsplit(".", 1)[0]) for f in findings}
-    assert ("grader/checks/ch08_training/adamw_step.py", "reference_steps", "ch08.adamw_step") in found, findings
-    assert ("grader/checks/ch08_training/make_batch.py", "right_batch", "ch08.make_batch") in found, findings
+    assert ("grader/checks/ch08_training/adamw_step/__init__.py", "reference_steps", "ch08.adamw_step") in found, findings
+    assert ("grader/checks/ch08_training/make_batch/__init__.py", "right_batch", "ch08.make_batch") in found, findings
     assert ("grader/checks/_api.py", "layer_norm", "ch05.layer_norm") in found, findings
-    assert ("grader/checks/ch05_block/block.py", "probe_block_formula", "ch05.block") in found, findings
-    assert all(re.match(r"grader/checks/(_api|ch05_block/block|ch08_training/(adamw_step|make_batch))\.py$", f.path)
+    assert ("grader/checks/ch05_block/block/__init__.py", "probe_block_formula", "ch05.block") in found, findings
+    assert all(re.match(r"grader/checks/(_api\.py|(ch05_block/block|ch08_training/(adamw_step|make_batch))/__init__\.py)$",
+                        f.path)
                for f in findings), findings
 
     # The release refuses such a bundle, naming the place.
     refused = release.blocking(release.answer_findings(planted, ["08"]))
-    assert any(f.path == "grader/checks/ch08_training/adamw_step.py" and f.scope == "reference_steps" and f.line > 0
+    assert any(f.path == "grader/checks/ch08_training/adamw_step/__init__.py" and f.scope == "reference_steps" and f.line > 0
                for f in refused), refused
 
 
@@ -100,7 +101,7 @@ def test_an_allowed_formula_and_a_forbidden_operator_are_no_leak(bundle, tmp_pat
     would score 'forbidden', so a judge may use it."""
     planted = tmp_path / "torch_oracle"
     shutil.copytree(bundle, planted)
-    _plant(planted / "grader" / "checks" / "ch05_block" / "layer_norm.py",
+    _plant(planted / "grader" / "checks" / "ch05_block" / "layer_norm" / "__init__.py",
            "def torch_layer_norm(x, gamma, beta):\n"
            "    return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma, beta, eps=1e-5)")
     assert answer_scan.scan(planted, chapters=["05"]) == []

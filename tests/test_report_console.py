@@ -101,7 +101,7 @@ def test_safe_stream_changes_nothing_on_utf8_and_is_idempotent():
 def _mutant_in(tmp_path: Path) -> Path:
     """The reference with chapter 06's GELU derivative missing its x·φ(x) term: its
     diagnosis quotes φ, which cp1252 and ASCII lack."""
-    from grader.qa.mutants import catalogue as mutants
+    from grader.mutants import catalogue as mutants
     from grader.run.regions import package_sources
 
     entry = next(m for m in mutants()[0] if m.name == "gelu_backward_no_x_pdf")

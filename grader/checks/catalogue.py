@@ -1,11 +1,17 @@
 """Every chapter's tasks and checks, collected from grader/checks/chNN_*/.
 
-A chapter is a package: its __init__ holds the chapter's TITLE and TASK_MODULES, the
-modules of its tasks in the lesson's order. Each of those modules declares TASKS and,
-with the @check decorator, the public checks of those tasks beside their probes and
-judges. The hidden checks (TA-only) of a task module <task>.py live in the chapter's
-hidden/<task>.py, beside what only they use; the student release leaves hidden/ out.
-A check's chapter and task come from where it is declared."""
+A chapter is a package whose __init__ holds its TITLE, and a task is a folder in it named
+by the task's id (its solution region's id):
+
+    grader/checks/ch05_block/layer_norm/
+        __init__.py   TASKS, and the public checks beside their probes and judges
+        hidden.py     the hidden checks (TA-only), and what the public checks know
+                      (@facts_for); the student release leaves it out
+        mutants.py    the mutants and variants that prove the checks (grader/mutants.py)
+
+The chapter's tasks are its folders, in the order of their regions in the reference
+(tasks.json, written by `make student`); a chapter's hidden/ folder holds what several of
+its tasks' hidden checks share. A check's chapter and task come from where it is declared."""
 
 from __future__ import annotations
 
@@ -21,7 +27,9 @@ from pathlib import Path
 from grader.checks._api import DECLARED, Check, Task
 
 CHAPTER_PACKAGE = re.compile(r"ch(?P<number>\d\d)_\w+")
-HIDDEN = "hidden"  # the subpackage of a chapter that holds its hidden checks
+HIDDEN = "hidden"  # a task's module of hidden checks, and a chapter's folder of what they share
+MUTANTS = "mutants"  # a task's module of mutants and variants
+TASK_ORDER = "tasks.json"  # a chapter's task ids in the order of their regions (generated)
 
 
 @dataclass(frozen=True)
@@ -44,24 +52,41 @@ def load_chapter(package_name: str) -> Chapter:
     number = CHAPTER_PACKAGE.fullmatch(package_name)["number"]
     package = importlib.import_module(f"grader.checks.{package_name}")
     tasks, checks = [], []
-    for part in package.TASK_MODULES:
-        module = importlib.import_module(f"{package.__name__}.{part}")
+    for folder in task_folders(package_name):
+        module = importlib.import_module(f"{package.__name__}.{folder}")
         tasks += module.TASKS
-        checks += _checks_of(module, hidden_module(package.__name__, part), number)
+        checks += _checks_of(module, hidden_module(package.__name__, folder), number)
     return Chapter(number, package.TITLE, package_name, tuple(tasks), tuple(checks))
 
 
-def hidden_module(package: str, part: str):
-    """The module of the hidden checks of the task module `part`, or None: where it has
-    none, and in the student release, which ships no hidden/ folder."""
-    name = f"{package}.{HIDDEN}.{part}"
+def task_folders(package_name: str) -> list[str]:
+    """The chapter's task folders: in the order tasks.json gives, then any it does not
+    name yet (a task just made, before `make student` runs), by name."""
+    folder = Path(__file__).parent / package_name
+    present = sorted(path.parent.name for path in folder.glob("*/__init__.py") if path.parent.name != HIDDEN)
+    order = written_task_order(package_name)
+    return [t for t in order if t in present] + [t for t in present if t not in order]
+
+
+def written_task_order(package_name: str) -> list[str]:
     try:
-        found = importlib.util.find_spec(name)
-    except ModuleNotFoundError as error:
-        if error.name != f"{package}.{HIDDEN}":
-            raise
-        return None
-    return importlib.import_module(name) if found else None
+        return list(json.loads((Path(__file__).parent / package_name / TASK_ORDER).read_text(encoding="utf-8"))["tasks"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def hidden_modules(package_name: str) -> list:
+    """The hidden modules of a chapter's tasks (none in the student release)."""
+    package = f"grader.checks.{package_name}"
+    found = (hidden_module(package, folder) for folder in task_folders(package_name))
+    return [module for module in found if module is not None]
+
+
+def hidden_module(package: str, folder: str):
+    """The module of the hidden checks of a task folder, or None: where it has none, and
+    in the student release, which ships no hidden module."""
+    name = f"{package}.{folder}.{HIDDEN}"
+    return importlib.import_module(name) if importlib.util.find_spec(name) else None
 
 
 def _checks_of(module, hidden, number: str) -> list[Check]:
@@ -74,9 +99,9 @@ def _checks_of(module, hidden, number: str) -> list[Check]:
     for where, entries, is_hidden in ((module, public, False), (hidden, secret, True)):
         for entry in entries:
             if bool(entry.more.get("hidden")) != is_hidden:
+                folder = module.__name__.replace(".", "/")
                 raise ValueError(f"{where.__name__}: check '{entry.name}' is {'not ' * is_hidden}hidden; a hidden "
-                                 f"check goes in {HIDDEN}/{module.__name__.rsplit('.', 1)[-1]}.py, a public one "
-                                 f"in {module.__name__.rsplit('.', 1)[-1]}.py")
+                                 f"check goes in {folder}/{HIDDEN}.py, a public one in {folder}/__init__.py")
             if entry.task is None and len(names) != 1:
                 raise ValueError(f"{where.__name__}: check '{entry.name}' must say which of {names} it grades "
                                  f"(task=...)")
@@ -95,11 +120,11 @@ def _checks_of(module, hidden, number: str) -> list[Check]:
 
 
 def chapter_source(chapter: Chapter) -> str:
-    """The text of all the chapter's check modules (its hidden ones too, where present), for
-    the tools that read them."""
+    """The text of all the chapter's check modules (its hidden ones too, where present, and
+    never its mutants), for the tools that read them."""
     folder = Path(__file__).parent / chapter.module
-    return "\n".join(path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py")) + sorted(
-        (folder / HIDDEN).glob("*.py")))
+    return "\n".join(path.read_text(encoding="utf-8") for path in sorted(folder.rglob("*.py"))
+                     if path.name != f"{MUTANTS}.py" and "__pycache__" not in path.parts)
 
 
 @lru_cache(maxsize=None)

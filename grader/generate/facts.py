@@ -34,10 +34,8 @@ def registered() -> dict[str, tuple[str, object]]:
     """check name -> (chapter package, facts function), from every chapter's hidden modules."""
     found: dict[str, tuple[str, object]] = {}
     for package_name in catalogue.chapter_packages():
-        package = importlib.import_module(f"grader.checks.{package_name}")
-        for part in package.TASK_MODULES:
-            hidden = catalogue.hidden_module(package.__name__, part)
-            for name, function in vars(hidden).get(REGISTERED, {}).items() if hidden is not None else ():
+        for hidden in catalogue.hidden_modules(package_name):
+            for name, function in vars(hidden).get(REGISTERED, {}).items():
                 if name in found and found[name][1] is not function:
                     raise ValueError(f"{name}: two facts functions are registered for it")
                 found[name] = (package_name, function)

@@ -6,14 +6,14 @@ Writes, each piece working from the start:
 - a function with the task's solution region in solutions/hero_transformer/<module>.py,
   whose body is yours to write (until then it raises, so every check fails and
   `make task-check` says so);
-- grader/checks/chNN_*/<task>.py: the task, one public check comparing the function's
-  output on fixed inputs with the reference's, and one named mistake;
-- grader/checks/chNN_*/hidden/<task>.py: what the public check knows (the right output and
-  the mistake's, computed from the reference when `make student` runs) and a hidden
-  check on random inputs;
-- the task module in the chapter's TASK_MODULES, a mutant making the named mistake in
-  grader/qa/mutants/chNN.py, and a section naming the task at the end of the lesson;
+- the task's folder, grader/checks/chNN_*/<task>/: __init__.py (the task, one public
+  check comparing the function's output on fixed inputs with the reference's, and one
+  named mistake), hidden.py (what the public check knows, the right output and the
+  mistake's, computed from the reference when `make student` runs, and a hidden check on
+  random inputs) and mutants.py (a mutant making the named mistake);
+- a section naming the task at the end of the lesson;
 then prints what is left to write. Nothing is overwritten: an existing task or file stops it.
+The chapter finds the task by its folder; `make student` puts it in the chapter's order.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis
+from grader.checks._api import Task, check, diagnose, named
 from grader.checks.facts import known_facts
 
 TASKS = [
@@ -67,7 +67,7 @@ TASKS = [
 ]
 
 # Each mistake a student makes, by name: the sentence the student reads. What each one
-# outputs on the public inputs is computed in hidden/{task}.py under the same name.
+# outputs on the public inputs is computed in hidden.py beside this file, under the same name.
 MISTAKES = {{
     "{mistake}": "{mistake_text}",
 }}
@@ -82,15 +82,10 @@ def probe_{task}(ns, x):
                                                               dtype=torch.float64)}})
 def judge_{task}_example(out, inputs, expected):
     facts = known_facts(inputs)
-    right = facts["right"]
-    if compare(out["y"], right, atol=1e-9, rtol=1e-9) is None:
-        return None
-    named = first_diagnosis(out["y"], [(MISTAKES[name], output) for name, output in facts["mistakes"].items()],
-                            atol=1e-9, rtol=1e-9, right=right)
-    return named or compare(out["y"], right, "{function}(x)", atol=1e-9, rtol=1e-9)
+    return diagnose(out["y"], facts["right"], named(MISTAKES, facts["mistakes"]), "{function}(x)")
 '''
 
-HIDDEN = '''"""The hidden checks of grader/checks/{package}/{task}.py, and what its public check knows."""
+HIDDEN = '''"""Task {task}'s hidden checks, and what its public check knows (the release leaves this file out)."""
 
 from __future__ import annotations
 
@@ -118,11 +113,24 @@ def judge_{task}_reference(out, inputs, expected):
     return compare(out["y"], expected, "{function}(x)", atol=1e-9, rtol=1e-9)
 '''
 
-MUTANT = '''
+MUTANTS = '''"""Task {task}: the mistakes the lesson warns about, made in its region (mutants), and right
+ways to write it (variants). grader/mutants.py says how an entry is written."""
 
-MUTANTS.append(mutant("{task}_{mistake}", "{task}", """
-    {mistake_code}
-""", "ch{number}.{task}.example", "{keyword}", "{mistake_text}"))
+from grader.mutants import mutant, variant
+
+MUTANTS = [
+    mutant("{task}_{mistake}", "{task}", """
+        {mistake_code}
+    """, "ch{number}.{task}.example", "{keyword}", "{mistake_text}"),
+]
+
+VARIANTS = [
+]
+
+# Phrases of the lesson's common mistakes, each with the mutants that make it.
+LESSON = {{
+    "{mistake_text}": ("{task}_{mistake}",),
+}}
 '''
 
 LESSON = '''
@@ -148,41 +156,33 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
             raise SystemExit(f"{name}={value!r} is not a Python name in lower case (letters, digits, _)")
     package = _chapter_package(root, number)
     solution = root / "solutions" / "hero_transformer" / f"{module}.py"
-    public = package / f"{task}.py"
-    hidden = package / "hidden" / f"{task}.py"
-    mutants = root / "grader" / "qa" / "mutants" / f"ch{number}.py"
+    folder = package / task
     lesson = _lesson(root, package)
     if not solution.is_file():
         raise SystemExit(f"solutions/hero_transformer/{module}.py does not exist: MODULE names a file of the package")
-    if f"BEGIN SOLUTION {task}\n" in solution.read_text(encoding="utf-8") or public.exists() or hidden.exists():
-        raise SystemExit(f"task {task} exists already (its region, {public.relative_to(root)} or "
-                         f"{hidden.relative_to(root)}): nothing was written")
+    if f"BEGIN SOLUTION {task}\n" in solution.read_text(encoding="utf-8") or folder.exists():
+        raise SystemExit(f"task {task} exists already (its region, or {folder.relative_to(root)}/): nothing was "
+                         f"written")
     if re.search(rf"^def {function}\(", solution.read_text(encoding="utf-8"), re.M):
         raise SystemExit(f"{module}.py already defines {function}: choose another FUNC")
-    init = package / "__init__.py"
-    listed = re.search(r"^TASK_MODULES = \((.*?)\)", init.read_text(encoding="utf-8"), re.M | re.S)
-    if listed is None or not mutants.is_file() or not lesson.is_file():
-        raise SystemExit(f"chapter {number} lacks TASK_MODULES in {init.relative_to(root)}, "
-                         f"{mutants.relative_to(root)} or {lesson.relative_to(root)}")
+    if not lesson.is_file():
+        raise SystemExit(f"chapter {number} has no lesson at {lesson.relative_to(root)}")
     words = dict(number=number, task=task, function=function, module=module, title=title, package=package.name,
                  mistake=mistake, mistake_text=mistake_text, mistake_code=mistake_code, keyword=keyword,
                  mistake_name="MISTAKES")
     with solution.open("a", encoding="utf-8") as handle:
         handle.write(SOLUTION.format(**words))
-    public.write_text(PUBLIC.format(**words), encoding="utf-8")
-    hidden.write_text(HIDDEN.format(**words), encoding="utf-8")
-    text = init.read_text(encoding="utf-8")
-    names = [n for n in re.findall(r"[\"']([a-z_0-9]+)[\"']", listed.group(1))] + [task]
-    init.write_text(text[:listed.start()] + "TASK_MODULES = (" + ", ".join(f'"{n}"' for n in names) + ")"
-                    + text[listed.end():], encoding="utf-8")
-    with mutants.open("a", encoding="utf-8") as handle:
-        handle.write(MUTANT.format(**words))
+    folder.mkdir()
+    (folder / "__init__.py").write_text(PUBLIC.format(**words), encoding="utf-8")
+    (folder / "hidden.py").write_text(HIDDEN.format(**words), encoding="utf-8")
+    (folder / "mutants.py").write_text(MUTANTS.format(**words), encoding="utf-8")
     with lesson.open("a", encoding="utf-8") as handle:
         handle.write(LESSON.format(**words))
+    where = f"grader/checks/{package.name}/{task}/"
     return [f"write {function}'s body between the region's markers in solutions/hero_transformer/{module}.py "
             f"(its docstring becomes the student's stub)",
-            f"write the checks in grader/checks/{package.name}/{task}.py (and the hidden one in hidden/{task}.py): "
-            f"each mistake by name in MISTAKES, its output by the same name in hidden/{task}.py",
+            f"write the checks in {where}__init__.py: each mistake by name in MISTAKES, its output by the same "
+            f"name in hidden.py beside it (which holds the hidden check too; mutants.py proves the checks)",
             f"write the lesson's section at the end of assignments/{package.name}/README.md (move it where it "
             f"belongs; keep the task id `{task}` and {function} in its words)",
             f"`make student`, then `make task-check TASK={task}` until every step holds"]

@@ -53,7 +53,7 @@ BUNDLE_NAME = "hero_transformer-student"
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
 STUDENT_GRADER = ("__init__.py", "__main__.py", "archives.py", "console.py", "edition.py", "files.py",
                   "pytest_plugin.py", "lms/__init__.py",
-                  "lms/github_classroom.py")  # and run/, and checks/ without the chapters' hidden/ folders
+                  "lms/github_classroom.py")  # and run/, and checks/ without what only the kit has (KIT_ONLY)
 
 # A single statement this long (normalised) is specific enough to be a leak on its own;
 # anything shorter (`return x`, `B, T = x.shape`) must come with a neighbour.
@@ -72,18 +72,28 @@ def _check_packages(chapters: list[str] | None = None) -> list[Path]:
             if not chapters or name[2:4] in chapters]
 
 
+def _kit_only(relative: Path) -> str | None:
+    """What a file of a chapter's check package is, where the bundle leaves it out:
+    "hidden" (a task's hidden.py, anything under the chapter's hidden/ folder) or
+    "mutants" (a task's mutants.py); None for what the bundle carries."""
+    if relative.parts[0] == catalogue.HIDDEN or relative.name == f"{catalogue.HIDDEN}.py":
+        return "hidden"
+    return "mutants" if relative.name == f"{catalogue.MUTANTS}.py" else None
+
+
 def _check_modules(hidden: bool) -> list[Path]:
-    """Every module of the chapters' check packages: the public ones, which the bundle
-    carries, or those of their hidden/ folders, which it never does."""
+    """The modules of the chapters' check packages: the public ones, which the bundle
+    carries, or the hidden ones, which it never does (nor the mutants, read apart)."""
+    wanted = "hidden" if hidden else None
     return [path for package in _check_packages() for path in sorted(package.rglob("*.py"))
-            if "__pycache__" not in path.parts and (catalogue.HIDDEN in path.relative_to(package).parts) == hidden]
+            if "__pycache__" not in path.parts and _kit_only(path.relative_to(package)) == wanted]
 
 
 def _copy_check_package(package: Path, target: Path):
-    """A chapter's check package without its hidden/ folder."""
+    """A chapter's check package without what only the kit has."""
     def ignored(folder, names):
         skipped = set(_IGNORED(folder, names))
-        return skipped | ({catalogue.HIDDEN} if Path(folder) == package else set())
+        return skipped | {n for n in names if _kit_only((Path(folder) / n).relative_to(package))}
 
     shutil.copytree(package, target, ignore=ignored)
 
@@ -184,11 +194,11 @@ def _region_bodies(root: Path) -> list[tuple[str, str]]:
 def _accuracy_bodies() -> list[tuple[str, str]]:
     """(label, body) of every mutant and variant: the full text of the region each one
     writes (a patched mutant's too), which restates a reference body."""
-    from grader.qa.mutants import catalogue
+    from grader.mutants import catalogue
 
     reference = package_sources(ROOT / "solutions" / "hero_transformer")
     mutants, variants = catalogue()
-    return [(f"grader/qa/mutants {kind} {entry.name} (region {entry.task})", entry.region(reference))
+    return [(f"the {kind} {entry.name} (region {entry.task})", entry.region(reference))
             for kind, entries in (("mutant", mutants), ("variant", variants)) for entry in entries]
 
 
@@ -231,8 +241,7 @@ class Secrets:
 
 def _kit_state() -> tuple:
     """Every file the secrets are read from, with its size and modification time."""
-    roots = [ROOT / "solutions" / "hero_transformer", ROOT / "hero_transformer", ROOT / "grader" / "checks",
-             ROOT / "grader" / "qa" / "mutants"]
+    roots = [ROOT / "solutions" / "hero_transformer", ROOT / "hero_transformer", ROOT / "grader" / "checks"]
     return tuple((str(path), stat.st_mtime_ns, stat.st_size) for root in roots
                  for path in sorted(root.rglob("*.py")) if (stat := path.stat()))
 

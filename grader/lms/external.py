@@ -28,6 +28,7 @@ CPU_WHEELS = "https://download.pytorch.org/whl/cpu"
 # (a lone file handed in is graded with the stubs for the files it does not replace).
 INCLUDED = ("grader", "solutions")
 SKIPPED_PARTS = {"__pycache__", "qa"}
+SKIPPED_NAMES = {"mutants.py"}  # the mutant catalogue (grader/mutants.py) and each task's entries
 KIT_FOLDER = "hero_transformer_grader"  # the kit's folder inside an image or a tar
 IMAGE_HOME = "/opt/hero_transformer"
 
@@ -40,7 +41,8 @@ def kit_files(include_stubs: bool = False) -> list[tuple[Path, str]]:
         for path in sorted((ROOT / folder).rglob("*")):
             rel = path.relative_to(ROOT)
             # .json: each chapter's facts.json, which the public checks read
-            if path.is_file() and not SKIPPED_PARTS & set(rel.parts) and path.suffix in (".py", ".md", ".json"):
+            if (path.is_file() and not SKIPPED_PARTS & set(rel.parts) and path.name not in SKIPPED_NAMES
+                    and path.suffix in (".py", ".md", ".json")):
                 files.append((path, rel.as_posix()))
     return files
 

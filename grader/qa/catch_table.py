@@ -1,4 +1,4 @@
-"""`make mutants`: run every mutant and variant of grader/qa/mutants through the grader
+"""`make mutants`: run every mutant and variant of the task folders (grader/checks/chNN_*/<task>/mutants.py) through the grader
 and print what it catches. Exit status 1 if a mutant survives or a variant loses a point."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from rich.table import Table
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.qa.mutants import Mutant, Variant, catalogue as accuracy_catalogue
-from grader.qa.mutants.trivial import trivial_entries
+from grader.mutants import Mutant, Variant, catalogue as accuracy_catalogue
+from grader.qa.trivial_bodies import trivial_entries
 from grader.run.results import PASSED
 from grader.run.reference import Reference
 from grader.run.engine import grade_task
@@ -81,7 +81,7 @@ def chosen(entries: list, chapters: list[str] | None = None, tasks: list[str] | 
 def run_all(sandbox: Sandbox | None = None, trivial: bool = False, chapters: list[str] | None = None,
             tasks: list[str] | None = None):
     """(mutant outcomes, variant outcomes), and with trivial=True the outcomes of the
-    bodies that compute nothing (grader.qa.mutants.trivial) third; only the chapters'
+    bodies that compute nothing (grader.qa.trivial_bodies) third; only the chapters'
     and tasks' entries where given."""
     reference = Reference.available()
     mutants, variants = (chosen(entries, chapters, tasks) for entries in accuracy_catalogue())

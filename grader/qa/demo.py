@@ -10,7 +10,7 @@ from rich.table import Table
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.qa.mutants import apply, catalogue as accuracy_catalogue
+from grader.mutants import apply, catalogue as accuracy_catalogue
 from grader.run.reference import Reference
 from grader.run.engine import grade
 from grader.run.report import render
@@ -20,7 +20,7 @@ from grader.run.submission import Submission, load
 
 ROOT = KIT_ROOT
 
-# (what a TA would call it, mutant name from grader/qa/mutants, chapters to grade)
+# (what a TA would call it, mutant name from a task's mutants.py, chapters to grade)
 TYPICAL_MISTAKES = [
     ("GELU written with the tanh approximation", "gelu_tanh", ["05"]),
     ("a post-LN block", "block_post_ln", ["05"]),

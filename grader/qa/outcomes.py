@@ -22,7 +22,7 @@ def outcomes(public: bool, runner: str | None = None, groups: str | None = None)
     every task of the group its task belongs to (all checks, with the reference), on one
     shared worker ("on") or one worker per task ("off"): what sharing must not change."""
     from grader.checks import catalogue
-    from grader.qa.mutants import catalogue as accuracy_catalogue
+    from grader.mutants import catalogue as accuracy_catalogue
     from grader.run.reference import Reference
     from grader.run.dependencies import task_groups
     from grader.run.engine import grade_group, grade_task

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from grader.checks import catalogue
 from grader.qa.catch_table import SEED
-from grader.qa.mutants import Mutant, catalogue as accuracy_catalogue
+from grader.mutants import Mutant, catalogue as accuracy_catalogue
 from grader.run.dependencies import task_graph
 from grader.run.engine import grade
 from grader.run.reference import Reference

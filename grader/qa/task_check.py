@@ -103,7 +103,8 @@ def _catalogue(task, sandbox) -> list[Step]:
     spent = time.perf_counter() - started
     if not mutants:
         steps.append(Step("its mutants are caught and named", f"{task.name} has no mutant: add one in "
-                          f"grader/qa/mutants/ch{catalogue.chapter_of_task()[task.name].number}.py"))
+                          f"grader/checks/{catalogue.chapter_of_task()[task.name].module}/{task.name}/"
+                          f"{catalogue.MUTANTS}.py"))
     else:
         missed = [o for o in mutants if not o.caught]
         unnamed = [o for o in mutants if o.caught and not o.caught_publicly]

@@ -60,7 +60,8 @@ def _checks_text() -> str:
     """The checks' own source: a reference line they spell out (a diagnosis naming the
     fix, say) is public, as the checks ship with the course."""
     return "".join(_squeezed(path.read_text(encoding="utf-8"))
-                   for path in sorted((KIT_ROOT / "grader" / "checks").rglob("*.py")))
+                   for path in sorted((KIT_ROOT / "grader" / "checks").rglob("*.py"))
+                   if path.name != "mutants.py")  # right bodies of the tasks, never public
 
 
 def _known_exception_names() -> set[str]:

@@ -82,6 +82,9 @@ def _bwrap_prefix(exe: str, door_dir: str | None = None) -> list[str]:
              "--ro-bind", str(GRADER_DIR / "run" / "__init__.py"), f"{SANDBOX_ROOT}/grader/run/__init__.py",
              "--ro-bind", str(GRADER_DIR / "run" / "inside"), f"{SANDBOX_ROOT}/grader/run/inside",
              "--ro-bind", str(GRADER_DIR / "checks"), f"{SANDBOX_ROOT}/grader/checks"]
+    # A task's mutants hold right ways to write it (the variants): empty in here.
+    for mutants in sorted((GRADER_DIR / "checks").glob("ch*/*/mutants.py")):
+        args += ["--ro-bind", "/dev/null", f"{SANDBOX_ROOT}/{mutants.relative_to(GRADER_DIR.parent).as_posix()}"]
     if door_dir:
         args += ["--ro-bind", door_dir, DOOR_INSIDE]
     # Last, once every mount point under it exists (the venv may live in /tmp): /tmp is an

@@ -2,4 +2,3 @@
 (input, target) training windows."""
 
 TITLE = "Tokens and training windows"
-TASK_MODULES = ("vocab", "encode", "decode", "windows")

@@ -1,4 +1,3 @@
 """Chapter 02: the token embedding."""
 
 TITLE = "Token embedding"
-TASK_MODULES = ("embedding",)

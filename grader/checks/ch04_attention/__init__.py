@@ -2,4 +2,3 @@
 B=2, T=3, d=4, h=2 gives Q/K/V [2, 2, 3, 2] and weights [2, 2, 3, 3]."""
 
 TITLE = "Causal multi-head attention with a KV cache"
-TASK_MODULES = ("attention_init", "split_heads", "merge_heads", "attention")

@@ -1,4 +1,3 @@
 """Chapter 05: LayerNorm, exact GELU, the feed-forward network and the pre-LN block."""
 
 TITLE = "LayerNorm, GELU, feed-forward, pre-LN block"
-TASK_MODULES = ("layer_norm", "gelu", "feedforward", "block_init", "block")

@@ -2,4 +2,3 @@
 each compared in float64 with autograd and with finite differences of its forward."""
 
 TITLE = "Backward by hand"
-TASK_MODULES = ("layer_norm", "gelu", "linear", "residual")

@@ -2,4 +2,3 @@
 and its forward pass (with the KV cache across every block)."""
 
 TITLE = "The full language model"
-TASK_MODULES = ("cross_entropy", "parameter_count", "lm_init", "lm_forward")

@@ -2,4 +2,3 @@
 the KV cache."""
 
 TITLE = "Sampling with the KV cache"
-TASK_MODULES = ("sample_next", "generate")

@@ -13,7 +13,6 @@ platform has is used: no fork, no signals, no /proc, no resource limits.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import socket
@@ -26,14 +25,9 @@ from grader.run.inside import tasks, wire  # noqa: E402 - after the path is set
 
 
 def _import_checks() -> None:
-    import pkgutil
-
-    import grader.checks
-
-    for info in pkgutil.walk_packages(grader.checks.__path__, "grader.checks."):
-        importlib.import_module(info.name)
     from grader.run.inside import probes_only
 
+    probes_only.import_check_modules()
     probes_only.keep_only_what_probes_use()
 
 

@@ -19,6 +19,19 @@ CHECKS = "grader.checks"
 DECLARED = "__declared_checks__"
 
 
+def import_check_modules() -> None:
+    """Imports every check module, public and hidden, as probes live beside their judges;
+    never a task's mutants (the kit's proof of its checks, which the sandbox does not hold)."""
+    import importlib
+    import pkgutil
+
+    import grader.checks
+
+    for info in pkgutil.walk_packages(grader.checks.__path__, "grader.checks."):
+        if info.name.rsplit(".", 1)[-1] != "mutants":
+            importlib.import_module(info.name)
+
+
 class GraderOnly(RuntimeError):
     """A submission called a part of the grader that only judges use."""
 

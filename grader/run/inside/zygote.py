@@ -40,18 +40,12 @@ def main() -> None:
     torch.set_num_threads(1)
     _settle_cpu_detection(torch)
     # Everything imported here is imported once, not once per forked worker.
-    import pkgutil
-
     import torch.nn.functional  # noqa: F401
     import torch.optim  # noqa: F401
 
-    import grader.checks
-    from grader.run.inside import op_rules, wire  # noqa: F401 - op_rules imported once, for every worker
+    from grader.run.inside import op_rules, probes_only, wire  # noqa: F401 - op_rules imported once, for every worker
 
-    for info in pkgutil.walk_packages(grader.checks.__path__, "grader.checks."):
-        importlib.import_module(info.name)
-    from grader.run.inside import probes_only
-
+    probes_only.import_check_modules()
     probes_only.keep_only_what_probes_use()  # the judges' oracles never reach a submission
     op_rules.prepare(tasks.every_operator_rule())  # torch's operators and their Python implementations, once
     tasks.snapshot_grader_code()

@@ -225,7 +225,7 @@ def residual_mistakes(grad_out, tensors, right):
     RESIDUAL_SLIPS the value it gives every gradient it changes, the text saying which
     tensor was taken from where (a later gradient a slip changes is named with the slip
     too: the judge names the first wrong one)."""
-    from grader.checks.ch06_backward.residual import RESIDUAL_NAMES
+    from grader.checks.ch06_backward.residual_backward import RESIDUAL_NAMES
 
     dx = right[0]
     table = {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",

@@ -1,0 +1,68 @@
+"""Task micro_adam: the mistakes the lesson warns about, made in its region (mutants), and right
+ways to write it (variants). grader/mutants.py says how an entry is written."""
+
+from grader.mutants import mutant, patch, variant
+
+MUTANTS = [
+    mutant("adam_no_bias_correction", "micro_adam", patch("""
+        - m_hat = self.m[i] / correction1
+        - v_hat = self.v[i] / correction2
+        + m_hat, v_hat = self.m[i], self.v[i]
+    """), ("ch00.micro_adam.hand_computation", "ch00.micro_adam.first_step_is_lr"), "bias correction",
+       "no bias correction"),
+    mutant("adam_no_lr_decay", "micro_adam", patch("""
+        - p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
+        + p.data -= self.lr * m_hat / (math.sqrt(v_hat) + self.eps)
+    """), "ch00.micro_adam.hand_computation", "decay", "constant learning rate"),
+    mutant("adam_grads_not_reset", "micro_adam", patch("""
+        - p.grad = 0.0
+    """), "ch00.micro_adam.hand_computation", "reset", "p.grad not zeroed after the step"),
+    mutant("adam_bias_correction_off_by_one", "micro_adam", patch("""
+        - correction1 = 1.0 - b1 ** (self.t + 1)
+        - correction2 = 1.0 - b2 ** (self.t + 1)
+
+        - m_hat = self.m[i] / correction1
+        - v_hat = self.v[i] / correction2
+        + m_hat = self.m[i] / (1.0 - b1 ** self.t)
+        + v_hat = self.v[i] / (1.0 - b2 ** self.t)
+    """), "ch00.micro_adam.hand_computation", "beta^(t+1)", "1 − β^t with t from 0: division by zero"),
+    mutant("adam_rebinds_parameters", "micro_adam", patch("""
+        - p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
+        + self.params[i] = Value(p.data - lr_t * m_hat / (math.sqrt(v_hat) + self.eps))
+    """), "ch00.micro_adam.hand_computation", "did not move",
+       "a new Value bound to self.params[i]: the model's own parameters never change"),
+    mutant("adam_step_counter_not_advanced", "micro_adam", patch("""
+        - self.t += 1
+    """), "ch00.micro_adam.hand_computation", "not advanced", "t stays 0: every step is the first"),
+    mutant("adam_moments_not_kept", "micro_adam", patch("""
+        - self.m[i] = b1 * self.m[i] + (1.0 - b1) * g
+        - self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g
+        - m_hat = self.m[i] / correction1
+        - v_hat = self.v[i] / correction2
+        + m = (1.0 - b1) * g
+        + v = (1.0 - b2) * g * g
+        + m_hat = m / correction1
+        + v_hat = v / correction2
+    """), "ch00.micro_adam.hand_computation", "start from 0 at every step",
+       "the moments computed afresh each step, never accumulated"),
+]
+
+VARIANTS = [
+    variant("adam_count_first", "micro_adam", """
+        self.t += 1
+        t = self.t
+        lr_t = self.lr * (1 - (t - 1) / self.total_steps)
+        for i, p in enumerate(self.params):
+            self.m[i] = self.beta1 * self.m[i] + (1 - self.beta1) * p.grad
+            self.v[i] = self.beta2 * self.v[i] + (1 - self.beta2) * p.grad ** 2
+            m_hat = self.m[i] / (1 - self.beta1 ** t)
+            v_hat = self.v[i] / (1 - self.beta2 ** t)
+            p.data = p.data - lr_t * m_hat / (v_hat ** 0.5 + self.eps)
+            p.grad = 0
+    """, "t incremented first, ** 0.5, integer zero grads"),
+]
+
+# Phrases of the lesson's common mistakes, each with the mutants that make it.
+LESSON = {
+    'Grads not reset after an Adam step': ('adam_grads_not_reset',),
+}

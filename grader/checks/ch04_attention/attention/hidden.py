@@ -1,0 +1,111 @@
+"""The hidden checks of grader/checks/ch04_attention/attention/__init__.py."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks._api import check
+from grader.checks.ch04_attention.attention import (
+    FORMULA_MISTAKES, reference_inputs, judge_attention_reference, probe_attention, roles_diagnosis,
+)
+from grader.checks.ch04_attention.common import loaded_attention
+from grader.checks.ch04_attention.hidden.oracles import distinct_role_compositions, formula_facts, merged
+from grader.checks.facts import facts_for, significant
+
+
+@facts_for("ch04.attention.formula", "ch04.attention.formula_with_cache")
+def public_formula_facts(ref, inputs):
+    """The mistakes' outputs are only ever matched to 1e-6 (first_diagnosis)."""
+    composed = formula_facts(ref, inputs)
+    return {label: value if label in ("right", "right_weights") else significant(value)
+            for label, value in composed.items()}
+
+
+# ------------------------------------------------------------ what the mistakes output
+# In the grader, on the reference's own projections (the checks' expect).
+
+
+def _masked_attention(q, k, v, o_weight, scale, mask="causal", softmax_dim=-1):
+    """Attention of q [B,h,T,dh] over k, v [B,h,S,dh] (the first S - T of them cached),
+    with a chosen scale, mask and softmax axis: the right one and the classic wrong ones."""
+    T, S = q.shape[2], k.shape[2]
+    past = S - T
+    scores = q @ k.transpose(-2, -1) * scale
+    query_pos = torch.arange(past, S).unsqueeze(1)
+    key_pos = torch.arange(S).unsqueeze(0)
+    hide = {"causal": key_pos > query_pos, "none": torch.zeros(T, S, dtype=torch.bool),
+            "next": key_pos > query_pos + 1, "unshifted": key_pos > torch.arange(T).unsqueeze(1)}[mask]
+    weights = torch.softmax(scores.masked_fill(hide, float("-inf")), dim=softmax_dim)
+    return merged(weights @ v) @ o_weight.T, weights
+
+
+def _reference_parts(ref, inputs):
+    """q, k, v (with the cache prepended) from the reference's projections."""
+    module = loaded_attention(ref, inputs["sizes"], inputs["state"])
+    x = inputs["x"]
+    with torch.no_grad():
+        q, k, v = (module.split_heads(getattr(module, p)(x)) for p in ("q_proj", "k_proj", "v_proj"))
+        new_k, new_v = k, v
+        if inputs.get("past") is not None:
+            k = torch.cat([inputs["past"][0], k], dim=2)
+            v = torch.cat([inputs["past"][1], v], dim=2)
+    return module, q, k, v, new_k, new_v
+
+
+def _attention_mistakes(ref, inputs):
+    """The reference's output, weights and cache, and the outputs of the classic wrong
+    versions computed with the reference's own projections."""
+    module, q, k, v, new_k, new_v = _reference_parts(ref, inputs)
+    x, d, h = inputs["x"], inputs["sizes"]["d_model"], inputs["sizes"]["n_heads"]
+    dh, o = d // h, inputs["state"]["o_proj.weight"]
+    past = inputs.get("past")
+    with torch.no_grad():
+        right, _ = module(x, None if past is None else tuple(past), True)
+        weights = module.last_attention
+        root = 1 / math.sqrt(dh)
+        out = lambda scale=root, **how: _masked_attention(q, k, v, o, scale, **how)[0]  # noqa: E731
+        mistakes = [
+            ("the scores are divided by d, the model width; divide by sqrt(d_h), the square root of "
+             "one head's width", out(1 / d)),
+            ("the scores are divided by d_h itself; divide by its square root, sqrt(d_h)", out(1 / dh)),
+            ("the scores are not scaled: divide q·k by sqrt(d_h) before the softmax", out(1.0)),
+            ("the scores are divided by sqrt(d), the root of the model width; use sqrt(d_h), one head's width",
+             out(1 / math.sqrt(d))),
+            ("the scores are multiplied by sqrt(d_h); divide by it", out(math.sqrt(dh))),
+            ("there is no causal mask: each position attends to later positions too", out(mask="none")),
+            ("the mask lets the next token through: hide every key after the query's own position",
+             out(mask="next")),
+            ("the softmax is taken over dim -2 (the queries); take it over the last axis (the keys)",
+             out(softmax_dim=-2)),
+            (FORMULA_MISTAKES["no_output_projection"],
+             _masked_attention(q, k, v, torch.eye(d, dtype=o.dtype), root)[0]),
+        ]
+        if past is not None:
+            joined = {"cache_after": (torch.cat([new_k, past[0]], 2), torch.cat([new_v, past[1]], 2)),
+                      "keys_values_mixed": (torch.cat([past[1], new_k], 2), torch.cat([past[0], new_v], 2))}
+            for label, (keys, values) in joined.items():
+                mistakes.append((FORMULA_MISTAKES[label], _masked_attention(q, keys, values, o, root)[0]))
+            alone = _masked_attention(q, new_k, new_v, o, root)[0]
+            mistakes = [
+                ("the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
+                 alone),
+                ("the causal mask is not shifted by the cache length: new token t sits at position T_past + t "
+                 "and sees every cached key", out(mask="unshifted")),
+            ] + mistakes
+        mistakes += [(roles_diagnosis(parts), y) for parts, y in
+                     distinct_role_compositions(module, q, new_k, new_v, None if past is None else tuple(past), right)]
+    return {"out": right, "weights": weights, "present": [k, v], "mistakes": mistakes}
+
+
+@check("matches_reference_with_cache", 2,
+       "with a random past_key_value (4 cached tokens) the output, weights and present match the reference",
+       probe=probe_attention, inputs=lambda g: reference_inputs(g, past_length=4), expect=_attention_mistakes,
+       hidden=True)
+@check("matches_reference", 3,
+       "random float64 weights and inputs (d=12, h=3) match the reference: output, weights, cache",
+       probe=probe_attention, inputs=lambda g: reference_inputs(g), expect=_attention_mistakes, hidden=True)
+def judge_attention_matches_reference(out, inputs, expected):
+    """The public judge_attention_reference, for the hidden checks above."""
+    return judge_attention_reference(out, inputs, expected)

@@ -1,0 +1,156 @@
+"""The hidden checks of grader/checks/ch05_block/block/__init__.py."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import check, compare, first_diagnosis
+from grader.checks.course import config, load_state
+from grader.checks.ch05_block.block import (
+    BLOCK_FORMULA_MISTAKES, attention_pair_problem, block_compositions, block_composition_diagnosis, block_of,
+    probe_block_forward, random_block_inputs,
+)
+from grader.checks.ch05_block.common import SIZES
+from grader.checks.ch05_block.hidden.oracles import layer_norm
+from grader.checks.facts import facts_for, significant
+
+
+@facts_for("ch05.block.formula")
+def formula_facts(ref, inputs):
+    """The reference block's own parts composed as the lesson's formula says, right and in
+    the classic wrong orders (those only ever matched to 1e-6, by first_diagnosis)."""
+    x, sizes, state = inputs["x"], inputs["sizes"], inputs["state"]
+    block = block_of(ref, sizes, state)
+    with torch.no_grad():
+        attn = lambda h: block.attention(h)[0]  # noqa: E731
+        ffn, ln1, ln2 = block.feedforward, block.ln_attention, block.ln_feedforward
+        u = x + attn(ln1(x))
+        right = u + ffn(ln2(u))
+        first = x + ffn(ln2(x))
+        post_u = ln1(x + attn(x))
+        a_only = attn(ln1(x))
+        swapped_u = x + attn(ln2(x))
+        composed = {
+            "right": right,
+            "feedforward_reads_x": u + ffn(ln2(x)),
+            "one_norm": u + ffn(ln1(u)),
+            "feedforward_first": first + attn(ln1(first)),
+            "post_ln": ln2(post_u + ffn(post_u)),
+            "renormalised": ln2(right),
+            "no_ff_residual": ffn(ln2(u)),
+            "no_attention_residual": a_only + ffn(ln2(a_only)),
+            "branches_swapped_norms": swapped_u + ffn(ln1(swapped_u)),
+            "broadcast": (x + a_only[:, -1:]) + ffn(ln2(x + a_only[:, -1:])),
+            "attention_unnormalised": (x + attn(x)) + ffn(ln2(x + attn(x))),
+            "feedforward_unnormalised": u + ffn(u),
+        }
+    facts = {label: value if label == "right" else significant(value) for label, value in composed.items()}
+    facts["compositions"] = [{"parts": parts, "y": significant(y, 8)}
+                             for parts, y in distinct_compositions(block, x, right)]
+    return facts
+
+
+def composed_block(parts, block, x):
+    """What the block outputs composed as `parts` says (block.py's grammar), from its own parts."""
+    branch = {"attention": lambda h: block.attention(h)[0], "feedforward": block.feedforward}
+    norm = {"ln_attention": block.ln_attention, "ln_feedforward": block.ln_feedforward, None: lambda h: h}
+    first = parts["first"]
+    second = "feedforward" if first == "attention" else "attention"
+    with torch.no_grad():
+        increment = branch[first](norm[parts[f"{first}_norm"]](x))
+        u = x + increment if parts["first_residual"] == "X" else increment
+        increment = branch[second](norm[parts[f"{second}_norm"]](u if parts["second_reads"] == "U" else x))
+        return {"U": u, "X": x, None: 0}[parts["second_residual"]] + increment
+
+
+def distinct_compositions(block, x, right):
+    """(parts, output) of every wrong composition of the grammar, fewest slips first, leaving out
+    those that output what the right block or a simpler composition already does."""
+    kept = []
+    for parts in block_compositions():
+        y = composed_block(parts, block, x)
+        if all(not torch.allclose(y, other, atol=1e-9, rtol=1e-7) for other in [right] + [o for _, o in kept]):
+            kept.append((parts, y))
+    return kept
+
+
+@facts_for("ch05.block.zero_branch_identity")
+def zero_branch_facts(ref, inputs):
+    """With both branches zero: what a post-LN block, a re-normalised output and a plain
+    LayerNorm of the input give (the norms' gammas and betas are _zeroed_branches')."""
+    x = inputs["x"]
+    ones, zeros = torch.ones(x.shape[-1], dtype=torch.float64), torch.zeros(x.shape[-1], dtype=torch.float64)
+    post = layer_norm(layer_norm(x, torch.full_like(ones, 1.5), torch.full_like(zeros, 0.25)),
+                      torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25))
+    return {"post": post, "renormalised": layer_norm(x, torch.full_like(ones, 0.5), torch.full_like(zeros, -0.25)),
+            "normalised": layer_norm(x, ones, zeros)}
+
+
+@facts_for("ch05.block.example_1")
+def example_facts(ref, inputs):
+    """Example 1's figure normalised: what a block that normalises its output gives."""
+    figure = torch.tensor([[[0.9206722, 3.4206696]]], dtype=torch.float64)
+    return {"normalised_figure": layer_norm(figure, torch.ones(2, dtype=torch.float64),
+                                            torch.zeros(2, dtype=torch.float64))}
+
+
+def _block_mistakes(ref, inputs):
+    """Outputs of the classic wrong blocks, built from reference parts."""
+    block = ref.model.TransformerBlock(config(ref, SIZES, **inputs["sizes"]))
+    load_state(block, inputs["state"])
+    x = inputs["x"]
+    with torch.no_grad():
+        attn = lambda h: block.attention(h)[0]  # noqa: E731
+        ffn, ln1, ln2 = block.feedforward, block.ln_attention, block.ln_feedforward
+        u = x + attn(ln1(x))
+        right = u + ffn(ln2(u))
+        post_u = ln1(x + attn(x))
+        return {
+            "right": right,
+            "mistakes": [
+                ("the block is post-LN (normalising after the residual add); this course's block is pre-LN: "
+                 "U = X + A(LN1(X)), Y = U + F(LN2(U))", ln2(post_u + ffn(post_u))),
+                ("the output is re-normalised: pre-LN adds the increments to the raw residual stream",
+                 ln2(right)),
+                ("the feed-forward branch reads X instead of U = X + A(LN1(X))", u + ffn(ln2(x))),
+                (BLOCK_FORMULA_MISTAKES["branches_swapped_norms"],
+                 (x + attn(ln2(x))) + ffn(ln1(x + attn(ln2(x))))),
+                (BLOCK_FORMULA_MISTAKES["feedforward_first"],
+                 (x + ffn(ln2(x))) + attn(ln1(x + ffn(ln2(x))))),
+                ("one LayerNorm is used for both branches; each branch has its own", u + ffn(ln1(u))),
+                ("the feed-forward residual is missing (Y = F(LN2(U)))", ffn(ln2(u))),
+                ("the attention residual is missing (U = A(LN1(X)))", attn(ln1(x)) + ffn(ln2(attn(ln1(x))))),
+                ("an increment is broadcast from [B, 1, d]: add each position's own increment",
+                 x + attn(ln1(x))[:, -1:, :] + ffn(ln2(x + attn(ln1(x))[:, -1:, :]))),
+            ] + [(block_composition_diagnosis(parts), y) for parts, y in distinct_compositions(block, x, right)],
+        }
+
+
+@check("matches_reference", 3, "random weights (distinct norms) and inputs match the reference pre-LN block",
+       probe=probe_block_forward, inputs=random_block_inputs, expect=_block_mistakes, hidden=True)
+def judge_block_reference(out, inputs, expected):
+    if problem := attention_pair_problem(out):
+        return problem
+    if compare(out["y"], expected["right"], atol=1e-9, rtol=1e-7) is None:
+        return None
+    known = first_diagnosis(out["y"], expected["mistakes"], atol=1e-7, rtol=1e-6)
+    return known or compare(out["y"], expected["right"], "the block output", atol=1e-9, rtol=1e-7)
+
+
+def probe_block_cache(ns, x, sizes, state, split, part, earlier):
+    block = block_of(ns, sizes, state)
+    with torch.no_grad():
+        if part == "full":
+            return {"full": block(x.clone())[0]}
+        first, present = block(x[:, :split].clone(), None, True)
+        rest, _ = block(x[:, split:].clone(), present, True)
+    return {"stepwise": torch.cat([first, rest], dim=1)}
+
+
+@check("cache_consistent", 1, "two calls through the KV cache equal one full call",
+       probe=probe_block_cache, inputs=lambda g: {**random_block_inputs(g), "split": 3}, hidden=True,
+       parts=("full", "stepwise"), gated_by="formula")
+def judge_block_cache(out, inputs, expected):
+    if problem := compare(out["stepwise"], out["full"], "the cached block output", atol=1e-9, rtol=1e-7):
+        return f"running the block in two calls through the KV cache differs from one call: {problem}"
+    return None

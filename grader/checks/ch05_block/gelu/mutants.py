@@ -1,0 +1,47 @@
+"""Task gelu: the mistakes the lesson warns about, made in its region (mutants), and right
+ways to write it (variants). grader/mutants.py says how an entry is written."""
+
+from grader.mutants import mutant, variant
+
+MUTANTS = [
+    mutant("gelu_tanh", "gelu", """
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    """, "ch05.gelu.exact_values", "tanh", "tanh-approximate GELU"),
+    mutant("gelu_relu", "gelu", """
+        return torch.clamp(x, min=0.0)
+    """, "ch05.gelu.exact_values", "relu", "ReLU instead of GELU"),
+    mutant("gelu_sigmoid", "gelu", """
+        return x * torch.sigmoid(1.702 * x)
+    """, "ch05.gelu.exact_values", "sigmoid", "sigmoid approximation"),
+    mutant("gelu_library", "gelu", """
+        return torch.nn.functional.gelu(x)
+    """, "ch05.gelu.exact_values", "torch.nn.functional.gelu", "the library GELU"),
+    mutant("gelu_tanh_pow", "gelu", """
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
+    """, "ch05.gelu.exact_values", "tanh", "the tanh GELU written with torch.pow, as GPT-2 ports write it"),
+    mutant("gelu_module", "gelu", """
+        return torch.nn.GELU()(x)
+    """, "ch05.gelu.exact_values", "torch.nn.GELU", "torch's GELU module"),
+]
+
+VARIANTS = [
+    variant("gelu_erfc", "gelu", """
+        return 0.5 * x * torch.erfc(-x / math.sqrt(2.0))
+    """, "the erfc form Φ(x) = ½ erfc(−x/√2)"),
+    variant("gelu_normal_cdf", "gelu", """
+        return x * torch.special.ndtr(x)
+    """, "torch.special.ndtr as Φ"),
+    variant("gelu_normal_distribution_cdf", "gelu", """
+        return x * torch.distributions.Normal(0.0, 1.0).cdf(x)
+    """, "Φ from torch.distributions.Normal(0, 1).cdf"),
+    variant("gelu_erf_times_inverse_root", "gelu", """
+        return x * 0.5 * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
+    """, "x · ½ · (1 + erf(x · 1/√2))"),
+]
+
+# Phrases of the lesson's common mistakes, each with the mutants that make it.
+LESSON = {
+    'The tanh GELU': ('gelu_tanh',),
+    'calling `torch.nn.functional.gelu`, `nn.LayerNorm` or\n  `F.layer_norm`': ('gelu_library',),
+}

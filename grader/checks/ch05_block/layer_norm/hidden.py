@@ -1,0 +1,46 @@
+"""The hidden checks of grader/checks/ch05_block/layer_norm/__init__.py."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks._api import check, diagnose
+from grader.checks.ch05_block.hidden.oracles import layer_norm_mistakes
+from grader.checks.ch05_block.layer_norm import named_mistakes, probe_layer_norm
+from grader.checks.facts import facts_for
+
+
+@facts_for("ch05.layer_norm.example_figures")
+def figure_facts(ref, inputs):
+    """What each classic mistake makes of (1, 3), with gamma 1 and beta 0."""
+    ones, zeros = torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    return {"mistakes": layer_norm_mistakes(inputs["x"], ones, zeros)}
+
+
+@facts_for("ch05.layer_norm.each_position_alone")
+def rows_facts(ref, inputs):
+    return {"mistakes": layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"])}
+
+
+# ------------------------------------------------------------------ reference
+
+
+def _random_norm_inputs(g):
+    return {"x": torch.randn(2, 5, 6, generator=g, dtype=torch.float64) * 3 + 1,
+            "gamma": torch.rand(6, generator=g, dtype=torch.float64) + 0.5,
+            "beta": torch.randn(6, generator=g, dtype=torch.float64)}
+
+
+def _expect_layer_norm(ref, inputs):
+    norm = ref.model.LayerNorm(6).double()
+    with torch.no_grad():
+        norm.weight.copy_(inputs["gamma"])
+        norm.bias.copy_(inputs["beta"])
+        return norm(inputs["x"])
+
+
+@check("matches_reference", 3, "random [B, T, d] inputs with random gamma and beta match the reference",
+       probe=probe_layer_norm, inputs=_random_norm_inputs, expect=_expect_layer_norm, hidden=True)
+def judge_layer_norm_reference(out, inputs, expected):
+    mistakes = named_mistakes(layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]))
+    return diagnose(out["y"], expected, mistakes, "the normalised output", rtol=1e-7)
