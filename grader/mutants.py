@@ -39,13 +39,13 @@ grader.qa.catch_table` runs them all and prints the catch table.
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import json
 import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
 
 from grader import KIT_ROOT
-from grader.run.regions import BEGIN, END, find_regions, package_sources
+from grader.regions import BEGIN, END, find_regions, package_sources
 
 REFERENCE_PACKAGE = KIT_ROOT / "solutions" / "hero_transformer"
 
@@ -281,15 +281,17 @@ def apply(sources: dict[str, str], module: str, task: str, body: str) -> dict[st
 
 
 def _entry_modules():
-    """Each task's mutants module (grader/checks/chNN_*/<task>/mutants.py), in the
-    catalogue's chapter and task order, with its chapter's number."""
-    from grader.checks import catalogue as checks
-
-    for chapter in checks.chapters():
-        for folder in checks.task_folders(chapter.module):
-            name = f"grader.checks.{chapter.module}.{folder}.{checks.MUTANTS}"
-            if importlib.util.find_spec(name):
-                yield chapter.number, importlib.import_module(name)
+    """Each task's mutants module (grader/checks/chNN_*/<task>/mutants.py), by chapter and
+    in the chapter's task order (its tasks.json), with the chapter's number. Found by their
+    files: the task folders import this module, and it imports none of the checks' own."""
+    for chapter in sorted((KIT_ROOT / "grader" / "checks").glob("ch[0-9][0-9]_*")):
+        try:
+            order = json.loads((chapter / "tasks.json").read_text(encoding="utf-8"))["tasks"]
+        except (OSError, ValueError, KeyError):
+            order = []
+        place = {task: i for i, task in enumerate(order)}
+        for path in sorted(chapter.glob("*/mutants.py"), key=lambda p: (place.get(p.parent.name, len(order)), p)):
+            yield chapter.name[2:4], importlib.import_module(f"grader.checks.{chapter.name}.{path.parent.name}.mutants")
 
 
 def catalogue() -> tuple[list[Mutant], list[Variant]]:

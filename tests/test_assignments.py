@@ -15,7 +15,7 @@ import pytest
 from grader.generate import lesson_tables as assignments
 from grader.checks import catalogue
 from grader.checks._api import Check, Task
-from grader.run.regions import find_regions
+from grader.regions import find_regions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_PACKAGE = REPO_ROOT / "solutions" / "hero_transformer"

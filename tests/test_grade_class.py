@@ -376,7 +376,7 @@ OWN_LAYER_NORM = '''
 
 
 def _with_layer_norm(body: str) -> dict[str, str]:
-    from grader.run.regions import package_sources
+    from grader.regions import package_sources
 
     sources = dict(package_sources(SOLUTIONS))
     start = sources["model.py"].index("        mean = x.mean(dim=-1, keepdim=True)")
@@ -386,7 +386,7 @@ def _with_layer_norm(body: str) -> dict[str, str]:
 
 
 def test_look_alikes_see_through_renaming_and_ignore_the_reference():
-    from grader.run.regions import package_sources
+    from grader.regions import package_sources
     from grader.grade_class.similarity import fingerprints, look_alikes
 
     renamed = OWN_LAYER_NORM.replace("total", "acc").replace("middle", "mu").replace("spread", "var") \

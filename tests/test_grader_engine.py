@@ -13,7 +13,7 @@ from grader.__main__ import main as cli
 from grader.checks import catalogue
 from grader.run.results import NOT_IMPLEMENTED, PASSED
 from grader.run.engine import grade
-from grader.run.regions import all_regions
+from grader.regions import all_regions
 from grader.run.report import results_json
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox

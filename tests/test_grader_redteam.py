@@ -33,7 +33,7 @@ from grader.mutants import apply, region_of
 from grader.run.results import PASSED, GradeReport
 from grader.run.reference import Reference
 from grader.run.engine import grade_task
-from grader.run.regions import package_sources
+from grader.regions import package_sources
 from grader.run.report import render, results_json
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox, bwrap_works

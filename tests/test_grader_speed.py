@@ -62,7 +62,7 @@ def test_certified_parts_made_once_are_those_made_for_each_task(reference):
     from grader.checks import catalogue
     from grader.run.reference import Reference
     from grader.run.inside import wire
-    from grader.run.regions import BEGIN, strip
+    from grader.regions import BEGIN, strip
 
     fresh = Reference(reference.root)
     for task in catalogue.tasks():

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from grader.mutants import REFERENCE_PACKAGE, PatchError, catalogue, mutant, patch, region_of, variant
-from grader.run.regions import package_sources
+from grader.regions import package_sources
 
 SOURCE = textwrap.dedent('''\
     import math

@@ -215,7 +215,7 @@ def test_a_wrong_part_fails_no_right_task(task, sandbox):
 
 def test_the_stub_package_scores_nothing_and_waits_on_nothing(sandbox):
     from tests.conftest import STUDENT_PACKAGE
-    from grader.run.regions import package_sources
+    from grader.regions import package_sources
 
     report = grade(Submission("stubs", package_sources(STUDENT_PACKAGE)), public_only=True, runner=sandbox,
                    seed=SEED, use_reference=False, tasks={"layer_norm", "gelu", "feedforward", "block"})

@@ -24,7 +24,7 @@ import pytest
 from grader.checks import catalogue
 from grader.generate import release
 from grader.mutants import REFERENCE_PACKAGE, catalogue as mutant_catalogue
-from grader.run.regions import package_sources
+from grader.regions import package_sources
 from tests.test_release import _unzipped
 
 ROOT = Path(__file__).resolve().parent.parent

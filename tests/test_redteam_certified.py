@@ -34,7 +34,7 @@ from grader.mutants import apply, region_of, replace_region
 from grader.run.dependencies import task_graph, task_groups, worker_holdings
 from grader.run.engine import _worker_request, grade_group, grade_task
 from grader.run.processes import Limits
-from grader.run.regions import strip
+from grader.regions import strip
 from grader.run.report import results_json
 from grader.run.results import ERROR, FORBIDDEN, NOT_IMPLEMENTED, PASSED, GradeReport
 from grader.run.sandbox import Sandbox, bwrap_works

@@ -1,4 +1,4 @@
-"""Unit tests of grader.run.regions: finding, validating and stripping solution regions."""
+"""Unit tests of grader.regions: finding, validating and stripping solution regions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.run.regions import (
+from grader.regions import (
     BEGIN,
     END,
     Region,

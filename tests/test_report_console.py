@@ -102,7 +102,7 @@ def _mutant_in(tmp_path: Path) -> Path:
     """The reference with chapter 06's GELU derivative missing its x·φ(x) term: its
     diagnosis quotes φ, which cp1252 and ASCII lack."""
     from grader.mutants import catalogue as mutants
-    from grader.run.regions import package_sources
+    from grader.regions import package_sources
 
     entry = next(m for m in mutants()[0] if m.name == "gelu_backward_no_x_pdf")
     folder = tmp_path / "hero_transformer"

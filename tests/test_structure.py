@@ -194,3 +194,15 @@ def test_only_the_command_line_imports_the_command_line():
     reaching = [(module, line) for module in MODULES if module != "grader.__main__"
                 for imported, _, line in _imports(module) if imported == "grader.__main__"]
     assert reaching == [], reaching
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("grader.generate.", "grader.qa"),  # what students and TAs receive is built without the kit's own proofs
+    ("grader.qa.", "grader.generate.release"),  # the bench builds a release by the command course staff run
+    ("grader.mutants", "grader.checks"),  # the task folders' mutants import it: it finds them by their files
+    ("grader.regions", "grader.run"),  # the region markers sit below everything that reads them
+])
+def test_no_arrow_runs_back_up(importer, imported):
+    reaching = [(module, name, line) for module in MODULES if module.startswith(importer)
+                for name, _, line in _imports(module) if name == imported or name.startswith(imported + ".")]
+    assert reaching == [], reaching

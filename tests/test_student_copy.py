@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from grader.generate import student_copy
-from grader.run.regions import STUDENT_HEADER, all_regions, package_sources
+from grader.regions import STUDENT_HEADER, all_regions, package_sources
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_PACKAGE = REPO_ROOT / "solutions" / "hero_transformer"
@@ -95,7 +95,7 @@ KNOWN_TASKS = {
 def _triggers():
     """task -> function(get_module) that calls the student's stub the way a student's
     caller would (a stand-in `self` where the class's own __init__ is a stub too).
-    Tasks of other chapters are covered by the ast check against grader.run.regions."""
+    Tasks of other chapters are covered by the ast check against grader.regions."""
     x = torch.zeros(2, 3, 4)
     heads = types.SimpleNamespace(n_heads=2, d_head=2)
 

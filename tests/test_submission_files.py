@@ -15,7 +15,7 @@ import pytest
 
 from grader.run.results import PASSED
 from grader.run.engine import grade
-from grader.run.regions import package_sources
+from grader.regions import package_sources
 from grader.run.submission import CONTRACT_MODULES, SubmissionError, load, source_text
 
 ROOT = Path(__file__).resolve().parent.parent

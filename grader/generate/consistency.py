@@ -19,7 +19,7 @@ from pathlib import Path
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.files import write_atomic
-from grader.run.regions import Region, RegionError, all_regions
+from grader.regions import Region, RegionError, all_regions
 
 SOLUTIONS = KIT_ROOT / "solutions" / "hero_transformer"
 CHECKS = KIT_ROOT / "grader" / "checks"

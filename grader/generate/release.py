@@ -43,7 +43,7 @@ from pathlib import Path
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.generate.allowed import ALLOW_LIST, read_allow_list
-from grader.run.regions import find_regions, package_sources
+from grader.regions import find_regions, package_sources
 from grader.run import dependencies
 
 ROOT = KIT_ROOT

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from grader import KIT_ROOT
-from grader.run.regions import STUDENT_HEADER, RegionError, all_regions, package_sources, strip
+from grader.regions import STUDENT_HEADER, RegionError, all_regions, package_sources, strip
 
 ROOT = KIT_ROOT
 SOLUTION_PACKAGE = ROOT / "solutions" / "hero_transformer"

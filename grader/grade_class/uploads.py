@@ -144,7 +144,7 @@ def _hash_tree(path: Path, digest) -> None:
 def loose_files(paths: list[Path], originals: list[str], label: str) -> Submission:
     """Single files uploaded on their own: each goes where its name says in the package;
     the files not uploaded are the released stubs (their tasks score 'not implemented')."""
-    from grader.run.regions import package_sources
+    from grader.regions import package_sources
 
     sources = dict(package_sources(STUB_PACKAGE)) if (STUB_PACKAGE / "__init__.py").exists() else {}
     for path, original in zip(paths, originals):

@@ -284,11 +284,12 @@ def _interleaved(commands: dict[str, list[str]], cwd: Path, repeats: int = 3,
 def self_check_rows():
     """A student's `check` in the release bundle, on the reference's code: the portable
     runner (what Windows and macOS get) against the Linux sandbox, pair by pair."""
-    from grader.generate.release import build
-
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        folder, _, _ = build(Path(tmp), run_scan=False)
+        # The bundle as course staff make it, by the command, not by the release's code.
+        subprocess.run([sys.executable, "-m", "grader", "release", "--out", tmp], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+        folder = Path(tmp) / "hero_transformer-student"
         package = folder / "mine"
         import shutil
 

@@ -77,7 +77,7 @@ def _lesson(task) -> str:
 def _scores(task, sandbox) -> str:
     from grader.run.engine import grade_task
     from grader.run.reference import Reference
-    from grader.run.regions import package_sources
+    from grader.regions import package_sources
     from grader.run.submission import Submission
 
     reference = Reference.available()

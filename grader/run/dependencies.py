@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from grader.checks import catalogue
 from grader.run.reference import Reference
-from grader.run.regions import find_regions
+from grader.regions import find_regions
 
 
 @lru_cache(maxsize=1)

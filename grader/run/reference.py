@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from grader import KIT_ROOT
 from grader.run.inside import wire
 from grader.run.inside.sealed import guard_line
-from grader.run.regions import BEGIN, find_regions, package_sources, strip
+from grader.regions import BEGIN, find_regions, package_sources, strip
 
 REFERENCE_PACKAGE = KIT_ROOT / "solutions" / "hero_transformer"
 

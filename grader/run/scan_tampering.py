@@ -14,7 +14,7 @@ import ast
 import re
 from functools import lru_cache
 
-from grader.run.parsing import parse
+from grader.parsing import parse
 from grader.run.scan_calls import dotted_name, import_aliases
 
 # The import machinery is where the worker's packages live (its finders hold their

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.run.parsing import parse
+from grader.parsing import parse
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]+(?P<task>[A-Za-z_][\w.]*)[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
