@@ -42,8 +42,9 @@ def registered() -> dict[str, tuple[str, object]]:
     return found
 
 
-def compute() -> dict[str, dict]:
-    """chapter package -> the content of its facts.json."""
+def compute(packages: "set[str] | None" = None) -> dict[str, dict]:
+    """chapter package -> the content of its facts.json; of the given chapter packages only
+    (`make task-check` looks at one task's chapter)."""
     from grader.run.reference import Reference
 
     reference = Reference.available()
@@ -53,6 +54,8 @@ def compute() -> dict[str, dict]:
     files: dict[str, dict] = {}
     by_digest: dict[str, object] = {}
     for name, (package_name, function) in sorted(registered().items()):
+        if packages is not None and package_name not in packages:
+            continue
         check = checks.get(name)
         if check is None or check.hidden:
             raise ValueError(f"facts are registered for {name}, which is no public check")
@@ -91,11 +94,12 @@ def render(content: dict) -> str:
     return "\n".join(lines)
 
 
-def stale(files: dict[str, dict] | None = None) -> list[Path]:
-    """The facts files that differ from a fresh computation (or should not exist)."""
-    files = compute() if files is None else files
+def stale(files: dict[str, dict] | None = None, packages: "set[str] | None" = None) -> list[Path]:
+    """The facts files that differ from a fresh computation (or should not exist); of the
+    given chapter packages only, where given."""
+    files = compute(packages) if files is None else files
     wanted = {CHECKS / name / FILE: render(content) for name, content in files.items()}
-    present = set(CHECKS.glob(f"ch*/{FILE}"))
+    present = {p for p in CHECKS.glob(f"ch*/{FILE}") if packages is None or p.parent.name in packages}
     return sorted(path for path in wanted.keys() | present
                   if not path.exists() or path not in wanted or path.read_text(encoding="utf-8") != wanted[path])
 

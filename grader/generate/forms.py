@@ -15,11 +15,14 @@ from grader.run.forms import FORMS_FILE, CHECKS_FOLDER, reference_form
 from grader.run.reference import Reference
 
 
-def computed() -> dict[str, dict[str, object]]:
-    """{folder under grader/checks: {check name: form}} for every check probed in one call."""
+def computed(packages: "set[str] | None" = None) -> dict[str, dict[str, object]]:
+    """{folder under grader/checks: {check name: form}} for every check probed in one call
+    (of the given chapter packages only, where given)."""
     modules = Reference.available().modules
     found: dict[str, dict[str, object]] = {}
     for chapter in catalogue.chapters():
+        if packages is not None and chapter.module not in packages:
+            continue
         for check in chapter.checks:
             try:
                 form = reference_form(check, modules)

@@ -43,10 +43,10 @@ def _facts_and_forms(task) -> str:
     from grader.run.forms import FORMS_FILE, written
 
     chapter = catalogue.chapter_of_task()[task.name]
-    stale = [p for p in facts.stale() if p.parent.name == chapter.module]
+    stale = facts.stale(packages={chapter.module})
     if stale:
         return f"{stale[0].relative_to(KIT_ROOT)} is out of date: run `make student`"
-    for folder, found in forms.computed().items():
+    for folder, found in forms.computed(packages={chapter.module}).items():
         written.cache_clear()
         if folder.split("/")[0] == chapter.module and written(folder) != found:
             return f"grader/checks/{folder}/{FORMS_FILE} is out of date: run `make student`"
