@@ -49,7 +49,7 @@ setup: $(STAMP)
 test: $(STAMP)
 	@# Three workers on two cores: much of the suite waits on the processes it grades
 	@# (start-ups, time limits), and a third worker fills those waits.
-	$(PYTHON) -m pytest -q -n 3
+	$(PYTHON) -m pytest -q -n 3 --durations=15
 
 figures: $(STAMP)
 	$(PYTHON) -m grader.generate.figures
