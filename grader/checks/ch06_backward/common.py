@@ -18,7 +18,7 @@ import torch
 
 from grader.checks._api import (
     FLOAT32_STEP, FLOAT32_STEPS, GELU_KERNELS, NORM_KERNELS, compare, figures, first_diagnosis, float32_close,
-    float32_verdict, off_by, shape_problem, torch_library_except,
+    float32_verdict, named, off_by, shape_problem, torch_library_except,
 )
 
 NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
@@ -62,10 +62,11 @@ def _as_list(out, names):
     return [out["grads"]] if len(names) == 1 else list(out["grads"])
 
 
-def judge_grads(out, names, function, right, shape_mistakes, value_mistakes, atol=ATOL, rtol=RTOL, hidden=False,
-                precision=False):
-    """right: the correct gradients; shape_mistakes[name]: [(shape, why)];
-    value_mistakes[name]: [(why, tensor)]. The first wrong gradient is diagnosed.
+def judge_grads(out, names, function, right, shape_mistakes, value_mistakes, texts, atol=ATOL, rtol=RTOL,
+                hidden=False, precision=False):
+    """right: the correct gradients; shape_mistakes[name]: [(shape, why)]; value_mistakes[name]:
+    {mistake: tensor}, what each mistake gives gradient name, said by texts[name][mistake] (the
+    task's mistakes table). The first wrong gradient is diagnosed.
     Hidden checks name the mistake but print no shapes of their inputs. A gradient right to
     float32's precision only is the task's precision check's finding (precision=True: the
     check named matches_autograd); every other check passes it."""
@@ -84,8 +85,7 @@ def judge_grads(out, names, function, right, shape_mistakes, value_mistakes, ato
             return f"{name} contains NaN or inf"
         if compare(got, want, atol=atol, rtol=rtol) is None and got.dtype == want.dtype:
             continue
-        known = first_diagnosis(got, [(w, t) for w, t in value_mistakes.get(name, []) if t is not None], **NEAR,
-                                right=want)
+        known = first_diagnosis(got, named(texts.get(name, {}), value_mistakes.get(name, {})), **NEAR, right=want)
         if known:
             return known
         if float32_close(got, want):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, shape_problem,
+    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, named, shape_problem,
     torch_library_except,
 )
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, random_attention_state
@@ -371,12 +371,12 @@ def judge_attention_formula(out, inputs, expected):
         if problem := compare(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
             return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention{past}"
         return None
-    named = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
+    known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
                                          if label in composed], atol=1e-7, rtol=1e-6)
-    named = named or first_diagnosis(out["out"], [(roles_diagnosis(c["parts"]), c["y"])
+    known = known or first_diagnosis(out["out"], [(roles_diagnosis(c["parts"]), c["y"])
                                                   for c in composed.get("compositions", ())], atol=1e-7, rtol=1e-6)
-    if named:
-        return named + past
+    if known:
+        return known + past
     cached = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
     if isinstance(out["weights"], torch.Tensor) and (weights := weights_diagnosis(out["weights"], cached)):
         return weights + past
@@ -400,7 +400,9 @@ def judge_attention_reference(out, inputs, expected):
                           f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
     mismatch = compare(out["cached_out"], expected["out"], "the attention output", atol=1e-9, rtol=1e-7)
     if mismatch:
-        known = first_diagnosis(out["cached_out"], expected["mistakes"], atol=1e-7, rtol=1e-6)
+        known = first_diagnosis(out["cached_out"], named(FORMULA_MISTAKES, expected["mistakes"])
+                                + [(roles_diagnosis(c["parts"]), c["y"]) for c in expected["compositions"]],
+                                atol=1e-7, rtol=1e-6)
         return known or weights_diagnosis(out["cached_weights"], past) or mismatch
     present = out["cached_present"]
     if not isinstance(present, list) or len(present) != 2:

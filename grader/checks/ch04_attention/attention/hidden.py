@@ -7,9 +7,7 @@ import math
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch04_attention.attention import (
-    FORMULA_MISTAKES, reference_inputs, judge_attention_reference, probe_attention, roles_diagnosis,
-)
+from grader.checks.ch04_attention.attention import reference_inputs, judge_attention_reference, probe_attention
 from grader.checks.ch04_attention.common import loaded_attention
 from grader.checks.ch04_attention.hidden.oracles import distinct_role_compositions, formula_facts, merged
 from grader.checks.facts import facts_for, significant
@@ -55,8 +53,9 @@ def _reference_parts(ref, inputs):
 
 
 def _attention_mistakes(ref, inputs):
-    """The reference's output, weights and cache, and the outputs of the classic wrong
-    versions computed with the reference's own projections."""
+    """The reference's output, weights and cache, what each classic wrong version of
+    FORMULA_MISTAKES outputs by its name, and the wrong compositions of roles, computed
+    with the reference's own projections."""
     module, q, k, v, new_k, new_v = _reference_parts(ref, inputs)
     x, d, h = inputs["x"], inputs["sizes"]["d_model"], inputs["sizes"]["n_heads"]
     dh, o = d // h, inputs["state"]["o_proj.weight"]
@@ -66,37 +65,26 @@ def _attention_mistakes(ref, inputs):
         weights = module.last_attention
         root = 1 / math.sqrt(dh)
         out = lambda scale=root, **how: _masked_attention(q, k, v, o, scale, **how)[0]  # noqa: E731
-        mistakes = [
-            ("the scores are divided by d, the model width; divide by sqrt(d_h), the square root of "
-             "one head's width", out(1 / d)),
-            ("the scores are divided by d_h itself; divide by its square root, sqrt(d_h)", out(1 / dh)),
-            ("the scores are not scaled: divide q·k by sqrt(d_h) before the softmax", out(1.0)),
-            ("the scores are divided by sqrt(d), the root of the model width; use sqrt(d_h), one head's width",
-             out(1 / math.sqrt(d))),
-            ("the scores are multiplied by sqrt(d_h); divide by it", out(math.sqrt(dh))),
-            ("there is no causal mask: each position attends to later positions too", out(mask="none")),
-            ("the mask lets the next token through: hide every key after the query's own position",
-             out(mask="next")),
-            ("the softmax is taken over dim -2 (the queries); take it over the last axis (the keys)",
-             out(softmax_dim=-2)),
-            (FORMULA_MISTAKES["no_output_projection"],
-             _masked_attention(q, k, v, torch.eye(d, dtype=o.dtype), root)[0]),
-        ]
+        mistakes = {}
+        if past is not None:
+            # A cache ignored or not shifted is named before any other mistake.
+            mistakes["cache_ignored"] = _masked_attention(q, new_k, new_v, o, root)[0]
+            mistakes["unshifted"] = out(mask="unshifted")
+        mistakes.update({
+            "scale_d": out(1 / d), "scale_dh": out(1 / dh), "no_scale": out(1.0),
+            "scale_sqrt_d": out(1 / math.sqrt(d)), "times_sqrt_dh": out(math.sqrt(dh)),
+            "no_mask": out(mask="none"), "next": out(mask="next"), "dim_queries": out(softmax_dim=-2),
+            "no_output_projection": _masked_attention(q, k, v, torch.eye(d, dtype=o.dtype), root)[0],
+        })
         if past is not None:
             joined = {"cache_after": (torch.cat([new_k, past[0]], 2), torch.cat([new_v, past[1]], 2)),
                       "keys_values_mixed": (torch.cat([past[1], new_k], 2), torch.cat([past[0], new_v], 2))}
             for label, (keys, values) in joined.items():
-                mistakes.append((FORMULA_MISTAKES[label], _masked_attention(q, keys, values, o, root)[0]))
-            alone = _masked_attention(q, new_k, new_v, o, root)[0]
-            mistakes = [
-                ("the cached keys/values (past_key_value) are ignored: the output is the same as without a cache",
-                 alone),
-                ("the causal mask is not shifted by the cache length: new token t sits at position T_past + t "
-                 "and sees every cached key", out(mask="unshifted")),
-            ] + mistakes
-        mistakes += [(roles_diagnosis(parts), y) for parts, y in
-                     distinct_role_compositions(module, q, new_k, new_v, None if past is None else tuple(past), right)]
-    return {"out": right, "weights": weights, "present": [k, v], "mistakes": mistakes}
+                mistakes[label] = _masked_attention(q, keys, values, o, root)[0]
+        compositions = [{"parts": parts, "y": y} for parts, y in
+                        distinct_role_compositions(module, q, new_k, new_v, None if past is None else tuple(past),
+                                                   right)]
+    return {"out": right, "weights": weights, "present": [k, v], "mistakes": mistakes, "compositions": compositions}
 
 
 @check("matches_reference_with_cache", 2,

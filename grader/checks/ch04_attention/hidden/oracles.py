@@ -29,14 +29,11 @@ def merged(y):
 
 
 def split_mistakes(x, h):
+    """What each of split_heads' SPLIT_MISTAKES gives, by its name."""
     B, T, d = x.shape
     dh = d // h
-    return [
-        ("the heads are split with the axes mixed up: view(B, h, T, d_h) regroups the numbers without moving "
-         "them; view as [B, T, h, d_h] first, then swap T and h (transpose(1, 2))", x.reshape(B, h, T, dh)),
-        ("head i takes every h-th feature (view(B, T, d_h, h)); head i must own the contiguous features "
-         "i*d_h .. (i+1)*d_h - 1", x.reshape(B, T, dh, h).permute(0, 3, 1, 2)),
-    ]
+    return {"axes_regrouped": x.reshape(B, h, T, dh),
+            "every_hth_feature": x.reshape(B, T, dh, h).permute(0, 3, 1, 2)}
 
 
 def split_facts(x, h):
@@ -44,13 +41,10 @@ def split_facts(x, h):
 
 
 def merge_mistakes(y):
+    """What each of merge_heads' MERGE_MISTAKES gives, by its name."""
     B, h, T, dh = y.shape
-    return [
-        ("merge_heads reshapes [B, h, T, d_h] straight to [B, T, d] without moving the heads axis back: "
-         "transpose h and T first (transpose(1, 2)), then reshape", y.reshape(B, T, h * dh)),
-        ("the heads' features are interleaved (feature j of head i lands at j*h + i); head i's features "
-         "belong together at i*d_h .. (i+1)*d_h - 1", y.permute(0, 2, 3, 1).reshape(B, T, h * dh)),
-    ]
+    return {"heads_axis_not_moved": y.reshape(B, T, h * dh),
+            "interleaved": y.permute(0, 2, 3, 1).reshape(B, T, h * dh)}
 
 
 def merge_facts(y):

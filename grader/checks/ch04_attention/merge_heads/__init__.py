@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import Task, check, compare, first_diagnosis, matches, named, shape_problem
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, new_attention
 from grader.checks.facts import known_facts
 
 TASKS = [
     Task("merge_heads", "model", "CausalSelfAttention.merge_heads", "merging the heads back"),
 ]
+
+
+# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
+MERGE_MISTAKES = {
+    "heads_axis_not_moved": "merge_heads reshapes [B, h, T, d_h] straight to [B, T, d] without moving the heads "
+                            "axis back: transpose h and T first (transpose(1, 2)), then reshape",
+    "interleaved": "the heads' features are interleaved (feature j of head i lands at j*h + i); head i's features "
+                   "belong together at i*d_h .. (i+1)*d_h - 1",
+}
 
 
 def probe_merge(ns, y, sizes):
@@ -43,8 +52,8 @@ def judge_merge_values(out, inputs, expected):
     right = facts["right"]
     if matches(out["x"], right, atol=0, rtol=0):
         return None
-    named = first_diagnosis(out["x"], facts["mistakes"], atol=0, rtol=0)
-    return named or (compare(out["x"], right, "merge_heads(y)", atol=0, rtol=0)
+    known = first_diagnosis(out["x"], named(MERGE_MISTAKES, facts["mistakes"]), atol=0, rtol=0)
+    return known or (compare(out["x"], right, "merge_heads(y)", atol=0, rtol=0)
                      + ": head i's d_h features go to positions i*d_h .. (i+1)*d_h - 1")
 
 

@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, compare, first_diagnosis, matches, shape_problem
+from grader.checks._api import Task, check, compare, first_diagnosis, matches, named, shape_problem
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, new_attention
 from grader.checks.facts import known_facts
 
 TASKS = [
     Task("split_heads", "model", "CausalSelfAttention.split_heads", "splitting [B, T, d] into heads"),
 ]
+
+
+# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
+SPLIT_MISTAKES = {
+    "axes_regrouped": "the heads are split with the axes mixed up: view(B, h, T, d_h) regroups the numbers without "
+                      "moving them; view as [B, T, h, d_h] first, then swap T and h (transpose(1, 2))",
+    "every_hth_feature": "head i takes every h-th feature (view(B, T, d_h, h)); head i must own the contiguous "
+                         "features i*d_h .. (i+1)*d_h - 1",
+}
 
 
 def probe_split(ns, x, sizes):
@@ -45,12 +54,12 @@ def judge_split_values(out, inputs, expected):
 
 
 def split_problem(out, inputs, facts):
-    """facts: the heads of x ("right") and the classic wrong splits ("mistakes", [(text, y)])."""
+    """facts: the heads of x ("right") and what each of SPLIT_MISTAKES gives ("mistakes", {name: y})."""
     if problem := judge_split_shape(out, inputs, None):
         return problem
     right = facts["right"]
     if matches(out["y"], right, atol=0, rtol=0):
         return None
-    named = first_diagnosis(out["y"], facts["mistakes"], atol=0, rtol=0)
-    return named or (compare(out["y"], right, "split_heads(x)", atol=0, rtol=0)
+    known = first_diagnosis(out["y"], named(SPLIT_MISTAKES, facts["mistakes"]), atol=0, rtol=0)
+    return known or (compare(out["y"], right, "split_heads(x)", atol=0, rtol=0)
                      + ": head i must own features i*d_h .. (i+1)*d_h - 1 of every position")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    NORMAL_CDF, NORMAL_DENSITY, Task, check, compare, first_diagnosis, float32_close, matches, shape_problem,
-    torch_library_except,
+    NORMAL_CDF, NORMAL_DENSITY, Task, check, compare, first_diagnosis, float32_close, matches, named,
+    shape_problem, torch_library_except,
 )
 from grader.checks.ch06_backward.common import (
     BY_HAND_OPS, NEAR, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, shipped,
@@ -27,6 +27,22 @@ TASKS = [
          forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), no_autograd=True,
          forbidden_ops=BY_HAND_OPS + torch_library_except(NORMAL_CDF + NORMAL_DENSITY)),
 ]
+
+
+# Each mistake by name; what it gives dx is computed under the same name (hidden/oracles.py).
+GELU_BACKWARD_MISTAKES = {"dx": {
+    "no_x_pdf_term": "the GELU derivative is missing the x·φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
+    "no_cdf_term": "the GELU derivative is missing the Φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
+    "no_chain_rule": "the local derivative is not multiplied by grad_out (the chain rule): return "
+                     "grad_out·(Φ(x) + x·φ(x))",
+    "pdf_unnormalised": "φ(x) is missing its normalising factor 1/sqrt(2π): φ(x) = exp(−x²/2) / sqrt(2π)",
+    "pdf_without_half": "φ(x) uses exp(−x²) instead of exp(−x²/2)",
+    "tanh_derivative": "this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
+    "at_output": "the derivative was evaluated at GELU(x), the forward's output: Φ and φ belong at x, GELU's input "
+                 "(dx = grad_out·(Φ(x) + x·φ(x)))",
+    "relu_derivative": "this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)",
+    "forward": "this is the forward GELU, not its derivative",
+}}
 
 
 def probe_gelu_backward(ns, grad_out, x):
@@ -48,7 +64,8 @@ def _gelu_inputs(g):
        probe=probe_gelu_backward, inputs=_gelu_inputs, fixed_inputs=True)
 def judge_gelu_autograd(out, inputs, expected):
     facts = known_facts(inputs)
-    return judge_grads(out, ("dx",), "gelu_backward", facts["right"], {}, facts["mistakes"], precision=True)
+    return judge_grads(out, ("dx",), "gelu_backward", facts["right"], {}, facts["mistakes"], GELU_BACKWARD_MISTAKES,
+                       precision=True)
 
 
 @check("key_values", 1, "GELU'(0) = 0.5, GELU'(±1) = Φ(±1) ± φ(1), → 1 for large x, → 0 for very negative x",
@@ -63,10 +80,11 @@ def judge_gelu_key_values(out, inputs, expected):
         return problem
     if matches(dx, values, atol=1e-9, rtol=0):
         return None
-    named = first_diagnosis(dx, known_facts(inputs)["mistakes"]["dx"], **NEAR, right=values)
+    known = first_diagnosis(dx, named(GELU_BACKWARD_MISTAKES["dx"], known_facts(inputs)["mistakes"]["dx"]), **NEAR,
+                            right=values)
     lead = "at x = 0, 1, −1, 8, −8 the derivative should be 0.5, 1.0833155, −0.0833155, 1, 0"
-    if named:
-        return f"{lead}: {named}"
+    if known:
+        return f"{lead}: {known}"
     if float32_close(dx, values):
         return None  # float32 arithmetic: matches_autograd, the precision check, names it
     return f"{lead}; {compare(dx, values, 'dx', atol=1e-9, rtol=0)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grader.checks._api import check, exact_gelu
 from grader.checks.ch06_backward.common import judge_grads, random_tensor
-from grader.checks.ch06_backward.gelu_backward import probe_gelu_backward
+from grader.checks.ch06_backward.gelu_backward import GELU_BACKWARD_MISTAKES, probe_gelu_backward
 from grader.checks.ch06_backward.hidden.oracles import differences_facts, gelu_mistakes, grads_facts
 from grader.checks.facts import facts_for
 
@@ -30,4 +30,5 @@ def _expect_gelu(ref, inputs):
        expect=_expect_gelu, hidden=True)
 def judge_gelu_reference(out, inputs, expected):
     g, x = inputs["grad_out"], inputs["x"]
-    return judge_grads(out, ("dx",), "gelu_backward", [expected], {}, {"dx": gelu_mistakes(g, x)}, hidden=True)
+    return judge_grads(out, ("dx",), "gelu_backward", [expected], {}, {"dx": gelu_mistakes(g, x)},
+                       GELU_BACKWARD_MISTAKES, hidden=True)

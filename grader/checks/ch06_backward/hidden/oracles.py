@@ -43,8 +43,8 @@ def directional(forward, grad_out, tensors, which, direction, h=1e-6):
 
 def grads_facts(forward, grad_out, tensors, mistakes_of):
     """Autograd's gradients of sum(grad_out * forward(*tensors)) ("right") and the classic
-    mistakes' (mistakes_of(right): {gradient name: [(text, tensor or None)]}), which the
-    judges only ever match to 1e-6 (NEAR)."""
+    mistakes' (mistakes_of(right): {gradient name: {mistake name: tensor}}, the names of the
+    task's mistakes table), which the judges only ever match to 1e-6 (NEAR)."""
     right = autograd_of(forward, grad_out, *tensors)
     return {"right": right, "mistakes": significant(mistakes_of(right))}
 
@@ -74,6 +74,7 @@ def _ln_dx(grad_out, x, gamma, eps=EPS, mean_term=True, variance_term=True, unbi
 
 
 def layer_norm_mistakes(grad_out, x, gamma):
+    """What each mistake of layer_norm_backward's LN_MISTAKES gives, by gradient and name."""
     positions = max(1, grad_out.numel() // grad_out.shape[-1])
     # dgamma and dbeta from autograd on the grader's LayerNorm (neither depends on beta);
     # the two wrong dgammas from autograd on gamma·x and gamma·(x − mean), the scale
@@ -82,31 +83,24 @@ def layer_norm_mistakes(grad_out, x, gamma):
     unnormalised = autograd_of(torch.mul, grad_out, gamma, x)[0]
     uncentred = autograd_of(torch.mul, grad_out, gamma, x - x.mean(-1, keepdim=True))[0]
     return {
-        "dx": [
-            ("dx is missing the mean terms: x̂ depends on every feature through the mean and the variance, so "
-             "dx = (dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)) / σ with dx̂ = grad_out·gamma; yours is only dx̂ / σ",
-             _ln_dx(grad_out, x, gamma, mean_term=False, variance_term=False)[0]),
-            ("dx is missing the mean term that comes from the mean μ: subtract mean(dx̂) over the features",
-             _ln_dx(grad_out, x, gamma, mean_term=False)[0]),
-            ("dx is missing the term that comes from the variance: subtract x̂·mean(dx̂·x̂) over the features",
-             _ln_dx(grad_out, x, gamma, variance_term=False)[0]),
-            ("dx ignores gamma: the upstream gradient reaches x̂ multiplied by gamma (dx̂ = grad_out·gamma)",
-             _ln_dx(grad_out, x, torch.ones_like(gamma))[0]),
-            ("dx leaves eps out of the square root; the forward divides by sqrt(var + eps)",
-             _ln_dx(grad_out, x, gamma, eps=0.0)[0]),
-            ("dx uses the unbiased variance (divided by d - 1, torch.var's default); the forward's is the "
-             "population variance, divided by d", _ln_dx(grad_out, x, gamma, unbiased=True)[0]),
-        ],
-        "dgamma": [
-            ("dgamma uses x instead of the normalised x̂: dgamma = Σ grad_out·x̂", unnormalised),
-            ("dgamma uses x − mean without dividing by σ: dgamma = Σ grad_out·x̂", uncentred),
-            ("dgamma averages over the positions; it must sum over batch and time", dgamma / positions),
-            ("dgamma is multiplied by gamma; dgamma = Σ grad_out·x̂", dgamma * gamma),
-        ],
-        "dbeta": [
-            ("dbeta averages over the positions; it must sum over batch and time", dbeta / positions),
-            ("dbeta is multiplied by gamma; dbeta = Σ grad_out", dbeta * gamma),
-        ],
+        "dx": {
+            "no_mean_terms": _ln_dx(grad_out, x, gamma, mean_term=False, variance_term=False)[0],
+            "no_mean_term": _ln_dx(grad_out, x, gamma, mean_term=False)[0],
+            "no_variance_term": _ln_dx(grad_out, x, gamma, variance_term=False)[0],
+            "no_gamma": _ln_dx(grad_out, x, torch.ones_like(gamma))[0],
+            "no_eps": _ln_dx(grad_out, x, gamma, eps=0.0)[0],
+            "unbiased_variance": _ln_dx(grad_out, x, gamma, unbiased=True)[0],
+        },
+        "dgamma": {
+            "from_x": unnormalised,
+            "from_centred_x": uncentred,
+            "averaged": dgamma / positions,
+            "times_gamma": dgamma * gamma,
+        },
+        "dbeta": {
+            "averaged": dbeta / positions,
+            "times_gamma": dbeta * gamma,
+        },
     }
 
 
@@ -114,46 +108,39 @@ def layer_norm_mistakes(grad_out, x, gamma):
 
 
 def gelu_mistakes(grad_out, x):
+    """What each mistake of gelu_backward's GELU_BACKWARD_MISTAKES gives dx, by its name."""
     # GELU'(x) from autograd on the exact forward, Φ(x) from torch.special.ndtr, and the
     # product rule's other term as their difference: x·φ(x) = GELU'(x) − Φ(x).
     slope = autograd_of(exact_gelu, torch.ones_like(x), x)[0]
     cdf = torch.special.ndtr(x.double())
     x_pdf = slope - cdf
-    return [
-        ("the GELU derivative is missing the x·φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
-         grad_out * cdf),
-        ("the GELU derivative is missing the Φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
-         grad_out * x_pdf),
-        ("the local derivative is not multiplied by grad_out (the chain rule): return grad_out·(Φ(x) + x·φ(x))",
-         slope),
-        ("φ(x) is missing its normalising factor 1/sqrt(2π): φ(x) = exp(−x²/2) / sqrt(2π)",
-         grad_out * (cdf + x_pdf * math.sqrt(2.0 * math.pi))),
-        ("φ(x) uses exp(−x²) instead of exp(−x²/2)",  # exp(−x²) = exp(−x²/2)·exp(−x²/2)
-         grad_out * (cdf + x_pdf * torch.exp(-x * x / 2))),
-        ("this is the derivative of the tanh approximation of GELU; differentiate the exact x·Φ(x)",
-         autograd_of(tanh_gelu, grad_out, x)[0]),
-        ("the derivative was evaluated at GELU(x), the forward's output: Φ and φ belong at x, GELU's input "
-         "(dx = grad_out·(Φ(x) + x·φ(x)))", grad_out * autograd_of(exact_gelu, torch.ones_like(x), exact_gelu(x))[0]),
-        ("this is ReLU's derivative (a step); GELU's is Φ(x) + x·φ(x)", grad_out * (x > 0).double()),
-        ("this is the forward GELU, not its derivative", grad_out * exact_gelu(x)),
-    ]
+    return {
+        "no_x_pdf_term": grad_out * cdf,
+        "no_cdf_term": grad_out * x_pdf,
+        "no_chain_rule": slope,
+        "pdf_unnormalised": grad_out * (cdf + x_pdf * math.sqrt(2.0 * math.pi)),
+        "pdf_without_half": grad_out * (cdf + x_pdf * torch.exp(-x * x / 2)),  # exp(−x²) = exp(−x²/2)·exp(−x²/2)
+        "tanh_derivative": autograd_of(tanh_gelu, grad_out, x)[0],
+        "at_output": grad_out * autograd_of(exact_gelu, torch.ones_like(x), exact_gelu(x))[0],
+        "relu_derivative": grad_out * (x > 0).double(),
+        "forward": grad_out * exact_gelu(x),
+    }
 
 
 # ------------------------------------------------------------------ linear
 
 
 def linear_mistakes(grad_out, x, weight):
+    """What each mistake of linear_backward's LINEAR_MISTAKES gives, by gradient and name;
+    the transposes only where the weight is square, where they have the right shape."""
     # dweight and dbias from autograd on x Wᵀ + b (neither depends on b).
     positions = grad_out.numel() // grad_out.shape[-1]
     _, dweight, dbias = autograd_of(linear_of, grad_out, x, weight, grad_out.new_zeros(weight.shape[0]))
     square = weight.shape[0] == weight.shape[1]
     return {
-        "dx": [("dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W",
-                grad_out @ weight.T if square else None)],
-        "dweight": [("dweight is transposed: nn.Linear stores weight as [out, in], so dweight = grad_outᵀ · x",
-                     dweight.T if square else None),
-                    ("dweight averages over the positions; it must sum them", dweight / positions)],
-        "dbias": [("dbias averages over the positions; it must sum them", dbias / positions)],
+        "dx": {"weight_transposed": grad_out @ weight.T} if square else {},
+        "dweight": {**({"transposed": dweight.T} if square else {}), "averaged": dweight / positions},
+        "dbias": {"averaged": dbias / positions},
     }
 
 
@@ -199,46 +186,20 @@ def residual_chain(grad_out, x, gamma, beta, w1, b1, w2, b2, slip=None):
     return [grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2]
 
 
-# Each slip: what the first gradient it changes equals, in words. dpre = dact·GELU′(U) is the
-# gradient reaching fc1's output U = LN(x)·W1ᵀ + b1; dact = grad_out·W2 the one reaching GELU's output.
-RESIDUAL_SLIPS = {
-    "dw1_from_x": "dw1 equals dpreᵀ · x: it pairs fc1's upstream gradient with the block input x, not with LN(x), "
-                  "the tensor fc1 read: dw1 = dpreᵀ · LN(x)",
-    "dw1_before_gelu": "fc1's gradients were computed from dact, the gradient at GELU's output, before the "
-                       "multiplication by GELU′(U) (dw1 equals dactᵀ · LN(x)): dw1 = dpreᵀ · LN(x) and db1 = Σ dpre, "
-                       "with dpre = dact·GELU′(U)",
-    "dw2_from_pre": "dw2 equals grad_outᵀ · U: it pairs grad_out with fc1's output U (before GELU), not with "
-                    "GELU(U), the tensor fc2 read: dw2 = grad_outᵀ · GELU(U)",
-    "dw2_from_normed": "dw2 equals grad_outᵀ · LN(x): it pairs grad_out with the normalised input, not with "
-                       "GELU(U), the tensor fc2 read",
-    "gelu_at_output": "GELU′ was evaluated at GELU(U), the activation's output: the derivative belongs at its "
-                      "input, U = LN(x)·W1ᵀ + b1 (dpre = dact·GELU′(U))",
-    "gelu_at_no_bias": "GELU′ was evaluated at LN(x)·W1ᵀ without b1: GELU's input is U = LN(x)·W1ᵀ + b1",
-    "no_gelu_slope": "the backward passes through GELU as if it were the identity: dpre = dact·GELU′(U), "
-                     "not dact",
-    "layer_norm_at_output": "LayerNorm's backward was evaluated at LN(x), its output: it belongs at its input x",
-}
-
-
 def residual_mistakes(grad_out, tensors, right):
-    """{gradient name: [(text, tensor)]}: the skip-path mistakes on dx, and for each slip of
-    RESIDUAL_SLIPS the value it gives every gradient it changes, the text saying which
-    tensor was taken from where (a later gradient a slip changes is named with the slip
-    too: the judge names the first wrong one)."""
-    from grader.checks.ch06_backward.residual_backward import RESIDUAL_NAMES
+    """{gradient name: {mistake name: tensor}}: the skip-path mistakes of residual_backward's
+    SKIP_MISTAKES on dx, and for each slip of its RESIDUAL_SLIPS the value it gives every
+    gradient it changes (a later gradient a slip changes is named with the slip too: the
+    judge names the first wrong one)."""
+    from grader.checks.ch06_backward.residual_backward import RESIDUAL_NAMES, RESIDUAL_SLIPS
 
     dx = right[0]
-    table = {"dx": [("the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
-                     dx - grad_out),
-                    ("dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) "
-                     "must be added to grad_out", grad_out),
-                    ("the skip gradient is added twice: dx = grad_out + the branch's dx, once", dx + grad_out)]}
-    for slip, why in RESIDUAL_SLIPS.items():
+    table = {"dx": {"skip_missing": dx - grad_out, "skip_only": grad_out, "skip_twice": dx + grad_out}}
+    for slip in RESIDUAL_SLIPS:
         grads = residual_chain(grad_out, *tensors, slip=slip)
         if grads is None:
             continue
         for name, wrong, want in zip(RESIDUAL_NAMES, grads, right):
             if wrong.shape == want.shape and not torch.allclose(wrong, want, atol=1e-8, rtol=1e-6):
-                table.setdefault(name, []).append((why if why.startswith(f"{name} ") else f"{name} is wrong: {why}",
-                                                   wrong))
+                table.setdefault(name, {})[slip] = wrong
     return table

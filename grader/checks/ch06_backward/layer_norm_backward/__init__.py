@@ -32,6 +32,32 @@ def probe_layer_norm_backward(ns, grad_out, x, gamma):
 
 LN_NAMES = ("dx", "dgamma", "dbeta")
 
+# Each mistake by gradient and name; what it gives is computed under the same names (hidden/oracles.py).
+LN_MISTAKES = {
+    "dx": {
+        "no_mean_terms": "dx is missing the mean terms: x̂ depends on every feature through the mean and the "
+                         "variance, so dx = (dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)) / σ with dx̂ = grad_out·gamma; yours "
+                         "is only dx̂ / σ",
+        "no_mean_term": "dx is missing the mean term that comes from the mean μ: subtract mean(dx̂) over the features",
+        "no_variance_term": "dx is missing the term that comes from the variance: subtract x̂·mean(dx̂·x̂) over the "
+                            "features",
+        "no_gamma": "dx ignores gamma: the upstream gradient reaches x̂ multiplied by gamma (dx̂ = grad_out·gamma)",
+        "no_eps": "dx leaves eps out of the square root; the forward divides by sqrt(var + eps)",
+        "unbiased_variance": "dx uses the unbiased variance (divided by d - 1, torch.var's default); the forward's "
+                             "is the population variance, divided by d",
+    },
+    "dgamma": {
+        "from_x": "dgamma uses x instead of the normalised x̂: dgamma = Σ grad_out·x̂",
+        "from_centred_x": "dgamma uses x − mean without dividing by σ: dgamma = Σ grad_out·x̂",
+        "averaged": "dgamma averages over the positions; it must sum over batch and time",
+        "times_gamma": "dgamma is multiplied by gamma; dgamma = Σ grad_out·x̂",
+    },
+    "dbeta": {
+        "averaged": "dbeta averages over the positions; it must sum over batch and time",
+        "times_gamma": "dbeta is multiplied by gamma; dbeta = Σ grad_out",
+    },
+}
+
 
 def layer_norm_shapes(x):
     return {"dgamma": reduced_shapes(x.shape, "dgamma"), "dbeta": reduced_shapes(x.shape, "dbeta")}
@@ -56,7 +82,7 @@ def layer_norm_inputs(shape):
 def judge_layer_norm_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     return judge_grads(out, LN_NAMES, "layer_norm_backward", facts["right"], layer_norm_shapes(inputs["x"]),
-                        facts["mistakes"], precision=True)
+                        facts["mistakes"], LN_MISTAKES, precision=True)
 
 
 @check("dx_sums_to_zero", 1,

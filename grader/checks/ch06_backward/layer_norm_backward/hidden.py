@@ -7,7 +7,7 @@ from grader.checks.ch05_block.hidden.oracles import layer_norm
 from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.hidden.oracles import differences_facts, grads_facts, layer_norm_mistakes
 from grader.checks.ch06_backward.layer_norm_backward import (
-    LN_NAMES, layer_norm_inputs, layer_norm_shapes, probe_layer_norm_backward,
+    LN_MISTAKES, LN_NAMES, layer_norm_inputs, layer_norm_shapes, probe_layer_norm_backward,
 )
 from grader.checks.facts import facts_for
 
@@ -36,4 +36,4 @@ def _expect_layer_norm(ref, inputs):
 def judge_layer_norm_reference(out, inputs, expected):
     g, x, gamma = inputs["grad_out"], inputs["x"], inputs["gamma"]
     return judge_grads(out, LN_NAMES, "layer_norm_backward", expected, layer_norm_shapes(x),
-                        layer_norm_mistakes(g, x, gamma), hidden=True)
+                        layer_norm_mistakes(g, x, gamma), LN_MISTAKES, hidden=True)

@@ -29,6 +29,14 @@ def probe_linear_backward(ns, grad_out, x, weight):
 
 LINEAR_NAMES = ("dx", "dweight", "dbias")
 
+# Each mistake by gradient and name; what it gives is computed under the same names (hidden/oracles.py).
+LINEAR_MISTAKES = {
+    "dx": {"weight_transposed": "dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W"},
+    "dweight": {"transposed": "dweight is transposed: nn.Linear stores weight as [out, in], so dweight = grad_outᵀ · x",
+                "averaged": "dweight averages over the positions; it must sum them"},
+    "dbias": {"averaged": "dbias averages over the positions; it must sum them"},
+}
+
 
 def linear_shapes(grad_out, x, weight):
     out_features, in_features = weight.shape
@@ -66,7 +74,7 @@ def judge_linear_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     return judge_grads(out, LINEAR_NAMES, "linear_backward", facts["right"],
                         linear_shapes(inputs["grad_out"], inputs["x"], inputs["weight"]), facts["mistakes"],
-                        precision=True)
+                        LINEAR_MISTAKES, precision=True)
 
 
 @check("finite_differences", 1,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from grader.checks._api import check
 from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.hidden.oracles import differences_facts, grads_facts, linear_mistakes, linear_of
-from grader.checks.ch06_backward.linear_backward import LINEAR_NAMES, linear_inputs, linear_shapes, probe_linear_backward
+from grader.checks.ch06_backward.linear_backward import (
+    LINEAR_MISTAKES, LINEAR_NAMES, linear_inputs, linear_shapes, probe_linear_backward,
+)
 from grader.checks.facts import facts_for
 
 
@@ -30,4 +32,4 @@ def _expect_linear(ref, inputs):
 def judge_linear_reference(out, inputs, expected):
     g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
     return judge_grads(out, LINEAR_NAMES, "linear_backward", expected, linear_shapes(g, x, w),
-                        linear_mistakes(g, x, w), hidden=True)
+                        linear_mistakes(g, x, w), LINEAR_MISTAKES, hidden=True)

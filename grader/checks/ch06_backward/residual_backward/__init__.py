@@ -31,6 +31,46 @@ TASKS = [
 RESIDUAL_NAMES = ("dx", "dgamma", "dbeta", "dw1", "db1", "dw2", "db2")
 RESIDUAL_ARGS = ("x", "gamma", "beta", "w1", "b1", "w2", "b2")
 
+# The mistakes on the skip path, each by name; what it gives dx is computed under the same name
+# (hidden/oracles.py).
+SKIP_MISTAKES = {
+    "skip_missing": "the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
+    "skip_only": "dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) must be added "
+                 "to grad_out",
+    "skip_twice": "the skip gradient is added twice: dx = grad_out + the branch's dx, once",
+}
+
+# Each slip in the chain rule (a tensor taken from the wrong place), by name: what the first
+# gradient it changes equals, in words. dpre = dact·GELU′(U) is the gradient reaching fc1's
+# output U = LN(x)·W1ᵀ + b1; dact = grad_out·W2 the one reaching GELU's output. The kit
+# computes what each slip gives every gradient it changes, under its name (hidden/oracles.py).
+RESIDUAL_SLIPS = {
+    "dw1_from_x": "dw1 equals dpreᵀ · x: it pairs fc1's upstream gradient with the block input x, not with LN(x), "
+                  "the tensor fc1 read: dw1 = dpreᵀ · LN(x)",
+    "dw1_before_gelu": "fc1's gradients were computed from dact, the gradient at GELU's output, before the "
+                       "multiplication by GELU′(U) (dw1 equals dactᵀ · LN(x)): dw1 = dpreᵀ · LN(x) and db1 = Σ dpre, "
+                       "with dpre = dact·GELU′(U)",
+    "dw2_from_pre": "dw2 equals grad_outᵀ · U: it pairs grad_out with fc1's output U (before GELU), not with "
+                    "GELU(U), the tensor fc2 read: dw2 = grad_outᵀ · GELU(U)",
+    "dw2_from_normed": "dw2 equals grad_outᵀ · LN(x): it pairs grad_out with the normalised input, not with "
+                       "GELU(U), the tensor fc2 read",
+    "gelu_at_output": "GELU′ was evaluated at GELU(U), the activation's output: the derivative belongs at its "
+                      "input, U = LN(x)·W1ᵀ + b1 (dpre = dact·GELU′(U))",
+    "gelu_at_no_bias": "GELU′ was evaluated at LN(x)·W1ᵀ without b1: GELU's input is U = LN(x)·W1ᵀ + b1",
+    "no_gelu_slope": "the backward passes through GELU as if it were the identity: dpre = dact·GELU′(U), "
+                     "not dact",
+    "layer_norm_at_output": "LayerNorm's backward was evaluated at LN(x), its output: it belongs at its input x",
+}
+
+# What a gradient's judge says for each mistake by name: a slip named on a gradient its words
+# do not begin with is said to make that gradient wrong too.
+RESIDUAL_MISTAKES = {
+    name: {**(SKIP_MISTAKES if name == "dx" else {}),
+           **{slip: why if why.startswith(f"{name} ") else f"{name} is wrong: {why}"
+              for slip, why in RESIDUAL_SLIPS.items()}}
+    for name in RESIDUAL_NAMES
+}
+
 
 def probe_residual_backward(ns, grad_out, x, gamma, beta, w1, b1, w2, b2):
     out = ns.backward.residual_feedforward_backward(grad_out.clone(), x.clone(), gamma.clone(), beta.clone(),
@@ -70,9 +110,9 @@ def residual_inputs(x_shape, f, dead=False):
 def judge_residual_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     problem = judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", facts["right"],
-                          residual_shapes(inputs), facts["mistakes"], precision=True)
-    named = {why for mistakes in facts["mistakes"].values() for why, _ in mistakes}
-    if problem is None or problem in named or isinstance(problem, Float32Verdict):
+                          residual_shapes(inputs), facts["mistakes"], RESIDUAL_MISTAKES, precision=True)
+    said = {RESIDUAL_MISTAKES[name][mistake] for name, outputs in facts["mistakes"].items() for mistake in outputs}
+    if problem is None or problem in said or isinstance(problem, Float32Verdict):
         return problem
     where = wrong_stage(out, facts["right"])
     return f"{problem}. {where}" if where else problem

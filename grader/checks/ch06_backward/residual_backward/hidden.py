@@ -8,7 +8,7 @@ from grader.checks.ch06_backward.hidden.oracles import (
     differences_facts, grads_facts, residual_forward, residual_mistakes,
 )
 from grader.checks.ch06_backward.residual_backward import (
-    RESIDUAL_ARGS, RESIDUAL_NAMES, residual_inputs, residual_shapes, probe_residual_backward,
+    RESIDUAL_ARGS, RESIDUAL_MISTAKES, RESIDUAL_NAMES, residual_inputs, residual_shapes, probe_residual_backward,
 )
 from grader.checks.facts import facts_for
 
@@ -35,4 +35,4 @@ def _expect_residual(ref, inputs):
 def judge_residual_reference(out, inputs, expected):
     return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, residual_shapes(inputs),
                         residual_mistakes(inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS],
-                                          expected), hidden=True)
+                                          expected), RESIDUAL_MISTAKES, hidden=True)
