@@ -19,7 +19,7 @@ import torch
 
 from grader.checks._api import (
     NORM_KERNELS, OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis,
-    matches, own_parts, same_values, shape_problem, torch_library_except, unjudgeable_parts,
+    matches, named, own_parts, same_values, shape_problem, torch_library_except, unjudgeable_parts,
 )
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
 from grader.checks.course import config, load_state, random_block_state
@@ -206,6 +206,7 @@ def judge_block_example(out, inputs, expected):
     return "Example 1 should give (0.9206722, 3.4206696), with increment difference 0.49999750"
 
 
+# Each mistake by name; what it outputs is computed under the same name (hidden.py).
 BLOCK_FORMULA_MISTAKES = {
     "feedforward_reads_x": "the feed-forward branch reads X instead of U = X + A(LN1(X))",
     "one_norm": "one LayerNorm (ln_attention) is used for both branches; the feed-forward branch reads "
@@ -222,6 +223,11 @@ BLOCK_FORMULA_MISTAKES = {
     "broadcast": "an increment is broadcast from [B, 1, d]: add each position's own increment",
     "attention_unnormalised": "attention reads X itself; it reads LN1(X) = ln_attention(X)",
     "feedforward_unnormalised": "the feed-forward branch reads U itself; it reads LN2(U) = ln_feedforward(U)",
+}
+# The hidden check on random weights (matches_reference) names some of the same mistakes,
+# one in words of its own.
+BLOCK_REFERENCE_MISTAKES = BLOCK_FORMULA_MISTAKES | {
+    "one_norm": "one LayerNorm is used for both branches; each branch has its own",
 }
 
 
@@ -330,6 +336,11 @@ def block_composition_diagnosis(parts: dict) -> str:
             f"{block_formula_text(RIGHT_BLOCK)}: {block_difference(parts)}")
 
 
+def composition_mistakes(compositions) -> list:
+    """[(sentence, output)] of the wrong compositions given as {"parts", "y"}: each says what
+    its parts do otherwise than the lesson's block."""
+    return [(block_composition_diagnosis(c["parts"]), c["y"]) for c in compositions]
+
 
 def block_wiring(out, x) -> "str | None":
     """The block judged on its own parts: None when its output is U + F(LN2(U)), U = X +
@@ -431,12 +442,10 @@ def judge_block_formula(out, inputs, expected):
     if own_parts(inputs):
         # No certified part stood in: the parts may be wrong and the block right.
         return block_wiring(out, inputs["x"])
-    named = first_diagnosis(out["y"], [(text, composed[label]) for label, text in BLOCK_FORMULA_MISTAKES.items()],
-                            atol=1e-7, rtol=1e-6)
-    named = named or first_diagnosis(out["y"], [(block_composition_diagnosis(c["parts"]), c["y"])
-                                                for c in composed.get("compositions", ())], atol=1e-7, rtol=1e-6)
-    if named:
-        return named
+    known = first_diagnosis(out["y"], named(BLOCK_FORMULA_MISTAKES, composed["mistakes"])
+                            + composition_mistakes(composed.get("compositions", ())), atol=1e-7, rtol=1e-6)
+    if known:
+        return known
     if matches(out["y"], inputs["x"], atol=1e-12, rtol=0):
         return ("the block returns its input X unchanged: neither branch adds its increment "
                 "(U = X + A(LN1(X)), then Y = U + F(LN2(U)))")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check, compare, first_diagnosis
+from grader.checks._api import check, compare, diagnose, named
 from grader.checks.course import config, load_state
 from grader.checks.ch05_block.block import (
-    BLOCK_FORMULA_MISTAKES, attention_pair_problem, block_compositions, block_composition_diagnosis, block_of,
-    probe_block_forward, random_block_inputs,
+    BLOCK_FORMULA_MISTAKES, BLOCK_REFERENCE_MISTAKES, attention_pair_problem, block_compositions, block_of,
+    composition_mistakes, probe_block_forward, random_block_inputs,
 )
 from grader.checks.ch05_block.common import SIZES
 from grader.checks.ch05_block.hidden.oracles import layer_norm
@@ -30,8 +30,7 @@ def formula_facts(ref, inputs):
         post_u = ln1(x + attn(x))
         a_only = attn(ln1(x))
         swapped_u = x + attn(ln2(x))
-        composed = {
-            "right": right,
+        mistakes = {
             "feedforward_reads_x": u + ffn(ln2(x)),
             "one_norm": u + ffn(ln1(u)),
             "feedforward_first": first + attn(ln1(first)),
@@ -44,10 +43,10 @@ def formula_facts(ref, inputs):
             "attention_unnormalised": (x + attn(x)) + ffn(ln2(x + attn(x))),
             "feedforward_unnormalised": u + ffn(u),
         }
-    facts = {label: value if label == "right" else significant(value) for label, value in composed.items()}
-    facts["compositions"] = [{"parts": parts, "y": significant(y, 8)}
-                             for parts, y in distinct_compositions(block, x, right)]
-    return facts
+    assert mistakes.keys() == BLOCK_FORMULA_MISTAKES.keys(), "a block mistake has a sentence but no output"
+    return {"right": right, "mistakes": {name: significant(value) for name, value in mistakes.items()},
+            "compositions": [{"parts": parts, "y": significant(y, 8)}
+                             for parts, y in distinct_compositions(block, x, right)]}
 
 
 def composed_block(parts, block, x):
@@ -95,7 +94,8 @@ def example_facts(ref, inputs):
 
 
 def _block_mistakes(ref, inputs):
-    """Outputs of the classic wrong blocks, built from reference parts."""
+    """Outputs of the classic wrong blocks, built from reference parts, by
+    BLOCK_REFERENCE_MISTAKES's names, then of every wrong composition."""
     block = ref.model.TransformerBlock(config(ref, SIZES, **inputs["sizes"]))
     load_state(block, inputs["state"])
     x = inputs["x"]
@@ -105,25 +105,19 @@ def _block_mistakes(ref, inputs):
         u = x + attn(ln1(x))
         right = u + ffn(ln2(u))
         post_u = ln1(x + attn(x))
-        return {
-            "right": right,
-            "mistakes": [
-                ("the block is post-LN (normalising after the residual add); this course's block is pre-LN: "
-                 "U = X + A(LN1(X)), Y = U + F(LN2(U))", ln2(post_u + ffn(post_u))),
-                ("the output is re-normalised: pre-LN adds the increments to the raw residual stream",
-                 ln2(right)),
-                ("the feed-forward branch reads X instead of U = X + A(LN1(X))", u + ffn(ln2(x))),
-                (BLOCK_FORMULA_MISTAKES["branches_swapped_norms"],
-                 (x + attn(ln2(x))) + ffn(ln1(x + attn(ln2(x))))),
-                (BLOCK_FORMULA_MISTAKES["feedforward_first"],
-                 (x + ffn(ln2(x))) + attn(ln1(x + ffn(ln2(x))))),
-                ("one LayerNorm is used for both branches; each branch has its own", u + ffn(ln1(u))),
-                ("the feed-forward residual is missing (Y = F(LN2(U)))", ffn(ln2(u))),
-                ("the attention residual is missing (U = A(LN1(X)))", attn(ln1(x)) + ffn(ln2(attn(ln1(x))))),
-                ("an increment is broadcast from [B, 1, d]: add each position's own increment",
-                 x + attn(ln1(x))[:, -1:, :] + ffn(ln2(x + attn(ln1(x))[:, -1:, :]))),
-            ] + [(block_composition_diagnosis(parts), y) for parts, y in distinct_compositions(block, x, right)],
+        mistakes = {
+            "post_ln": ln2(post_u + ffn(post_u)),
+            "renormalised": ln2(right),
+            "feedforward_reads_x": u + ffn(ln2(x)),
+            "branches_swapped_norms": (x + attn(ln2(x))) + ffn(ln1(x + attn(ln2(x)))),
+            "feedforward_first": (x + ffn(ln2(x))) + attn(ln1(x + ffn(ln2(x)))),
+            "one_norm": u + ffn(ln1(u)),
+            "no_ff_residual": ffn(ln2(u)),
+            "no_attention_residual": attn(ln1(x)) + ffn(ln2(attn(ln1(x)))),
+            "broadcast": x + attn(ln1(x))[:, -1:, :] + ffn(ln2(x + attn(ln1(x))[:, -1:, :])),
         }
+        return {"right": right, "mistakes": mistakes,
+                "compositions": [{"parts": parts, "y": y} for parts, y in distinct_compositions(block, x, right)]}
 
 
 @check("matches_reference", 3, "random weights (distinct norms) and inputs match the reference pre-LN block",
@@ -131,10 +125,9 @@ def _block_mistakes(ref, inputs):
 def judge_block_reference(out, inputs, expected):
     if problem := attention_pair_problem(out):
         return problem
-    if compare(out["y"], expected["right"], atol=1e-9, rtol=1e-7) is None:
-        return None
-    known = first_diagnosis(out["y"], expected["mistakes"], atol=1e-7, rtol=1e-6)
-    return known or compare(out["y"], expected["right"], "the block output", atol=1e-9, rtol=1e-7)
+    mistakes = named(BLOCK_REFERENCE_MISTAKES, expected["mistakes"]) + composition_mistakes(expected["compositions"])
+    return diagnose(out["y"], expected["right"], mistakes, "the block output", atol=1e-9, rtol=1e-7,
+                    named_atol=1e-7, named_rtol=1e-6)
 
 
 def probe_block_cache(ns, x, sizes, state, split, part, earlier):

@@ -13,7 +13,7 @@ import torch
 from grader.checks._api import (
     Task, check, compare, figures, first_diagnosis, float32_close, matches, shape_problem, torch_library_except,
 )
-from grader.checks.ch07_model.common import cross_entropy_mistakes, judge_loss
+from grader.checks.ch07_model.common import judge_loss, named_loss_mistakes
 
 TASKS = [
     Task("cross_entropy", "model", "cross_entropy", "a stable cross-entropy loss",
@@ -91,7 +91,7 @@ def judge_cross_entropy_uniform(out, inputs, expected):
     figure = torch.tensor(V, dtype=torch.float64).log()
     if matches(loss, figure, atol=1e-12, rtol=0):
         return None
-    known = first_diagnosis(loss, cross_entropy_mistakes(inputs["logits"], inputs["targets"]), atol=1e-8, rtol=1e-6,
+    known = first_diagnosis(loss, named_loss_mistakes(inputs["logits"], inputs["targets"]), atol=1e-8, rtol=1e-6,
                             right=figure)
     if not known and float32_close(loss, figure):
         return None  # float32 arithmetic: matches_log_softmax, the precision check, names it

@@ -15,7 +15,7 @@ import torch
 
 from grader.checks._api import (
     OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, float32_close,
-    float32_verdict, matches, matches_to_float32, own_parts, same_values, shape_problem, shown_shape,
+    float32_verdict, matches, matches_to_float32, named, own_parts, same_values, shape_problem, shown_shape,
     unjudgeable_parts,
 )
 from grader.checks.ch07_model.common import SIZES, full_sizes, judge_loss, model_of, stable_cross_entropy
@@ -99,6 +99,7 @@ def judge_lm_loss(out, inputs, expected):
 # ----------------------------------------------------------------- the formula
 
 
+# Each wrong forward by name; what it outputs is computed under the same name (hidden.py).
 LM_MISTAKES = {
     "no_final_norm": "there is no final LayerNorm before the head: logits = head(ln_final(hidden))",
     "no_positions": "the position embeddings are not added to the token embeddings",
@@ -196,10 +197,9 @@ def judge_lm_formula(out, inputs, expected):
     if own_parts(inputs):
         # No certified part stood in: the parts may be wrong and the forward right.
         return lm_wiring(out, full_sizes(inputs["sizes"])["n_layers"], inputs["state"]["head.weight"])
-    named = first_diagnosis(logits, [(text, composed[label]) for label, text in LM_MISTAKES.items()],
-                            atol=1e-8, rtol=1e-6, right=right)
-    if named:
-        return named
+    known = first_diagnosis(logits, named(LM_MISTAKES, composed["mistakes"]), atol=1e-8, rtol=1e-6, right=right)
+    if known:
+        return known
     if float32_close(logits, right):
         return float32_verdict("the logits", "your forward", "the model's dtype (float64 here)", logits, right,
                                plural=True, against="head(ln_final(blocks(...))) of the model's parts ")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check, compare, first_diagnosis, matches_to_float32
+from grader.checks._api import check, compare, first_diagnosis, matches_to_float32, named
 from grader.checks.ch07_model.common import model_of, stable_cross_entropy
 from grader.checks.ch07_model.lm_forward import (
     LM_MISTAKES, lm_cache_inputs, lm_inputs, triple, judge_lm_cache, probe_lm_cache, probe_lm_forward,
@@ -13,7 +13,8 @@ from grader.checks.facts import facts_for, significant
 
 
 def lm_composed(model, idx):
-    """The model's own parts composed as the lesson's forward, and as the classic wrong ones."""
+    """The model's own parts composed as the lesson's forward ("right"), and as each classic
+    wrong one ("mistakes", by LM_MISTAKES's names)."""
     with torch.no_grad():
         tokens = model.token_embedding(idx)
         hidden = model.position_embedding(tokens, 0)
@@ -25,8 +26,7 @@ def lm_composed(model, idx):
 
         head = lambda h: model.head(model.ln_final(h))  # noqa: E731
         blocks = list(model.blocks)
-        return {
-            "right": head(through(hidden, blocks)),
+        mistakes = {
             "no_final_norm": model.head(through(hidden, blocks)),
             "no_positions": head(through(tokens, blocks)),
             "first_block_only": head(through(hidden, blocks[:1])),
@@ -35,13 +35,16 @@ def lm_composed(model, idx):
             "final_norm_twice": model.head(model.ln_final(model.ln_final(through(hidden, blocks)))),
             "blocks_reversed": head(through(hidden, blocks[::-1])),
         }
+        assert mistakes.keys() == LM_MISTAKES.keys(), "a wrong forward has a sentence but no output"
+        return {"right": head(through(hidden, blocks)), "mistakes": mistakes}
 
 
 @facts_for("ch07.lm_forward.formula")
 def formula_facts(ref, inputs):
     """The wrong forwards' logits are only ever matched to 1e-6 (first_diagnosis)."""
     composed = lm_composed(model_of(ref, inputs["sizes"], inputs["state"]), inputs["idx"].clone())
-    return {label: value if label == "right" else significant(value) for label, value in composed.items()}
+    return {"right": composed["right"],
+            "mistakes": {name: significant(value) for name, value in composed["mistakes"].items()}}
 
 
 HIDDEN_SIZES = dict(vocab_size=13, block_size=10, d_model=12, n_heads=3, n_layers=3, d_ff=20)
@@ -52,8 +55,7 @@ def _expect_lm(ref, inputs):
     model = model_of(ref, inputs["sizes"], inputs["state"])
     composed = lm_composed(model, inputs["idx"])
     right = composed["right"]
-    return {"logits": right, "loss": stable_cross_entropy(right, inputs["targets"]),
-            "mistakes": [(text, composed[label]) for label, text in LM_MISTAKES.items()]}
+    return {"logits": right, "loss": stable_cross_entropy(right, inputs["targets"]), "mistakes": composed["mistakes"]}
 
 
 @check("matches_reference", 3, "random weights (the reference's state_dict) give the reference logits and loss",
@@ -64,7 +66,8 @@ def judge_lm_reference(out, inputs, expected):
     logits, loss, _ = out["scored"]
     # Judged to float32's precision: ch07.lm_forward.formula, the precision check, names float32.
     if not matches_to_float32(logits, expected["logits"], atol=1e-9, rtol=1e-7):
-        known = first_diagnosis(logits, expected["mistakes"], atol=1e-8, rtol=1e-6, right=expected["logits"])
+        known = first_diagnosis(logits, named(LM_MISTAKES, expected["mistakes"]), atol=1e-8, rtol=1e-6,
+                                right=expected["logits"])
         return known or compare(logits, expected["logits"], "the logit tensor", atol=1e-9, rtol=1e-7)
     if not matches_to_float32(loss, expected["loss"], atol=1e-10, rtol=1e-9):
         return "the logits are right but the loss is not their mean cross-entropy against the targets"
