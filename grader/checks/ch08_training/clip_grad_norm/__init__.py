@@ -43,19 +43,19 @@ def probe_clip(ns, cases):
     return results
 
 
-CLIP_MISTAKES = [
-    ("own_norm", "each tensor is clipped by its own norm; clip by the global norm of all gradients together "
-                 "(sqrt of the sum of every entry squared), one factor for all"),
-    ("always_scaled", "the gradients are scaled even though their norm is below max_norm: scale only when the norm "
-                      "exceeds it (factor min(1, max_norm / (norm + 1e-6)))"),
-    ("squared_norm", "the returned value is the squared norm: return sqrt(sum of squares)"),
-    ("norm_after", "the returned norm is taken after clipping; return the norm before clipping"),
-    ("no_eps", "the factor is max_norm / norm; it is max_norm / (norm + 1e-6), as torch's clip_grad_norm_"),
-    ("shared_counted_twice", "a tensor listed twice (a shared weight) is counted twice in the norm; count each "
-                             "tensor once"),
-    ("shared_scaled_twice", "a tensor listed twice (a shared weight) is scaled twice; scale each tensor once"),
-    ("by_value", "each entry is clamped to [-max_norm, max_norm] (clipping by value); clip by the global L2 norm"),
-]
+CLIP_MISTAKES = {
+    "own_norm": "each tensor is clipped by its own norm; clip by the global norm of all gradients together "
+                "(sqrt of the sum of every entry squared), one factor for all",
+    "always_scaled": "the gradients are scaled even though their norm is below max_norm: scale only when the norm "
+                     "exceeds it (factor min(1, max_norm / (norm + 1e-6)))",
+    "squared_norm": "the returned value is the squared norm: return sqrt(sum of squares)",
+    "norm_after": "the returned norm is taken after clipping; return the norm before clipping",
+    "no_eps": "the factor is max_norm / norm; it is max_norm / (norm + 1e-6), as torch's clip_grad_norm_",
+    "shared_counted_twice": "a tensor listed twice (a shared weight) is counted twice in the norm; count each "
+                            "tensor once",
+    "shared_scaled_twice": "a tensor listed twice (a shared weight) is scaled twice; scale each tensor once",
+    "by_value": "each entry is clamped to [-max_norm, max_norm] (clipping by value); clip by the global L2 norm",
+}
 
 
 def grads_match(actual, wanted, atol=1e-12, rtol=1e-12, float32=False):
@@ -92,7 +92,7 @@ def clip_problem(out, inputs, facts, hidden=False, precision=False):
         grads_ok = grads_match(grads, right_grads)
         if total_ok and grads_ok:
             continue
-        for name, why in CLIP_MISTAKES:
+        for name, why in CLIP_MISTAKES.items():
             wrong = said["mistakes"][name]
             if wrong is not None and matches(total, wrong[0], atol=1e-12, rtol=1e-10) and grads_match(
                     grads, wrong[1], 1e-12, 1e-10):
