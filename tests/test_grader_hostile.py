@@ -132,14 +132,19 @@ def _walk_seconds() -> float:
     for top in ["/usr", "/etc", *_python_roots()]:
         for root, dirs, files in os.walk(top):
             for name in files:
-                if name in ("model.py", "engine.py", "Makefile"):
+                if name in ("model.py", "engine.py", "Makefile", "mutants.py"):
                     os.path.join(root, name)
     return time.perf_counter() - started
 
 
 @needs_bwrap
 def test_grader_and_solution_files_are_invisible(reference):
-    paths = [str(SOLUTIONS / "model.py"), str(ROOT / "grader" / "run" / "engine.py"), str(ROOT / "Makefile")]
+    """Neither the reference, the engine, nor a task's mutants.py (whose variants are right
+    bodies) can be read from a worker: the last are empty files in the sandbox."""
+    variants = ROOT / "grader" / "checks" / "ch05_block" / "gelu" / "mutants.py"
+    assert "VARIANTS" in variants.read_text(encoding="utf-8")
+    paths = [str(SOLUTIONS / "model.py"), str(ROOT / "grader" / "run" / "engine.py"), str(ROOT / "Makefile"),
+             str(variants)]
     # The whole filesystem is walked once per worker (remembered across the checks'
     # calls). A check's time limit is the walk's time here, plus the usual 3 s, both
     # scaled to the machine's load: a busy machine walks slower, and fails no check.
@@ -159,12 +164,13 @@ def test_grader_and_solution_files_are_invisible(reference):
                     dirs[:] = []
                     continue
                 for name in files:
-                    if name in ("model.py", "engine.py", "Makefile"):
+                    if name in ("model.py", "engine.py", "Makefile", "mutants.py"):
                         try:
                             text = open(os.path.join(root, name), errors="ignore").read()
                         except OSError:
                             continue
-                        if "BEGIN SOLUTION" in text or "def grade_task" in text or "hero_transformer" in text:
+                        if ("BEGIN SOLUTION" in text or "def grade_task" in text or "hero_transformer" in text
+                                or "VARIANTS" in text):
                             seen.append(os.path.join(root, name))
             cache.append(seen)
         if cache[0]:
