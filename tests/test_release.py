@@ -61,7 +61,9 @@ def test_bundle_from_a_fresh_unzip_checks_and_submits(built, tmp_path):
     points = possible_points(["05"], public_only=True)
     assert stubs.returncode != 0, stubs.stdout
     assert f"Total: 0 / {points:g} points" in stubs.stdout, stubs.stdout
-    for task in ("layer_norm", "gelu", "feedforward", "block_init", "block"):
+    chapter_tasks = [t.name for c in catalogue.chapters() if c.number == "05" for t in c.tasks]
+    assert len(chapter_tasks) >= 5
+    for task in chapter_tasks:  # a task added to the chapter is looked for too
         assert re.search(rf"^(│ )?{task}( \(|\.)", stubs.stdout, re.M), task
     assert "not implemented" in stubs.stdout
 
