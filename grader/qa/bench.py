@@ -316,6 +316,10 @@ def _pytest_row(folder: Path):
                     ignore=shutil.ignore_patterns("__pycache__"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PYTEST_")}
     env.update(COLUMNS="200", HERO_TRANSFORMER_VENV=sys.prefix)  # check.py runs on this venv, sets none up
+    # A student's venv holds pytest alone; this one also holds the kit's own test plugins
+    # (pytest-xdist, anyio), which would load here and not there. The bundle's conftest.py
+    # loads the course's plugin either way.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     times = _interleaved({"pytest": [sys.executable, "-m", "pytest", "-q", "-m", "ch05"],
                           "check.py": [sys.executable, "check.py", "05"]}, folder, repeats=5, env=env)
     ratios = [p / c for p, c in zip(times["pytest"], times["check.py"])]
