@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.checks.facts import inputs_are_fixed
 from grader.generate import consistency
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +75,8 @@ def test_a_task_whose_checks_a_student_could_hard_code_needs_a_hidden_check(monk
     from grader.checks import catalogue
 
     kit = catalogue.chapters()
-    assert all(consistency._inputs_fixed(c) for c in kit[5].checks if c.task == "gelu" and not c.hidden)
-    assert not all(consistency._inputs_fixed(c) for c in kit[4].checks if c.task == "merge_heads")
+    assert all(inputs_are_fixed(c) for c in kit[5].checks if c.task == "gelu" and not c.hidden)
+    assert not all(inputs_are_fixed(c) for c in kit[4].checks if c.task == "merge_heads")
     without = [dataclasses.replace(ch, checks=tuple(c for c in ch.checks if not (c.task == "gelu" and c.hidden)))
                for ch in kit]
     monkeypatch.setattr(catalogue, "chapters", lambda: tuple(without))

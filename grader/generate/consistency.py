@@ -18,6 +18,7 @@ from pathlib import Path
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
+from grader.checks.facts import inputs_are_fixed
 from grader.files import write_atomic
 from grader.regions import Region, RegionError, all_regions
 
@@ -65,18 +66,6 @@ def _folder_problems(regions: dict[str, Region]) -> list[str]:
     return found
 
 
-def _inputs_fixed(check) -> bool:
-    """Whether a check's inputs are the same whatever the seed (constants, or fixed_inputs)."""
-    import torch
-
-    from grader.checks.facts import digest
-
-    if check.fixed_inputs or not callable(check.inputs):
-        return True
-    drawn = [digest(check.inputs(torch.Generator().manual_seed(seed))) for seed in (1, 2)]
-    return drawn[0] == drawn[1]
-
-
 def problems() -> list[str]:
     """Every mismatch between the solution regions and the chapters' task folders, as sentences."""
     try:
@@ -103,7 +92,7 @@ def problems() -> list[str]:
             if not any(not c.hidden for c in checks):
                 found.append(f"task {task.name!r} has no public check: students' `make check` would not see it; "
                              f"declare one in grader/checks/{chapter.module}/{task.name}/__init__.py")
-            if not any(c.hidden for c in checks) and all(_inputs_fixed(c) for c in checks):
+            if not any(c.hidden for c in checks) and all(inputs_are_fixed(c) for c in checks):
                 found.append(f"task {task.name!r} has no hidden check, and every input of its public checks is "
                              f"the same on every run: a student could hard-code the answers; declare a hidden "
                              f"check (hidden=True) in grader/checks/{chapter.module}/{task.name}/"
