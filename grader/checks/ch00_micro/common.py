@@ -116,6 +116,8 @@ def _apply_op(op, xs, k):
 
 
 def probe_value_ops(ns, cases):
+    """Builds each case's Values, applies its operation, runs the (certified) backward, and
+    returns the value and the inputs' gradients."""
     Value = ns.micro.Value
     out = []
     for case in cases:
@@ -152,8 +154,10 @@ def _names(op):
 
 
 def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
-    """facts: per case, the value and gradients ("value", "grads") and the classic mistakes'
-    gradients ("mistakes", [(what to tell the student, gradients)])."""
+    """Compares each case with the hand-computed truth and names the classic mistake a wrong
+    gradient reproduces. facts: per case, the value and gradients ("value", "grads") and the
+    classic mistakes' gradients ("mistakes", [(what to tell the student, gradients)]), data
+    the kit computed on a public check's inputs."""
     if not isinstance(out, list) or len(out) != len(cases):
         return "the probe did not get one result per case"
     for case, got, said in zip(cases, out, facts):

@@ -1,10 +1,7 @@
 """Value.__add__: a + b, with a constant on either side, and a Value added to itself.
 
-The probe and the judge are common to the six operations (common.py): the probe builds
-Values, applies the op, runs the (certified) backward and returns the value and the input
-gradients; the judge compares them with the hand-computed truth and names the classic
-mistake a wrong gradient reproduces. On the public check's inputs both are data the kit
-computed (grader/checks/facts.py).
+The probe and the judge are the six operations' own (probe_value_ops and judge_ops, in
+common.py, which says what they do).
 """
 
 from __future__ import annotations
