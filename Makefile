@@ -56,6 +56,7 @@ figures: $(STAMP)
 
 student: $(STAMP)
 	$(PYTHON) -m grader.generate.consistency
+	$(PYTHON) -m grader.generate.promises
 	$(PYTHON) -m grader.generate.facts
 	$(PYTHON) -m grader.generate.forms
 	$(PYTHON) -m grader.generate.student_copy

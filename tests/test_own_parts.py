@@ -179,20 +179,83 @@ def test_the_wiring_judge_names_the_tasks_own_mistake_on_wrong_parts(part, task,
         assert entry.keyword.lower() in result.diagnosis.lower(), (entry.name, result.diagnosis)
 
 
-def test_a_block_that_hides_a_part_from_the_recording_is_told_so_or_waits(sandbox):
+def test_a_block_that_hides_a_part_from_the_recording_passes_on_right_parts_and_waits_on_wrong_ones(sandbox):
     sources = dict(BY_NAME["layer_norm_variance_d_minus_1"].apply(Reference.available().sources))
     model = sources["model.py"]
     direct = model.replace("self.feedforward(self.ln_feedforward(hidden))",
                            "self.feedforward.forward(self.ln_feedforward(hidden))", 1)
     assert direct != model
     sources["model.py"] = direct
-    # LayerNorm not checked in this run: nothing to wait on, and the block is told why it cannot be judged.
-    alone = released(sources, sandbox, {"block"})["ch05.block.formula"]
-    assert alone.status == FAILED
-    assert "self.feedforward(...)" in alone.diagnosis and "not its .forward" in alone.diagnosis
-    # Checked with it: the wrong LayerNorm fails its own checks, and the block waits on it.
-    beside = released(sources, sandbox, {"block", "layer_norm"})["ch05.block.formula"]
-    assert (beside.status, beside.waiting_on) == (WAITING, ("layer_norm",))
+    # On a right LayerNorm the block's output is the lesson's, and it passes.
+    reference = Reference.available().sources
+    right = dict(reference, **{"model.py": reference["model.py"].replace(
+        "self.feedforward(self.ln_feedforward(hidden))", "self.feedforward.forward(self.ln_feedforward(hidden))", 1)})
+    assert released(right, sandbox, {"block"})["ch05.block.formula"].status == PASSED
+    # On the wrong one the block waits on it, whether LayerNorm is in the run or only checked
+    # quietly because the block builds on it.
+    for tasks in ({"block", "layer_norm"}, {"block"}):
+        beside = released(sources, sandbox, tasks)["ch05.block.formula"]
+        assert (beside.status, beside.waiting_on) == (WAITING, ("layer_norm",)), tasks
+
+
+# ------------------------------------------------------- one chapter at a time
+
+
+@pytest.mark.parametrize(("mutant", "chapter", "part_chapter"), [
+    ("layer_norm_variance_d_minus_1", "06", "05"),
+    ("attention_no_causal_mask", "05", "04"),
+])
+def test_a_chapter_alone_gives_the_whole_runs_verdicts_and_names_the_part(mutant, chapter, part_chapter, sandbox):
+    """`check.py 06` with a wrong chapter 05 LayerNorm: the part's chapter is not in the
+    run, yet its checks are run quietly, so chapter 06's verdicts are those of a run of
+    both chapters, and what waits names the part and where to see why."""
+    submission = Submission("test", BY_NAME[mutant].apply(Reference.available().sources))
+    alone = grade(submission, [chapter], public_only=True, runner=sandbox, seed=SEED, use_reference=False)
+    both = grade(submission, [part_chapter, chapter], public_only=True, runner=sandbox, seed=SEED,
+                 use_reference=False)
+    assert {r.check.chapter for r in alone.results} == {chapter}
+    seen = {r.check.name: r.status for r in alone.results}
+    assert seen == {r.check.name: r.status for r in both.results if r.check.chapter == chapter}
+    waiting = [r for r in alone.results if r.status == WAITING]
+    assert waiting and all(r.waiting_on == (BY_NAME[mutant].task,) for r in waiting)
+    task = BY_NAME[mutant].task
+    assert all(f"'{task}' (chapter {part_chapter})" in r.diagnosis and f"CH={part_chapter}" in r.diagnosis
+               for r in waiting), waiting[0].diagnosis
+    assert f"wait on {task} (chapter {part_chapter})" in waiting_line(alone)
+
+
+def test_a_package_that_does_not_import_is_one_finding_and_nothing_waits(sandbox):
+    from grader.run.report import render
+    from grader.run.results import LOAD_FAILED
+    from rich.console import Console
+
+    sources = dict(Reference.available().sources)
+    sources["model.py"] = sources["model.py"].replace("centred = x - mean", "centred = x - mean)", 1)
+    report = grade(Submission("test", sources), ["05"], public_only=True, runner=sandbox, seed=SEED,
+                   use_reference=False)
+    assert report.results and all(r.cause == LOAD_FAILED for r in report.results)
+    assert {r.status for r in report.results} == {ERROR} and waiting_line(report) is None
+    assert len({r.diagnosis for r in report.results}) == 1 and "SyntaxError" in report.results[0].diagnosis
+    console = Console(record=True, width=120)
+    render(report, console)
+    shown = console.export_text()
+    assert shown.count("SyntaxError") == 1 and "Fix this first" in shown and "wait" not in shown
+
+
+def test_a_crash_inside_another_tasks_function_names_that_task():
+    from grader.run.feedback import Audience, remote_failure
+
+    sources = dict(Reference.available().sources)
+    line = sources["model.py"].splitlines().index("        centred = x - mean") + 1
+    audience = Audience(Submission("test", sources), None, for_the_author=True)
+    block = checks_catalogue.tasks()["block"]
+    error = {"type": "ValueError", "message": "not enough values to unpack", "where": f"submission/model.py:{line}",
+             "line": "centred = x - mean"}
+    _, shown, _ = remote_failure(block, error, audience)
+    assert "in LayerNorm.forward: task 'layer_norm' of chapter 05" in shown
+    # Raised in the task's own function: nothing more to say.
+    _, own, _ = remote_failure(checks_catalogue.tasks()["layer_norm"], error, audience)
+    assert "task 'layer_norm'" not in own
 
 
 # ------------------------------------------ the whole catalogue, as the release grades it

@@ -102,6 +102,10 @@ class Task:
     # mode, torch.func).
     forbidden_ops: tuple[str, ...] = ()
     no_autograd: bool = False
+    # What the task's lesson promises its function receives, as (argument, number of axes):
+    # ("x", 3) for a lesson that says x is [B, T, d]. Every call any chapter's probes make
+    # into the function keeps it (python -m grader.generate.promises, run by make student).
+    takes: tuple[tuple[str, int], ...] = ()
 
 
 # Operator families, for the tasks' forbidden_ops.

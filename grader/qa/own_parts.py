@@ -4,13 +4,15 @@ part must not fail the right tasks built on it (grader.run.engine.apply_waits, a
 judges that judge a task on its own parts).
 
 For each mutant of the catalogue whose task other tasks build on (the task graph,
-grader.run.dependencies), the mutant's task and those tasks are graded as the release
-grades them (public checks, no reference). Every check of another task that does not
+grader.run.dependencies), those tasks are graded as the release grades them (public
+checks, no reference), one chapter at a time as a student runs `check.py 06` (or, with
+--whole, together with the mutant's task in one run). Every check of another task that does not
 pass is graded again as the course grades it (certified parts) and listed: it must pass
 there, and here it must pass too or be waiting on the mutated task.
 
     python -m grader.qa.own_parts                # every such mutant
     python -m grader.qa.own_parts --task layer_norm --json out.json
+    python -m grader.qa.own_parts --whole        # each mutant's task and those built on it in one run
 """
 
 from __future__ import annotations
@@ -62,14 +64,22 @@ def entries(tasks: "set[str] | None" = None) -> list[Mutant]:
     return [m for m in mutants if m.task in built_on and (tasks is None or m.task in tasks)]
 
 
-def downstream(mutant: Mutant, runner, reference: Reference) -> Downstream:
+def downstream(mutant: Mutant, runner, reference: Reference, whole: bool = False) -> Downstream:
+    """How the release grades the tasks built on the mutated one: one chapter at a time, as
+    a student mostly checks (`check.py 06`: the mutated task is in the run only where it is
+    of that chapter), or with `whole`, the mutated task and every task built on it in one run."""
     graph = task_graph()
     later = dependents(mutant.task, graph)
     submission = Submission(f"mutant:{mutant.name}", mutant.apply(reference.sources))
-    released = grade(submission, public_only=True, runner=runner, seed=SEED, use_reference=False,
-                     tasks={mutant.task, *later})
+    chapter = {t: c.number for t, c in catalogue.chapter_of_task().items()}
+    runs = ([{mutant.task, *later}] if whole else
+            [{t for t in later if chapter[t] == number} | ({mutant.task} if chapter[mutant.task] == number else set())
+             for number in sorted({chapter[t] for t in later})])
+    results = [r for tasks in runs
+               for r in grade(submission, public_only=True, runner=runner, seed=SEED, use_reference=False,
+                              tasks=tasks).results]
     found = Downstream(mutant.name, mutant.task)
-    others = [r for r in released.results if r.check.task != mutant.task and r.status != PASSED]
+    others = [r for r in results if r.check.task != mutant.task and r.status != PASSED]
     if others:
         course = grade(submission, public_only=True, runner=runner, seed=SEED,
                        tasks={r.check.task for r in others})
@@ -81,12 +91,12 @@ def downstream(mutant: Mutant, runner, reference: Reference) -> Downstream:
     return found
 
 
-def run(tasks: "set[str] | None" = None) -> list[Downstream]:
+def run(tasks: "set[str] | None" = None, whole: bool = False) -> list[Downstream]:
     from grader.run.runners import open_runner
 
     reference = Reference.available()
     with open_runner("sandbox", with_reference=True) as runner:
-        return [downstream(m, runner, reference) for m in entries(tasks)]
+        return [downstream(m, runner, reference, whole) for m in entries(tasks)]
 
 
 def summary(found: list[Downstream]) -> str:
@@ -104,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", action="append", help="only the mutants of this task (repeatable)")
     parser.add_argument("--chapters", help="only the mutants of these chapters' tasks, e.g. 05 or 05,07")
     parser.add_argument("--json", help="write every downstream check's status and diagnosis here")
+    parser.add_argument("--whole", action="store_true",
+                        help="grade each mutant's task with every task built on it in one run, instead of one "
+                             "chapter at a time")
     args = parser.parse_args(argv)
     unknown = set(args.task or ()) - set(catalogue.tasks())
     if unknown:
@@ -116,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if chapters:
         in_chapters = {t.name for c in catalogue.chapters() if c.number in chapters for t in c.tasks}
         tasks = in_chapters & tasks if tasks else in_chapters
-    found = run(tasks)
+    found = run(tasks, args.whole)
     for entry in found:
         for row in entry.wrong():
             print(f"{entry.mutant}: {row[0]} {row[1]} (course: {row[3]}): {row[2]}")

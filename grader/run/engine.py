@@ -24,8 +24,8 @@ from grader.run.feedback import Audience, as_text, checked_reply, failure_texts,
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
 from grader.run.reference import Reference
-from grader.run.results import (ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED, TIMEOUT,
-                                WAITING, CheckResult, GradeReport)
+from grader.run.results import (ERROR, FAILED, FORBIDDEN, LOAD_FAILED, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED,
+                                TIMEOUT, WAITING, CheckResult, GradeReport)
 from grader.run.scan_calls import scan
 from grader.run.scan_tampering import scan_submission, tampering_reason
 from grader.run.submission import Submission
@@ -143,14 +143,15 @@ def _start_worker(task: Task, grading: Grading, fresh: bool = False, group: list
             texts["diagnosis"] = (f"importing the package took longer than {runner.limits.setup_seconds:g} s: code "
                                   f"at module level runs every time the package is imported; an experiment or a "
                                   f"training run left there belongs under `if __name__ == \"__main__\":`")
-        return None, {"status": status, **texts}
+        return None, {"status": status, **texts, "cause": LOAD_FAILED}
     if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
         status, shown, staff = remote_failure(task, ready["setup_error"], audience, loading=True)
         worker.close()
         output, staff_output = audience.output(worker.output.text())
         return None, {"status": ERROR if status == NOT_IMPLEMENTED else status,
                       "diagnosis": f"the submission could not be loaded: {shown}", "output": output,
-                      "staff_diagnosis": f"the submission could not be loaded: {staff}", "staff_output": staff_output}
+                      "staff_diagnosis": f"the submission could not be loaded: {staff}", "staff_output": staff_output,
+                      "cause": LOAD_FAILED}
     if not isinstance(ready, dict) or ready.get("ready") is not True:
         worker.kill()
         output, staff_output = audience.output(worker.output.text())
@@ -404,7 +405,8 @@ def gated(result: CheckResult, statuses: dict[str, str]) -> CheckResult:
     return dataclasses.replace(result, status=FAILED, gated=failing, diagnosis=said, staff_diagnosis=said)
 
 
-def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -> list[CheckResult]:
+def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]],
+                quiet: "set[str] | frozenset[str]" = frozenset()) -> list[CheckResult]:
     """Where no certified part stood in: a check that failed, and could only be judged
     with right parts, waits while a task it builds on (graph) fails its own checks in this
     run, and says which, instead of a sentence about its own task (a forbidden call or a
@@ -412,7 +414,8 @@ def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -
     (CheckResult.on_own_parts) stands, and so does a task not started. Tasks
     are taken parts first (dependencies.build_order): a task fails its own checks when a
     failure is left once its waits are taken out, and only such a task makes later
-    checks wait."""
+    checks wait. `quiet`: tasks graded only to learn whether they are right, whose
+    checks the student does not see in this run (another chapter's)."""
     order = {task: i for i, task in enumerate(build_order(graph))}
     last = len(order)
     by_task: dict[str, list[CheckResult]] = {}
@@ -422,22 +425,44 @@ def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -
     for task in sorted(by_task, key=lambda t: order.get(t, last)):
         upstream = tuple(t for t in graph.get(task, ()) if t in failing and order[t] < order.get(task, last))
         for result in by_task[task]:
-            final = result.status == FAILED and result.on_own_parts and not result.gated
+            final = (result.status == FAILED and result.on_own_parts and not result.gated
+                     or result.cause == LOAD_FAILED)
             if upstream and result.status in (FAILED, ERROR, FORBIDDEN, TIMEOUT) and not final:
-                _wait(result, upstream)
-        if any(r.status not in (PASSED, WAITING) and not r.gated for r in by_task[task]):
+                _wait(result, upstream, quiet)
+        # A task whose code never ran (the package did not import) is not known to be wrong.
+        if any(r.status not in (PASSED, WAITING) and not r.gated and r.cause != LOAD_FAILED for r in by_task[task]):
             failing.append(task)
     return results
 
 
-def _wait(result: CheckResult, upstream: tuple[str, ...]) -> None:
+def _wait(result: CheckResult, upstream: tuple[str, ...], quiet) -> None:
+    chapter = {task: c.number for task, c in catalogue.chapter_of_task().items()}
+    own = result.check.chapter
+
+    def named(task: str) -> str:
+        return f"'{task}'" if chapter.get(task, own) == own else f"'{task}' (chapter {chapter[task]})"
+
     many = len(upstream) > 1
-    quoted = [f"'{t}'" for t in upstream[:3]] + (["others"] if len(upstream) > 3 else [])
-    named = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    quoted = [named(t) for t in upstream[:3]] + (["others"] if len(upstream) > 3 else [])
+    listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    elsewhere = sorted({chapter[t] for t in upstream if t in quiet and t in chapter})
+    fix = f"fix {'them' if many else 'it'} first"
+    if elsewhere:
+        fix = (f"this run checked {'them' if many else 'it'} quietly: run {see_chapters(elsewhere)} to see why, "
+               f"and {fix}")
     result.status, result.waiting_on, result.gated = WAITING, upstream, ()
     result.diagnosis = result.staff_diagnosis = (
-        f"waiting on {named}: {'they fail their' if many else 'it fails its'} own checks in this run, and this "
-        f"check can only be judged with right parts; fix {'them' if many else 'it'} first")
+        f"waiting on {listed}: {'they fail their' if many else 'it fails its'} own checks, and this check can "
+        f"only be judged with right parts; {fix}")
+
+
+def see_chapters(chapters: list[str]) -> str:
+    """The command that shows these chapters' checks, as this edition of the kit spells it."""
+    from grader.edition import EDITION
+
+    if EDITION == "student":
+        return f"`python check.py {' '.join(chapters)}`"
+    return f"`make check CH={','.join(chapters)}`"
 
 
 def grade_group(items: list[tuple[Task, list[Check]]], submission: Submission, reference: Reference | None,
@@ -464,6 +489,36 @@ def _grade_group(items: list[tuple[Task, list[Check]]], grading: Grading) -> lis
         last = graded[-1][-1]
         last.output, last.staff_output = last.output or shown, last.staff_output or staff
     return graded
+
+
+def _grade_plan(plan: list[tuple[Task, list[Check]]], grading: Grading, pool: ThreadPoolExecutor,
+                grouped: bool) -> list[CheckResult]:
+    groups = plan_groups(plan, grouped)
+    # The costliest groups (most workers to start) first, so two threads finish together;
+    # the report keeps the catalogue's order.
+    order = sorted(range(len(groups)), key=lambda g: -sum(workers_needed(plan[i][1]) for i in groups[g]))
+    futures = {g: pool.submit(_grade_group, [plan[i] for i in groups[g]], grading) for g in order}
+    by_task = {}
+    for g, members in enumerate(groups):
+        for i, results in zip(members, futures[g].result()):
+            by_task[i] = results
+    return [result for i in range(len(plan)) for result in by_task[i]]
+
+
+def parts_outside(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -> set[str]:
+    """The tasks not graded in `results` that a failing check there builds on, directly or
+    through one another: whether they are right decides whether that check waits."""
+    graded = {r.check.task for r in results}
+    could_wait = {r.check.task for r in results
+                  if r.status in (FAILED, ERROR, FORBIDDEN, TIMEOUT) and r.cause != LOAD_FAILED}
+    reach, frontier = set(), set(could_wait)
+    while frontier:
+        task = frontier.pop()
+        for part in graph.get(task, ()):
+            if part not in reach:
+                reach.add(part)
+                frontier.add(part)
+    return reach - graded
 
 
 def workers_needed(checks: list[Check]) -> int:
@@ -537,18 +592,14 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         # One audience for the upload: what of the reference it does not hold is worked out once.
         grading = Grading(submission, reference, runner, seed, deadline, imported,
                           Audience(submission, reference, for_the_author=for_the_author))
-        groups = plan_groups(plan, reference is not None and grouped)
-        # The costliest groups (most workers to start) first, so two threads finish together;
-        # the report keeps the catalogue's order.
-        order = sorted(range(len(groups)), key=lambda g: -sum(workers_needed(plan[i][1]) for i in groups[g]))
-        futures = {g: pool.submit(_grade_group, [plan[i] for i in groups[g]], grading) for g in order}
-        by_task = {}
-        for g, members in enumerate(groups):
-            for i, results in zip(members, futures[g].result()):
-                by_task[i] = results
-        results = [result for i in range(len(plan)) for result in by_task[i]]
+        results = _grade_plan(plan, grading, pool, reference is not None and grouped)
         if reference is None:
-            results = apply_waits(results, task_graph())
+            graph = task_graph()
+            # A part from a chapter outside this run may be what fails a check here: its own
+            # public checks are run too, quietly, so a chapter's verdicts are the whole run's.
+            outside = parts_outside(results, graph)
+            quiet = _grade_plan(select_checks(None, True, outside), grading, pool, False)
+            apply_waits(results + quiet, graph, outside)
         pool.shutdown()
     except BaseException:
         # Ctrl-C (or anything else): drop what has not started; closing the runner ends the rest.

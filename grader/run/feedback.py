@@ -5,6 +5,7 @@ the staff only, and any text holding a line of the reference is withheld."""
 
 from __future__ import annotations
 
+import ast
 import re
 from functools import lru_cache
 from grader import KIT_ROOT
@@ -161,6 +162,20 @@ class Audience:
         text = lines[number - 1].strip()[:160]
         return f" ({_place(rel, number)}: {text})" if text else f" ({_place(rel, number)})"
 
+    def part_at(self, where: str, task: Task) -> str:
+        """Where an exception was raised inside another task's function of the upload:
+        ', in LayerNorm.forward: task 'layer_norm' of chapter 05', so a crash in a part is
+        blamed on that part; '' anywhere else."""
+        match = _LOCATION.fullmatch(where or "")
+        if not match or match[1] not in self.sources:
+            return ""
+        rel, number = match[1], int(match[2])
+        owner = _enclosing_task(self.sources[rel], rel[:-3], number)
+        if owner is None or owner.name == task.name:
+            return ""
+        chapter = catalogue.chapter_of_task()[owner.name].number
+        return f", in {owner.qualname}: task '{owner.name}' of chapter {chapter}, which this task builds on"
+
     def course_files(self) -> frozenset[str]:
         """The files of the course's package: a set the upload cannot add to."""
         return frozenset(self.reference.sources) if self.reference is not None else frozenset()
@@ -204,6 +219,29 @@ def _doing(check: "Check | None") -> str:
     return f", while this check ran ({check.summary})" if check is not None and check.summary else ""
 
 
+def _enclosing_task(source: str, module: str, number: int) -> Task | None:
+    """The task whose function holds line `number` of a module's source, innermost first."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    tasks = {(t.module, t.qualname): t for t in catalogue.tasks().values()}
+    found = None
+
+    def visit(node, prefix: str) -> None:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if child.lineno <= number <= (child.end_lineno or child.lineno):
+                    if (module, name) in tasks:
+                        found = tasks[(module, name)]
+                    visit(child, name + ".")
+
+    visit(tree, "")
+    return found
+
+
 def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None,
                    loading: bool = False) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of an exception raised in the worker.
@@ -243,7 +281,7 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         # The worker refused the read (or the call) before anything of the part was had.
         return FORBIDDEN, _SEALED[sealed], staff
     if not audience.private:
-        return ERROR, f"{kind}: {message}{at}{_doing(check)}", staff
+        return ERROR, f"{kind}: {message}{at}{audience.part_at(where, task)}{_doing(check)}", staff
     if kind in _SYNTAX_ERRORS:
         compiled = audience.syntax_error(where)
         if compiled:

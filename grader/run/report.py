@@ -16,7 +16,7 @@ from rich.text import Text
 from grader.checks import catalogue
 from grader.console import safe_console
 from grader.files import write_atomic
-from grader.run.results import PASSED, WAITING, GradeReport
+from grader.run.results import LOAD_FAILED, PASSED, WAITING, GradeReport
 from grader.run.dependencies import parts_used
 from grader.run.stamp import stamp
 from grader.run.visible import plain, visible_check  # plain: the report's callers read it here too
@@ -162,6 +162,10 @@ def _stopped_by(report: GradeReport) -> str | None:
     reasons = {r.diagnosis for r in report.results}
     if len(report.results) > 1 and len(reasons) == 1 and all(r.status == "forbidden" for r in report.results):
         return next(iter(reasons))
+    # A package that does not import is one finding, however many checks it stopped.
+    unloaded = {r.diagnosis for r in report.results if r.cause == LOAD_FAILED}
+    if len(unloaded) == 1:
+        return next(iter(unloaded))
     return None
 
 
@@ -173,7 +177,13 @@ def waiting_line(report: GradeReport) -> str | None:
             waiting[result.waiting_on[0]] = waiting.get(result.waiting_on[0], 0.0) + result.check.points
     if not waiting:
         return None
-    said = "; ".join(f"{points:g} point{'' if points == 1 else 's'} wait{'s' * (points == 1)} on {task}"
+    chapter = {task: c.number for task, c in catalogue.chapter_of_task().items()}
+    shown = {r.check.chapter for r in report.results}
+
+    def named(task: str) -> str:
+        return task if chapter.get(task) in shown | {None} else f"{task} (chapter {chapter[task]})"
+
+    said = "; ".join(f"{points:g} point{'' if points == 1 else 's'} wait{'s' * (points == 1)} on {named(task)}"
                      for task, points in waiting.items())
     return f"{said}: fix {'it' if len(waiting) == 1 else 'those'} first; what waits is judged again on the next run."
 

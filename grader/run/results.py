@@ -19,6 +19,9 @@ STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NOT_IMPLEMENTED, FORBIDDEN, WAITING)
 
 # CheckResult.cause: the grader could not start a process to run the submission's code.
 RUNNER_FAILED = "runner_failed"
+# CheckResult.cause: the package did not import (a syntax error, a crash or a hang at
+# module level): one finding for every check it stopped, which no part waits on.
+LOAD_FAILED = "load_failed"
 
 
 @dataclass

@@ -26,7 +26,7 @@ from grader.checks.facts import known_facts
 TASKS = [
     Task("embedding", "model", "TokenEmbedding.forward", "token embedding lookup",
          forbidden=("torch.nn.functional.embedding", "torch.embedding", "torch.nn.Embedding"),
-         forbidden_ops=("embedding", "embedding_*", "_embedding_bag*") + torch_library_except()),
+         forbidden_ops=("embedding", "embedding_*", "_embedding_bag*") + torch_library_except(), takes=(("idx", 2),)),
 ]
 
 # ----------------------------------------------------------------------- helpers

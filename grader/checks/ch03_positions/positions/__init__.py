@@ -18,7 +18,8 @@ from grader.checks._api import Task, check, exception_name, compare, matches, sh
 from grader.checks.facts import known_facts
 
 TASKS = [
-    Task("positions", "model", "PositionEmbedding.forward", "position rows offset by the cache length"),
+    Task("positions", "model", "PositionEmbedding.forward", "position rows offset by the cache length",
+         takes=(("hidden", 3),)),
 ]
 
 # ----------------------------------------------------------------------- helpers

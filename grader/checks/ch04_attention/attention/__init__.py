@@ -32,7 +32,7 @@ TASKS = [
          forbidden_ops=("scaled_dot_product_attention", "_scaled_dot_product_*", "_fused_sdp_choice",
                         "multi_head_attention_forward", "_native_multi_head_attention", "_masked_softmax",
                         "_flash_attention_*", "_efficient_attention_*", "_transformer_encoder_layer_fwd")
-                       + torch_library_except()),
+                       + torch_library_except(), takes=(("x", 3),)),
 ]
 
 

@@ -30,7 +30,7 @@ TASKS = [
          forbidden=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
                     "torch.nn.functional.layer_norm"),
          forbidden_ops=NORM_KERNELS + ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
-                       + torch_library_except()),
+                       + torch_library_except(), takes=(("hidden", 3),)),
 ]
 
 

@@ -173,9 +173,9 @@ def judge_residual_dead_branch(out, inputs, expected):
 
 
 @check("finite_differences", 1,
-       "x [3, 4], f = 6: each gradient agrees with central finite differences of the half-block (gradcheck's "
+       "x [1, 3, 4], f = 6: each gradient agrees with central finite differences of the half-block (gradcheck's "
        "test)",
-       probe=probe_residual_backward, inputs=residual_inputs((3, 4), 6), fixed_inputs=True)
+       probe=probe_residual_backward, inputs=residual_inputs((1, 3, 4), 6), fixed_inputs=True)
 def judge_residual_finite_differences(out, inputs, expected):
     tensors = [inputs[name] for name in RESIDUAL_ARGS]
     return judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", tensors,
