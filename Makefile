@@ -90,13 +90,13 @@ new-task: need-TASK $(STAMP)
 	$(PYTHON) -m grader.generate.new_task $(CH) $(TASK) $(if $(FUNC),--function $(FUNC)) $(if $(MODULE),--module $(MODULE))
 
 micro: $(STAMP)
-	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro
+	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.micro $(ARGS)
 
 train: $(STAMP)
-	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.train
+	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.train $(ARGS)
 
 sample: $(STAMP)
-	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.sample
+	PYTHONPATH=solutions $(PYTHON) -P -m hero_transformer.sample $(ARGS)
 
 submit: $(STAMP)
 	$(PYTHON) -m grader submit hero_transformer

