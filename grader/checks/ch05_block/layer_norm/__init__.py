@@ -168,6 +168,13 @@ def judge_layer_norm_shift(out, inputs, expected):
     if problem := shape_problem(out["y"], inputs["x"].shape):
         return problem
     if not matches(out["shifted"], out["y"], atol=1e-9, rtol=0):
+        centred = all(isinstance(y, torch.Tensor) and y.is_floating_point() and y.numel() and
+                      float(y.double().mean(dim=-1).abs().max()) < 1e-9 for y in (out["y"], out["shifted"]))
+        if centred:
+            # gamma 1 and beta 0: an output with mean 0 had the mean taken off; the scale moved.
+            return ("adding the same constant to every feature changed the output, though each output has mean 0: "
+                    "the mean is subtracted, but the variance is taken of x itself; take it of the centred "
+                    "values, mean((x − mean)²)")
         return "adding the same constant to every feature changed the output: subtract the mean of the last axis"
     return None
 

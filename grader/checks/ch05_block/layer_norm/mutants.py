@@ -8,6 +8,10 @@ MUTANTS = [
         - variance = (centred * centred).mean(dim=-1, keepdim=True)
         + variance = x.var(dim=-1, keepdim=True, unbiased=True)
     """), "ch05.layer_norm.example_figures", "d - 1", "variance divided by d − 1"),
+    mutant("layer_norm_variance_of_raw_x", "layer_norm", patch("""
+        - variance = (centred * centred).mean(dim=-1, keepdim=True)
+        + variance = (x * x).mean(dim=-1, keepdim=True)
+    """), "ch05.layer_norm.shift_invariance", "variance is taken of x itself", "variance of x, not of x − mean"),
     mutant("layer_norm_no_eps", "layer_norm", patch("""
         - return centred / torch.sqrt(variance + self.eps) * self.weight + self.bias
         + return centred / torch.sqrt(variance) * self.weight + self.bias

@@ -51,14 +51,30 @@ def _huge_logits(g):
     return {"logits": logits + offsets, "targets": torch.randint(0, V, (B, T), generator=g)}
 
 
+def probe_cross_entropy_rows(ns, logits, targets):
+    """The loss of the whole batch, and of each position's row on its own: a row alone is
+    stable with one maximum for the whole tensor, the batch is not."""
+    rows = [ns.model.cross_entropy(logits[b : b + 1, t : t + 1].clone(), targets[b : b + 1, t : t + 1].clone())
+            for b in range(logits.shape[0]) for t in range(logits.shape[1])]
+    return {"loss": ns.model.cross_entropy(logits.clone(), targets.clone()), "rows": rows}
+
+
+def _finite(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() == 0 and bool(torch.isfinite(value.double()).all())
+
+
 @check("huge_logits", 2, "logits around ±1e4 give a finite, exact loss (the max is subtracted before exp)",
-       probe=probe_cross_entropy, inputs=_huge_logits)
+       probe=probe_cross_entropy_rows, inputs=_huge_logits)
 def judge_cross_entropy_huge(out, inputs, expected):
     loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
     if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
-        return ("the loss is NaN or inf for logits around ±1e4: there is no max subtraction, so exp overflows "
-                "(exp(1e4) = inf) or underflows to log(0). Subtract each row's own maximum before exp: "
-                "log-softmax(z) = (z − max z) − log Σ exp(z − max z)")
+        if all(_finite(row) for row in out.get("rows") or [None]):
+            return ("the loss is NaN or inf for logits around ±1e4 whose rows sit far apart, though each row alone "
+                    "gives a finite loss: one maximum is subtracted for the whole tensor, so a row 2e4 below it "
+                    "underflows to log(0). Subtract each row's own maximum (amax over the last axis, keepdim=True)")
+        return ("the loss is NaN or inf for logits around ±1e4, even for a single row: there is no max "
+                "subtraction, so exp overflows (exp(1e4) = inf) or underflows to log(0). Subtract each row's own "
+                "maximum before exp: log-softmax(z) = (z − max z) − log Σ exp(z − max z)")
     if (problem := judge_loss(loss, logits, targets)) is not None:
         return f"with logits around ±1e4: {problem}"
     return None

@@ -14,6 +14,11 @@ MUTANTS = [
         picked = probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return -picked.log().mean()
     """, "ch07.cross_entropy.huge_logits", "no max subtraction", "log(softmax) without max subtraction"),
+    mutant("cross_entropy_one_global_max", "cross_entropy", """
+        shifted = logits - logits.max()
+        log_probs = shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
+        return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
+    """, "ch07.cross_entropy.huge_logits", "whole tensor", "one max for the whole tensor, not each row's"),
     mutant("cross_entropy_wrong_axis", "cross_entropy", """
         shifted = logits - logits.amax(dim=1, keepdim=True)
         log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
