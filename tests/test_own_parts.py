@@ -301,3 +301,15 @@ def test_the_recorder_keeps_copies_not_the_parts_own_tensors():
     assert torch.equal(parts.calls[0]["output"], y.detach()) and not torch.equal(parts.calls[0]["input"], x)
     norm(x)
     assert len(parts.calls) == 1  # the hooks are gone once the probe is done
+
+
+def test_a_layer_norm_that_unpacks_three_axes_keeps_every_point_wherever_it_is_called(sandbox):
+    """The chapter 05 lesson promises LayerNorm [B, T, d], so `B, T, C = x.shape` is right:
+    every chapter that runs the student's own LayerNorm (the block, the half-block's
+    backward, the model) gives it full marks in the bundle's check."""
+    sources = BY_NAME["layer_norm_unpacks_b_t_c"].apply(Reference.available().sources)
+    assert "B, T, C = x.size()" in sources["model.py"]
+    report = grade(Submission("test", sources), ["05", "06", "07"], public_only=True, runner=sandbox, seed=SEED,
+                   use_reference=False)
+    assert report.results and report.score == report.max_score, [
+        (r.check.name, r.status, r.diagnosis) for r in report.results if r.status != PASSED]
