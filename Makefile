@@ -127,4 +127,4 @@ need-DEST:
 	@test -n "$(DEST)" || { echo "usage: make nbgrader-course DEST=path/to/new/course [CH=05,07]"; exit 2; }
 
 clean:
-	rm -rf $(VENV) .pytest_cache results.json submission.zip autograder.zip grade-class-out release
+	rm -rf $(VENV) .pytest_cache .worker_view results.json submission.zip autograder.zip grade-class-out release

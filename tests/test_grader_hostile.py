@@ -319,3 +319,41 @@ def test_bubblewrap_is_used_wherever_it_is_installed():
     # A silent fall-back to process isolation would quietly weaken every other test here.
     with Sandbox(Limits()) as box:
         assert box.kind == "bwrap", "bwrap is installed but the sandbox could not use it"
+
+
+@needs_bwrap
+def test_a_worker_reads_of_the_checks_exactly_the_allowed_view(reference, sandbox):
+    """What a worker finds under the sandbox's grader/checks, walking it as student code
+    can, is file for file the view the grader wrote (grader/run/worker_view.py, itself
+    held to the release's files and the hidden probes in test_release.py): no judge,
+    oracle, fact function, mutant or hidden answer form."""
+    import hashlib
+
+    from grader.run import worker_view
+
+    view = worker_view.folder()
+    expected = {p.relative_to(view).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+                for p in view.rglob("*") if p.is_file()}
+    body = f"""
+        import hashlib, os
+        expected = {expected!r}
+        found = {{}}
+        for root, dirs, files in os.walk("/sandbox/grader/checks"):
+            for name in files:
+                path = os.path.join(root, name)
+                try:
+                    with open(path, "rb") as handle:
+                        found[os.path.relpath(path, "/sandbox/grader/checks")] = hashlib.sha256(handle.read()).hexdigest()[:12]
+                except OSError:
+                    pass
+        found = {{k: v for k, v in found.items() if "__pycache__" not in k}}
+        extra = sorted(set(found) - set(expected))
+        missing = sorted(set(expected) - set(found))
+        changed = sorted(k for k in set(found) & set(expected) if found[k] != expected[k])
+        if extra or missing or changed:
+            raise RuntimeError(f"EXTRA {{extra[:5]}} MISSING {{missing[:5]}} CHANGED {{changed[:5]}}")
+        raise RuntimeError(f"SAME {{len(found)}}")
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert all(f"SAME {len(expected)}" in r.staff_diagnosis for r in results), results[0].staff_diagnosis

@@ -302,3 +302,45 @@ def test_every_make_target_a_lesson_names_runs_in_the_bundle(built, tmp_path):
                              cwd=bundle, env=env, capture_output=True, text=True, timeout=300)
     assert sampled.returncode == 0, sampled.stdout + sampled.stderr
     assert "3 names from" in sampled.stdout and "not in the 2017 names list" in sampled.stdout
+
+
+def test_the_workers_view_of_the_checks_is_the_release_and_the_hidden_probes(built):
+    """The sandbox binds grader/run/worker_view.py's folder as grader/checks: every file
+    in it is the students' bundle's own, byte for byte, or a hidden checks' module in
+    which every function no probe runs has a body that only refuses. No mutants, no
+    hidden answer forms, no facts function, judge or oracle with its body."""
+    import ast
+
+    from grader.checks._api import DECLARED
+    from grader.run import worker_view
+    from grader.run.inside.probes_only import reachable_from_probes
+
+    folder, _, _ = built
+    view = worker_view.folder()
+    released = folder / "grader" / "checks"
+    modules = worker_view._check_modules()
+    reachable = reachable_from_probes(modules)
+    probes = {getattr(f, "__qualname__", "") for m in modules.values() for f in [*(d.probe for d in vars(m).get(DECLARED, []))]}
+    hidden_files = 0
+    for path in sorted(p for p in view.rglob("*") if p.is_file()):
+        relative = path.relative_to(view)
+        assert path.name != "mutants.py" and not (relative.parts[1:2] == ("hidden",) and path.suffix != ".py"), relative
+        twin = released / relative
+        if twin.exists() and twin.read_bytes() == path.read_bytes():
+            continue
+        assert path.name == "hidden.py" or "hidden" in relative.parts, f"{relative} is not in the bundle"
+        hidden_files += 1
+        module = modules[worker_view._module_name(worker_view.CHECKS_DIR / relative)]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # An inputs factory the checks' declarations call as the module is imported.
+        at_import = {call.func.id for node in tree.body for decorator in getattr(node, "decorator_list", [])
+                     for call in ast.walk(decorator) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)}
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                refuses = len(node.body) == 1 and isinstance(node.body[0], ast.Raise)
+                runs_in_sandbox = id(getattr(module, node.name, None)) in reachable or node.name in at_import
+                assert refuses or runs_in_sandbox, f"{relative}: {node.name} keeps its body"
+                if node.name.startswith(("judge", "_expect")) or "facts" in node.name:
+                    assert refuses, f"{relative}: {node.name}"
+    assert hidden_files >= 40
+    assert any("probe" in name for name in probes)

@@ -32,6 +32,16 @@ MUTANTS = "mutants"  # a task's module of mutants and variants
 TASK_ORDER = "tasks.json"  # a chapter's task ids in the order of their regions (generated)
 
 
+def kit_only(relative: Path) -> str | None:
+    """What a file of a chapter's check package (a path relative to it) is, where the
+    students' bundle leaves it out: "hidden" (a task's hidden.py, anything under the
+    chapter's hidden/ folder) or "mutants" (a task's mutants.py); None for what the bundle
+    carries, which is also all a grading worker may read of it (grader/run/worker_view.py)."""
+    if relative.parts[0] == HIDDEN or relative.name == f"{HIDDEN}.py":
+        return "hidden"
+    return "mutants" if relative.name == f"{MUTANTS}.py" else None
+
+
 @dataclass(frozen=True)
 class Chapter:
     number: str

@@ -72,28 +72,19 @@ def _check_packages(chapters: list[str] | None = None) -> list[Path]:
             if not chapters or name[2:4] in chapters]
 
 
-def _kit_only(relative: Path) -> str | None:
-    """What a file of a chapter's check package is, where the bundle leaves it out:
-    "hidden" (a task's hidden.py, anything under the chapter's hidden/ folder) or
-    "mutants" (a task's mutants.py); None for what the bundle carries."""
-    if relative.parts[0] == catalogue.HIDDEN or relative.name == f"{catalogue.HIDDEN}.py":
-        return "hidden"
-    return "mutants" if relative.name == f"{catalogue.MUTANTS}.py" else None
-
-
 def _check_modules(hidden: bool) -> list[Path]:
     """The modules of the chapters' check packages: the public ones, which the bundle
     carries, or the hidden ones, which it never does (nor the mutants, read apart)."""
     wanted = "hidden" if hidden else None
     return [path for package in _check_packages() for path in sorted(package.rglob("*.py"))
-            if "__pycache__" not in path.parts and _kit_only(path.relative_to(package)) == wanted]
+            if "__pycache__" not in path.parts and catalogue.kit_only(path.relative_to(package)) == wanted]
 
 
 def _copy_check_package(package: Path, target: Path):
     """A chapter's check package without what only the kit has."""
     def ignored(folder, names):
         skipped = set(_IGNORED(folder, names))
-        return skipped | {n for n in names if _kit_only((Path(folder) / n).relative_to(package))}
+        return skipped | {n for n in names if catalogue.kit_only((Path(folder) / n).relative_to(package))}
 
     shutil.copytree(package, target, ignore=ignored)
 

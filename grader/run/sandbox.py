@@ -60,7 +60,7 @@ def _python_roots() -> list[str]:
     return [r for i, r in enumerate(ordered) if not any(r.startswith(o + "/") for o in ordered[:i])]
 
 
-def _bwrap_prefix(exe: str, door_dir: str | None = None) -> list[str]:
+def _bwrap_prefix(exe: str, door_dir: str | None = None, checks: Path | None = None) -> list[str]:
     args = [exe, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
             "--cap-drop", "ALL", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", *_devices(), "--tmpfs", "/tmp",
@@ -77,14 +77,13 @@ def _bwrap_prefix(exe: str, door_dir: str | None = None) -> list[str]:
             args += ["--ro-bind", etc, etc]
     for root in _python_roots():
         args += ["--ro-bind", root, root]
-    # Only the sandbox-side code of the grader: never grader/ as a whole, never solutions/.
+    # Only the sandbox-side code of the grader, never grader/ as a whole nor solutions/; of
+    # the checks, what the students' bundle holds and the hidden checks' probes (worker_view).
     args += ["--ro-bind", str(GRADER_DIR / "__init__.py"), f"{SANDBOX_ROOT}/grader/__init__.py",
              "--ro-bind", str(GRADER_DIR / "run" / "__init__.py"), f"{SANDBOX_ROOT}/grader/run/__init__.py",
-             "--ro-bind", str(GRADER_DIR / "run" / "inside"), f"{SANDBOX_ROOT}/grader/run/inside",
-             "--ro-bind", str(GRADER_DIR / "checks"), f"{SANDBOX_ROOT}/grader/checks"]
-    # A task's mutants hold right ways to write it (the variants): empty in here.
-    for mutants in sorted((GRADER_DIR / "checks").glob("ch*/*/mutants.py")):
-        args += ["--ro-bind", "/dev/null", f"{SANDBOX_ROOT}/{mutants.relative_to(GRADER_DIR.parent).as_posix()}"]
+             "--ro-bind", str(GRADER_DIR / "run" / "inside"), f"{SANDBOX_ROOT}/grader/run/inside"]
+    if checks is not None:
+        args += ["--ro-bind", str(checks), f"{SANDBOX_ROOT}/grader/checks"]
     if door_dir:
         args += ["--ro-bind", door_dir, DOOR_INSIDE]
     # Last, once every mount point under it exists (the venv may live in /tmp): /tmp is an
@@ -357,8 +356,11 @@ class Sandbox:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fd = child_end.fileno()
         if self.kind == "bwrap":
+            from grader.run import worker_view  # it reads the checks, and so imports torch: not before now
+
             root = SANDBOX_ROOT
-            command = _bwrap_prefix(shutil.which("bwrap"), self.door_folder.dir if self.door_folder else None) + [
+            command = _bwrap_prefix(shutil.which("bwrap"), self.door_folder.dir if self.door_folder else None,
+                                    worker_view.folder()) + [
                 sys.executable, "-I", f"{root}/grader/run/inside/zygote.py", str(fd), root]
             preexec, env, cwd = self._pids.join, None, "/"
         else:
