@@ -481,15 +481,17 @@ rules = op_rules.Rules(("native_layer_norm", "torch.optim.adam.*"))
 x = torch.randn(2, 4)
 adam = importlib.import_module("torch.optim.adam")._single_tensor_adam
 original = adam.__code__
-op_rules.arm(rules, reversible=True)
 go, done, seen = threading.Event(), threading.Event(), []
 
-def later():  # a thread started before the probe, its mode stacks empty
+def later():  # a thread started before the guards (the grader's own), its mode stacks empty
     go.wait()
     seen.append(refused(lambda: torch.ops.aten.native_layer_norm(x, [4], None, None, 1e-5)))
     done.set()
 
 threading.Thread(target=later, daemon=True).start()
+op_rules.arm(rules, reversible=True)
+# Once student code may run, no thread starts at all, in a probe or outside one.
+assert refused(lambda: threading.Thread(target=print).start())
 tripped = []
 with op_rules.watching(rules, tripped):
     go.set()

@@ -174,7 +174,7 @@ def test_no_call_below_python_makes_a_process_in_a_worker(reference, where):
 
 @needs_filter
 def test_no_call_below_python_makes_a_process_at_import(reference):
-    append = textwrap.dedent(BELOW_PYTHON) + "\n_RT_MADE = _rt_below_python()\n"
+    append = textwrap.dedent(BELOW_PYTHON) + "\n_RT_MADE = _rt_below_python(threads=False)\n"
     body = "raise RuntimeError(f'MADE={_RT_MADE!r}')\n"
     with _box("imported once") as box:
         results, imported_once = _grade(reference, box, "gelu", hostile_sources(reference, {"gelu": body},
@@ -182,8 +182,46 @@ def test_no_call_below_python_makes_a_process_at_import(reference):
                                         only={"exact_values"})
     assert imported_once, "the package was not imported once here"
     made = _made(results)
-    assert made.pop("a thread") == "made", "threads stay: torch uses them"
     assert "made" not in made.values(), made
+
+
+# A thread's mode stacks start empty: what it ran would go unseen, under this task's rules
+# or a later one's. Student code starts none, wherever it runs; torch's own native
+# threads (below Python, with OMP_NUM_THREADS=1) are untouched.
+THREAD = """
+    import threading as _rt_threading
+    _rt_threading.Thread(target=lambda: None, daemon=True).start()
+"""
+
+
+@needs_filter
+@pytest.mark.parametrize("where", WHERE)
+def test_a_thread_started_at_import_is_refused_and_named(reference, where):
+    from grader.run.feedback import THREADS
+
+    with _box(where) as box:
+        results, _ = _grade(reference, box, "gelu", hostile_sources(reference, append=THREAD),
+                            only={"exact_values"})
+    assert not earned(results)
+    assert [r.status for r in results] == [FORBIDDEN] and THREADS in results[0].diagnosis, [
+        (r.status, r.diagnosis, r.staff_diagnosis) for r in results]
+
+
+@needs_filter
+@pytest.mark.parametrize(("task", "body"), [
+    # A task whose probes record no operator rule: a thread started here once ran a later
+    # task's forbidden work unseen.
+    ("encode", textwrap.dedent(THREAD) + "return [self.stoi[ch] for ch in text]\n"),
+    ("gelu", textwrap.dedent(THREAD) + "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))\n"),
+])
+def test_a_thread_started_in_any_probe_is_refused_and_named(reference, task, body):
+    from grader.run.feedback import THREADS
+
+    with _box("imported once") as box:
+        results, _ = _grade(reference, box, task, hostile_sources(reference, {task: body}))
+    assert results and not earned(results)
+    assert all(r.status == FORBIDDEN and THREADS in r.diagnosis for r in results), [
+        (r.check.name, r.status, r.diagnosis) for r in results]
 
 
 @needs_bwrap

@@ -271,7 +271,7 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
                 else forbidden_words(forbidden))
         if not audience.private:
             return FORBIDDEN, said, said
-        if forbidden["kind"] == "process":
+        if forbidden["kind"] in ("process", "thread"):
             return FORBIDDEN, _forbidden_call_text(forbidden, task), said
         allowed = forbidden["kind"] == "name" and forbidden["name"] in task.forbidden
         return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said

@@ -398,6 +398,20 @@ def _guard(owner, attr, kind):
     code = ({"kind": "thread"} if kind == "thread" else
             {"kind": "recorder_off", "how": "entry", "name": f"{owner.__name__}.{attr}"})
 
+    if kind == "thread":
+        # No thread at all once student code may run (its import, a probe of any task,
+        # between probes): a thread's mode stacks start empty, so what it ran would go
+        # unrecorded, now or under a later task's rules. The grader's own code here
+        # starts none.
+        def refused(*args, **kwargs):
+            if _ACTIVE and _ACTIVE[-1].in_handler:
+                return original(*args, **kwargs)
+            _refuse(dict(code))
+
+        refused._op_rules_guard = True
+        setattr(owner, attr, refused)
+        return
+
     def guarded(*args, **kwargs):
         if _ACTIVE and not _ACTIVE[-1].in_handler:
             _ACTIVE[-1].note(code)
