@@ -357,3 +357,23 @@ def test_a_worker_reads_of_the_checks_exactly_the_allowed_view(reference, sandbo
     results = run(reference, sandbox, "gelu", body)
     assert_no_points(results)
     assert all(f"SAME {len(expected)}" in r.staff_diagnosis for r in results), results[0].staff_diagnosis
+
+
+@needs_bwrap
+def test_a_worker_cannot_list_the_doors(reference, sandbox):
+    """Each upload's door is a socket named by a random token in one folder: a worker
+    that could list the folder could hold every other upload's door. Inside the sandbox
+    the folder's owner is the sandbox's own user, so the folder gives its owner no read."""
+    from grader.run.submission_process import DOOR_INSIDE
+
+    body = f"""
+        import os
+        try:
+            found = os.listdir({DOOR_INSIDE!r})
+        except OSError as error:
+            raise RuntimeError(f"REFUSED {{error.errno}}")
+        raise RuntimeError(f"LISTED {{len(found)}}")
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert all("REFUSED 13" in r.staff_diagnosis for r in results), results[0].staff_diagnosis  # EACCES, not absent

@@ -54,7 +54,7 @@ def _snapshot(kit: Path) -> dict[str, str]:
     import hashlib
 
     return {p.relative_to(kit).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in kit.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts}
+            if p.is_file() and "__pycache__" not in p.parts and ".worker_view" not in p.parts}  # caches
 
 
 def _run(kit: Path, *args: str) -> subprocess.CompletedProcess:

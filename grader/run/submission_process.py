@@ -75,19 +75,28 @@ class DoorFolder:
     socket named by a random token). The sandbox can pass through it but not list it, so
     one upload can neither find nor knock on another's door."""
 
+    # Write and search, no read, for its owner too: inside the sandbox the grader's user is
+    # mapped to the sandbox's own, so the owner's bits are the ones a submission gets, and
+    # 0711 let it list every door. The grader names each door itself and never lists.
+    MODE = 0o311
+
     def __init__(self):
         import tempfile
 
         # Not under /tmp: a submission's process covers /tmp (without bubblewrap, the host's).
         base = "/run" if os.access("/run", os.W_OK) else None
         self.dir = tempfile.mkdtemp(prefix="hero-transformer-door-", dir=base)
-        os.chmod(self.dir, 0o711)
+        os.chmod(self.dir, self.MODE)
 
     def inside(self, kind: str, name: str) -> str:
         """The door's path as the submission's process sees it."""
         return f"{DOOR_INSIDE}/{name}" if kind == "bwrap" else os.path.join(self.dir, name)
 
     def close(self):
+        try:
+            os.chmod(self.dir, 0o700)  # listed once more, to be removed
+        except OSError:
+            pass
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
