@@ -506,9 +506,12 @@ def _grade_plan(plan: list[tuple[Task, list[Check]]], grading: Grading, pool: Th
 
 
 def parts_outside(results: list[CheckResult], graph: dict[str, tuple[str, ...]]) -> set[str]:
-    """The tasks not graded in `results` that a failing check there builds on, directly or
-    through one another: whether they are right decides whether that check waits."""
+    """The tasks of chapters not graded in `results` that a failing check there builds on,
+    directly or through one another: whether they are right decides whether that check
+    waits. (A run of whole chapters, as every student's is, holds the rest.)"""
+    chapter = {task: c.number for task, c in catalogue.chapter_of_task().items()}
     graded = {r.check.task for r in results}
+    chapters = {chapter.get(task) for task in graded}
     could_wait = {r.check.task for r in results
                   if r.status in (FAILED, ERROR, FORBIDDEN, TIMEOUT) and r.cause != LOAD_FAILED}
     reach, frontier = set(), set(could_wait)
@@ -518,7 +521,7 @@ def parts_outside(results: list[CheckResult], graph: dict[str, tuple[str, ...]])
             if part not in reach:
                 reach.add(part)
                 frontier.add(part)
-    return reach - graded
+    return {task for task in reach - graded if chapter.get(task) not in chapters}
 
 
 def workers_needed(checks: list[Check]) -> int:
