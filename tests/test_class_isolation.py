@@ -213,3 +213,56 @@ def test_a_shard_without_a_seed_is_refused_before_grading(tmp_path, capsys):
     said = capsys.readouterr().out
     assert code == 1 and "--seed" in said, said
     assert not (out / "results").exists(), "a shard was graded before the refusal"
+
+
+# A check that runs out of time while its process waited for a processor the machine
+# gave to others (another upload's work, say) timed out for the machine, not the code.
+HANGS = "while True:\n    pass\n"
+
+
+def _hanging_gelu(reference):
+    from tests.test_grader_redteam import hostile_sources
+
+    return hostile_sources(reference, {"gelu": HANGS})
+
+
+@needs_bwrap
+@pytest.mark.parametrize("starved", [True, False], ids=["waiting for a processor", "computing"])
+def test_a_timeout_spent_waiting_for_a_processor_is_the_graders_error(reference, monkeypatch, starved):
+    import time
+
+    from grader.checks import catalogue
+    from grader.run.engine import grade_task
+    from grader.run.processes import Limits
+    from grader.run.results import RUNNER_FAILED, TIMEOUT
+    from grader.run.submission import Submission
+    from grader.run.worker import Worker
+
+    if starved:  # as the kernel would tell it: every second since the probe was sent, spent waiting
+        monkeypatch.setattr(Worker, "waited", lambda self: time.monotonic() if self.host_pid else None)
+    task = catalogue.tasks()["gelu"]
+    checks = [c for c in catalogue.chapter_of_task()["gelu"].checks if c.task == "gelu"][:1]
+    with Sandbox(Limits(check_seconds=1.0)) as box:
+        imported = box.package(_hanging_gelu(reference))
+        if imported is None:
+            pytest.skip("this machine cannot import a package once (no seccomp filter or namespaces)")
+        results = grade_task(task, checks, Submission("hangs", _hanging_gelu(reference)), reference, box, seed=3,
+                             imported=imported)
+    if starved:
+        assert [(r.status, r.diagnosis, r.cause) for r in results] == [(ERROR, INFRASTRUCTURE, RUNNER_FAILED)]
+        assert "waiting for a processor" in results[0].staff_diagnosis
+    else:
+        assert [r.status for r in results] == [TIMEOUT], [(r.status, r.diagnosis) for r in results]
+
+
+def test_how_long_a_process_waited_for_a_processor_is_read_from_the_kernel():
+    import os
+    import socket
+
+    from grader.run.worker import Worker
+
+    left, right = socket.socketpair()
+    with left, right:
+        waited = Worker(os.getpid(), left, None, end=lambda clean: None, host_pid=os.getpid()).waited()
+        assert waited is None or waited >= 0.0  # None: a kernel without schedstat
+        assert Worker(os.getpid(), left, None, end=lambda clean: None).waited() is None

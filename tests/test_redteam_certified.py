@@ -229,6 +229,66 @@ def test_every_task_alone_on_the_stubs_keeps_every_point(reference, box):
     assert not short, short
 
 
+# ============================================ 1b. only what the lessons taught before it
+
+# The issue's attack: Value.__add__ as log(exp(a)·exp(b)), on the certified exp, mul and
+# log its probes hold, with the upload's own mul, exp and log left as stubs.
+ADD_BY_LATER_PARTS = "return (self.exp() * _rt_lift(other).exp()).log()\n"
+LIFT = """
+def _rt_lift(other):
+    return other if isinstance(other, Value) else Value(other)
+"""
+# The same through a helper of the upload's own (a frame that is neither the task's code
+# nor the course's), and with the refusal caught and the task then done right.
+ADD_THROUGH_A_HELPER = "return _rt_through(self, other)\n"
+THROUGH = LIFT + """
+def _rt_through(a, b):
+    return (a.exp() * _rt_lift(b).exp()).log()
+"""
+ADD_CAUGHT = """
+try:
+    return (self.exp() * _rt_lift(other).exp()).log()
+except Exception:
+    other = _rt_lift(other)
+    return Value(self.data + other.data, (self, other), (1.0, 1.0))
+"""
+
+
+@pytest.mark.parametrize("body, helpers", [(ADD_BY_LATER_PARTS, LIFT), (ADD_THROUGH_A_HELPER, THROUGH),
+                                           (ADD_CAUGHT, LIFT)], ids=["direct", "through a helper", "caught"])
+def test_a_task_s_own_code_runs_no_part_taught_after_it(reference, box, body, helpers):
+    from grader.run.results import FORBIDDEN
+
+    sources = upload(reference, {"micro_value_add": body}, stubs=("micro_value_mul", "micro_value_exp",
+                                                                  "micro_value_log"), append={"micro": helpers})
+    results = grade(reference, box, "micro_value_add", sources)
+    no_points(results)
+    assert all(r.status == FORBIDDEN and "Value.exp (task 'micro_value_exp', chapter 00), which the lessons teach "
+               "after this task" in r.diagnosis for r in results), [(r.check.name, r.diagnosis) for r in results]
+
+
+def test_a_task_s_probes_still_use_what_they_hold_and_its_code_what_came_before(reference, box):
+    """The probes of Value.__add__ hold backward (taught after it) to read the gradients,
+    and micro_softmax's own code runs exp (taught before it): both keep every point."""
+    all_points(grade(reference, box, "micro_value_add", upload(reference, {})))
+    all_points(grade(reference, box, "micro_softmax", upload(reference, {})))
+
+
+def test_every_part_a_worker_holds_is_guarded_by_the_lessons_order():
+    """For every task: each part its worker holds carries a guard; the task may run it
+    from its own code exactly when the lessons teach the part before the task."""
+    from grader.run.engine import _holds
+    from grader.run.inside.sealed import PROBES_ONLY
+
+    taught = list(catalogue.tasks())
+    for name, task in catalogue.tasks().items():
+        held, guards = _holds([task])
+        assert set(guards) == set(held), name
+        for part in held:
+            later = taught.index(part) > taught.index(name)
+            assert guards[part] == ((name + PROBES_ONLY,) if later else (name,)), (name, part, guards[part])
+
+
 GROUP = ["micro_value_add", "build_vocab", "embedding", "positions", "attention_init", "layer_norm_backward"]
 
 # The same, adding by hand: of chapter 00 it runs Value's product, power and backward
@@ -542,6 +602,34 @@ def test_the_class_and_line_the_upload_picks_never_reach_the_student(reference, 
         assert name not in str([t["output"] for t in shown["tests"]]) and name not in shown["output"]
     assert seen[3] == seen[200]
     assert "gelu raised an exception of its own class (hero_transformer/model.py)" in seen[3][0]
+
+
+# The value path: a number the code returns, picked by what it read, is shown with six
+# significant digits at most, at most twelve numbers to a diagnosis (the error path
+# above shows no value at all). Course staff keep every digit.
+WIRE_VALUE = "return Value(37530000189541.123456 + self.data + (other.data if isinstance(other, Value) else other))\n"
+
+
+def test_a_value_the_code_returns_is_shown_with_the_digits_a_check_needs(reference, box):
+    from grader.run.feedback import BITS_PER_NUMBER, SHOWN_NUMBERS, value_bits
+
+    results = grade(reference, box, "micro_value_add", upload(reference, {"micro_value_add": WIRE_VALUE}))
+    failed = [r for r in results if r.status == "failed"]
+    assert failed, [(r.check.name, r.status) for r in results]
+    for r in failed:
+        assert "3753000018954" not in r.diagnosis and "3.75" in r.diagnosis, r.diagnosis
+        assert "3753000018954" in r.staff_diagnosis or "3.75" in r.staff_diagnosis
+        assert value_bits(r.diagnosis) <= SHOWN_NUMBERS * BITS_PER_NUMBER + 8 * 60
+
+
+def test_the_bound_on_values_rounds_counts_and_cuts():
+    from grader.run.feedback import SHOWN_NUMBERS, bound_values
+
+    assert bound_values("gave 0.0900305731703805, expected 0.09") == "gave 0.0900306, expected 0.09"
+    assert bound_values("gave −1234567.5 and 107,776 and [2, 3, 4]") == "gave −1.23457e+06 and 107,776 and [2, 3, 4]"
+    many = bound_values(" ".join(str(i) for i in range(SHOWN_NUMBERS + 5)))
+    assert many.split()[:SHOWN_NUMBERS] == [str(i) for i in range(SHOWN_NUMBERS)] and many.split()[-1] == "…"
+    assert bound_values("gave '" + "x" * 100 + "'") == "gave '" + "x" * 32 + "…'"
 
 
 def test_a_builtin_type_is_named_and_a_look_alike_is_not(reference, box):

@@ -4,7 +4,7 @@ The issue's attack: student code starts a fresh interpreter (os.posix_spawn) and
 to it over a pseudo-terminal; that interpreter has a clean torch, outside every rule of
 the task (the real F.layer_norm, autograd for chapter 06, torch.optim.AdamW), and a
 helper started at import could be reached from every worker. The sandbox now refuses
-every way to a new process (fork, vfork, clone without thread flags, execve, execveat,
+every way to a new process or thread (fork, vfork, clone, execve, execveat,
 posix_spawn) and to a terminal, at import and in every worker: an audit hook says so in
 the check's words, the seccomp filter (grader/run/inside/syscall_filter.py) refuses what
 gets past the words, and bubblewrap's /dev has no ptmx or pts. The grader's own fork of
@@ -112,9 +112,9 @@ def test_a_check_whose_code_starts_a_process_says_so(reference, where, attempt):
 # that no audit hook sees it; each result is 'made' (a process came to be: the child
 # leaves at once) or the errno that refused it.
 BELOW_PYTHON = """
-    import ctypes as _ct, os as _os, threading as _th
+    import ctypes as _ct, os as _os
 
-    def _rt_below_python(threads=True):
+    def _rt_below_python(pool=True):
         libc = _ct.CDLL(None, use_errno=True)
         libc.syscall.restype = _ct.c_long
         libc.syscall.argtypes = [_ct.c_long] * 6
@@ -143,19 +143,35 @@ BELOW_PYTHON = """
         master, slave = _ct.c_int(), _ct.c_int()
         made["openpty() of the C library"] = (
             "made" if libc.openpty(_ct.byref(master), _ct.byref(slave), None, None, None) == 0 else "refused")
-        if threads:  # (a probe of a task with operator rules starts none: op_rules.py)
-            ran = []
-            thread = _th.Thread(target=lambda: ran.append(True))
-            thread.start()
-            thread.join()
-            made["a thread"] = "made" if ran else "refused"
+        # Threads below Python, which no audit hook sees: the C library's own, and the
+        # inter-op pool torch starts behind a scripted fork.
+        callback = _ct.CFUNCTYPE(_ct.c_void_p, _ct.c_void_p)(lambda _: None)
+        thread_id = _ct.c_ulong()
+        made["pthread_create() of the C library"] = (
+            "made" if libc.pthread_create(_ct.byref(thread_id), None, callback, None) == 0 else "refused")
+        if not pool:  # (in a probe of a task with operator rules, torch.jit is refused in words)
+            return made
+        try:
+            made["torch's inter-op pool"] = "made" if _rt_forked(torch.ones(2)).tolist() == [2.0, 2.0] else "wrong"
+        except RuntimeError:
+            made["torch's inter-op pool"] = "refused"
         return made
+
+    import torch  # (by this name: the compiled string below finds it so)
+
+    # (From a string: an upload runs from memory, where TorchScript finds no source.)
+    _rt_forked = torch.jit.CompilationUnit('''
+    def add_one(x):
+        return x + 1
+    def forked(x):
+        return torch.jit.wait(torch.jit.fork(add_one, x))
+    ''').forked
 """
 
 
 def _made(results) -> dict:
     """What the code reported it made, read from the staff's copy of its exception."""
-    text = results[0].staff_diagnosis
+    text = "\n".join(f"{r.diagnosis} / {r.staff_diagnosis}" for r in results)
     found = re.search(r"MADE=(\{.*?\})", text)
     assert found, text
     return eval(found[1])  # noqa: S307 - a dict of strings and ints the test's own code printed
@@ -163,8 +179,8 @@ def _made(results) -> dict:
 
 @needs_filter
 @pytest.mark.parametrize("where", WHERE)
-def test_no_call_below_python_makes_a_process_in_a_worker(reference, where):
-    body = "raise RuntimeError(f'MADE={_rt_below_python(threads=False)!r}')\n"
+def test_no_call_below_python_makes_a_process_or_thread_in_a_worker(reference, where):
+    body = "raise RuntimeError(f'MADE={_rt_below_python(pool=False)!r}')\n"
     with _box(where) as box:
         results, _ = _grade(reference, box, "gelu", hostile_sources(reference, {"gelu": body}, append=BELOW_PYTHON),
                             only={"exact_values"})
@@ -173,8 +189,27 @@ def test_no_call_below_python_makes_a_process_in_a_worker(reference, where):
 
 
 @needs_filter
+@pytest.mark.parametrize("where", WHERE)
+def test_no_thread_below_python_in_a_probe_without_operator_rules(reference, where):
+    """Where torch.jit is not refused in words, its inter-op pool cannot start either: the
+    encoder answers right only when nothing was made (its checks quote no message)."""
+    body = """
+        made = _rt_below_python(pool=True)
+        if "made" in made.values() or "torch's inter-op pool" not in made:
+            return []
+        if any(ch not in self.stoi for ch in text):
+            raise ValueError(f"characters of {text!r} are not in the vocabulary")
+        return [self.stoi[ch] for ch in text]
+    """
+    with _box(where) as box:
+        results, _ = _grade(reference, box, "encode",
+                            hostile_sources(reference, {"encode": body}, append=BELOW_PYTHON, module="tokenizer"))
+    assert results and all(r.status == PASSED for r in results), [(r.check.name, r.diagnosis) for r in results]
+
+
+@needs_filter
 def test_no_call_below_python_makes_a_process_at_import(reference):
-    append = textwrap.dedent(BELOW_PYTHON) + "\n_RT_MADE = _rt_below_python(threads=False)\n"
+    append = textwrap.dedent(BELOW_PYTHON) + "\n_RT_MADE = _rt_below_python()\n"
     body = "raise RuntimeError(f'MADE={_RT_MADE!r}')\n"
     with _box("imported once") as box:
         results, imported_once = _grade(reference, box, "gelu", hostile_sources(reference, {"gelu": body},
@@ -316,11 +351,11 @@ def attempt(name, call):
 attempt("os.fork", os.fork)
 attempt("os.posix_spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))
 attempt("the grader's shape, another key", sf.grader_fork(key ^ 1))
-ran = []
-thread = threading.Thread(target=lambda: ran.append(1))
-thread.start()
-thread.join()
-seen["a thread"] = "made" if ran else "refused"
+try:
+    threading.Thread(target=lambda: None).start()
+    seen["a thread"] = "made"
+except RuntimeError:
+    seen["a thread"] = "refused"
 pid = fork()
 if pid == 0:
     sf.install_worker()
@@ -355,7 +390,7 @@ def test_the_filter_admits_the_graders_fork_and_nothing_else(tmp_path):
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     parent = next(line for line in lines if "os.fork" in line)
     child = next(line for line in lines if "child" in line)
-    assert parent == {"os.fork": 1, "os.posix_spawn": 1, "the grader's shape, another key": 1, "a thread": "made",
+    assert parent == {"os.fork": 1, "os.posix_spawn": 1, "the grader's shape, another key": 1, "a thread": "refused",
                       "the grader's fork": "made"}, done.stderr
     assert child == {"child": {"grader's fork, inside a worker": 1}, "pid in its namespace": 1}
 

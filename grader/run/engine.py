@@ -20,6 +20,7 @@ import torch
 from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task
 from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
+from grader.run.inside import sealed
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
@@ -63,14 +64,18 @@ class Grading:
 
 def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
     """What a worker grading `tasks` holds of the reference: the parts they build on
-    (dependencies.worker_holdings), none of the tasks themselves; and, where it serves a
-    group, the parts only some of its tasks build on, each with the tasks that may run it
-    (its code refuses any other: grader/run/inside/sealed.py)."""
+    (dependencies.worker_holdings), none of the tasks themselves; and each part's guard,
+    the tasks that may run it (its code refuses any other: grader/run/inside/sealed.py).
+    A task may run a part taught after it (catalogue order, the lessons') from its probes
+    only, never from its own code: `task/probes`. A part only some of a group's tasks
+    hold refuses the others."""
     holdings = worker_holdings()
     names = {t.name for t in tasks}
     held = frozenset().union(*(holdings.get(t.name, ()) for t in tasks)) - names
-    guards = {part: tuple(sorted(t.name for t in tasks if part in holdings.get(t.name, ())))
-              for part in held if any(part not in holdings.get(t.name, ()) for t in tasks)}
+    taught = {name: i for i, name in enumerate(catalogue.tasks())}
+    guards = {part: tuple(sorted(t.name if taught[part] < taught[t.name] else t.name + sealed.PROBES_ONLY
+                                 for t in tasks if part in holdings.get(t.name, ())))
+              for part in held}
     return held, guards
 
 
@@ -136,6 +141,8 @@ def _start_worker(task: Task, grading: Grading, fresh: bool = False, group: list
                                              imported=imported is not None, fresh=fresh, group=group),
                              max(0.5, min(runner.limits.setup_seconds, deadline - time.monotonic())))
     except WorkerFailed as failure:
+        if failure.status == "busy":
+            return None, _busy(failure)
         # A module that hangs or dies at import does so for every check: say it once.
         status = TIMEOUT if failure.status == "timeout" else ERROR
         texts = failure_texts(failure, audience, "loading the submission failed: ")
@@ -163,6 +170,13 @@ def _start_worker(task: Task, grading: Grading, fresh: bool = False, group: list
     known = catalogue.tasks()
     worker.certified = tuple(sorted(t for t in held if f"{known[t].module}.py" in submission.sources))
     return worker, None
+
+
+def _busy(failure: WorkerFailed) -> dict:
+    """A worker that ran out of time waiting for a processor: the machine's failure, so
+    the check is the grader's to run again (a class's run grades the upload again)."""
+    return {"status": ERROR, "diagnosis": INFRASTRUCTURE, "staff_diagnosis": f"{INFRASTRUCTURE} ({failure.reason})",
+            "cause": RUNNER_FAILED}
 
 
 class SharedWorker:
@@ -253,6 +267,8 @@ class _TaskRun:
             return CheckResult(check, **self.setup_failure)
         except WorkerFailed as failure:
             self.drop_worker()
+            if failure.status == "busy":
+                return CheckResult(check, **_busy(failure))
             if failure.status == "timeout":
                 # Code that hung once will most likely hang again: don't wait as long twice.
                 self.timeout_cap = min(self.timeout_cap, 2.0)

@@ -6,6 +6,7 @@ the staff only, and any text holding a line of the reference is withheld."""
 from __future__ import annotations
 
 import ast
+import math
 import re
 from functools import lru_cache
 from grader import KIT_ROOT
@@ -101,6 +102,58 @@ def without_library_talk(printed: str) -> str:
     return kept if kept.strip() else ""
 
 
+# ------------------------------------------------------ what a value can carry to a student
+# A diagnosis quotes what the code returned. In a graded run the worker can read nothing
+# secret, but what it returns is still a wire the code chooses: it is kept narrow, and
+# counted (value_bits), in the same terms as the error path.
+SHOWN_DIGITS, SHOWN_NUMBERS, SHOWN_QUOTE, SHOWN_QUOTED = 6, 12, 32, 60  # SHOWN_QUOTED: all quotes together
+_NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+_QUOTED = re.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"")
+# One number as shown: a sign, SHOWN_DIGITS digits and an exponent of a float64 (about
+# 630 decimal exponents), or one of inf, nan: log2 of the count of distinct renderings.
+BITS_PER_NUMBER = math.log2(2 * 9 * 10 ** (SHOWN_DIGITS - 1) * 630 + 3)
+BITS_PER_CHARACTER = 8.0  # a quoted character of the code's choosing, counted as a byte
+
+
+def _shown_number(match: re.Match) -> str:
+    text = match[0]
+    plain = text.replace("−", "-").replace(",", "")
+    digits = len(re.sub(r"[^0-9]", "", plain.split("e")[0].split("E")[0]).lstrip("0"))
+    if digits <= SHOWN_DIGITS:
+        return text
+    try:
+        value = float(plain)
+    except ValueError:
+        return text
+    shown = f"{value:.{SHOWN_DIGITS}g}"
+    return shown.replace("-", "−") if text.startswith("−") else shown
+
+
+def bound_values(text: str) -> str:
+    """`text` with its numbers rounded, counted and its quotes cut (Audience.bounded)."""
+    count, room = [0], [SHOWN_QUOTED]
+
+    def number(match: re.Match) -> str:
+        count[0] += 1
+        return _shown_number(match) if count[0] <= SHOWN_NUMBERS else "…"
+
+    def quote(match: re.Match) -> str:
+        inner = match[1] if match[1] is not None else match[2]
+        mark, keep = match[0][0], min(SHOWN_QUOTE, room[0])
+        room[0] -= min(len(inner), keep)
+        return match[0] if len(inner) <= keep else f"{mark}{inner[:keep]}…{mark}"
+
+    return _NUMBER.sub(number, _QUOTED.sub(quote, text))
+
+
+def value_bits(text: str) -> float:
+    """At most how many bits of the code's choosing a bounded diagnosis can hold: each
+    number shown and each quoted character, as if the code chose them all."""
+    numbers = len(_NUMBER.findall(text))
+    quoted = sum(len(a or b) for a, b in _QUOTED.findall(text))
+    return numbers * BITS_PER_NUMBER + quoted * BITS_PER_CHARACTER
+
+
 class Audience:
     """What of the student's code's words the student may be shown.
 
@@ -140,6 +193,16 @@ class Audience:
         squeezed = _squeezed(text)
         found = [line for line in self.secrets() if line in squeezed]
         return _WITHHELD if any(line not in _checks_text() for line in found) else text
+
+    def bounded(self, text: str) -> str:
+        """A judge's words about an answer, as a graded run shows them: each number with at
+        most SHOWN_DIGITS significant digits (what any check's tolerance needs to show a
+        difference), at most SHOWN_NUMBERS numbers, and each quoted text cut to
+        SHOWN_QUOTE characters, SHOWN_QUOTED in all. What the code returned can then carry at most
+        `value_bits(text)` bits to the student (grader/qa/wire.py counts them)."""
+        if not text or not self.private:
+            return text
+        return bound_values(text)
 
     def output(self, printed: str) -> tuple[str, str]:
         """(what the student sees, what staff see) of what the code printed."""
@@ -348,7 +411,7 @@ def checked_reply(reply) -> dict:
 
 _FORBIDDEN_KINDS = {"name": ("name",), "op": ("layer", "name"), "forward_autograd": ("name",),
                     "autograd": ("name",), "recorder_off": ("how", "name"), "thread": (), "library": ("name",),
-                    "process": ("name",)}
+                    "process": ("name",), "taught_later": ("name",)}
 _OP_LAYERS = {"kernel": "kernel aten.", "function": "function torch."}
 _RECORDER_OFF = {"dispatch_popped": "the dispatch mode was taken off its stack",
                  "stack_changed": "a mode stack was changed"}
@@ -358,6 +421,13 @@ THREADS = "a new thread, where the grader cannot see which torch operators run (
 PROCESS = "starts a process: your code must compute in the process the grader gave it"
 # torch's own code, by module and qualified name: torch.optim.adam._single_tensor_adam
 _TORCH_CODE = re.compile(r"torch(?:\.[A-Za-z_][A-Za-z0-9_]*|\.<[a-z]+>)+")
+
+
+def taught_later(part: str) -> str:
+    """A task's code called the course's part for a task the lessons teach after it."""
+    later, chapter = catalogue.tasks()[part], catalogue.chapter_of_task()[part].number
+    return (f"calls {later.qualname} (task '{part}', chapter {chapter}), which the lessons teach after this task: "
+            f"here it is the course's code, not yours; build this task from what came before it")
 
 
 def forbidden_code(value) -> dict | None:
@@ -372,6 +442,8 @@ def forbidden_code(value) -> dict | None:
     if value["kind"] == "library" and not _TORCH_CODE.fullmatch(value["name"]):
         return None
     if value["kind"] == "process" and value["name"] not in syscall_filter.PROCESS_EVENTS:
+        return None
+    if value["kind"] == "taught_later" and value["name"] not in catalogue.tasks():
         return None
     return {"kind": value["kind"], **{f: value[f] for f in fields}}
 
@@ -396,6 +468,8 @@ def forbidden_words(code: dict) -> str:
         return f"torch's own implementation of what this task asks for ({name})"
     if kind == "process":
         return f"{name}, which {PROCESS}"
+    if kind == "taught_later":
+        return taught_later(name)
     return THREADS
 
 
@@ -419,6 +493,8 @@ def _forbidden_call_text(code: dict, task: Task) -> str:
         return f"runs torch's own implementation of what this task asks for ({name}): write it yourself"
     if kind == "process":
         return PROCESS  # one sentence whichever call it was: the code chose the call
+    if kind == "taught_later":
+        return taught_later(name)  # a part the task's probes hold: its name tells nothing new
     return "calls a library function this task asks you to write"
 
 
@@ -447,7 +523,7 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
         return PASSED, "", ""
     # The kind of verdict travels with the words (OwnPartsVerdict: judged on the student's parts).
     kind = OwnPartsVerdict if isinstance(diagnosis, OwnPartsVerdict) else str
-    return FAILED, kind(audience.redact(str(diagnosis))), str(diagnosis)
+    return FAILED, kind(audience.redact(audience.bounded(str(diagnosis)))), str(diagnosis)
 
 
 def judge_failure(check: Check, result, error: Exception, audience: Audience) -> tuple[str, str, str]:
@@ -470,7 +546,7 @@ def judge_failure(check: Check, result, error: Exception, audience: Audience) ->
         f"the output does not have the expected form ({raised})")
     shown = staff if (departs or not audience.private) else (
         f"the output does not have the expected form ({type(error).__name__})")
-    return FAILED, audience.redact(shown), staff
+    return FAILED, audience.redact(audience.bounded(shown)), staff
 
 
 def _judge_trace(error: Exception) -> str:

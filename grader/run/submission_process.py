@@ -338,7 +338,7 @@ class SubmissionProcess:
             except (ProcessLookupError, PermissionError):
                 pass
 
-        return Worker(pid, connection, OutputTail(out_read), end=lambda clean: end())
+        return Worker(pid, connection, OutputTail(out_read), end=lambda clean: end(), host_pid=pid)
 
     def close(self):
         if self.door is not None:

@@ -17,7 +17,9 @@ from grader.run.inside import wire
 
 class WorkerFailed(Exception):
     """The worker did not answer: it hung, died or sent garbage. `status` is one of
-    timeout / crashed / garbage; `output` is the tail of what it printed."""
+    timeout / crashed / garbage, or busy (it ran out of time waiting for a processor the
+    machine gave others: the grader's failure, not the code's); `output` is the tail of
+    what it printed."""
 
     def __init__(self, status: str, reason: str, output: str = ""):
         super().__init__(reason)
@@ -58,20 +60,45 @@ class Worker:
     go), clean=True after the worker was told to exit, when a runner may keep the
     process and its channel for the next task (end returns True then)."""
 
-    def __init__(self, pid: int, channel: socket.socket, output, end: Callable[[bool], bool | None]):
+    # A time limit is the code's to use: where the process spent this share of it runnable
+    # but waiting for a processor (other uploads, other work on the machine), it timed out
+    # for want of a processor, not for what it computed.
+    BUSY_SHARE = 0.5
+
+    def __init__(self, pid: int, channel: socket.socket, output, end: Callable[[bool], bool | None],
+                 host_pid: int | None = None):
         self.pid, self.channel, self.output = pid, channel, output
+        self.host_pid = host_pid  # its pid as this process sees it, where known: how long it waited is read there
         self.end = end
         self.alive = True
         self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
 
+    def waited(self) -> float | None:
+        """Seconds the process has spent runnable, waiting for a processor (the kernel's
+        schedstat), or None where that cannot be read."""
+        if self.host_pid is None:
+            return None
+        try:
+            with open(f"/proc/{self.host_pid}/schedstat", "rb") as stat:
+                return int(stat.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return None
+
     def _exchange(self, message, timeout: float, sending: bool = True):
+        waited_before = self.waited()
         try:
             if sending:
                 self.channel.settimeout(timeout)
                 wire.send(self.channel, message)
             return wire.recv(self.channel, deadline=time.monotonic() + timeout)
         except (socket.timeout, TimeoutError):
+            waited_after = self.waited()
             self.kill()
+            if waited_before is not None and waited_after is not None \
+                    and waited_after - waited_before >= self.BUSY_SHARE * timeout:
+                raise WorkerFailed("busy", f"the machine was too busy: of its {timeout:g} s the process spent "
+                                           f"{waited_after - waited_before:.1f} s waiting for a processor",
+                                   self.output.text()) from None
             raise WorkerFailed("timeout", f"no answer within {timeout:g} s (an endless loop, or far too slow)",
                                self.output.text()) from None
         except (EOFError, ConnectionError, BrokenPipeError, OSError):

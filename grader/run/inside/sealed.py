@@ -43,6 +43,17 @@ serving frame (code the student cannot place beneath it), and refuses the call f
 other task. Being inside the part's code, the
 guard runs however the part was reached (the student's class, the certified module,
 a copy kept from another task's probe).
+
+Every part a worker holds is guarded, and the guard also keeps the course's order: a
+task's probes may use any part they hold to set the task up and to read its answer, but
+the task's own code may call only the parts the lessons teach before it (a user written
+`task/probes` in the docstring). The worker names each graded task's own code to the
+hook before any probe runs (OWN_CODE: the student's function and the code defined in
+it); when a part guarded so runs, the hook climbs the stack from the part's caller to
+the first frame that is either certified code (a part calling a part: allowed) or the
+task's own code (refused, and noted for the grader even if the code catches the error).
+Frames of neither (the student's helpers, torch, the standard library) are climbed
+through, so a helper or a library call between the two hides nothing.
 """
 
 from __future__ import annotations
@@ -71,8 +82,11 @@ _NEVER = {
 # with the task a probe grades as the probe begins (grader.run.inside.tasks.run_probe).
 CERTIFIED_MODULE = "hero_transformer.certified_module"
 PROBE_STARTS = "hero_transformer.probe_starts"
+# Raised by the worker with (task, code objects): the task's own code, as the student wrote it.
+OWN_CODE = "hero_transformer.own_code"
+PROBES_ONLY = "/probes"  # a guard's user that may run the part from its probes only
 _EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", CERTIFIED_MODULE, PROBE_STARTS,
-                     *_NEVER})
+                     OWN_CODE, *_NEVER})
 # The code allowed to read what the hook refuses the student: readers that keep nothing
 # of what they read (the staff's traceback as text, the operator recorder's walk, and
 # inspect._has_code_flag, which torch's decorators ask through isgeneratorfunction and
@@ -110,6 +124,15 @@ class NotBuiltOn(Sealed):
     """A certified part called while a task that does not build on it was probed."""
 
 
+class TaughtLater(Sealed):
+    """A certified part called from the graded task's own code where the lessons teach
+    that part after the task. `code` is the grader's record of it (a forbidden call)."""
+
+    def __init__(self, part: str):
+        super().__init__(f"the reference's {part}, which the lessons teach after this task")
+        self.code = {"kind": "taught_later", "name": part}
+
+
 def guard_line(indent: str, part: str, users) -> str:
     """The lines that begin a guarded part's code: only `users` may run it. Reading the
     `__kwdefaults__` of a function named GUARD raises the audit event; its docstring says
@@ -118,11 +141,12 @@ def guard_line(indent: str, part: str, users) -> str:
     return f'{indent}def {GUARD}(): "{GUARD} {part} {" ".join(sorted(users))}"\n{indent}{GUARD}.__kwdefaults__\n'
 
 
-def _codes(code):
+def nested_codes(code):
+    """A code object and every code object defined inside it."""
     yield code
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):
-            yield from _codes(constant)
+            yield from nested_codes(constant)
 
 
 def _named(dotted: dict) -> dict[int, tuple]:
@@ -140,17 +164,18 @@ def _named(dotted: dict) -> dict[int, tuple]:
             # Through any wrapper (torch wraps a mode's handler) to the module's own function.
             while value is not None:
                 if isinstance(value, types.FunctionType) and value.__globals__ is vars(module):
-                    for code in _codes(value.__code__):
+                    for code in nested_codes(value.__code__):
                         found[id(code)] = (code, value.__globals__)
                 value = getattr(value, "__wrapped__", None) or getattr(value, "__func__", None)
     return found
 
 
-def install(serve_one, run_probe, crossed: set) -> None:
+def install(serve_one, run_probe, crossed: set, later: list) -> None:
     """Add the hook (once per process). `serve_one`: the function whose outermost frame
     serves the worker's probes; `run_probe`: the function it calls each probe with, whose
     local `probing` names the task probed now; `crossed`: where a guard that refused
-    notes the part, for the grader to answer the probe again in the task's own worker."""
+    notes the part, for the grader to answer the probe again in the task's own worker;
+    `later`: where a guard that refused a part taught after the task notes its code."""
     if _INSTALLED:
         return
     # Everything the hook uses is bound here, where no student code has run: module
@@ -163,7 +188,10 @@ def install(serve_one, run_probe, crossed: set) -> None:
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     events, restricted, resumable_frame, never = _EVENTS, _RESTRICTED, _RESUMABLE_FRAME, dict(_NEVER)
     prefix, marker_start, guard_name, resumable = CERTIFIED_PREFIX, GUARD + " ", GUARD, _RESUMABLE
-    sealed, attribute, frame_refused, not_built_on = Sealed, SealedAttribute, SealedFrame, NotBuiltOn
+    sealed, attribute, frame_refused, not_built_on, taught_later = (Sealed, SealedAttribute, SealedFrame, NotBuiltOn,
+                                                                   TaughtLater)
+    own_event, probes_only, record_later = OWN_CODE, PROBES_ONLY, later.append
+    own_code: dict = {}  # task -> {id(code): code} of the student's own code for it
     inside: set = set()  # threads inside the hook: the hook's own reads pass
     # The globals of the certified modules, as the worker loads them (CERTIFIED_MODULE,
     # raised before each one runs): every certified function and frame has one of them,
@@ -211,11 +239,28 @@ def install(serve_one, run_probe, crossed: set) -> None:
                 and outermost_serving(reader.f_back) is reader.f_back):
             current[0] = task if type(task) is text else None
 
-    # id(a guard's docstring) -> (the docstring, the part, the tasks that may run it). A
-    # guarded part runs for a task that builds on it, or not at all; between two probes
-    # the last one's task stands, which gives code running then no more than that
-    # probe's code had.
+    # id(a guard's docstring) -> (the docstring, the part, the tasks that may run it, the
+    # tasks whose probes only may). A guarded part runs for a task that builds on it, or
+    # not at all; between two probes the last one's task stands, which gives code running
+    # then no more than that probe's code had.
     markers: dict = {}
+
+    def called_by_own_code(frame, task) -> bool:
+        """Whether the nearest frame below `frame` (the part's) that is certified code or
+        the task's own code is the task's own. Certified frames are told by their globals,
+        so no certified code is read here."""
+        mine = own_code.get(task)
+        if not mine:
+            return False
+        frame = frame.f_back
+        while frame is not None:
+            if certified_globals(frame.f_globals):
+                return False
+            code = frame.f_code
+            if mine.get(id(code)) is code:
+                return True
+            frame = frame.f_back
+        return False
 
     def refusal(event: str, args):
         # The frame that asked: this function's caller's caller (the hook is called from C).
@@ -280,10 +325,28 @@ def install(serve_one, run_probe, crossed: set) -> None:
                             or not starts(marker, marker_start):
                         return
                     _, part, *users = marker.split(" ")
-                    known = markers[id(marker)] = (marker, part, frozenset(users))
+                    known = markers[id(marker)] = (
+                        marker, part, frozenset(u for u in users if not u.endswith(probes_only)),
+                        frozenset(u[:-len(probes_only)] for u in users if u.endswith(probes_only)))
                 task = current[0]
                 if task in known[2]:
                     return
+                if task in known[3]:
+                    # The hook's own reads pass, and no collection runs student code meanwhile.
+                    me, collecting = get_ident(), gc_enabled()
+                    inside.add(me)
+                    gc_disable()
+                    try:
+                        by_own_code = called_by_own_code(getframe(1), task)
+                    finally:
+                        if collecting:
+                            gc_enable()
+                        inside.discard(me)
+                    if not by_own_code:
+                        return
+                    refused = taught_later(known[1])
+                    record_later(refused.code)
+                    raise refused
                 if task is not None:
                     note(known[1])
                 raise not_built_on(f"the reference's {known[1]}, which {task or 'no task probed now'} does not "
@@ -291,6 +354,14 @@ def install(serve_one, run_probe, crossed: set) -> None:
         elif event == registration:
             if args and type(args[0]) is dict:
                 registry[id(args[0])] = args[0]
+            return
+        elif event == own_event:
+            # (Anyone may add to a task's own code: it can only refuse more of that code.)
+            if len(args) == 2 and type(args[0]) is text and type(args[1]) is tuple:
+                mine = own_code.setdefault(args[0], {})
+                for code in args[1]:
+                    if type(code) is code_type and not certified(code):
+                        mine[id(code)] = code
             return
         me = get_ident()
         if me in inside:

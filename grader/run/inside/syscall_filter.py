@@ -12,8 +12,8 @@ grader (nothing in the sandbox may bind or listen, so the grader is all it can r
 No process of its own: student code must compute in the process the grader gave it.
 A process it started (a fresh interpreter, say) would have a clean torch outside every
 rule of the task, and could be reached from every worker as a helper. So the filter
-also refuses fork, vfork, execve and execveat, and a clone that does not make a thread,
-and the ioctls that make a pseudo-terminal usable. The grader still has to fork each
+also refuses fork, vfork, execve and execveat and every clone, a thread's included (a
+thread runs outside the dispatch modes that record a task's operators), and the ioctls that make a pseudo-terminal usable. The grader still has to fork each
 task's worker from this process: it does so with one raw clone of its own (new user,
 pid, network and IPC namespaces at once, a shape no library call uses), which carries a
 64-bit key, drawn for this process alone, in an argument the kernel ignores for that
@@ -68,10 +68,6 @@ DENIED = {
 PROCESS_CALLS = {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "unshare": 272}
 MMAP, SOCKET, FCNTL, CLONE3 = 9, 41, 72, 435
 CLONE, IOCTL = 56, 16
-CLONE_VM, CLONE_SIGHAND, CLONE_THREAD = 0x100, 0x800, 0x10000
-# Namespace flags, none of which a thread may ask for.
-CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
-THREAD_SHAPE = CLONE_VM | CLONE_SIGHAND | CLONE_THREAD
 # The grader's own fork of a worker: new user, pid, network and IPC namespaces, SIGCHLD
 # on exit, nothing else. Python's os and subprocess modules, and the C library's fork,
 # vfork and posix_spawn, never ask for namespaces, so none of them can match it.
@@ -107,9 +103,15 @@ def _preamble() -> list[tuple]:
 
 
 def _process_rules(key: int | None) -> list[tuple]:
-    """With the call's number loaded: no new process, no terminal. A clone passes when it
-    makes a thread, or (key given) when it is the grader's fork carrying `key`. Every
-    branch that loads an argument ends in a verdict, so what follows sees the number."""
+    """With the call's number loaded: no new process, no new thread, no terminal. A clone
+    passes only when (key given) it is the grader's fork carrying `key`. Every branch that
+    loads an argument ends in a verdict, so what follows sees the number.
+
+    No thread either: a thread's dispatch modes start empty, so work it did would escape
+    the rules of the task being graded, and a thread torch starts for the student (an
+    inter-op pool behind torch.jit.fork, say) is as much a way round them as one Python
+    starts. These processes start none of their own: torch runs one intra-op thread, the
+    caller's, and the grader's fork copies only the thread that made it."""
     deny, allow = _ins(RET_K, _errno(EPERM)), _ins(RET_K, RET_ALLOW)
     out = []
     for number in PROCESS_CALLS.values():
@@ -117,8 +119,7 @@ def _process_rules(key: int | None) -> list[tuple]:
     # clone3 hides its flags in memory the filter cannot read: make the C library fall
     # back to clone(), whose flags it can.
     out += [_ins(JEQ_K, CLONE3, 0, 1), _ins(RET_K, _errno(ENOSYS))]
-    body = [_ins(LD_W_ABS, _arg(0)), _ins(AND_K, THREAD_SHAPE | CLONE_NAMESPACES), _ins(JEQ_K, THREAD_SHAPE, 0, 1),
-            allow]
+    body = []
     if key is not None:
         # (The kernel reads only the low 32 bits of clone's flags.)
         body += [_ins(LD_W_ABS, _arg(0)), _ins(JEQ_K, GRADER_CLONE, 0, 5),

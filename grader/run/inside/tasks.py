@@ -139,6 +139,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         if call.get("op") == "exit":
             return
         tripped.clear()
+        TAUGHT_LATER.clear()
         probe_rules, disarm = rules, None
         try:
             probing = call["task"] if isinstance(request.get("group"), dict) else request.get("task")
@@ -172,7 +173,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
             PROBING[0] = None
         if CROSSED:
             reply["crossed"] = sorted(CROSSED)
-        reply["forbidden_calls"] = [dict(code) for code in tripped]
+        reply["forbidden_calls"] = [dict(code) for code in [*TAUGHT_LATER, *tripped]]
         changed = grader_code_changed()
         if changed:
             reply = {"tampered": changed, "error": {"type": "Tampering", "message": changed}}
@@ -347,7 +348,7 @@ def seal() -> None:
         return
     if not STANDARD_EXCEPTIONS:
         STANDARD_EXCEPTIONS = _standard_exceptions()
-    sealed.install(_serve_one, run_probe, CROSSED)
+    sealed.install(_serve_one, run_probe, CROSSED, TAUGHT_LATER)
 
 
 def load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) -> dict[str, types.ModuleType]:
@@ -423,6 +424,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
         for key, value in list(vars(module).items()):
             if id(value) in replaced_functions:
                 setattr(module, key, replaced_functions[id(value)])
+    _name_own_code(request, student, group or {graded})
     if group:
         _watch_group_crossings(request, student, group)
     # Certified code looks names up in its own module: point them at the student's objects.
@@ -433,12 +435,36 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
     return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
 
 
+def _name_own_code(request: dict, student: dict, tasks: set, _audit=sys.audit, _event=sealed.OWN_CODE) -> None:
+    """Tell the seal which code is each graded task's own: the student's function (through
+    any wrapper) and every function defined inside it, which a part taught after the task
+    may not be called from."""
+    for region in request["regions"]:
+        if region["task"] not in tasks or region["module"] not in student:
+            continue
+        *class_path, attr = region["qualname"].split(".")
+        owner = _walk(student[region["module"]], class_path)
+        function = (owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)) \
+            if owner is not None else None
+        codes, seen = [], 0
+        while function is not None and seen < 8:  # a decorated function: every layer is the student's
+            code = getattr(function, "__code__", None)  # (None for a certified function: it is sealed)
+            if isinstance(code, types.CodeType):
+                codes += list(sealed.nested_codes(code))
+            function, seen = getattr(function, "__wrapped__", None) or getattr(function, "__func__", None), seen + 1
+        if codes:
+            _audit(_event, region["task"], tuple(codes))
+
+
 # In a worker that serves a group: the task whose probe runs now, and the group's other
 # tasks whose code that probe reached. The grader grouped the tasks because no task's
 # checks run another's; a probe that does all the same is answered again in a worker of
 # its task's own, so a group never changes a verdict.
 PROBING: list = [None]
 CROSSED: set = set()
+# The codes of the parts a probe's task's own code called though the lessons teach them
+# after it (grader/run/inside/sealed.py): forbidden calls, however the code handled them.
+TAUGHT_LATER: list = []
 
 
 def _watch_group_crossings(request: dict, student: dict, group: set) -> None:
