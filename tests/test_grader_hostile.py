@@ -326,24 +326,27 @@ def test_a_worker_reads_of_the_checks_exactly_the_allowed_view(reference, sandbo
     """What a worker finds under the sandbox's grader/checks, walking it as student code
     can, is file for file the view the grader wrote (grader/run/worker_view.py, itself
     held to the release's files and the hidden probes in test_release.py): no judge,
-    oracle, fact function, mutant or hidden answer form."""
+    oracle, fact function, mutant or hidden answer form. The walk covers the whole
+    /sandbox, the kit's code the sandbox binds beside the checks included (held to the
+    release in test_release.py too)."""
+    from grader.run.sandbox import kit_files_in_the_sandbox
     import hashlib
 
     from grader.run import worker_view
 
-    view = worker_view.folder()
-    expected = {p.relative_to(view).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()[:12]
-                for p in view.rglob("*") if p.is_file()}
+    expected = {inside: hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+                for inside, source in kit_files_in_the_sandbox(worker_view.folder()).items()
+                if "__pycache__" not in inside}
     body = f"""
         import hashlib, os
         expected = {expected!r}
         found = {{}}
-        for root, dirs, files in os.walk("/sandbox/grader/checks"):
+        for root, dirs, files in os.walk("/sandbox"):
             for name in files:
                 path = os.path.join(root, name)
                 try:
                     with open(path, "rb") as handle:
-                        found[os.path.relpath(path, "/sandbox/grader/checks")] = hashlib.sha256(handle.read()).hexdigest()[:12]
+                        found[os.path.relpath(path, "/sandbox")] = hashlib.sha256(handle.read()).hexdigest()[:12]
                 except OSError:
                     pass
         found = {{k: v for k, v in found.items() if "__pycache__" not in k}}

@@ -604,7 +604,7 @@ def test_the_class_and_line_the_upload_picks_never_reach_the_student(reference, 
     assert "gelu raised an exception of its own class (hero_transformer/model.py)" in seen[3][0]
 
 
-# The value path: a number the code returns, picked by what it read, is shown with six
+# The value path: a number the code returns, picked by what it read, is shown with ten
 # significant digits at most, at most twelve numbers to a diagnosis (the error path
 # above shows no value at all). Course staff keep every digit.
 WIRE_VALUE = "return Value(37530000189541.123456 + self.data + (other.data if isinstance(other, Value) else other))\n"
@@ -617,7 +617,7 @@ def test_a_value_the_code_returns_is_shown_with_the_digits_a_check_needs(referen
     failed = [r for r in results if r.status == "failed"]
     assert failed, [(r.check.name, r.status) for r in results]
     for r in failed:
-        assert "3753000018954" not in r.diagnosis and "3.75" in r.diagnosis, r.diagnosis
+        assert "37530000189540" not in r.diagnosis and "3.75" in r.diagnosis, r.diagnosis
         assert "3753000018954" in r.staff_diagnosis or "3.75" in r.staff_diagnosis
         assert value_bits(r.diagnosis) <= SHOWN_NUMBERS * BITS_PER_NUMBER + 8 * 60
 
@@ -625,8 +625,8 @@ def test_a_value_the_code_returns_is_shown_with_the_digits_a_check_needs(referen
 def test_the_bound_on_values_rounds_counts_and_cuts():
     from grader.run.feedback import SHOWN_NUMBERS, bound_values
 
-    assert bound_values("gave 0.0900305731703805, expected 0.09") == "gave 0.0900306, expected 0.09"
-    assert bound_values("gave −1234567.5 and 107,776 and [2, 3, 4]") == "gave −1.23457e+06 and 107,776 and [2, 3, 4]"
+    assert bound_values("gave 0.0900305731703805, expected 0.09") == "gave 0.09003057317, expected 0.09"
+    assert bound_values("gave −12345678912.5 and 107,776 and [2, 3, 4]") == "gave −1.234567891e+10 and 107,776 and [2, 3, 4]"
     many = bound_values(" ".join(str(i) for i in range(SHOWN_NUMBERS + 5)))
     assert many.split()[:SHOWN_NUMBERS] == [str(i) for i in range(SHOWN_NUMBERS)] and many.split()[-1] == "…"
     assert bound_values("gave '" + "x" * 100 + "'") == "gave '" + "x" * 32 + "…'"

@@ -344,3 +344,26 @@ def test_the_workers_view_of_the_checks_is_the_release_and_the_hidden_probes(bui
                     assert refuses, f"{relative}: {node.name}"
     assert hidden_files >= 40
     assert any("probe" in name for name in probes)
+
+
+def test_every_kit_file_a_worker_can_read_is_the_bundle_s_or_a_hidden_probe(built):
+    """What the sandbox binds of the kit (grader/run/sandbox.kit_files_in_the_sandbox, the
+    bind list it starts with; a worker's walk of /sandbox finds exactly these, in
+    tests/test_grader_hostile.py): each file is the students' bundle's own, byte for byte,
+    or one of the hidden checks' modules of the worker's view (held above)."""
+    from grader.run import worker_view
+    from grader.run.sandbox import kit_files_in_the_sandbox
+
+    folder, _, _ = built
+    view = worker_view.folder()
+    others = []
+    for inside, source in kit_files_in_the_sandbox(view).items():
+        if "__pycache__" in inside:
+            continue
+        twin = folder / inside
+        if twin.is_file() and twin.read_bytes() == source.read_bytes():
+            continue
+        if source.is_relative_to(view) and ("hidden" in Path(inside).parts or Path(inside).name == "hidden.py"):
+            continue
+        others.append(inside)
+    assert not others, others

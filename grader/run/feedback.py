@@ -106,9 +106,11 @@ def without_library_talk(printed: str) -> str:
 # A diagnosis quotes what the code returned. In a graded run the worker can read nothing
 # secret, but what it returns is still a wire the code chooses: it is kept narrow, and
 # counted (value_bits), in the same terms as the error path.
-SHOWN_DIGITS, SHOWN_NUMBERS, SHOWN_QUOTE, SHOWN_QUOTED = 6, 12, 32, 60  # SHOWN_QUOTED: all quotes together
+SHOWN_DIGITS, SHOWN_NUMBERS, SHOWN_QUOTE, SHOWN_QUOTED = 10, 12, 32, 60  # SHOWN_QUOTED: all quotes together
 _NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
-_QUOTED = re.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"")
+# A quote opens where no letter stands before it and closes where none follows (an
+# apostrophe, as in "the weight's gradient", is no quote).
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]*)'(?!\w)|(?<!\w)\"([^\"\n]*)\"(?!\w)")
 # One number as shown: a sign, SHOWN_DIGITS digits and an exponent of a float64 (about
 # 630 decimal exponents), or one of inf, nan: log2 of the count of distinct renderings.
 BITS_PER_NUMBER = math.log2(2 * 9 * 10 ** (SHOWN_DIGITS - 1) * 630 + 3)
@@ -196,8 +198,8 @@ class Audience:
 
     def bounded(self, text: str) -> str:
         """A judge's words about an answer, as a graded run shows them: each number with at
-        most SHOWN_DIGITS significant digits (what any check's tolerance needs to show a
-        difference), at most SHOWN_NUMBERS numbers, and each quoted text cut to
+        most SHOWN_DIGITS significant digits (what the finest of the checks' figures needs:
+        a float32 answer told from float64's, 1.039720774 for 1.039720771), at most SHOWN_NUMBERS numbers, and each quoted text cut to
         SHOWN_QUOTE characters, SHOWN_QUOTED in all. What the code returned can then carry at most
         `value_bits(text)` bits to the student (grader/qa/wire.py counts them)."""
         if not text or not self.private:

@@ -92,6 +92,21 @@ def _bwrap_prefix(exe: str, door_dir: str | None = None, checks: Path | None = N
     return args
 
 
+def kit_files_in_the_sandbox(checks: Path) -> dict[str, Path]:
+    """{path under SANDBOX_ROOT: the kit's file bound there}: every file of the kit a
+    worker can read (the door folder aside, which no worker can list), read off the same
+    bind list the sandbox starts with."""
+    args = _bwrap_prefix("bwrap", None, checks)
+    found = {}
+    for i, arg in enumerate(args):
+        if arg == "--ro-bind" and args[i + 2].startswith(SANDBOX_ROOT + "/"):
+            source, inside = Path(args[i + 1]), args[i + 2][len(SANDBOX_ROOT) + 1:]
+            files = [source] if source.is_file() else [p for p in source.rglob("*") if p.is_file()]
+            for path in files:
+                found[inside if path == source else f"{inside}/{path.relative_to(source).as_posix()}"] = path
+    return found
+
+
 # The device files computing may use: bubblewrap's own --dev set, less the terminals
 # (ptmx, pts/, tty), through which a process could be driven from outside its sandbox.
 DEVICES = ("null", "zero", "full", "random", "urandom")
