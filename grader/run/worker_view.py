@@ -130,6 +130,23 @@ def _digest() -> str:
     return digest.hexdigest()[:20]
 
 
+# A view another grader may still be binding (a class's run that began before the checks
+# changed) is left a day before it goes.
+STALE_SECONDS = 24 * 3600
+
+
+def _prune(cache: Path, key: str) -> None:
+    import time
+
+    for old in cache.iterdir():
+        try:
+            stale = time.time() - old.stat().st_mtime > STALE_SECONDS
+        except OSError:
+            continue
+        if old.name != key and stale:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 @lru_cache(maxsize=1)
 def folder() -> Path:
     """The worker view of grader/checks as the kit is now: written once per change of the
@@ -153,9 +170,7 @@ def folder() -> Path:
                     writing.rename(done)
                 except OSError:
                     shutil.rmtree(writing, ignore_errors=True)  # the other one was first
-                for old in cache.iterdir():
-                    if old.name != key and "." not in old.name:
-                        shutil.rmtree(old, ignore_errors=True)
+                _prune(cache, key)
             return done / "checks"
         except OSError:
             continue

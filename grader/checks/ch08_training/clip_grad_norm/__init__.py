@@ -54,6 +54,10 @@ CLIP_MISTAKES = {
     "shared_counted_twice": "a tensor listed twice (a shared weight) is counted twice in the norm; count each "
                             "tensor once",
     "shared_scaled_twice": "a tensor listed twice (a shared weight) is scaled twice; scale each tensor once",
+    # torch.nn.utils.clip_grad_norm_ itself, handed the list with the repeat: both at once.
+    "shared_counted_and_scaled_twice": "a tensor listed twice (a shared weight) is counted twice in the norm and "
+                                       "scaled twice, as torch's clip_grad_norm_ does with a repeated tensor; count "
+                                       "and scale each tensor once",
     "by_value": "each entry is clamped to [-max_norm, max_norm] (clipping by value); clip by the global L2 norm",
 }
 

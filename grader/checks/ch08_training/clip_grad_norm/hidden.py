@@ -55,6 +55,8 @@ def _clip_mistakes(case):
         "no_eps": (total, grads_with(lambda i: clamp(max_norm / total))),
         "shared_counted_twice": (total_dup, grads_with(lambda i: clamp(max_norm / (total_dup + CLIP_EPS)))),
         "shared_scaled_twice": (total, grads_with(lambda i: scale ** repeats[i])),
+        "shared_counted_and_scaled_twice": (total_dup, grads_with(
+            lambda i: clamp(max_norm / (total_dup + CLIP_EPS)) ** repeats[i])),
         "by_value": (total, [None if x is None else x.clamp(-max_norm, max_norm) for x in case["grads"]]),
     }
 

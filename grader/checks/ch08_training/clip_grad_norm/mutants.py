@@ -36,6 +36,18 @@ MUTANTS = [
                 p.grad.mul_(scale)
         return total
     """, "ch08.clip_grad_norm.missing_and_shared", "generator", "a generator of parameters read twice"),
+    mutant("clip_torch_loop_with_repeats", "clip_grad_norm", """
+        listed = [p for p in ([parameters] if isinstance(parameters, torch.Tensor) else parameters)
+                  if p.grad is not None]
+        if not listed:
+            return torch.tensor(0.0)
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in listed]))
+        factor = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for p in listed:
+            p.grad.mul_(factor)
+        return total
+    """, ("ch08.clip_grad_norm.missing_and_shared", "ch08.clip_grad_norm.random_matches_torch"),
+       "counted twice in the norm", "torch's own loop: a repeated tensor counted and scaled twice"),
     mutant("clip_library", "clip_grad_norm", """
         return torch.nn.utils.clip_grad_norm_(list({id(p): p for p in parameters}.values()), max_norm)
     """, "ch08.clip_grad_norm.matches_torch", "clip_grad_norm_", "torch's clip_grad_norm_"),
