@@ -227,6 +227,14 @@ def compare(actual, expected: torch.Tensor, what: str = "the output", atol: floa
     return f"{what} is off by up to {error.max().item():.3g} (first at index {list(where)})"
 
 
+def compare_to_float32(actual, expected: torch.Tensor, what: str = "the output", atol: float = 1e-9,
+                       rtol: float = 1e-7) -> "str | None":
+    """compare(), passing what agrees to float32's precision too: how every check but the
+    task's precision check compares, so that float32 arithmetic is named once."""
+    problem = compare(actual, expected, what, atol, rtol)
+    return None if problem and float32_close(actual, expected) else problem
+
+
 def named(texts: "dict[str, str]", outputs: dict) -> "list[tuple[str, Any]]":
     """Each mistake's sentence beside what it outputs, paired by the mistake's name: the
     sentences live in the public check module, the outputs are computed by the kit (facts

@@ -55,9 +55,36 @@ def random_lm_state(g: torch.Generator, sizes: dict, scale: float = 1.0) -> dict
     return state
 
 
+# What a probe can find wrong with an object the student's code built before it can ask
+# anything of it, in the kit's words (a probe raises Unfit(key); the worker sends the key).
+UNFIT = {
+    "lazy_parameters": "creates parameters lazily (nn.LazyLinear and the like): they have no shape until the first "
+                       "forward, so the model cannot be loaded, counted or optimised before it; create every "
+                       "parameter with its shape in __init__ (nn.Linear(d_in, d_out))",
+}
+
+
+class Unfit(Exception):
+    """Raised by a probe (never by student code, which could only make its own grade
+    worse by raising it): the object is unfit for the reason UNFIT[key] gives."""
+
+    def __init__(self, key: str):
+        super().__init__(UNFIT[key])
+        self.key = key
+
+
+def fit(module):
+    """The module a student's __init__ built, once it is fit to be probed: every parameter
+    has its shape (none is created lazily); else Unfit says why."""
+    if isinstance(module, torch.nn.Module) and any(isinstance(p, torch.nn.parameter.UninitializedParameter)
+                                                   for p in module.parameters()):
+        raise Unfit("lazy_parameters")
+    return module
+
+
 def load_state(module: torch.nn.Module, state: dict | None) -> torch.nn.Module:
     """module in float64 holding a copy of `state` (every name, strictly), in eval mode."""
-    module = module.double()
+    module = fit(module).double()
     if state:
         module.load_state_dict({k: v.clone() for k, v in state.items()}, strict=True)
     return module.eval()

@@ -31,7 +31,7 @@ the chapters, hidden ones included, in the sandbox of `python -m grader grade`, 
 prints: each check as grader/run/visible.py shows it to a student (a hidden check by
 name, points, status and a diagnosis with no value in it), the kit's stamp, the
 semantic-feedback line `{"_presentation": "semantic", "stages": [...], ...}` and last
-`{"scores": {"ch05": 36}}`, one problem per chapter, named `chNN`.
+`{"scores": {"ch05": 38}}`, one problem per chapter, named `chNN`.
 
 The hidden checks draw their inputs from the course seed (written into the Makefile
 when it is built) and the handin's bytes: a regrade of the same handin draws the same

@@ -9,9 +9,13 @@ import ast
 import math
 import re
 from functools import lru_cache
+
+import torch
+
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, OwnPartsVerdict, Task, exception_classes
+from grader.checks.course import UNFIT
 from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
 from grader.run.forms import declared, difference
@@ -341,6 +345,8 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         allowed = forbidden["kind"] == "name" and forbidden["name"] in task.forbidden
         return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said
     staff = f"{kind}: {message}{at}{_traceback(error.get('trace'))}"
+    if error.get("unfit") in UNFIT:  # a probe's own finding, in the kit's words
+        return FAILED, f"{task.qualname.split('.')[0]} {UNFIT[error['unfit']]}", staff
     sealed = error.get("sealed")
     if sealed in _SEALED:
         # The worker refused the read (or the call) before anything of the part was had.
@@ -366,15 +372,60 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         what = name if name != "an exception" else "an exception of its own class"
         return ERROR, audience.redact(f"{what} was raised while the package was imported{located}; its message "
                                       f"is kept for course staff when graded (`make check` shows it)"), staff
+    operation = failed_operation_words(error.get("operation"))
     if not located:
         # Raised in a certified part working on what the student's code built or returned.
         raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
                   f"your {task.qualname}, in a part that uses what it built or returned")
-        shown = f"{raised}{_doing(check)}; its message is kept for course staff when graded (`make check` shows it)"
+        shown = (f"{raised}{_doing(check)}{operation}; its message is kept for course staff when graded "
+                 f"(`make check` shows it)")
     else:
-        shown = (f"{task.qualname} {raised}{located}{_doing(check)}; its message is kept for course staff when "
-                 f"graded (`make check` shows it)")
+        shown = (f"{task.qualname} {raised}{located}{_doing(check)}{operation}; its message is kept for course "
+                 f"staff when graded (`make check` shows it)")
     return ERROR, audience.redact(shown), staff
+
+
+_DTYPE_NAMES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
+                          "bool", "complex64", "complex128"})
+
+
+def failed_operation_words(value) -> str:
+    """The operator that raised, as the kit's recorder saw it: ', in aten.linalg_vector_norm
+    on a float64 tensor of shape [3, 4], asked for dtype float32', or '' where the worker
+    sent none or one of another shape. Names, dtypes and shapes only: what the kit saw of
+    the student's tensors, never text the code wrote."""
+    if not isinstance(value, dict) or not isinstance(value.get("op"), str):
+        return ""
+    op, tensors, asked = value["op"], value.get("tensors", []), value.get("dtype")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,60}", op) or not hasattr(torch.ops.aten, op):
+        return ""
+    if not isinstance(tensors, list) or len(tensors) > 4:
+        return ""
+    described = []
+    for item in tensors:
+        if not (isinstance(item, list) and len(item) == 2 and item[0] in _DTYPE_NAMES and isinstance(item[1], list)
+                and len(item[1]) <= 6 and all(isinstance(n, int) and 0 <= n < 10**9 for n in item[1])):
+            return ""
+        described.append(f"a {item[0]} tensor of shape {item[1]}")
+    said = f", in aten.{op}" + (" on " + ", ".join(described) if described else "")
+    if asked is not None:
+        if asked not in _DTYPE_NAMES:
+            return ""
+        said += f", asked for dtype {asked}"
+        wider = [d for d, _ in tensors if _FLOAT_BITS.get(d, 0) > _FLOAT_BITS.get(asked, 99)]
+        if wider:
+            said += (f" (narrower than the tensor's {wider[0]}, which torch refuses: compute in the tensor's own "
+                     f"dtype)")
+    shapes = [shape for _, shape in tensors]
+    if len(shapes) == 2 and sorted(map(len, shapes)) == [1, 2]:
+        vector, matrix = sorted(shapes, key=len)
+        if vector[0] == matrix[0] != matrix[1]:
+            said += (f" (a tensor of shape {vector} lines up with the last axis of one of shape {matrix}, not its "
+                     f"rows: keep the reduced axis, with keepdim=True or [:, [-1]])")
+    return said
+
+
+_FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 
 
 # What the worker's seal refused (grader/run/inside/sealed.py), in the grader's words.
@@ -475,6 +526,13 @@ def forbidden_words(code: dict) -> str:
     return THREADS
 
 
+# What a library call that students paste for a task does differently from the task.
+_LIBRARY_NOTES = {
+    "torch.nn.functional.normalize": "it divides each vector by its length and never subtracts the mean (an "
+                                     "RMS-style norm, not a LayerNorm)",
+}
+
+
 def _forbidden_call_text(code: dict, task: Task) -> str:
     """What a student sees of a forbidden call where certified parts ran: only names the
     task's own rules forbid are repeated, since the code could have chosen the rest."""
@@ -492,7 +550,8 @@ def _forbidden_call_text(code: dict, task: Task) -> str:
     if kind == "thread":
         return THREADS
     if kind == "library" and op_rules.Rules(task.forbidden_ops).forbids_library(name):
-        return f"runs torch's own implementation of what this task asks for ({name}): write it yourself"
+        note = next((f"; {said}" for call, said in _LIBRARY_NOTES.items() if name.startswith(call)), "")
+        return f"runs torch's own implementation of what this task asks for ({name}){note}: write it yourself"
     if kind == "process":
         return PROCESS  # one sentence whichever call it was: the code chose the call
     if kind == "taught_later":

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from grader.checks.course import F64, PROJECTIONS, WALK_THROUGH as COURSE_WALK_THROUGH, config, load_state
+from grader.checks.course import F64, PROJECTIONS, WALK_THROUGH as COURSE_WALK_THROUGH, config, fit, load_state
 
 WALK_THROUGH = {key: COURSE_WALK_THROUGH[key] for key in ("d_model", "n_heads")}
 WIDE = {"d_model": 12, "n_heads": 3}  # d_h = 4: 1/sqrt(d_h), 1/d_h, 1/d, 1/sqrt(d) all differ
@@ -21,7 +21,7 @@ DEFAULTS = {"vocab_size": 11, "block_size": 16, **WALK_THROUGH, "n_layers": 1, "
 
 def new_attention(ns, sizes):
     """A fresh CausalSelfAttention of the graded package, as its own __init__ makes it."""
-    return ns.model.CausalSelfAttention(config(ns, DEFAULTS, **sizes))
+    return fit(ns.model.CausalSelfAttention(config(ns, DEFAULTS, **sizes)))
 
 
 def loaded_attention(ns, sizes, state):

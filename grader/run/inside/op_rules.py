@@ -183,10 +183,10 @@ class Rules:
         """Whether `name` (module.qualname of torch's code) is torch doing the task."""
         if not name.startswith("torch."):
             return False
-        # Where torch's library is judged by where it runs, what ran is named by its module:
-        # the student reads which part of torch did the work, and a submission that trips on
-        # purpose chooses among torch's modules, not among all of its functions.
-        return self.refuses_in_place(name) or (self.by_where and torch_module(name))
+        # Where torch's library is judged by where it runs, what ran is named by the call the
+        # student made (torch.nn.functional.normalize): a module of torch's own and a
+        # qualified name in it, nothing else.
+        return self.refuses_in_place(name) or (self.by_where and library_module(name) is not None)
 
     def refuses_in_place(self, name: str) -> bool:
         """Whether the code named `name` is replaced by code that refuses (layer 2)."""
@@ -213,6 +213,21 @@ def _op_name(func) -> str:
     if schema is not None:
         return schema.name.rpartition("::")[2]
     return str(getattr(func, "__name__", "")).partition(".")[0]
+
+
+# The last operator that raised in this probe, as the kit saw it (its name, the shapes and
+# dtypes of its tensors, a dtype it was asked for): what a student can act on when the
+# message, which the code could have chosen, is kept for course staff.
+FAILED_OP: list = []
+
+
+def failed_operation(op: str, args, kwargs) -> dict:
+    tensors = list(_tensors(args))[:4]
+    found = {"op": op, "tensors": [[str(t.dtype).removeprefix("torch."), list(t.shape)[:6]] for t in tensors]}
+    asked = (kwargs or {}).get("dtype")
+    if isinstance(asked, torch.dtype):
+        found["dtype"] = str(asked).removeprefix("torch.")
+    return found
 
 
 def _tensors(values):
@@ -284,7 +299,22 @@ class _DispatchRecorder(TorchDispatchMode):
                     watch.check_grad(_tensors(kwargs.values()), f"aten.{op}", recording)
         finally:
             watch.in_handler = False
-        return func(*args, **(kwargs or {}))
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception:
+            FAILED_OP[:] = [failed_operation(op, args, kwargs)]
+            raise
+
+
+class _FailureRecorder(TorchDispatchMode):
+    """In a probe of a task with no operator rule: the operator that raises, noted."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception:
+            FAILED_OP[:] = [failed_operation(_op_name(func), args, kwargs)]
+            raise
 
 
 class _FunctionRecorder(TorchFunctionMode):
@@ -358,7 +388,7 @@ def _library_at_work(rules: Rules, frame) -> str:
                 continue
             known = known_torch[id(code)] = (code, f"{module}.{code.co_qualname}", module)
         if not rules.fair(known[1]):
-            named = known[2]
+            named = known[1]
         frame = frame.f_back
     return named
 
@@ -366,13 +396,14 @@ def _library_at_work(rules: Rules, frame) -> str:
 # TorchDispatchMode wraps the handler in torch._disable_dynamo, whose first call
 # imports torch._dynamo (about a second, in every forked worker). The sandbox never
 # compiles: let the wrapper find its answer already made.
-_raw = getattr(_DispatchRecorder.__torch_dispatch__, "__wrapped__", None)
-if _raw is not None:
-    setattr(_raw, "__dynamo_disable", _raw)
+for _recorder in (_DispatchRecorder, _FailureRecorder):
+    _raw = getattr(_recorder.__torch_dispatch__, "__wrapped__", None)
+    if _raw is not None:
+        setattr(_raw, "__dynamo_disable", _raw)
 
 # The handlers, and the rule they consult, as imported before any student code ran:
 # replacing them on the class would blind the recorder.
-_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, _FunctionRecorder, _Watch, Rules)}
+_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, _FailureRecorder, _FunctionRecorder, _Watch, Rules)}
 
 # ------------------------------------------------------------------ guards
 
@@ -488,7 +519,9 @@ def watching(rules: Rules, tripped: list):
     """Record the operators the body runs and trip on those `rules` forbid. Adds to
     `tripped` what it found, including any sign that the recorder was switched off."""
     if not rules:
-        yield
+        # No rule to keep: only note the operator that fails, if one does (FAILED_OP).
+        with _FailureRecorder():
+            yield
         return
     _enforce(rules)
     watch = _Watch(rules, tripped)
@@ -560,6 +593,18 @@ def module_name(filename: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
+def library_module(name: str) -> str | None:
+    """The module of torch's Python code that `name` ('torch.nn.functional.normalize', or a
+    module itself) lies in, where the rest of it is a qualified name; else None."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module, rest = ".".join(parts[:cut]), parts[cut:]
+        if torch_module(module):
+            ok = len(rest) <= 4 and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|<[a-z]+>", p) for p in rest)
+            return module if ok else None
+    return None
+
+
 def torch_module(name: str) -> bool:
     """Whether `name` ('torch.distributions.categorical') is a module of torch's Python code."""
     if not re.fullmatch(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)*", name):

@@ -17,6 +17,7 @@ import sys
 import types
 
 from grader.run.inside import sealed
+from grader.checks.course import Unfit
 from grader.run.inside.op_rules import ForbiddenCall
 
 
@@ -140,6 +141,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
             return
         tripped.clear()
         TAUGHT_LATER.clear()
+        op_rules.FAILED_OP.clear()
         probe_rules, disarm = rules, None
         try:
             probing = call["task"] if isinstance(request.get("group"), dict) else request.get("task")
@@ -220,8 +222,14 @@ def describe(error: BaseException) -> dict:
         described["missing_module"] = error.module
     if isinstance(error, ExitCalled):
         described["exit"] = True
+    if isinstance(error, Unfit):
+        described["unfit"] = error.key
     if isinstance(error, sealed.Sealed):
         described["sealed"] = "not_built_on" if isinstance(error, sealed.NotBuiltOn) else "read"
+    from grader.run.inside import op_rules
+
+    if op_rules.FAILED_OP and isinstance(error, (RuntimeError, TypeError, ValueError, IndexError)):
+        described["operation"] = dict(op_rules.FAILED_OP[0])
     return described
 
 

@@ -429,7 +429,8 @@ def adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t",
         t = step if counter else 0
         if not moments_kept:
             m, v = [0.0] * n, [0.0] * n
-        lr_t = {"t": lr * (1 - t / total_steps), "t+1": lr * (1 - (t + 1) / total_steps), None: lr}[decay]
+        lr_t = {"t": lr * (1 - t / total_steps), "t+1": lr * (1 - (t + 1) / total_steps), None: lr,
+                "cosine": lr * 0.5 * (1 + math.cos(math.pi * t / total_steps))}[decay]
         for i, g in enumerate(gs):
             m[i] = beta1 * m[i] + (1 - beta1) * g
             v[i] = beta2 * v[i] + (1 - beta2) * g * g
@@ -448,6 +449,8 @@ def adam_mistakes(start, grads, settings):
          adam(start, grads, **settings, decay=None)),
         ("the learning rate decays one step early: step t (counting from 0) uses lr * (1 - t / total_steps)",
          adam(start, grads, **settings, decay="t+1")),
+        ("the learning rate decays on a cosine; the lesson's schedule is linear: step t uses lr * (1 - t / "
+         "total_steps)", adam(start, grads, **settings, decay="cosine")),
         ("eps is added inside the square root; Adam divides by sqrt(v_hat) + eps",
          adam(start, grads, **settings, eps_inside=True)),
         ("every step is computed as the first (t = 0): the bias correction and the learning rate of step t read "

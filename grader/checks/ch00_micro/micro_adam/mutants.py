@@ -4,6 +4,11 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("micro_adam_cosine_decay", "micro_adam", patch("""
+        - lr_t = self.lr * (1.0 - self.t / self.total_steps)
+        + lr_t = self.lr * 0.5 * (1.0 + math.cos(math.pi * self.t / self.total_steps))
+    """), ("ch00.micro_adam.hand_computation", "ch00.micro_adam.random_steps"), "cosine",
+       "a cosine schedule where the lesson's is linear"),
     mutant("adam_no_bias_correction", "micro_adam", patch("""
         - m_hat = self.m[i] / correction1
         - v_hat = self.v[i] / correction2

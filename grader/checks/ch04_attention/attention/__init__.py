@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    Task, causal_diagnosis, check, compare, exception_name, first_diagnosis, matches, named, shape_problem,
+    Task, causal_diagnosis, check, compare, compare_to_float32, exception_name, first_diagnosis, float32_close,
+    float32_verdict, matches, named, shape_problem,
     torch_library_except,
 )
 from grader.checks.ch04_attention.common import WALK_THROUGH, WIDE, loaded_attention, random_attention_state
@@ -190,7 +191,7 @@ def judge_attention_cache(out, inputs, expected):
             return f"{problem} (in a call with {past} cached tokens)"
         past += n
     stepwise = torch.cat([step["out"] for step in steps], dim=1)
-    if problem := compare(stepwise, out["full"], "the cached output", atol=1e-9, rtol=1e-7):
+    if problem := compare_to_float32(stepwise, out["full"], "the cached output", atol=1e-9, rtol=1e-7):
         past = 0
         for n, step in zip(chunks, steps):
             if past and (reversed_cache := cache_joined_new_first(step["cats"], past, n)):
@@ -367,8 +368,8 @@ def judge_attention_formula(out, inputs, expected):
     composed = known_facts(inputs)
     right = composed["right"]
     past = "" if inputs.get("past") is None else f" (with {inputs['past'][0].shape[2]} cached tokens)"
-    if compare(out["out"], right, atol=1e-9, rtol=1e-7) is None:
-        if problem := compare(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
+    if compare_to_float32(out["out"], right, atol=1e-9, rtol=1e-7) is None:
+        if problem := compare_to_float32(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
             return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention{past}"
         return None
     known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
@@ -380,9 +381,25 @@ def judge_attention_formula(out, inputs, expected):
     cached = 0 if inputs.get("past") is None else inputs["past"][0].shape[2]
     if isinstance(out["weights"], torch.Tensor) and (weights := weights_diagnosis(out["weights"], cached)):
         return weights + past
-    problem = compare(out["out"], right, "the attention output", atol=1e-9, rtol=1e-7)
+    problem = compare_to_float32(out["out"], right, "the attention output", atol=1e-9, rtol=1e-7)
     return (f"{problem}{past}: the output is not o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) "
             f"computed with your own projections and head functions")
+
+
+@check("float64_precision", 1,
+       "d=12, h=3: the output equals the lesson's formula to float64's precision (the scores, softmax and "
+       "weighted sum all in the input's dtype)",
+       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g), fixed_inputs=True, gated_by="formula")
+def judge_attention_precision(out, inputs, expected):
+    if "error" in out or not isinstance(out.get("out"), torch.Tensor):
+        return None  # the formula check says what is wrong
+    right = known_facts(inputs)["right"]
+    if compare(out["out"], right, atol=1e-9, rtol=1e-7) is None:
+        return None
+    if float32_close(out["out"], right):
+        return float32_verdict("the attention output", "your attention", "the input's dtype (float64 here)",
+                               out["out"], right)
+    return None  # wrong beyond float32's precision: the formula check names it
 
 
 # ---------------------------------------------------------- against the reference
@@ -398,7 +415,7 @@ def judge_attention_reference(out, inputs, expected):
             return f"calling forward with a past_key_value {later}"
         return known or (f"calling forward with a past_key_value raised {raised}: "
                           f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
-    mismatch = compare(out["cached_out"], expected["out"], "the attention output", atol=1e-9, rtol=1e-7)
+    mismatch = compare_to_float32(out["cached_out"], expected["out"], "the attention output", atol=1e-9, rtol=1e-7)
     if mismatch:
         known = first_diagnosis(out["cached_out"], named(FORMULA_MISTAKES, expected["mistakes"])
                                 + [(roles_diagnosis(c["parts"]), c["y"]) for c in expected["compositions"]],
@@ -414,9 +431,9 @@ def judge_attention_reference(out, inputs, expected):
         if isinstance(tensor, torch.Tensor) and (
                 problem := present_shape_problem(list(tensor.shape), what, (B, h, past, T, dh), [])):
             return problem
-        if problem := compare(tensor, wanted, f"the returned {what}", atol=1e-9, rtol=1e-7):
+        if problem := compare_to_float32(tensor, wanted, f"the returned {what}", atol=1e-9, rtol=1e-7):
             return f"{problem}: present is the cached and the new {what}, joined along time"
-    if problem := compare(out["cached_weights"], expected["weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
+    if problem := compare_to_float32(out["cached_weights"], expected["weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
         return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention"
     return None
 

@@ -13,7 +13,7 @@ from grader.checks.ch04_attention.hidden.oracles import distinct_role_compositio
 from grader.checks.facts import facts_for, significant
 
 
-@facts_for("ch04.attention.formula", "ch04.attention.formula_with_cache")
+@facts_for("ch04.attention.formula", "ch04.attention.formula_with_cache", "ch04.attention.float64_precision")
 def public_formula_facts(ref, inputs):
     """The mistakes' outputs are only ever matched to 1e-6 (first_diagnosis)."""
     composed = formula_facts(ref, inputs)

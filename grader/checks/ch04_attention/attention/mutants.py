@@ -36,6 +36,13 @@ CACHE = ("ch04.attention.cache_consistent", "ch04.attention.cache_one_token_at_a
          "ch04.attention.formula_with_cache", "ch04.attention.matches_reference_with_cache")
 
 MUTANTS = [
+    mutant("attention_softmax_in_float32", "attention", patch("""
+        - weights = scores.exp()
+        - weights = weights / weights.sum(dim=-1, keepdim=True)
+        + weights = scores.float().exp()
+        + weights = (weights / weights.sum(dim=-1, keepdim=True)).to(scores.dtype)
+    """), "ch04.attention.float64_precision", "float32",
+       "the softmax taken in float32 and cast back, as a transformer library does by default"),
     mutant("attention_no_causal_mask", "attention", patch("""
         - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
     """), WEIGHTS + ("ch04.attention.causal_invariance",), "no causal mask", "no causal mask"),

@@ -4,6 +4,12 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("attention_init_lazy_linear", "attention_init", """
+        self.q_proj = nn.LazyLinear(cfg.d_model, bias=False)
+        self.k_proj = nn.LazyLinear(cfg.d_model, bias=False)
+        self.v_proj = nn.LazyLinear(cfg.d_model, bias=False)
+        self.o_proj = nn.LazyLinear(cfg.d_model, bias=False)
+    """, "ch04.attention_init.projections", "lazily", "projections created lazily (nn.LazyLinear), as a textbook does"),
     mutant("attention_init_with_bias", "attention_init", """
         self.q_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=True)
         self.k_proj = nn.Linear(cfg.d_model, cfg.d_model)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    GELU_KERNELS, NORMAL_CDF, Task, check, compare, diagnose, exact_gelu, named, torch_library_except,
+    GELU_KERNELS, NORMAL_CDF, Task, check, compare, compare_to_float32, diagnose, exact_gelu, float32_close,
+    float32_verdict, matches, named, shape_problem, torch_library_except,
 )
 from grader.checks.facts import known_facts
 
@@ -46,6 +47,8 @@ def judge_gelu_values(out, inputs, expected):
 
 def gelu_problem(out, inputs, mistakes):
     """mistakes: {name: what the mistake outputs on inputs["x"]}, GELU_MISTAKES's names."""
+    if float32_close(out["y"], exact_gelu(inputs["x"])):
+        return None  # float32's precision: the precision check names it
     return diagnose(out["y"], exact_gelu(inputs["x"]), named(GELU_MISTAKES, mistakes), "gelu(x)")
 
 
@@ -57,6 +60,17 @@ def probe_gelu_odd_part(ns, a):
        probe=probe_gelu_odd_part, inputs=lambda g: {"a": torch.linspace(-3, 3, 13, dtype=torch.float64)})
 def judge_gelu_odd_part(out, inputs, expected):
     difference = out["plus"] - out["minus"]
-    if problem := compare(difference, inputs["a"], "g(a) - g(-a)", atol=1e-9, rtol=1e-9):
+    if problem := compare_to_float32(difference, inputs["a"], "g(a) - g(-a)", atol=1e-9, rtol=1e-9):
         return f"{problem}; for any GELU-like x * F(x) with F(-x) = 1 - F(x) it must equal a"
     return None
+
+
+@check("float64_precision", 1, "gelu(x) equals x * Phi(x) to float64's precision: erf and every product in x's dtype",
+       probe=probe_gelu, inputs=lambda g: {"x": torch.linspace(-4.0, 4.0, 33, dtype=torch.float64).reshape(3, 11)},
+       gated_by="exact_values")
+def judge_gelu_precision(out, inputs, expected):
+    right = exact_gelu(inputs["x"])
+    y = out["y"]
+    if shape_problem(y, right.shape) or matches(y, right, atol=1e-9, rtol=1e-9) or not float32_close(y, right):
+        return None  # right, or wrong beyond float32's precision (exact_values says how)
+    return float32_verdict("gelu(x)", "your gelu", "x's dtype (float64 here)", y, right)

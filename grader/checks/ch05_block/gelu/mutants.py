@@ -4,6 +4,9 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, variant
 
 MUTANTS = [
+    mutant("gelu_in_float32", "gelu",
+           "return (0.5 * x.float() * (1.0 + torch.erf(x.float() / math.sqrt(2.0)))).to(x.dtype)\n",
+           "ch05.gelu.float64_precision", "float32", "GELU computed in float32 and cast back"),
     mutant("gelu_tanh", "gelu", """
         return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     """, "ch05.gelu.exact_values", "tanh", "tanh-approximate GELU"),

@@ -19,7 +19,8 @@ import math
 import torch
 
 from grader.checks._api import (
-    NORM_KERNELS, Task, check, compare, first_diagnosis, kind_of, matches, named, shape_problem, torch_library_except,
+    NORM_KERNELS, Task, check, compare, first_diagnosis, float32_close, float32_verdict, kind_of, matches,
+    matches_to_float32, named, shape_problem, torch_library_except,
 )
 from grader.checks.course import EPS
 from grader.checks.facts import known_facts
@@ -124,8 +125,8 @@ def probe_layer_norm(ns, x, gamma=None, beta=None):
 def judge_layer_norm_figures(out, inputs, expected):
     a = 1 / math.sqrt(1.00001)
     figure = torch.tensor([[[-a, a]]], dtype=torch.float64)
-    if matches(out["y"], figure, atol=1e-9, rtol=0):
-        return None
+    if matches_to_float32(out["y"], figure, atol=1e-9, rtol=0):
+        return None  # float32's precision: the precision check names it
     named = first_diagnosis(out["y"], named_mistakes(known_facts(inputs)["mistakes"]), atol=3e-7, rtol=0)
     if named:
         return f"(1, 3) should normalise to (-0.999995, 0.999995) = ±1/sqrt(1.00001): {named}"
@@ -167,7 +168,7 @@ def probe_layer_norm_shift(ns, x, shift):
 def judge_layer_norm_shift(out, inputs, expected):
     if problem := shape_problem(out["y"], inputs["x"].shape):
         return problem
-    if not matches(out["shifted"], out["y"], atol=1e-9, rtol=0):
+    if not matches_to_float32(out["shifted"], out["y"], atol=1e-9, rtol=0):
         centred = all(isinstance(y, torch.Tensor) and y.is_floating_point() and y.numel() and
                       float(y.double().mean(dim=-1).abs().max()) < 1e-9 for y in (out["y"], out["shifted"]))
         if centred:
@@ -219,7 +220,7 @@ def judge_layer_norm_rows(out, inputs, expected):
     x = inputs["x"]
     if problem := shape_problem(out["y"], x.shape, "LayerNorm(x)"):
         return problem
-    if matches(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
+    if matches_to_float32(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
         return None
     axes = {name: output for name, output in known_facts(inputs)["mistakes"].items() if name in AXIS_MISTAKES}
     named = first_diagnosis(out["y"], named_mistakes(axes), atol=1e-7, rtol=1e-6)
@@ -227,3 +228,19 @@ def judge_layer_norm_rows(out, inputs, expected):
         return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {named}"
     return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "
             "d features are normalised with their own mean and variance, never with other positions'")
+
+
+@check("float64_precision", 1,
+       "x [2, 3, 4] normalises to float64's precision: the mean, variance and division in x's dtype",
+       probe=probe_layer_norm_rows,
+       inputs=lambda g: {"x": torch.linspace(-2.0, 3.0, 24, dtype=torch.float64).sin().reshape(2, 3, 4) * 3 + 0.25,
+                         "gamma": torch.tensor([0.5, 1.25, 2.0, 0.75], dtype=torch.float64),
+                         "beta": torch.tensor([0.1, -0.3, 0.0, 0.6], dtype=torch.float64)}, gated_by="example_figures")
+def judge_layer_norm_precision(out, inputs, expected):
+    x, gamma, beta = inputs["x"], inputs["gamma"], inputs["beta"]
+    centred = x - x.mean(dim=-1, keepdim=True)
+    right = centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + EPS) * gamma + beta
+    y = out["y"]
+    if shape_problem(y, right.shape) or matches(y, right, atol=1e-9, rtol=1e-7) or not float32_close(y, right):
+        return None  # right, or wrong beyond float32's precision (the other checks say how)
+    return float32_verdict("the normalised output", "your LayerNorm", "x's dtype (float64 here)", y, right)

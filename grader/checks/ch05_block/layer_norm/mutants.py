@@ -4,6 +4,16 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("layer_norm_in_float32", "layer_norm", """
+        xf = x.float()
+        centred = xf - xf.mean(dim=-1, keepdim=True)
+        variance = (centred * centred).mean(dim=-1, keepdim=True)
+        return (centred / torch.sqrt(variance + self.eps)).to(x.dtype) * self.weight + self.bias
+    """, "ch05.layer_norm.float64_precision", "float32", "the statistics computed in float32 (mixed precision)"),
+    mutant("layer_norm_l2_normalize", "layer_norm",
+           "return torch.nn.functional.normalize(x, dim=-1) * math.sqrt(x.shape[-1]) * self.weight + self.bias\n",
+           ("ch05.layer_norm.example_figures", "ch05.layer_norm.shift_invariance"), "never subtracts the mean",
+           "an RMS-style norm by F.normalize, pasted as the LayerNorm"),
     mutant("layer_norm_variance_d_minus_1", "layer_norm", patch("""
         - variance = (centred * centred).mean(dim=-1, keepdim=True)
         + variance = x.var(dim=-1, keepdim=True, unbiased=True)

@@ -109,6 +109,8 @@ LM_MISTAKES = {
     "no_blocks": "the blocks are never applied",
     "final_norm_twice": "the final LayerNorm is applied twice",
     "blocks_reversed": "the blocks run in reverse order: blocks[0] comes first",
+    "tied_head": "the logits are taken from the token embedding's weights (a head tied to the embedding): this "
+                 "model's head is its own, logits = self.head(ln_final(hidden))",
 }
 
 
@@ -140,6 +142,10 @@ def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
     verdict = OwnPartsVerdict
     seen = {name: calls_of(calls, name) for name in ("token_embedding", "position_embedding", "ln_final", "head")}
     blocks = [calls_of(calls, f"blocks[{i}]") for i in range(n_layers)]
+    if not seen["head"] and seen["token_embedding"]:
+        return verdict("the forward pass never calls self.head: the logits must come from the model's own head, "
+                       "self.head(ln_final(hidden)), not from another part's weights such as the token "
+                       "embedding's (a tied head)")
     for name in ("token_embedding", "head"):
         if len(seen[name]) != 1:
             return (f"the forward pass calls self.{name}(...) {len(seen[name])} times, so it cannot be judged on your "
@@ -228,6 +234,10 @@ def judge_lm_final_norm_feeds_head(out, inputs, expected):
         return problem
     if matches_to_float32(logits, constant.expand(B, T, -1), atol=1e-9, rtol=1e-7):
         return None
+    tied = state["token_embedding.weight"] @ state["ln_final.bias"]
+    if matches_to_float32(logits, tied.expand(B, T, -1), atol=1e-9, rtol=1e-7):
+        return f"with ln_final's gamma set to 0 and beta to b, the logits are b times the token embedding: " \
+               f"{LM_MISTAKES['tied_head']}"
     return ("with ln_final's gamma set to 0 and beta to b, every position's logits should be head(b): the head "
             "must read the final LayerNorm's output (logits = head(ln_final(hidden))), and nothing may come "
             "after it")

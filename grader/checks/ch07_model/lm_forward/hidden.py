@@ -34,6 +34,7 @@ def lm_composed(model, idx):
             "no_blocks": head(hidden),
             "final_norm_twice": model.head(model.ln_final(model.ln_final(through(hidden, blocks)))),
             "blocks_reversed": head(through(hidden, blocks[::-1])),
+            "tied_head": model.ln_final(through(hidden, blocks)) @ model.token_embedding.weight.T,
         }
         assert mistakes.keys() == LM_MISTAKES.keys(), "a wrong forward has a sentence but no output"
         return {"right": head(through(hidden, blocks)), "mistakes": mistakes}

@@ -4,6 +4,11 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("lm_forward_tied_head", "lm_forward", patch("""
+        - logits = self.head(self.ln_final(hidden))
+        + logits = self.ln_final(hidden) @ self.token_embedding.weight.T
+    """), ("ch07.lm_forward.final_norm_feeds_head", "ch07.lm_forward.formula"), "tied",
+       "logits from the token embedding's weights (weight tying), as GPT-2's code does"),
     mutant("lm_forward_no_final_norm", "lm_forward", patch("""
         - logits = self.head(self.ln_final(hidden))
         + logits = self.head(hidden)

@@ -4,6 +4,11 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("clip_norm_asks_for_float32", "clip_grad_norm", patch("""
+        - total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0) for g in grads]), 2.0)
+        + total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0, dtype=torch.float32)
+        +                                               for g in grads]), 2.0)
+    """), "ch08.clip_grad_norm.matches_torch", "narrower than", "the norm asked for in float32 of float64 gradients"),
     mutant("clip_per_tensor", "clip_grad_norm", """
         total = torch.zeros((), dtype=torch.float64)
         for p in parameters:

@@ -4,6 +4,14 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("sample_top_k_threshold_over_rows", "sample_next", patch("""
+        -     keep = torch.topk(rows, top_k, dim=-1).indices
+        -     masked = torch.full_like(rows, float("-inf"))
+        -     rows = masked.scatter(-1, keep, rows.gather(-1, keep))
+        +     top_logits = torch.topk(rows, top_k, dim=-1).values
+        +     rows = torch.where(rows < top_logits[:, -1], torch.full_like(rows, float("-inf")), rows)
+    """), "ch09.sample_next.top_k_support", "keep the reduced axis", "a top-k threshold of shape [B] compared "
+       "with logits [B, V] (broadcast along the vocabulary, not the rows)"),
     mutant("sample_ignores_temperature", "sample_next", patch("""
         - scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
         + scaled = rows - rows.amax(dim=-1, keepdim=True)
