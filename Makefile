@@ -81,6 +81,7 @@ bench: $(STAMP)
 mutants: $(STAMP)
 	$(PYTHON) -m grader.qa.catch_table $(if $(CH),--chapters $(CH),--write-docs)
 	$(PYTHON) -m grader.qa.own_parts $(if $(CH),--chapters $(CH))
+	$(PYTHON) -m grader.qa.seeds $(if $(CH),--chapters $(CH),--write-docs)
 
 task-check: need-TASK $(STAMP)
 	$(PYTHON) -m grader.qa.task_check $(TASK)

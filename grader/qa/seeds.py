@@ -173,18 +173,51 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.qa.seeds", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds for the reference and variants")
     parser.add_argument("--mutant-seeds", type=int, default=DEFAULT_MUTANT_SEEDS, help="seeds for each mutant")
-    parser.add_argument("--chapters", nargs="*", help="only these chapters (e.g. 05 09)")
+    parser.add_argument("--chapters", help="only these chapters, e.g. 05 or 05,09 (make mutants CH=05)")
     parser.add_argument("--only", choices=["reference", "variants", "mutants"])
+    parser.add_argument("--write-docs", action="store_true", help="add the sweep's result to docs/grader-accuracy.md")
     args = parser.parse_args(argv)
-    found = sweep(args.seeds, args.mutant_seeds, set(args.chapters or ()) or None, args.only)
+    if args.write_docs and (args.chapters or args.only):
+        parser.error("docs/grader-accuracy.md reports the whole sweep: leave out --chapters and --only")
+    try:
+        chapters = catalogue.parse_chapters(args.chapters)
+    except ValueError as unknown:
+        parser.error(str(unknown))
+    found = sweep(args.seeds, args.mutant_seeds, set(chapters) if chapters else None, args.only)
     for label, losses in found.lost.items():
         for check, seed, said in losses:
             print(f"LOST  {label}: {check} under seed {seed}: {said}")
     for label, named in found.unsteady.items():
         print(f"UNSTEADY  {label}: named on seeds {[s for s, n in named if n]}, not on {[s for s, n in named if not n]}")
-    print(f"{found.judged} verdicts over {len(found.seeds)} seeds (mutants: {args.mutant_seeds}): "
-          f"{sum(map(len, found.lost.values()))} lost points, {len(found.unsteady)} unsteady diagnoses")
+    summary = (f"{found.judged} verdicts over {len(found.seeds)} seeds (mutants: {args.mutant_seeds}): "
+               f"{sum(map(len, found.lost.values()))} lost points, {len(found.unsteady)} unsteady diagnoses")
+    print(summary)
+    if args.write_docs:
+        write_docs(found, args.mutant_seeds)
     return 0 if found.clean else 1
+
+
+SECTION = "## Every seed"
+
+
+def write_docs(found: Sweep, mutant_seeds: int) -> None:
+    """The sweep's result as the last section of docs/grader-accuracy.md (replacing an older one)."""
+    from grader import KIT_ROOT
+
+    doc = KIT_ROOT / "docs" / "grader-accuracy.md"
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    text = text.split("\n" + SECTION + "\n")[0].rstrip("\n")
+    lost = sum(map(len, found.lost.values()))
+    lines = [SECTION, "",
+             f"`python -m grader.qa.seeds` (run by `make mutants`) judged the reference and every correct variant "
+             f"under {len(found.seeds)} seeds drawn as a class draws them, and every mutant under {mutant_seeds}: "
+             f"{found.judged} verdicts. A right answer lost a point {lost} times; "
+             f"{len(found.unsteady)} mutants were named on some seeds and not on others."]
+    for label, losses in found.lost.items():
+        lines += [f"- lost: {label}, {check} under seed {seed}" for check, seed, _ in losses[:20]]
+    for label in found.unsteady:
+        lines.append(f"- unsteady: {label}")
+    doc.write_text(text + "\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -47,9 +47,11 @@ def judge_gelu_values(out, inputs, expected):
 
 def gelu_problem(out, inputs, mistakes):
     """mistakes: {name: what the mistake outputs on inputs["x"]}, GELU_MISTAKES's names."""
-    if float32_close(out["y"], exact_gelu(inputs["x"])):
-        return None  # float32's precision: the precision check names it
-    return diagnose(out["y"], exact_gelu(inputs["x"]), named(GELU_MISTAKES, mistakes), "gelu(x)")
+    known = named(GELU_MISTAKES, mistakes)
+    said = diagnose(out["y"], exact_gelu(inputs["x"]), known, "gelu(x)")
+    if said is None or any(said == text for text, _ in known) or not float32_close(out["y"], exact_gelu(inputs["x"])):
+        return said
+    return None  # float32's precision: the precision check names it
 
 
 def probe_gelu_odd_part(ns, a):
