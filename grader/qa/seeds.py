@@ -36,7 +36,7 @@ from grader.run.inside import wire
 from grader.run.reference import Reference
 
 # Seeds as uploads draw them: 31-bit integers (engine.grade draws the same range).
-DEFAULT_SEEDS, DEFAULT_MUTANT_SEEDS, SWEEP_SEED = 64, 4, 20261203
+DEFAULT_SEEDS, DEFAULT_MUTANT_SEEDS, SWEEP_SEED = 32, 4, 20261203
 
 
 def draw_seeds(count: int, salt: int = SWEEP_SEED) -> list[int]:

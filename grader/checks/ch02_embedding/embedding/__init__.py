@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    Task, check, exception_name, compare, matches, shape_problem, torch_library_except, try_call,
+    Task, check, compare, compare_to_float32, exception_name, float32_close, float32_verdict, matches, shape_problem,
+    torch_library_except, try_call,
 )
 from grader.checks.facts import known_facts
 
@@ -76,9 +77,22 @@ def judge_lookup(out, inputs, expected):
     for text, wrong in facts["mistakes"]:
         if matches(y, wrong, atol=1e-12, rtol=0):
             return text
+    if float32_close(y, right):
+        return None  # float32's precision: float64_precision names it
     bad = (y.double() - right).abs().amax(dim=-1) > 1e-12
     b, t = (int(i) for i in torch.nonzero(bad)[0])
     return f"position [{b}, {t}] holds id {int(idx[b, t])} but its vector is not row {int(idx[b, t])} of the weight"
+
+
+@check("float64_precision", 1, "V=7, d=5: every vector is its weight row to float64's precision (no cast on the way)",
+       probe=probe_lookup, inputs=lambda g: {"weight": WEIGHT.clone(), "idx": torch.tensor([[0, 3, 6], [2, 2, 1]])},
+       gated_by="lookup")
+def judge_lookup_precision(out, inputs, expected):
+    y, right = out["y"], known_facts(inputs)["right"]
+    if shape_problem(y, right.shape) or matches(y, right, atol=1e-12, rtol=0) or not float32_close(y, right):
+        return None  # right, or wrong beyond float32's precision (lookup says how)
+    return float32_verdict("the vectors", "your embedding", "the weight's dtype (float64 here)", y, right,
+                           plural=True)
 
 
 # ------------------------------------------------------------------- gradient
@@ -191,6 +205,6 @@ def judge_integer_dtypes(out, inputs, expected):
         if "raised" in result:
             return (f"{kind} ids raised {exception_name(result['raised'])}; every integer "
                     f"dtype holds valid ids (convert with .long() where torch needs it)")
-        if problem := compare(result["value"], right, f"the embedding of {kind} ids", atol=1e-12, rtol=0):
+        if problem := compare_to_float32(result["value"], right, f"the embedding of {kind} ids", atol=1e-12, rtol=0):
             return problem
     return None

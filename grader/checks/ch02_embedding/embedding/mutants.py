@@ -4,6 +4,10 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("embedding_through_float32", "embedding", patch("""
+        - return self.weight[idx.long()]
+        + return self.weight.float()[idx.long()].to(self.weight.dtype)
+    """), "ch02.embedding.float64_precision", "float32", "the weight cast to float32 on the way"),
     mutant("embedding_no_checks", "embedding", """
         return self.weight[idx]
     """, "ch02.embedding.bad_ids", "IndexError", "no range or dtype check: torch's IndexError"),

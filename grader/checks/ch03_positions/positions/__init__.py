@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, exception_name, compare, matches, shape_problem, try_call
+from grader.checks._api import (
+    Task, check, compare, exception_name, float32_close, float32_verdict, matches, shape_problem, try_call,
+)
 from grader.checks.facts import known_facts
 
 TASKS = [
@@ -56,6 +58,8 @@ def _diagnose(y, hidden, facts, what) -> "str | None":
     for text, wrong in facts["mistakes"]:
         if matches(y, wrong, atol=1e-9, rtol=0):
             return text
+    if float32_close(y, right):
+        return None  # float32's precision: float64_precision names it
     return compare(y, right, what, atol=1e-9, rtol=0)
 
 
@@ -110,6 +114,18 @@ def judge_positions(out, inputs, expected):
         if problem := _diagnose(result["value"], hidden, facts, "the output"):
             return f"{where}: {problem}"
     return None
+
+
+@check("float64_precision", 1, "block_size 6, hidden [2, 3, 4]: hidden + rows 0, 1, 2 to float64's precision",
+       probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]},
+       fixed_inputs=True, gated_by="adds_rows")
+def judge_positions_precision(out, inputs, expected):
+    (hidden, past), result = inputs["cases"][0], out[0]
+    right = known_facts(inputs)[0]["right"]
+    y = result.get("value") if isinstance(result, dict) else None
+    if shape_problem(y, right.shape) or matches(y, right, atol=1e-9, rtol=0) or not float32_close(y, right):
+        return None  # right, or wrong beyond float32's precision (adds_rows says how)
+    return float32_verdict("the output", "your position embedding", "hidden's dtype (float64 here)", y, right)
 
 
 # -------------------------------------------------------------- too long / fits

@@ -4,6 +4,10 @@ ways to write it (variants). grader/mutants.py says how an entry is written."""
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
+    mutant("positions_in_float32", "positions", patch("""
+        - return hidden + self.weight[past_length : past_length + T]
+        + return (hidden.float() + self.weight[past_length : past_length + T].float()).to(hidden.dtype)
+    """), "ch03.positions.float64_precision", "float32", "the sum taken in float32 and cast back"),
     mutant("positions_offset_ignored", "positions", patch("""
         - return hidden + self.weight[past_length : past_length + T]
         + return hidden + self.weight[:T]
