@@ -32,8 +32,11 @@ different short implementation, or a rewrite that shares little with the referen
 is written as a whole body instead, a plain string with the region's full text, as is
 every variant (a correct alternative). Either way, `entry.region()` is the full text
 of the region the entry writes, and `entry.apply(sources)` the reference's sources
-with it in place. Entries live in chNN.py beside this file; `python -m
-grader.qa.catch_table` runs them all and prints the catch table.
+with it in place. Entries live in each task's folder, in
+grader/checks/chNN_*/<task>/mutants.py (MUTANTS, VARIANTS, and LESSON: each phrase of the
+chapter lesson's "common mistakes" that names a mutant, which must appear in the lesson
+word for word); `make mutants` (python -m grader.qa.catch_table) runs them all and
+prints the catch table, and `make task-check TASK=…` one task's.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import pytest
 
 from grader.checks.facts import inputs_are_fixed
 from grader.generate import consistency
+from grader.regions import all_regions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,16 +28,16 @@ def test_a_region_no_chapter_grades_stops_make_student(tmp_path, monkeypatch):
     model = solutions / "model.py"
     model.write_text(model.read_text(encoding="utf-8") + '''
 
-def rms_norm(x, gamma, eps=1e-5):
+def zz_selftest_norm(x, gamma, eps=1e-5):
     """Scale each position by its root mean square."""
-    ### BEGIN SOLUTION rms_norm
+    ### BEGIN SOLUTION zz_selftest_norm
     return x * gamma / (x.pow(2).mean(dim=-1, keepdim=True) + eps).sqrt()
     ### END SOLUTION
 ''', encoding="utf-8")
     monkeypatch.setattr(consistency, "SOLUTIONS", solutions)
     found = consistency.problems()
-    assert len(found) == 1 and "'rms_norm' (rms_norm) that no chapter grades" in found[0], found
-    assert "grader/checks/chNN_<topic>/rms_norm/" in found[0] and "make new-task" in found[0]
+    assert len(found) == 1 and "'zz_selftest_norm' (zz_selftest_norm) that no chapter grades" in found[0], found
+    assert "grader/checks/chNN_<topic>/zz_selftest_norm/" in found[0] and "make new-task" in found[0]
 
 
 def _checks_copy(tmp_path, monkeypatch):
@@ -46,16 +47,16 @@ def _checks_copy(tmp_path, monkeypatch):
     return checks
 
 
-TASK_FOLDER = 'from grader.checks._api import Task\n\nTASKS = [Task({name!r}, "model", "rms_norm", "RMSNorm")]\n'
+TASK_FOLDER = 'from grader.checks._api import Task\n\nTASKS = [Task({name!r}, "model", "zz_selftest_norm", "ZzSelftestNorm")]\n'
 
 
 @pytest.mark.parametrize("layout, expected", [
-    ({"rms_norm/__init__.py": TASK_FOLDER.format(name="rms_norm"), "rms_norm/hidden.py": ""},
-     "grades a task 'rms_norm' that has no solution region"),
-    ({"rms_norm/__init__.py": TASK_FOLDER.format(name="rmsnorm"), "rms_norm/hidden.py": ""},
-     "declares the tasks ['rmsnorm']: a task's folder declares that one task, named as the folder is"),
-    ({"rms_norm/__init__.py": "TITLE = 'no tasks here'\n"}, "declares no TASKS"),
-    ({"rms_norm/checks.py": "x = 1\n"}, "rms_norm/ has no __init__.py"),
+    ({"zz_selftest_norm/__init__.py": TASK_FOLDER.format(name="zz_selftest_norm"), "zz_selftest_norm/hidden.py": ""},
+     "grades a task 'zz_selftest_norm' that has no solution region"),
+    ({"zz_selftest_norm/__init__.py": TASK_FOLDER.format(name="zzselftestnorm"), "zz_selftest_norm/hidden.py": ""},
+     "declares the tasks ['zzselftestnorm']: a task's folder declares that one task, named as the folder is"),
+    ({"zz_selftest_norm/__init__.py": "TITLE = 'no tasks here'\n"}, "declares no TASKS"),
+    ({"zz_selftest_norm/checks.py": "x = 1\n"}, "zz_selftest_norm/ has no __init__.py"),
 ])
 def test_a_task_folder_that_does_not_fit_stops_make_student(tmp_path, monkeypatch, layout, expected):
     checks = _checks_copy(tmp_path, monkeypatch)
@@ -63,7 +64,7 @@ def test_a_task_folder_that_does_not_fit_stops_make_student(tmp_path, monkeypatc
         (checks / "ch05_block" / rel).parent.mkdir(parents=True, exist_ok=True)
         (checks / "ch05_block" / rel).write_text(text, encoding="utf-8")
     found = consistency.problems()
-    assert len(found) == 1 and expected in found[0] and "grader/checks/ch05_block/rms_norm/" in found[0], found
+    assert len(found) == 1 and expected in found[0] and "grader/checks/ch05_block/zz_selftest_norm/" in found[0], found
 
 
 def test_a_task_whose_checks_a_student_could_hard_code_needs_a_hidden_check(monkeypatch):
@@ -89,8 +90,11 @@ def test_the_task_order_follows_the_regions_and_is_written_when_it_is_not(tmp_pa
     checks = _checks_copy(tmp_path, monkeypatch)
     committed = {p: json.loads((checks / p / "tasks.json").read_text()) for p in consistency.task_orders()}
     assert {p: order["tasks"] for p, order in committed.items()} == consistency.task_orders()
-    assert committed["ch05_block"]["tasks"][:2] == ["layer_norm", "gelu"]  # LayerNorm comes first in model.py
-    (checks / "ch05_block" / "tasks.json").write_text(json.dumps({"tasks": ["block", "gelu"]}))
+    # The order is the regions' in the chapter's modules, whatever tasks the chapter has.
+    found = all_regions(consistency.SOLUTIONS)
+    regions = sorted(committed["ch05_block"]["tasks"], key=lambda t: (found[t].path, found[t].begin))
+    assert committed["ch05_block"]["tasks"] == regions
+    (checks / "ch05_block" / "tasks.json").write_text(json.dumps({"tasks": regions[::-1]}))
     assert consistency.write_task_orders() == [checks / "ch05_block" / "tasks.json"]
     assert json.loads((checks / "ch05_block" / "tasks.json").read_text()) == committed["ch05_block"]
     assert consistency.write_task_orders() == []

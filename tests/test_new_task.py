@@ -14,21 +14,23 @@ from pathlib import Path
 
 import pytest
 
+from grader.regions import all_regions
+
 ROOT = Path(__file__).resolve().parent.parent
-PLACEHOLDER = '    raise NotImplementedError("write the reference rms_norm of task rms_norm here")\n'
+PLACEHOLDER = '    raise NotImplementedError("write the reference zz_selftest_norm of task zz_selftest_norm here")\n'
 BODY = "    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + 1e-5)\n"
 # The scaffold's public check with a second one added, as an author would write it: the
 # output keeps its input's shape, counted once the value check passes.
 SHAPE_CHECK = '''
 
-@check("keeps_shape", 1, "rms_norm of a [2, 4, 6] input is [2, 4, 6]", probe=probe_rms_norm,
+@check("keeps_shape", 1, "zz_selftest_norm of a [2, 4, 6] input is [2, 4, 6]", probe=probe_zz_selftest_norm,
        inputs=lambda g: {"x": torch.randn(2, 4, 6, generator=g, dtype=torch.float64)}, gated_by=("example",))
-def judge_rms_norm_shape(out, inputs, expected):
+def judge_zz_selftest_norm_shape(out, inputs, expected):
     shape = tuple(out["y"].shape)
-    return None if shape == (2, 4, 6) else f"rms_norm of a [2, 4, 6] input returned shape {list(shape)}"
+    return None if shape == (2, 4, 6) else f"zz_selftest_norm of a [2, 4, 6] input returned shape {list(shape)}"
 '''
 LESSON = """
-`rms_norm` divides each position's features by their root mean square, with eps = 1e-5
+`zz_selftest_norm` divides each position's features by their root mean square, with eps = 1e-5
 inside the root; unlike LayerNorm it subtracts no mean.
 """
 
@@ -65,10 +67,10 @@ def _run(kit: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     kit = _kit_copy(tmp_path)
-    made = _run(kit, "-m", "grader.generate.new_task", "05", "rms_norm", "--title", "RMS norm")
+    made = _run(kit, "-m", "grader.generate.new_task", "05", "zz_selftest_norm", "--title", "self-test norm")
     assert made.returncode == 0, made.stdout + made.stderr
-    assert "make task-check TASK=rms_norm" in made.stdout
-    again = _run(kit, "-m", "grader.generate.new_task", "05", "rms_norm")
+    assert "make task-check TASK=zz_selftest_norm" in made.stdout
+    again = _run(kit, "-m", "grader.generate.new_task", "05", "zz_selftest_norm")
     assert again.returncode != 0 and "exists already" in again.stdout + again.stderr
 
     # Before the body is written, make student stops with a sentence, not a traceback.
@@ -77,7 +79,7 @@ def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     assert unwritten.returncode == 1 and "write the reference's body first" in unwritten.stderr
     assert "Traceback" not in unwritten.stderr, unwritten.stderr
 
-    folder = kit / "grader" / "checks" / "ch05_block" / "rms_norm"
+    folder = kit / "grader" / "checks" / "ch05_block" / "zz_selftest_norm"
     assert sorted(p.name for p in folder.iterdir()) == ["__init__.py", "hidden.py", "mutants.py"]
     scaffolded = _snapshot(kit)
 
@@ -93,18 +95,20 @@ def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     for step in ("consistency", "facts", "forms", "student_copy", "lesson_tables"):
         done = _run(kit, "-m", f"grader.generate.{step}")
         assert done.returncode == 0, (step, done.stdout + done.stderr)
-    checked = _run(kit, "-m", "grader.qa.task_check", "rms_norm")
+    checked = _run(kit, "-m", "grader.qa.task_check", "zz_selftest_norm")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "steps hold" in checked.stdout
     listed = _run(kit, "-c", "from grader.checks import catalogue; print([c.name for c in catalogue.chapters()[5].checks])")
-    assert "'ch05.rms_norm.keeps_shape'" in listed.stdout, listed.stdout + listed.stderr
+    assert "'ch05.zz_selftest_norm.keeps_shape'" in listed.stdout, listed.stdout + listed.stderr
 
     # Every other file that changed was written by a command, none by hand.
     changed = {rel for rel, digest in _snapshot(kit).items() if scaffolded.get(rel) != digest}
-    by_hand = {"solutions/hero_transformer/model.py", "grader/checks/ch05_block/rms_norm/__init__.py",
+    by_hand = {"solutions/hero_transformer/model.py", "grader/checks/ch05_block/zz_selftest_norm/__init__.py",
                "assignments/ch05_block/README.md"}
     generated = changed - by_hand
     assert by_hand <= changed and all(rel.startswith(GENERATED) for rel in generated), sorted(generated)
-    # The task took its place in the chapter: after the block, as its region follows the block's.
+    # The task took its place in the chapter: where its region stands among the chapter's regions.
     order = json.loads((kit / "grader" / "checks" / "ch05_block" / "tasks.json").read_text(encoding="utf-8"))
-    assert order["tasks"][-2:] == ["block", "rms_norm"], order
+    found = all_regions(kit / "solutions" / "hero_transformer")
+    assert "zz_selftest_norm" in order["tasks"]
+    assert order["tasks"] == sorted(order["tasks"], key=lambda t: (found[t].path, found[t].begin)), order

@@ -319,3 +319,15 @@ def test_the_shard_check_names_what_is_missing_and_how_to_rerun_it(tmp_path):
     write_json(shards / "2" / STATE, {"shard": [2, 3], "uploads": []})
     write_json(shards / "3" / "results" / "f.json", {"format": RECORD_FORMAT, "upload": {"slug": "f"}})
     assert report(shards) == (True, "all 3 shards finished; merging")
+
+
+def test_the_merge_is_submitted_one_way_in_one_place():
+    """The sbatch line that submits the merge waits for the array however it ended
+    (afterany: afterok stays pending for ever after one failed task), and only
+    docs/grading-a-class.md writes the recipe; other pages point there."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    submitting = {page.name: [line for line in page.read_text().splitlines()
+                              if "sbatch" in line and "--dependency" in line] for page in pages}
+    assert not [line for lines in submitting.values() for line in lines if "afterok" in line], submitting
+    assert {name for name, lines in submitting.items() if lines} == {"grading-a-class.md"}, submitting
+    assert all("--dependency=afterany:" in line for line in submitting["grading-a-class.md"])
