@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     g.add_argument("--seed", type=int, help="fix the hidden checks' random inputs")
     g.add_argument("--allow-weak-sandbox", action="store_true",
                    help="grade even where bubblewrap is unavailable (the code could read solutions/)")
-    g.add_argument("--profile", action="store_true", help="also list the slowest checks and their times")
+    g.add_argument("--profile", action="store_true",
+                   help="grade with one thread and list where the time went, phase by phase, and the slowest checks")
     g.add_argument("--budget", type=_seconds, default=600.0,
                    help="wall-clock seconds for the whole submission; checks not run by then score 'timeout'")
     g.add_argument("--ungrouped", action="store_true",
@@ -131,9 +132,10 @@ def main(argv=None) -> int:
     console = Console()
 
     if args.command == "grade":
+        # A profile grades with one thread, so that its phases add up to the wall time.
         report = run_grading(args.submission, args.chapters, args.public_only, args.json, console, args.seed,
                              allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget, runner_kind=args.runner,
-                             grouped=not args.ungrouped)
+                             grouped=not args.ungrouped, parallel=1 if args.profile else None)
         if args.profile and report.results:
             _profile(report, console, grouped=not args.ungrouped)
         return 0 if not report.problem else 1
@@ -206,6 +208,21 @@ def main(argv=None) -> int:
 
 def _profile(report, console: Console, rows: int = 15, grouped: bool = True) -> None:
     from rich.table import Table
+
+    from grader.run.profile import ORDER, PHASES, seconds_since_process_start
+
+    wall = seconds_since_process_start() or report.elapsed
+    phases = Table(title=f"Where the time went: {wall:.2f} s since the process started, one grading thread")
+    for column, justify in (("phase", "left"), ("seconds", "right"), ("share", "right"), ("times", "right"),
+                            ("what it covers", "left")):
+        phases.add_column(column, justify=justify)
+    counted = 0.0
+    for name, seconds, times in PHASES.rows():
+        counted += seconds
+        phases.add_row(name, f"{seconds:.3f}", f"{seconds / wall:.0%}", str(times), ORDER.get(name, ""))
+    phases.add_row("(not in a phase)", f"{wall - counted:.3f}", f"{(wall - counted) / wall:.0%}", "",
+                   "the grader's own bookkeeping between phases")
+    console.print(phases)
 
     table = Table(title=f"The {rows} slowest checks (a check's time includes starting its worker)")
     for column, justify in (("check", "left"), ("seconds", "right"), ("status", "left")):

@@ -1,5 +1,11 @@
 """`make bench`: how fast the kit grades and how fast its models run.
 
+First where the time of a full grade and of chapter 05 goes, phase by phase
+(`grade --profile`: grader/run/profile.py); then the four ratios to the floor, `python -c
+"import torch"`, each the median of interleaved pairs in one run, against their targets
+(a full grade ≤ 1.5×, chapter 05 ≤ 1.3×, grade-class ≤ 0.25× per upload of 20, a
+student's check.py 05 ≤ 1.3×).
+
 Grading: wall time of `python -m grader grade` on the full reference, on the stub
 copy and on the reference with an 8 s sleep at import, each a fresh process
 (interpreter and torch start-up included), and the
@@ -302,8 +308,58 @@ def self_check_rows():
                          f"{statistics.median(times['portable']):.2f} s / {statistics.median(times['sandbox']):.2f} s",
                          f"{statistics.median(ratios):.2f}× (median of {len(ratios)} interleaved pairs); "
                          f"target ≤ 1.5×"))
-        rows.append(_pytest_row(folder))
+        rows += _pytest_row(folder)
     return rows
+
+
+# Issue 41's targets: each a ratio to the floor, `python -c "import torch"`, by the median
+# of interleaved pairs in one run.
+FLOOR_TARGETS = {"full": 1.5, "chapter": 1.3, "class": 0.25, "check": 1.3}
+FLOOR = [sys.executable, "-c", "import torch"]
+
+
+def _floor_row(label: str, target: float, command: list[str], cwd: Path, per: int = 1,
+               env: dict[str, str] | None = None, repeats: int = 3):
+    times = _interleaved({"floor": FLOOR, "run": command}, cwd, repeats=repeats, env=env)
+    ratios = [run / per / floor for run, floor in zip(times["run"], times["floor"])]
+    ratio = statistics.median(ratios)
+    return (f"{label} / the floor", f"{statistics.median(times['run']) / per:.2f} s / "
+            f"{statistics.median(times['floor']):.2f} s",
+            f"{ratio:.2f}× (median of {len(ratios)} interleaved pairs); target ≤ {target}× — "
+            f"{'met' if ratio <= target else 'not met'}")
+
+
+def floor_rows():
+    """A full grade, one chapter (05, hidden checks included, as a Gradescope assignment
+    runs it) and a class of 20 (per upload), each against the torch floor."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _reference_like(Path(tmp) / "uploads", 20)
+        grade = [sys.executable, "-m", "grader", "grade", "solutions/hero_transformer", "--json", f"{tmp}/r.json",
+                 *_weak()]
+        return [
+            _floor_row("grade the full reference", FLOOR_TARGETS["full"], grade, ROOT),
+            _floor_row("grade chapter 05 of the reference", FLOOR_TARGETS["chapter"], grade + ["--chapters", "05"],
+                       ROOT),
+            _floor_row("grade-class of 20 reference-like uploads, per upload", FLOOR_TARGETS["class"],
+                       [sys.executable, "-m", "grader", "grade-class", f"{tmp}/uploads", "--out", f"{tmp}/out",
+                        *_weak()], ROOT, per=20, repeats=2),
+        ]
+
+
+def phase_profiles(console: Console) -> None:
+    """Where the time of a full grade and of chapter 05 goes (`grade --profile`, one thread)."""
+    for label, chapters in (("a full grade", []), ("chapter 05", ["--chapters", "05"])):
+        run = subprocess.run([sys.executable, "-m", "grader", "grade", "solutions/hero_transformer", "--profile",
+                              *chapters, *_weak()], cwd=ROOT, capture_output=True, text=True,
+                             env={**os.environ, "COLUMNS": "160"})
+        lines = run.stdout.splitlines()
+        start = next((i for i, line in enumerate(lines) if "Where the time went" in line), None)
+        end = next((i for i, line in enumerate(lines) if "(not in a phase)" in line), None)
+        if start is None or end is None:
+            console.print(f"[red]no phase profile of {label}: {run.stderr[-300:]}")
+            continue
+        console.print(f"[bold]Phase profile of {label}[/]")
+        console.print("\n".join(lines[start:end + 2]))
 
 
 def _pytest_row(folder: Path):
@@ -323,9 +379,11 @@ def _pytest_row(folder: Path):
     times = _interleaved({"pytest": [sys.executable, "-m", "pytest", "-q", "-m", "ch05"],
                           "check.py": [sys.executable, "check.py", "05"]}, folder, repeats=5, env=env)
     ratios = [p / c for p, c in zip(times["pytest"], times["check.py"])]
-    return ("student check, chapter 05: pytest / check.py (release bundle, CLI)",
-            f"{statistics.median(times['pytest']):.2f} s / {statistics.median(times['check.py']):.2f} s",
-            f"{statistics.median(ratios):.2f}× (median of {len(ratios)} interleaved pairs); target ≤ 1.2×")
+    return [("student check, chapter 05: pytest / check.py (release bundle, CLI)",
+             f"{statistics.median(times['pytest']):.2f} s / {statistics.median(times['check.py']):.2f} s",
+             f"{statistics.median(ratios):.2f}× (median of {len(ratios)} interleaved pairs); target ≤ 1.2×"),
+            _floor_row("a student's check.py 05 (release bundle)", FLOOR_TARGETS["check"],
+                       [sys.executable, "check.py", "05"], folder, env=env)]
 
 
 def main() -> int:
@@ -333,8 +391,10 @@ def main() -> int:
     table = Table(title="hero_transformer benchmarks (this machine)")
     for column in ("measure", "value", "note"):
         table.add_column(column)
+    with console.status("profiling a full grade and a chapter…"):
+        phase_profiles(console)
     with console.status("timing the grader…"):
-        rows = grading_rows() + self_check_rows()
+        rows = floor_rows() + grading_rows() + self_check_rows()
     for row in rows:
         table.add_row(*row)
     try:

@@ -23,6 +23,7 @@ from grader.run.dependencies import build_order, task_graph, task_groups, worker
 from grader.run.inside import sealed
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
+from grader.run.profile import PHASES
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
 from grader.run.reference import Reference
 from grader.run.results import (ERROR, FAILED, FORBIDDEN, LOAD_FAILED, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED,
@@ -118,6 +119,11 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
 def _start_worker(task: Task, grading: Grading, fresh: bool = False, group: list[Task] | None = None):
     """A ready worker, or (None, failure) when the submission or the runner can't load;
     the failure is CheckResult's fields."""
+    with PHASES.phase("worker starts"):
+        return _started_worker(task, grading, fresh, group)
+
+
+def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task] | None):
     submission, reference, runner = grading.submission, grading.reference, grading.runner
     deadline, audience, imported = grading.deadline, grading.audience, grading.imported
     try:
@@ -249,8 +255,10 @@ class _TaskRun:
                 f"this check ran: something is far too slow — often an experiment left at module level, which "
                 f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
         generator = torch.Generator().manual_seed(self.seed + sum(map(ord, check.name)))
-        inputs = check.make_inputs(generator)
-        expected = check.expect(self.reference.modules, inputs) if (check.expect and self.reference) else None
+        with PHASES.phase("inputs"):
+            inputs = check.make_inputs(generator)
+        with PHASES.phase("expected values"):
+            expected = check.expect(self.reference.modules, inputs) if (check.expect and self.reference) else None
         sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
         try:
             if check.separately:
@@ -277,7 +285,8 @@ class _TaskRun:
         if self.reference is None:
             # No certified part stood in: the judge may judge the task on the parts it ran.
             inputs = {**inputs, OWN_PARTS: task_graph().get(self.task.name, ())}
-        status, diagnosis, staff = judge_answer(check, self.task, reply, inputs, expected, self.audience)
+        with PHASES.phase("judges"):
+            status, diagnosis, staff = judge_answer(check, self.task, reply, inputs, expected, self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
                            on_own_parts=isinstance(diagnosis, OwnPartsVerdict))
@@ -291,11 +300,12 @@ class _TaskRun:
             self.fresh_next = False
         if self.setup_failure:
             raise _SetupFailed()
-        reply = checked_reply(self.worker.call(check.probe.__module__.removeprefix("grader.checks."),
-                                               check.probe.__name__, sent,
-                                               max(0.5, min(check.timeout, self.timeout_cap,
-                                                            self.deadline - time.monotonic())),
-                                               task=self.task.name if self.on_shared else None))
+        with PHASES.phase("probes"):
+            answer = self.worker.call(check.probe.__module__.removeprefix("grader.checks."),
+                                      check.probe.__name__, sent,
+                                      max(0.5, min(check.timeout, self.timeout_cap, self.deadline - time.monotonic())),
+                                      task=self.task.name if self.on_shared else None)
+        reply = checked_reply(answer)
         if self.on_shared and reply.get("crossed"):
             # The probe ran another task of the group (held as the student wrote it), or a
             # part held for another task of the group that its own task does not build on
@@ -595,17 +605,19 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     # only contend for the same cores (and spin while they wait). One thread per op also
     # computes the expected values as the runner computes the answers.
     torch.set_num_threads(1)
-    if reference is not None:
-        reference.modules  # import it once here, not from two grading threads at once
-        worker_holdings()  # read once here too, before two threads each set about it
+    with PHASES.phase("reference and plan"):
+        if reference is not None:
+            reference.modules  # import it once here, not from two grading threads at once
+            worker_holdings()  # read once here too, before two threads each set about it
+        # Scanned once, before the threads (the scan caches what it finds per upload).
+        try:
+            scan_submission(submission.sources)
+        except Exception:  # noqa: BLE001 - each task reports a failing scan itself
+            pass
     deadline = time.monotonic() + runner.limits.submission_seconds
-    # Scanned once, before the threads (the scan caches what it finds per upload).
-    try:
-        scan_submission(submission.sources)
-    except Exception:  # noqa: BLE001 - each task reports a failing scan itself
-        pass
     # The package imported once for all tasks, where the runner can seal that process.
-    imported = runner.package(submission.sources) if plan and submission.sources else None
+    with PHASES.phase("package import"):
+        imported = runner.package(submission.sources) if plan and submission.sources else None
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
         # One audience for the upload: what of the reference it does not hold is worked out once.
@@ -625,11 +637,12 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
-        described = runner.describe(imported_once=imported is not None)
-        if imported is not None:
-            imported.close()
-        if own_runner:
-            runner.close()
+        with PHASES.phase("shutdown"):
+            described = runner.describe(imported_once=imported is not None)
+            if imported is not None:
+                imported.close()
+            if own_runner:
+                runner.close()
     certified = ("the reference, for the parts each task builds on" if reference
                  else "none available: each task uses your own code for the parts it builds on")
     return GradeReport(submission.label, results, described, certified, time.perf_counter() - started)

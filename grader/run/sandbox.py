@@ -409,6 +409,12 @@ class Sandbox:
         self._ready = False
 
     def _await_ready(self):
+        from grader.run.profile import PHASES
+
+        with PHASES.phase("sandbox boot"):
+            self._wait_for_zygote()
+
+    def _wait_for_zygote(self):
         parent_end = self._control
         parent_end.settimeout(self.limits.setup_seconds + 30)
         try:

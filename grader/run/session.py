@@ -30,7 +30,7 @@ WEAK_SANDBOX = ("bubblewrap is not usable here, and without it the code being gr
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
                 seed: int | None = None, use_reference: bool = True, allow_weak_sandbox: bool = True,
                 budget: float = 600.0, runner_kind: str | None = None, grouped: bool = True,
-                for_the_author: bool = False):
+                for_the_author: bool = False, parallel: int | None = None):
     """`chapters` may be the command line's text ("05,07"): it is read once the runner
     boots, since reading it imports the checks and so torch. `runner_kind` is "sandbox",
     "portable" or None (the best this machine offers). `for_the_author`: the report goes
@@ -41,7 +41,12 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     from grader.run.results import GradeReport
     from grader.run.runners import choose, open_runner
 
+    from grader.run.profile import PHASES, seconds_since_process_start
+
     started = time.perf_counter()  # the report's time is the student's wait, runner start-up included
+    before = seconds_since_process_start()
+    if before is not None:
+        PHASES.add("interpreter and imports", before)
     kind = choose(runner_kind)
     if seed is None and json_path:
         import secrets
@@ -51,40 +56,43 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         use_reference = False  # it holds no reference: the student's own parts stand in, as in a release
     needs_reference = (use_reference and Reference.available() is not None) or not public_only
     report = None
-    try:
-        # Boot the runner first: it imports torch while this process does the same.
-        runner = open_runner(runner_kind, Limits(submission_seconds=budget), with_reference=needs_reference)
-    except RunnerRefused as refused:
-        report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
-        runner = None
-    if runner is not None:
+    with PHASES.phase("sandbox boot"):
         try:
-            runner.start()
-        except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
-            pass
-    try:
-        chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
-    except SystemExit:
+            # Boot the runner first: it imports torch while this process does the same.
+            runner = open_runner(runner_kind, Limits(submission_seconds=budget), with_reference=needs_reference)
+        except RunnerRefused as refused:
+            report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
+            runner = None
         if runner is not None:
-            runner.close()
-        raise
-    import gc
+            try:
+                runner.start()
+            except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
+                pass
+    with PHASES.phase("torch and the checks imported"):
+        try:
+            chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
+        except SystemExit:
+            if runner is not None:
+                runner.close()
+            raise
+        import gc
 
-    from grader.run.engine import grade
+        from grader.run.engine import grade
 
-    # What is imported now lives until the end: the collector need not walk it again.
-    gc.freeze()
-    from grader.run.report import render, results_json, write_json
-    from grader.run.submission import SubmissionError, load
+        # What is imported now lives until the end: the collector need not walk it again.
+        gc.freeze()
+        from grader.run.report import render, results_json, write_json
+        from grader.run.submission import SubmissionError, load
 
     try:
         if runner is not None:
-            submission = load(path)
+            with PHASES.phase("reference and plan"):
+                submission = load(path)
             if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.available():
                 raise SubmissionError(WEAK_SANDBOX)
             with console.status("grading…"):
                 report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
-                               runner=runner, grouped=grouped, for_the_author=for_the_author)
+                               runner=runner, grouped=grouped, for_the_author=for_the_author, parallel=parallel)
     except SubmissionError as problem:
         report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
     except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
@@ -93,12 +101,15 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         traceback.print_exc()
     finally:
         if runner is not None:
-            runner.close()
+            with PHASES.phase("shutdown"):
+                runner.close()
         if report is not None:
             report.elapsed = time.perf_counter() - started
         if json_path and report is not None:
-            write_json(results_json(report, seed), json_path)
-    render(report, console)
+            with PHASES.phase("report"):
+                write_json(results_json(report, seed), json_path)
+    with PHASES.phase("report"):
+        render(report, console)
     if json_path:
         console.print(f"[dim]results written to {json_path}[/]")
     return report

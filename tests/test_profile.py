@@ -1,0 +1,48 @@
+"""Where a grading's time goes (grader/run/profile.py): `grade --profile` lists every
+phase a grading meets, with how often it ran, beside the wall time (make bench prints
+the same for a full grade and for chapter 05)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from grader import KIT_ROOT
+from grader.checks import catalogue
+from grader.run.profile import ORDER, Phases, seconds_since_process_start
+
+
+def test_a_profile_lists_every_phase_with_its_count():
+    run = subprocess.run([sys.executable, "-m", "grader", "grade", "solutions/hero_transformer", "--chapters", "01",
+                          "--profile", "--allow-weak-sandbox"], cwd=KIT_ROOT, capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "220"}, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Where the time went" in run.stdout and "one grading thread" in run.stdout
+    rows = {m[1].strip(): (float(m[2]), m[3].strip()) for m in
+            re.finditer(r"│ ([a-z()' ]+?)\s*│\s+([\d.]+) │\s+\d+% │\s*(\d*) │", run.stdout)}
+    for phase in ("interpreter and imports", "torch and the checks imported", "reference and plan",
+                  "worker starts", "inputs", "probes", "judges", "report"):
+        assert phase in rows, (phase, sorted(rows))
+    checks = sum(1 for c in catalogue.chapters()[1].checks)
+    assert int(rows["judges"][1]) == checks and int(rows["probes"][1]) >= checks
+    assert "(not in a phase)" in rows
+
+
+def test_phases_add_up_and_keep_the_lesson_order():
+    phases = Phases()
+    phases.add("probes", 0.5)
+    phases.add("probes", 0.25)
+    with phases.phase("worker starts"):
+        pass
+    phases.add("something new", 1.0)
+    names = [name for name, _, _ in phases.rows()]
+    assert names == ["worker starts", "probes", "something new"]
+    assert dict((n, (s, c)) for n, s, c in phases.rows())["probes"] == (0.75, 2)
+    assert set(ORDER) >= {"worker starts", "probes"}
+
+
+def test_a_process_knows_how_long_ago_it_started():
+    since = seconds_since_process_start()
+    assert since is None or since >= 0.0
