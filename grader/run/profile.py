@@ -68,12 +68,14 @@ PHASES = Phases()
 
 def seconds_since_process_start() -> float | None:
     """How long ago this process started (Linux: /proc), or None where that is unknown."""
+    if not hasattr(os, "sysconf"):  # Windows (where Wine shows a /proc all the same)
+        return None
     try:
         with open("/proc/self/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
         started_ticks = int(fields[19])  # field 22 of the line, counted after the command name
         with open("/proc/uptime", "rb") as uptime:
             up = float(uptime.read().split()[0])
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError, AttributeError):
         return None
     return up - started_ticks / os.sysconf("SC_CLK_TCK")
