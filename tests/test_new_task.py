@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.regions import all_regions
+from grader.regions import all_regions, find_regions
 
 ROOT = Path(__file__).resolve().parent.parent
 PLACEHOLDER = '    raise NotImplementedError("write the reference zz_selftest_norm of task zz_selftest_norm here")\n'
@@ -112,3 +112,41 @@ def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     found = all_regions(kit / "solutions" / "hero_transformer")
     assert "zz_selftest_norm" in order["tasks"]
     assert order["tasks"] == sorted(order["tasks"], key=lambda t: (found[t].path, found[t].begin)), order
+
+
+METHOD_PLACEHOLDER = ('        raise NotImplementedError("write the reference ZzSelftestScale.forward of task '
+                      'zz_selftest_scale here")\n')
+METHOD_BODY = "        return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + 1e-5)\n"
+
+
+@pytest.mark.slow
+def test_a_method_of_a_new_class_is_scaffolded_in_its_chapters_part(tmp_path):
+    """FUNC=Class.method: the class with its __init__ outside the region, the region the
+    method's body, written at the end of the chapter's part of model.py (before chapter
+    07's heading), and the task passes task-check once its body is written."""
+    kit = _kit_copy(tmp_path)
+    made = _run(kit, "-m", "grader.generate.new_task", "05", "zz_selftest_scale", "--function",
+                "ZzSelftestScale.forward")
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "ZzSelftestScale.__init__" in made.stdout
+    model = kit / "solutions" / "hero_transformer" / "model.py"
+    text = model.read_text(encoding="utf-8")
+    assert text.index("class ZzSelftestScale(") < text.index("chapter 07: the model")
+    region = find_regions(text, "model.py")
+    assert [r.qualname for r in region if r.task == "zz_selftest_scale"] == ["ZzSelftestScale.forward"]
+    model.write_text(text.replace(METHOD_PLACEHOLDER, METHOD_BODY), encoding="utf-8")
+    for step in ("consistency", "facts", "forms", "student_copy", "lesson_tables"):
+        done = _run(kit, "-m", f"grader.generate.{step}")
+        assert done.returncode == 0, (step, done.stdout + done.stderr)
+    checked = _run(kit, "-m", "grader.qa.task_check", "zz_selftest_scale")
+    assert checked.returncode == 0 and "steps hold" in checked.stdout, checked.stdout + checked.stderr
+    order = json.loads((kit / "grader" / "checks" / "ch05_block" / "tasks.json").read_text(encoding="utf-8"))
+    assert order["tasks"][-1] == "zz_selftest_scale", order  # after the block, as its region is
+
+
+def test_a_function_name_that_is_neither_says_what_func_takes(tmp_path):
+    from grader.generate.new_task import scaffold
+
+    with pytest.raises(SystemExit) as stopped:
+        scaffold(tmp_path, "05", "zz_selftest_scale", "Zz-Scale", "model", "title")
+    assert "Class.method (RMSNorm.forward)" in str(stopped.value)

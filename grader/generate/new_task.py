@@ -1,11 +1,19 @@
 """`make new-task CH=05 TASK=rms_norm [FUNC=rms_norm] [MODULE=model]`: a new task's skeleton.
 
     python -m grader.generate.new_task 05 rms_norm --function rms_norm --module model
+    python -m grader.generate.new_task 05 rms_norm --function RMSNorm.forward
+
+FUNC is a function, or a method of a new class (Class.method): then the class is
+written, its __init__ outside the region (taking d_model, as the course's modules do),
+the region the method's body, and the probes build the class for a [.., d] input and
+call it (forward by calling the module).
 
 Writes, each piece working from the start:
-- a function with the task's solution region in solutions/hero_transformer/<module>.py,
-  whose body is yours to write (until then it raises, so every check fails and
-  `make task-check` says so);
+- a function (or a class and its method) with the task's solution region in
+  solutions/hero_transformer/<module>.py, at the end of the chapter's part of the file
+  where the file is divided by chapter (the region's place sets the task's order); its
+  body is yours to write (until then it raises, so every check fails and `make
+  task-check` says so);
 - the task's folder, grader/checks/chNN_*/<task>/: __init__.py (the task, one public
   check comparing the function's output on fixed inputs with the reference's, and one
   named mistake), hidden.py (what the public check knows, the right output and the
@@ -27,6 +35,8 @@ from pathlib import Path
 from grader import KIT_ROOT
 
 IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+METHOD = re.compile(r"(?P<cls>[A-Z][A-Za-z0-9]*)\.(?P<method>[a-z_][a-z0-9_]*)")
+CHAPTER_PART = re.compile(r"^# -+ chapter (?P<number>\d\d)\b", re.M)
 
 
 def _chapter_package(root: Path, number: str) -> Path:
@@ -48,6 +58,35 @@ def {function}(x: torch.Tensor) -> torch.Tensor:
     raise NotImplementedError("write the reference {function} of task {task} here")
     ### END SOLUTION
 '''
+
+SOLUTION_METHOD = '''
+
+class {cls}(torch.nn.Module):
+    """{title}: say here what the module holds and computes."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        # The parameters it holds, created here with their shapes and a fixed start (ones,
+        # zeros): the probes build one for the student's code and one for the reference.
+        self.d_model = d_model
+
+    def {method}(self, x: torch.Tensor) -> torch.Tensor:
+        """Say here what it takes and returns (shapes, dtypes) and the formula."""
+        ### BEGIN SOLUTION {task}
+        raise NotImplementedError("write the reference {function} of task {task} here")
+        ### END SOLUTION
+'''
+
+
+def _placed(text: str, addition: str, number: str) -> str:
+    """The module's text with `addition` at the end of chapter `number`'s part (before the
+    next chapter's heading comment), or at the end where the file has no such part."""
+    parts = list(CHAPTER_PART.finditer(text))
+    ours = [i for i, part in enumerate(parts) if part["number"] == number]
+    if not ours or ours[-1] + 1 >= len(parts):
+        return text.rstrip("\n") + "\n" + addition
+    cut = parts[ours[-1] + 1].start()
+    return text[:cut].rstrip("\n") + "\n" + addition + "\n\n" + text[cut:]
 
 PUBLIC = '''"""{title}.
 
@@ -74,7 +113,7 @@ MISTAKES = {{
 
 
 def probe_{task}(ns, x):
-    return {{"y": ns.{module}.{function}(x.clone())}}
+    return {{"y": ns.{call}(x.clone())}}
 
 
 @check("example", 2, "{function} of a fixed [1, 2, 3] input matches the reference",
@@ -103,14 +142,19 @@ def {mistake}(x):
 
 @facts_for("ch{number}.{task}.example")
 def example_facts(ref, inputs):
-    return {{"right": ref.{module}.{function}(inputs["x"]), "mistakes": {{"{mistake}": {mistake}(inputs["x"])}}}}
+    x = inputs["x"]
+    return {{"right": ref.{call}(x), "mistakes": {{"{mistake}": {mistake}(x)}}}}
 
 
 @check("matches_reference", 2, "random [B, T, d] inputs match the reference",
        probe=probe_{task}, inputs=lambda g: {{"x": torch.randn(2, 3, 5, generator=g, dtype=torch.float64)}},
-       expect=lambda ref, inputs: ref.{module}.{function}(inputs["x"]), hidden=True)
+       expect=lambda ref, inputs: _reference(ref, inputs["x"]), hidden=True)
 def judge_{task}_reference(out, inputs, expected):
     return compare(out["y"], expected, "{function}(x)", atol=1e-9, rtol=1e-9)
+
+
+def _reference(ref, x):
+    return ref.{call}(x)
 '''
 
 MUTANTS = '''"""Task {task}: the mistakes the lesson warns about, made in its region (mutants), and right
@@ -151,9 +195,13 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
              mistake_code: str = "return 2 * x", keyword: str = "doubled") -> list[str]:
     """Write the skeleton; return what is left to write, as sentences."""
     number = number.removeprefix("ch").zfill(2)
-    for name, value in (("TASK", task), ("FUNC", function), ("MODULE", module)):
+    for name, value in (("TASK", task), ("MODULE", module)):
         if not IDENTIFIER.fullmatch(value):
             raise SystemExit(f"{name}={value!r} is not a Python name in lower case (letters, digits, _)")
+    method = METHOD.fullmatch(function)
+    if not (IDENTIFIER.fullmatch(function) or method):
+        raise SystemExit(f"FUNC={function!r} is neither a function's name in lower case (rms_norm) nor a method "
+                         f"of a new class, Class.method (RMSNorm.forward)")
     package = _chapter_package(root, number)
     solution = root / "solutions" / "hero_transformer" / f"{module}.py"
     folder = package / task
@@ -163,15 +211,23 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
     if f"BEGIN SOLUTION {task}\n" in solution.read_text(encoding="utf-8") or folder.exists():
         raise SystemExit(f"task {task} exists already (its region, or {folder.relative_to(root)}/): nothing was "
                          f"written")
-    if re.search(rf"^def {function}\(", solution.read_text(encoding="utf-8"), re.M):
-        raise SystemExit(f"{module}.py already defines {function}: choose another FUNC")
+    defined = rf"^class {method['cls']}\b" if method else rf"^def {function}\("
+    if re.search(defined, solution.read_text(encoding="utf-8"), re.M):
+        raise SystemExit(f"{module}.py already defines {method['cls'] if method else function}: choose another FUNC")
     if not lesson.is_file():
         raise SystemExit(f"chapter {number} has no lesson at {lesson.relative_to(root)}")
+    if method:  # the module built for a [.., d] input, in float64, and the method called (forward: the module)
+        built = f"{module}.{method['cls']}(x.shape[-1]).double()"
+        call = built if method["method"] == "forward" else f"{built}.{method['method']}"
+    else:
+        call = f"{module}.{function}"
     words = dict(number=number, task=task, function=function, module=module, title=title, package=package.name,
                  mistake=mistake, mistake_text=mistake_text, mistake_code=mistake_code, keyword=keyword,
-                 mistake_name="MISTAKES")
-    with solution.open("a", encoding="utf-8") as handle:
-        handle.write(SOLUTION.format(**words))
+                 mistake_name="MISTAKES", call=call, cls=method["cls"] if method else "",
+                 method=method["method"] if method else "")
+    text = solution.read_text(encoding="utf-8")
+    solution.write_text(_placed(text, (SOLUTION_METHOD if method else SOLUTION).format(**words), number),
+                        encoding="utf-8")
     folder.mkdir()
     (folder / "__init__.py").write_text(PUBLIC.format(**words), encoding="utf-8")
     (folder / "hidden.py").write_text(HIDDEN.format(**words), encoding="utf-8")
@@ -180,7 +236,9 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
         handle.write(LESSON.format(**words))
     where = f"grader/checks/{package.name}/{task}/"
     return [f"write {function}'s body between the region's markers in solutions/hero_transformer/{module}.py "
-            f"(its docstring becomes the student's stub)",
+            f"(its docstring becomes the student's stub)" + (f", and {method['cls']}.__init__ above it (outside the "
+                                                            f"region: the student receives it as written)"
+                                                            if method else ""),
             f"write the checks in {where}__init__.py: each mistake by name in MISTAKES, its output by the same "
             f"name in hidden.py beside it (which holds the hidden check too; mutants.py proves the checks)",
             f"write the lesson's section at the end of assignments/{package.name}/README.md (move it where it "
