@@ -455,11 +455,11 @@ def test_watch_reruns_on_a_save_and_stops_on_ctrl_c(bundle, tmp_path):
         second = output.until("Watching hero_transformer/", 2)
         assert "Checking chapter 05 (saved: model.py)" in second
         # What changed comes first, check.py's report after it.
-        changed = second.index("Saved model.py: 14 checks changed since the last run (0 -> 23 / 23 points):")
+        changed = second.index("Saved model.py: 16 checks changed since the last run (0 -> 25 / 25 points):")
         assert changed < second.index("Chapter 05")
-        assert "\n  layer_norm (5 checks): not implemented -> passed\n" in second
+        assert "\n  layer_norm (6 checks): not implemented -> passed\n" in second
         assert "\n  block (5 checks): waiting -> passed\n" in second
-        assert "Total: 23 / 23 points" in second
+        assert "Total: 25 / 25 points" in second
         # Ctrl-C in the middle of a run reaches check.py and the run alike, as a terminal sends it.
         (copy / "hero_transformer" / "model.py").write_text("raise SystemExit\n", encoding="utf-8")
         output.until("Checking", 3)

@@ -271,7 +271,7 @@ def test_visible_results_do_not_reveal_hidden_failures(reference, sandbox):
     assert wrong.score < right.score
     seen_right, seen_wrong = results_json(right), results_json(wrong)
     assert seen_right["output"] == seen_wrong["output"]
-    assert "Public checks: 3 / 3 points." in seen_wrong["output"] and "Hidden checks" in seen_wrong["output"]
+    assert "Public checks: 4 / 4 points." in seen_wrong["output"] and "Hidden checks" in seen_wrong["output"]
     assert seen_wrong["score"] == wrong.score  # the true total, which Gradescope holds back
     visible = lambda data: [(t["name"], t["output"], t["tags"], t["score"], t["status"])  # noqa: E731
                             for t in data["tests"] if t["visibility"] == "visible"]

@@ -530,10 +530,15 @@ def test_a_library_code_is_worded_by_the_grader_and_validated_strictly():
     code = {"kind": "library", "name": "torch.optim.adam._single_tensor_adam"}
     assert forbidden_code(code) == code
     assert "torch.optim.adam._single_tensor_adam" in forbidden_words(code)
-    adamw, gelu = catalogue.tasks()["adamw_step"], catalogue.tasks()["gelu"]
+    adamw, gelu, encode = (catalogue.tasks()[n] for n in ("adamw_step", "gelu", "encode"))
     assert "torch.optim.adam._single_tensor_adam" in _forbidden_call_text(code, adamw)
-    # A name the task's rules do not cover is not repeated to the student (the code could have chosen it).
-    assert "torch.optim" not in _forbidden_call_text(code, gelu)
+    # Where torch's library is judged by where it runs (gelu), the call torch's code made is
+    # named, module and qualified name; a task with no rule for it repeats no name (the code
+    # could have chosen it), nor a name that is no module of torch's and a qualified name in it.
+    assert "torch.optim.adam._single_tensor_adam" in _forbidden_call_text(code, gelu)
+    assert "torch.optim" not in _forbidden_call_text(code, encode)
+    assert "torch.nn.no_such_module" not in _forbidden_call_text(
+        {"kind": "library", "name": "torch.nn.no_such_module.thing.a.b.c.d"}, gelu)
     assert "torch._refs.nn.functional.gelu" in _forbidden_call_text(
         {"kind": "library", "name": "torch._refs.nn.functional.gelu"}, gelu)
     for forged in ({"kind": "library", "name": "os.system"}, {"kind": "library", "name": "torch.x y"},

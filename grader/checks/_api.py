@@ -106,6 +106,10 @@ class Task:
     # ("x", 3) for a lesson that says x is [B, T, d]. Every call any chapter's probes make
     # into the function keeps it (python -m grader.generate.promises, run by make student).
     takes: tuple[tuple[str, int], ...] = ()
+    # Where no operator rule is in force, whether a crash is still named by the operator
+    # that raised (a Python call per operator): off for tasks whose probes train or
+    # generate (thousands of operators), whose crashes are named without it.
+    names_failing_operator: bool = True
 
 
 # Operator families, for the tasks' forbidden_ops.

@@ -29,12 +29,12 @@ STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "not_implemente
 def error_bits() -> float:
     """The error path: a standard exception's name or 'its own class', in one of the
     course's files or 'a file of your own', or none."""
-    from grader.run.feedback import _standard_exception_names
+    from grader.run.feedback import standard_exception_names
     from grader.run.reference import Reference
 
     reference = Reference.available()
     files = len([rel for rel in reference.sources if "/" not in rel]) if reference else 10
-    return math.log2(len(_standard_exception_names()) + 1) + math.log2(files + 2)
+    return math.log2(len(standard_exception_names()) + 1) + math.log2(files + 2)
 
 
 def value_bound() -> float:

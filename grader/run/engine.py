@@ -98,7 +98,8 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
             "needs": sorted({t.module for t in group}),
             "limits": limits.rlimits(worker=True),
             "group": {t.name: {"tripwires": list(t.forbidden),
-                               "op_rules": {"ops": list(t.forbidden_ops), "no_autograd": t.no_autograd}}
+                               "op_rules": {"ops": list(t.forbidden_ops), "no_autograd": t.no_autograd,
+                                            "failures": t.names_failing_operator}}
                       for t in group},
             "fresh": fresh,
         }
@@ -111,7 +112,8 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
         "needs": [task.module],
         "limits": limits.rlimits(worker=True),
         "tripwires": list(task.forbidden),
-        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd},
+        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd,
+                     "failures": task.names_failing_operator},
         "fresh": fresh,
     }
 

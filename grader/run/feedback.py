@@ -77,7 +77,7 @@ def _known_exception_names() -> set[str]:
 
 
 @lru_cache(maxsize=1)
-def _standard_exception_names() -> frozenset[str]:
+def standard_exception_names() -> frozenset[str]:
     """The exception classes Python and torch name at their top level (ValueError,
     torch.OutOfMemoryError; no warning): a fixed list of about sixty, whatever the upload
     defines. grader/run/inside/tasks.py tells the raised class among them the same way."""
@@ -262,7 +262,7 @@ class Audience:
         if not _IDENTIFIER.fullmatch(kind or ""):
             return "an exception"
         if self.private:
-            return kind if standard and kind in _standard_exception_names() else "an exception"
+            return kind if standard and kind in standard_exception_names() else "an exception"
         return kind if kind in _known_exception_names() or self.word(kind) else "an exception"
 
     def syntax_error(self, where: str) -> str | None:

@@ -55,6 +55,7 @@ import _thread
 import ctypes
 import functools
 import gc
+import importlib
 import os
 import re
 import sys
@@ -141,9 +142,12 @@ class Rules:
     whether autograd may run at all."""
 
     __slots__ = ("ops", "library", "no_autograd", "_verdicts", "_derived", "_match_op", "_match_library",
-                 "implementations", "by_where", "building_blocks", "_match_fair", "_fair")
+                 "implementations", "by_where", "building_blocks", "_match_fair", "_fair", "failures")
 
-    def __init__(self, ops=(), no_autograd=False):
+    def __init__(self, ops=(), no_autograd=False, failures=False):
+        # failures: with no rule to keep, still note the operator that raises (FAILED_OP),
+        # at a Python call per operator; a task whose probes run thousands turns it off.
+        self.failures = bool(failures)
         patterns = tuple(str(op) for op in ops)
         self.building_blocks = tuple(p[1:] for p in patterns if p.startswith("!"))
         patterns = tuple(p for p in patterns if not p.startswith("!"))
@@ -162,7 +166,7 @@ class Rules:
     @classmethod
     def from_request(cls, value) -> "Rules":
         value = value if isinstance(value, dict) else {}
-        return cls(value.get("ops") or (), value.get("no_autograd", False))
+        return cls(value.get("ops") or (), value.get("no_autograd", False), value.get("failures", False))
 
     def __bool__(self) -> bool:
         return bool(self.ops) or bool(self.library) or self.no_autograd or self.by_where
@@ -519,8 +523,10 @@ def watching(rules: Rules, tripped: list):
     """Record the operators the body runs and trip on those `rules` forbid. Adds to
     `tripped` what it found, including any sign that the recorder was switched off."""
     if not rules:
-        # No rule to keep: only note the operator that fails, if one does (FAILED_OP).
-        with _FailureRecorder():
+        if rules.failures:  # no rule to keep: only note the operator that fails, if one does (FAILED_OP)
+            with _FailureRecorder():
+                yield
+        else:
             yield
         return
     _enforce(rules)
@@ -600,8 +606,20 @@ def library_module(name: str) -> str | None:
     for cut in range(len(parts), 0, -1):
         module, rest = ".".join(parts[:cut]), parts[cut:]
         if torch_module(module):
-            ok = len(rest) <= 4 and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|<[a-z]+>", p) for p in rest)
-            return module if ok else None
+            if len(rest) > 4 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|<[a-z]+>", p) for p in rest):
+                return None
+            # What is named must be there (up to a function's <locals>, which no attribute reaches).
+            try:
+                value = importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - a module of torch's that does not import names nothing
+                return None
+            for part in rest:
+                if part.startswith("<"):
+                    break
+                value = getattr(value, part, None)
+                if value is None:
+                    return None
+            return module
     return None
 
 

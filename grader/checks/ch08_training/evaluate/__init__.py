@@ -19,7 +19,7 @@ from grader.checks.course import F64
 from grader.checks.facts import known_facts
 
 TASKS = [
-    Task("evaluate", "train", "evaluate", "the loss per scored character"),
+    Task("evaluate", "train", "evaluate", "the loss per scored character", names_failing_operator=False),
 ]
 
 DOCS = ["ana", "bob", "christopher", "eve", "li", "kai", "zoe"]
