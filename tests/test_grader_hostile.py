@@ -314,6 +314,39 @@ def test_the_worker_notices_probe_code_replaced_at_run_time(reference, sandbox):
     assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results)
 
 
+def test_a_failing_operator_is_named_from_the_probe_run_again(reference, sandbox):
+    # merge_heads keeps no operator rule: its probes run without the recorder, and the
+    # probe that raised runs once more with it, to name the operator that raised.
+    body = """
+        B, _, T, _ = x.shape
+        return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head + 1)
+    """
+    results = run(reference, sandbox, "merge_heads", body)
+    assert_no_points(results)
+    said = [r.diagnosis for r in results if r.status == "error"]
+    # (a size torch refuses before any operator runs is named by no operator)
+    assert any(", in aten.view on a float64 tensor of shape [2, 5, 3, 4]" in text for text in said), said
+
+
+@pytest.mark.parametrize("change", [
+    "module.probe_gelu_odd_part.__code__ = (lambda ns, a: {'plus': a, 'minus': a * 0}).__code__",
+    "module.probe_gelu_odd_part.__defaults__ = ()",
+    "importlib.import_module('grader.run.inside.tasks').run_probe.__kwdefaults__ = {}",
+])
+def test_the_worker_notices_grader_code_changed_in_place(reference, sandbox, change):
+    # The function stays where it was; its code or its defaults are replaced.
+    body = f"""
+        import importlib
+        module = importlib.import_module("grader.checks.ch05_block.gelu")
+        {change}
+        return x
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results), \
+        [(r.status, r.diagnosis) for r in results]
+
+
 @pytest.mark.skipif(not __import__("shutil").which("bwrap"), reason="bubblewrap is not installed")
 def test_bubblewrap_is_used_wherever_it_is_installed():
     # A silent fall-back to process isolation would quietly weaken every other test here.

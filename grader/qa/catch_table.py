@@ -4,6 +4,7 @@ and print what it catches. Exit status 1 if a mutant survives or a variant loses
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass
 
@@ -53,11 +54,20 @@ class Outcome:
         return bool(self.public)
 
     @property
+    def first_shown(self):
+        """The failed public check whose diagnosis a student reads first in `make check`: the
+        first in the task's order that fails (a check that holds but waits for a value check,
+        Check.gated_by, says nothing of the mistake), or None."""
+        return next((r for r in self.public if not getattr(r, "gated", ())), None)
+
+    @property
     def named_publicly(self) -> bool:
-        """`make check` itself names the mistake: the keyword is in a public check's diagnosis,
-        and is more than a word of that check's name."""
-        keyword = self.entry.keyword.lower()
-        return any(keyword in r.diagnosis.lower() and keyword not in check_words(r.check.name) for r in self.public)
+        """`make check` itself names the mistake: the keyword is in the first diagnosis it shows
+        (first_shown), and is more than a word of that check's name. A later check that names
+        it does not count: a student who reads the first sentence and fixes what it says must
+        be fixing this mistake."""
+        keyword, first = self.entry.keyword.lower(), self.first_shown
+        return first is not None and keyword in first.diagnosis.lower() and keyword not in check_words(first.check.name)
 
 
 def run_entry(entry, reference: Reference, sandbox: Sandbox, seed: int = SEED) -> Outcome:
@@ -99,12 +109,8 @@ def run_all(sandbox: Sandbox | None = None, trivial: bool = False, chapters: lis
 
 
 def _shown(o: Outcome):
-    """The diagnosis a student meets first: a public check's that names the mistake, else any public one's."""
-    keyword = o.entry.keyword.lower()
-    for results in ([r for r in o.public if keyword in r.diagnosis.lower()], o.public, o.failed):
-        if results:
-            return results[0]
-    return None
+    """The diagnosis a student meets first (Outcome.first_shown), else a hidden check's."""
+    return o.first_shown or next(iter(o.public or o.failed), None)
 
 
 def markdown_table(mutant_outcomes, variant_outcomes) -> str:
@@ -154,6 +160,78 @@ def public_rates(mutant_outcomes) -> tuple[float, float]:
 
 NAMED_TARGET = 0.95
 
+PAGE = KIT_ROOT / "docs" / "grader-accuracy.md"
+_TABLE_HEADS = ("| mutant |", "| correct variant |")
+
+
+def _page_rows(text: str) -> tuple[dict[str, str], dict[str, str], str]:
+    """The page's mutant rows and variant rows by entry name, and what follows the change
+    sections (the seed sweep's section, grader.qa.seeds), from a page written before."""
+    mutants, variants = {}, {}
+    for line in text.splitlines():
+        if line.startswith("| [") and "](#" in line:
+            mutants[line[3:line.index("](#")]] = line
+        elif line.startswith("| ") and not line.startswith(_TABLE_HEADS) and line.count("|") == 5:
+            variants[line[2:line.index(" |")]] = line
+    from grader.qa.seeds import SECTION
+
+    tail = text[text.index("\n" + SECTION + "\n"):] if "\n" + SECTION + "\n" in text else ""
+    return mutants, variants, tail
+
+
+def _row_rates(mutant_rows: list[str], variant_rows: list[str]) -> tuple[float, float, float, float]:
+    """(kill, caught publicly, named publicly, false rejection), read back from the rows."""
+    cells = [[c.strip() for c in row.strip("|").split(" | ")] for row in mutant_rows]
+    count = max(1, len(cells))
+    kill = sum(c[-2] == "yes" for c in cells) / count
+    public = sum(c[-1] in ("named", "yes") for c in cells) / count
+    named = sum(c[-1] == "named" for c in cells) / count
+    def kept_every_point(row: str) -> bool:  # "3/3"; a row no run has written counts as lost
+        score = row.strip("|").split(" | ")[-1].strip().split("/")
+        return len(score) == 2 and all(re.fullmatch(r"[0-9.]+", n) for n in score) and float(score[0]) >= float(score[1])
+
+    lost = sum(not kept_every_point(row) for row in variant_rows) / max(1, len(variant_rows))
+    return kill, public, named, lost
+
+
+def write_page(mutant_outcomes, variant_outcomes, whole: bool = True):
+    """docs/grader-accuracy.md from this run: the whole page (`make mutants`), or, for a run
+    of some chapters (`make mutants CH=05`), their rows replaced and every other row kept as
+    the last run wrote it; the headline rates are read from the rows, so they are always the
+    whole catalogue's. An entry no run has written yet says so (tests/test_accuracy_page.py
+    fails on it)."""
+    mutants, variants = accuracy_catalogue()
+    old_mutants, old_variants, tail = _page_rows(PAGE.read_text(encoding="utf-8")) if PAGE.exists() else ({}, {}, "")
+    if whole:
+        old_mutants, old_variants, tail = {}, {}, ""
+    fresh = markdown_table(mutant_outcomes, variant_outcomes).splitlines()
+    new_mutants, new_variants, _ = _page_rows("\n".join(fresh))
+    mutant_rows = [new_mutants.get(m.name) or old_mutants.get(m.name) or _unrun_row(m) for m in mutants]
+    variant_rows = [new_variants.get(v.name) or old_variants.get(v.name) or f"| {v.name} | {v.task} | {v.note} | "
+                    f"not run yet: make mutants CH={catalogue.chapter_of_task()[v.task].number} |" for v in variants]
+    kill, public, named, lost = _row_rates(mutant_rows, variant_rows)
+    text = ("# What the grader catches\n\nGenerated by `make mutants` (a chapter's rows by `make mutants CH=NN`); "
+            "do not edit by hand.\n\n"
+            f"Kill rate: **{kill:.1%}**; caught by `make check` (public checks, judged without the "
+            f"reference): **{public:.1%}**; named by `make check` (the mistake's word in the first public "
+            f"check's diagnosis `make check` shows for it): **{named:.1%}**; false-rejection rate: **{lost:.1%}**.\n\n"
+            "In the last column, *named* means `make check` fails and the first diagnosis it shows names the "
+            "mistake; *yes* that it fails with a first diagnosis that does not; a hidden check names it then. "
+            "A mutant's name links to the mistake itself, its change to the reference, below the "
+            "tables.\n\n"
+            + "\n".join(fresh[:2] + mutant_rows + ["", "| correct variant | task | note | score |", "|---|---|---|---|"]
+                        + variant_rows) + "\n\n"
+            + markdown_changes(mutants) + "\n" + tail)
+    PAGE.parent.mkdir(exist_ok=True)
+    PAGE.write_text(text, encoding="utf-8")
+    return PAGE
+
+
+def _unrun_row(mutant) -> str:
+    chapter = catalogue.chapter_of_task()[mutant.task].number
+    return (f"| [{mutant.name}](#{mutant.name}) | {mutant.task} | {mutant.mistake} | — | not run yet: make mutants "
+            f"CH={chapter} | **NO** | **NO** |")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.qa.catch_table", description=__doc__.split("\n\n")[0])
@@ -170,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown_tasks:
         parser.error(f"there is no task {unknown_tasks[0]!r}; tasks: {', '.join(catalogue.tasks())}")
     if args.write_docs and (chapters or args.task):
-        parser.error("docs/grader-accuracy.md is the whole catalogue's table: leave out --chapters and --task")
+        parser.error("--write-docs writes the whole catalogue's page: leave out --chapters and --task (--chapters "
+                     "alone updates its chapters' rows)")
     console = Console()
     with console.status("running the mutants and the correct variants…"):
         mutant_outcomes, variant_outcomes, *trivial = run_all(trivial=not args.no_trivial, chapters=chapters,
@@ -206,20 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         summary += (f"; bodies that compute nothing scoring points: {len(scoring)}/{len(trivial[0])}"
                     + "".join(f"\n  {o.entry.name}: {o.score:g}/{o.max_score:g}" for o in scoring))
     console.print(f"[bold]{summary}")
-    if args.write_docs:
-        doc = KIT_ROOT / "docs" / "grader-accuracy.md"
-        doc.parent.mkdir(exist_ok=True)
-        doc.write_text("# What the grader catches\n\nGenerated by `make mutants`; do not edit by hand.\n\n"
-                       f"Kill rate: **{kill:.1%}**; caught by `make check` (public checks, judged without the "
-                       f"reference): **{public:.1%}**; named by `make check` (the mistake's word in a public "
-                       f"check's diagnosis): **{named:.1%}**; false-rejection rate: **{false_rejection:.1%}**.\n\n"
-                       "In the last column, *named* means `make check` fails and its diagnosis names the mistake; "
-                       "*yes* that it fails with a diagnosis that does not; a hidden check names it then. "
-                       "A mutant's name links to the mistake itself, its change to the reference, below the "
-                       "tables.\n\n"
-                       + markdown_table(mutant_outcomes, variant_outcomes) + "\n\n"
-                       + markdown_changes([o.entry for o in mutant_outcomes]) + "\n", encoding="utf-8")
-        console.print(f"wrote {doc}")
+    if args.write_docs or chapters:
+        doc = write_page(mutant_outcomes, variant_outcomes, whole=args.write_docs)
+        console.print(f"wrote {doc}" + ("" if args.write_docs else f" (the rows of chapter(s) {', '.join(chapters)})"))
     return 0 if (kill == 1.0 and public == 1.0 and named >= NAMED_TARGET and false_rejection == 0.0
                  and not scoring) else 1
 

@@ -5,8 +5,9 @@
 Each step says what it found and, when it fails, what to do: the solution region and
 the student's stub agree, the facts and forms the public checks judge with are current,
 the lesson names the task and its generated table is current, the reference earns every
-point and the stub none, the task's mutants are caught and named, its correct variants
-keep every point, and bodies that compute nothing earn nothing.
+point and the stub none, the task's mutants are caught and the first diagnosis `make check`
+shows for each names its mistake, its correct variants keep every point, and bodies that
+compute nothing earn nothing.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def _catalogue(task, sandbox) -> list[Step]:
     mutants, variants, trivial = catch_table.run_all(sandbox, trivial=True, tasks=[task.name])
     spent = time.perf_counter() - started
     if not mutants:
-        steps.append(Step("its mutants are caught and named", f"{task.name} has no mutant: add one in "
+        steps.append(Step("its mutants are caught", f"{task.name} has no mutant: add one in "
                           f"grader/checks/{catalogue.chapter_of_task()[task.name].module}/{task.name}/"
                           f"{catalogue.MUTANTS}.py"))
     else:
@@ -112,7 +113,16 @@ def _catalogue(task, sandbox) -> list[Step]:
                    f"{', '.join(missed[0].entry.expect)}" if missed else
                    f"mutant {unnamed[0].entry.name} is caught by hidden checks only: a public check must fail too"
                    if unnamed else "")
-        steps.append(Step(f"its {len(mutants)} mutants are caught and named", problem))
+        steps.append(Step(f"its {len(mutants)} mutants are caught", problem))
+        misnamed = [o for o in mutants if o.caught_publicly and not o.named_publicly]
+        first = misnamed[0].first_shown if misnamed else None
+        steps.append(Step(
+            "the first diagnosis `make check` shows for each mutant names its mistake",
+            (f"mutant {misnamed[0].entry.name}: `make check` shows first "
+             f"{first.check.name if first else 'a gated check'}: \"{(first.diagnosis if first else '')[:200]}\", "
+             f"which does not say '{misnamed[0].entry.keyword}'; make that check's input tell this mistake from "
+             f"the ones it names, or its diagnosis say both" + (f" ({len(misnamed) - 1} more)" if len(misnamed) > 1
+                                                                    else "")) if misnamed else ""))
     losing = [o for o in variants if o.score < o.max_score]
     steps.append(Step(f"its {len(variants)} correct variants keep every point",
                       f"variant {losing[0].entry.name} scores {losing[0].score:g}/{losing[0].max_score:g}: "

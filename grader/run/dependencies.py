@@ -10,6 +10,7 @@ import ast
 import graphlib
 import inspect
 import json
+import linecache
 import re
 from functools import lru_cache
 
@@ -157,49 +158,49 @@ def build_order(graph: dict[str, tuple[str, ...]]) -> list[str]:
     return done
 
 
-@lru_cache(maxsize=1)
 def _computed_graph(reference: Reference) -> dict[str, tuple[str, ...]]:
+    return {name: _public_parts(reference, name) for name in catalogue.tasks()}
+
+
+@lru_cache(maxsize=None)
+def _public_parts(reference: Reference, task_name: str) -> tuple[str, ...]:
+    """What a task's public checks run besides its own code (each task read only when
+    asked: a run of one chapter reads that chapter's tasks alone)."""
     bodies, imports = _reference_parts(reference)
-    helpers = _helpers(reference)
-    order = list(catalogue.tasks())
-    graph = {}
-    for chapter in catalogue.chapters():
-        for task in chapter.tasks:
-            probes = [c.probe for c in chapter.checks if c.task == task.name and not c.hidden]
-            text = "\n".join([_check_code(probes), bodies.get(task.name, "")])
-            used = _closure(text, {task.name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
-                            bodies, imports, helpers)
-            graph[task.name] = tuple(sorted(used, key=order.index))
-    return graph
+    chapter, task = catalogue.chapter_of_task()[task_name], catalogue.tasks()[task_name]
+    probes = [c.probe for c in chapter.checks if c.task == task_name and not c.hidden]
+    text = "\n".join([_check_code(probes), bodies.get(task_name, "")])
+    used = _closure(text, {task_name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
+                    bodies, imports, _helpers(reference))
+    return tuple(sorted(used, key=list(catalogue.tasks()).index))
 
 
-def worker_holdings() -> dict[str, tuple[str, ...]]:
+def worker_holdings(tasks=None) -> dict[str, tuple[str, ...]]:
     """{task: the certified parts its worker holds}: every task its public and hidden
     checks run besides its own code, read from the reference, counting a part that
     Python's operators call and following the package's methods that are no task; {}
     without a reference (then no worker holds any). Every other task, in that worker, is
-    the student's own code. Course grading only: the student release ships task_graph()."""
+    the student's own code. `tasks`: only these (by name; default every task). Course
+    grading only: the student release ships task_graph()."""
     reference = Reference.available()
-    return {} if reference is None else _holdings(reference)
+    if reference is None:
+        return {}
+    return {name: _held_parts(reference, name) for name in (catalogue.tasks() if tasks is None else tasks)}
+
+
+@lru_cache(maxsize=None)
+def _held_parts(reference: Reference, task_name: str) -> tuple[str, ...]:
+    bodies, imports = _reference_parts(reference)
+    helpers = {**_helpers(reference), **_methods(reference)}
+    chapter, task = catalogue.chapter_of_task()[task_name], catalogue.tasks()[task_name]
+    probes = [c.probe for c in chapter.checks if c.task == task_name]
+    text = "\n".join([_check_code(probes), bodies.get(task_name, "")])
+    used = _closure(text, {task_name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
+                    bodies, imports, helpers, operators=True)
+    return tuple(sorted(used | set(_public_parts(reference, task_name)), key=list(catalogue.tasks()).index))
 
 
 @lru_cache(maxsize=1)
-def _holdings(reference: Reference) -> dict[str, tuple[str, ...]]:
-    bodies, imports = _reference_parts(reference)
-    helpers = {**_helpers(reference), **_methods(reference)}
-    public = _computed_graph(reference)
-    order = list(catalogue.tasks())
-    held = {}
-    for chapter in catalogue.chapters():
-        for task in chapter.tasks:
-            probes = [c.probe for c in chapter.checks if c.task == task.name]
-            text = "\n".join([_check_code(probes), bodies.get(task.name, "")])
-            used = _closure(text, {task.name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
-                            bodies, imports, helpers, operators=True)
-            held[task.name] = tuple(sorted(used | set(public[task.name]), key=order.index))
-    return held
-
-
 def _helpers(reference: Reference) -> dict[str, str]:
     """The reference's module-level functions that hold no task: {"module.name": source}."""
     found = {}
@@ -213,6 +214,7 @@ def _helpers(reference: Reference) -> dict[str, str]:
     return found
 
 
+@lru_cache(maxsize=1)
 def _methods(reference: Reference) -> dict[str, str]:
     """The reference's methods that hold no task: {"module.Class.name": source}
     (Value.__sub__, which runs __add__ and __neg__)."""
@@ -239,15 +241,36 @@ def _check_code(functions) -> str:
         if function in seen or not inspect.isfunction(function):
             continue
         seen.add(function)
-        try:
-            text = inspect.getsource(function)
-        except (OSError, TypeError):
+        text = _source_of(function)
+        if text is None:
             continue
         texts.append(text)
         names = function.__globals__
         pending += [names[n] for n in set(re.findall(r"\b\w+\b", text)) if n in names
                     and getattr(names[n], "__module__", "").startswith("grader.checks.")]
     return "\n".join(texts)
+
+
+def _source_of(function) -> str | None:
+    """A function's source: from its first line to the last its code covers, and on over
+    the lines indented deeper than its first (inspect.getsource, which tokenizes the
+    file for each function, took most of a chapter's planning)."""
+    code = function.__code__
+    lines = linecache.getlines(code.co_filename)
+    first = code.co_firstlineno
+    if code.co_name == "<lambda>" or not 0 < first <= len(lines):
+        try:
+            return inspect.getsource(function)
+        except (OSError, TypeError):
+            return None
+    last = max((end for _, end, _, _ in code.co_positions() if end is not None), default=first)
+
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip())
+
+    while last < len(lines) and (not lines[last].strip() or indent(lines[last]) > indent(lines[first - 1])):
+        last += 1
+    return "".join(lines[first - 1:last])
 
 
 def independent(first: str, second: str) -> bool:

@@ -9,6 +9,8 @@ into a check status with a reason.
 
 from __future__ import annotations
 
+import builtins
+
 import dataclasses
 import secrets
 import time
@@ -70,7 +72,7 @@ def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
     A task may run a part taught after it (catalogue order, the lessons') from its probes
     only, never from its own code: `task/probes`. A part only some of a group's tasks
     hold refuses the others."""
-    holdings = worker_holdings()
+    holdings = worker_holdings([t.name for t in tasks])
     names = {t.name for t in tasks}
     held = frozenset().union(*(holdings.get(t.name, ()) for t in tasks)) - names
     taught = {name: i for i, name in enumerate(catalogue.tasks())}
@@ -220,12 +222,24 @@ class SharedWorker:
 
     def close(self) -> str:
         """End the worker; what it printed while the group ran."""
+        with PHASES.phase("worker ends"):
+            return self._close()
+
+    def _close(self) -> str:
         if self.worker is None:
             return ""
         self.worker.close()
         output = self.worker.output.text(wait=2.0)
         self.worker = None
         return output
+
+
+# The errors a failing torch operator raises, Python's and torch's (the worker names an
+# operator for these only: grader/run/inside/tasks.py's describe).
+NAMEABLE_FAILURES = frozenset(
+    value.__name__ for module in (builtins, torch) for value in vars(module).values()
+    if isinstance(value, type) and issubclass(value, (RuntimeError, TypeError, ValueError, IndexError))
+    and not issubclass(value, (NotImplementedError, RecursionError)))
 
 
 class _SetupFailed(Exception):
@@ -302,19 +316,42 @@ class _TaskRun:
             self.fresh_next = False
         if self.setup_failure:
             raise _SetupFailed()
-        with PHASES.phase("probes"):
-            answer = self.worker.call(check.probe.__module__.removeprefix("grader.checks."),
-                                      check.probe.__name__, sent,
-                                      max(0.5, min(check.timeout, self.timeout_cap, self.deadline - time.monotonic())),
-                                      task=self.task.name if self.on_shared else None)
-        reply = checked_reply(answer)
+        reply = checked_reply(self._probe(check, sent))
         if self.on_shared and reply.get("crossed"):
             # The probe ran another task of the group (held as the student wrote it), or a
             # part held for another task of the group that its own task does not build on
             # (refused): answered again in the task's own worker, as if never grouped.
             self.worker, self.on_shared, self.shared = None, False, None
             return self.call(check, sent, own=True)
-        return reply
+        return self._failure_named(check, sent, reply)
+
+    def _probe(self, check: Check, sent: dict, name_failure: bool = False):
+        with PHASES.phase("probes"):
+            return self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
+                                    max(0.5, min(check.timeout, self.timeout_cap, self.deadline - time.monotonic())),
+                                    task=self.task.name if self.on_shared else None, name_failure=name_failure)
+
+    def _failure_named(self, check: Check, sent: dict, reply: dict) -> dict:
+        """A probe of a task with no operator rule that raised: run again with the worker
+        noting the operator that raises, which the diagnosis names (noting it on every probe
+        doubled the time of every grading; a failure is rare in code that passes). The
+        name is taken only from the same failure again; anything else keeps the first reply."""
+        error = reply.get("error")
+        if not (self.task.names_failing_operator and not (self.task.forbidden_ops or self.task.no_autograd)
+                and isinstance(error, dict) and error.get("type") in NAMEABLE_FAILURES
+                and "operation" not in error and not reply.get("forbidden_calls")):
+            return reply
+        try:
+            again = checked_reply(self._probe(check, sent, name_failure=True))
+        except WorkerFailed:
+            self.drop_worker()
+            return reply
+        named = again.get("error")
+        if again.get("forbidden_calls") or again.get("crossed") or not isinstance(named, dict):
+            return reply
+        same = all(named.get(key) == error.get(key) for key in ("type", "message", "where"))
+        return {**reply, "error": {**error, "operation": named["operation"]}} if same and "operation" in named \
+            else reply
 
     def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
         """Each run in a fresh worker; the results gathered by name (merge=True: the parts'
@@ -342,6 +379,10 @@ class _TaskRun:
         """End the worker: killed after a failure; told to exit (clean=True) after a run
         that answered, so a runner that keeps processes may reuse it. The group's worker is
         left to the group after a clean run, and ended for every task after a failure."""
+        with PHASES.phase("worker ends"):
+            self._drop_worker(clean)
+
+    def _drop_worker(self, clean: bool):
         if self.on_shared:
             if not clean:
                 self.shared.fail()
@@ -357,6 +398,10 @@ class _TaskRun:
     def finish(self, ran: list[CheckResult]):
         """Ends the last worker and gives what it printed to the last check it ran (the
         group's worker is ended by the group)."""
+        with PHASES.phase("worker ends"):
+            self._finish(ran)
+
+    def _finish(self, ran: list[CheckResult]):
         if self.on_shared:
             self.worker, self.on_shared = None, False
         if self.worker is not None:
@@ -387,9 +432,10 @@ def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: Share
     if not grading.runner.holds_reference and (grading.reference is not None or any(c.hidden for c in checks)):
         raise RunnerRefused(WHERE_GRADING_RUNS)
     try:
-        tampering = scan_submission(submission.sources) if scan_for_tampering else []
-        hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden,
-                    task.forbidden_methods)
+        with PHASES.phase("task scans"):
+            tampering = scan_submission(submission.sources) if scan_for_tampering else []
+            hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden,
+                        task.forbidden_methods)
     except Exception as error:  # noqa: BLE001 - a scan that breaks costs this task, never the submission
         return [CheckResult(c, ERROR, f"the grader failed while reading the submission; please report it "
                                       f"({type(error).__name__})") for c in checks]
@@ -610,7 +656,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     with PHASES.phase("reference and plan"):
         if reference is not None:
             reference.modules  # import it once here, not from two grading threads at once
-            worker_holdings()  # read once here too, before two threads each set about it
+            worker_holdings([task.name for task, _ in plan])  # here, before two threads each set about it
         # Scanned once, before the threads (the scan caches what it finds per upload).
         try:
             scan_submission(submission.sources)

@@ -24,10 +24,12 @@ ORDER = {
                     "ready",
     "package import": "the upload's package imported once, in its sealed process",
     "worker starts": "each task's worker forked, connected and given its certified parts",
+    "task scans": "each task's function read for the calls it may not make",
     "inputs": "each check's inputs drawn",
     "expected values": "the reference's answers computed in the grader",
     "probes": "each probe's round trip: the student's code running in its worker, the answer sent back",
     "judges": "each answer judged and worded",
+    "worker ends": "each worker told to exit (or killed), and the last of what it printed read",
     "shutdown": "the sandbox and its processes ended",
     "report": "the report rendered and its files written",
 }

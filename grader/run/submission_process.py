@@ -227,6 +227,11 @@ class Door:
                 pass
 
 
+def _end_spare(future) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result().kill()
+
+
 class SubmissionProcess:
     """One submission's package, imported once in a sealed process (S') in the sandbox;
     worker() gives a fresh fork of it, connected and checked, for one task. `sandbox`
@@ -246,6 +251,9 @@ class SubmissionProcess:
         self._used: dict[tuple[int, int], int] = {}  # a worker's pid namespace -> its pid 1, as we count
         self._used_lock = threading.Lock()  # the door's thread
         self._lock = threading.Lock()  # one fork at a time, each with its worker
+        self._spare = None  # a Future: the next worker, forked before it is asked for
+        self._spares = None  # the one thread that forks it
+        self._spare_lock = threading.Lock()
         # Set when a fork gave no worker: what broke it (an at-fork hook the package
         # registered, say) breaks every later fork too, so no task waits for one again.
         self.broken: str | None = None
@@ -308,6 +316,35 @@ class SubmissionProcess:
         return True
 
     def worker(self) -> Worker:
+        """A fresh fork, connected and checked: the spare forked while the last one worked
+        (a fork of S', its namespaces made and its connection checked, took a third of a
+        worker's start), and the next spare set going."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        worker = spare.result() if spare is not None else self._fork_worker()
+        self._fork_spare()
+        return worker
+
+    def _fork_spare(self) -> None:
+        import concurrent.futures
+
+        with self._spare_lock:
+            if self._spare is not None or self.broken is not None or self.control is None:
+                return
+            if self._spares is None:
+                self._spares = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spare-worker")
+            self._spare = self._spares.submit(self._fork_worker)
+
+    def _drop_spare(self) -> None:
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+            spares, self._spares = self._spares, None
+        if spare is not None:  # ended once it is up (closing S' makes a fork under way fail at once)
+            spare.add_done_callback(_end_spare)
+        if spares is not None:
+            spares.shutdown(wait=False)
+
+    def _fork_worker(self) -> Worker:
         import queue
 
         timeout = self.sandbox.limits.setup_seconds
@@ -341,6 +378,7 @@ class SubmissionProcess:
         return Worker(pid, connection, OutputTail(out_read), end=lambda clean: end(), host_pid=pid)
 
     def close(self):
+        self._drop_spare()
         if self.door is not None:
             self.door.close()
             self.door = None

@@ -113,11 +113,16 @@ class Worker:
     def start(self, request: dict, timeout: float):
         return self._exchange(request, timeout)
 
-    def call(self, module: str, probe: str, inputs: dict, timeout: float, task: str | None = None):
-        """One probe's answer; `task` names the task it grades where the worker serves a group."""
+    def call(self, module: str, probe: str, inputs: dict, timeout: float, task: str | None = None,
+             name_failure: bool = False):
+        """One probe's answer; `task` names the task it grades where the worker serves a
+        group; `name_failure`: the probe failed before, and runs again to name the operator
+        that raised."""
         message = {"module": module, "probe": probe, "inputs": inputs}
         if task is not None:
             message["task"] = task
+        if name_failure:
+            message["name_failure"] = True
         return self._exchange(message, timeout)
 
     def kill(self, clean: bool = False):

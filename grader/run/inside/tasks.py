@@ -41,21 +41,39 @@ class ExitCalled(RuntimeError):
 IMPORTED_ONCE: dict = {}
 
 GRADER_CODE: dict = {}
+# Grader functions whose code or defaults were replaced in place, as "module.name".
+CHANGED_IN_PLACE: list = []
+_IN_PLACE = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
 
 def snapshot_grader_code() -> None:
+    """Note every function of the grader's modules, before any student code exists. A
+    function replaced in its module is found by identity after each probe; one whose code
+    or defaults are replaced in place is reported by the audit event the assignment raises
+    (reading each function's __code__ after every probe cost milliseconds: every read of it
+    is an audited event, which the seal's hook answers)."""
     for name, module in list(sys.modules.items()):
         if name.startswith("grader."):
             for attr, value in vars(module).items():
                 if isinstance(value, types.FunctionType):
-                    GRADER_CODE[(name, attr)] = (value, value.__code__, value.__defaults__)
+                    GRADER_CODE[(name, attr)] = value
+    watched = {id(function): (f"{name}.{attr}", function) for (name, attr), function in GRADER_CODE.items()}
+
+    def notice_in_place(event, args, _watched=watched, _attributes=_IN_PLACE, _note=CHANGED_IN_PLACE.append):
+        if event == "object.__setattr__" and len(args) > 1 and args[1] in _attributes:
+            known = _watched.get(id(args[0]))
+            if known is not None and known[1] is args[0]:
+                _note(known[0])
+
+    sys.addaudithook(notice_in_place)
 
 
 def grader_code_changed() -> str | None:
-    for (name, attr), (function, code, defaults) in GRADER_CODE.items():
+    if CHANGED_IN_PLACE:
+        return CHANGED_IN_PLACE[0]
+    for (name, attr), function in GRADER_CODE.items():
         module = sys.modules.get(name)
-        current = getattr(module, attr, None) if module is not None else None
-        if current is not function or function.__code__ is not code or function.__defaults__ is not defaults:
+        if module is None or module.__dict__.get(attr) is not function:
             return f"{name}.{attr}"
     return None
 
@@ -161,7 +179,7 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
                     op_rules.arm(probe_rules, reversible=True)
             module = importlib.import_module(f"grader.checks.{call['module']}")
             probe = getattr(module, call["probe"])
-            with op_rules.watching(probe_rules, tripped):
+            with op_rules.watching(probe_rules, tripped, name_failure=call.get("name_failure") is True):
                 result = run_probe(probe, namespace, call["inputs"], probing)
             reply = {"result": result}
         except BaseException as error:  # noqa: BLE001
