@@ -10,7 +10,7 @@ import pytest
 
 from grader.checks import catalogue
 from grader.mutants import catalogue as accuracy_catalogue
-from grader.qa import catch_table
+from grader.qa import accuracy_page, catch_table
 
 STALE = "docs/grader-accuracy.md is stale: run `make mutants` (or `make mutants CH=NN` for the chapter changed)"
 
@@ -21,8 +21,8 @@ def _chapter(task: str) -> str:
 
 def test_the_page_lists_the_catalogue_as_it_is():
     mutants, variants = accuracy_catalogue()
-    text = catch_table.PAGE.read_text(encoding="utf-8")
-    rows, variant_rows, _ = catch_table._page_rows(text)
+    text = accuracy_page.PAGE.read_text(encoding="utf-8")
+    rows, variant_rows, _ = accuracy_page._page_rows(text)
     assert list(rows) == [m.name for m in mutants], STALE
     for mutant in mutants:
         cells = [c.strip() for c in rows[mutant.name].strip("|").split(" | ")]
@@ -42,17 +42,17 @@ def _outcome(entry, failed_public: bool, named: bool):
 
 def test_a_chapter_run_replaces_its_rows_and_keeps_the_others(tmp_path, monkeypatch):
     page = tmp_path / "grader-accuracy.md"
-    page.write_text(catch_table.PAGE.read_text(encoding="utf-8"), encoding="utf-8")
-    monkeypatch.setattr(catch_table, "PAGE", page)
+    page.write_text(accuracy_page.PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(accuracy_page, "PAGE", page)
     mutants, variants = accuracy_catalogue()
-    before, before_variants, tail = catch_table._page_rows(page.read_text(encoding="utf-8"))
+    before, before_variants, tail = accuracy_page._page_rows(page.read_text(encoding="utf-8"))
     ours = [m for m in mutants if _chapter(m.task) == "05"]
     assert ours, "chapter 05 has mutants"
     # Chapter 05 run again: its first mutant now escapes make check, every other is named.
     outcomes = [_outcome(m, failed_public=i > 0, named=True) for i, m in enumerate(ours)]
-    catch_table.write_page(outcomes, [], whole=False)
+    accuracy_page.write_page(outcomes, [], whole=False)
     text = page.read_text(encoding="utf-8")
-    after, after_variants, after_tail = catch_table._page_rows(text)
+    after, after_variants, after_tail = accuracy_page._page_rows(text)
     assert list(after) == [m.name for m in mutants]
     for mutant in mutants:
         if _chapter(mutant.task) != "05":
@@ -68,14 +68,14 @@ def test_a_chapter_run_replaces_its_rows_and_keeps_the_others(tmp_path, monkeypa
 
 def test_an_entry_never_run_says_which_run_writes_it(tmp_path, monkeypatch):
     page = tmp_path / "grader-accuracy.md"
-    monkeypatch.setattr(catch_table, "PAGE", page)
-    catch_table.write_page([], [], whole=False)
-    rows, variant_rows, _ = catch_table._page_rows(page.read_text(encoding="utf-8"))
+    monkeypatch.setattr(accuracy_page, "PAGE", page)
+    accuracy_page.write_page([], [], whole=False)
+    rows, variant_rows, _ = accuracy_page._page_rows(page.read_text(encoding="utf-8"))
     mutants, _ = accuracy_catalogue()
     first = mutants[0]
     assert f"not run yet: make mutants CH={_chapter(first.task)}" in rows[first.name]
     with pytest.raises(AssertionError, match="stale"):
-        monkeypatch.setattr(catch_table, "PAGE", page)
+        monkeypatch.setattr(accuracy_page, "PAGE", page)
         test_the_page_lists_the_catalogue_as_it_is()
 
 
@@ -95,3 +95,15 @@ def test_named_means_the_first_diagnosis_make_check_shows_names_the_mistake():
     assert catch_table.Outcome(mutant, [waiting, naming, elsewhere], 0, 1).named_publicly
     assert not catch_table.Outcome(mutant, [hidden, elsewhere], 0, 1).named_publicly
     assert catch_table.Outcome(mutant, [hidden, elsewhere], 0, 1).caught_publicly
+
+
+def test_make_student_names_the_mistakes_make_check_cannot_tell_apart():
+    def row(name, said, public):
+        return f"| [{name}](#{name}) | layer_norm | a slip | example_figures | {said} | yes | {public} |"
+
+    page = "\n".join([row("zz_time_axis", "the statistics are taken over the time axis", "named"),
+                      row("zz_batch_axis", "the statistics are taken over the time axis", "yes"),
+                      row("zz_tanh", "this is the tanh form", "named"),
+                      row("zz_tanh_pow", "this is the tanh form", "named")])
+    found = accuracy_page.indistinct(page)
+    assert len(found) == 1 and "zz_time_axis, zz_batch_axis" in found[0] and "names some" in found[0], found

@@ -28,6 +28,8 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.qa.accuracy_page import SECTION
+
 import torch
 
 from grader.checks import catalogue
@@ -197,7 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if found.clean else 1
 
 
-SECTION = "## Every seed"
 
 
 def write_docs(found: Sweep, mutant_seeds: int) -> None:
