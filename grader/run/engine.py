@@ -9,7 +9,6 @@ into a check status with a reason.
 
 from __future__ import annotations
 
-import builtins
 
 import dataclasses
 import secrets
@@ -23,6 +22,7 @@ from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task
 from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
 from grader.run.inside import sealed
+from grader.run.inside.tasks import standard_exceptions
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.profile import PHASES
@@ -236,10 +236,9 @@ class SharedWorker:
 
 # The errors a failing torch operator raises, Python's and torch's (the worker names an
 # operator for these only: grader/run/inside/tasks.py's describe).
-NAMEABLE_FAILURES = frozenset(
-    value.__name__ for module in (builtins, torch) for value in vars(module).values()
-    if isinstance(value, type) and issubclass(value, (RuntimeError, TypeError, ValueError, IndexError))
-    and not issubclass(value, (NotImplementedError, RecursionError)))
+NAMEABLE_FAILURES = frozenset(cls.__name__ for cls in standard_exceptions()
+                              if issubclass(cls, (RuntimeError, TypeError, ValueError, IndexError))
+                              and not issubclass(cls, (NotImplementedError, RecursionError)))
 
 
 class _SetupFailed(Exception):

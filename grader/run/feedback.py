@@ -78,15 +78,11 @@ def _known_exception_names() -> set[str]:
 
 @lru_cache(maxsize=1)
 def standard_exception_names() -> frozenset[str]:
-    """The exception classes Python and torch name at their top level (ValueError,
-    torch.OutOfMemoryError; no warning): a fixed list of about sixty, whatever the upload
-    defines. grader/run/inside/tasks.py tells the raised class among them the same way."""
-    import builtins
+    """The names of grader/run/inside/tasks.py's standard_exceptions, by which the worker
+    tells the raised class among them: a fixed list of about sixty, whatever the upload defines."""
+    from grader.run.inside.tasks import standard_exceptions
 
-    import torch
-
-    return frozenset(name for module in (builtins, torch) for name, value in vars(module).items()
-                     if isinstance(value, type) and issubclass(value, BaseException) and not issubclass(value, Warning))
+    return frozenset(cls.__name__ for cls in standard_exceptions())
 
 
 # Lines a library in the worker writes about the machine, not about the student's code:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 import types
 
+from grader.run.inside.sealed import nested_codes
+
 CHECKS = "grader.checks"
 DECLARED = "__declared_checks__"
 
@@ -39,13 +41,6 @@ class GraderOnly(RuntimeError):
 def _check_modules() -> dict[str, types.ModuleType]:
     return {name: module for name, module in list(sys.modules.items())
             if module is not None and (name == CHECKS or name.startswith(CHECKS + "."))}
-
-
-def _codes(code: types.CodeType):
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _codes(const)
 
 
 def _filled(cell) -> bool:
@@ -79,7 +74,7 @@ def reachable_from_probes(modules: dict[str, types.ModuleType]) -> set[int]:
         todo.extend(function.__defaults__ or ())
         todo.extend((function.__kwdefaults__ or {}).values())
         todo.extend(cell.cell_contents for cell in function.__closure__ or () if _filled(cell))
-        names = {name for code in _codes(function.__code__) for name in code.co_names}
+        names = {name for code in nested_codes(function.__code__) for name in code.co_names}
         scope = function.__globals__
         for space in [scope] + [vars(v) for v in scope.values()
                                 if isinstance(v, types.ModuleType) and v.__name__ in modules]:

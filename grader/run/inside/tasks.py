@@ -257,7 +257,9 @@ def describe(error: BaseException) -> dict:
 STANDARD_EXCEPTIONS: frozenset = frozenset()
 
 
-def _standard_exceptions() -> frozenset:
+def standard_exceptions() -> frozenset:
+    """The exception classes Python and torch name at their top level (ValueError,
+    torch.OutOfMemoryError; no warning): the grader words an error by these names only."""
     import builtins
 
     import torch
@@ -373,7 +375,7 @@ def seal() -> None:
     if SERVES_MANY[0]:
         return
     if not STANDARD_EXCEPTIONS:
-        STANDARD_EXCEPTIONS = _standard_exceptions()
+        STANDARD_EXCEPTIONS = standard_exceptions()
     sealed.install(_serve_one, run_probe, CROSSED, TAUGHT_LATER)
 
 
