@@ -42,3 +42,20 @@ def test_the_totals_a_doc_states_are_the_catalogues(doc):
         value = int(number.replace(",", ""))
         if value > 20:  # a whole-course count, not "2 checks" of one task
             assert value == counts[kind], f"{doc} says {value} {kind}checks; the catalogue has {counts[kind]}"
+
+
+def test_each_chapter_row_of_the_assignments_table_names_its_tasks():
+    """assignments/README.md's "what you implement" names every task's function or class in
+    its chapter's row: a task added to a chapter must be added there (the line is given)."""
+    raw = (ROOT / "assignments" / "README.md").read_text(encoding="utf-8")
+    lines = raw.splitlines()
+    for chapter in catalogue.chapters():
+        line = next((n for n, row in enumerate(lines, 1) if row.startswith(f"| [{chapter.module}]")), None)
+        assert line is not None, f"assignments/README.md has no row for {chapter.module}"
+        cell = lines[line - 1].rsplit(" | ", 1)[-1]
+        for task in chapter.tasks:
+            owner, _, method = task.qualname.rpartition(".")
+            named = {f"`{task.qualname}`", f"`{owner}`" if owner else "", f"`{method}`" if not owner else ""} - {""}
+            assert any(name in cell for name in named), (
+                f"assignments/README.md line {line}: the row of {chapter.module} names none of "
+                f"{', '.join(sorted(named))} (task {task.name}); add it to \"what you implement\"")

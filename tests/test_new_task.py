@@ -70,6 +70,9 @@ def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     made = _run(kit, "-m", "grader.generate.new_task", "05", "zz_selftest_norm", "--title", "self-test norm")
     assert made.returncode == 0, made.stdout + made.stderr
     assert "make task-check TASK=zz_selftest_norm" in made.stdout
+    row = next(line for line in (kit / "assignments" / "README.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| [ch05_block]"))
+    assert row.endswith(", `zz_selftest_norm` (`model.py`) |"), row  # "what you implement" names it
     again = _run(kit, "-m", "grader.generate.new_task", "05", "zz_selftest_norm")
     assert again.returncode != 0 and "exists already" in again.stdout + again.stderr
 

@@ -234,6 +234,7 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
     (folder / "mutants.py").write_text(MUTANTS.format(**words), encoding="utf-8")
     with lesson.open("a", encoding="utf-8") as handle:
         handle.write(LESSON.format(**words))
+    _name_in_the_table(root, package.name, function)
     where = f"grader/checks/{package.name}/{task}/"
     return [f"write {function}'s body between the region's markers in solutions/hero_transformer/{module}.py "
             f"(its docstring becomes the student's stub)" + (f", and {method['cls']}.__init__ above it (outside the "
@@ -244,6 +245,22 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
             f"write the lesson's section at the end of assignments/{package.name}/README.md (move it where it "
             f"belongs; keep the task id `{task}` and {function} in its words)",
             f"`make student`, then `make task-check TASK={task}` until every step holds"]
+
+
+def _name_in_the_table(root: Path, package: str, function: str) -> None:
+    """The task's function named in its chapter's row of assignments/README.md ("what you
+    implement"), before the row's closing file name: tests/test_docs_totals.py holds every
+    task to its row."""
+    table = root / "assignments" / "README.md"
+    lines = table.read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith(f"| [{package}]") and line.rstrip().endswith("|"):
+            body = line.rstrip()[:-1].rstrip()
+            closing = re.search(r" \(`\w+\.py`(?:, `\w+\.py`)*\)$", body)
+            cut = closing.start() if closing else len(body)
+            lines[i] = f"{body[:cut]}, `{function}`{body[cut:]} |\n"
+            table.write_text("".join(lines), encoding="utf-8")
+            return
 
 
 def main(argv: list[str] | None = None) -> int:
