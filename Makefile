@@ -61,6 +61,7 @@ student: $(STAMP)
 	$(PYTHON) -m grader.generate.forms
 	$(PYTHON) -m grader.generate.student_copy
 	$(PYTHON) -m grader.generate.lesson_tables
+	$(PYTHON) -m grader.generate.doc_totals
 	$(PYTHON) -m grader.qa.accuracy_page
 	$(PYTHON) -m grader.generate.notebooks
 
