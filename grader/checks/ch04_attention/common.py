@@ -2,7 +2,8 @@
 module built from the student's (or the reference's) code, and random projection
 weights. They run on both sides: in the sandbox to build modules, in the grader to
 make inputs. The head layout and the attention formula, right and wrong, are the kit's
-own (hidden/oracles.py); the public checks read what they give as data (facts.json).
+own (hidden/oracles.py, and each task's hidden.py); the public checks read what they give
+as data (facts.json).
 """
 
 from __future__ import annotations

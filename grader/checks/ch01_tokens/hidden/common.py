@@ -1,14 +1,12 @@
-"""What the tokenizer's hidden modules share: random corpora, and the vocabulary, ids,
-text and windows the contract fixes, which the judges compare with (on the public
-checks' inputs, as the data the kit writes into facts.json)."""
+"""What the tokenizer's hidden modules share: random corpora, and the vocabulary, ids
+and text the contract fixes, which the judges compare with (on the public checks'
+inputs, as the data the kit writes into facts.json)."""
 
 from __future__ import annotations
 
 import string
 
 import torch
-
-from grader.checks.ch01_tokens.windows import WINDOW_MISTAKES
 
 
 def random_corpus(g):
@@ -48,21 +46,3 @@ def decode_facts(corpus, id_lists):
     return {"bos": bos, "texts": [{"text": "".join(chars[i] for i in ids if i != bos),
                                    "until_bos": "".join(chars[i] for i in ids[:ids.index(bos)]) if bos in ids else None}
                                   for ids in id_lists]}
-
-
-def window_facts(ids, block_size):
-    """The right (inputs, targets) of a document, and each classic mistake's (None where
-    it is the right one)."""
-    L = len(ids)
-    p = min(block_size, L - 1)
-    wrong = {
-        "counts_last": [ids[: min(block_size, L)], ids[1 : min(block_size, L) + 1]],
-        "ignores_block_size": [ids[: L - 1], ids[1:]],
-        "one_short": [ids[: p - 1], ids[1:p]],
-        "not_shifted": [ids[:p], ids[:p]],
-        "swapped": [ids[1 : p + 1], ids[:p]],
-        "from_the_end": [ids[L - 1 - p : L - 1], ids[L - p :]],
-    }
-    right = [ids[:p], ids[1 : p + 1]]
-    return {"right": right, "mistakes": {label: None if wrong[label] == right else wrong[label]
-                                         for label, _ in WINDOW_MISTAKES}}

@@ -32,21 +32,21 @@ def probe_windows(ns, cases):
     return results
 
 
-WINDOW_MISTAKES = [
-    ("counts_last", "positions = min(block_size, len(ids)) counts the last id, which has no next token: "
-                    "positions = min(block_size, len(ids) - 1)"),
-    ("ignores_block_size", "the window ignores block_size: a document longer than the context loses the pairs "
-                           "past the window (positions = min(block_size, len(ids) - 1))"),
-    ("one_short", "the window is one position short: positions = min(block_size, len(ids) - 1), not one less"),
-    ("not_shifted", "the targets are not shifted: targets[p] must be the next id, ids[p + 1]"),
-    ("swapped", "inputs and targets are swapped: inputs = ids[:positions], targets = ids[1:positions + 1]"),
-    ("from_the_end", "the window takes the last positions of the document; it starts at position 0 (the opening "
-                     "BOS)"),
-]
+MISTAKES = {
+    "counts_last": "positions = min(block_size, len(ids)) counts the last id, which has no next token: "
+                   "positions = min(block_size, len(ids) - 1)",
+    "ignores_block_size": "the window ignores block_size: a document longer than the context loses the pairs "
+                          "past the window (positions = min(block_size, len(ids) - 1))",
+    "one_short": "the window is one position short: positions = min(block_size, len(ids) - 1), not one less",
+    "not_shifted": "the targets are not shifted: targets[p] must be the next id, ids[p + 1]",
+    "swapped": "inputs and targets are swapped: inputs = ids[:positions], targets = ids[1:positions + 1]",
+    "from_the_end": "the window takes the last positions of the document; it starts at position 0 (the opening "
+                    "BOS)",
+}
 
 
 def windows_problem(result, ids, block_size, facts, hidden=False) -> "str | None":
-    """facts: the right [inputs, targets] ("right") and each mistake's of WINDOW_MISTAKES
+    """facts: the right [inputs, targets] ("right") and each mistake's of MISTAKES
     ("mistakes", None where it is the right one)."""
     L, p = len(ids), min(block_size, len(ids) - 1)
     said = ("a random document" if hidden else f"len(ids)={L}, block_size={block_size}")
@@ -61,7 +61,7 @@ def windows_problem(result, ids, block_size, facts, hidden=False) -> "str | None
             return f"{name} should be a list of ids, got something else"
     if [inputs, targets] == facts["right"]:
         return None
-    for label, text in WINDOW_MISTAKES:
+    for label, text in MISTAKES.items():
         if facts["mistakes"][label] is not None and [inputs, targets] == facts["mistakes"][label]:
             return f"{said}: {text}"
     if len(inputs) != len(targets):

@@ -5,9 +5,27 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch01_tokens.hidden.common import window_facts
-from grader.checks.ch01_tokens.windows import windows_problem, probe_windows
+from grader.checks.ch01_tokens.windows import MISTAKES, windows_problem, probe_windows
 from grader.checks.facts import facts_for
+
+
+def window_facts(ids, block_size):
+    """The right (inputs, targets) of a document, and each classic mistake's (None where
+    it is the right one)."""
+    L = len(ids)
+    p = min(block_size, L - 1)
+    wrong = {
+        "counts_last": [ids[: min(block_size, L)], ids[1 : min(block_size, L) + 1]],
+        "ignores_block_size": [ids[: L - 1], ids[1:]],
+        "one_short": [ids[: p - 1], ids[1:p]],
+        "not_shifted": [ids[:p], ids[:p]],
+        "swapped": [ids[1 : p + 1], ids[:p]],
+        "from_the_end": [ids[L - 1 - p : L - 1], ids[L - p :]],
+    }
+    assert wrong.keys() == MISTAKES.keys(), "a windows mistake has a sentence but no output"
+    right = [ids[:p], ids[1 : p + 1]]
+    return {"right": right, "mistakes": {label: None if wrong[label] == right else wrong[label]
+                                         for label in MISTAKES}}
 
 
 @facts_for("ch01.windows.ana", "ch01.windows.positions")

@@ -211,11 +211,11 @@ def _cache_inputs(g, chunks, sizes=WIDE):
 # ------------------------------------------------------- the lesson's formula
 # The projections, split_heads and merge_heads composed as the lesson writes attention,
 # o_proj(merge(softmax(mask(q kᵀ · scale)) v)), with the right scale and mask and with
-# each classic wrong one (FORMULA_MISTAKES): on the checks' fixed inputs, data the kit
-# computed with the reference's parts (grader/checks/facts.py; hidden/oracles.py). The
+# each classic wrong one (MISTAKES): on the checks' fixed inputs, data the kit
+# computed with the reference's parts (grader/checks/facts.py; hidden.py). The
 # judge says which the output is.
 
-FORMULA_MISTAKES = {
+MISTAKES = {
     "scale_d": "the scores are divided by d, the model width; divide by sqrt(d_h), the square root of one "
                "head's width",
     "scale_dh": "the scores are divided by d_h itself; divide by its square root, sqrt(d_h)",
@@ -241,7 +241,7 @@ FORMULA_MISTAKES = {
 # queries, the one they compare them with (the keys), the one the weights mix (the
 # values) and, with a cache, what is joined before or after this call's keys and values.
 # The kit computes what each composition outputs with the right scale, mask and softmax
-# on the formula checks' inputs (hidden/oracles.py); the judge names the one the output
+# on the formula checks' inputs (hidden.py); the judge names the one the output
 # is, part by part against the lesson's formula.
 
 RIGHT_ROLES = {"query": "q", "key": "k", "value": "v"}
@@ -372,7 +372,7 @@ def judge_attention_formula(out, inputs, expected):
         if problem := compare_to_float32(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
             return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention{past}"
         return None
-    known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in FORMULA_MISTAKES.items()
+    known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in MISTAKES.items()
                                          if label in composed], atol=1e-7, rtol=1e-6)
     known = known or first_diagnosis(out["out"], [(roles_diagnosis(c["parts"]), c["y"])
                                                   for c in composed.get("compositions", ())], atol=1e-7, rtol=1e-6)
@@ -417,7 +417,7 @@ def judge_attention_reference(out, inputs, expected):
                           f"the cached keys and values [B, h, T_past, d_h] could not be joined with the new ones")
     mismatch = compare_to_float32(out["cached_out"], expected["out"], "the attention output", atol=1e-9, rtol=1e-7)
     if mismatch:
-        known = first_diagnosis(out["cached_out"], named(FORMULA_MISTAKES, expected["mistakes"])
+        known = first_diagnosis(out["cached_out"], named(MISTAKES, expected["mistakes"])
                                 + [(roles_diagnosis(c["parts"]), c["y"]) for c in expected["compositions"]],
                                 atol=1e-7, rtol=1e-6)
         return known or weights_diagnosis(out["cached_weights"], past) or mismatch

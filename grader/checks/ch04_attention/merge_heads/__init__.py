@@ -4,7 +4,7 @@ Head i's features go back to the contiguous positions i*d_h .. (i+1)*d_h - 1; th
 feed numbered features, so a merge that interleaves the heads, or regroups the axes
 without moving them, is named, and merge_heads must undo split_heads exactly. The right
 layout of the numbered features, and the wrong ones, are data the kit computed
-(grader/checks/facts.py; hidden/oracles.py).
+(grader/checks/facts.py; hidden.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ TASKS = [
 ]
 
 
-# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
-MERGE_MISTAKES = {
+# Each mistake by name; what it outputs is computed under the same name (hidden.py).
+MISTAKES = {
     "heads_axis_not_moved": "merge_heads reshapes [B, h, T, d_h] straight to [B, T, d] without moving the heads "
                             "axis back: transpose h and T first (transpose(1, 2)), then reshape",
     "interleaved": "the heads' features are interleaved (feature j of head i lands at j*h + i); head i's features "
@@ -52,7 +52,7 @@ def judge_merge_values(out, inputs, expected):
     right = facts["right"]
     if matches(out["x"], right, atol=0, rtol=0):
         return None
-    known = first_diagnosis(out["x"], named(MERGE_MISTAKES, facts["mistakes"]), atol=0, rtol=0)
+    known = first_diagnosis(out["x"], named(MISTAKES, facts["mistakes"]), atol=0, rtol=0)
     return known or (compare(out["x"], right, "merge_heads(y)", atol=0, rtol=0)
                      + ": head i's d_h features go to positions i*d_h .. (i+1)*d_h - 1")
 

@@ -3,7 +3,7 @@
 Head i owns the contiguous features i*d_h .. (i+1)*d_h - 1 of every position; the
 checks feed numbered features, so a head that takes every h-th feature, or axes
 regrouped without being moved, is named. The right layout of the numbered features, and
-the wrong ones, are data the kit computed (grader/checks/facts.py; hidden/oracles.py).
+the wrong ones, are data the kit computed (grader/checks/facts.py; hidden.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ TASKS = [
 ]
 
 
-# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
-SPLIT_MISTAKES = {
+# Each mistake by name; what it outputs is computed under the same name (hidden.py).
+MISTAKES = {
     "axes_regrouped": "the heads are split with the axes mixed up: view(B, h, T, d_h) regroups the numbers without "
                       "moving them; view as [B, T, h, d_h] first, then swap T and h (transpose(1, 2))",
     "every_hth_feature": "head i takes every h-th feature (view(B, T, d_h, h)); head i must own the contiguous "
@@ -54,12 +54,12 @@ def judge_split_values(out, inputs, expected):
 
 
 def split_problem(out, inputs, facts):
-    """facts: the heads of x ("right") and what each of SPLIT_MISTAKES gives ("mistakes", {name: y})."""
+    """facts: the heads of x ("right") and what each of MISTAKES gives ("mistakes", {name: y})."""
     if problem := judge_split_shape(out, inputs, None):
         return problem
     right = facts["right"]
     if matches(out["y"], right, atol=0, rtol=0):
         return None
-    known = first_diagnosis(out["y"], named(SPLIT_MISTAKES, facts["mistakes"]), atol=0, rtol=0)
+    known = first_diagnosis(out["y"], named(MISTAKES, facts["mistakes"]), atol=0, rtol=0)
     return known or (compare(out["y"], right, "split_heads(x)", atol=0, rtol=0)
                      + ": head i must own features i*d_h .. (i+1)*d_h - 1 of every position")

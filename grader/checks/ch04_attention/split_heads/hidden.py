@@ -5,9 +5,23 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch04_attention.hidden.oracles import split_facts
-from grader.checks.ch04_attention.split_heads import probe_split, split_problem
+from grader.checks.ch04_attention.hidden.oracles import heads_of
+from grader.checks.ch04_attention.split_heads import MISTAKES, probe_split, split_problem
 from grader.checks.facts import facts_for
+
+
+def split_mistakes(x, h):
+    """What each of MISTAKES gives, by its name."""
+    B, T, d = x.shape
+    dh = d // h
+    outputs = {"axes_regrouped": x.reshape(B, h, T, dh),
+               "every_hth_feature": x.reshape(B, T, dh, h).permute(0, 3, 1, 2)}
+    assert outputs.keys() == MISTAKES.keys(), "a split_heads mistake has a sentence but no output"
+    return outputs
+
+
+def split_facts(x, h):
+    return {"right": heads_of(x, h), "mistakes": split_mistakes(x, h)}
 
 
 @facts_for("ch04.split_heads.head_features")

@@ -207,7 +207,7 @@ def judge_block_example(out, inputs, expected):
 
 
 # Each mistake by name; what it outputs is computed under the same name (hidden.py).
-BLOCK_FORMULA_MISTAKES = {
+MISTAKES = {
     "feedforward_reads_x": "the feed-forward branch reads X instead of U = X + A(LN1(X))",
     "one_norm": "one LayerNorm (ln_attention) is used for both branches; the feed-forward branch reads "
                 "ln_feedforward(U)",
@@ -226,7 +226,7 @@ BLOCK_FORMULA_MISTAKES = {
 }
 # The hidden check on random weights (matches_reference) names some of the same mistakes,
 # one in words of its own.
-BLOCK_REFERENCE_MISTAKES = BLOCK_FORMULA_MISTAKES | {
+MISTAKES_REFERENCE = MISTAKES | {
     "one_norm": "one LayerNorm is used for both branches; each branch has its own",
 }
 
@@ -369,7 +369,7 @@ def block_wiring(out, x) -> "str | None":
     U = x + a_out if a_out.shape == x.shape else None
     if U is None:
         return verdict(f"attention's output has shape {list(a_out.shape)} where X has {list(x.shape)}: "
-                       + BLOCK_FORMULA_MISTAKES["broadcast"])
+                       + MISTAKES["broadcast"])
 
     def normalised(value):
         """The norm call that returned `value`, if one did."""
@@ -379,9 +379,9 @@ def block_wiring(out, x) -> "str | None":
     first = normalised(attended["input"])
     if first is None:
         if any(same_values(c["input"], U) for c in norms) and same_values(attended["input"], x):
-            return verdict(BLOCK_FORMULA_MISTAKES["post_ln"])
+            return verdict(MISTAKES["post_ln"])
         if same_values(attended["input"], x):
-            return verdict(BLOCK_FORMULA_MISTAKES["attention_unnormalised"])
+            return verdict(MISTAKES["attention_unnormalised"])
         return verdict("attention does not read LN1(X) = ln_attention(X), of the block's input X, nor X itself")
     if not same_values(first["input"], x):
         return verdict("attention reads a LayerNorm of something other than X, the block's input: it reads "
@@ -389,43 +389,43 @@ def block_wiring(out, x) -> "str | None":
     second = normalised(fed["input"])
     if first["part"] != "ln_attention":
         if second is not None and second["part"] == "ln_attention":
-            return verdict(BLOCK_FORMULA_MISTAKES["branches_swapped_norms"])
+            return verdict(MISTAKES["branches_swapped_norms"])
         return verdict("attention reads through ln_feedforward (LN2) instead of its own ln_attention (LN1): "
                        "U = X + A(LN1(X)), then Y = U + F(LN2(U))")
     # The feed-forward branch: F(LN2(U)).
     if second is None:
         if same_values(fed["input"], U):
-            return verdict(BLOCK_FORMULA_MISTAKES["feedforward_unnormalised"])
+            return verdict(MISTAKES["feedforward_unnormalised"])
         if same_values(fed["input"], x):
             return verdict("the feed-forward branch reads X itself; it reads LN2(U) = ln_feedforward(U), "
                            "U = X + A(LN1(X))")
         return verdict("the feed-forward branch does not read LN2(U) = ln_feedforward(U), with U = X + A(LN1(X))")
     if not same_values(second["input"], U):
         if same_values(second["input"], x):
-            return verdict(BLOCK_FORMULA_MISTAKES["feedforward_reads_x"])
+            return verdict(MISTAKES["feedforward_reads_x"])
         if same_values(second["input"], a_out):
-            return verdict(BLOCK_FORMULA_MISTAKES["no_attention_residual"])
+            return verdict(MISTAKES["no_attention_residual"])
         if any(same_values(second["input"], x + a_out[:, at]) for at in (slice(-1, None), slice(0, 1))):
             return verdict("U = X + A(LN1(X)) is not what the feed-forward branch's LayerNorm reads: "
-                           + BLOCK_FORMULA_MISTAKES["broadcast"] + " (a [B, 1, d] increment lets the last "
+                           + MISTAKES["broadcast"] + " (a [B, 1, d] increment lets the last "
                            "position leak into every earlier one: the future)")
         return verdict("the feed-forward branch's LayerNorm does not read U = X + A(LN1(X))")
     if second["part"] != "ln_feedforward":
-        return verdict(BLOCK_FORMULA_MISTAKES["one_norm"])
+        return verdict(MISTAKES["one_norm"])
     # The output: Y = U + F(LN2(U)).
     f_out = fed["output"]
     if f_out.shape != x.shape:
         return verdict(f"the feed-forward branch's output has shape {list(f_out.shape)} where X has "
-                       f"{list(x.shape)}: " + BLOCK_FORMULA_MISTAKES["broadcast"])
+                       f"{list(x.shape)}: " + MISTAKES["broadcast"])
     if same_values(y, U + f_out):
         return None
     if same_values(y, f_out):
-        return verdict(BLOCK_FORMULA_MISTAKES["no_ff_residual"])
+        return verdict(MISTAKES["no_ff_residual"])
     if same_values(y, x + f_out):
         return verdict("the feed-forward increment is added to X, so the attention increment is lost: "
                        "Y = U + F(LN2(U)), with U = X + A(LN1(X))")
     if normalised(y) is not None:
-        return verdict(BLOCK_FORMULA_MISTAKES["renormalised"])
+        return verdict(MISTAKES["renormalised"])
     return verdict(compare(y, U + f_out, "the block output", atol=1e-9, rtol=1e-7)
                    + ": it is not U + F(LN2(U)) of what the block's own parts returned while it ran")
 
@@ -442,7 +442,7 @@ def judge_block_formula(out, inputs, expected):
     if own_parts(inputs):
         # No certified part stood in: the parts may be wrong and the block right.
         return block_wiring(out, inputs["x"])
-    known = first_diagnosis(out["y"], named(BLOCK_FORMULA_MISTAKES, composed["mistakes"])
+    known = first_diagnosis(out["y"], named(MISTAKES, composed["mistakes"])
                             + composition_mistakes(composed.get("compositions", ())), atol=1e-7, rtol=1e-6)
     if known:
         return known

@@ -7,7 +7,7 @@ import torch
 from grader.checks._api import check, compare, diagnose, named
 from grader.checks.course import config, load_state
 from grader.checks.ch05_block.block import (
-    BLOCK_FORMULA_MISTAKES, BLOCK_REFERENCE_MISTAKES, attention_pair_problem, block_compositions, block_of,
+    MISTAKES, MISTAKES_REFERENCE, attention_pair_problem, block_compositions, block_of,
     composition_mistakes, probe_block_forward, random_block_inputs,
 )
 from grader.checks.ch05_block.common import SIZES
@@ -43,7 +43,7 @@ def formula_facts(ref, inputs):
             "attention_unnormalised": (x + attn(x)) + ffn(ln2(x + attn(x))),
             "feedforward_unnormalised": u + ffn(u),
         }
-    assert mistakes.keys() == BLOCK_FORMULA_MISTAKES.keys(), "a block mistake has a sentence but no output"
+    assert mistakes.keys() == MISTAKES.keys(), "a block mistake has a sentence but no output"
     return {"right": right, "mistakes": {name: significant(value) for name, value in mistakes.items()},
             "compositions": [{"parts": parts, "y": significant(y, 8)}
                              for parts, y in distinct_compositions(block, x, right)]}
@@ -95,7 +95,7 @@ def example_facts(ref, inputs):
 
 def _block_mistakes(ref, inputs):
     """Outputs of the classic wrong blocks, built from reference parts, by
-    BLOCK_REFERENCE_MISTAKES's names, then of every wrong composition."""
+    MISTAKES_REFERENCE's names, then of every wrong composition."""
     block = ref.model.TransformerBlock(config(ref, SIZES, **inputs["sizes"]))
     load_state(block, inputs["state"])
     x = inputs["x"]
@@ -125,7 +125,7 @@ def _block_mistakes(ref, inputs):
 def judge_block_reference(out, inputs, expected):
     if problem := attention_pair_problem(out):
         return problem
-    mistakes = named(BLOCK_REFERENCE_MISTAKES, expected["mistakes"]) + composition_mistakes(expected["compositions"])
+    mistakes = named(MISTAKES_REFERENCE, expected["mistakes"]) + composition_mistakes(expected["compositions"])
     return diagnose(out["y"], expected["right"], mistakes, "the block output", atol=1e-9, rtol=1e-7,
                     named_atol=1e-7, named_rtol=1e-6)
 

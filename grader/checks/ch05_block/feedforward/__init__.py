@@ -39,8 +39,8 @@ def _example_feedforward_inputs():
             "sizes": {"d_model": 2, "n_heads": 1, "d_ff": 2}}
 
 
-# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
-FEEDFORWARD_MISTAKES = {
+# Each mistake by name; what it outputs is computed under the same name (hidden.py).
+MISTAKES = {
     "no_nonlinearity": "there is no nonlinearity between the two linear layers: apply gelu to x W1 + b1",
     "relu": "ReLU is used where the exact GELU belongs",
     "tanh": "the tanh approximation of GELU is used; use the exact erf form",
@@ -50,9 +50,9 @@ FEEDFORWARD_MISTAKES = {
 
 
 def feedforward_problem(out, facts):
-    """facts: the right output ("right") and each mistake's by its FEEDFORWARD_MISTAKES name
+    """facts: the right output ("right") and each mistake's by its MISTAKES name
     ("mistakes", {name: output})."""
-    return diagnose(out["y"], facts["right"], named(FEEDFORWARD_MISTAKES, facts["mistakes"]),
+    return diagnose(out["y"], facts["right"], named(MISTAKES, facts["mistakes"]),
                     "the feed-forward output", rtol=1e-7)
 
 

@@ -27,8 +27,8 @@ def probe_gelu(ns, x):
     return {"y": ns.model.gelu(x.clone())}
 
 
-# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
-GELU_MISTAKES = {
+# Each mistake by name; what it outputs is computed under the same name (hidden.py).
+MISTAKES = {
     "tanh": "this is the tanh approximation of GELU; use the exact form x * Phi(x) with erf",
     "relu": "this is ReLU, not GELU: GELU is x * Phi(x), smooth and slightly negative for x < 0",
     "sigmoid": "this is the sigmoid approximation x * sigmoid(1.702 x); use the exact erf form",
@@ -46,8 +46,8 @@ def judge_gelu_values(out, inputs, expected):
 
 
 def gelu_problem(out, inputs, mistakes):
-    """mistakes: {name: what the mistake outputs on inputs["x"]}, GELU_MISTAKES's names."""
-    known = named(GELU_MISTAKES, mistakes)
+    """mistakes: {name: what the mistake outputs on inputs["x"]}, MISTAKES's names."""
+    known = named(MISTAKES, mistakes)
     said = diagnose(out["y"], exact_gelu(inputs["x"]), known, "gelu(x)")
     if said is None or any(said == text for text, _ in known) or not float32_close(out["y"], exact_gelu(inputs["x"])):
         return said

@@ -5,7 +5,7 @@ The checks pin the lesson's figures and the classic mistakes: (1, 3) normalises 
 constant vector gives exactly beta, a shift of every feature changes nothing, gamma
 starts at 1 and beta at 0, and each position is normalised with its own statistics.
 Every input is [B, T, d], as the lesson promises (a LayerNorm that unpacks
-`B, T, C = x.shape` is right). What each classic mistake (LAYER_NORM_MISTAKES), and
+`B, T, C = x.shape` is right). What each classic mistake (MISTAKES), and
 each pair of the formula's slips made at once (LAYER_NORM_SLIPS), outputs on the
 public checks' fixed inputs is data the kit computed (grader/checks/facts.py). torch's
 LayerNorm (and its other norm kernels) score 'forbidden'.
@@ -35,8 +35,8 @@ TASKS = [
 # ----------------------------------------------------------------------- helpers
 
 
-# Each mistake by name; what it outputs is computed under the same name (hidden/oracles.py).
-LAYER_NORM_MISTAKES = {
+# Each mistake by name; what it outputs is computed under the same name (hidden.py).
+MISTAKES = {
     "d_minus_1": "the variance is divided by d - 1 instead of d (use the population variance)",
     "no_eps": "eps is missing from the square root",
     "eps_outside": "eps is added outside the square root; it belongs inside: sqrt(var + eps)",
@@ -44,7 +44,6 @@ LAYER_NORM_MISTAKES = {
     "time_axis": "the statistics are taken over the time axis; take them over the last (feature) axis only",
     "all_axes": "the statistics are taken over all axes; take them over the last (feature) axis only",
 }
-AXIS_MISTAKES = ("time_axis", "all_axes")  # the mistakes about which axes the statistics span
 
 # The formula's parts a LayerNorm can get wrong together, as well-known implementations do
 # (torch's std, which divides by d - 1, with eps added to it: std + eps). Every pair and
@@ -80,7 +79,7 @@ def combination_name(combination: tuple[str, ...]) -> str:
 
 def layer_norm_mistake_texts() -> dict[str, str]:
     """Every mistake the checks name, by name: the single ones, then each combination of slips."""
-    return LAYER_NORM_MISTAKES | {combination_name(c): combination_text(c) for c in slip_combinations()}
+    return MISTAKES | {combination_name(c): combination_text(c) for c in slip_combinations()}
 
 
 def named_mistakes(outputs: dict) -> list:
@@ -226,8 +225,9 @@ def judge_layer_norm_rows(out, inputs, expected):
         return problem
     if matches_to_float32(out["y"], out["rows"], atol=1e-9, rtol=1e-7):
         return None
-    axes = {name: output for name, output in known_facts(inputs)["mistakes"].items() if name in AXIS_MISTAKES}
-    named = first_diagnosis(out["y"], named_mistakes(axes), atol=1e-7, rtol=1e-6)
+    # Every named mistake may answer: one made at each position alone gives the same at once,
+    # so only a mistake about the axes the statistics span can match where the two differ.
+    named = first_diagnosis(out["y"], named_mistakes(known_facts(inputs)["mistakes"]), atol=1e-7, rtol=1e-6)
     if named:
         return f"normalising x [2, 3, 4] at once differs from normalising each position alone: {named}"
     return ("normalising x [2, 3, 4] at once differs from normalising each position alone: each position's "

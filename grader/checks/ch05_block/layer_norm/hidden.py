@@ -5,9 +5,34 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, diagnose, float32_close
-from grader.checks.ch05_block.hidden.oracles import layer_norm_mistakes
-from grader.checks.ch05_block.layer_norm import named_mistakes, probe_layer_norm
+from grader.checks.ch05_block.hidden.oracles import layer_norm
+from grader.checks.ch05_block.layer_norm import (
+    MISTAKES, combination_name, named_mistakes, probe_layer_norm, slip_combinations,
+)
+from grader.checks.course import EPS
 from grader.checks.facts import facts_for
+
+
+def layer_norm_with_slips(x, gamma, beta, slips=()):
+    """LayerNorm over the last axis with the named LAYER_NORM_SLIPS made."""
+    if "no_affine" in slips:
+        gamma, beta = torch.ones_like(gamma), torch.zeros_like(beta)
+    return layer_norm(x, gamma, beta, eps=0.0 if "no_eps" in slips else EPS,
+                      divisor_offset=1 if "d_minus_1" in slips else 0, eps_outside="eps_outside" in slips)
+
+
+def layer_norm_mistakes(x, gamma, beta):
+    """{name: output} of each classic mistake (MISTAKES), then of each combination
+    of the formula's slips (LAYER_NORM_SLIPS) made at once (layer_norm_mistake_texts)."""
+    singles = {"d_minus_1": layer_norm(x, gamma, beta, divisor_offset=1),
+               "no_eps": layer_norm(x, gamma, beta, eps=0.0),
+               "eps_outside": layer_norm(x, gamma, beta, eps_outside=True),
+               "no_affine": layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta)),
+               "time_axis": layer_norm(x, gamma, beta, dims=(-2,)) if x.dim() >= 2 else x,
+               "all_axes": layer_norm(x, gamma, beta, dims=tuple(range(x.dim())))}
+    assert singles.keys() == MISTAKES.keys(), "a LayerNorm mistake has a sentence but no output"
+    return singles | {combination_name(slips): layer_norm_with_slips(x, gamma, beta, slips)
+                      for slips in slip_combinations()}
 
 
 @facts_for("ch05.layer_norm.example_figures")

@@ -5,7 +5,7 @@ Judged against autograd on the same forward, at the derivative's known values
 mistakes table names a half-done product rule, a missing chain rule, a wrong normal
 density, the tanh approximation's derivative, ReLU's step and the forward itself. On
 the public checks' fixed inputs autograd's gradient, the mistakes' and the differences
-are data the kit computed (grader/checks/facts.py; hidden/oracles.py).
+are data the kit computed (grader/checks/facts.py; hidden.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ TASKS = [
 ]
 
 
-# Each mistake by name; what it gives dx is computed under the same name (hidden/oracles.py).
-GELU_BACKWARD_MISTAKES = {"dx": {
+# Each mistake by name; what it gives dx is computed under the same name (hidden.py).
+MISTAKES = {"dx": {
     "no_x_pdf_term": "the GELU derivative is missing the x·φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
     "no_cdf_term": "the GELU derivative is missing the Φ(x) term: d/dx [x·Φ(x)] = Φ(x) + x·φ(x) (product rule)",
     "no_chain_rule": "the local derivative is not multiplied by grad_out (the chain rule): return "
@@ -64,7 +64,7 @@ def _gelu_inputs(g):
        probe=probe_gelu_backward, inputs=_gelu_inputs, fixed_inputs=True)
 def judge_gelu_autograd(out, inputs, expected):
     facts = known_facts(inputs)
-    return judge_grads(out, ("dx",), "gelu_backward", facts["right"], {}, facts["mistakes"], GELU_BACKWARD_MISTAKES,
+    return judge_grads(out, ("dx",), "gelu_backward", facts["right"], {}, facts["mistakes"], MISTAKES,
                        precision=True)
 
 
@@ -80,7 +80,7 @@ def judge_gelu_key_values(out, inputs, expected):
         return problem
     if matches(dx, values, atol=1e-9, rtol=0):
         return None
-    known = first_diagnosis(dx, named(GELU_BACKWARD_MISTAKES["dx"], known_facts(inputs)["mistakes"]["dx"]), **NEAR,
+    known = first_diagnosis(dx, named(MISTAKES["dx"], known_facts(inputs)["mistakes"]["dx"]), **NEAR,
                             right=values)
     lead = "at x = 0, 1, −1, 8, −8 the derivative should be 0.5, 1.0833155, −0.0833155, 1, 0"
     if known:

@@ -6,7 +6,7 @@ Judged against autograd on the same forward, by dx summing to zero at every posi
 name the missing mean and variance terms, a forgotten gamma or eps, the unbiased
 variance, and per-feature gradients averaged or summed over the wrong axes. On the
 public checks' fixed inputs autograd's gradients, the mistakes' and the differences are
-data the kit computed (grader/checks/facts.py; hidden/oracles.py).
+data the kit computed (grader/checks/facts.py; hidden.py).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def probe_layer_norm_backward(ns, grad_out, x, gamma):
 
 LN_NAMES = ("dx", "dgamma", "dbeta")
 
-# Each mistake by gradient and name; what it gives is computed under the same names (hidden/oracles.py).
-LN_MISTAKES = {
+# Each mistake by gradient and name; what it gives is computed under the same names (hidden.py).
+MISTAKES = {
     "dx": {
         "no_mean_terms": "dx is missing the mean terms: x̂ depends on every feature through the mean and the "
                          "variance, so dx = (dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)) / σ with dx̂ = grad_out·gamma; yours "
@@ -82,7 +82,7 @@ def layer_norm_inputs(shape):
 def judge_layer_norm_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     return judge_grads(out, LN_NAMES, "layer_norm_backward", facts["right"], layer_norm_shapes(inputs["x"]),
-                        facts["mistakes"], LN_MISTAKES, precision=True)
+                        facts["mistakes"], MISTAKES, precision=True)
 
 
 @check("dx_sums_to_zero", 1,

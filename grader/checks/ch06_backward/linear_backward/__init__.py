@@ -5,7 +5,7 @@ Judged against autograd on the same forward and by finite differences; the mista
 tables name Wᵀ for W, a transposed dweight, and dweight or dbias averaged over the
 positions or not summed over the batch. On the public checks' fixed inputs autograd's
 gradients, the mistakes' and the differences are data the kit computed
-(grader/checks/facts.py; hidden/oracles.py).
+(grader/checks/facts.py; hidden.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def probe_linear_backward(ns, grad_out, x, weight):
 
 LINEAR_NAMES = ("dx", "dweight", "dbias")
 
-# Each mistake by gradient and name; what it gives is computed under the same names (hidden/oracles.py).
-LINEAR_MISTAKES = {
+# Each mistake by gradient and name; what it gives is computed under the same names (hidden.py).
+MISTAKES = {
     "dx": {"weight_transposed": "dx uses Wᵀ: with nn.Linear's [out, in] weight, y = x Wᵀ + b gives dx = grad_out @ W"},
     "dweight": {"transposed": "dweight is transposed: nn.Linear stores weight as [out, in], so dweight = grad_outᵀ · x",
                 "averaged": "dweight averages over the positions; it must sum them"},
@@ -74,7 +74,7 @@ def judge_linear_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     return judge_grads(out, LINEAR_NAMES, "linear_backward", facts["right"],
                         linear_shapes(inputs["grad_out"], inputs["x"], inputs["weight"]), facts["mistakes"],
-                        LINEAR_MISTAKES, precision=True)
+                        MISTAKES, precision=True)
 
 
 @check("finite_differences", 1,

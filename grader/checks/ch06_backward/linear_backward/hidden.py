@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch06_backward.common import judge_grads
-from grader.checks.ch06_backward.hidden.oracles import differences_facts, grads_facts, linear_mistakes, linear_of
+from grader.checks.ch06_backward.hidden.oracles import autograd_of, differences_facts, grads_facts, linear_of
 from grader.checks.ch06_backward.linear_backward import (
-    LINEAR_MISTAKES, LINEAR_NAMES, linear_inputs, linear_shapes, probe_linear_backward,
+    LINEAR_NAMES, MISTAKES, linear_inputs, linear_shapes, probe_linear_backward,
 )
 from grader.checks.facts import facts_for
+
+
+def linear_mistakes(grad_out, x, weight):
+    """What each mistake of MISTAKES gives, by gradient and name;
+    the transposes only where the weight is square, where they have the right shape."""
+    # dweight and dbias from autograd on x Wᵀ + b (neither depends on b).
+    positions = grad_out.numel() // grad_out.shape[-1]
+    _, dweight, dbias = autograd_of(linear_of, grad_out, x, weight, grad_out.new_zeros(weight.shape[0]))
+    square = weight.shape[0] == weight.shape[1]
+    return {
+        "dx": {"weight_transposed": grad_out @ weight.T} if square else {},
+        "dweight": {**({"transposed": dweight.T} if square else {}), "averaged": dweight / positions},
+        "dbias": {"averaged": dbias / positions},
+    }
 
 
 @facts_for("ch06.linear_backward.matches_autograd")
@@ -32,4 +46,4 @@ def _expect_linear(ref, inputs):
 def judge_linear_reference(out, inputs, expected):
     g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
     return judge_grads(out, LINEAR_NAMES, "linear_backward", expected, linear_shapes(g, x, w),
-                        linear_mistakes(g, x, w), LINEAR_MISTAKES, hidden=True)
+                        linear_mistakes(g, x, w), MISTAKES, hidden=True)

@@ -6,7 +6,7 @@ alone must carry grad_out through unchanged), and by finite differences; the mis
 tables name a missing, lone or doubled skip gradient, transposed weight gradients and
 per-feature gradients summed over the wrong axes. On the public checks' fixed inputs
 autograd's gradients, the mistakes' and the differences are data the kit computed
-(grader/checks/facts.py; hidden/oracles.py).
+(grader/checks/facts.py; hidden.py).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ RESIDUAL_NAMES = ("dx", "dgamma", "dbeta", "dw1", "db1", "dw2", "db2")
 RESIDUAL_ARGS = ("x", "gamma", "beta", "w1", "b1", "w2", "b2")
 
 # The mistakes on the skip path, each by name; what it gives dx is computed under the same name
-# (hidden/oracles.py).
-SKIP_MISTAKES = {
+# (hidden.py).
+MISTAKES_SKIP = {
     "skip_missing": "the residual (skip) gradient is missing: y = x + F(x), so dx = grad_out + the branch's dx",
     "skip_only": "dx is only the skip path: the branch's gradient (through LayerNorm, fc1, GELU, fc2) must be added "
                  "to grad_out",
@@ -43,7 +43,7 @@ SKIP_MISTAKES = {
 # Each slip in the chain rule (a tensor taken from the wrong place), by name: what the first
 # gradient it changes equals, in words. dpre = dact·GELU′(U) is the gradient reaching fc1's
 # output U = LN(x)·W1ᵀ + b1; dact = grad_out·W2 the one reaching GELU's output. The kit
-# computes what each slip gives every gradient it changes, under its name (hidden/oracles.py).
+# computes what each slip gives every gradient it changes, under its name (hidden.py).
 RESIDUAL_SLIPS = {
     "dw1_from_x": "dw1 equals dpreᵀ · x: it pairs fc1's upstream gradient with the block input x, not with LN(x), "
                   "the tensor fc1 read: dw1 = dpreᵀ · LN(x)",
@@ -64,8 +64,8 @@ RESIDUAL_SLIPS = {
 
 # What a gradient's judge says for each mistake by name: a slip named on a gradient its words
 # do not begin with is said to make that gradient wrong too.
-RESIDUAL_MISTAKES = {
-    name: {**(SKIP_MISTAKES if name == "dx" else {}),
+MISTAKES = {
+    name: {**(MISTAKES_SKIP if name == "dx" else {}),
            **{slip: why if why.startswith(f"{name} ") else f"{name} is wrong: {why}"
               for slip, why in RESIDUAL_SLIPS.items()}}
     for name in RESIDUAL_NAMES
@@ -110,8 +110,8 @@ def residual_inputs(x_shape, f, dead=False):
 def judge_residual_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     problem = judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", facts["right"],
-                          residual_shapes(inputs), facts["mistakes"], RESIDUAL_MISTAKES, precision=True)
-    said = {RESIDUAL_MISTAKES[name][mistake] for name, outputs in facts["mistakes"].items() for mistake in outputs}
+                          residual_shapes(inputs), facts["mistakes"], MISTAKES, precision=True)
+    said = {MISTAKES[name][mistake] for name, outputs in facts["mistakes"].items() for mistake in outputs}
     if problem is None or problem in said or isinstance(problem, Float32Verdict):
         return problem
     where = wrong_stage(out, facts["right"])

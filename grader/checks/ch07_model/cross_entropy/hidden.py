@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from grader.checks._api import check
-from grader.checks.ch07_model.common import judge_loss
-from grader.checks.ch07_model.cross_entropy import logits_inputs, probe_cross_entropy
+from grader.checks.ch07_model.cross_entropy import judge_loss, logits_inputs, probe_cross_entropy
 
 
 @check("matches_reference", 2, "random logits of other shapes ([N, V] and [B, T, V]) match the reference",

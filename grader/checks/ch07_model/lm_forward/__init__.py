@@ -18,7 +18,8 @@ from grader.checks._api import (
     float32_verdict, matches, matches_to_float32, named, own_parts, same_values, shape_problem, shown_shape,
     unjudgeable_parts,
 )
-from grader.checks.ch07_model.common import SIZES, full_sizes, judge_loss, model_of, stable_cross_entropy
+from grader.checks.ch07_model.common import SIZES, full_sizes, model_of, stable_cross_entropy
+from grader.checks.ch07_model.cross_entropy import judge_loss
 from grader.checks.course import random_lm_state
 from grader.checks.facts import known_facts
 
@@ -100,7 +101,7 @@ def judge_lm_loss(out, inputs, expected):
 
 
 # Each wrong forward by name; what it outputs is computed under the same name (hidden.py).
-LM_MISTAKES = {
+MISTAKES = {
     "no_final_norm": "there is no final LayerNorm before the head: logits = head(ln_final(hidden))",
     "no_positions": "the position embeddings are not added to the token embeddings",
     "first_block_only": "only the first block is applied: run the hidden state through every block in turn",
@@ -152,18 +153,18 @@ def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
                     f"own parts: call each part as a module (self.{name}(...), not its .forward or its code "
                     f"written out)")
     if not any(blocks):
-        return verdict(LM_MISTAKES["no_blocks"])
+        return verdict(MISTAKES["no_blocks"])
     if not seen["ln_final"]:
-        return verdict(LM_MISTAKES["no_final_norm"])
+        return verdict(MISTAKES["no_final_norm"])
     if len(seen["ln_final"]) > 1:
-        return verdict(LM_MISTAKES["final_norm_twice"])
+        return verdict(MISTAKES["final_norm_twice"])
     if not seen["position_embedding"]:
-        return verdict(LM_MISTAKES["no_positions"])
+        return verdict(MISTAKES["no_positions"])
     ran = [c for c in calls if c["part"].startswith("blocks[")]
     if len(ran) == 1 and n_layers > 1:
-        return verdict(LM_MISTAKES["first_block_only" if ran[0]["part"] == "blocks[0]" else "last_block_only"])
+        return verdict(MISTAKES["first_block_only" if ran[0]["part"] == "blocks[0]" else "last_block_only"])
     if [c["part"] for c in ran] == [f"blocks[{i}]" for i in reversed(range(n_layers))]:
-        return verdict(LM_MISTAKES["blocks_reversed"])
+        return verdict(MISTAKES["blocks_reversed"])
     if [c["part"] for c in ran] != [f"blocks[{i}]" for i in range(n_layers)]:
         return verdict("the blocks do not run once each, blocks[0] first: run the hidden state through every "
                        "block in turn")
@@ -175,7 +176,7 @@ def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
     for block in ran:
         if not same_values(block["input"], reads):
             if same_values(block["input"], placed["output"]):
-                return verdict(LM_MISTAKES["last_block_only"])
+                return verdict(MISTAKES["last_block_only"])
             return verdict(f"{block['part']} does not read what the part before it returned: each block reads "
                            f"the previous block's output, the first the embeddings")
         reads = block["output"]
@@ -203,7 +204,7 @@ def judge_lm_formula(out, inputs, expected):
     if own_parts(inputs):
         # No certified part stood in: the parts may be wrong and the forward right.
         return lm_wiring(out, full_sizes(inputs["sizes"])["n_layers"], inputs["state"]["head.weight"])
-    known = first_diagnosis(logits, named(LM_MISTAKES, composed["mistakes"]), atol=1e-8, rtol=1e-6, right=right)
+    known = first_diagnosis(logits, named(MISTAKES, composed["mistakes"]), atol=1e-8, rtol=1e-6, right=right)
     if known:
         return known
     if float32_close(logits, right):
@@ -237,7 +238,7 @@ def judge_lm_final_norm_feeds_head(out, inputs, expected):
     tied = state["token_embedding.weight"] @ state["ln_final.bias"]
     if matches_to_float32(logits, tied.expand(B, T, -1), atol=1e-9, rtol=1e-7):
         return f"with ln_final's gamma set to 0 and beta to b, the logits are b times the token embedding: " \
-               f"{LM_MISTAKES['tied_head']}"
+               f"{MISTAKES['tied_head']}"
     return ("with ln_final's gamma set to 0 and beta to b, every position's logits should be head(b): the head "
             "must read the final LayerNorm's output (logits = head(ln_final(hidden))), and nothing may come "
             "after it")

@@ -7,14 +7,14 @@ import torch
 from grader.checks._api import check, compare, first_diagnosis, matches_to_float32, named
 from grader.checks.ch07_model.common import model_of, stable_cross_entropy
 from grader.checks.ch07_model.lm_forward import (
-    LM_MISTAKES, lm_cache_inputs, lm_inputs, triple, judge_lm_cache, probe_lm_cache, probe_lm_forward,
+    MISTAKES, lm_cache_inputs, lm_inputs, triple, judge_lm_cache, probe_lm_cache, probe_lm_forward,
 )
 from grader.checks.facts import facts_for, significant
 
 
 def lm_composed(model, idx):
     """The model's own parts composed as the lesson's forward ("right"), and as each classic
-    wrong one ("mistakes", by LM_MISTAKES's names)."""
+    wrong one ("mistakes", by MISTAKES's names)."""
     with torch.no_grad():
         tokens = model.token_embedding(idx)
         hidden = model.position_embedding(tokens, 0)
@@ -36,7 +36,7 @@ def lm_composed(model, idx):
             "blocks_reversed": head(through(hidden, blocks[::-1])),
             "tied_head": model.ln_final(through(hidden, blocks)) @ model.token_embedding.weight.T,
         }
-        assert mistakes.keys() == LM_MISTAKES.keys(), "a wrong forward has a sentence but no output"
+        assert mistakes.keys() == MISTAKES.keys(), "a wrong forward has a sentence but no output"
         return {"right": head(through(hidden, blocks)), "mistakes": mistakes}
 
 
@@ -67,7 +67,7 @@ def judge_lm_reference(out, inputs, expected):
     logits, loss, _ = out["scored"]
     # Judged to float32's precision: ch07.lm_forward.formula, the precision check, names float32.
     if not matches_to_float32(logits, expected["logits"], atol=1e-9, rtol=1e-7):
-        known = first_diagnosis(logits, named(LM_MISTAKES, expected["mistakes"]), atol=1e-8, rtol=1e-6,
+        known = first_diagnosis(logits, named(MISTAKES, expected["mistakes"]), atol=1e-8, rtol=1e-6,
                                 right=expected["logits"])
         return known or compare(logits, expected["logits"], "the logit tensor", atol=1e-9, rtol=1e-7)
     if not matches_to_float32(loss, expected["loss"], atol=1e-10, rtol=1e-9):

@@ -1,7 +1,7 @@
 """AdamW's step: one update of every parameter that has a gradient.
 
 The optimizer's trajectory is compared with torch.optim.AdamW's on the same parameters and
-gradients, and with each classic mistake's (ADAMW_MISTAKES). On the public checks' fixed
+gradients, and with each classic mistake's (MISTAKES). On the public checks' fixed
 inputs those trajectories are data the kit computed (grader/checks/facts.py, from AdamW
 written out in hidden/oracles.py and proven equal to torch's by
 tests/test_grader_oracles.py); the sandbox only applies the student's code and reports
@@ -33,29 +33,29 @@ TASKS = [
 
 HYPER = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
 
-ADAMW_MISTAKES = [
-    ("no_bias_correction", "there is no bias correction: divide m by (1 - beta1^t) and v by (1 - beta2^t), "
-                           "with t the parameter's own step count"),
-    ("coupled", "the weight decay is added to the gradient (Adam with L2, coupled); AdamW's decay is decoupled: "
-                "p <- p * (1 - lr * weight_decay), applied to p directly, never through m and v"),
-    ("eps_inside", "eps is inside the square root; AdamW divides by sqrt(v_hat) + eps"),
-    ("betas_swapped", "beta1 and beta2 are swapped: m uses beta1 (the first of betas), v uses beta2"),
-    ("restarted_moments", "the moments are not kept from step to step: each parameter needs its own m and v "
-                          "(self.exp_avg[i], self.exp_avg_sq[i]), updated in place every step"),
-    ("decay_after", "the weight decay is applied after the Adam update; decay first, from the current p"),
-    ("eps_before_correction", "eps is added to sqrt(v) before the bias correction (a step size of "
-                              "lr * sqrt(1 - beta2^t) / (1 - beta1^t) on m / (sqrt(v) + eps)), which divides by "
-                              "sqrt(v_hat) + eps / sqrt(1 - beta2^t); add eps to sqrt(v_hat), after correcting v"),
-    ("eps_before_correction+decay_after", "eps is added to sqrt(v) before the bias correction (which divides by "
-                                          "sqrt(v_hat) + eps / sqrt(1 - beta2^t); add eps to sqrt(v_hat)), and the "
-                                          "weight decay comes after the update (decay first, from the current p)"),
-    ("decay_without_lr", "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)"),
-    ("no_decay", "there is no weight decay: p <- p * (1 - lr * weight_decay) before the update"),
-    ("global_t", "the step count t is shared by all parameters; each parameter has its own t, which does not "
-                 "advance at a step where its .grad is None"),
-    ("missing_as_zero", "a parameter whose .grad is None was updated as if its gradient were zero; skip it "
-                        "(no decay, no moment update, its t does not advance)"),
-]
+MISTAKES = {
+    "no_bias_correction": "there is no bias correction: divide m by (1 - beta1^t) and v by (1 - beta2^t), "
+                          "with t the parameter's own step count",
+    "coupled": "the weight decay is added to the gradient (Adam with L2, coupled); AdamW's decay is decoupled: "
+               "p <- p * (1 - lr * weight_decay), applied to p directly, never through m and v",
+    "eps_inside": "eps is inside the square root; AdamW divides by sqrt(v_hat) + eps",
+    "betas_swapped": "beta1 and beta2 are swapped: m uses beta1 (the first of betas), v uses beta2",
+    "restarted_moments": "the moments are not kept from step to step: each parameter needs its own m and v "
+                         "(self.exp_avg[i], self.exp_avg_sq[i]), updated in place every step",
+    "decay_after": "the weight decay is applied after the Adam update; decay first, from the current p",
+    "eps_before_correction": "eps is added to sqrt(v) before the bias correction (a step size of "
+                             "lr * sqrt(1 - beta2^t) / (1 - beta1^t) on m / (sqrt(v) + eps)), which divides by "
+                             "sqrt(v_hat) + eps / sqrt(1 - beta2^t); add eps to sqrt(v_hat), after correcting v",
+    "eps_before_correction+decay_after": "eps is added to sqrt(v) before the bias correction (which divides by "
+                                         "sqrt(v_hat) + eps / sqrt(1 - beta2^t); add eps to sqrt(v_hat)), and the "
+                                         "weight decay comes after the update (decay first, from the current p)",
+    "decay_without_lr": "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)",
+    "no_decay": "there is no weight decay: p <- p * (1 - lr * weight_decay) before the update",
+    "global_t": "the step count t is shared by all parameters; each parameter has its own t, which does not "
+                "advance at a step where its .grad is None",
+    "missing_as_zero": "a parameter whose .grad is None was updated as if its gradient were zero; skip it "
+                       "(no decay, no moment update, its t does not advance)",
+}
 
 
 def probe_adamw_trajectory(ns, params, grads, lrs, hyper):
@@ -93,7 +93,7 @@ def float32_trajectory(a, b) -> bool:
 
 def trajectory_problem(out, inputs, facts, precision=False):
     """facts: torch.optim.AdamW's trajectory on these inputs ("right") and each mistake's of
-    ADAMW_MISTAKES ("mistakes", None for one that changes nothing here). A trajectory right
+    MISTAKES ("mistakes", None for one that changes nothing here). A trajectory right
     to float32's precision only is named by the precision check (precision=True:
     matches_torch) and passes every other."""
     trajectory, expected_trajectory = out["trajectory"], facts["right"]
@@ -108,7 +108,7 @@ def trajectory_problem(out, inputs, facts, precision=False):
 
     if same_trajectory(trajectory, expected_trajectory):
         return None
-    for name, why in ADAMW_MISTAKES:
+    for name, why in MISTAKES.items():
         wrong = facts["mistakes"].get(name)
         if wrong is None:
             continue
@@ -211,7 +211,7 @@ def judge_adamw_first_step(out, inputs, expected):
                     f"correction (m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t))")
         eps_early = p - lr * g / (g.abs() + eps / math.sqrt(1 - beta2))
         if matches(t[0], eps_early, atol=1e-12, rtol=1e-10):
-            return dict(ADAMW_MISTAKES)["eps_before_correction"]
+            return MISTAKES["eps_before_correction"]
         if float32_close(t[0], right):
             continue  # float32 arithmetic: matches_torch, the precision check, names it
         least, most, step = figures(moved.min().item(), moved.max().item(), lr)

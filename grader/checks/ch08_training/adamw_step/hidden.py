@@ -6,9 +6,23 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.course import F64
-from grader.checks.ch08_training.adamw_step import probe_adamw_trajectory, schedule, trajectory_problem
-from grader.checks.ch08_training.hidden.oracles import adamw_facts, hand_adamw
+from grader.checks.ch08_training.adamw_step import (
+    MISTAKES, probe_adamw_trajectory, same_trajectory, schedule, trajectory_problem,
+)
+from grader.checks.ch08_training.hidden.oracles import hand_adamw
 from grader.checks.facts import facts_for, significant
+
+
+def adamw_facts(inputs):
+    """torch.optim.AdamW's trajectory on the inputs, and each classic mistake's (None where
+    the mistake changes nothing on these inputs, so it can never be the diagnosis)."""
+    args = inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"]
+    right = hand_adamw(*args)
+    mistakes = {}
+    for name in MISTAKES:
+        wrong = hand_adamw(*args, mistake=name)
+        mistakes[name] = None if same_trajectory(wrong, right) else wrong
+    return {"right": right, "mistakes": mistakes}
 
 
 @facts_for("ch08.adamw_step.matches_torch", "ch08.adamw_step.skipped_steps")

@@ -2,7 +2,7 @@
 model is scored on, its validation loss in nats per scored character.
 
 The baseline is compared with add-k counting and with each classic mistake the diagnoses
-name (BIGRAM_MISTAKES): on the public checks' inputs those values are data the kit
+name (MISTAKES): on the public checks' inputs those values are data the kit
 computed (grader/checks/facts.py; hidden/bigram_baseline.py counts).
 """
 
@@ -19,22 +19,22 @@ TASKS = [
 ]
 
 
-BIGRAM_MISTAKES = [
-    ("no_kv", "the denominator lacks k·V: P(next | current) = (count + k) / (row total + k·V)"),
-    ("bits", "the loss is in bits (log2); use nats (natural log), like the model's loss"),
-    ("summed", "this is the summed negative log-likelihood; divide by the number of scored positions"),
-    ("k_is_one", "the smoothing argument is ignored (k = 1 used always)"),
-    ("ignore_block", "every pair is scored, ignoring block_size: count and score only the first "
-                     "min(block_size, len(ids) - 1) positions of each document, as the model is scored"),
-    ("val_counted", "the counts include the validation names: count the pairs of train_docs only, then score "
-                    "val_docs with those counts (a baseline that has seen the names it is scored on is too good)"),
-    ("no_bos", "the documents are not framed by BOS: no transition from or to BOS is counted; encode_document "
-               "gives [BOS, ..., BOS], and the pairs (BOS, first letter) and (last letter, BOS) count"),
-    ("leading_bos_only", "the closing BOS is missing: no transition to BOS is counted; the pair "
-                         "(last letter, BOS) counts too"),
-    ("closing_bos_only", "the opening BOS is missing: no transition from BOS is counted; each document starts "
-                         "with BOS, so the pair (BOS, first letter) counts, and the first letter is scored"),
-]
+MISTAKES = {
+    "no_kv": "the denominator lacks k·V: P(next | current) = (count + k) / (row total + k·V)",
+    "bits": "the loss is in bits (log2); use nats (natural log), like the model's loss",
+    "summed": "this is the summed negative log-likelihood; divide by the number of scored positions",
+    "k_is_one": "the smoothing argument is ignored (k = 1 used always)",
+    "ignore_block": "every pair is scored, ignoring block_size: count and score only the first "
+                    "min(block_size, len(ids) - 1) positions of each document, as the model is scored",
+    "val_counted": "the counts include the validation names: count the pairs of train_docs only, then score "
+                   "val_docs with those counts (a baseline that has seen the names it is scored on is too good)",
+    "no_bos": "the documents are not framed by BOS: no transition from or to BOS is counted; encode_document "
+              "gives [BOS, ..., BOS], and the pairs (BOS, first letter) and (last letter, BOS) count",
+    "leading_bos_only": "the closing BOS is missing: no transition to BOS is counted; the pair "
+                        "(last letter, BOS) counts too",
+    "closing_bos_only": "the opening BOS is missing: no transition from BOS is counted; each document starts "
+                        "with BOS, so the pair (BOS, first letter) counts, and the first letter is scored",
+}
 
 
 def probe_bigram(ns, vocab_docs, calls):
@@ -61,7 +61,7 @@ def bigram_problem(out, inputs, facts, show=True, precision=False):
         right = said["right"]
         if close_enough(value, right, 1e-9):
             continue
-        for name, why in BIGRAM_MISTAKES:
+        for name, why in MISTAKES.items():
             wrong = said["mistakes"][name]
             if wrong is not None and close_enough(value, wrong, 1e-9):
                 return f"{label}: {why}"

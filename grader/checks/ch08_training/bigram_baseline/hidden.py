@@ -7,7 +7,7 @@ import math
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch08_training.bigram_baseline import BIGRAM_MISTAKES, bigram_problem, probe_bigram
+from grader.checks.ch08_training.bigram_baseline import MISTAKES, bigram_problem, probe_bigram
 from grader.checks.ch08_training.common import close_enough, close_to_float32
 from grader.checks.ch08_training.hidden.common import random_docs
 from grader.checks.facts import facts_for
@@ -56,7 +56,7 @@ def bigram_facts(inputs):
         args = call["train"], call["val"], call["block_size"], call["k"]
         right = hand_bigram(*args)
         mistakes = {}
-        for name, _ in BIGRAM_MISTAKES:
+        for name in MISTAKES:
             wrong = hand_bigram(*args, mistake=name)
             mistakes[name] = None if close_enough(wrong, right, 1e-9) else wrong
         said.append({"right": right, "mistakes": mistakes})

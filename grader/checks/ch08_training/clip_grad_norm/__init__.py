@@ -1,7 +1,7 @@
 """Clipping the gradients by their global norm.
 
 The clipping is compared with torch.nn.utils.clip_grad_norm_ on the same gradients the
-probe was given, and with each classic mistake (CLIP_MISTAKES): on the public checks'
+probe was given, and with each classic mistake (MISTAKES): on the public checks'
 fixed inputs those norms and gradients are data the kit computed (grader/checks/facts.py;
 hidden/clip_grad_norm.py computes them). The sandbox only applies the student's code and
 reports what it did.
@@ -43,7 +43,7 @@ def probe_clip(ns, cases):
     return results
 
 
-CLIP_MISTAKES = {
+MISTAKES = {
     "own_norm": "each tensor is clipped by its own norm; clip by the global norm of all gradients together "
                 "(sqrt of the sum of every entry squared), one factor for all",
     "always_scaled": "the gradients are scaled even though their norm is below max_norm: scale only when the norm "
@@ -77,7 +77,7 @@ def grads_match(actual, wanted, atol=1e-12, rtol=1e-12, float32=False):
 
 def clip_problem(out, inputs, facts, hidden=False, precision=False):
     """facts: per case, torch's total norm and clipped gradients ("right") and each mistake's
-    of CLIP_MISTAKES ("mistakes", None for one that gives the right answer on that case).
+    of MISTAKES ("mistakes", None for one that gives the right answer on that case).
     A norm and gradients right to float32's precision only are named by the precision check
     (precision=True: matches_torch) and pass every other."""
     float32 = None
@@ -96,7 +96,7 @@ def clip_problem(out, inputs, facts, hidden=False, precision=False):
         grads_ok = grads_match(grads, right_grads)
         if total_ok and grads_ok:
             continue
-        for name, why in CLIP_MISTAKES.items():
+        for name, why in MISTAKES.items():
             wrong = said["mistakes"][name]
             if wrong is not None and matches(total, wrong[0], atol=1e-12, rtol=1e-10) and grads_match(
                     grads, wrong[1], 1e-12, 1e-10):

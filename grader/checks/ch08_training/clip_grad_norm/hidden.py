@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check, matches
 from grader.checks.course import F64
-from grader.checks.ch08_training.clip_grad_norm import CLIP_MISTAKES, clip_problem, grads_match, probe_clip
+from grader.checks.ch08_training.clip_grad_norm import MISTAKES, clip_problem, grads_match, probe_clip
 from grader.checks.ch08_training.common import CLIP_EPS
 from grader.checks.facts import facts_for
 
@@ -29,7 +29,7 @@ def torch_clip(case):
 
 
 def _clip_mistakes(case):
-    """{name in CLIP_MISTAKES: (total it would return, grads it would leave)} for the classic wrong clippings."""
+    """{name in MISTAKES: (total it would return, grads it would leave)} for the classic wrong clippings."""
     used = [i for i in sorted(set(case["order"])) if case["grads"][i] is not None]
     g = {i: case["grads"][i] for i in used}
     max_norm = case["max_norm"]
@@ -68,8 +68,8 @@ def clip_facts(inputs):
         right_total, right_grads = torch_clip(case)
         mistakes = {}
         computed = _clip_mistakes(case)
-        if computed.keys() != CLIP_MISTAKES.keys():
-            raise ValueError(f"CLIP_MISTAKES names {sorted(CLIP_MISTAKES)}, _clip_mistakes computes {sorted(computed)}")
+        if computed.keys() != MISTAKES.keys():
+            raise ValueError(f"MISTAKES names {sorted(MISTAKES)}, _clip_mistakes computes {sorted(computed)}")
         for name, (wrong_total, wrong_grads) in computed.items():
             same = matches(wrong_total, right_total, atol=1e-12, rtol=1e-12) and grads_match(wrong_grads, right_grads)
             mistakes[name] = None if same else [wrong_total, wrong_grads]

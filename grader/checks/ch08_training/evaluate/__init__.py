@@ -61,14 +61,14 @@ def _evaluate_constant_inputs(g):
     return {"docs": list(DOCS), "sizes": sizes, "state": _constant_logit_state(g, DOCS, sizes), "batch_size": 3}
 
 
-EVALUATE_MISTAKES = [
-    ("batch_means", "this is the mean of the per-batch means, which over-weights the small last batch: sum each "
-                    "batch's loss times its number of scored positions, and divide by the total number of positions"),
-    ("padded", "the padded positions are scored too: only mask-True positions count, in the sum and in the number"),
-    ("document_means", "this is the mean of per-document means; the loss per character weights every scored "
-                       "position equally"),
-    ("summed", "this is the summed loss; divide by the number of scored positions"),
-]
+MISTAKES = {
+    "batch_means": "this is the mean of the per-batch means, which over-weights the small last batch: sum each "
+                   "batch's loss times its number of scored positions, and divide by the total number of positions",
+    "padded": "the padded positions are scored too: only mask-True positions count, in the sum and in the number",
+    "document_means": "this is the mean of per-document means; the loss per character weights every scored "
+                      "position equally",
+    "summed": "this is the summed loss; divide by the number of scored positions",
+}
 
 
 @check("per_scored_character", 2,
@@ -85,7 +85,7 @@ def judge_evaluate_constant(out, inputs, expected):
     right = facts["right"]
     if close_enough(value, right, 1e-9):
         return None
-    for label, why in EVALUATE_MISTAKES:
+    for label, why in MISTAKES.items():
         if close_enough(value, facts["mistakes"][label], 1e-9):
             return why
     wanted, yours = figures(right, value, least=6)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks.ch08_training.adamw_step import ADAMW_MISTAKES, same_trajectory
-
 
 def quadratic_loss(leaves, weights, centres):
     return sum((w * (p - c) ** 2).sum() / 2 + (p ** 3).sum() / 30 for p, w, c in zip(leaves, weights, centres))
@@ -91,15 +89,3 @@ def hand_adamw(params, grads, lrs, hyper, mistake=None):
         for i, p in enumerate(ps):
             trajectory[i].append(p.clone())
     return [torch.stack(t) for t in trajectory]
-
-
-def adamw_facts(inputs):
-    """torch.optim.AdamW's trajectory on the inputs, and each classic mistake's (None where
-    the mistake changes nothing on these inputs, so it can never be the diagnosis)."""
-    args = inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"]
-    right = hand_adamw(*args)
-    mistakes = {}
-    for name, _ in ADAMW_MISTAKES:
-        wrong = hand_adamw(*args, mistake=name)
-        mistakes[name] = None if same_trajectory(wrong, right) else wrong
-    return {"right": right, "mistakes": mistakes}
