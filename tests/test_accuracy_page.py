@@ -30,7 +30,7 @@ def test_the_page_lists_the_catalogue_as_it_is():
         assert "not run yet" not in rows[mutant.name], f"{STALE} ({mutant.name} was never run)"
     assert list(variant_rows) == [v.name for v in variants], STALE
     assert "not run yet" not in "\n".join(variant_rows.values()), STALE
-    assert catch_table.markdown_changes(mutants) in text, f"{STALE}: a mistake's change to the reference moved"
+    assert accuracy_page.markdown_changes(mutants) in text, f"{STALE}: a mistake's change to the reference moved"
 
 
 def _outcome(entry, failed_public: bool, named: bool):

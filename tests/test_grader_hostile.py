@@ -6,6 +6,8 @@ graded on that task's checks in the real sandbox.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import signal
@@ -177,8 +179,14 @@ def test_grader_and_solution_files_are_invisible(reference):
             return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
         raise RuntimeError("nothing to steal")
     """
+    task = catalogue.tasks()["gelu"]
+    # The checks' own 10 s would cap that limit: each gets the scaled one (every worker walks anew).
+    checks = [dataclasses.replace(c, timeout=seconds) for c in catalogue.chapter_of_task()["gelu"].checks
+              if c.task == "gelu"]
+    sources = apply(reference.sources, task.module, task.name, body)
     with Sandbox(Limits(check_seconds=seconds, memory_bytes=3 * 1024**3)) as box:
-        results = run(reference, box, "gelu", body)
+        results = grade_task(task, checks, Submission("hostile", sources), reference, box, seed=7,
+                             scan_for_tampering=False)
     assert_no_points(results)
     assert all("nothing to steal" in r.staff_diagnosis for r in results), [r.staff_diagnosis for r in results]
 

@@ -29,6 +29,43 @@ def _page_rows(text: str) -> tuple[dict[str, str], dict[str, str], str]:
     return mutants, variants, tail
 
 
+def shown(o):
+    """The diagnosis a student meets first (Outcome.first_shown), else a hidden check's."""
+    return o.first_shown or next(iter(o.public or o.failed), None)
+
+
+def markdown_table(mutant_outcomes, variant_outcomes) -> str:
+    lines = ["| mutant | task | mistake | failed checks (hidden in italics) | diagnosis `make check` shows | caught | "
+             "caught by `make check` |", "|---|---|---|---|---|---|---|"]
+    for o in mutant_outcomes:
+        names = ", ".join(f"*{r.check.name.split('.', 1)[1]}*" if r.check.hidden else r.check.name.split(".", 1)[1]
+                          for r in o.failed) or "—"
+        first = shown(o)
+        diagnosis = (first.diagnosis if first else "").replace("|", "\\|").replace("\n", " ")
+        public = ("named" if o.named_publicly else "yes") if o.caught_publicly else "**NO**"
+        lines.append(f"| [{o.entry.name}](#{o.entry.name}) | {o.entry.task} | {o.entry.mistake} | {names} | "
+                     f"{diagnosis} | {'yes' if o.caught else '**NO**'} | {public} |")
+    lines += ["", "| correct variant | task | note | score |", "|---|---|---|---|"]
+    for o in variant_outcomes:
+        lines.append(f"| {o.entry.name} | {o.entry.task} | {o.entry.note} | {o.score:g}/{o.max_score:g} |")
+    return "\n".join(lines)
+
+
+def markdown_changes(mutants) -> str:
+    """Each mutant as what it changes in the reference: its patch (the changed lines), or,
+    for a different short implementation, the region's whole body."""
+    lines = ["## Each mistake, as a change to the reference", "",
+             "A patch shows the lines of the reference's region (solutions/hero_transformer/, between "
+             "`### BEGIN SOLUTION <task>` and `### END SOLUTION`) that the mutant removes (`-`) and what it "
+             "writes instead (`+`); lines starting with two spaces are context, kept as they are. A mutant "
+             "that is a different short implementation is shown whole."]
+    for m in mutants:
+        how = "its patch" if m.is_patch else "the whole region, rewritten"
+        lines += ["", f"### {m.name}", "", f"`{m.task}`: {m.mistake} ({how})", "",
+                  "```diff" if m.is_patch else "```python", m.shown, "```"]
+    return "\n".join(lines)
+
+
 def _row_rates(mutant_rows: list[str], variant_rows: list[str]) -> tuple[float, float, float, float]:
     """(kill, caught publicly, named publicly, false rejection), read back from the rows."""
     cells = [[c.strip() for c in row.strip("|").split(" | ")] for row in mutant_rows]
@@ -53,8 +90,6 @@ def write_page(mutant_outcomes, variant_outcomes, whole: bool = True):
     fails on it)."""
     from grader.checks import catalogue
     from grader.mutants import catalogue as accuracy_catalogue
-    from grader.qa.catch_table import markdown_changes, markdown_table
-
     mutants, variants = accuracy_catalogue()
     old_mutants, old_variants, tail = _page_rows(PAGE.read_text(encoding="utf-8")) if PAGE.exists() else ({}, {}, "")
     if whole:

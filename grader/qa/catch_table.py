@@ -13,7 +13,7 @@ from rich.table import Table
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.mutants import Mutant, Variant, catalogue as accuracy_catalogue
-from grader.qa.accuracy_page import write_page
+from grader.qa.accuracy_page import markdown_changes, markdown_table, shown, write_page
 from grader.qa.trivial_bodies import trivial_entries
 from grader.run.results import PASSED
 from grader.run.reference import Reference
@@ -108,43 +108,6 @@ def run_all(sandbox: Sandbox | None = None, trivial: bool = False, chapters: lis
             sandbox.close()
 
 
-def _shown(o: Outcome):
-    """The diagnosis a student meets first (Outcome.first_shown), else a hidden check's."""
-    return o.first_shown or next(iter(o.public or o.failed), None)
-
-
-def markdown_table(mutant_outcomes, variant_outcomes) -> str:
-    lines = ["| mutant | task | mistake | failed checks (hidden in italics) | diagnosis `make check` shows | caught | "
-             "caught by `make check` |", "|---|---|---|---|---|---|---|"]
-    for o in mutant_outcomes:
-        names = ", ".join(f"*{r.check.name.split('.', 1)[1]}*" if r.check.hidden else r.check.name.split(".", 1)[1]
-                          for r in o.failed) or "—"
-        shown = _shown(o)
-        diagnosis = (shown.diagnosis if shown else "").replace("|", "\\|").replace("\n", " ")
-        public = ("named" if o.named_publicly else "yes") if o.caught_publicly else "**NO**"
-        lines.append(f"| [{o.entry.name}](#{o.entry.name}) | {o.entry.task} | {o.entry.mistake} | {names} | "
-                     f"{diagnosis} | {'yes' if o.caught else '**NO**'} | {public} |")
-    lines += ["", "| correct variant | task | note | score |", "|---|---|---|---|"]
-    for o in variant_outcomes:
-        lines.append(f"| {o.entry.name} | {o.entry.task} | {o.entry.note} | {o.score:g}/{o.max_score:g} |")
-    return "\n".join(lines)
-
-
-def markdown_changes(mutants) -> str:
-    """Each mutant as what it changes in the reference: its patch (the changed lines), or,
-    for a different short implementation, the region's whole body."""
-    lines = ["## Each mistake, as a change to the reference", "",
-             "A patch shows the lines of the reference's region (solutions/hero_transformer/, between "
-             "`### BEGIN SOLUTION <task>` and `### END SOLUTION`) that the mutant removes (`-`) and what it "
-             "writes instead (`+`); lines starting with two spaces are context, kept as they are. A mutant "
-             "that is a different short implementation is shown whole."]
-    for m in mutants:
-        how = "its patch" if m.is_patch else "the whole region, rewritten"
-        lines += ["", f"### {m.name}", "", f"`{m.task}`: {m.mistake} ({how})", "",
-                  "```diff" if m.is_patch else "```python", m.shown, "```"]
-    return "\n".join(lines)
-
-
 def rates(mutant_outcomes, variant_outcomes) -> tuple[float, float]:
     kill = sum(o.caught for o in mutant_outcomes) / max(1, len(mutant_outcomes))
     false_rejection = sum(o.score < o.max_score for o in variant_outcomes) / max(1, len(variant_outcomes))
@@ -186,11 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     for column in ("mutant", "task", "failed checks", "diagnosis", "caught", "make check"):
         table.add_column(column)
     for o in mutant_outcomes:
-        shown = _shown(o)
+        first = shown(o)
         public = ("[green]named" if o.named_publicly else "[yellow]yes") if o.caught_publicly else "[red]NO"
         table.add_row(o.entry.name, o.entry.task,
                       "\n".join(r.check.name.split(".", 1)[1] for r in o.failed) or "—",
-                      shown.diagnosis if shown else "", "[green]yes" if o.caught else "[red]NO", public)
+                      first.diagnosis if first else "", "[green]yes" if o.caught else "[red]NO", public)
     console.print(table)
     variants = Table(title="Correct variants: right implementations that must get full marks", expand=True)
     for column in ("variant", "task", "score"):
