@@ -20,13 +20,13 @@ from pathlib import Path
 from grader import KIT_ROOT
 
 DOCS = ("README.md", "docs/teaching.md", "grader/lms/autolab.py")
-# Each pattern: the words before the number (group 1, chapter in group 2 where there is
-# one), the number (last group). A line break may fall between any two words.
-ALL = re.compile(r"(all\s+(?:ten\s+)?chapters\W{0,4})(\d[\d,]*)(?=\s+points)")
-ONE = (re.compile(r"(chapter\s+(\d\d)\s+only\W{0,4})(\d+)(?=\s+points)"),
-       re.compile(r"(`ch(\d\d)`\s+is\s+)(\d+)"),
-       re.compile(r"(\"ch(\d\d)\":\s+)(\d+)"))
-CHECKS = re.compile(r"()(\d[\d,]*)(?=\s+(hidden\s+|public\s+)?checks(?!\s+of))")
+# Each pattern names the number (n) and, where there is one, the chapter (ch) or the kind
+# of checks (kind). A line break may fall between any two words.
+ALL = re.compile(r"all\s+(?:ten\s+)?chapters\W{0,4}(?P<n>\d[\d,]*)(?=\s+points)")
+ONE = (re.compile(r"chapter\s+(?P<ch>\d\d)\s+only\W{0,4}(?P<n>\d+)(?=\s+points)"),
+       re.compile(r"`ch(?P<ch>\d\d)`\s+is\s+(?P<n>\d+)"),
+       re.compile(r"\"ch(?P<ch>\d\d)\":\s+(?P<n>\d+)"))
+CHECKS = re.compile(r"(?P<n>\d[\d,]*)(?=\s+(?:(?P<kind>hidden|public)\s+)?checks(?!\s+of))")
 SMALL = 20  # "2 checks" of one task is no course-wide count
 
 
@@ -55,22 +55,20 @@ def corrected(text: str) -> tuple[str, list[tuple[int, str, str]]]:
         nonlocal text
         pieces, last = [], 0
         for match in pattern.finditer(text):
-            stated = match.group(match.lastindex if pattern is not CHECKS else 2)
-            right = right_for(match)
+            stated, right = match["n"], right_for(match)
             if right is None or stated.replace(",", "") == right:
                 continue
-            start, end = match.span(match.lastindex if pattern is not CHECKS else 2)
-            changes.append((line_of(start), stated, right))
-            pieces += [text[last:start], right]
-            last = end
+            changes.append((line_of(match.start("n")), stated, right))
+            pieces += [text[last:match.start("n")], right]
+            last = match.end("n")
         text = "".join(pieces) + text[last:]
 
     replace(ALL, lambda match: _points())
     for pattern in ONE:
-        replace(pattern, lambda match: _points({match.group(2)}))
+        replace(pattern, lambda match: _points({match["ch"]}))
     counts = _counts()
-    replace(CHECKS, lambda match: (str(counts[(match.group(3) or "").strip()])
-                                   if int(match.group(2).replace(",", "")) > SMALL else None))
+    replace(CHECKS, lambda match: str(counts[match["kind"] or ""]) if int(match["n"].replace(",", "")) > SMALL
+            else None)
     return text, sorted(changes)
 
 

@@ -19,12 +19,16 @@ _TABLE_HEADS = ("| mutant |", "| correct variant |")
 def _page_rows(text: str) -> tuple[dict[str, str], dict[str, str], str]:
     """The page's mutant rows and variant rows by entry name, and what follows the change
     sections (the seed sweep's section, grader.qa.seeds), from a page written before."""
-    mutants, variants = {}, {}
+    mutants, variants, in_variants = {}, {}, False
     for line in text.splitlines():
-        if line.startswith("| [") and "](#" in line:
+        if line.startswith("| [") and "](#" in line:  # a mutant's row links to its change
             mutants[line[3:line.index("](#")]] = line
-        elif line.startswith("| ") and not line.startswith(_TABLE_HEADS) and line.count("|") == 5:
+        elif line.startswith(_TABLE_HEADS[1]):  # the variants' rows follow their table's head
+            in_variants = True
+        elif in_variants and line.startswith("| "):
             variants[line[2:line.index(" |")]] = line
+        elif not line.startswith("|"):
+            in_variants = False
     tail = text[text.index("\n" + SECTION + "\n"):] if "\n" + SECTION + "\n" in text else ""
     return mutants, variants, tail
 

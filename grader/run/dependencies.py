@@ -166,12 +166,22 @@ def _computed_graph(reference: Reference) -> dict[str, tuple[str, ...]]:
 def _public_parts(reference: Reference, task_name: str) -> tuple[str, ...]:
     """What a task's public checks run besides its own code (each task read only when
     asked: a run of one chapter reads that chapter's tasks alone)."""
+    return _parts_run(reference, task_name, hidden=False)
+
+
+def _parts_run(reference: Reference, task_name: str, hidden: bool) -> tuple[str, ...]:
+    """The tasks the checks of `task_name` run besides its own (hidden=True: its hidden
+    checks too, a part Python's operators call, the package's methods that are no task,
+    and everything its public checks run), in catalogue order."""
     bodies, imports = _reference_parts(reference)
     chapter, task = catalogue.chapter_of_task()[task_name], catalogue.tasks()[task_name]
-    probes = [c.probe for c in chapter.checks if c.task == task_name and not c.hidden]
+    probes = [c.probe for c in chapter.checks if c.task == task_name and (hidden or not c.hidden)]
     text = "\n".join([_check_code(probes), bodies.get(task_name, "")])
+    helpers = {**_helpers(reference), **_methods(reference)} if hidden else _helpers(reference)
     used = _closure(text, {task_name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
-                    bodies, imports, _helpers(reference))
+                    bodies, imports, helpers, operators=hidden)
+    if hidden:
+        used |= set(_public_parts(reference, task_name))
     return tuple(sorted(used, key=list(catalogue.tasks()).index))
 
 
@@ -190,14 +200,7 @@ def worker_holdings(tasks=None) -> dict[str, tuple[str, ...]]:
 
 @lru_cache(maxsize=None)
 def _held_parts(reference: Reference, task_name: str) -> tuple[str, ...]:
-    bodies, imports = _reference_parts(reference)
-    helpers = {**_helpers(reference), **_methods(reference)}
-    chapter, task = catalogue.chapter_of_task()[task_name], catalogue.tasks()[task_name]
-    probes = [c.probe for c in chapter.checks if c.task == task_name]
-    text = "\n".join([_check_code(probes), bodies.get(task_name, "")])
-    used = _closure(text, {task_name}, set(re.findall(r"\bns\.(\w+)\b", text)) | {task.module},
-                    bodies, imports, helpers, operators=True)
-    return tuple(sorted(used | set(_public_parts(reference, task_name)), key=list(catalogue.tasks()).index))
+    return _parts_run(reference, task_name, hidden=True)
 
 
 @lru_cache(maxsize=1)

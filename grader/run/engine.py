@@ -9,7 +9,6 @@ into a check status with a reason.
 
 from __future__ import annotations
 
-
 import dataclasses
 import secrets
 import time
@@ -100,8 +99,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
             "needs": sorted({t.module for t in group}),
             "limits": limits.rlimits(worker=True),
             "group": {t.name: {"tripwires": list(t.forbidden),
-                               "op_rules": {"ops": list(t.forbidden_ops), "no_autograd": t.no_autograd,
-                                            "failures": t.names_failing_operator}}
+                               "op_rules": {"ops": list(t.forbidden_ops), "no_autograd": t.no_autograd}}
                       for t in group},
             "fresh": fresh,
         }
@@ -114,8 +112,7 @@ def _worker_request(task: Task, submission: Submission, reference: Reference | N
         "needs": [task.module],
         "limits": limits.rlimits(worker=True),
         "tripwires": list(task.forbidden),
-        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd,
-                     "failures": task.names_failing_operator},
+        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd},
         "fresh": fresh,
     }
 
@@ -220,12 +217,9 @@ class SharedWorker:
             self.worker.kill()
         self.worker, self.failed = None, True
 
+    @PHASES.phase("worker ends")
     def close(self) -> str:
         """End the worker; what it printed while the group ran."""
-        with PHASES.phase("worker ends"):
-            return self._close()
-
-    def _close(self) -> str:
         if self.worker is None:
             return ""
         self.worker.close()
@@ -374,14 +368,11 @@ class _TaskRun:
         self.last_certified = certified
         return {"result": merged if merge else gathered, "forbidden_calls": []}
 
+    @PHASES.phase("worker ends")
     def drop_worker(self, clean: bool = False):
         """End the worker: killed after a failure; told to exit (clean=True) after a run
         that answered, so a runner that keeps processes may reuse it. The group's worker is
         left to the group after a clean run, and ended for every task after a failure."""
-        with PHASES.phase("worker ends"):
-            self._drop_worker(clean)
-
-    def _drop_worker(self, clean: bool):
         if self.on_shared:
             if not clean:
                 self.shared.fail()
@@ -394,13 +385,10 @@ class _TaskRun:
                 self.worker.kill()
         self.worker = None
 
+    @PHASES.phase("worker ends")
     def finish(self, ran: list[CheckResult]):
         """Ends the last worker and gives what it printed to the last check it ran (the
         group's worker is ended by the group)."""
-        with PHASES.phase("worker ends"):
-            self._finish(ran)
-
-    def _finish(self, ran: list[CheckResult]):
         if self.on_shared:
             self.worker, self.on_shared = None, False
         if self.worker is not None:

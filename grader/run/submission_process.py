@@ -6,6 +6,7 @@ grader send it the task's certified parts."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import socket
@@ -326,8 +327,6 @@ class SubmissionProcess:
         return worker
 
     def _fork_spare(self) -> None:
-        import concurrent.futures
-
         with self._spare_lock:
             if self._spare is not None or self.broken is not None or self.control is None:
                 return

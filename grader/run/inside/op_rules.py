@@ -142,13 +142,9 @@ class Rules:
     whether autograd may run at all."""
 
     __slots__ = ("ops", "library", "no_autograd", "_verdicts", "_derived", "_match_op", "_match_library",
-                 "implementations", "by_where", "building_blocks", "_match_fair", "_fair", "failures")
+                 "implementations", "by_where", "building_blocks", "_match_fair", "_fair")
 
-    def __init__(self, ops=(), no_autograd=False, failures=False):
-        # failures: with no rule to keep, the operator that raises may still be noted
-        # (FAILED_OP) when a failed probe runs again; a task whose probes run thousands
-        # of operators turns it off.
-        self.failures = bool(failures)
+    def __init__(self, ops=(), no_autograd=False):
         patterns = tuple(str(op) for op in ops)
         self.building_blocks = tuple(p[1:] for p in patterns if p.startswith("!"))
         patterns = tuple(p for p in patterns if not p.startswith("!"))
@@ -167,7 +163,7 @@ class Rules:
     @classmethod
     def from_request(cls, value) -> "Rules":
         value = value if isinstance(value, dict) else {}
-        return cls(value.get("ops") or (), value.get("no_autograd", False), value.get("failures", False))
+        return cls(value.get("ops") or (), value.get("no_autograd", False))
 
     def __bool__(self) -> bool:
         return bool(self.ops) or bool(self.library) or self.no_autograd or self.by_where
@@ -527,7 +523,7 @@ def watching(rules: Rules, tripped: list, name_failure: bool = False):
     grader asks (`name_failure`: it runs a failed probe again for that), since noting it
     costs a Python call per operator of every probe."""
     if not rules:
-        if rules.failures and name_failure:
+        if name_failure:
             with _FailureRecorder():
                 yield
         else:
