@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
@@ -41,6 +42,20 @@ def test_phases_add_up_and_keep_the_lesson_order():
     assert names == ["worker starts", "probes", "something new"]
     assert dict((n, (s, c)) for n, s, c in phases.rows())["probes"] == (0.75, 2)
     assert set(ORDER) >= {"worker starts", "probes"}
+
+
+def test_a_phase_inside_another_counts_once():
+    phases = Phases()
+    began = time.perf_counter()
+    with phases.phase("probes"):
+        time.sleep(0.05)
+        with phases.phase("worker ends"):
+            time.sleep(0.05)
+    wall = time.perf_counter() - began
+    spent = dict((n, s) for n, s, _ in phases.rows())
+    assert spent["worker ends"] >= 0.05 and spent["probes"] >= 0.05
+    # Counted once, the two add up to the time around them (twice counted, they would exceed it).
+    assert spent["probes"] + spent["worker ends"] <= wall
 
 
 def test_a_process_knows_how_long_ago_it_started():

@@ -38,6 +38,7 @@ ORDER = {
 class Phases:
     def __init__(self):
         self._lock = threading.Lock()
+        self._open = threading.local()  # per thread: the time spent in phases nested in each open one
         self.seconds: dict[str, float] = {}
         self.counts: dict[str, int] = {}
 
@@ -48,11 +49,20 @@ class Phases:
 
     @contextlib.contextmanager
     def phase(self, name: str):
+        """Time what runs inside. A phase opened inside another on the same thread (a
+        worker's end within its probes, the zygote awaited within a worker's start) counts
+        as itself only: the outer one's time excludes it, so the phases add up to the wall."""
+        nested = self._open.__dict__.setdefault("stack", [])
+        nested.append(0.0)
         began = time.perf_counter()
         try:
             yield
         finally:
-            self.add(name, time.perf_counter() - began)
+            spent = time.perf_counter() - began
+            inner = nested.pop()
+            if nested:
+                nested[-1] += spent
+            self.add(name, spent - inner)
 
     def reset(self) -> None:
         with self._lock:
