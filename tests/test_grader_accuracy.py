@@ -72,13 +72,14 @@ def _squeezed(text: str) -> str:
 
 
 def common_mistakes(chapter: str) -> list[str]:
-    """The bullets of a lesson's "Common mistakes" section, each on one line."""
+    """The bullets of a lesson's "Common mistakes" sections, each on one line: the
+    chapter's own (##) and any a task's section keeps (###, as `make new-task` writes it)."""
     [lesson] = sorted((ROOT / "assignments").glob(f"ch{chapter}_*/README.md"))
     text = lesson.read_text(encoding="utf-8")
-    section = re.search(r"^## Common mistakes\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
-    assert section, f"{lesson} has no 'Common mistakes' section"
-    bullets = re.findall(r"^- (.*?)(?=^- |^\S|\Z)", section.group(1), flags=re.M | re.S)
-    return [_squeezed(b) for b in bullets]
+    sections = re.findall(r"^#{2,3} Common mistakes\n(.*?)(?=^#{1,3} |\Z)", text, flags=re.M | re.S)
+    assert sections, f"{lesson} has no 'Common mistakes' section"
+    return [_squeezed(b) for section in sections
+            for b in re.findall(r"^- (.*?)(?=^- |^\S|\Z)", section, flags=re.M | re.S)]
 
 
 CHAPTERS = sorted(c.number for c in checks_catalogue.chapters())

@@ -49,7 +49,7 @@ def _rendered(report: GradeReport, encoding: str, width: int = 100) -> str:
 @pytest.mark.parametrize("encoding", ["cp1252", "ascii", "cp437", "latin-1"])
 def test_the_report_renders_on_a_console_that_lacks_its_characters(encoding):
     shown = _rendered(_report(problem="Model.py — rename it → model.py ✗"), encoding)
-    assert "Total:" in shown and "Still to come: 6 hidden checks" in shown
+    assert "Total:" in shown and _hidden_of("05") in shown
     if encoding in ("cp1252", "ascii"):  # both lack every character of the diagnosis
         assert "-> position 1 changed -> the future leaks in; gamma ~ 1 - eps ok" in shown
         assert "rename it -> model.py x" in shown

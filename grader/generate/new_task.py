@@ -27,9 +27,11 @@ The chapter finds the task by its folder; `make student` puts it in the chapter'
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 from grader import KIT_ROOT
@@ -78,6 +80,15 @@ class {cls}(torch.nn.Module):
 '''
 
 
+def _example_input(task: str) -> str:
+    """A fixed [1, 2, 3] input for the public check, written as a literal. Its numbers come
+    from the task's name, so no two scaffolded tasks share an input (the facts are looked up
+    by input: two checks with one input and different facts would clash)."""
+    draw = random.Random(zlib.crc32(task.encode()))
+    rows = [[draw.choice([-1, 1]) * draw.randint(1, 16) / 4 for _ in range(3)] for _ in range(2)]
+    return repr([rows])
+
+
 def _placed(text: str, addition: str, number: str) -> str:
     """The module's text with `addition` at the end of chapter `number`'s part (before the
     next chapter's heading comment), or at the end where the file has no such part."""
@@ -117,8 +128,7 @@ def probe_{task}(ns, x):
 
 
 @check("example", 2, "{function} of a fixed [1, 2, 3] input matches the reference",
-       probe=probe_{task}, inputs=lambda g: {{"x": torch.tensor([[[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]]],
-                                                              dtype=torch.float64)}})
+       probe=probe_{task}, inputs=lambda g: {{"x": torch.tensor({example}, dtype=torch.float64)}})
 def judge_{task}_example(out, inputs, expected):
     facts = known_facts(inputs)
     return diagnose(out["y"], facts["right"], named(MISTAKES, facts["mistakes"]), "{function}(x)")
@@ -221,7 +231,7 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
         call = built if method["method"] == "forward" else f"{built}.{method['method']}"
     else:
         call = f"{module}.{function}"
-    words = dict(number=number, task=task, function=function, module=module, title=title, package=package.name,
+    words = dict(example=_example_input(task), number=number, task=task, function=function, module=module, title=title, package=package.name,
                  mistake=mistake, mistake_text=mistake_text, mistake_code=mistake_code, keyword=keyword,
                  mistake_name="MISTAKES", call=call, cls=method["cls"] if method else "",
                  method=method["method"] if method else "")
