@@ -128,7 +128,8 @@ def probe_{task}(ns, x):
 
 
 @check("example", 2, "{function} of a fixed [1, 2, 3] input matches the reference",
-       probe=probe_{task}, inputs=lambda g: {{"x": torch.tensor({example}, dtype=torch.float64)}})
+       probe=probe_{task},
+       inputs=lambda g: {{"x": torch.tensor({example}, dtype=torch.float64)}})
 def judge_{task}_example(out, inputs, expected):
     facts = known_facts(inputs)
     return diagnose(out["y"], facts["right"], named(MISTAKES, facts["mistakes"]), "{function}(x)")
