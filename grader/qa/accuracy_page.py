@@ -86,6 +86,13 @@ def _row_rates(mutant_rows: list[str], variant_rows: list[str]) -> tuple[float, 
     return kill, public, named, lost
 
 
+def page_rates() -> tuple[float, float, float, float]:
+    """The page's headline rates (kill, caught publicly, named publicly, false rejection):
+    the whole catalogue's, as the last runs of each chapter wrote its rows."""
+    mutants, variants, _ = _page_rows(PAGE.read_text(encoding="utf-8"))
+    return _row_rates(list(mutants.values()), list(variants.values()))
+
+
 def write_page(mutant_outcomes, variant_outcomes, whole: bool = True):
     """docs/grader-accuracy.md from this run: the whole page (`make mutants`), or, for a run
     of some chapters (`make mutants CH=05`), their rows replaced and every other row kept as

@@ -13,7 +13,7 @@ from rich.table import Table
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.mutants import Mutant, Variant, catalogue as accuracy_catalogue
-from grader.qa.accuracy_page import markdown_changes, markdown_table, shown, write_page
+from grader.qa.accuracy_page import markdown_changes, markdown_table, page_rates, shown, write_page
 from grader.qa.trivial_bodies import trivial_entries
 from grader.run.results import PASSED
 from grader.run.reference import Reference
@@ -178,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_docs or chapters:
         doc = write_page(mutant_outcomes, variant_outcomes, whole=args.write_docs)
         console.print(f"wrote {doc}" + ("" if args.write_docs else f" (the rows of chapter(s) {', '.join(chapters)})"))
+    if chapters:
+        # The naming target is the catalogue's: one chapter may name fewer, another more.
+        named = page_rates()[2]
+        console.print(f"named by `make check` over the whole catalogue (the page's rows): {named:.1%}, "
+                      f"against a target of {NAMED_TARGET:.0%}")
     return 0 if (kill == 1.0 and public == 1.0 and named >= NAMED_TARGET and false_rejection == 0.0
                  and not scoring) else 1
 

@@ -56,6 +56,9 @@ class Grading:
     deadline: float = 0.0  # time.monotonic() at which the upload's time is up; 0: from the runner's limit
     imported: object = None
     audience: Audience | None = None
+    # Tasks whose code hung on a check. Where no certified part stands in, a task that runs
+    # one of them as its own part will most likely hang as well: its checks don't wait long.
+    hung: set = dataclasses.field(default_factory=set)
 
     def __post_init__(self):
         if not self.deadline:
@@ -235,6 +238,10 @@ NAMEABLE_FAILURES = frozenset(cls.__name__ for cls in standard_exceptions()
                               and not issubclass(cls, (NotImplementedError, RecursionError)))
 
 
+# How long a check may run once its code, or a part of the student's it runs, has hung.
+HUNG_BEFORE_SECONDS = 2.0
+
+
 class _SetupFailed(Exception):
     """The task's worker could not be started; run.setup_failure says why."""
 
@@ -288,7 +295,8 @@ class _TaskRun:
                 return CheckResult(check, **_busy(failure))
             if failure.status == "timeout":
                 # Code that hung once will most likely hang again: don't wait as long twice.
-                self.timeout_cap = min(self.timeout_cap, 2.0)
+                self.timeout_cap = min(self.timeout_cap, HUNG_BEFORE_SECONDS)
+                self.grading.hung.add(self.task.name)
             status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
             return CheckResult(check, status, **failure_texts(failure, self.audience))
         if self.reference is None:
@@ -319,9 +327,13 @@ class _TaskRun:
         return self._failure_named(check, sent, reply)
 
     def _probe(self, check: Check, sent: dict, name_failure: bool = False):
+        cap = self.timeout_cap
+        hung = self.grading.hung
+        if hung and self.reference is None and hung.intersection(task_graph().get(self.task.name, ())):
+            cap = min(cap, HUNG_BEFORE_SECONDS)  # it runs a part of the student's that hung
         with PHASES.phase("probes"):
             return self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
-                                    max(0.5, min(check.timeout, self.timeout_cap, self.deadline - time.monotonic())),
+                                    max(0.5, min(check.timeout, cap, self.deadline - time.monotonic())),
                                     task=self.task.name if self.on_shared else None, name_failure=name_failure)
 
     def _failure_named(self, check: Check, sent: dict, reply: dict) -> dict:

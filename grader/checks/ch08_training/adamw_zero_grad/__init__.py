@@ -77,7 +77,8 @@ def judge_zero_grad_none(out, inputs, expected):
         if isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0:
             return (f"after zero_grad() parameter {i}'s .grad is a tensor of zeros; set it to None, as the docstring "
                     f"and torch.optim.AdamW do: a zero gradient is still a gradient, so a parameter that gets no new "
-                    f"gradient would go on being decayed and moved by step()")
+                    f"gradient would go on being decayed and moved by step(); and p.grad.zero_() with no test raises "
+                    f"AttributeError on a parameter that has no gradient yet")
         return f"after zero_grad() parameter {i} still has its old gradient: set every p.grad to None"
     return None
 

@@ -78,8 +78,10 @@ def _greedy_inputs(g):
     close = top2.values[:, 0] - top2.values[:, 1] < 0.05  # no near-ties: 1e-6 must be plainly greedy
     logits[close, top2.indices[close, 0]] += 1.0
     seed = int(torch.randint(0, 2**31, (1,), generator=g))
+    # The last call, at temperature 1 with 1e-6's seed, is no greedy call: it tells a
+    # temperature with no effect (draws the same as at 1) from one with the wrong effect.
     return {"logits": logits, "calls": [{"temperature": 0.0, "seed": seed}, {"temperature": 1e-6, "seed": seed},
-                                        {"temperature": 0.0, "seed": None}]}
+                                        {"temperature": 0.0, "seed": None}, {"temperature": 1.0, "seed": seed}]}
 
 
 @check("greedy_at_zero_temperature", 2,
@@ -89,7 +91,8 @@ def judge_greedy(out, inputs, expected):
     logits = inputs["logits"]
     greedy = known_facts(inputs)["greedy"]
     V = logits.shape[-1]
-    for call, result in zip(inputs["calls"], out):
+    *greedy_calls, at_one = zip(inputs["calls"], out)
+    for call, result in greedy_calls:
         t = call["temperature"]
         if "raised" in result:  # and the same call at temperature 1 runs: the temperature is the cause
             return raised(result, "sample_next")
@@ -102,8 +105,20 @@ def judge_greedy(out, inputs, expected):
         if t == 0:
             return (f"temperature 0 must be greedy: the argmax of every row, no randomness; {wrong} of "
                     f"{ids.numel()} rows drew another id")
-        return (f"temperature {t} should be as good as greedy ({wrong} of {ids.numel()} rows are not the argmax): "
-                f"divide the max-shifted logits by the temperature before the softmax")
+        said = f"temperature {t} should be as good as greedy ({wrong} of {ids.numel()} rows are not the argmax)"
+        drawn_at_one = at_one[1].get("value")
+        if isinstance(drawn_at_one, torch.Tensor) and drawn_at_one.shape == ids.shape:
+            if torch.equal(drawn_at_one, ids):
+                return (f"{said}, and it drew exactly what temperature 1 draws with the same generator: the "
+                        f"temperature has no effect. Divide the max-shifted logits by it before the softmax; left "
+                        f"out, or dividing the probabilities after the softmax (sampling scales them back to a sum "
+                        f"of 1), it changes nothing")
+            off_at_one = int((drawn_at_one != greedy).sum())
+            if wrong > off_at_one:
+                return (f"{said}, more than at temperature 1 ({off_at_one}): a small temperature flattened the "
+                        f"distribution instead of sharpening it, as logits multiplied by the temperature do; divide "
+                        f"the max-shifted logits by it before the softmax")
+        return f"{said}: divide the max-shifted logits by the temperature before the softmax"
     return None
 
 
