@@ -232,8 +232,8 @@ def scaffold(root: Path, number: str, task: str, function: str, module: str, tit
         call = built if method["method"] == "forward" else f"{built}.{method['method']}"
     else:
         call = f"{module}.{function}"
-    words = dict(example=_example_input(task), number=number, task=task, function=function, module=module, title=title, package=package.name,
-                 mistake=mistake, mistake_text=mistake_text, mistake_code=mistake_code, keyword=keyword,
+    words = dict(example=_example_input(task), number=number, task=task, function=function, module=module,
+                 title=title, package=package.name, mistake=mistake, mistake_text=mistake_text, mistake_code=mistake_code, keyword=keyword,
                  mistake_name="MISTAKES", call=call, cls=method["cls"] if method else "",
                  method=method["method"] if method else "")
     text = solution.read_text(encoding="utf-8")

@@ -262,6 +262,8 @@ class _TaskRun:
         self.timeout_cap = self.runner.limits.check_seconds
         self.last_certified: tuple[str, ...] = ()
         self.fresh_next = False  # the next worker must import the package anew
+        # The student's own parts the task's checks run, where no certified part stands in.
+        self.own_parts = task_graph().get(task.name, ()) if self.reference is None else ()
 
     def run(self, check: Check) -> CheckResult:
         if time.monotonic() >= self.deadline:
@@ -301,7 +303,7 @@ class _TaskRun:
             return CheckResult(check, status, **failure_texts(failure, self.audience))
         if self.reference is None:
             # No certified part stood in: the judge may judge the task on the parts it ran.
-            inputs = {**inputs, OWN_PARTS: task_graph().get(self.task.name, ())}
+            inputs = {**inputs, OWN_PARTS: self.own_parts}
         with PHASES.phase("judges"):
             status, diagnosis, staff = judge_answer(check, self.task, reply, inputs, expected, self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
@@ -328,8 +330,7 @@ class _TaskRun:
 
     def _probe(self, check: Check, sent: dict, name_failure: bool = False):
         cap = self.timeout_cap
-        hung = self.grading.hung
-        if hung and self.reference is None and hung.intersection(task_graph().get(self.task.name, ())):
+        if self.grading.hung.intersection(self.own_parts):
             cap = min(cap, HUNG_BEFORE_SECONDS)  # it runs a part of the student's that hung
         with PHASES.phase("probes"):
             return self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
