@@ -59,6 +59,9 @@ class Grading:
     # Tasks whose code hung on a check. Where no certified part stands in, a task that runs
     # one of them as its own part will most likely hang as well: its checks don't wait long.
     hung: set = dataclasses.field(default_factory=set)
+    # Checks whose inputs and expected values were computed ahead (prepare_while_booting),
+    # by name: each taken once, by the check's run.
+    prepared: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if not self.deadline:
@@ -182,6 +185,35 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
     return worker, None
 
 
+def inputs_and_expected(check: Check, seed: int, reference: Reference | None) -> tuple[dict, object]:
+    """A check's inputs, drawn from the grading's seed and the check's name (so the same
+    whenever and wherever they are drawn), and the reference's answer to them."""
+    generator = torch.Generator().manual_seed(seed + sum(map(ord, check.name)))
+    with PHASES.phase("inputs"):
+        inputs = check.make_inputs(generator)
+    with PHASES.phase("expected values"):
+        expected = check.expect(reference.modules, inputs) if (check.expect and reference) else None
+    return inputs, expected
+
+
+def prepare_while_booting(plan: list[tuple[Task, list[Check]]], seed: int, reference: Reference | None,
+                          runner: Runner) -> dict:
+    """Inputs and expected values of the plan's checks, computed while the runner is still
+    starting its processes (the sandbox's zygote imports torch beside this process), and
+    no longer: that wait would otherwise pass idle. What is not ready by then is computed
+    as each check runs, as before."""
+    booting = getattr(runner, "booting", None)
+    prepared: dict = {}
+    if booting is None:
+        return prepared
+    for _, checks in plan:
+        for check in checks:
+            if not booting():
+                return prepared
+            prepared[check.name] = inputs_and_expected(check, seed, reference)
+    return prepared
+
+
 def _busy(failure: WorkerFailed) -> dict:
     """A worker that ran out of time waiting for a processor: the machine's failure, so
     the check is the grader's to run again (a class's run grades the upload again)."""
@@ -272,11 +304,8 @@ class _TaskRun:
                 f"the grading time for one submission ({self.runner.limits.submission_seconds:g} s) ran out before "
                 f"this check ran: something is far too slow — often an experiment left at module level, which "
                 f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
-        generator = torch.Generator().manual_seed(self.seed + sum(map(ord, check.name)))
-        with PHASES.phase("inputs"):
-            inputs = check.make_inputs(generator)
-        with PHASES.phase("expected values"):
-            expected = check.expect(self.reference.modules, inputs) if (check.expect and self.reference) else None
+        ahead = self.grading.prepared.pop(check.name, None)
+        inputs, expected = ahead or inputs_and_expected(check, self.seed, self.reference)
         sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
         try:
             if check.separately:
@@ -663,6 +692,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         except Exception:  # noqa: BLE001 - each task reports a failing scan itself
             pass
     deadline = time.monotonic() + runner.limits.submission_seconds
+    prepared = prepare_while_booting(plan, seed, reference, runner)
     # The package imported once for all tasks, where the runner can seal that process.
     with PHASES.phase("package import"):
         imported = runner.package(submission.sources) if plan and submission.sources else None
@@ -670,7 +700,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     try:
         # One audience for the upload: what of the reference it does not hold is worked out once.
         grading = Grading(submission, reference, runner, seed, deadline, imported,
-                          Audience(submission, reference, for_the_author=for_the_author))
+                          Audience(submission, reference, for_the_author=for_the_author), prepared=prepared)
         results = _grade_plan(plan, grading, pool, reference is not None and grouped)
         if reference is None:
             graph = task_graph()

@@ -68,21 +68,28 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
                 runner.start()
             except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
                 pass
-    with PHASES.phase("torch and the checks imported"):
-        try:
-            chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
-        except SystemExit:
-            if runner is not None:
-                runner.close()
-            raise
-        import gc
+    import gc
 
-        from grader.run.engine import grade
+    # Importing torch builds a large heap, which the collector would walk over and over as it
+    # grows; what is imported now lives until the end, so it is frozen, never walked again.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with PHASES.phase("torch and the checks imported"):
+            try:
+                chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
+            except SystemExit:
+                if runner is not None:
+                    runner.close()
+                raise
+            from grader.run.engine import grade
+            from grader.run.report import render, results_json, write_json
+            from grader.run.submission import SubmissionError, load
 
-        # What is imported now lives until the end: the collector need not walk it again.
-        gc.freeze()
-        from grader.run.report import render, results_json, write_json
-        from grader.run.submission import SubmissionError, load
+            gc.freeze()
+    finally:
+        if collecting:
+            gc.enable()
 
     try:
         if runner is not None:

@@ -12,6 +12,7 @@ time, and answers with plain data.
 
 from __future__ import annotations
 
+import gc
 import importlib.abc
 import importlib.util
 import json
@@ -35,6 +36,9 @@ from grader.run.inside.isolation import (  # noqa: E402 - after the path is set
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Importing torch builds a large heap, and the collector would walk it over and over as
+    # it grows (about a tenth of the import); nothing built before the freeze below is garbage.
+    gc.disable()
     import torch
 
     torch.set_num_threads(1)
@@ -54,9 +58,8 @@ def main() -> None:
     _SEND, _RECV = wire.bound_sender(), wire.bound_receiver()  # before any student code exists here
     isolated = namespaces_work()
     # Every worker inherits this heap and never frees it: keep the collector off it.
-    import gc
-
     gc.freeze()
+    gc.enable()
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers
     children: set[int] = set()
