@@ -324,6 +324,9 @@ def test_the_workers_view_of_the_checks_is_the_release_and_the_hidden_probes(bui
     hidden_files = 0
     for path in sorted(p for p in view.rglob("*") if p.is_file()):
         relative = path.relative_to(view)
+        if "__pycache__" in relative.parts:
+            _assert_compiled_from_the_view(path)
+            continue
         assert path.name != "mutants.py" and not (relative.parts[1:2] == ("hidden",) and path.suffix != ".py"), relative
         twin = released / relative
         if twin.exists() and twin.read_bytes() == path.read_bytes():
@@ -344,6 +347,18 @@ def test_the_workers_view_of_the_checks_is_the_release_and_the_hidden_probes(bui
                     assert refuses, f"{relative}: {node.name}"
     assert hidden_files >= 40
     assert any("probe" in name for name in probes)
+
+
+def _assert_compiled_from_the_view(pyc: Path) -> None:
+    """Bytecode in the view (compiled there once, as the sandbox cannot write any) is the
+    code of the view's own source beside it, and nothing else."""
+    import importlib.util
+    import marshal
+
+    source = Path(importlib.util.source_from_cache(str(pyc)))
+    assert source.is_file(), f"{pyc} has no source in the view"
+    code = marshal.loads(pyc.read_bytes()[16:])
+    assert code == compile(source.read_bytes(), code.co_filename, "exec", dont_inherit=True), pyc
 
 
 def test_every_kit_file_a_worker_can_read_is_the_bundle_s_or_a_hidden_probe(built):

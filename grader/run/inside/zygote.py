@@ -24,6 +24,9 @@ import sys
 
 if __name__ == "__main__":  # started as a script in the sandbox: argv[2] is the kit's root
     sys.path.insert(0, sys.argv[2])
+    # The imports below bring torch, whose heap the collector would walk over and over as it
+    # grows (about a tenth of the import): off until main() freezes what they built.
+    gc.disable()
 
 from grader.run.inside import syscall_filter, tasks  # noqa: E402 - every worker's, imported once
 from grader.run.inside.isolation import (  # noqa: E402 - after the path is set
@@ -36,9 +39,7 @@ from grader.run.inside.isolation import (  # noqa: E402 - after the path is set
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    # Importing torch builds a large heap, and the collector would walk it over and over as
-    # it grows (about a tenth of the import); nothing built before the freeze below is garbage.
-    gc.disable()
+    gc.disable()  # as at the top, where this runs as a script; nothing built before the freeze is garbage
     import torch
 
     torch.set_num_threads(1)
