@@ -361,7 +361,9 @@ class _TaskRun:
         cap = self.timeout_cap
         if self.grading.hung.intersection(self.own_parts):
             cap = min(cap, HUNG_BEFORE_SECONDS)  # it runs a part of the student's that hung
-        with PHASES.phase("probes"):
+        # Apart where the worker records every operator the probe runs (a Python call each).
+        watched = bool(self.task.forbidden_ops) or self.task.no_autograd
+        with PHASES.phase("probes under operator rules" if watched else "probes"):
             return self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
                                     max(0.5, min(check.timeout, cap, self.deadline - time.monotonic())),
                                     task=self.task.name if self.on_shared else None, name_failure=name_failure)

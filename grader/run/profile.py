@@ -28,6 +28,8 @@ ORDER = {
     "inputs": "each check's inputs drawn",
     "expected values": "the reference's answers computed in the grader",
     "probes": "each probe's round trip: the student's code running in its worker, the answer sent back",
+    "probes under operator rules": "the same, for tasks whose worker records every torch operator the code runs",
+    "facts and forms loaded": "the kit's computed facts and the answers' expected forms read from the checks' files",
     "judges": "each answer judged and worded",
     "worker ends": "each worker told to exit (or killed), and the last of what it printed read",
     "shutdown": "the sandbox and its processes ended",
