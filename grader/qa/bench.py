@@ -274,12 +274,14 @@ def grading_rows():
 
 
 def _interleaved(commands: dict[str, list[str]], cwd: Path, repeats: int = 3,
-                 env: dict[str, str] | None = None) -> dict[str, list[float]]:
+                 env: dict[str, str] | None = None, before=None) -> dict[str, list[float]]:
     """Wall seconds of each command, run in turn (A B A B …) so a drift of the machine's
-    speed falls on both alike."""
+    speed falls on both alike; `before()`, untimed, ahead of each run."""
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeats):
         for name, command in commands.items():
+            if before is not None:
+                before()
             started = time.perf_counter()
             subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            env=env or {**os.environ, "COLUMNS": "200"})
@@ -319,8 +321,8 @@ FLOOR = [sys.executable, "-c", "import torch"]
 
 
 def _floor_row(label: str, target: float, command: list[str], cwd: Path, per: int = 1,
-               env: dict[str, str] | None = None, repeats: int = 3):
-    times = _interleaved({"floor": FLOOR, "run": command}, cwd, repeats=repeats, env=env)
+               env: dict[str, str] | None = None, repeats: int = 3, before=None):
+    times = _interleaved({"floor": FLOOR, "run": command}, cwd, repeats=repeats, env=env, before=before)
     ratios = [run / per / floor for run, floor in zip(times["run"], times["floor"])]
     ratio = statistics.median(ratios)
     return (f"{label} / the floor", f"{statistics.median(times['run']) / per:.2f} s / "
@@ -332,6 +334,8 @@ def _floor_row(label: str, target: float, command: list[str], cwd: Path, per: in
 def floor_rows():
     """A full grade, one chapter (05, hidden checks included, as a Gradescope assignment
     runs it) and a class of 20 (per upload), each against the torch floor."""
+    import shutil
+
     with tempfile.TemporaryDirectory() as tmp:
         _reference_like(Path(tmp) / "uploads", 20)
         grade = [sys.executable, "-m", "grader", "grade", "solutions/hero_transformer", "--json", f"{tmp}/r.json",
@@ -340,9 +344,11 @@ def floor_rows():
             _floor_row("grade the full reference", FLOOR_TARGETS["full"], grade, ROOT),
             _floor_row("grade chapter 05 of the reference", FLOOR_TARGETS["chapter"], grade + ["--chapters", "05"],
                        ROOT),
+            # Into an empty folder each time: a rerun into the same one grades only what changed.
             _floor_row("grade-class of 20 reference-like uploads, per upload", FLOOR_TARGETS["class"],
                        [sys.executable, "-m", "grader", "grade-class", f"{tmp}/uploads", "--out", f"{tmp}/out",
-                        *_weak()], ROOT, per=20, repeats=2),
+                        *_weak()], ROOT, per=20, repeats=2,
+                       before=lambda: shutil.rmtree(f"{tmp}/out", ignore_errors=True)),
         ]
 
 
