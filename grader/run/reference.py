@@ -32,12 +32,18 @@ class Reference:
         self._certified: dict = {}
         self._modules_compiled: dict[tuple, str] = {}
 
+    @staticmethod
+    def present() -> bool:
+        """Whether solutions/ is here, asked without reading it (a grading asks before it
+        boots the sandbox, which should start as early as it can)."""
+        return (REFERENCE_PACKAGE / "__init__.py").exists()
+
     @classmethod
     @lru_cache(maxsize=1)
     def available(cls) -> "Reference | None":
         """The one reference a grading process uses (a class of uploads shares it), or
         None where solutions/ is absent, as in a student's copy of the course."""
-        return cls() if (REFERENCE_PACKAGE / "__init__.py").exists() else None
+        return cls() if cls.present() else None
 
     def without(self, task: str) -> dict[str, str]:
         """The certified parts' text for grading `task`: every region but its own."""

@@ -88,11 +88,11 @@ def scan_file(source: str) -> list[tuple[int, str]]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # the worker reports the file as unloadable itself
     aliases, hits = import_aliases(tree), []
-    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    nodes = list(ast.walk(tree))  # walked once: a walk costs more than the three passes over it
+    used = {node.id for node in nodes if isinstance(node, ast.Name)}
     # Docstrings and other bare string statements are prose, never code.
-    prose = {id(node.value) for node in ast.walk(tree)
-             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
-    for node in ast.walk(tree):
+    prose = {id(node.value) for node in nodes if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    for node in nodes:
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
             hits += [(line, f"import {a.name}{UNUSED}" if _unused(node, used) and not _named(a.name, "")

@@ -54,7 +54,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         seed = secrets.randbelow(2**31)  # chosen here, so the results file's stamp can name it
     if kind == "portable" and public_only:
         use_reference = False  # it holds no reference: the student's own parts stand in, as in a release
-    needs_reference = (use_reference and Reference.available() is not None) or not public_only
+    needs_reference = (use_reference and Reference.present()) or not public_only
     report = None
     with PHASES.phase("sandbox boot"):
         try:
@@ -95,7 +95,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         if runner is not None:
             with PHASES.phase("reference and plan"):
                 submission = load(path)
-            if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.available():
+            if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.present():
                 raise SubmissionError(WEAK_SANDBOX)
             with console.status("grading…"):
                 report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
