@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -59,11 +60,12 @@ class Grading:
     # Tasks whose code hung on a check. Where no certified part stands in, a task that runs
     # one of them as its own part will most likely hang as well: its checks don't wait long.
     hung: set = dataclasses.field(default_factory=set)
-    # Checks whose inputs and expected values were computed ahead (prepare_while_booting),
-    # by name: each taken once, by the check's run.
-    prepared: dict = dataclasses.field(default_factory=dict)
+    # Each check's inputs and expected values, computed once, by whoever comes first.
+    answers: "Answers | None" = None
 
     def __post_init__(self):
+        if self.answers is None:
+            self.answers = Answers(self.seed, self.reference)
         if not self.deadline:
             self.deadline = time.monotonic() + self.runner.limits.submission_seconds
         if self.audience is None:
@@ -187,7 +189,7 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
 
 def inputs_and_expected(check: Check, seed: int, reference: Reference | None) -> tuple[dict, object]:
     """A check's inputs, drawn from the grading's seed and the check's name (so the same
-    whenever and wherever they are drawn), and the reference's answer to them."""
+    whenever and on whichever thread they are drawn), and the reference's answer to them."""
     generator = torch.Generator().manual_seed(seed + sum(map(ord, check.name)))
     with PHASES.phase("inputs"):
         inputs = check.make_inputs(generator)
@@ -196,22 +198,64 @@ def inputs_and_expected(check: Check, seed: int, reference: Reference | None) ->
     return inputs, expected
 
 
-def prepare_while_booting(plan: list[tuple[Task, list[Check]]], seed: int, reference: Reference | None,
-                          runner: Runner) -> dict:
-    """Inputs and expected values of the plan's checks, computed while the runner is still
-    starting its processes (the sandbox's zygote imports torch beside this process), and
-    no longer: that wait would otherwise pass idle. What is not ready by then is computed
-    as each check runs, as before."""
-    booting = getattr(runner, "booting", None)
-    prepared: dict = {}
-    if booting is None:
-        return prepared
-    for _, checks in plan:
+class Answers:
+    """Each check's inputs and expected values, computed once by whichever comes first:
+    the thread that grades the check, or work done ahead of it — while the sandbox boots,
+    and on a thread of its own that walks the plan while workers compute (the grader
+    works out the next check's answer as a worker runs this one). Either way a check
+    gets what inputs_and_expected gives it, raised errors included."""
+
+    def __init__(self, seed: int, reference: Reference | None):
+        self.seed, self.reference = seed, reference
+        self._lock = threading.Lock()
+        self._claimed: dict[str, Future] = {}
+        self._stop = threading.Event()
+        self._helper: threading.Thread | None = None
+
+    def take(self, check: Check) -> tuple[dict, object]:
+        future, mine = self._claim(check, again=True)
+        if mine:
+            self._compute(check, future)
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._claimed[check.name] = None  # taken: nothing kept, nothing computed again ahead
+
+    def _claim(self, check: Check, again: bool = False) -> tuple[Future | None, bool]:
+        """The check's future and whether the caller is to compute it; a check already
+        taken gives (None, False), or a new future to compute where `again` (a second run)."""
+        with self._lock:
+            future = self._claimed.get(check.name)
+            if future is not None or (check.name in self._claimed and not again):
+                return future, False
+            future = self._claimed[check.name] = Future()
+            return future, True
+
+    def _compute(self, check: Check, future: Future) -> None:
+        try:
+            future.set_result(inputs_and_expected(check, self.seed, self.reference))
+        except BaseException as error:  # noqa: BLE001 - the check that takes it raises it, as before
+            future.set_exception(error)
+
+    def ahead(self, checks: list[Check], until=None) -> None:
+        """Compute the answers of `checks` in turn, skipping any already claimed, while
+        `until()` holds (always, without it) and until stop()."""
         for check in checks:
-            if not booting():
-                return prepared
-            prepared[check.name] = inputs_and_expected(check, seed, reference)
-    return prepared
+            if self._stop.is_set() or (until is not None and not until()):
+                return
+            future, mine = self._claim(check)
+            if mine:
+                self._compute(check, future)
+
+    def ahead_on_a_thread(self, checks: list[Check]) -> None:
+        self._helper = threading.Thread(target=self.ahead, args=(checks,), name="answers ahead", daemon=True)
+        self._helper.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._helper is not None:
+            self._helper.join()
 
 
 def _busy(failure: WorkerFailed) -> dict:
@@ -304,8 +348,7 @@ class _TaskRun:
                 f"the grading time for one submission ({self.runner.limits.submission_seconds:g} s) ran out before "
                 f"this check ran: something is far too slow — often an experiment left at module level, which "
                 f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
-        ahead = self.grading.prepared.pop(check.name, None)
-        inputs, expected = ahead or inputs_and_expected(check, self.seed, self.reference)
+        inputs, expected = self.grading.answers.take(check)
         sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
         try:
             if check.separately:
@@ -596,12 +639,27 @@ def _grade_group(items: list[tuple[Task, list[Check]]], grading: Grading) -> lis
     return graded
 
 
+def _import_package(runner: Runner, submission: Submission, plan: list) -> object:
+    with PHASES.phase("package import"):
+        return runner.package(submission.sources) if plan and submission.sources else None
+
+
+def _group_order(plan: list[tuple[Task, list[Check]]], groups: list[list[int]]) -> list[int]:
+    """The costliest groups (most workers to start) first, so two threads finish together."""
+    return sorted(range(len(groups)), key=lambda g: -sum(workers_needed(plan[i][1]) for i in groups[g]))
+
+
+def _order_of_grading(plan: list[tuple[Task, list[Check]]], grouped: bool) -> list[Check]:
+    """The plan's checks in about the order the grading threads reach them."""
+    groups = plan_groups(plan, grouped)
+    return [check for g in _group_order(plan, groups) for i in groups[g] for check in plan[i][1]]
+
+
 def _grade_plan(plan: list[tuple[Task, list[Check]]], grading: Grading, pool: ThreadPoolExecutor,
                 grouped: bool) -> list[CheckResult]:
     groups = plan_groups(plan, grouped)
-    # The costliest groups (most workers to start) first, so two threads finish together;
-    # the report keeps the catalogue's order.
-    order = sorted(range(len(groups)), key=lambda g: -sum(workers_needed(plan[i][1]) for i in groups[g]))
+    # The report keeps the catalogue's order.
+    order = _group_order(plan, groups)
     futures = {g: pool.submit(_grade_group, [plan[i] for i in groups[g]], grading) for g in order}
     by_task = {}
     for g, members in enumerate(groups):
@@ -684,25 +742,35 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     # only contend for the same cores (and spin while they wait). One thread per op also
     # computes the expected values as the runner computes the answers.
     torch.set_num_threads(1)
-    with PHASES.phase("reference and plan"):
-        if reference is not None:
-            reference.modules  # import it once here, not from two grading threads at once
-            worker_holdings([task.name for task, _ in plan])  # here, before two threads each set about it
-        # Scanned once, before the threads (the scan caches what it finds per upload).
-        try:
-            scan_submission(submission.sources)
-        except Exception:  # noqa: BLE001 - each task reports a failing scan itself
-            pass
     deadline = time.monotonic() + runner.limits.submission_seconds
-    prepared = prepare_while_booting(plan, seed, reference, runner)
-    # The package imported once for all tasks, where the runner can seal that process.
-    with PHASES.phase("package import"):
-        imported = runner.package(submission.sources) if plan and submission.sources else None
     pool = ThreadPoolExecutor(max_workers=parallel)
+    # The package imported once for all tasks, where the runner can seal that process: begun
+    # at once, on a grading thread, while this one reads the reference and plans (a
+    # profile's one thread does one after the other, so that its phases stay apart).
+    importing = pool.submit(_import_package, runner, submission, plan) if parallel > 1 else None
+    imported = None
+    answers = Answers(seed, reference)
     try:
+        with PHASES.phase("reference and plan"):
+            if reference is not None:
+                reference.modules  # import it once here, not from two grading threads at once
+                worker_holdings([task.name for task, _ in plan])  # here, before two threads each set about it
+            # Scanned once, before the threads (the scan caches what it finds per upload).
+            try:
+                scan_submission(submission.sources)
+            except Exception:  # noqa: BLE001 - each task reports a failing scan itself
+                pass
+        in_order = _order_of_grading(plan, reference is not None and grouped)
+        # While the sandbox's zygote still imports torch beside this process, the wait would pass idle.
+        booting = getattr(runner, "booting", None)
+        if booting is not None:
+            answers.ahead(in_order, until=booting)
+        imported = importing.result() if importing is not None else _import_package(runner, submission, plan)
+        if parallel > 1:  # one thread (a profile): phases must not overlap, so nothing runs beside it
+            answers.ahead_on_a_thread(in_order)
         # One audience for the upload: what of the reference it does not hold is worked out once.
         grading = Grading(submission, reference, runner, seed, deadline, imported,
-                          Audience(submission, reference, for_the_author=for_the_author), prepared=prepared)
+                          Audience(submission, reference, for_the_author=for_the_author), answers=answers)
         results = _grade_plan(plan, grading, pool, reference is not None and grouped)
         if reference is None:
             graph = task_graph()
@@ -717,6 +785,12 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
+        answers.stop()
+        if imported is None and importing is not None:
+            try:  # the plan failed while the package was imported: its process ends too
+                imported = importing.result()
+            except Exception:  # noqa: BLE001 - nothing was imported, so nothing is left to end
+                imported = None
         with PHASES.phase("shutdown"):
             described = runner.describe(imported_once=imported is not None)
             if imported is not None:
