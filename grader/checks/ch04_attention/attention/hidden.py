@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from grader.checks._api import check
+from grader.checks._api import check, distinct_outputs
 from grader.checks.ch04_attention.attention import (
     MISTAKES, reference_inputs, judge_attention_reference, probe_attention, role_compositions,
 )
@@ -101,13 +101,8 @@ def role_output(module, q, k, v, past, parts):
 def distinct_role_compositions(module, q, k, v, past, right):
     """(parts, output) of every wrong composition of roles, fewest slips first, leaving out those
     that cannot be computed and those that output what the right one or a simpler one does."""
-    kept = []
-    for parts in role_compositions(past is not None):
-        y = role_output(module, q, k, v, past, parts)
-        if y is not None and all(not torch.allclose(y, other, atol=1e-9, rtol=1e-7)
-                                 for other in [right] + [o for _, o in kept]):
-            kept.append((parts, y))
-    return kept
+    return distinct_outputs(((parts, role_output(module, q, k, v, past, parts))
+                             for parts in role_compositions(past is not None)), right)
 
 
 @facts_for("ch04.attention.formula", "ch04.attention.formula_with_cache", "ch04.attention.float64_precision")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check, compare, diagnose, named
+from grader.checks._api import check, compare, diagnose, distinct_outputs, named
 from grader.checks.course import config, load_state
 from grader.checks.ch05_block.block import (
     MISTAKES, MISTAKES_REFERENCE, attention_pair_problem, block_compositions, block_of,
@@ -65,12 +65,7 @@ def composed_block(parts, block, x):
 def distinct_compositions(block, x, right):
     """(parts, output) of every wrong composition of the grammar, fewest slips first, leaving out
     those that output what the right block or a simpler composition already does."""
-    kept = []
-    for parts in block_compositions():
-        y = composed_block(parts, block, x)
-        if all(not torch.allclose(y, other, atol=1e-9, rtol=1e-7) for other in [right] + [o for _, o in kept]):
-            kept.append((parts, y))
-    return kept
+    return distinct_outputs(((parts, composed_block(parts, block, x)) for parts in block_compositions()), right)
 
 
 @facts_for("ch05.block.zero_branch_identity")
