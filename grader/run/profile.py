@@ -43,6 +43,9 @@ class Phases:
         self._open = threading.local()  # per thread: the time spent in phases nested in each open one
         self.seconds: dict[str, float] = {}
         self.counts: dict[str, int] = {}
+        # Times of what runs beside the grader, in processes of its own (the zygote's boot):
+        # not phases of this process, so not in its sum.
+        self.beside: dict[str, float] = {}
 
     def add(self, name: str, seconds: float) -> None:
         with self._lock:
@@ -66,10 +69,15 @@ class Phases:
                 nested[-1] += spent
             self.add(name, spent - inner)
 
+    def note(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.beside[name] = seconds
+
     def reset(self) -> None:
         with self._lock:
             self.seconds.clear()
             self.counts.clear()
+            self.beside.clear()
 
     def rows(self) -> list[tuple[str, float, int]]:
         """(phase, seconds, times) in ORDER, then any other phase."""

@@ -410,6 +410,7 @@ class Sandbox:
         child_end.close()
         self._control = parent_end
         self._ready = False
+        self._spawned = time.monotonic()
 
     def _await_ready(self):
         from grader.run.profile import PHASES
@@ -436,6 +437,10 @@ class Sandbox:
                 return self._start()
             raise RuntimeError(f"the sandbox did not start ({self.kind}): {error}")
         parent_end.settimeout(30)
+        if isinstance(ready.get("at"), float):
+            from grader.run.profile import PHASES
+
+            PHASES.note("zygote boot", ready["at"] - self._spawned)
         self.isolated = ready.get("isolated") is True
         self._pids.booted()
         self._ready = True

@@ -21,6 +21,7 @@ import resource
 import signal
 import socket
 import sys
+import time
 
 if __name__ == "__main__":  # started as a script in the sandbox: argv[2] is the kit's root
     sys.path.insert(0, sys.argv[2])
@@ -64,7 +65,9 @@ def main() -> None:
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers
     children: set[int] = set()
-    control.send(json.dumps({"ready": True, "pid": os.getpid(), "isolated": isolated}).encode())
+    # When (the machine's monotonic clock, which the grader reads too): its profile says how long the boot took.
+    control.send(json.dumps({"ready": True, "pid": os.getpid(), "isolated": isolated,
+                             "at": time.monotonic()}).encode())
     while True:
         try:
             message, fds, _flags, _addr = socket.recv_fds(control, 4096, 2)
