@@ -226,7 +226,8 @@ def _profile(report, console: Console, rows: int = 15, grouped: bool = True) -> 
     if "zygote boot" in PHASES.beside:
         console.print(f"beside these, in a process of its own: the sandbox's zygote was ready "
                       f"{PHASES.beside['zygote boot']:.3f} s after it was started (an interpreter importing torch and "
-                      f"the checks, while this one did the same; 'sandbox boot' above is what this process waited)")
+                      f"the checks, while this one did the same; 'sandbox boot' above is what this process waited)",
+                      soft_wrap=True)
 
     table = Table(title=f"The {rows} slowest checks (a check's time includes starting its worker)")
     for column, justify in (("check", "left"), ("seconds", "right"), ("status", "left")):

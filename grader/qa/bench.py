@@ -365,7 +365,8 @@ def phase_profiles(console: Console) -> None:
             console.print(f"[red]no phase profile of {label}: {run.stderr[-300:]}")
             continue
         console.print(f"[bold]Phase profile of {label}[/]")
-        console.print("\n".join(lines[start:end + 2]))
+        beside = [line for line in lines[end + 2:end + 6] if line.startswith("beside these")]
+        console.print("\n".join(lines[start:end + 2] + beside))
 
 
 def _pytest_row(folder: Path):
