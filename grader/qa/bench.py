@@ -366,7 +366,7 @@ def phase_profiles(console: Console) -> None:
             continue
         console.print(f"[bold]Phase profile of {label}[/]")
         beside = [line for line in lines[end + 2:end + 6] if line.startswith("beside these")]
-        console.print("\n".join(lines[start:end + 2] + beside))
+        console.print("\n".join(lines[start:end + 2] + beside), soft_wrap=True, highlight=False, markup=False)
 
 
 def _pytest_row(folder: Path):
