@@ -21,7 +21,7 @@ import torch
 from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task
 from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
-from grader.run.inside import sealed
+from grader.run.inside import op_rules, sealed
 from grader.run.inside.tasks import standard_exceptions
 from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
 from grader.run.processes import Limits, Runner, RunnerRefused
@@ -340,6 +340,8 @@ class _TaskRun:
         self.fresh_next = False  # the next worker must import the package anew
         # The student's own parts the task's checks run, where no certified part stands in.
         self.own_parts = task_graph().get(task.name, ()) if self.reference is None else ()
+        # Whether its worker records the operators its probes run: the worker's own test of the rule.
+        self.watched = bool(op_rules.Rules(task.forbidden_ops, task.no_autograd))
 
     def run(self, check: Check) -> CheckResult:
         if time.monotonic() >= self.deadline:
@@ -405,8 +407,7 @@ class _TaskRun:
         if self.grading.hung.intersection(self.own_parts):
             cap = min(cap, HUNG_BEFORE_SECONDS)  # it runs a part of the student's that hung
         # Apart where the worker records every operator the probe runs (a Python call each).
-        watched = bool(self.task.forbidden_ops) or self.task.no_autograd
-        with PHASES.phase("probes under operator rules" if watched else "probes"):
+        with PHASES.phase("probes under operator rules" if self.watched else "probes"):
             return self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
                                     max(0.5, min(check.timeout, cap, self.deadline - time.monotonic())),
                                     task=self.task.name if self.on_shared else None, name_failure=name_failure)
