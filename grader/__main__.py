@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from grader.console import safe_stream
+from grader.run.stopping import Stopped, install
 from grader.run.session import WEAK_SANDBOX, check_package, parse_chapters, run_grading  # noqa: F401 - the CLI's
 from grader.edition import EDITION
 
@@ -44,6 +45,18 @@ def _student_main(parser, argv) -> int:
 
 
 def main(argv=None) -> int:
+    """The command line; Ctrl-C ends any command with 130 and a sentence on what was kept."""
+    try:
+        return _main(argv)
+    except Stopped as stop:
+        Console().print(f"[yellow]{escape(stop.said)}[/]")
+        return 130
+    except KeyboardInterrupt:
+        Console().print("[yellow]Stopped (Ctrl-C).[/]")
+        return 130
+
+
+def _main(argv=None) -> int:
     safe_stream(sys.stdout)  # before anything prints: a cp1252 console spells in ASCII what it lacks
     safe_stream(sys.stderr)
     parser = argparse.ArgumentParser(prog="python -m grader", description="Grade hero_transformer submissions.")
@@ -270,6 +283,9 @@ def _grade_class(args, console: Console) -> int:
     except InputError as problem:
         console.print(f"[red]{problem}[/]")
         return 1
+    except Stopped as stop:
+        console.print(f"[yellow]{escape(stop.said)}[/]")
+        return 130
     except KeyboardInterrupt:
         console.print("[yellow]Stopped before any upload was graded.[/] Run the same command again to start.")
         return 130
@@ -342,6 +358,7 @@ def _submit(package: Path, output: Path, console: Console, anyway: bool = False)
 
 
 if __name__ == "__main__":
+    install()
     code = main()
     # Everything is written and closed by now; tearing down torch's interpreter state
     # would only add half a second.

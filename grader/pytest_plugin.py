@@ -35,11 +35,15 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 import pytest
+
+from grader.files import write_atomic
+from grader.run.stopping import install, moment, whole
 
 # Written by the release (grader/generate/release.py), read by collection: no torch needed.
 PUBLIC_CHECKS = Path(__file__).resolve().parent / "checks" / "public_checks.json"
@@ -331,11 +335,17 @@ def main(argv=None) -> int:
     chapters = [c for c in re.split(r"[,\s]+", args.chapters or "") if c]
     try:
         report, code = grade_as_check(args.package, chapters, console_file=sys.stdout)
+        with whole():
+            moment("statuses written")
+            write_atomic(args.statuses, json.dumps(statuses(report)))
     except KeyboardInterrupt:
         return 130  # check.py --watch was stopped: it says so itself
-    Path(args.statuses).write_text(json.dumps(statuses(report)), encoding="utf-8")
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    install()
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no wait at exit for a grading thread a Ctrl-C left on a worker's answer

@@ -119,3 +119,27 @@ def sandbox():
     # 3 s on an idle machine, more on a busy one (see tests/timing.py).
     with Sandbox(Limits(check_seconds=limit(3.0), memory_bytes=3 * 1024**3)) as box:
         yield box
+
+
+@pytest.fixture(scope="session")
+def release_05(tmp_path_factory):
+    """The students' bundle of chapter 05 as a student unpacks it, built once for the whole
+    run: the test processes (pytest -n) share one build behind a lock."""
+    import subprocess
+    import zipfile
+
+    from filelock import FileLock
+
+    from grader.generate import release
+
+    shared = tmp_path_factory.getbasetemp().parent  # one folder for every test process of a run
+    unpacked = shared / "release_05"
+    with FileLock(str(shared / "release_05.lock")):
+        if not (unpacked / "done").is_file():
+            built = subprocess.run([sys.executable, "-m", "grader", "release", "--out", str(shared / "release_05_out"),
+                                    "--chapters", "05"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+            assert built.returncode == 0, built.stdout + built.stderr
+            with zipfile.ZipFile(shared / "release_05_out" / f"{release.BUNDLE_NAME}.zip") as handle:
+                handle.extractall(unpacked)
+            (unpacked / "done").write_text("built", encoding="utf-8")
+    return unpacked / release.BUNDLE_NAME

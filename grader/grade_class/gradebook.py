@@ -39,6 +39,7 @@ from grader.grade_class.records import (RECORD_FORMAT, STATE, archive, copy_arch
                                         record_path)
 from grader.run.report import results_json, staff_path
 from grader.run.stamp import describe, kit_version, stamp
+from grader.run.stopping import Stopped, moment, whole
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
 from grader.run.submission import SubmissionError
@@ -204,12 +205,19 @@ class _Graders:
         if self.shared is False:
             return
         box = _ClassSandbox(self.limits)
+        with self.lock:
+            self.open_boxes.add(box)  # a Ctrl-C while it boots ends it too
         try:
+            box.start()
+            moment("sandbox boot")
             box.worker().kill()  # boots the zygote, which reports whether workers are isolated
         except Exception:  # noqa: BLE001 - each upload's own sandbox retries and reports
             box.close()
             self.shared = False
             return
+        finally:
+            with self.lock:
+                self.open_boxes.discard(box)
         if self.shared is None:
             self.shared = box.isolated
         if self.shared:
@@ -329,12 +337,18 @@ def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str
             console.print(f"{unfinished} upload(s) unchanged but with checks the grader could not run last time: "
                           f"graded again")
         _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_sandbox)
-    rows = class_outputs.build([out], out, options)
-    if csv_path is not None:
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out / "gradebook.csv", csv_path)
-    if json_dir is not None:
-        class_outputs.copy_results([out], json_dir)
+    try:
+        moment("gradebook written")
+        rows = class_outputs.build([out], out, options)
+        if csv_path is not None:
+            csv_path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out / "gradebook.csv", csv_path)
+        if json_dir is not None:
+            class_outputs.copy_results([out], json_dir)
+    except KeyboardInterrupt:
+        raise Stopped(f"Stopped (Ctrl-C) while the gradebook was written: every upload is graded and kept in "
+                      f"{out}/results/. Run the same command again to write the gradebook (nothing is "
+                      f"regraded).") from None
     return rows
 
 
@@ -344,7 +358,11 @@ def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_san
     if Reference.available() is not None:
         Reference.available().modules  # imported once, before grading threads race for it
     graders = _Graders(budget, share_sandbox)
-    graders.start()
+    try:
+        graders.start()
+    except KeyboardInterrupt:
+        graders.close()
+        raise Interrupted(0, len(todo)) from None
     jobs = jobs or (max(1, min(2, (os.cpu_count() or 1))) if graders.shared else 1)
     where = ("one sandbox shared by the class (every worker a fresh fork in namespaces of its own)" if graders.shared
              else "a fresh sandbox per upload (this machine cannot give workers namespaces of their own)")
@@ -370,11 +388,14 @@ def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_san
                 for future in ready:
                     pending.discard(future)
                     record = future.result()
-                    save_record(out, record)
-                    finished += 1
+                    with whole():  # a record and its staff companion, both or neither
+                        save_record(out, record)
+                        finished += 1
+                        moment("record written")
                     spent = time.perf_counter() - started
                     progress.update(bar, advance=1, description=f"graded {shown(future.upload.label)[:30]}",
                                     rate=f"{spent / finished:.1f} s/upload")
+                    moment("between uploads")
                     if queue:
                         submit()
     except KeyboardInterrupt:

@@ -31,6 +31,7 @@ from grader.run.reference import Reference
 from grader.run.results import (ERROR, FAILED, FORBIDDEN, LOAD_FAILED, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED,
                                 TIMEOUT, WAITING, CheckResult, GradeReport)
 from grader.run.scan_calls import scan
+from grader.run.stopping import whole
 from grader.run.scan_tampering import scan_submission, tampering_reason
 from grader.run.submission import Submission
 from grader.run.worker import WorkerFailed
@@ -751,6 +752,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     importing = pool.submit(_import_package, runner, submission, plan) if parallel > 1 else None
     imported = None
     answers = Answers(seed, reference)
+    interrupted = False
     try:
         with PHASES.phase("reference and plan"):
             if reference is not None:
@@ -781,13 +783,19 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
             quiet = _grade_plan(select_checks(None, True, outside), grading, pool, False)
             apply_waits(results + quiet, graph, outside)
         pool.shutdown()
-    except BaseException:
+    except BaseException as stop:
         # Ctrl-C (or anything else): drop what has not started; closing the runner ends the rest.
         pool.shutdown(wait=False, cancel_futures=True)
+        interrupted = isinstance(stop, KeyboardInterrupt)
+        if interrupted:
+            # At once, so that the threads waiting on workers (and on the package's import)
+            # are answered now, not when their time limits run out.
+            with whole():
+                runner.close()
         raise
     finally:
         answers.stop()
-        if imported is None and importing is not None:
+        if imported is None and importing is not None and not interrupted:
             try:  # the plan failed while the package was imported: its process ends too
                 imported = importing.result()
             except Exception:  # noqa: BLE001 - nothing was imported, so nothing is left to end

@@ -67,7 +67,8 @@ BOOT_SECONDS = 300.0
 class _Process:
     """One worker process and the channel it connected back on."""
 
-    def __init__(self, limits: Limits, scratch: Path):
+    def __init__(self, limits: Limits, scratch: Path, closing: threading.Event):
+        self.closing = closing  # the runner is closing: a process still booting is ended at once
         self.output_path = scratch / f"worker-{secrets.token_hex(6)}.out"
         token = secrets.token_hex(16)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -95,6 +96,9 @@ class _Process:
         deadline = time.monotonic() + seconds
         while True:
             left = deadline - time.monotonic()
+            if self.closing.is_set():
+                self.kill()
+                raise OSError("the check was stopped while its process was loading torch")
             if self.process.poll() is not None:
                 self.kill()
                 raise OSError("the checking process stopped while loading torch (is torch installed in this Python? "
@@ -162,6 +166,7 @@ class PortableRunner:
         self.lock = threading.Lock()
         self.started = 0  # processes started, for the report and the tests
         self._booting: threading.Thread | None = None  # start()'s first process, while it boots
+        self.closing = threading.Event()
         self.imported_once = False
 
     def start(self) -> "PortableRunner":
@@ -182,7 +187,7 @@ class PortableRunner:
             self.idle.append(process)
 
     def _new_process(self) -> _Process:
-        process = _Process(self.limits, self.scratch)
+        process = _Process(self.limits, self.scratch, self.closing)
         self.started += 1
         return process
 
@@ -228,6 +233,7 @@ class PortableRunner:
                 f"{self.reason}")
 
     def close(self) -> None:
+        self.closing.set()  # within half a second, a process still booting is ended
         if self._booting is not None:
             self._booting.join()
         with self.lock:

@@ -10,6 +10,8 @@ import traceback
 
 from rich.console import Console
 
+from grader.run.stopping import Stopped, moment, whole
+
 
 def parse_chapters(text: str | None) -> list[str] | None:
     """The command line's chapter list ("05,07", "ch5") as chapter numbers; exits with the
@@ -25,6 +27,10 @@ def parse_chapters(text: str | None) -> list[str] | None:
 WEAK_SANDBOX = ("bubblewrap is not usable here, and without it the code being graded could read "
                 "solutions/ and the grader's files. Install it (`apt-get install bubblewrap`), or pass "
                 "--allow-weak-sandbox to grade anyway with process isolation only.")
+
+
+STOPPED = ("Grading was stopped (Ctrl-C) before it finished, so nothing was graded. "
+           "Run the same command again to grade.")
 
 
 def run_grading(path: str, chapters, public_only: bool, json_path: str | None, console: Console,
@@ -55,20 +61,80 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     if kind == "portable" and public_only:
         use_reference = False  # it holds no reference: the student's own parts stand in, as in a release
     needs_reference = (use_reference and Reference.present()) or not public_only
-    report = None
-    with PHASES.phase("sandbox boot"):
-        try:
-            # Boot the runner first: it imports torch while this process does the same.
-            runner = open_runner(runner_kind, Limits(submission_seconds=budget), with_reference=needs_reference)
-        except RunnerRefused as refused:
-            report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
-            runner = None
-        if runner is not None:
+    report, runner = None, None
+    try:
+        with PHASES.phase("sandbox boot"):
             try:
-                runner.start()
-            except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
-                pass
+                # Boot the runner first: it imports torch while this process does the same.
+                runner = open_runner(runner_kind, Limits(submission_seconds=budget), with_reference=needs_reference)
+            except RunnerRefused as refused:
+                report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
+            if runner is not None:
+                try:
+                    runner.start()
+                except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
+                    pass
+        moment("sandbox boot")
+        chapters, grade, render, results_json, write_json, SubmissionError, load = _import_the_grading(chapters)
+        try:
+            if runner is not None:
+                with PHASES.phase("reference and plan"):
+                    submission = load(path)
+                if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.present():
+                    raise SubmissionError(WEAK_SANDBOX)
+                with console.status("grading…"):
+                    report = grade(submission, chapters, public_only=public_only, seed=seed,
+                                   use_reference=use_reference, runner=runner, grouped=grouped,
+                                   for_the_author=for_the_author, parallel=parallel)
+        except SubmissionError as problem:
+            report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
+        except KeyboardInterrupt:
+            raise
+        except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
+            report = GradeReport(str(path), [], "not started", "none",
+                                 problem=f"the grader hit an internal error; please report it: {crash!r}")
+            traceback.print_exc()
+    except KeyboardInterrupt:
+        # Ctrl-C: the workers end, and a results file says the grading stopped (an older
+        # one left in its place would be taken for this upload's).
+        _close(runner)
+        if json_path:
+            from grader.run.report import results_json, write_json
+
+            stopped = GradeReport(str(path), [], "stopped", "none", time.perf_counter() - started, problem=STOPPED)
+            with whole():
+                write_json(results_json(stopped, seed), json_path)
+            raise Stopped(f"Stopped (Ctrl-C) before the grading finished: {json_path} says so and holds no "
+                          f"check. Run the same command again to grade.") from None
+        raise Stopped("Stopped (Ctrl-C) before the checks finished. Run the same command again to see "
+                      "them.") from None
+    except BaseException:
+        _close(runner)
+        raise
+    _close(runner)
+    report.elapsed = time.perf_counter() - started
+    try:
+        if json_path:
+            with PHASES.phase("report"), whole():
+                moment("results written")
+                write_json(results_json(report, seed), json_path)
+        with PHASES.phase("report"):
+            moment("report")
+            render(report, console)
+    except KeyboardInterrupt:
+        raise Stopped(f"Stopped (Ctrl-C) after the grading finished: {json_path} holds its results."
+                      if json_path else "Stopped (Ctrl-C) while the report was shown. Run the same command "
+                                        "again to see it.") from None
+    if json_path:
+        console.print(f"[dim]results written to {json_path}[/]")
+    return report
+
+
+def _import_the_grading(chapters):
+    """(chapters, and the engine's entry points), imported while the runner boots."""
     import gc
+
+    from grader.run.profile import PHASES
 
     # Importing torch builds a large heap, which the collector would walk over and over as it
     # grows; what is imported now lives until the end, so it is frozen, never walked again.
@@ -76,12 +142,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     gc.disable()
     try:
         with PHASES.phase("torch and the checks imported"):
-            try:
-                chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
-            except SystemExit:
-                if runner is not None:
-                    runner.close()
-                raise
+            chapters = parse_chapters(chapters) if isinstance(chapters, str) else chapters
             from grader.run.engine import grade
             from grader.run.report import render, results_json, write_json
             from grader.run.submission import SubmissionError, load
@@ -90,36 +151,15 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     finally:
         if collecting:
             gc.enable()
+    return chapters, grade, render, results_json, write_json, SubmissionError, load
 
-    try:
-        if runner is not None:
-            with PHASES.phase("reference and plan"):
-                submission = load(path)
-            if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.present():
-                raise SubmissionError(WEAK_SANDBOX)
-            with console.status("grading…"):
-                report = grade(submission, chapters, public_only=public_only, seed=seed, use_reference=use_reference,
-                               runner=runner, grouped=grouped, for_the_author=for_the_author, parallel=parallel)
-    except SubmissionError as problem:
-        report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
-    except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
-        report = GradeReport(str(path), [], "not started", "none",
-                             problem=f"the grader hit an internal error; please report it: {crash!r}")
-        traceback.print_exc()
-    finally:
-        if runner is not None:
-            with PHASES.phase("shutdown"):
-                runner.close()
-        if report is not None:
-            report.elapsed = time.perf_counter() - started
-        if json_path and report is not None:
-            with PHASES.phase("report"):
-                write_json(results_json(report, seed), json_path)
-    with PHASES.phase("report"):
-        render(report, console)
-    if json_path:
-        console.print(f"[dim]results written to {json_path}[/]")
-    return report
+
+def _close(runner) -> None:
+    from grader.run.profile import PHASES
+
+    if runner is not None:
+        with PHASES.phase("shutdown"), whole():
+            runner.close()
 
 
 def check_package(package: str, chapters, console: Console, budget: float = 600.0,

@@ -13,6 +13,7 @@ import time
 from typing import Callable
 
 from grader.run.inside import wire
+from grader.run.stopping import moment
 
 
 class WorkerFailed(Exception):
@@ -90,6 +91,8 @@ class Worker:
             if sending:
                 self.channel.settimeout(timeout)
                 wire.send(self.channel, message)
+                if "probe" in message:
+                    moment("probe")  # the worker is at work on it
             return wire.recv(self.channel, deadline=time.monotonic() + timeout)
         except (socket.timeout, TimeoutError):
             waited_after = self.waited()
