@@ -22,6 +22,7 @@ import pytest
 
 from grader.checks import catalogue
 from grader.generate import release
+from tests.test_ctrl_c import as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_PY = ROOT / "grader" / "generate" / "release_template" / "check.py"
@@ -443,7 +444,8 @@ def test_watch_reruns_on_a_save_and_says_what_changed(bundle, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env.update(HERO_TRANSFORMER_VENV=str(VENV), COLUMNS="200")
     watching = subprocess.Popen([sys.executable, "check.py", "--watch", "05"], cwd=copy, env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=as_in_a_terminal)
     try:
         output = _Lines(watching.stdout)
         first = output.until("Watching hero_transformer/", 1)

@@ -5,7 +5,12 @@ no half-written file.
 Each test interrupts at a moment the program announces (grader/run/stopping.py: with
 HERO_TRANSFORMER_PAUSE_AT naming a moment the program notes that it is there and waits),
 and sends SIGINT to the process group as a terminal does. So the signal lands at that
-moment on any machine, idle or busy; nothing here waits on time."""
+moment on any machine, idle or busy; nothing here waits on time.
+
+Each program starts with SIGINT at its default, as a terminal's foreground command does
+(`as_in_a_terminal`). The test run itself may not have it: a shell starts a background
+job (`make test &`, a CI runner's step) with SIGINT ignored, every process below it
+inherits that, and a program that inherits an ignored SIGINT rightly never sees Ctrl-C."""
 
 from __future__ import annotations
 
@@ -31,6 +36,11 @@ VENV = Path(os.path.realpath(sys.prefix))
 NEVER = 900.0  # a cap against a program that never reaches its moment, never a verdict
 
 
+def as_in_a_terminal() -> None:
+    """Popen's preexec_fn: SIGINT back to its default in the child, before it runs."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Interrupted:
     """A command run until it pauses at `moment`, then sent Ctrl-C."""
 
@@ -38,7 +48,8 @@ class Interrupted:
         note = folder / "paused.txt"
         env = {**(env or os.environ), PAUSE_VARIABLE: moment, PAUSED_VARIABLE: str(note), "COLUMNS": "240"}
         with open(folder / "out.txt", "w") as out, open(folder / "err.txt", "w") as err:
-            process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True)
+            process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True,
+                                       preexec_fn=as_in_a_terminal)
         try:
             deadline = time.monotonic() + NEVER
             while f"paused at {moment}" not in _read(note) and process.poll() is None \

@@ -23,6 +23,7 @@ from rich.console import Console
 from grader.__main__ import main as cli
 from grader.run.engine import possible_points
 from grader.run.stopping import PAUSE_VARIABLE, PAUSED_VARIABLE
+from tests.test_ctrl_c import as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -284,7 +285,8 @@ def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path, mo
     # Ctrl-C once the first upload is graded and kept: the run says when (tests/test_ctrl_c.py).
     paused = tmp_path / "paused.txt"
     env = {**os.environ, PAUSE_VARIABLE: "between uploads", PAUSED_VARIABLE: str(paused)}
-    run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           preexec_fn=as_in_a_terminal)
     while not paused.is_file() and run.poll() is None:
         time.sleep(0.02)
     run.send_signal(signal.SIGINT)

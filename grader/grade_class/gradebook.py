@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -39,7 +39,7 @@ from grader.grade_class.records import (RECORD_FORMAT, STATE, archive, copy_arch
                                         record_path)
 from grader.run.report import results_json, staff_path
 from grader.run.stamp import describe, kit_version, stamp
-from grader.run.stopping import Stopped, moment, whole
+from grader.run.stopping import Stopped, first_done, moment, whole
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
 from grader.run.submission import SubmissionError
@@ -384,7 +384,7 @@ def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_san
             for _ in range(min(jobs, len(queue))):
                 submit()
             while pending:
-                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                ready = first_done(pending)
                 for future in ready:
                     pending.discard(future)
                     record = future.result()

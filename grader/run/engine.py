@@ -31,7 +31,7 @@ from grader.run.reference import Reference
 from grader.run.results import (ERROR, FAILED, FORBIDDEN, LOAD_FAILED, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED,
                                 TIMEOUT, WAITING, CheckResult, GradeReport)
 from grader.run.scan_calls import scan
-from grader.run.stopping import whole
+from grader.run.stopping import joined, result_of, whole
 from grader.run.scan_tampering import scan_submission, tampering_reason
 from grader.run.submission import Submission
 from grader.run.worker import WorkerFailed
@@ -218,7 +218,7 @@ class Answers:
         if mine:
             self._compute(check, future)
         try:
-            return future.result()
+            return result_of(future)
         finally:
             with self._lock:
                 self._claimed[check.name] = None  # taken: nothing kept, nothing computed again ahead
@@ -256,7 +256,7 @@ class Answers:
     def stop(self) -> None:
         self._stop.set()
         if self._helper is not None:
-            self._helper.join()
+            joined(self._helper)
 
 
 def _busy(failure: WorkerFailed) -> dict:
@@ -665,7 +665,7 @@ def _grade_plan(plan: list[tuple[Task, list[Check]]], grading: Grading, pool: Th
     futures = {g: pool.submit(_grade_group, [plan[i] for i in groups[g]], grading) for g in order}
     by_task = {}
     for g, members in enumerate(groups):
-        for i, results in zip(members, futures[g].result()):
+        for i, results in zip(members, result_of(futures[g])):
             by_task[i] = results
     return [result for i in range(len(plan)) for result in by_task[i]]
 
@@ -768,7 +768,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         booting = getattr(runner, "booting", None)
         if booting is not None:
             answers.ahead(in_order, until=booting)
-        imported = importing.result() if importing is not None else _import_package(runner, submission, plan)
+        imported = result_of(importing) if importing is not None else _import_package(runner, submission, plan)
         if parallel > 1:  # one thread (a profile): phases must not overlap, so nothing runs beside it
             answers.ahead_on_a_thread(in_order)
         # One audience for the upload: what of the reference it does not hold is worked out once.
@@ -797,7 +797,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
         answers.stop()
         if imported is None and importing is not None and not interrupted:
             try:  # the plan failed while the package was imported: its process ends too
-                imported = importing.result()
+                imported = result_of(importing)
             except Exception:  # noqa: BLE001 - nothing was imported, so nothing is left to end
                 imported = None
         with PHASES.phase("shutdown"):

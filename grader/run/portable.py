@@ -29,6 +29,7 @@ from pathlib import Path
 from grader import KIT_ROOT
 from grader.run.inside import wire
 from grader.run.processes import Limits
+from grader.run.stopping import joined
 from grader.run.worker import Worker, WorkerFailed
 
 WORKER_SCRIPT = KIT_ROOT / "grader" / "run" / "inside" / "portable_worker.py"
@@ -193,7 +194,7 @@ class PortableRunner:
 
     def worker(self) -> Worker:
         if self._booting is not None:
-            self._booting.join()
+            joined(self._booting)
             self._booting = None
         process = None
         with self.lock:
@@ -235,7 +236,7 @@ class PortableRunner:
     def close(self) -> None:
         self.closing.set()  # within half a second, a process still booting is ended
         if self._booting is not None:
-            self._booting.join()
+            joined(self._booting)
         with self.lock:
             processes = [*self.idle, *self.busy]
             self.idle, self.busy = [], set()

@@ -14,6 +14,11 @@ own `finally`. The commands `install()` this module's handler instead, under whi
   process of its group, and a parent passes it on to its child as well. A student who
   presses it again and again (FORCE_AFTER more times) gets an exit on the spot.
 
+The main thread never waits without a timeout while others work (`result_of`,
+`first_done`, `joined`): CPython runs signal handlers on the main thread only, and the
+kernel may hand a process's SIGINT to any of its threads; a main thread blocked on a
+lock with no timeout is then never woken to see it, and the Ctrl-C is lost.
+
 `moment(name)` marks a point of a run that the kit's tests interrupt. Where the
 environment variable HERO_TRANSFORMER_PAUSE_AT names it, the program notes that it is
 there (a line "paused at NAME" appended to the file HERO_TRANSFORMER_PAUSED names, or on
@@ -24,6 +29,7 @@ Elsewhere it costs a dictionary lookup.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import sys
@@ -31,6 +37,7 @@ import threading
 from contextlib import contextmanager
 
 STOPPING = threading.Event()
+SLICE = 0.1  # seconds the main thread waits at a time, between looks for a Ctrl-C
 FORCE_AFTER = 3  # Ctrl-Cs after the first, while stopping, before the process exits at once
 PAUSE_VARIABLE, PAUSED_VARIABLE = "HERO_TRANSFORMER_PAUSE_AT", "HERO_TRANSFORMER_PAUSED"
 
@@ -85,6 +92,26 @@ def whole():
         if not _state["depth"] and _state["pending"]:
             _state["pending"] = False
             raise KeyboardInterrupt
+
+
+def result_of(future: concurrent.futures.Future):
+    """future.result(), waited for a slice at a time (see the module's docstring)."""
+    while not future.done():
+        concurrent.futures.wait([future], timeout=SLICE)
+    return future.result()
+
+
+def first_done(pending: set) -> set:
+    """The futures of `pending` that are done, once one is."""
+    while True:
+        done, _ = concurrent.futures.wait(pending, timeout=SLICE, return_when=concurrent.futures.FIRST_COMPLETED)
+        if done:
+            return done
+
+
+def joined(thread: threading.Thread) -> None:
+    while thread.is_alive():
+        thread.join(SLICE)
 
 
 def moment(name: str) -> None:
