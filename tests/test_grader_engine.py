@@ -81,7 +81,8 @@ def test_results_json_has_gradescope_shape(reference_report):
     assert len(data["tests"]) == len(reference_report.results)
     for number, test in enumerate(data["tests"], start=1):
         assert set(test) == {"name", "number", "score", "max_score", "status", "output", "output_format",
-                             "visibility", "tags"}
+                             "visibility", "tags", "extra_data"}
+        assert (test["extra_data"]["verdict"] is None) == (test["status"] == "passed")
         assert test["status"] in ("passed", "failed") and test["output_format"] == "md"
         assert test["visibility"] in ("visible", "after_published") and test["number"] == str(number)
     chapters = data["extra_data"]["chapters"]

@@ -12,6 +12,7 @@ under test being the student's and every other task certified.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import sys
 
@@ -239,11 +240,57 @@ def compare_to_float32(actual, expected: torch.Tensor, what: str = "the output",
     return None if problem and float32_close(actual, expected) else problem
 
 
+class Named(str):
+    """A diagnosis, or a mistake's sentence, that says which mistake it names: a key of
+    the task's MISTAKES (grader/run/verdicts.py). A judge's own sentence names one with
+    Named("a constant vector gives 0 ...", "no_affine")."""
+
+    mistake: str
+
+    def __new__(cls, text: str, mistake: str):
+        made = super().__new__(cls, text)
+        made.mistake = mistake
+        return made
+
+
+_heard: "contextvars.ContextVar[list | None]" = contextvars.ContextVar("named_mistakes", default=None)
+
+
+class listening:
+    """`with listening() as heard:` around a judge: heard.mistake is the last mistake a
+    helper matched while it ran (first_diagnosis notes each), or ""."""
+
+    def __enter__(self):
+        self.keys: list[str] = []
+        self._token = _heard.set(self.keys)
+        return self
+
+    def __exit__(self, *exc):
+        _heard.reset(self._token)
+
+    @property
+    def mistake(self) -> str:
+        return self.keys[-1] if self.keys else ""
+
+
+def _note(text) -> None:
+    heard = _heard.get()
+    if heard is not None and getattr(text, "mistake", ""):
+        heard.append(text.mistake)
+
+
+def naming(mistake: str, text: str) -> str:
+    """`text`, a diagnosis that names `mistake` (a key of the task's MISTAKES), as the
+    judge returns it: the key is heard by the engine however the text is wrapped after."""
+    _note(Named(text, mistake))
+    return text
+
+
 def named(texts: "dict[str, str]", outputs: dict) -> "list[tuple[str, Any]]":
     """Each mistake's sentence beside what it outputs, paired by the mistake's name: the
     sentences live in the public check module, the outputs are computed by the kit (facts
-    or hidden/), and nothing pairs them by position."""
-    return [(texts[name], output) for name, output in outputs.items()]
+    or hidden/), and nothing pairs them by position. Each sentence carries its name."""
+    return [(Named(texts[name], name), output) for name, output in outputs.items()]
 
 
 def diagnose(actual, right, mistakes: "list[tuple[str, Any]]", what: str = "the output", atol: float = 1e-9,
@@ -266,8 +313,10 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
     for explanation, wrong in candidates:
         if right is not None and float32_close(wrong, right):
             if matches(actual, wrong, *FLOAT64_MATCH):
+                _note(explanation)
                 return explanation
         elif matches(actual, wrong, atol, rtol):
+            _note(explanation)
             return explanation
     return None
 

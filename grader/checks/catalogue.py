@@ -152,6 +152,26 @@ def chapter_of_task() -> dict[str, Chapter]:
     return {task.name: chapter for chapter in chapters() for task in chapter.tasks}
 
 
+@lru_cache(maxsize=None)
+def mistake_texts() -> dict[str, dict[str, str]]:
+    """{task: {mistake: its sentence}}: each task folder's MISTAKES, the keys a verdict
+    names (grader/run/verdicts.py). A folder's MISTAKES kept by what they name ({"dx":
+    {...}}) give each of their own keys."""
+    found: dict[str, dict[str, str]] = {}
+    for chapter in chapters():
+        for folder in task_folders(chapter.module):
+            module = importlib.import_module(f"grader.checks.{chapter.module}.{folder}")
+            texts: dict[str, str] = {}
+            for key, text in (getattr(module, "MISTAKES", None) or {}).items():
+                if isinstance(text, str):
+                    texts[key] = text
+                elif isinstance(text, dict):
+                    texts.update({k: t for k, t in text.items() if isinstance(t, str)})
+            for task in module.TASKS:
+                found[task.name] = texts
+    return found
+
+
 def all_checks() -> list[Check]:
     return [c for chapter in chapters() for c in chapter.checks]
 

@@ -141,7 +141,7 @@ def record_checks(report: GradeReport) -> list[dict]:
     is decided where they are shown (grader.run.visible, in the feedback files)."""
     return [{"name": r.check.name, "chapter": r.check.chapter, "task": r.check.task, "hidden": r.check.hidden,
              "status": r.status, "score": r.score, "max_score": r.check.points, "summary": r.check.summary,
-             "diagnosis": r.diagnosis, "output": r.output} for r in report.results]
+             "diagnosis": r.diagnosis, "output": r.output, "verdict": r.verdict} for r in report.results]
 
 
 def save_record(out: Path, record: dict) -> None:

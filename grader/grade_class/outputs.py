@@ -6,7 +6,9 @@ and a merge of shards all write the same files.
     canvas.csv | moodle.csv | gradebook.db (nbgrader)   as --format asks
     entries.csv            every entry of the input and what became of it
     feedback/NAME.md|.html what each student may see of their grading
-    summary.md, histogram.png   for course staff (naming the stamp graded under)
+    summary.md, report.html, histogram.png, scores.svg   for course staff (naming the stamp graded
+                           under): the mistakes by frequency, each task's states, each chapter's
+                           scores, who needs attention and why, look-alike pairs (class_report.py)
     regrade.csv            where earlier grades were replaced by a regrade under another stamp:
                            every student's old and new score and the checks whose outcome changed
 
@@ -20,10 +22,13 @@ import io
 import json
 import re
 import statistics
+import textwrap
 from collections import Counter
 from pathlib import Path
 
 from grader.checks import catalogue
+from grader.grade_class.class_report import (ClassView, attention_cause, class_view, report_html, strip_plot,
+                                             summary_sections)
 from grader.grade_class.uploads import InputError, Student, shown, slug, student_from
 from grader.files import read_json, write_atomic, write_json
 from grader.lms.gradebooks import FORMATS, chapter_max, csv_text, number, write_lms_gradebook
@@ -247,7 +252,8 @@ def plain_rows(data: ClassResults) -> list[dict]:
         if record is not None:
             upload = record["upload"]
             note = record["problem"] or (f"{record['infrastructure']} check(s) the grader could not run: run "
-                                         f"grade-class again to grade them" if needs_grading(record) else "")
+                                         f"grade-class again to grade them" if needs_grading(record)
+                                         else attention_cause(record))
             row.update({"total": number(record["score"]), "status": record["status"], "note": note,
                         "late": "late" if upload.get("late") else "", "attempts": upload.get("attempts", 1),
                         "upload": upload["label"]})
@@ -274,6 +280,8 @@ def feedback_markdown(student: Student, record: dict, assignment: str) -> str:
         lines += [f"You uploaded {upload['attempts']} attempts; the latest was graded.", ""]
     if record["problem"]:
         lines += ["The upload could not be graded:", "", markdown_text(record["problem"]), ""]
+    if first := fix_first(record):
+        lines += ["## Fix first", "", *(f"- {markdown_text(line)}" for line in first), ""]
     for number_, chapter in sorted(record["chapters"].items()):
         checks = [c for c in record["checks"] if c["chapter"] == number_]
         if not checks:
@@ -281,12 +289,17 @@ def feedback_markdown(student: Student, record: dict, assignment: str) -> str:
         lines += [f"## Chapter {number_}: {markdown_text(titles.get(number_, ''))} "
                   f"({number(chapter['score'])} / {number(chapter['max_score'])})", "",
                   "| check | points | status |", "| --- | ---: | --- |"]
-        notes = []
+        notes, loads = [], set()
         for c in checks:
             seen = visible_fields(c["name"], c["hidden"], c["status"], c["score"], c["max_score"], c["diagnosis"],
                                   c["summary"], c.get("output", ""))
             label = markdown_text(seen.name.split(".", 1)[-1]) + (" (hidden)" if seen.hidden else "")
             lines.append(f"| {label} | {number(seen.score)}/{number(seen.points)} | {seen.status} |")
+            unloaded = (c.get("verdict") or {}).get("kind") == "load_failed"
+            if seen.status != "passed" and unloaded and seen.note in loads:
+                continue  # a package that did not load: said once, at its first check
+            if unloaded:
+                loads.add(seen.note)
             if seen.status != "passed":
                 notes.append(f"- **{label}**: {markdown_text(seen.note or seen.status)}")
                 if seen.output:
@@ -297,6 +310,44 @@ def feedback_markdown(student: Student, record: dict, assignment: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fix_first(record: dict) -> list[str]:
+    """Per chapter, the one thing to fix first, from the checks' verdicts: the package's
+    load failure (once, not once per check), else the first named mistake, else the first
+    check that failed, else the first task not started."""
+    from grader.grade_class.class_report import attention_cause
+
+    said, lines = set(), []
+    texts = catalogue.mistake_texts()
+    for number_ in sorted(record["chapters"]):
+        checks = [c for c in record["checks"] if c["chapter"] == number_ and c.get("verdict")]
+        kinds = [c["verdict"]["kind"] for c in checks]
+        line = ""
+        if "load_failed" in kinds:
+            line = attention_cause({"status": "graded", "checks": [c for c in checks
+                                                                 if c["verdict"]["kind"] == "load_failed"]})
+            line = f"your package {line}" if line else ""
+        elif "mistake" in kinds:
+            v = checks[kinds.index("mistake")]["verdict"]
+            line = f"{v['task']}: {texts.get(v['task'], {}).get(v['mistake']) or checks[kinds.index('mistake')]['diagnosis']}"
+        else:
+            failing = [c for c in checks if c["verdict"]["kind"] in ("deviation", "crash", "timeout", "forbidden")]
+            started = [c for c in checks if c["verdict"]["kind"] == "not_implemented"]
+            if failing:
+                c = failing[0]
+                seen = visible_fields(c["name"], c["hidden"], c["status"], c["score"], c["max_score"], c["diagnosis"],
+                                      c["summary"], c.get("output", ""))
+                line = f"{c['task']}: {seen.note or seen.status}"
+            elif started:
+                line = f"{started[0]['task']} is not implemented yet"
+        if line and line not in said:
+            said.add(line)
+            lines.append(f"chapter {number_}: {line}")
+    return lines
+
+
+_STATUS_CELL = re.compile(r"<td>(passed|failed|error|timeout|not implemented|forbidden|waiting)</td>")
+
+
 def feedback_html(markdown: str, title: str) -> str:
     try:
         import mistune
@@ -304,9 +355,14 @@ def feedback_html(markdown: str, title: str) -> str:
         body = mistune.create_markdown(escape=True, plugins=["table"])(markdown)
     except ImportError:
         body = f"<pre>{html.escape(markdown)}</pre>"
+    body = _STATUS_CELL.sub(lambda m: f'<td class="status {m[1].replace(" ", "-")}">{m[1]}</td>', body)
     return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>body{{font-family:sans-serif;max-width:50em;margin:2em auto}}"
-            f"td,th{{padding:0 .6em;border-bottom:1px solid #ddd}}</style></head>\n<body>\n{body}</body></html>\n")
+            f"<style>body{{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;padding:0 1em}}"
+            f"table{{border-collapse:collapse}}td,th{{padding:.2em .6em;border-bottom:1px solid #ddd;"
+            f"overflow-wrap:anywhere}}td.passed{{color:#2a7d2a}}td.failed,td.error,td.timeout,td.forbidden"
+            f"{{color:#b02a2a;font-weight:600}}td.not-implemented,td.waiting{{color:#8a6d00}}"
+            f"h2:first-of-type+ul{{background:#fff6e0;padding:.6em 2em;border-left:4px solid #e0a000}}"
+            f"</style></head>\n<body>\n{body}</body></html>\n")
 
 
 def write_feedback(data: ClassResults, folder: Path) -> None:
@@ -350,7 +406,9 @@ def histogram(scores: list[float], maximum: float, path: Path) -> bool:
     except ImportError:
         return False
     figure, axes = plt.subplots(figsize=(6, 3.2), dpi=100)
-    axes.hist(scores, bins=min(20, max(5, len(scores))), range=(0, maximum or 1), color="#4c72b0", edgecolor="white")
+    # Bins a few points wide, so that two scores a student would call different stand apart.
+    bins = max(10, min(120, int((maximum or 1) // 3)))
+    axes.hist(scores, bins=bins, range=(0, maximum or 1), color="#4c72b0", edgecolor="white")
     axes.set_xlabel(f"points (of {maximum:g})")
     axes.set_ylabel("students")
     axes.set_title("score distribution")
@@ -363,8 +421,6 @@ def histogram(scores: list[float], maximum: float, path: Path) -> bool:
 
 
 def write_summary(data: ClassResults, out: Path) -> None:
-    from grader.grade_class.similarity import look_alikes
-
     md = markdown_text
     graded = [r for r in data.records.values() if r["status"] == "graded"]
     rows = [data.of[s.key] for s in data.students if s.key in data.of]
@@ -395,42 +451,55 @@ def write_summary(data: ClassResults, out: Path) -> None:
                   f"regrade.csv lists all {len(regraded)} students they covered: {moved} score(s) changed, "
                   f"{sum(bool(r['changed_checks']) for r in regraded)} with a check whose outcome changed, "
                   f"{sum(r['new_score'] == '' for r in regraded)} not regraded yet.", ""]
+    view = class_view_of(data)
+    graded_scores = [r["score"] for r in graded]
+    lines += summary_sections(view, md)
     lines += ["## Scores", ""]
     if scores:
         if histogram(scores, maximum, out / "histogram.png"):
             lines += ["![score histogram](histogram.png)", ""]
-        lines += [f"Mean {statistics.fmean(scores):.1f}, median {statistics.median(scores):g}, lowest "
-                  f"{min(scores):g}, highest {max(scores):g} (of {maximum:g}).", "",
-                  "| chapter | mean | of |", "| --- | ---: | ---: |"]
-        for n in data.numbers:
-            points = [r["chapters"].get(n, {}).get("score", 0) for r in rows]
-            lines.append(f"| {n} | {statistics.fmean(points):.1f} | {chapter_max(data, n):g} |")
+        _write(out / "scores.svg", strip_plot(view))
+        if graded_scores:
+            lines += [f"Over the {len(graded_scores)} graded uploads: mean {statistics.fmean(graded_scores):.1f}, "
+                      f"median {statistics.median(graded_scores):g}, lowest {min(graded_scores):g}, highest "
+                      f"{max(graded_scores):g} (of {maximum:g}). An upload that could not be graded is left out "
+                      f"here, and scores 0 in the gradebook.", ""]
+        lines += ["![scores per chapter](scores.svg)", "",
+                  "| chapter | mean | median | of |", "| --- | ---: | ---: | ---: |"]
+        for number_, points, chapter_scores in view.chapters:
+            if chapter_scores:
+                lines.append(f"| {number_} | {statistics.fmean(chapter_scores):.1f} | "
+                             f"{statistics.median(chapter_scores):g} | {points:g} |")
         lines.append("")
     else:
         lines += ["No results yet.", ""]
     failed: dict[str, list[str]] = {}
     for record in graded:
         for c in record["checks"]:
-            if c["status"] != "passed":
+            # A property that holds but waits for its value check, or a check waiting on
+            # another part, is no failure of its own.
+            # So is one whose package did not load, or that the grader could not run: those
+            # are under "Needs attention", once per upload.
+            if c["status"] not in ("passed", "waiting") and (c.get("verdict") or {}).get("kind") not in (
+                    "gated", "load_failed", "runner_failed"):
                 failed.setdefault(c["name"], []).append(c["diagnosis"] or c["status"])
     lines += ["## Most-failed checks", ""]
     if failed:
         lines += ["| check | failed | most common diagnosis |", "| --- | ---: | --- |"]
         for name, reasons in sorted(failed.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:15]:
             reason, times = Counter(reasons).most_common(1)[0]
-            lines.append(f"| {md(name)} | {len(reasons)} of {len(graded)} | {md(reason[:200])} ({times}×) |")
+            lines.append(f"| {md(name)} | {len(reasons)} of {len(graded)} | "
+                         f"{md(textwrap.shorten(reason, 240, placeholder=' …'))} ({times}×) |")
     else:
         lines.append("Every graded check passed.")
     lines += ["", "## Look-alike uploads", "",
               "Pairs whose graded functions have the most alike syntax trees (names, comments and the parts "
-              "shared with the reference or the stub left out): for a person to look at, not a verdict.", ""]
-    prints = {r["upload"]["slug"]: r.get("fingerprints") or {} for r in graded}
-    labels = {r["upload"]["slug"]: r["upload"]["label"] for r in graded}
-    pairs = look_alikes(prints)
-    if pairs:
-        lines += ["| upload | upload | alike | tasks |", "| --- | --- | ---: | --- |"]
-        lines += [f"| {md(labels[a])} | {md(labels[b])} | {score:.0%} | {md(', '.join(tasks))} |"
-                  for a, b, score, tasks in pairs]
+              "shared with the reference or the stub left out): for a person to look at, not a verdict. The "
+              "earlier upload first.", ""]
+    if view.look_alikes:
+        lines += ["| first | then | alike | tasks |", "| --- | --- | ---: | --- |"]
+        lines += [f"| {md(a)} | {md(b)} | {score:.0%} | {md(', '.join(tasks))} |"
+                  for a, b, score, tasks in view.look_alikes]
     else:
         lines.append("No pair stands out.")
     left = [e for e in data.entries if e["status"] not in ("graded",)]
@@ -441,3 +510,13 @@ def write_summary(data: ClassResults, out: Path) -> None:
     else:
         lines.append("None: every entry was graded.")
     _write(out / "summary.md", "\n".join(lines) + "\n")
+    _write(out / "report.html", report_html(view, f"{data.options['assignment']}: class report",
+                                            f"graded under stamp {describe(data.stamp)}"))
+
+
+def class_view_of(data: ClassResults) -> ClassView:
+    from grader.grade_class.similarity import look_alikes
+
+    graded = [r for r in data.records.values() if r["status"] == "graded"]
+    prints = {r["upload"]["slug"]: r.get("fingerprints") or {} for r in graded}
+    return class_view(data.records, data.students, data.of, look_alikes(prints), lambda n: chapter_max(data, n))

@@ -23,7 +23,8 @@ from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task
 from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
 from grader.run.inside import op_rules, sealed
 from grader.run.inside.tasks import standard_exceptions
-from grader.run.feedback import Audience, as_text, checked_reply, failure_texts, judge_answer, remote_failure
+from grader.run.feedback import (Audience, as_text, checked_reply, error_verdict, failure_texts, judge_answer,
+                                 remote_failure)
 from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.profile import PHASES
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
@@ -151,7 +152,7 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
         # the grader's failure, never the student's, and a rerun grades it again.
         return None, {"status": ERROR, "diagnosis": INFRASTRUCTURE,
                       "staff_diagnosis": f"{INFRASTRUCTURE} (no sandboxed process could start: {broken!r})",
-                      "cause": RUNNER_FAILED}
+                      "cause": RUNNER_FAILED, "verdict": {"kind": "runner_failed"}}
     try:
         ready = worker.start(_worker_request(task, submission, reference, runner.limits,
                                              imported=imported is not None, fresh=fresh, group=group),
@@ -166,20 +167,24 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
             texts["diagnosis"] = (f"importing the package took longer than {runner.limits.setup_seconds:g} s: code "
                                   f"at module level runs every time the package is imported; an experiment or a "
                                   f"training run left there belongs under `if __name__ == \"__main__\":`")
-        return None, {"status": status, **texts, "cause": LOAD_FAILED}
+        verdict = ({"kind": "timeout", "task": task.name, "during": "import"} if status == TIMEOUT
+                   else {"kind": "load_failed", "file": "", "line": None, "error": ""})
+        return None, {"status": status, **texts, "cause": LOAD_FAILED, "verdict": verdict}
     if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
         status, shown, staff = remote_failure(task, ready["setup_error"], audience, loading=True)
+        verdict = error_verdict(task, ready["setup_error"], audience, loading=True)
         worker.close()
         output, staff_output = audience.output(worker.output.text())
         return None, {"status": ERROR if status == NOT_IMPLEMENTED else status,
                       "diagnosis": f"the submission could not be loaded: {shown}", "output": output,
                       "staff_diagnosis": f"the submission could not be loaded: {staff}", "staff_output": staff_output,
-                      "cause": LOAD_FAILED}
+                      "cause": LOAD_FAILED, "verdict": verdict}
     if not isinstance(ready, dict) or ready.get("ready") is not True:
         worker.kill()
         output, staff_output = audience.output(worker.output.text())
         return None, {"status": ERROR, "diagnosis": "the process running the submission answered its start-up "
-                      "with garbage", "output": output, "staff_output": staff_output}
+                      "with garbage", "output": output, "staff_output": staff_output,
+                      "verdict": {"kind": "unanswered", "task": task.name}}
     # What the grader sent, where the upload has the part's file: never the worker's own
     # list, which the code could shorten at will to say something in the report.
     held, _ = _holds(group or [task]) if reference is not None else (frozenset(), {})
@@ -263,7 +268,7 @@ def _busy(failure: WorkerFailed) -> dict:
     """A worker that ran out of time waiting for a processor: the machine's failure, so
     the check is the grader's to run again (a class's run grades the upload again)."""
     return {"status": ERROR, "diagnosis": INFRASTRUCTURE, "staff_diagnosis": f"{INFRASTRUCTURE} ({failure.reason})",
-            "cause": RUNNER_FAILED}
+            "cause": RUNNER_FAILED, "verdict": {"kind": "runner_failed"}}
 
 
 class SharedWorker:
@@ -375,15 +380,19 @@ class _TaskRun:
                 self.timeout_cap = min(self.timeout_cap, HUNG_BEFORE_SECONDS)
                 self.grading.hung.add(self.task.name)
             status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
-            return CheckResult(check, status, **failure_texts(failure, self.audience))
+            verdict = {"timeout": {"kind": "timeout", "task": self.task.name, "during": "probe"},
+                       "tampered": {"kind": "forbidden", "task": self.task.name, "call": ""}}.get(
+                failure.status, {"kind": "unanswered", "task": self.task.name})
+            return CheckResult(check, status, **failure_texts(failure, self.audience), verdict=verdict)
         if self.reference is None:
             # No certified part stood in: the judge may judge the task on the parts it ran.
             inputs = {**inputs, OWN_PARTS: self.own_parts}
         with PHASES.phase("judges"):
-            status, diagnosis, staff = judge_answer(check, self.task, reply, inputs, expected, self.audience)
+            status, diagnosis, staff, verdict = judge_answer(check, self.task, reply, inputs, expected,
+                                                             self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
-                           on_own_parts=isinstance(diagnosis, OwnPartsVerdict))
+                           on_own_parts=isinstance(diagnosis, OwnPartsVerdict), verdict=verdict)
 
     def call(self, check: Check, sent: dict, own: bool = False) -> dict:
         if self.worker is None and self.setup_failure is None and self.shared is not None and not own:
@@ -538,7 +547,7 @@ def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: Share
     # only with the value checks that gate it.
     statuses = {r.check.name.rsplit(".", 1)[-1]: r.status for r in ran}
     by_check = {id(result.check): gated(result, statuses) for result in ran}
-    return [by_check[id(check)] for check in checks]
+    return with_verdicts([by_check[id(check)] for check in checks])
 
 
 def gated(result: CheckResult, statuses: dict[str, str]) -> CheckResult:
@@ -552,7 +561,9 @@ def gated(result: CheckResult, statuses: dict[str, str]) -> CheckResult:
     said = (f"this property holds, but it earns nothing yet: it counts once the task's {named} "
             f"check{'s' * (len(failing) > 1)} pass{'' if len(failing) > 1 else 'es'}, since a body that computes "
             f"nothing (returning its input unchanged, say) has it too")
-    return dataclasses.replace(result, status=FAILED, gated=failing, diagnosis=said, staff_diagnosis=said)
+    return dataclasses.replace(result, status=FAILED, gated=failing, diagnosis=said, staff_diagnosis=said,
+                               verdict={"kind": "gated",
+                                        "on": [f"{result.check.name.rsplit('.', 1)[0]}.{g}" for g in failing]})
 
 
 def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]],
@@ -601,9 +612,25 @@ def _wait(result: CheckResult, upstream: tuple[str, ...], quiet) -> None:
         fix = (f"this run checked {'them' if many else 'it'} quietly: run {see_chapters(elsewhere)} to see why, "
                f"and {fix}")
     result.status, result.waiting_on, result.gated = WAITING, upstream, ()
+    result.verdict = {"kind": "waiting", "on": list(upstream)}
     result.diagnosis = result.staff_diagnosis = (
         f"waiting on {listed}: {'they fail their' if many else 'it fails its'} own checks, and this check can "
         f"only be judged with right parts; {fix}")
+
+
+# A verdict for a result whose maker gave none (a scan's finding, the grader's own failure).
+_VERDICT_OF_STATUS = {FAILED: "deviation", NOT_IMPLEMENTED: "not_implemented", TIMEOUT: "timeout",
+                      FORBIDDEN: "forbidden", ERROR: "crash"}
+
+
+def with_verdicts(results: list[CheckResult]) -> list[CheckResult]:
+    """Every result that did not pass carries a verdict (grader/run/verdicts.py)."""
+    for result in results:
+        if result.status == PASSED:
+            result.verdict = None
+        elif result.verdict is None:
+            result.verdict = {"kind": _VERDICT_OF_STATUS.get(result.status, "deviation"), "task": result.check.task}
+    return results
 
 
 def see_chapters(chapters: list[str]) -> str:
@@ -808,4 +835,4 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
                 runner.close()
     certified = ("the reference, for the parts each task builds on" if reference
                  else "none available: each task uses your own code for the parts it builds on")
-    return GradeReport(submission.label, results, described, certified, time.perf_counter() - started)
+    return GradeReport(submission.label, with_verdicts(results), described, certified, time.perf_counter() - started)

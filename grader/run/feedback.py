@@ -14,7 +14,7 @@ import torch
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.checks._api import Check, OwnPartsVerdict, Task, exception_classes
+from grader.checks._api import Check, OwnPartsVerdict, Task, exception_classes, listening
 from grader.checks.course import UNFIT
 from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
@@ -23,6 +23,7 @@ from grader.run.inside.wire import Opaque, RemoteError
 from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
 from grader.run.submission import Submission
+from grader.run.verdicts import of_judgement
 from grader.run.worker import WorkerFailed
 
 
@@ -381,6 +382,45 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
     return ERROR, audience.redact(shown), staff
 
 
+def error_verdict(task: Task, error: dict, audience: Audience, loading: bool = False) -> dict:
+    """The verdict (grader/run/verdicts.py) of an exception raised in the worker, with
+    only what its sentence may show the student: the course's file and, where the upload
+    fixed it before anything ran (a syntax error, the grader's own compile) or no
+    certified part ran beside it, the line; the exception's name where Python or torch
+    defines it."""
+    kind = as_text(error.get("type") or "")
+    message = as_text(error.get("message") or "").strip("'\"")
+    if error.get("not_implemented") is True:
+        return {"kind": "not_implemented", "task": message if message in catalogue.tasks() else task.name}
+    forbidden = forbidden_code(error.get("forbidden"))
+    if forbidden is not None or error.get("sealed") in _SEALED:
+        call = forbidden.get("name", "") if forbidden is not None and forbidden["kind"] == "name" else ""
+        return {"kind": "forbidden", "task": task.name, "call": call}
+    if error.get("unfit") in UNFIT:
+        return {"kind": "deviation", "task": task.name}
+    missing = error.get("missing_module")
+    if loading and isinstance(missing, str) and missing in {t.module for t in catalogue.tasks().values()}:
+        return {"kind": "load_failed", "file": f"{STUDENT_PACKAGE}/{missing}.py", "line": None, "error": "missing"}
+    match = _LOCATION.fullmatch(as_text(error.get("where") or ""))
+    file, line = "", None
+    if match and match[1] in audience.sources:
+        own = not audience.private or match[1] in audience.course_files()
+        file = f"{STUDENT_PACKAGE}/{match[1]}" if own else "a file of your own"
+        line = int(match[2]) if not audience.private else None
+        if kind in _SYNTAX_ERRORS and own:
+            try:
+                compile(audience.sources[match[1]], match[1], "exec", dont_inherit=True)
+            except SyntaxError as compiled:
+                line = compiled.lineno
+            except Exception:  # noqa: BLE001 - a file too deep to compile: no line to give
+                pass
+    name = "SystemExit" if error.get("exit") is True else audience.exception_name(kind, error.get("standard") is True)
+    shown = name if name != "an exception" else ""
+    if loading:
+        return {"kind": "load_failed", "file": file, "line": line, "error": shown}
+    return {"kind": "crash", "task": task.name, "error": shown, "file": file, "line": line}
+
+
 _DTYPE_NAMES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
                           "bool", "complex64", "complex128"})
 
@@ -556,31 +596,35 @@ def _forbidden_call_text(code: dict, task: Task) -> str:
 
 
 def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
-           audience: Audience) -> tuple[str, str, str]:
-    """(status, what the student sees, what staff see) of one reply."""
+                 audience: Audience) -> tuple[str, str, str, dict | None]:
+    """(status, what the student sees, what staff see, the verdict) of one reply."""
     if reply.get("forbidden_calls"):
         called = forbidden_code(reply["forbidden_calls"][0])
         staff = f"uses {forbidden_words(called)}: the point of this task is to write it yourself"
+        verdict = {"kind": "forbidden", "task": task.name, "call": called.get("name", "") if called else ""}
         if audience.private:
-            return FORBIDDEN, _forbidden_call_text(called, task), staff
-        return FORBIDDEN, staff, staff
+            return FORBIDDEN, _forbidden_call_text(called, task), staff, verdict
+        return FORBIDDEN, staff, staff, verdict
     if "error" in reply:
-        return remote_failure(task, reply["error"], audience, check)
+        return (*remote_failure(task, reply["error"], audience, check), error_verdict(task, reply["error"], audience))
     result = reply.get("result")
     if isinstance(result, (RemoteError, Opaque)):
         staff = f"the output does not have the expected form: {as_text(result, 300)}"
         what = "an exception object" if isinstance(result, RemoteError) else "an object that is not plain data"
         return FAILED, (f"the output does not have the expected form: it is {what}" if audience.private
-                        else staff), staff
+                        else staff), staff, {"kind": "deviation", "task": task.name}
     try:
-        diagnosis = check.judge(result, inputs, expected)
+        with listening() as heard:
+            diagnosis = check.judge(result, inputs, expected)
     except Exception as error:  # noqa: BLE001 - the answer's form says whose fault it is
-        return judge_failure(check, result, error, audience)
+        status, shown, staff = judge_failure(check, result, error, audience)
+        return status, shown, staff, ({"kind": "deviation", "task": task.name} if status == FAILED else None)
     if diagnosis is None:
-        return PASSED, "", ""
+        return PASSED, "", "", None
     # The kind of verdict travels with the words (OwnPartsVerdict: judged on the student's parts).
     kind = OwnPartsVerdict if isinstance(diagnosis, OwnPartsVerdict) else str
-    return FAILED, kind(audience.redact(audience.bounded(str(diagnosis)))), str(diagnosis)
+    return (FAILED, kind(audience.redact(audience.bounded(str(diagnosis)))), str(diagnosis),
+            of_judgement(task.name, diagnosis, heard.mistake))
 
 
 def judge_failure(check: Check, result, error: Exception, audience: Audience) -> tuple[str, str, str]:

@@ -238,6 +238,8 @@ def results_json(report: GradeReport, seed: int | None = None) -> dict:
             "visibility": "after_published" if check.hidden else "visible",
             "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status,
                      *(["gated"] if result.gated else []), *(f"waiting on {t}" for t in result.waiting_on)],
+            # What the check found, as data (grader/run/verdicts.py): the class report reads it.
+            "extra_data": {"verdict": result.verdict},
         })
     chapters = {}
     for chapter, results in _by_chapter(report).items():

@@ -49,6 +49,9 @@ class CheckResult:
     # The judge reached its verdict on the student's own parts (grader.checks._api.
     # OwnPartsVerdict): a failure that is the task's own, which never waits on a part.
     on_own_parts: bool = False
+    # What the check found, as data (grader/run/verdicts.py): the named mistake or the kind
+    # of failure; None when it passed.
+    verdict: "dict | None" = None
 
     @property
     def score(self) -> float:

@@ -9,7 +9,7 @@ documents, and the classic wrong ones, are data the kit computed (grader/checks/
 
 from __future__ import annotations
 
-from grader.checks._api import Task, check, exception_name, kind_of, try_call
+from grader.checks._api import Task, check, exception_name, kind_of, naming, try_call
 from grader.checks.ch01_tokens.common import plain_ints
 from grader.checks.facts import known_facts
 
@@ -63,7 +63,7 @@ def windows_problem(result, ids, block_size, facts, hidden=False) -> "str | None
         return None
     for label, text in MISTAKES.items():
         if facts["mistakes"][label] is not None and [inputs, targets] == facts["mistakes"][label]:
-            return f"{said}: {text}"
+            return naming(label, f"{said}: {text}")
     if len(inputs) != len(targets):
         return f"{said}: {len(inputs)} inputs but {len(targets)} targets; every input position has one target"
     if len(inputs) != p:

@@ -372,8 +372,8 @@ def judge_attention_formula(out, inputs, expected):
         if problem := compare_to_float32(out["weights"], composed["right_weights"], "self.last_attention", atol=1e-9, rtol=1e-7):
             return f"{problem}: keep the softmax weights (after masking, before dropout) in self.last_attention{past}"
         return None
-    known = first_diagnosis(out["out"], [(text, composed[label]) for label, text in MISTAKES.items()
-                                         if label in composed], atol=1e-7, rtol=1e-6)
+    known = first_diagnosis(out["out"], named(MISTAKES, {label: composed[label] for label in MISTAKES
+                                                         if label in composed}), atol=1e-7, rtol=1e-6)
     known = known or first_diagnosis(out["out"], [(roles_diagnosis(c["parts"]), c["y"])
                                                   for c in composed.get("compositions", ())], atol=1e-7, rtol=1e-6)
     if known:

@@ -19,7 +19,7 @@ import torch
 
 from grader.checks._api import (
     NORM_KERNELS, OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis,
-    matches, named, own_parts, same_values, shape_problem, torch_library_except, unjudgeable_parts,
+    matches, named, naming, own_parts, same_values, shape_problem, torch_library_except, unjudgeable_parts,
 )
 from grader.checks.ch05_block.common import BLOCK_WALK, SIZES
 from grader.checks.course import config, load_state, random_block_state
@@ -369,7 +369,7 @@ def block_wiring(out, x) -> "str | None":
     U = x + a_out if a_out.shape == x.shape else None
     if U is None:
         return verdict(f"attention's output has shape {list(a_out.shape)} where X has {list(x.shape)}: "
-                       + MISTAKES["broadcast"])
+                       + naming("broadcast", MISTAKES["broadcast"]))
 
     def normalised(value):
         """The norm call that returned `value`, if one did."""
@@ -379,9 +379,9 @@ def block_wiring(out, x) -> "str | None":
     first = normalised(attended["input"])
     if first is None:
         if any(same_values(c["input"], U) for c in norms) and same_values(attended["input"], x):
-            return verdict(MISTAKES["post_ln"])
+            return verdict(naming("post_ln", MISTAKES["post_ln"]))
         if same_values(attended["input"], x):
-            return verdict(MISTAKES["attention_unnormalised"])
+            return verdict(naming("attention_unnormalised", MISTAKES["attention_unnormalised"]))
         return verdict("attention does not read LN1(X) = ln_attention(X), of the block's input X, nor X itself")
     if not same_values(first["input"], x):
         return verdict("attention reads a LayerNorm of something other than X, the block's input: it reads "
@@ -389,43 +389,43 @@ def block_wiring(out, x) -> "str | None":
     second = normalised(fed["input"])
     if first["part"] != "ln_attention":
         if second is not None and second["part"] == "ln_attention":
-            return verdict(MISTAKES["branches_swapped_norms"])
+            return verdict(naming("branches_swapped_norms", MISTAKES["branches_swapped_norms"]))
         return verdict("attention reads through ln_feedforward (LN2) instead of its own ln_attention (LN1): "
                        "U = X + A(LN1(X)), then Y = U + F(LN2(U))")
     # The feed-forward branch: F(LN2(U)).
     if second is None:
         if same_values(fed["input"], U):
-            return verdict(MISTAKES["feedforward_unnormalised"])
+            return verdict(naming("feedforward_unnormalised", MISTAKES["feedforward_unnormalised"]))
         if same_values(fed["input"], x):
             return verdict("the feed-forward branch reads X itself; it reads LN2(U) = ln_feedforward(U), "
                            "U = X + A(LN1(X))")
         return verdict("the feed-forward branch does not read LN2(U) = ln_feedforward(U), with U = X + A(LN1(X))")
     if not same_values(second["input"], U):
         if same_values(second["input"], x):
-            return verdict(MISTAKES["feedforward_reads_x"])
+            return verdict(naming("feedforward_reads_x", MISTAKES["feedforward_reads_x"]))
         if same_values(second["input"], a_out):
-            return verdict(MISTAKES["no_attention_residual"])
+            return verdict(naming("no_attention_residual", MISTAKES["no_attention_residual"]))
         if any(same_values(second["input"], x + a_out[:, at]) for at in (slice(-1, None), slice(0, 1))):
             return verdict("U = X + A(LN1(X)) is not what the feed-forward branch's LayerNorm reads: "
-                           + MISTAKES["broadcast"] + " (a [B, 1, d] increment lets the last "
+                           + naming("broadcast", MISTAKES["broadcast"]) + " (a [B, 1, d] increment lets the last "
                            "position leak into every earlier one: the future)")
         return verdict("the feed-forward branch's LayerNorm does not read U = X + A(LN1(X))")
     if second["part"] != "ln_feedforward":
-        return verdict(MISTAKES["one_norm"])
+        return verdict(naming("one_norm", MISTAKES["one_norm"]))
     # The output: Y = U + F(LN2(U)).
     f_out = fed["output"]
     if f_out.shape != x.shape:
         return verdict(f"the feed-forward branch's output has shape {list(f_out.shape)} where X has "
-                       f"{list(x.shape)}: " + MISTAKES["broadcast"])
+                       f"{list(x.shape)}: " + naming("broadcast", MISTAKES["broadcast"]))
     if same_values(y, U + f_out):
         return None
     if same_values(y, f_out):
-        return verdict(MISTAKES["no_ff_residual"])
+        return verdict(naming("no_ff_residual", MISTAKES["no_ff_residual"]))
     if same_values(y, x + f_out):
         return verdict("the feed-forward increment is added to X, so the attention increment is lost: "
                        "Y = U + F(LN2(U)), with U = X + A(LN1(X))")
     if normalised(y) is not None:
-        return verdict(MISTAKES["renormalised"])
+        return verdict(naming("renormalised", MISTAKES["renormalised"]))
     return verdict(compare(y, U + f_out, "the block output", atol=1e-9, rtol=1e-7)
                    + ": it is not U + F(LN2(U)) of what the block's own parts returned while it ran")
 

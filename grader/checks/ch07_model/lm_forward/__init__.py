@@ -15,7 +15,7 @@ import torch
 
 from grader.checks._api import (
     OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, float32_close,
-    float32_verdict, matches, matches_to_float32, named, own_parts, same_values, shape_problem, shown_shape,
+    float32_verdict, matches, matches_to_float32, named, naming, own_parts, same_values, shape_problem, shown_shape,
     unjudgeable_parts,
 )
 from grader.checks.ch07_model.common import SIZES, full_sizes, model_of, stable_cross_entropy
@@ -153,18 +153,19 @@ def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
                     f"own parts: call each part as a module (self.{name}(...), not its .forward or its code "
                     f"written out)")
     if not any(blocks):
-        return verdict(MISTAKES["no_blocks"])
+        return verdict(naming("no_blocks", MISTAKES["no_blocks"]))
     if not seen["ln_final"]:
-        return verdict(MISTAKES["no_final_norm"])
+        return verdict(naming("no_final_norm", MISTAKES["no_final_norm"]))
     if len(seen["ln_final"]) > 1:
-        return verdict(MISTAKES["final_norm_twice"])
+        return verdict(naming("final_norm_twice", MISTAKES["final_norm_twice"]))
     if not seen["position_embedding"]:
-        return verdict(MISTAKES["no_positions"])
+        return verdict(naming("no_positions", MISTAKES["no_positions"]))
     ran = [c for c in calls if c["part"].startswith("blocks[")]
     if len(ran) == 1 and n_layers > 1:
-        return verdict(MISTAKES["first_block_only" if ran[0]["part"] == "blocks[0]" else "last_block_only"])
+        which = "first_block_only" if ran[0]["part"] == "blocks[0]" else "last_block_only"
+        return verdict(naming(which, MISTAKES[which]))
     if [c["part"] for c in ran] == [f"blocks[{i}]" for i in reversed(range(n_layers))]:
-        return verdict(MISTAKES["blocks_reversed"])
+        return verdict(naming("blocks_reversed", MISTAKES["blocks_reversed"]))
     if [c["part"] for c in ran] != [f"blocks[{i}]" for i in range(n_layers)]:
         return verdict("the blocks do not run once each, blocks[0] first: run the hidden state through every "
                        "block in turn")
@@ -176,7 +177,7 @@ def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
     for block in ran:
         if not same_values(block["input"], reads):
             if same_values(block["input"], placed["output"]):
-                return verdict(MISTAKES["last_block_only"])
+                return verdict(naming("last_block_only", MISTAKES["last_block_only"]))
             return verdict(f"{block['part']} does not read what the part before it returned: each block reads "
                            f"the previous block's output, the first the embeddings")
         reads = block["output"]

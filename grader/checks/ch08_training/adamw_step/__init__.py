@@ -15,7 +15,7 @@ import math
 import torch
 
 from grader.checks._api import (
-    Task, check, compare, figures, float32_close, float32_verdict, matches, matches_to_float32, off_by,
+    Task, check, compare, figures, float32_close, float32_verdict, matches, matches_to_float32, naming, off_by,
     shape_problem, torch_library_except,
 )
 from grader.checks.ch08_training.common import leaves_of
@@ -116,7 +116,7 @@ def trajectory_problem(out, inputs, facts, precision=False):
         # inside the root, with gradients far larger than eps) is named to float64's only.
         near = (1e-11, 1e-9) if float32_trajectory(wrong, expected_trajectory) else (1e-9, 1e-7)
         if same_trajectory(trajectory, wrong, *near):
-            return why
+            return naming(name, why)
     if float32_trajectory(trajectory, expected_trajectory):
         if not precision:
             return None
@@ -211,7 +211,7 @@ def judge_adamw_first_step(out, inputs, expected):
                     f"correction (m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t))")
         eps_early = p - lr * g / (g.abs() + eps / math.sqrt(1 - beta2))
         if matches(t[0], eps_early, atol=1e-12, rtol=1e-10):
-            return MISTAKES["eps_before_correction"]
+            return naming("eps_before_correction", MISTAKES["eps_before_correction"])
         if float32_close(t[0], right):
             continue  # float32 arithmetic: matches_torch, the precision check, names it
         least, most, step = figures(moved.min().item(), moved.max().item(), lr)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, figures, float32_verdict
+from grader.checks._api import Task, check, figures, float32_verdict, naming
 from grader.checks.ch08_training.common import close_enough, float32_near, is_float
 from grader.checks.facts import known_facts
 
@@ -64,7 +64,7 @@ def bigram_problem(out, inputs, facts, show=True, precision=False):
         for name, why in MISTAKES.items():
             wrong = said["mistakes"][name]
             if wrong is not None and close_enough(value, wrong, 1e-9):
-                return f"{label}: {why}"
+                return naming(name, f"{label}: {why}")
         wanted, yours = figures(right, value, least=6)
         if float32_near(value, right):
             float32 = float32 or (label, wanted, yours)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, float32_verdict, matches, matches_to_float32, torch_library_except
+from grader.checks._api import Task, check, float32_verdict, matches, matches_to_float32, naming, torch_library_except
 from grader.checks.ch08_training.common import close_enough, is_float
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
@@ -100,7 +100,7 @@ def clip_problem(out, inputs, facts, hidden=False, precision=False):
             wrong = said["mistakes"][name]
             if wrong is not None and matches(total, wrong[0], atol=1e-12, rtol=1e-10) and grads_match(
                     grads, wrong[1], 1e-12, 1e-10):
-                return f"{label}: {why}"
+                return naming(name, f"{label}: {why}")
         if matches_to_float32(total, right_total, atol=1e-12, rtol=1e-12) and grads_match(
                 grads, right_grads, float32=True):
             float32 = float32 or (label, total_ok, total, right_total)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, figures, float32_verdict
+from grader.checks._api import Task, check, figures, float32_verdict, naming
 from grader.checks.ch08_training.common import (
     SIZES, close_enough, float32_near, is_float, model_of, random_state,
 )
@@ -87,7 +87,7 @@ def judge_evaluate_constant(out, inputs, expected):
         return None
     for label, why in MISTAKES.items():
         if close_enough(value, facts["mistakes"][label], 1e-9):
-            return why
+            return naming(label, why)
     wanted, yours = figures(right, value, least=6)
     if float32_near(value, right):  # the task's precision check
         return float32_verdict("the loss per scored character", "your evaluate",
