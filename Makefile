@@ -47,6 +47,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: $(STAMP)
+	@sh .ci/get-chromium
 	@# Three workers on two cores: much of the suite waits on the processes it grades
 	@# (start-ups, time limits), and a third worker fills those waits.
 	$(PYTHON) -m pytest -q -n 3 --durations=15

@@ -65,7 +65,7 @@ def test_a_judge_that_raises_on_an_answer_of_the_right_form_is_the_courses_error
         return out["y"].nonexistent_attribute  # a slip in the course's own check
 
     check = dataclasses.replace(_check(), judge=broken)
-    status, shown, staff = _judged(check, _right_answer(), audience)
+    status, shown, staff, _ = _judged(check, _right_answer(), audience)
     assert status == ERROR
     assert "report it to course staff" in shown and "nothing about your code" in shown
     assert "AttributeError" in staff and "nonexistent_attribute" in staff
@@ -75,7 +75,7 @@ def test_a_missing_fact_is_the_courses_error(audience):
     def lacks(out, inputs, expected):
         raise MissingFacts("no facts were written for these inputs")
 
-    status, shown, staff = _judged(dataclasses.replace(_check(), judge=lacks), _right_answer(), audience)
+    status, shown, staff, _ = _judged(dataclasses.replace(_check(), judge=lacks), _right_answer(), audience)
     assert status == ERROR and "report it to course staff" in shown and "make student" in shown
     assert "form" not in shown
 
@@ -90,7 +90,8 @@ def test_a_judge_that_raises_on_an_answer_of_another_form_tells_where_it_departs
     def strict(out, inputs, expected):
         return f"{out['beta'].shape} {out['y'][0, 0, 1]}"
 
-    status, shown, _ = _judged(dataclasses.replace(_check(), judge=strict), answer, audience)
+    status, shown, _, verdict = _judged(dataclasses.replace(_check(), judge=strict), answer, audience)
+    assert verdict == {"kind": "deviation", "task": _check().task}  # the answer's form, no named mistake
     assert status == FAILED and shown == f"the output does not have the expected form: {said}"
 
 
