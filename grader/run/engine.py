@@ -35,7 +35,7 @@ from grader.run.scan_calls import scan
 from grader.run.stopping import joined, result_of, whole
 from grader.run.scan_tampering import scan_submission, tampering_reason
 from grader.run.submission import Submission
-from grader.run.worker import WorkerFailed
+from grader.run.worker import TimeLimit, WorkerFailed
 
 
 
@@ -56,7 +56,9 @@ class Grading:
     reference: Reference | None
     runner: Runner
     seed: int
-    deadline: float = 0.0  # time.monotonic() at which the upload's time is up; 0: from the runner's limit
+    # time.monotonic() past which the upload's wall-clock cap is reached (0: from the runner's
+    # limit); its budget proper is processor time, Limits.submission_seconds of it (spent).
+    deadline: float = 0.0
     imported: object = None
     audience: Audience | None = None
     # Tasks whose code hung on a check. Where no certified part stands in, a task that runs
@@ -69,9 +71,28 @@ class Grading:
         if self.answers is None:
             self.answers = Answers(self.seed, self.reference)
         if not self.deadline:
-            self.deadline = time.monotonic() + self.runner.limits.submission_seconds
+            self.deadline = time.monotonic() + wall_cap(self.runner.limits.submission_seconds)
         if self.audience is None:
             self.audience = Audience(self.submission, self.reference)
+        self._spent_lock = threading.Lock()
+        self.spent = 0.0  # processor seconds the upload's workers used so far
+
+    def charge(self, worker, before: float) -> None:
+        """Add to the upload's budget what `worker` used since its count stood at `before`."""
+        with self._spent_lock:
+            self.spent += max(0.0, worker.spent - before)
+
+    def time_left(self) -> float:
+        """Processor seconds the upload may still use (never past its wall-clock cap)."""
+        if time.monotonic() >= self.deadline:
+            return 0.0
+        return self.runner.limits.submission_seconds - self.spent
+
+
+def wall_cap(seconds: float) -> float:
+    """The wall-clock cap behind a budget of `seconds` of processor time, where a
+    starved process has had its second cap (TimeLimit)."""
+    return seconds * TimeLimit.WALL_FACTOR * TimeLimit.STARVED_FACTOR
 
 
 def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
@@ -136,7 +157,7 @@ def _start_worker(task: Task, grading: Grading, fresh: bool = False, group: list
 
 def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task] | None):
     submission, reference, runner = grading.submission, grading.reference, grading.runner
-    deadline, audience, imported = grading.deadline, grading.audience, grading.imported
+    audience, imported = grading.audience, grading.imported
     try:
         # A fork of the package imported once where there is one (the process may have
         # died since: then this task imports it itself, like any other without one).
@@ -153,11 +174,13 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
         return None, {"status": ERROR, "diagnosis": INFRASTRUCTURE,
                       "staff_diagnosis": f"{INFRASTRUCTURE} (no sandboxed process could start: {broken!r})",
                       "cause": RUNNER_FAILED, "verdict": {"kind": "runner_failed"}}
+    spent_before = worker.spent
     try:
         ready = worker.start(_worker_request(task, submission, reference, runner.limits,
                                              imported=imported is not None, fresh=fresh, group=group),
-                             max(0.5, min(runner.limits.setup_seconds, deadline - time.monotonic())))
+                             max(0.5, min(runner.limits.setup_seconds, grading.time_left())))
     except WorkerFailed as failure:
+        grading.charge(worker, spent_before)
         if failure.status == "busy":
             return None, _busy(failure)
         # A module that hangs or dies at import does so for every check: say it once.
@@ -170,6 +193,7 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
         verdict = ({"kind": "timeout", "task": task.name, "during": "import"} if status == TIMEOUT
                    else {"kind": "load_failed", "file": "", "line": None, "error": ""})
         return None, {"status": status, **texts, "cause": LOAD_FAILED, "verdict": verdict}
+    grading.charge(worker, spent_before)
     if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
         status, shown, staff = remote_failure(task, ready["setup_error"], audience, loading=True)
         verdict = error_verdict(task, ready["setup_error"], audience, loading=True)
@@ -350,10 +374,11 @@ class _TaskRun:
         self.watched = bool(op_rules.Rules(task.forbidden_ops, task.no_autograd))
 
     def run(self, check: Check) -> CheckResult:
-        if time.monotonic() >= self.deadline:
+        if self.grading.time_left() <= 0:
             self.drop_worker()
             return CheckResult(check, TIMEOUT, (
-                f"the grading time for one submission ({self.runner.limits.submission_seconds:g} s) ran out before "
+                f"the grading time for one submission ({self.runner.limits.submission_seconds:g} s of computing) ran "
+                f"out before "
                 f"this check ran: something is far too slow — often an experiment left at module level, which "
                 f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
         inputs, expected = self.grading.answers.take(check)
@@ -417,10 +442,14 @@ class _TaskRun:
         if self.grading.hung.intersection(self.own_parts):
             cap = min(cap, HUNG_BEFORE_SECONDS)  # it runs a part of the student's that hung
         # Apart where the worker records every operator the probe runs (a Python call each).
-        with PHASES.phase("probes under operator rules" if self.watched else "probes"):
-            return self.worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
-                                    max(0.5, min(check.timeout, cap, self.deadline - time.monotonic())),
-                                    task=self.task.name if self.on_shared else None, name_failure=name_failure)
+        worker, spent_before = self.worker, self.worker.spent
+        try:
+            with PHASES.phase("probes under operator rules" if self.watched else "probes"):
+                return worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
+                                   max(0.5, min(check.timeout, cap, self.grading.time_left())),
+                                   task=self.task.name if self.on_shared else None, name_failure=name_failure)
+        finally:
+            self.grading.charge(worker, spent_before)
 
     def _failure_named(self, check: Check, sent: dict, reply: dict) -> dict:
         """A probe of a task with no operator rule that raised: run again with the worker
@@ -771,7 +800,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     # only contend for the same cores (and spin while they wait). One thread per op also
     # computes the expected values as the runner computes the answers.
     torch.set_num_threads(1)
-    deadline = time.monotonic() + runner.limits.submission_seconds
+    deadline = time.monotonic() + wall_cap(runner.limits.submission_seconds)
     pool = ThreadPoolExecutor(max_workers=parallel)
     # The package imported once for all tasks, where the runner can seal that process: begun
     # at once, on a grading thread, while this one reads the reference and plans (a

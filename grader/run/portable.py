@@ -221,7 +221,8 @@ class PortableRunner:
             process.kill()
             return False
 
-        return Worker(process.pid, process.channel, OutputFile(process.output_path, process.written()), end=end)
+        return Worker(process.pid, process.channel, OutputFile(process.output_path, process.written()), end=end,
+                      host_pid=process.pid)
 
     def package(self, sources: dict[str, str]):
         """Each process imports the package once, on its first task: nothing to fork from."""

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from grader import KIT_ROOT
+from grader.run import cpu_clock
 from grader.run.inside import wire
 from grader.run.submission_process import DOOR_INSIDE, DoorFolder, SubmissionProcess
 from grader.run.processes import Limits
@@ -312,6 +313,7 @@ class Sandbox:
         self._ready = False
         self._lock = threading.Lock()
         self._pids: _PidsCgroup | None = None  # made when the first zygote starts
+        self._zygote_host: int | None = None
         self.isolated = False  # whether each worker gets namespaces of its own (the zygote says)
         # import_once=False imports a submission's package in every task's worker, as
         # where the seccomp filter is not available (kept to measure what it saves).
@@ -442,6 +444,9 @@ class Sandbox:
 
             PHASES.note("zygote boot", ready["at"] - self._spawned)
         self.isolated = ready.get("isolated") is True
+        # The zygote as this process numbers it: its children's processor time is read there.
+        self._zygote_host = cpu_clock.numbered(ready["pid"], self._process.pid) \
+            if isinstance(ready.get("pid"), int) else None
         self._pids.booted()
         self._ready = True
 
@@ -515,7 +520,8 @@ class Sandbox:
             if attempt:
                 time.sleep(self.START_PAUSE * 2 ** (attempt - 1))
             pid, channel, out_read = self.fork("fork")
-            worker = Worker(pid, channel, OutputTail(out_read), end=lambda clean, pid=pid: self.kill(pid))
+            worker = Worker(pid, channel, OutputTail(out_read), end=lambda clean, pid=pid: self.kill(pid),
+                            host_pid=self.host_pid(pid))
             try:
                 up = wire.recv(channel, deadline=time.monotonic() + self.limits.setup_seconds)
             except (EOFError, OSError, TimeoutError, wire.WireError) as error:
@@ -524,6 +530,12 @@ class Sandbox:
                 return worker
             worker.kill()
         raise OSError(f"no worker came up in {self.START_ATTEMPTS} attempts ({why or 'it said nothing'})")
+
+    def host_pid(self, pid: int) -> int | None:
+        """A child of the zygote, named by the zygote's numbering, as this process numbers
+        it (None where that cannot be read: its limits are then kept in wall-clock time)."""
+        zygote = getattr(self, "_zygote_host", None)
+        return cpu_clock.child_numbered(zygote, pid) if zygote is not None else None
 
     def isolates_workers(self) -> bool:
         """Whether each worker gets namespaces of its own (the zygote says so when it boots)."""

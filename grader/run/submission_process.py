@@ -15,8 +15,9 @@ import threading
 import time
 import shutil
 
+from grader.run import cpu_clock
 from grader.run.inside import wire
-from grader.run.worker import OutputTail, Worker, WorkerFailed
+from grader.run.worker import Late, OutputTail, TimeLimit, Worker, WorkerFailed
 
 DOOR_INSIDE = "/sandbox/door"  # where the door folder appears inside bubblewrap
 
@@ -303,13 +304,14 @@ class SubmissionProcess:
             return False
         self.control, self.output = ours, OutputTail(out_read)
         self.door = Door(folder, self)
-        deadline = time.monotonic() + limits.setup_seconds
+        # The import's limit is the upload's own processor time (that of S and S' below it).
+        limit = TimeLimit(limits.setup_seconds, cpu_clock.clock_of(sandbox.host_pid(self.pid)))
         try:
             wire.send(ours, {"token": self.door.name, "listener": folder.inside(sandbox.kind, self.door.name),
                              "student": self.sources,
                              "limits": limits.rlimits(count_processes=not sandbox.counts_processes())})
-            reply = wire.recv(ours, deadline=deadline)
-        except (OSError, EOFError, TimeoutError, wire.WireError):
+            reply = limit.receive(ours)
+        except (OSError, EOFError, TimeoutError, ValueError, wire.WireError, Late):
             reply = None
         if not (isinstance(reply, dict) and reply.get("imported") is True and self.namespace is not None):
             self.close()

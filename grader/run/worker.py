@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import socket
 import threading
 import time
 from typing import Callable
 
+from grader.run import cpu_clock
 from grader.run.inside import wire
 from grader.run.stopping import moment
 
@@ -25,6 +27,14 @@ class WorkerFailed(Exception):
     def __init__(self, status: str, reason: str, output: str = ""):
         super().__init__(reason)
         self.status, self.reason, self.output = status, reason, output
+
+
+class Late(Exception):
+    """An answer out of time: its WorkerFailed status ("timeout" or "busy") and reason."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
 
 
 class OutputTail:
@@ -56,55 +66,113 @@ class OutputTail:
         return head + (f"\n… ({skipped} characters skipped) …\n" if skipped > 0 else "") + tail
 
 
+class TimeLimit:
+    """One exchange's limit, in the processor time of the process that answers
+    (grader.run.cpu_clock): the answer is late once that process has used `seconds`,
+    whatever the machine's load. The wall clock is a cap WALL_FACTOR times larger,
+    against code that sleeps or blocks; where the cap finds the process starved
+    (runnable, but waiting for a processor for at least STARVED_SHARE of the time), it
+    is given one more cap, STARVED_FACTOR times the first, and only then is the failure
+    the grader's ("busy"). Without a clock the limit is wall-clock seconds.
+    `used` is what the process computed meanwhile: the upload's, charged to its budget."""
+
+    WALL_FACTOR = 5.0
+    STARVED_FACTOR = 4.0
+    STARVED_SHARE = 0.5
+    # Without the kernel's count of waiting (no schedstat): a process that got at least
+    # this share of a processor was computing, not blocked.
+    COMPUTING_SHARE = 0.02
+    # How often the clock is read while an answer is awaited.
+    LOOK_SECONDS = 0.1
+
+    def __init__(self, seconds: float, clock):
+        self.seconds = seconds
+        self.cpu_before = clock.cpu() if clock is not None else None
+        self.clock = clock if self.cpu_before is not None else None
+        self.waited_before = self.clock.waited() if self.clock is not None else None
+        self.started = time.monotonic()
+        self.cap = self.started + seconds * (self.WALL_FACTOR if self.clock is not None else 1.0)
+        self.extended = False
+        self.used = 0.0
+
+    def _computed(self) -> float:
+        now = self.clock.cpu() if self.clock is not None else None
+        if now is not None:
+            self.used = max(self.used, now - self.cpu_before)
+        return self.used
+
+    def receive(self, channel: socket.socket):
+        """The next message on `channel`; Late once the limit is passed."""
+        try:
+            while True:
+                readable, _, _ = select.select([channel], [], [],
+                                               max(0.0, min(self.cap - time.monotonic(), self.LOOK_SECONDS)))
+                if readable:
+                    # Its answer is written whole once encoded: reading it is the grader's own time.
+                    return wire.recv(channel, deadline=max(self.cap, time.monotonic() + self.seconds))
+                self._late_yet()
+        finally:
+            self._computed()
+
+    def _late_yet(self) -> None:
+        seconds = self.seconds
+        if self.clock is not None and self._computed() >= seconds:
+            raise Late("timeout", f"it used its {seconds:g} s of processor time without answering (an endless "
+                                  f"loop, or far too slow)")
+        now = time.monotonic()
+        if now < self.cap:
+            return
+        if self.clock is None:
+            raise Late("timeout", f"no answer within {seconds:g} s (an endless loop, or far too slow)")
+        elapsed, computed, waited = now - self.started, self.used, self.clock.waited()
+        if waited is not None and self.waited_before is not None:
+            waited -= self.waited_before
+            starved = waited >= self.STARVED_SHARE * elapsed
+        else:
+            waited, starved = None, computed >= self.COMPUTING_SHARE * elapsed
+        if not starved:
+            raise Late("timeout", f"no answer within {elapsed:.0f} s, in which it computed for only {computed:.1f} s: "
+                                  f"it waits for something that never comes (a sleep, input(), a lock, a queue)")
+        if self.extended:
+            detail = f"; it spent {waited:.1f} s waiting for a processor" if waited is not None else ""
+            raise Late("busy", f"the machine was too busy: in {elapsed:.0f} s the process got {computed:.1f} s of "
+                               f"the {seconds:g} s of processor time it may use{detail}")
+        self.extended = True
+        self.cap = self.started + seconds * self.WALL_FACTOR * self.STARVED_FACTOR
+
+
 class Worker:
     """`end(clean)` ends the process: clean=False after a failure or a kill (it must
     go), clean=True after the worker was told to exit, when a runner may keep the
-    process and its channel for the next task (end returns True then)."""
-
-    # A time limit is the code's to use: where the process spent this share of it runnable
-    # but waiting for a processor (other uploads, other work on the machine), it timed out
-    # for want of a processor, not for what it computed.
-    BUSY_SHARE = 0.5
+    process and its channel for the next task (end returns True then). Its limits are
+    TimeLimits on its own processor time, where its clock can be read."""
 
     def __init__(self, pid: int, channel: socket.socket, output, end: Callable[[bool], bool | None],
                  host_pid: int | None = None):
         self.pid, self.channel, self.output = pid, channel, output
-        self.host_pid = host_pid  # its pid as this process sees it, where known: how long it waited is read there
+        self.host_pid = host_pid  # its pid as this process sees it, where known: its clock is read there
+        self.clock = cpu_clock.clock_of(host_pid)
         self.end = end
         self.alive = True
         self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
+        self.spent = 0.0  # processor seconds its exchanges used: charged to the upload's own budget
 
-    def waited(self) -> float | None:
-        """Seconds the process has spent runnable, waiting for a processor (the kernel's
-        schedstat), or None where that cannot be read."""
-        if self.host_pid is None:
-            return None
+    def _exchange(self, message, timeout: float):
+        limit = TimeLimit(timeout, self.clock)
         try:
-            with open(f"/proc/{self.host_pid}/schedstat", "rb") as stat:
-                return int(stat.read().split()[1]) / 1e9
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def _exchange(self, message, timeout: float, sending: bool = True):
-        waited_before = self.waited()
-        try:
-            if sending:
-                self.channel.settimeout(timeout)
-                wire.send(self.channel, message)
-                if "probe" in message:
-                    moment("probe")  # the worker is at work on it
-            return wire.recv(self.channel, deadline=time.monotonic() + timeout)
-        except (socket.timeout, TimeoutError):
-            waited_after = self.waited()
+            self.channel.settimeout(timeout)
+            wire.send(self.channel, message)
+            if "probe" in message:
+                moment("probe")  # the worker is at work on it
+            return limit.receive(self.channel)
+        except Late as late:
             self.kill()
-            if waited_before is not None and waited_after is not None \
-                    and waited_after - waited_before >= self.BUSY_SHARE * timeout:
-                raise WorkerFailed("busy", f"the machine was too busy: of its {timeout:g} s the process spent "
-                                           f"{waited_after - waited_before:.1f} s waiting for a processor",
-                                   self.output.text()) from None
+            raise WorkerFailed(late.status, late.reason, self.output.text()) from None
+        except (socket.timeout, TimeoutError):
+            self.kill()
             raise WorkerFailed("timeout", f"no answer within {timeout:g} s (an endless loop, or far too slow)",
                                self.output.text()) from None
-        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+        except (EOFError, ConnectionError, BrokenPipeError, OSError, ValueError):
             self.kill()
             raise WorkerFailed("crashed", "the process running the code ended without answering "
                                "(a crash, os._exit/sys.exit at import, or the memory limit)",
@@ -112,6 +180,8 @@ class Worker:
         except wire.WireError as error:
             self.kill()
             raise WorkerFailed("garbage", f"the process sent a malformed answer: {error}", self.output.text()) from None
+        finally:
+            self.spent += limit.used
 
     def start(self, request: dict, timeout: float):
         return self._exchange(request, timeout)

@@ -1,0 +1,203 @@
+"""A check's time limit is the processor time its code used (grader.run.worker.TimeLimit).
+
+A loop that spins is a timeout on any machine load; code that sleeps or blocks is a
+timeout too, said as such, at the wall-clock cap; only a process that could not get a
+processor, even after a second, longer cap, is the grader's failure ("busy"). The unit
+tests drive TimeLimit with a clock the test sets; the sandbox tests grade a spinning and
+a sleeping gelu beside a load the test makes (six busy processes, each in a session of
+its own, as other programs on a laptop or other uploads' workers are).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from grader.run import cpu_clock
+from grader.run.worker import Late, TimeLimit
+
+
+class SetClock:
+    """A process clock whose readings the test sets: processor and waiting seconds."""
+
+    def __init__(self):
+        self.used, self.waiting = 0.0, 0.0
+
+    def cpu(self):
+        return self.used
+
+    def waited(self):
+        return self.waiting
+
+
+class Quick(TimeLimit):
+    LOOK_SECONDS = 0.01
+
+
+def _silent_channel():
+    left, right = socket.socketpair()
+    return left, right
+
+
+def _late(limit, advance=None) -> Late:
+    """The Late that `limit` raises on a channel that never answers; `advance(limit)` is
+    called at every look, to move the clock the test holds."""
+    left, right = _silent_channel()
+    original = limit._late_yet
+
+    def look():
+        if advance is not None:
+            advance(limit)
+        original()
+
+    limit._late_yet = look
+    with left, right, pytest.raises(Late) as raised:
+        limit.receive(left)
+    return raised.value
+
+
+def test_a_process_that_uses_its_processor_budget_times_out_before_any_wall_cap():
+    clock = SetClock()
+    limit = Quick(60.0, clock)  # a wall cap of minutes: only the processor time can end it
+
+    def spin(_):
+        clock.used += 10.0
+
+    late = _late(limit, spin)
+    assert late.status == "timeout" and "60 s of processor time" in late.reason
+    assert limit.used >= 60.0
+
+
+def test_a_process_that_neither_computes_nor_waits_for_a_processor_blocks_and_times_out_at_the_cap():
+    clock = SetClock()
+    late = _late(Quick(0.02, clock))
+    assert late.status == "timeout" and "waits for something that never comes" in late.reason
+
+
+def test_a_starved_process_gets_a_second_cap_and_only_then_is_the_graders_failure():
+    clock = SetClock()
+    caps = []
+
+    def starve(limit):
+        clock.waiting += 1.0  # always runnable, never run
+        if not caps or caps[-1] != limit.cap:
+            caps.append(limit.cap)
+
+    limit = Quick(0.02, clock)
+    late = _late(limit, starve)
+    assert late.status == "busy" and "too busy" in late.reason
+    assert len(caps) == 2 and caps[1] > caps[0], "the starved process was not given a second, longer cap"
+
+
+def test_a_starved_process_that_then_answers_is_no_failure():
+    clock = SetClock()
+    left, right = _silent_channel()
+    limit = Quick(0.02, clock)
+    original = limit._late_yet
+
+    def starve_then_answer():
+        clock.waiting += 1.0
+        if limit.extended:  # the second cap: it finally got a processor and answered
+            from grader.run.inside import wire
+
+            wire.send(right, {"result": 1})
+        original()
+
+    limit._late_yet = starve_then_answer
+    with left, right:
+        assert limit.receive(left) == {"result": 1}
+
+
+def test_without_a_clock_the_limit_is_wall_clock_seconds():
+    late = _late(Quick(0.05, None))
+    assert late.status == "timeout" and "no answer within 0.05 s" in late.reason
+
+
+def test_a_process_clock_counts_the_processor_time_of_the_process_and_its_children():
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time\\nt=time.process_time()\\n"
+              "while time.process_time()-t<0.3: pass\\nprint(1, flush=True)\\ntime.sleep(30)'],"
+              " stdout=subprocess.PIPE)\n"
+              "child.stdout.readline()\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(30)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        clock = cpu_clock.clock_of(parent.pid)
+        if clock is None:
+            pytest.skip("this platform's processor times cannot be read (no /proc, no psutil)")
+        assert clock.cpu() >= 0.3, clock.cpu()
+    finally:
+        with contextlib.suppress(Exception):
+            for pid in reversed(cpu_clock.descendants(parent.pid)):
+                import os
+                import signal
+
+                os.kill(pid, signal.SIGKILL)
+        parent.wait()
+
+
+# ----------------------------------------------------------------- in the sandbox, under load
+
+SPINS = "while True:\n    pass\n"
+SLEEPS = "import time\ntime.sleep(3600)\nreturn x\n"
+
+
+@contextlib.contextmanager
+def six_busy_sessions(seconds: float = 600.0):
+    """Six processes that spin, each in a session of its own, ended when the block ends
+    (and by themselves after `seconds`, whatever happens to the test)."""
+    loop = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", loop], start_new_session=True) for _ in range(6)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def _grade_gelu(reference, body: str):
+    from grader.checks import catalogue
+    from grader.run.engine import grade_task
+    from grader.run.processes import Limits
+    from grader.run.sandbox import Sandbox
+    from grader.run.submission import Submission
+    from tests.test_grader_redteam import hostile_sources
+
+    sources = hostile_sources(reference, {"gelu": body})
+    task = catalogue.tasks()["gelu"]
+    checks = [c for c in catalogue.chapter_of_task()["gelu"].checks if c.task == "gelu"][:2]
+    with Sandbox(Limits(check_seconds=1.0)) as box:
+        return grade_task(task, checks, Submission("gelu", sources), reference, box, seed=3,
+                          imported=box.package(sources))
+
+
+needs_bwrap = pytest.mark.skipif("not __import__('grader.run.sandbox', fromlist=['x']).bwrap_works()",
+                                 reason="bubblewrap is not usable on this machine")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("load", ["quiet", "six busy sessions"])
+def test_a_gelu_that_spins_is_a_timeout_on_any_load(reference, load):
+    from grader.run.results import TIMEOUT
+
+    with six_busy_sessions() if load != "quiet" else contextlib.nullcontext():
+        results = _grade_gelu(reference, SPINS)
+    assert [r.status for r in results] == [TIMEOUT] * len(results), [(r.status, r.staff_diagnosis) for r in results]
+    assert all(r.verdict and r.verdict["kind"] == "timeout" for r in results)
+    assert "processor time" in results[0].staff_diagnosis, results[0].staff_diagnosis
+
+
+@needs_bwrap
+def test_a_gelu_that_sleeps_is_a_timeout_said_as_waiting(reference):
+    from grader.run.results import TIMEOUT
+
+    results = _grade_gelu(reference, SLEEPS)
+    assert results[0].status == TIMEOUT, (results[0].status, results[0].staff_diagnosis)
+    assert "waits for something that never comes" in results[0].staff_diagnosis, results[0].staff_diagnosis
