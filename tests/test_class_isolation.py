@@ -199,6 +199,12 @@ def test_a_check_no_process_could_run_is_the_graders_error_and_a_rerun_grades_it
     assert sorted(graded) == sorted(2 * list(first)), "each upload is tried again before its record is written"
     assert "could not run" in (out / "gradebook.csv").read_text()
     assert "could not run" in (out / "summary.md").read_text()
+    import csv
+
+    # Incomplete, never a grade: the points the grader could not run are not the student's to lose.
+    rows = list(csv.DictReader((out / "gradebook.csv").open()))
+    assert rows and all((r["status"], r["total"]) == ("incomplete", "") for r in rows), rows
+    assert "leave these students' grades blank" in (out / "summary.md").read_text()
 
     refused["on"] = False
     assert _grade(folder, out) == alone

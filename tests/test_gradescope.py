@@ -158,10 +158,32 @@ def test_no_visible_text_reveals_the_hidden_checks_total(one_chapter):
 def test_run_autograder_leaves_a_results_file_even_when_grading_cannot_start(tmp_path):
     _unpack(tmp_path)
     done = _run_autograder(tmp_path, python="/nonexistent/python")
-    assert done.returncode == 0
+    assert done.returncode != 0, "a run that graded nothing must not look like a success"
+    assert "no Python at /nonexistent/python" in done.stderr
     results = json.loads((tmp_path / "results" / "results.json").read_text())
     _valid_results(results)
     assert results["score"] == 0 and "course staff" in results["output"]
+
+
+def test_the_teaching_guides_offline_recipe_runs_as_printed(tmp_path):
+    """docs/teaching.md's command, word for word, from the kit's folder (where .venv is):
+    relative paths are read from where it starts, and it writes results.json."""
+    page = (ROOT / "docs" / "teaching.md").read_text()
+    recipe = re.search(r"`(AUTOGRADER_ROOT=X [^`]*run_autograder)`", page.replace("\n", " "))
+    assert recipe, "the teaching guide no longer gives the offline Gradescope command"
+    command = re.sub(r"\s+", " ", recipe[1])
+    work = tmp_path / "kit"
+    work.mkdir()
+    (work / ".venv").symlink_to(Path(sys.prefix))  # the kit's folder as the guide has it: .venv beside X
+    x = work / "X"
+    x.mkdir()
+    _unpack(x, ["01"])
+    _hand_in(x, ROOT / "solutions" / "hero_transformer")
+    done = subprocess.run(["bash", "-c", command], cwd=work, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((x / "results" / "results.json").read_text())
+    _valid_results(results)
+    assert results["tests"] and all(t["score"] == t["max_score"] for t in results["tests"])
 
 
 # ------------------------------------------------------------------ setup.sh

@@ -31,7 +31,7 @@ from grader.grade_class.class_report import (ClassView, attention_cause, class_v
                                              summary_sections)
 from grader.grade_class.uploads import InputError, Student, shown, slug, student_from
 from grader.files import read_json, write_atomic, write_json
-from grader.lms.gradebooks import FORMATS, chapter_max, csv_text, number, write_lms_gradebook
+from grader.lms.gradebooks import FORMATS, INCOMPLETE, chapter_max, csv_text, number, write_lms_gradebook
 from grader.grade_class.records import STATE, needs_grading, read_records, record_path, replaced
 from grader.run.report import code_block, markdown_text, staff_path
 from grader.run.stamp import describe
@@ -251,10 +251,11 @@ def plain_rows(data: ClassResults) -> list[dict]:
             row[f"ch{n}"] = ""
         if record is not None:
             upload = record["upload"]
-            note = record["problem"] or (f"{record['infrastructure']} check(s) the grader could not run: run "
-                                         f"grade-class again to grade them" if needs_grading(record)
+            incomplete = needs_grading(record)
+            note = record["problem"] or (INCOMPLETE.format(record["infrastructure"]) if incomplete
                                          else attention_cause(record))
-            row.update({"total": number(record["score"]), "status": record["status"], "note": note,
+            row.update({"total": "" if incomplete else number(record["score"]),
+                        "status": "incomplete" if incomplete else record["status"], "note": note,
                         "late": "late" if upload.get("late") else "", "attempts": upload.get("attempts", 1),
                         "upload": upload["label"]})
             for n in data.numbers:
@@ -436,9 +437,10 @@ def write_summary(data: ClassResults, out: Path) -> None:
              "| entries | count |", "| --- | ---: |", *[f"| {md(k)} | {v} |" for k, v in sorted(statuses.items())], ""]
     unfinished = [r for r in data.records.values() if needs_grading(r)]
     if unfinished:
-        lines += [f"**{len(unfinished)} upload(s) have checks the grader could not run** (the machine or the "
-                  f"sandbox had no process for them; they score `error`, not the student's failure): run the same "
-                  f"command again and those uploads are graded again: "
+        lines += [f"**{len(unfinished)} upload(s) are incomplete: some of their checks the grader could not run** "
+                  f"(the machine was too busy, or had no process for them; they are `error`, never the student's "
+                  f"failure). The gradebooks leave these students' grades blank, so an import sets none; run the "
+                  f"same command again and only these uploads are graded again: "
                   f"{', '.join(md(r['upload']['label']) for r in unfinished[:20])}"
                   f"{' and others' if len(unfinished) > 20 else ''}.", ""]
     lines += ["## Stamp", "", f"Graded under stamp {md(describe(data.stamp))}.", ""]

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from grader.files import write_atomic
+from grader.grade_class.records import needs_grading
 from grader.grade_class.uploads import InputError
 from grader.run.report import plain
 
@@ -38,6 +39,11 @@ def csv_text(header: list[str], rows: list[list]) -> str:
     return buffer.getvalue()
 
 
+# The note of an upload some of whose checks the grader could not run (grade left blank).
+INCOMPLETE = ("incomplete: {} check(s) the grader could not run (the machine was too busy, or had no process for "
+              "them); the grade is left blank until grade-class is run again")
+
+
 def _grade_columns(data) -> list[tuple[str, str | None]]:
     """(header, chapter or None for the total) of each grade column. A roster exported
     from Canvas already names its assignments `Name (id)`: that header is reused."""
@@ -56,7 +62,10 @@ def _grade_columns(data) -> list[tuple[str, str | None]]:
 
 
 def _score(record: dict | None, chapter: str | None) -> str:
-    if record is None:
+    """A grade cell; blank where nothing was uploaded, or where the grader could not run
+    some checks (incomplete: an LMS's import leaves the grade unset rather than count
+    points the student never lost; a rerun of grade-class fills it)."""
+    if record is None or needs_grading(record):
         return ""
     return number(record["score"] if chapter is None else record["chapters"].get(chapter, {}).get("score", 0))
 
@@ -98,6 +107,8 @@ def _feedback_line(record: dict | None) -> str:
         return "nothing was uploaded"
     if record["problem"]:
         return record["problem"]
+    if needs_grading(record):
+        return INCOMPLETE.format(record["infrastructure"])
     failed = sum(c["status"] != "passed" for c in record["checks"])
     return f"{len(record['checks']) - failed} of {len(record['checks'])} checks passed"
 
@@ -134,8 +145,8 @@ def nbgrader_gradebook(data, path: Path) -> None:
         gradebook.db.commit()
         for s in data.students:
             record = data.of.get(s.key)
-            if record is None:
-                continue
+            if record is None or needs_grading(record):
+                continue  # incomplete: no grade until a rerun grades what could not run
             first, _, last = (s.name or s.short).partition(" ")
             if ", " in s.name:
                 last, _, first = s.name.partition(", ")

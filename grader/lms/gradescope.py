@@ -103,13 +103,24 @@ chmod -R go+rX grader/run/inside grader/checks
 RUN = """\
 #!/usr/bin/env bash
 # Runs for every submission; always leaves a results.json behind.
-ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+# Paths given relative to where it was started are read from there, before it changes folder.
+ROOT="$(cd "${{AUTOGRADER_ROOT:-/autograder}}" && pwd)" || {{ echo "run_autograder: no folder ${{AUTOGRADER_ROOT:-/autograder}}" >&2; exit 2; }}
 PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/source/.venv/bin/python}}"
+case "$PYTHON" in
+  /*) ;;
+  */*) PYTHON="$PWD/$PYTHON" ;;
+esac
 CHAPTERS="{chapters}"  # the chapters this assignment grades (empty: all)
 mkdir -p "$ROOT/results"
-cd "$ROOT/source"
-"$PYTHON" -m grader grade "$ROOT/submission" --json "$ROOT/results/results.json" --allow-weak-sandbox \\
-  ${{CHAPTERS:+--chapters "$CHAPTERS"}}
+cd "$ROOT/source" || exit 2
+status=0
+if command -v "$PYTHON" >/dev/null 2>&1; then
+  "$PYTHON" -m grader grade "$ROOT/submission" --json "$ROOT/results/results.json" --allow-weak-sandbox \\
+    ${{CHAPTERS:+--chapters "$CHAPTERS"}} || status=$?
+else
+  echo "run_autograder: no Python at $PYTHON (set AUTOGRADER_PYTHON, or run setup.sh first)" >&2
+  status=2
+fi
 # What the code printed and raised, for course staff: results.json keeps the autograder's
 # own output hidden from students (stdout_visibility), and the staff file is not shown.
 if [ -s "$ROOT/results/results.staff.json" ]; then
@@ -118,6 +129,7 @@ fi
 if [ ! -s "$ROOT/results/results.json" ]; then
   echo '{{"score": 0, "execution_time": 0, "output": "The autograder failed before it could grade; please tell the course staff.", "tests": []}}' \\
     > "$ROOT/results/results.json"
+  exit $(( status ? status : 1 ))  # a failed grading says so, with its results.json in place
 fi
 exit 0
 """

@@ -92,7 +92,7 @@ class Grading:
 def wall_cap(seconds: float) -> float:
     """The wall-clock cap behind a budget of `seconds` of processor time, where a
     starved process has had its second cap (TimeLimit)."""
-    return seconds * TimeLimit.WALL_FACTOR * TimeLimit.STARVED_FACTOR
+    return seconds * TimeLimit.CAPS[-1]
 
 
 def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
@@ -664,10 +664,10 @@ def with_verdicts(results: list[CheckResult]) -> list[CheckResult]:
 
 def see_chapters(chapters: list[str]) -> str:
     """The command that shows these chapters' checks, as this edition of the kit spells it."""
-    from grader.edition import EDITION
+    from grader.edition import EDITION, check_py
 
     if EDITION == "student":
-        return f"`python check.py {' '.join(chapters)}`"
+        return f"`{check_py(' '.join(chapters))}`"
     return f"`make check CH={','.join(chapters)}`"
 
 

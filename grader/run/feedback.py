@@ -274,7 +274,9 @@ class Audience:
         except SyntaxError as error:
             lines = self.sources[match[1]].splitlines()
             text = lines[error.lineno - 1].strip()[:160] if error.lineno and 1 <= error.lineno <= len(lines) else ""
-            return f"{type(error).__name__}: {error.msg} ({_place(match[1], error.lineno)}{': ' + text if text else ''})"
+            place = _place(match[1], error.lineno)
+            # The line last, after all else: inside brackets, its own unclosed bracket read as closed.
+            return f"{type(error).__name__}: {error.msg} ({place}" + (f"), which reads: {text}" if text else ")")
         except Exception:  # noqa: BLE001 - a file too deep to compile says nothing more
             return None
         return None
@@ -317,7 +319,11 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
     message, the line and every frame."""
     kind, message, where, line = (as_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
     place = _student_where(where)
-    at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
+    if kind in _SYNTAX_ERRORS and where and line:
+        # The line last, after all else: inside brackets, its own unclosed bracket read as closed.
+        at = f"; {place} reads: {line}"
+    else:
+        at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
     named = message.strip("'\"")
     if error.get("not_implemented") is True:
         # The message is compared with task names, never echoed unless it is one.

@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from grader.edition import check_py
 from grader import KIT_ROOT
 from grader.run.inside import wire
 from grader.run.processes import Limits
@@ -103,7 +104,7 @@ class _Process:
             if self.process.poll() is not None:
                 self.kill()
                 raise OSError("the checking process stopped while loading torch (is torch installed in this Python? "
-                              "`python check.py doctor` says)")
+                              f"`{check_py('doctor')}` says)")
             if left <= 0:
                 self.kill()
                 raise OSError(f"the checking process did not finish loading torch within {seconds:g} s (a busy or "

@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from grader.edition import check_py
 from grader.archives import ERRORS as ARCHIVE_ERRORS
 from grader.archives import ArchiveError, kind_of, open_archive
 
@@ -63,7 +64,7 @@ def _pick(candidates: list[PurePosixPath], label: str, other_case: list[str] | N
         raise SubmissionError(
             f"{label} holds the package as {sorted(other_case)[0]}/; its folder must be named {PACKAGE}, all lower "
             f"case (Python imports it by that exact name). Rename the folder, or upload the .zip `make submit` "
-            f"(or `python check.py submit`) builds.")
+            f"(or `{check_py('submit')}`) builds.")
     if not candidates:
         raise SubmissionError(
             f"{label} holds no {PACKAGE}/ folder with Python files in it. Upload the folder "
@@ -88,6 +89,11 @@ def load(path: str | Path) -> Submission:
     if path.suffix.lower() == ".ipynb":
         raise SubmissionError(f"{path.name} is a notebook: the grader grades the {PACKAGE}/ package, where the "
                               f"tasks are written. Upload {PACKAGE}/ or a .zip of it (`make submit` builds one)")
+    named = {".zip": "a zip archive", ".tar": "a tarball", ".tgz": "a tarball", ".gz": "a gzip file",
+             ".bz2": "a bzip2 file", ".xz": "an xz file"}.get(path.suffix.lower())
+    if named is not None:
+        raise SubmissionError(f"{path.name} is named {path.suffix} but is not {named} (it may be damaged, or another "
+                              f"kind of file renamed); upload {PACKAGE}/ or a .zip of it (`make submit` builds one)")
     raise SubmissionError(f"{path.name} is neither a folder, a .zip nor a tarball; upload {PACKAGE}/ or a .zip of it")
 
 

@@ -69,19 +69,24 @@ class OutputTail:
 class TimeLimit:
     """One exchange's limit, in the processor time of the process that answers
     (grader.run.cpu_clock): the answer is late once that process has used `seconds`,
-    whatever the machine's load. The wall clock is a cap WALL_FACTOR times larger,
-    against code that sleeps or blocks; where the cap finds the process starved
-    (runnable, but waiting for a processor for at least STARVED_SHARE of the time), it
-    is given one more cap, STARVED_FACTOR times the first, and only then is the failure
-    the grader's ("busy"). Without a clock the limit is wall-clock seconds.
-    `used` is what the process computed meanwhile: the upload's, charged to its budget."""
+    whatever the machine's load. The wall clock only asks, each time it passes a cap,
+    whether the process is starved (runnable but waiting for a processor for at least
+    STARVED_SHARE of the time) or blocked (neither starved nor computing): a blocked
+    process — it sleeps, or waits for something that never comes — is late at the first
+    cap, `seconds` of wall clock, as on a quiet machine; one that computes or is starved
+    is given the next cap (CAPS: multiples of `seconds`), and a starved one past the last
+    is the grader's failure ("busy"). Without a clock the
+    limit is wall-clock seconds. `used` is what the process computed meanwhile: the
+    upload's own, charged to its budget."""
 
-    WALL_FACTOR = 5.0
-    STARVED_FACTOR = 4.0
+    CAPS = (1.0, 5.0, 20.0)
     STARVED_SHARE = 0.5
     # Without the kernel's count of waiting (no schedstat): a process that got at least
     # this share of a processor was computing, not blocked.
     COMPUTING_SHARE = 0.02
+    # A process that was not starved and computed for less than this share of the time
+    # is blocked (it sleeps, or waits on input, a lock or a queue), not slow.
+    BLOCKED_SHARE = 0.1
     # How often the clock is read while an answer is awaited.
     LOOK_SECONDS = 0.1
 
@@ -91,9 +96,14 @@ class TimeLimit:
         self.clock = clock if self.cpu_before is not None else None
         self.waited_before = self.clock.waited() if self.clock is not None else None
         self.started = time.monotonic()
-        self.cap = self.started + seconds * (self.WALL_FACTOR if self.clock is not None else 1.0)
-        self.extended = False
+        self.caps = list(self.CAPS) if self.clock is not None else [1.0]
+        self.cap = self.started + seconds * self.caps.pop(0)
         self.used = 0.0
+
+    @property
+    def extended(self) -> bool:
+        """Whether a starved process was given a later cap."""
+        return len(self.caps) < (len(self.CAPS) - 1 if self.clock is not None else 0)
 
     def _computed(self) -> float:
         now = self.clock.cpu() if self.clock is not None else None
@@ -130,15 +140,18 @@ class TimeLimit:
             starved = waited >= self.STARVED_SHARE * elapsed
         else:
             waited, starved = None, computed >= self.COMPUTING_SHARE * elapsed
-        if not starved:
+        if not starved and computed < self.BLOCKED_SHARE * elapsed:
             raise Late("timeout", f"no answer within {elapsed:.0f} s, in which it computed for only {computed:.1f} s: "
                                   f"it waits for something that never comes (a sleep, input(), a lock, a queue)")
-        if self.extended:
-            detail = f"; it spent {waited:.1f} s waiting for a processor" if waited is not None else ""
-            raise Late("busy", f"the machine was too busy: in {elapsed:.0f} s the process got {computed:.1f} s of "
-                               f"the {seconds:g} s of processor time it may use{detail}")
-        self.extended = True
-        self.cap = self.started + seconds * self.WALL_FACTOR * self.STARVED_FACTOR
+        if self.caps:  # computing, slowed by the machine's load, or starved: it is given more time
+            self.cap = self.started + seconds * self.caps.pop(0)
+            return
+        if not starved:
+            raise Late("timeout", f"no answer within {elapsed:.0f} s, in which it computed for {computed:.1f} s "
+                                  f"(far too slow, or it waits on something between bursts of work)")
+        detail = f"; it spent {waited:.1f} s waiting for a processor" if waited is not None else ""
+        raise Late("busy", f"the machine was too busy: in {elapsed:.0f} s the process got {computed:.1f} s of "
+                           f"the {seconds:g} s of processor time it may use{detail}")
 
 
 class Worker:

@@ -155,6 +155,7 @@ def main(argv=None) -> int:
     parser.add_argument("--top-k", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # one name at a time is small work: extra threads only spin beside busy programs
 
     console = Console()
     if not args.checkpoint.exists():

