@@ -331,13 +331,19 @@ def test_ctrl_c_keeps_what_is_done_and_a_rerun_grades_only_the_rest(tmp_path, mo
     assert (tmp_path / "rebuilt" / "gradebook.csv").read_bytes() == before
 
 
-def test_two_shards_merged_equal_one_run_and_nbgrader_reads_the_gradebook(tmp_path):
+def test_two_shards_merged_equal_one_run_and_nbgrader_reads_the_gradebook(tmp_path, capsys):
     from nbgrader.api import Gradebook
 
     uploads = _plain_class(tmp_path / "uploads")
     flags = ["--chapters", "05", "--public-only", "--seed", "4", "--allow-weak-sandbox", "--format", "nbgrader",
              "--assignment", "ht"]
     assert cli(["grade-class", str(uploads), "--out", str(tmp_path / "one"), *flags]) == 0
+    # Not a terminal (pytest captures it): one whole line per upload, counted, named.
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("graded ")]
+    count = len(lines)
+    assert count >= 2 and [line.split(":")[0] for line in lines] == [f"graded {i}/{count}"
+                                                                    for i in range(1, count + 1)], lines
+    assert all(line.endswith(" s/upload)") for line in lines), lines
     for k in (1, 2):
         assert cli(["grade-class", str(uploads), "--out", str(tmp_path / f"s{k}"), "--shard", f"{k}/2", *flags]) == 0
     shard_records = [{p.name for p in (tmp_path / f"s{k}" / "results").glob("*.json")} for k in (1, 2)]

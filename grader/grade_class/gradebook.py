@@ -263,10 +263,50 @@ class _Graders:
             box.close()
 
 
-def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("left"),
-                    TimeRemainingColumn(), console=console, transient=False)
+class _ClassProgress:
+    """What a TA watching grade-class sees: in a terminal, a bar counting uploads and
+    naming those being graded; in a log (not a terminal), one whole line per upload
+    graded, never a frame cut to the terminal's width."""
+
+    def __init__(self, console: Console, total: int):
+        self.console, self.total, self.done, self.started = console, total, 0, time.perf_counter()
+        self.live = console.is_terminal
+        self.grading: list[str] = []
+        self.bar = None
+        if self.live:
+            self.progress = Progress(TextColumn("[bold]graded"), MofNCompleteColumn(), TextColumn("uploads"),
+                                     BarColumn(), TimeElapsedColumn(), TextColumn("{task.fields[rate]}"),
+                                     TimeRemainingColumn(), TextColumn("left; {task.description}"),
+                                     console=console, transient=False)
+
+    def __enter__(self):
+        if self.live:
+            self.progress.__enter__()
+            self.bar = self.progress.add_task("", total=self.total, rate="")
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.progress.__exit__(*exc)
+
+    def _now_grading(self) -> str:
+        return "grading " + ", ".join(self.grading) if self.grading else ""
+
+    def begin(self, label: str) -> None:
+        self.grading.append(shown(label)[:40])
+        if self.live:
+            self.progress.update(self.bar, description=self._now_grading())
+
+    def finished(self, label: str) -> None:
+        name = shown(label)[:40]
+        if name in self.grading:
+            self.grading.remove(name)
+        self.done += 1
+        rate = f"{(time.perf_counter() - self.started) / self.done:.1f} s/upload"
+        if self.live:
+            self.progress.update(self.bar, advance=1, description=self._now_grading(), rate=rate)
+        else:
+            self.console.print(f"graded {self.done}/{self.total}: {name} ({rate})", soft_wrap=True)
 
 
 def grade_class(source: Path, out: Path, *, roster: Path | None = None, fmt: str = "csv",
@@ -367,16 +407,16 @@ def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_san
     where = ("one sandbox shared by the class (every worker a fresh fork in namespaces of its own)" if graders.shared
              else "a fresh sandbox per upload (this machine cannot give workers namespaces of their own)")
     console.print(f"grading {len(todo)} upload(s), {jobs} at a time, in {where}")
-    started, finished = time.perf_counter(), 0
+    finished = 0
     pool = ThreadPoolExecutor(max_workers=jobs)
     pending = set()
     try:
-        with _progress(console) as progress:
-            bar = progress.add_task("grading", total=len(todo), rate="")
+        with _ClassProgress(console, len(todo)) as progress:
             queue = list(todo)
 
             def submit():
                 upload, content = queue.pop(0)
+                progress.begin(upload.label)
                 future = pool.submit(graders.grade, upload, content, settings, _upload_seed(class_seed, content))
                 future.upload = upload
                 pending.add(future)
@@ -392,9 +432,7 @@ def _grade_all(todo, out, settings, class_seed, jobs, budget, console, share_san
                         save_record(out, record)
                         finished += 1
                         moment("record written")
-                    spent = time.perf_counter() - started
-                    progress.update(bar, advance=1, description=f"graded {shown(future.upload.label)[:30]}",
-                                    rate=f"{spent / finished:.1f} s/upload")
+                    progress.finished(future.upload.label)
                     moment("between uploads")
                     if queue:
                         submit()
