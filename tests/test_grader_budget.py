@@ -1,5 +1,5 @@
-"""A submission's wall-clock budget: when it runs out the checks left are 'timeout' with
-the reason, and results.json is still written."""
+"""A submission's budget of processor time: when it runs out the checks left are 'timeout'
+with the reason, and results.json is still written."""
 
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def test_checks_past_the_budget_time_out_and_the_json_is_written(tmp_path):
     assert gelu_checks >= 2
     budget = min(0.9 * per_check, max(limit(4.0), 1.5 * json.loads(baseline.read_text())["execution_time"]))
     model = upload / "model.py"
-    # gelu made slower than any limit: each of its checks runs to its limit or the budget's end.
+    # gelu made to compute for ever: each of its checks spends processor time until its limit or
+    # the budget's end (a sleep would spend none, and meet the wall-clock cap instead).
     text = model.read_text()
     body = "    ### BEGIN SOLUTION gelu\n"
     assert body in text
-    slow = f"    import time as _clock\n    _clock.sleep({2 * per_check * gelu_checks})\n"
+    slow = "    while True:\n        pass\n"
     model.write_text(text.replace(body, body + slow, 1))
     out = tmp_path / "results.json"
     done = _grade(upload.parent, out, "--budget", f"{budget:.1f}")

@@ -20,6 +20,7 @@ from grader.run.submission import Submission
 
 class _RecordingWorker:
     certified = ()
+    spent = 0.0  # processor seconds charged to the upload's budget, as a real worker keeps
 
     def __init__(self):
         self.limits: list[float] = []

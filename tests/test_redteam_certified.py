@@ -231,9 +231,11 @@ def test_every_task_alone_on_the_stubs_keeps_every_point(reference, box):
 
 # ============================================ 1b. only what the lessons taught before it
 
-# The issue's attack: Value.__add__ as log(exp(a)·exp(b)), on the certified exp, mul and
-# log its probes hold, with the upload's own mul, exp and log left as stubs.
-ADD_BY_LATER_PARTS = "return (self.exp() * _rt_lift(other).exp()).log()\n"
+# The attack: Value.__add__ leaning on the certified product its probes hold (the kit's
+# own reading of a graph multiplies), with the upload's own product and power left as
+# stubs. (Its exp and log are no longer held there: chapter 00's probes read gradients with
+# the kit's chain rule, so a worker of __add__ holds nothing to climb to through them.)
+ADD_BY_LATER_PARTS = "return Value((self * 1.0).data + _rt_lift(other).data, (self, _rt_lift(other)), (1.0, 1.0))\n"
 LIFT = """
 def _rt_lift(other):
     return other if isinstance(other, Value) else Value(other)
@@ -243,11 +245,11 @@ def _rt_lift(other):
 ADD_THROUGH_A_HELPER = "return _rt_through(self, other)\n"
 THROUGH = LIFT + """
 def _rt_through(a, b):
-    return (a.exp() * _rt_lift(b).exp()).log()
+    return Value((a * 1.0).data + _rt_lift(b).data, (a, _rt_lift(b)), (1.0, 1.0))
 """
 ADD_CAUGHT = """
 try:
-    return (self.exp() * _rt_lift(other).exp()).log()
+    return Value((self * 1.0).data + _rt_lift(other).data, (self, _rt_lift(other)), (1.0, 1.0))
 except Exception:
     other = _rt_lift(other)
     return Value(self.data + other.data, (self, other), (1.0, 1.0))
@@ -259,17 +261,17 @@ except Exception:
 def test_a_task_s_own_code_runs_no_part_taught_after_it(reference, box, body, helpers):
     from grader.run.results import FORBIDDEN
 
-    sources = upload(reference, {"micro_value_add": body}, stubs=("micro_value_mul", "micro_value_exp",
-                                                                  "micro_value_log"), append={"micro": helpers})
+    sources = upload(reference, {"micro_value_add": body}, stubs=("micro_value_mul", "micro_value_pow"),
+                     append={"micro": helpers})
     results = grade(reference, box, "micro_value_add", sources)
     no_points(results)
-    assert all(r.status == FORBIDDEN and "Value.exp (task 'micro_value_exp', chapter 00), which the lessons teach "
+    assert all(r.status == FORBIDDEN and "Value.__mul__ (task 'micro_value_mul', chapter 00), which the lessons teach "
                "after this task" in r.diagnosis for r in results), [(r.check.name, r.diagnosis) for r in results]
 
 
 def test_a_task_s_probes_still_use_what_they_hold_and_its_code_what_came_before(reference, box):
-    """The probes of Value.__add__ hold backward (taught after it) to read the gradients,
-    and micro_softmax's own code runs exp (taught before it): both keep every point."""
+    """The probes of Value.__add__ hold the product (taught after it), and micro_softmax's
+    own code runs exp (taught before it): both keep every point."""
     all_points(grade(reference, box, "micro_value_add", upload(reference, {})))
     all_points(grade(reference, box, "micro_softmax", upload(reference, {})))
 
@@ -330,19 +332,20 @@ def test_a_part_held_for_another_task_of_the_group_refuses_the_rest(reference, b
     all_points(grade_group(_group_items(GROUP), Submission("own", own), reference, box, seed=5)[-1])
 
 
-# micro_value_add's code, first in the group, keeps Value's certified backward where a
+# micro_value_add's code, first in the group, keeps Value's certified product where a
 # later task finds it, from the student's class and from the certified class it came
 # from (found among object's subclasses); layer_norm_backward then calls the kept
 # function itself. (grade_group runs the tamper scan: the names are spelled past it.)
 KEEP_FOR_LATER = '''
 import builtins
-builtins.__dict__.setdefault("_kept_parts", []).append(type(self).__dict__["backward"])
-builtins.__dict__["_kept_parts"].extend(c.__dict__.get("backward") for c in getattr(type, "__sub" + "classes__")(object)
-                                        if c.__name__ == "Value" and "backward" in c.__dict__)
+builtins.__dict__.setdefault("_kept_parts", []).append(type(self).__dict__["__mul__"])
+builtins.__dict__["_kept_parts"].extend(c.__dict__.get("__mul__") for c in getattr(type, "__sub" + "classes__")(object)
+                                        if c.__name__ == "Value" and "__mul__" in c.__dict__)
 return Value(self.data + other.data, (self, other), (1.0, 1.0))
 '''
 
-# Every node made by hand: of chapter 00, only the backward kept from the earlier probe runs.
+# Every other node made by hand, and the reverse pass too: of chapter 00, only the product
+# kept from the earlier probe runs (the student's own product is a stub, so it is skipped).
 USE_KEPT = '''
 import builtins
 from .micro import Value
@@ -351,16 +354,38 @@ kept = [f for f in builtins.__dict__.get("_kept_parts", []) if f is not None]
 assert kept, "nothing was kept"
 
 
+def mul(a, b):
+    for product in kept:
+        try:
+            return product(a, b)
+        except NotImplementedError:
+            pass
+    raise AssertionError("nothing was kept")
+
+
 def add(*terms):
     return Value(sum(t.data for t in terms), terms, (1.0,) * len(terms))
 
 
-def mul(a, b):
-    return Value(a.data * b.data, (a, b), (b.data, a.data))
-
-
 def power(a, k):
     return Value(a.data ** k, (a,), (k * a.data ** (k - 1),))
+
+
+def backward(root):
+    order, seen = [], set()
+
+    def visit(node):
+        if id(node) not in seen:
+            seen.add(id(node))
+            for child in node._children:
+                visit(child)
+            order.append(node)
+
+    visit(root)
+    root.grad = 1.0
+    for node in reversed(order):
+        for child, local in zip(node._children, node._local_grads):
+            child.grad += local * node.grad
 
 
 d = x.shape[-1]
@@ -372,7 +397,7 @@ for row, up in zip(rows, upstream):
     centred = [add(v, mul(mean, Value(-1.0))) for v in xs]
     inv_std = power(add(mul(add(*[mul(c, c) for c in centred]), Value(1.0 / d)), Value(eps)), -0.5)
     root = add(*[mul(mul(mul(g, c), inv_std), Value(u)) for g, c, u in zip(gs, centred, up)])
-    kept[-1](root)
+    backward(root)
     dx.append([v.grad for v in xs])
     dgamma = [a + g.grad for a, g in zip(dgamma, gs)]
 dbeta = grad_out.reshape(-1, d).sum(dim=0)
