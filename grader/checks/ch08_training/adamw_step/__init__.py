@@ -51,6 +51,10 @@ MISTAKES = {
                                          "weight decay comes after the update (decay first, from the current p)",
     "decay_without_lr": "the weight decay is not scaled by the learning rate: p <- p * (1 - lr * weight_decay)",
     "no_decay": "there is no weight decay: p <- p * (1 - lr * weight_decay) before the update",
+    "vectors_not_decayed": "the parameters with fewer than two axes (biases, LayerNorm gains) are left out of "
+                           "the weight decay; this AdamW decays every parameter it is given, as torch.optim.AdamW "
+                           "with one weight_decay does (leaving some out takes a second parameter group, which "
+                           "the course's AdamW does not have)",
     "global_t": "the step count t is shared by all parameters; each parameter has its own t, which does not "
                 "advance at a step where its .grad is None",
     "missing_as_zero": "a parameter whose .grad is None was updated as if its gradient were zero; skip it "
@@ -212,6 +216,8 @@ def judge_adamw_first_step(out, inputs, expected):
         eps_early = p - lr * g / (g.abs() + eps / math.sqrt(1 - beta2))
         if matches(t[0], eps_early, atol=1e-12, rtol=1e-10):
             return naming("eps_before_correction", MISTAKES["eps_before_correction"])
+        if matches(t[0], p - lr * g / torch.sqrt(g * g + eps), atol=1e-12, rtol=1e-10):
+            return naming("eps_inside", MISTAKES["eps_inside"])
         if float32_close(t[0], right):
             continue  # float32 arithmetic: matches_torch, the precision check, names it
         least, most, step = figures(moved.min().item(), moved.max().item(), lr)
@@ -244,6 +250,11 @@ def judge_adamw_decay(out, inputs, expected):
             continue  # float32 arithmetic passes: matches_torch, the precision check, names it
         if matches(t, p.expand_as(t), atol=0, rtol=0) and out.get("rebound"):
             return not_moved(out, "with zero gradients")
+        decayed_matrices = [i for i, q in enumerate(inputs["params"])
+                            if q.dim() >= 2 and not matches(out["trajectory"][i], q.expand_as(out["trajectory"][i]),
+                                                            atol=0, rtol=0)]
+        if p.dim() < 2 and decayed_matrices and matches(t, p.expand_as(t), atol=0, rtol=0):
+            return naming("vectors_not_decayed", MISTAKES["vectors_not_decayed"])
         if matches(t, p.expand_as(t), atol=0, rtol=0):
             return ("with zero gradients the parameters did not change: decoupled weight decay must still shrink p "
                     "by (1 - lr * weight_decay) at every step (update p in place, and treat a zero gradient as a "

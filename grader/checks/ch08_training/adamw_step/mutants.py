@@ -17,6 +17,12 @@ MUTANTS = [
         - p.mul_(1.0 - self.lr * self.weight_decay)
     """), ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "L2",
        "weight decay added to the gradient (Adam + L2)"),
+    mutant("adamw_vectors_not_decayed", "adamw_step", patch("""
+        - p.mul_(1.0 - self.lr * self.weight_decay)
+        + if p.dim() >= 2:
+        +     p.mul_(1.0 - self.lr * self.weight_decay)
+    """), ("ch08.adamw_step.decoupled_decay", "ch08.adamw_step.matches_torch"), "fewer than two axes",
+       "biases and gains left out of the decay (GPT-2's parameter groups)"),
     mutant("adamw_eps_inside_sqrt", "adamw_step", patch("""
         - denom = (v.sqrt() / math.sqrt(bias_correction2)).add_(self.eps)
         + denom = (v / bias_correction2 + self.eps).sqrt()
@@ -194,6 +200,7 @@ VARIANTS = [
 # Phrases of the lesson's common mistakes, each with the mutants that make it.
 LESSON = {
     'Weight decay added to g': ('adamw_coupled_weight_decay',),
+    'biases and LayerNorm gains left out of the decay': ('adamw_vectors_not_decayed',),
     'applied after the update': ('adamw_decay_after_update',),
     'one global t for all parameters': ('adamw_one_global_step_count',),
     'Working in float32': ('adamw_step_float32_hyperparameters', 'adamw_step_float32_working_copy',),

@@ -64,6 +64,8 @@ def hand_adamw(params, grads, lrs, hyper, mistake=None):
                 g = g + wd * p
             elif mistake == "decay_without_lr":
                 p = p * (1 - wd)
+            elif mistake == "vectors_not_decayed" and p.dim() < 2:
+                pass  # GPT-2's habit: biases and gains in a group without decay
             elif mistake not in ("decay_after", "no_decay"):
                 p = p * (1 - lr * wd)
             if mistake == "restarted_moments":
