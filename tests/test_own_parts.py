@@ -315,3 +315,106 @@ def test_a_layer_norm_that_unpacks_three_axes_keeps_every_point_wherever_it_is_c
                    use_reference=False)
     assert report.results and report.score == report.max_score, [
         (r.check.name, r.status, r.diagnosis) for r in report.results if r.status != PASSED]
+
+
+# ------------------------------------- a check that runs a task taught after its own
+
+def _task_of_code(modules) -> dict:
+    """Each task's function's code object in the reference, for a trace."""
+    import inspect
+
+    found = {}
+    for name, task in checks_catalogue.tasks().items():
+        target = getattr(modules, task.module)
+        for attribute in task.qualname.split("."):
+            target = getattr(target, attribute)
+        target = inspect.unwrap(target.__init__ if isinstance(target, type) else target)
+        found[target.__code__] = name
+    return found
+
+
+def _tasks_run(check, modules, code_tasks) -> set[str]:
+    """The tasks whose reference functions the check's probe runs, traced call by call."""
+    inputs = check.fresh_inputs() if check.fixed_inputs else check.make_inputs(torch.Generator().manual_seed(0))
+    sent = {k: v for k, v in inputs.items() if not k.startswith("_")}
+    if check.separately:
+        rest = {k: v for k, v in sent.items() if k not in check.separately}
+        calls = [{**rest, check.separately[0]: sent[name]} for name in check.separately]
+    else:
+        calls = [sent]
+    seen: set[str] = set()
+
+    def record(frame, event, _arg):
+        if event == "call" and frame.f_code in code_tasks:
+            seen.add(code_tasks[frame.f_code])
+
+    for call in calls:
+        earlier: dict = {}
+        for part in check.parts or (None,):
+            sys.setprofile(record)
+            try:
+                answer = (check.probe(modules, **call) if part is None else
+                          check.probe(modules, **call, part=part, earlier=dict(earlier)))
+            finally:
+                sys.setprofile(None)
+            earlier[part] = answer
+    return seen
+
+
+def test_every_check_that_runs_a_later_task_names_it():
+    """Traced on the reference: a public check whose probe runs the function of a task the
+    lessons teach after its own declares that task (Check.runs_later), so that a wrong
+    later part makes it wait instead of costing its right task; and nothing else is
+    declared. (lm_init's forward_runs runs lm_forward; chapter 00's primitives once ran
+    the student's backward, and now run the kit's own chain rule.)"""
+    reference = Reference.available()
+    code_tasks = _task_of_code(reference.modules)
+    assert set(code_tasks.values()) == set(checks_catalogue.tasks())
+    taught = list(checks_catalogue.tasks())
+    wrong = {}
+    for check in checks_catalogue.all_checks():
+        if check.hidden:
+            continue
+        later = {t for t in _tasks_run(check, reference.modules, code_tasks) if taught.index(t) > taught.index(check.task)}
+        if later != set(check.runs_later):
+            wrong[check.name] = (sorted(later), check.runs_later)
+    assert not wrong, wrong
+    assert any(c.runs_later for c in checks_catalogue.all_checks())
+
+
+def test_a_check_that_runs_a_later_task_waits_on_it_and_blames_nothing_before_it():
+    results = [_result("ch07.lm_init.forward_runs", ERROR), _result("ch07.lm_init.parameter_ledger", PASSED),
+               _result("ch07.lm_forward.causal_invariance", FAILED)]
+    apply_waits(results, task_graph())
+    statuses = {r.check.name: (r.status, r.waiting_on) for r in results}
+    assert statuses["ch07.lm_init.forward_runs"] == (WAITING, ("lm_forward",))
+    assert statuses["ch07.lm_forward.causal_invariance"] == (FAILED, ())
+    # When the later task is right, the check's failure is its own task's.
+    alone = [_result("ch07.lm_init.forward_runs", FAILED), _result("ch07.lm_forward.causal_invariance", PASSED)]
+    apply_waits(alone, task_graph())
+    assert alone[0].status == FAILED and not alone[0].waiting_on
+
+
+def test_a_wrong_forward_costs_the_right_init_nothing(sandbox):
+    """As the release grades it: a language model's forward that returns its logits cut to
+    one position keeps lm_init's points (its forward_runs waits on lm_forward), and
+    lm_forward's own checks fail without waiting on lm_init."""
+    reference = Reference.available()
+    sources = dict(reference.sources)
+    text = sources["model.py"]
+    marker = "### END SOLUTION"
+    start = text.index("### BEGIN SOLUTION lm_forward")
+    end = text.index(marker, start)
+    body = text[start:end]
+    assert "return logits, loss, presents" in body, body
+    cut = body.replace("return logits, loss, presents", "return logits[:, -1:], loss, presents")
+    sources["model.py"] = text[:start] + cut + text[end:]
+    results = released(sources, sandbox, {"lm_init", "lm_forward"})
+    init = {name: r for name, r in results.items() if ".lm_init." in name}
+    forward = {name: r for name, r in results.items() if ".lm_forward." in name}
+    assert init["ch07.lm_init.forward_runs"].status == WAITING, init["ch07.lm_init.forward_runs"].diagnosis
+    assert init["ch07.lm_init.forward_runs"].waiting_on == ("lm_forward",)
+    assert all(r.status == PASSED for name, r in init.items() if name != "ch07.lm_init.forward_runs"), \
+        {n: r.diagnosis for n, r in init.items() if r.status != PASSED}
+    assert any(r.status == FAILED for r in forward.values())
+    assert not any(r.waiting_on for r in forward.values())

@@ -62,6 +62,12 @@ class Check:
     # name, and stores them with the facts, so that every platform's torch gets the very
     # same numbers (a random draw is not bit for bit the same everywhere).
     fixed_inputs: bool = False
+    # Tasks taught after this check's own whose code its probe runs (lm_init's check that
+    # the parts it builds fit the forward pass runs lm_forward): where the student's own
+    # parts stand in, the check waits on them while they fail their own checks, and its
+    # failure never makes those tasks wait in turn (grader.run.engine.apply_waits). A test
+    # traces every public probe on the reference and asks for each such task here.
+    runs_later: tuple[str, ...] = ()
 
     @property
     def chapter(self) -> str:

@@ -612,17 +612,27 @@ def apply_waits(results: list[CheckResult], graph: dict[str, tuple[str, ...]],
     for result in results:
         by_task.setdefault(result.check.task, []).append(result)
     failing: list[str] = []
+    deferred: list[tuple[CheckResult, tuple[str, ...]]] = []  # checks that run a later task
     for task in sorted(by_task, key=lambda t: order.get(t, last)):
         upstream = tuple(t for t in graph.get(task, ()) if t in failing and order[t] < order.get(task, last))
         for result in by_task[task]:
-            final = (result.status == FAILED and result.on_own_parts and not result.gated
-                     or result.cause == LOAD_FAILED)
-            if upstream and result.status in (FAILED, ERROR, FORBIDDEN, TIMEOUT) and not final:
-                _wait(result, upstream, quiet)
+            if result.check.runs_later:  # judged once the later tasks are known right or wrong
+                deferred.append((result, upstream))
+                continue
+            _wait_if_upstream(result, upstream, quiet)
         # A task whose code never ran (the package did not import) is not known to be wrong.
-        if any(r.status not in (PASSED, WAITING) and not r.gated and r.cause != LOAD_FAILED for r in by_task[task]):
+        if any(r.status not in (PASSED, WAITING) and not r.gated and r.cause != LOAD_FAILED
+               and not r.check.runs_later for r in by_task[task]):
             failing.append(task)
+    for result, upstream in deferred:
+        _wait_if_upstream(result, upstream + tuple(t for t in result.check.runs_later if t in failing), quiet)
     return results
+
+
+def _wait_if_upstream(result: CheckResult, upstream: tuple[str, ...], quiet) -> None:
+    final = result.status == FAILED and result.on_own_parts and not result.gated or result.cause == LOAD_FAILED
+    if upstream and result.status in (FAILED, ERROR, FORBIDDEN, TIMEOUT) and not final:
+        _wait(result, upstream, quiet)
 
 
 def _wait(result: CheckResult, upstream: tuple[str, ...], quiet) -> None:

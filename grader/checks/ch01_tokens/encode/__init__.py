@@ -63,7 +63,7 @@ def encode_problem(result, text, right, bos, hidden=False) -> "str | None":
 @check("ana_document", 2,
        "with corpus ['ana', 'bob', 'emma'], encode('ana') = [0, 4, 0] and encode_document('ana') = "
        "[BOS a n a BOS] = [6, 0, 4, 0, 6]: 5 ids",
-       probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["ana"]})
+       probe=probe_encode, runs_later=("decode",), inputs={"corpus": SMALL_CORPUS, "texts": ["ana"]})
 def judge_encode_ana(out, inputs, expected):
     facts = known_facts(inputs)
     bos = facts["bos"]
@@ -80,7 +80,8 @@ def judge_encode_ana(out, inputs, expected):
 
 
 @check("round_trip", 1, "encode gives one id per character ('' gives []) and decode(encode(s)) == s",
-       probe=probe_encode, inputs={"corpus": SMALL_CORPUS, "texts": ["", "a", "emmabob", "mamamoo", "noon"]})
+       probe=probe_encode, runs_later=("decode",),
+       inputs={"corpus": SMALL_CORPUS, "texts": ["", "a", "emmabob", "mamamoo", "noon"]})
 def judge_encode_round_trip(out, inputs, expected):
     facts = known_facts(inputs)
     for text, result, right in zip(inputs["texts"], out["results"], facts["ids"]):

@@ -211,7 +211,7 @@ def probe_lm_init_forward(ns, sizes, idx):
 
 
 @check("forward_runs", 1, "the forward pass runs on your parts and gives logits [2, 5, V]",
-       probe=probe_lm_init_forward,
+       probe=probe_lm_init_forward, runs_later=("lm_forward",),
        inputs=lambda g: {"sizes": SIZES, "idx": torch.randint(0, 11, (2, 5), generator=g)})
 def judge_lm_init_forward(out, inputs, expected):
     B, T = inputs["idx"].shape

@@ -54,7 +54,7 @@ def probe_parameter_count_vs_model(ns, sizes):
 
 
 @check("matches_model", 1, "parameter_count(cfg) equals the parameters TransformerLM(cfg) registers",
-       probe=probe_parameter_count_vs_model,
+       probe=probe_parameter_count_vs_model, runs_later=("lm_init",),
        inputs=lambda g: {"sizes": dict(vocab_size=27, block_size=16, n_layers=3, d_model=12, n_heads=3, d_ff=48)})
 def judge_parameter_count_vs_model(out, inputs, expected):
     if isinstance(out["count"], bool) or not isinstance(out["count"], int):
