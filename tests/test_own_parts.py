@@ -60,6 +60,8 @@ def test_the_graph_knows_what_each_composing_task_builds_on():
     # Chapter 00's primitives are read with the kit's own chain rule, and backward is judged
     # on graphs built with the constructor: neither builds on the other, so neither waits.
     assert graph["micro_value_add"] == () and graph["micro_backward"] == ()
+    # Python's operators run chapter 00's primitives where no text names them (traced).
+    assert {"micro_value_mul", "micro_value_add"} <= set(graph["micro_rmsnorm"])
     # A leaf builds on nothing, and no task on itself.
     assert graph["layer_norm"] == () and graph["gelu"] == ()
     assert all(task not in parts for task, parts in graph.items())
@@ -319,63 +321,22 @@ def test_a_layer_norm_that_unpacks_three_axes_keeps_every_point_wherever_it_is_c
 
 # ------------------------------------- a check that runs a task taught after its own
 
-def _task_of_code(modules) -> dict:
-    """Each task's function's code object in the reference, for a trace."""
-    import inspect
-
-    found = {}
-    for name, task in checks_catalogue.tasks().items():
-        target = getattr(modules, task.module)
-        for attribute in task.qualname.split("."):
-            target = getattr(target, attribute)
-        target = inspect.unwrap(target.__init__ if isinstance(target, type) else target)
-        found[target.__code__] = name
-    return found
-
-
-def _tasks_run(check, modules, code_tasks) -> set[str]:
-    """The tasks whose reference functions the check's probe runs, traced call by call."""
-    inputs = check.fresh_inputs() if check.fixed_inputs else check.make_inputs(torch.Generator().manual_seed(0))
-    sent = {k: v for k, v in inputs.items() if not k.startswith("_")}
-    if check.separately:
-        rest = {k: v for k, v in sent.items() if k not in check.separately}
-        calls = [{**rest, check.separately[0]: sent[name]} for name in check.separately]
-    else:
-        calls = [sent]
-    seen: set[str] = set()
-
-    def record(frame, event, _arg):
-        if event == "call" and frame.f_code in code_tasks:
-            seen.add(code_tasks[frame.f_code])
-
-    for call in calls:
-        earlier: dict = {}
-        for part in check.parts or (None,):
-            sys.setprofile(record)
-            try:
-                answer = (check.probe(modules, **call) if part is None else
-                          check.probe(modules, **call, part=part, earlier=dict(earlier)))
-            finally:
-                sys.setprofile(None)
-            earlier[part] = answer
-    return seen
-
-
 def test_every_check_that_runs_a_later_task_names_it():
     """Traced on the reference: a public check whose probe runs the function of a task the
     lessons teach after its own declares that task (Check.runs_later), so that a wrong
     later part makes it wait instead of costing its right task; and nothing else is
     declared. (lm_init's forward_runs runs lm_forward; chapter 00's primitives once ran
     the student's backward, and now run the kit's own chain rule.)"""
+    from grader.run.dependencies import traced_parts
+
     reference = Reference.available()
-    code_tasks = _task_of_code(reference.modules)
-    assert set(code_tasks.values()) == set(checks_catalogue.tasks())
     taught = list(checks_catalogue.tasks())
     wrong = {}
     for check in checks_catalogue.all_checks():
         if check.hidden:
             continue
-        later = {t for t in _tasks_run(check, reference.modules, code_tasks) if taught.index(t) > taught.index(check.task)}
+        ran = traced_parts(reference, check)
+        later = {t for t in ran if taught.index(t) > taught.index(check.task)}
         if later != set(check.runs_later):
             wrong[check.name] = (sorted(later), check.runs_later)
     assert not wrong, wrong

@@ -165,8 +165,73 @@ def _computed_graph(reference: Reference) -> dict[str, tuple[str, ...]]:
 @lru_cache(maxsize=None)
 def _public_parts(reference: Reference, task_name: str) -> tuple[str, ...]:
     """What a task's public checks run besides its own code (each task read only when
-    asked: a run of one chapter reads that chapter's tasks alone)."""
-    return _parts_run(reference, task_name, hidden=False)
+    asked: a run of one chapter reads that chapter's tasks alone), and the parts Python's
+    operators run for them (a * b on two Values runs Value.__mul__, which no text names:
+    traced on the reference, since reading every + as a call would tie the kit's own float
+    arithmetic to Value.__add__)."""
+    found = set(_parts_run(reference, task_name, hidden=False)) | _operator_parts(reference, task_name)
+    return tuple(sorted(found, key=list(catalogue.tasks()).index))
+
+
+def _operator_parts(reference: Reference, task_name: str) -> set[str]:
+    operators = {name for name, task in catalogue.tasks().items()
+                 if task.qualname.rpartition(".")[2] in _OPERATORS and task.module == catalogue.tasks()[task_name].module}
+    if not operators - {task_name}:
+        return set()
+    chapter = catalogue.chapter_of_task()[task_name]
+    ran = set().union(*(traced_parts(reference, c) for c in chapter.checks if c.task == task_name and not c.hidden))
+    return (ran & operators) - {task_name}
+
+
+@lru_cache(maxsize=1)
+def _code_of_tasks(reference: Reference) -> dict:
+    """Each task's reference function's code object: {code: task name}."""
+    found = {}
+    for name, task in catalogue.tasks().items():
+        target = getattr(reference.modules, task.module)
+        for attribute in task.qualname.split("."):
+            target = getattr(target, attribute)
+        target = inspect.unwrap(target.__init__ if isinstance(target, type) else target)
+        found[target.__code__] = name
+    return found
+
+
+def traced_parts(reference: Reference, check) -> set[str]:
+    """The tasks whose reference functions a check's probe runs, its own task's included:
+    the probe run on the reference in this process, call by call (the reference is the
+    course's own code), with the inputs of seed 0 or its fixed ones."""
+    import sys
+
+    import torch
+
+    code_tasks = _code_of_tasks(reference)
+    inputs = check.fresh_inputs() if check.fixed_inputs else check.make_inputs(torch.Generator().manual_seed(0))
+    sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
+    if check.separately:
+        rest = {key: value for key, value in sent.items() if key not in check.separately}
+        calls = [{**rest, check.separately[0]: sent[name]} for name in check.separately]
+    else:
+        calls = [sent]
+    seen: set[str] = set()
+
+    def record(frame, event, _arg):
+        if event == "call" and frame.f_code in code_tasks:
+            seen.add(code_tasks[frame.f_code])
+
+    previous = sys.getprofile()
+    for call in calls:
+        earlier: dict = {}
+        for part in check.parts or (None,):
+            sys.setprofile(record)
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(0)
+                    answer = (check.probe(reference.modules, **call) if part is None else
+                              check.probe(reference.modules, **call, part=part, earlier=dict(earlier)))
+            finally:
+                sys.setprofile(previous)
+            earlier[part] = answer
+    return seen
 
 
 def _parts_run(reference: Reference, task_name: str, hidden: bool) -> tuple[str, ...]:
