@@ -202,3 +202,46 @@ def test_a_gelu_that_sleeps_is_a_timeout_said_as_waiting(reference):
     results = _grade_gelu(reference, SLEEPS)
     assert results[0].status == TIMEOUT, (results[0].status, results[0].staff_diagnosis)
     assert "waits for something that never comes" in results[0].staff_diagnosis, results[0].staff_diagnosis
+
+
+@needs_bwrap
+def test_a_class_with_a_spinning_upload_settles_in_one_run_beside_six_busy_sessions(tmp_path, monkeypatch):
+    """grade-class, as a TA runs it on a busy laptop: one upload's gelu spins for ever.
+    One run settles every upload: the spinning gelu's checks are timeouts with the loop's
+    sentence, nothing is the grader's `error`, no record is left to grade again, and the
+    right upload keeps every point. (Checks limited to 2 s of processor time, to keep the
+    test short; the rule is the same at 10.)"""
+    import functools
+    import zipfile
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from grader.grade_class import gradebook
+    from grader.grade_class.records import needs_grading, read_records
+    from grader.run.processes import Limits
+    from grader.run.results import ERROR, TIMEOUT
+
+    solutions = Path(__file__).resolve().parent.parent / "solutions" / "hero_transformer"
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    for name, spins in (("a_right", False), ("b_spins", True)):
+        with zipfile.ZipFile(folder / f"{name}.zip", "w") as archive:
+            for file in sorted(solutions.glob("*.py")):
+                text = file.read_text()
+                if spins and file.name == "model.py":
+                    text = text.replace("### BEGIN SOLUTION gelu\n", "### BEGIN SOLUTION gelu\n    while True:\n"
+                                                                     "        pass\n", 1)
+                archive.writestr(f"hero_transformer/{file.name}", text)
+    monkeypatch.setattr(gradebook, "Limits", functools.partial(Limits, check_seconds=2.0))
+    with six_busy_sessions():
+        gradebook.grade_class(folder, out, console=Console(quiet=True), chapters=["05"], seed=5, jobs=2)
+    records = {r["upload"]["label"]: r for r in read_records(out).values()}
+    assert not [label for label, r in records.items() if needs_grading(r)]
+    checks = {label: {c["name"]: c for c in r["checks"]} for label, r in records.items()}
+    assert not [(label, c["name"], c["diagnosis"]) for label, cs in checks.items() for c in cs.values()
+                if c["status"] == ERROR]
+    assert records["a_right.zip"]["score"] == records["a_right.zip"]["max_score"]
+    gelu = [c for name, c in checks["b_spins.zip"].items() if ".gelu." in name]
+    assert gelu and all(c["status"] == TIMEOUT for c in gelu), [(c["name"], c["status"]) for c in gelu]
+    assert "processor time" in gelu[0]["diagnosis"], gelu[0]["diagnosis"]
