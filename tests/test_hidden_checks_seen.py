@@ -201,3 +201,99 @@ def test_a_real_grading_shows_no_hidden_value_anywhere(tmp_path):
         leaks = _leaks(text, baseline[backend], report, secrets)
         assert not leaks, f"{backend} shows {leaks}"
         assert "parameter_ledger_wide" in text, backend  # the check itself is still named
+
+
+# ------------------------------------------- what a published hidden check reads whole
+
+def _graded(entry_names: list[str], seed: int, box) -> dict[str, list]:
+    """Each catalogue entry's task graded with every check, hidden ones included."""
+    from grader.mutants import catalogue as entries
+    from grader.run.engine import grade_task
+    from grader.run.reference import Reference
+    from grader.run.submission import Submission
+
+    reference = Reference.available()
+    mutants, _ = entries()
+    by_name = {m.name: m for m in mutants}
+    graded = {}
+    for name in entry_names:
+        entry = by_name[name]
+        checks = [c for c in catalogue.all_checks() if c.task == entry.task]
+        graded[name] = grade_task(catalogue.tasks()[entry.task], checks, Submission(name, entry.apply(reference.sources)),
+                                  reference, box, seed=seed)
+    return graded
+
+
+# A named mistake in its task's own words, in chapters 04 to 09 (hidden checks name them too).
+NAMED = ["layer_norm_variance_d_minus_1", "adamw_coupled_weight_decay", "adamw_decay_after_update",
+         "gelu_tanh", "attention_no_causal_mask", "cross_entropy_one_global_max"]
+
+
+@pytest.fixture(scope="module")
+def two_seeds():
+    from grader.mutants import catalogue as entries
+    from grader.run.processes import Limits
+    from grader.run.sandbox import Sandbox
+
+    known = {m.name for m in entries()[0]}
+    names = [n for n in NAMED if n in known]
+    assert len(names) >= 4, names
+    with Sandbox(Limits()) as box:
+        return _graded(names, 1, box), _graded(names, 2, box)
+
+
+def test_a_hidden_checks_named_mistake_is_published_in_its_own_words(two_seeds):
+    """The issue's case: LayerNorm dividing by d - 1, and AdamW's decay in the gradient,
+    fail hidden checks that name the mistake; the published sentence keeps the kit's
+    constants ("d - 1", "(1 - lr * weight_decay)") instead of withholding them."""
+    from grader.run.visible import WITHHELD, visible_check
+
+    first, _ = two_seeds
+    shown = {(entry, r.check.name): visible_check(r).diagnosis for entry, results in first.items() for r in results
+             if r.check.hidden and r.status != PASSED}
+    d_minus_1 = shown["layer_norm_variance_d_minus_1", "ch05.layer_norm.matches_reference"]
+    assert "d - 1" in d_minus_1, d_minus_1
+    coupled = [text for (entry, _), text in shown.items() if entry == "adamw_coupled_weight_decay"]
+    assert any("(1 - lr * weight_decay)" in text for text in coupled), coupled
+    whole = [text for text in shown.values() if WITHHELD not in text]
+    assert len(whole) >= 4, shown
+
+
+def test_what_a_hidden_check_publishes_whole_is_the_same_under_every_seed(two_seeds):
+    """A sentence published whole (grader.run.visible.reads_whole) holds nothing of the
+    hidden inputs or expected values: graded under two seeds, whose hidden inputs differ,
+    each such sentence is the same word for word; and a sentence that differs between the
+    seeds is published with its numbers withheld."""
+    from grader.run.visible import WITHHELD, reads_whole, visible_check
+
+    first, second = two_seeds
+    compared = 0
+    for name in first:
+        for a, b in zip(first[name], second[name]):
+            if not a.check.hidden or PASSED in (a.status, b.status):
+                continue
+            if reads_whole(a.diagnosis, a.verdict) and (a.verdict or {}).get("kind") != "timeout":
+                compared += 1
+                assert visible_check(a).diagnosis == visible_check(b).diagnosis, (a.check.name, a.diagnosis,
+                                                                                  b.diagnosis)
+            if a.diagnosis != b.diagnosis:
+                assert not reads_whole(a.diagnosis, a.verdict), (a.check.name, a.diagnosis, b.diagnosis)
+                assert WITHHELD in visible_check(a).diagnosis or not NUMBER.search(a.diagnosis)
+    assert compared >= 4
+
+
+def test_a_load_failure_and_a_time_out_read_whole_in_a_hidden_check():
+    """The student's own file and line, and the kit's time limit, are no hidden values."""
+    from grader.run.visible import visible_check
+
+    check = next(c for c in _hidden_checks() if c.task == "adamw_step")
+    syntax = CheckResult(check, "error", "SyntaxError: expected ':' (hero_transformer/train.py line 118), which "
+                                         "reads: def zero_grad(self) -> None",
+                         verdict={"kind": "load_failed", "file": "hero_transformer/train.py", "line": 118,
+                                  "error": "SyntaxError"})
+    assert "line 118" in visible_check(syntax).diagnosis
+    late = CheckResult(check, "timeout", "it used its 10 s of processor time without answering",
+                       verdict={"kind": "timeout", "task": "adamw_step", "during": "probe"})
+    assert "its 10 s" in visible_check(late).diagnosis
+    # Without a verdict that vouches for it, the numbers go.
+    assert "118" not in visible_check(CheckResult(check, FAILED, syntax.diagnosis)).diagnosis

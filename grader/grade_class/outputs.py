@@ -293,7 +293,7 @@ def feedback_markdown(student: Student, record: dict, assignment: str) -> str:
         notes, loads = [], set()
         for c in checks:
             seen = visible_fields(c["name"], c["hidden"], c["status"], c["score"], c["max_score"], c["diagnosis"],
-                                  c["summary"], c.get("output", ""))
+                                  c["summary"], c.get("output", ""), verdict=c.get("verdict"))
             label = markdown_text(seen.name.split(".", 1)[-1]) + (" (hidden)" if seen.hidden else "")
             lines.append(f"| {label} | {number(seen.score)}/{number(seen.points)} | {seen.status} |")
             unloaded = (c.get("verdict") or {}).get("kind") == "load_failed"
@@ -336,7 +336,7 @@ def fix_first(record: dict) -> list[str]:
             if failing:
                 c = failing[0]
                 seen = visible_fields(c["name"], c["hidden"], c["status"], c["score"], c["max_score"], c["diagnosis"],
-                                      c["summary"], c.get("output", ""))
+                                      c["summary"], c.get("output", ""), verdict=c.get("verdict"))
                 line = f"{c['task']}: {seen.note or seen.status}"
             elif started:
                 line = f"{started[0]['task']} is not implemented yet"

@@ -7,7 +7,9 @@ check shows its name, points, status and a diagnosis that holds no input and no
 expected value: its summary names the hidden inputs ("the ledger holds for d=64, h=4,
 f=256 (49,728 per block)"), and a judge's words about a failure may quote them or a
 value computed from them ("… gives 49728 for d=64, f=256"), so the summary is left out
-and every number in the diagnosis is withheld. The words stay: they say what is wrong.
+and every number in the diagnosis is withheld, unless its verdict shows that no hidden
+input shaped the sentence (reads_whole: a named mistake in its task's own words, a
+time-out, a package that did not load, a wait). The words stay: they say what is wrong.
 Every back end builds its lines from `visible_check`, so none can show more than another.
 """
 
@@ -37,10 +39,35 @@ def _plain(text) -> str:
     return plain(text or "")
 
 
-def without_values(text: str, summary: str = "") -> str:
-    """A hidden check's diagnosis as a student may read it: its summary (which names the
-    hidden inputs) and every number withheld."""
+# Verdicts whose sentence the grader writes from what no hidden input decides: the kit's
+# own names and limits, the student's own file, line and source, the processor seconds the
+# code took, the parts a check waits on (grader/run/verdicts.py). A crash is not among them:
+# its sentence names the input the check chose.
+WHOLE_KINDS = frozenset({"waiting", "gated", "load_failed", "not_implemented", "timeout", "forbidden",
+                         "runner_failed", "unanswered"})
+
+
+def reads_whole(text: str, verdict: "dict | None") -> bool:
+    """Whether a hidden check's diagnosis may be published as it stands: a verdict of a
+    kind above, or a named mistake said in the very words of its task's MISTAKES (a sentence
+    of the public check module, the same for every input)."""
+    kind = (verdict or {}).get("kind")
+    if kind in WHOLE_KINDS:
+        return True
+    if kind == "mistake":
+        from grader.checks import catalogue
+
+        return text == catalogue.mistake_texts().get(verdict.get("task", ""), {}).get(verdict.get("mistake", ""))
+    return False
+
+
+def without_values(text: str, summary: str = "", verdict: "dict | None" = None) -> str:
+    """A hidden check's diagnosis as a student may read it: whole where its verdict says no
+    hidden input shaped it (reads_whole); else its summary (which names the hidden inputs)
+    and every number withheld."""
     text = _plain(text)
+    if reads_whole(text, verdict):
+        return text
     if summary and summary in text:
         text = text.replace(summary, WITHHELD)
     return _NUMBER.sub(WITHHELD, text)
@@ -73,12 +100,13 @@ class VisibleCheck:
 
 
 def visible_fields(name: str, hidden: bool, status: str, score: float, points: float, diagnosis: str = "",
-                   summary: str = "", output: str = "", gated: bool = False) -> VisibleCheck:
+                   summary: str = "", output: str = "", gated: bool = False,
+                   verdict: "dict | None" = None) -> VisibleCheck:
     """The one place a check's student-facing fields are decided (a class run's record
     keeps the fields, so its feedback files come here too)."""
     if hidden:
         return VisibleCheck(name, True, status, score, points,
-                            "" if status == "passed" else without_values(diagnosis, summary), "", "", gated)
+                            "" if status == "passed" else without_values(diagnosis, summary, verdict), "", "", gated)
     return VisibleCheck(name, False, status, score, points, "" if status == "passed" else _plain(diagnosis),
                         _plain(summary), _plain(output), gated)
 
@@ -87,4 +115,5 @@ def visible_check(result) -> VisibleCheck:
     """What a student is shown of a CheckResult."""
     check = result.check
     return visible_fields(check.name, check.hidden, result.status, result.score, check.points, result.diagnosis,
-                          check.summary, result.output, bool(getattr(result, "gated", ())))
+                          check.summary, result.output, bool(getattr(result, "gated", ())),
+                          getattr(result, "verdict", None))
