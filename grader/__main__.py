@@ -40,7 +40,7 @@ def _student_main(parser, argv) -> int:
     args = parser.parse_args(argv)
     console = Console()
     if args.command == "check":
-        return check_package(args.package, args.chapters, console, args.budget, args.runner)[1]
+        return check_package(args.package, args.chapters, console, args.budget, args.runner, args.json)[1]
     return _submit(Path(args.package), Path(args.output), console, args.anyway)
 
 
@@ -68,6 +68,8 @@ def _main(argv=None) -> int:
     c.add_argument("--runner", choices=["sandbox", "portable"],
                    help="how your code is run: the Linux sandbox, or plain processes (any platform); "
                         "default: the sandbox on Linux, portable elsewhere")
+    c.add_argument("--json", help="also write the results here as JSON: each check's status, points, diagnosis "
+                                  "and, under extra_data, its verdict (what it found, as data)")
     s = sub.add_parser("submit", help="pack your package into submission.zip")
     s.add_argument("package", nargs="?", default="hero_transformer")
     s.add_argument("--output", default="submission.zip")
@@ -155,7 +157,7 @@ def _main(argv=None) -> int:
     if args.command == "check":
         # Public checks only. Where solutions/ is present the other parts are certified;
         # in a student's release without it, their own code stands in (the report says which).
-        return check_package(args.package, args.chapters, console, args.budget, args.runner)[1]
+        return check_package(args.package, args.chapters, console, args.budget, args.runner, args.json)[1]
     if args.command == "grade-class":
         return _grade_class(args, console)
     if args.command == "gradescope":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -305,6 +306,13 @@ def test_check_py_runs_the_public_checks_of_a_release_on_its_stubs(bundle, tmp_p
     hidden = [c for c in catalogue.all_checks() if c.chapter == "05" and c.hidden]
     assert f"Still to come: {len(hidden)} hidden checks worth {sum(c.points for c in hidden):g} points" in done.stdout
     assert "Traceback" not in done.stderr
+    # The same run as data, for a student's own script: every check with what it found.
+    as_data = _check_py(bundle, "05", "--json", "checks.json")
+    assert as_data.returncode == done.returncode, as_data.stdout + as_data.stderr
+    tests = json.loads((bundle / "checks.json").read_text())["tests"]
+    assert len(tests) == len([c for c in catalogue.all_checks() if c.chapter == "05" and not c.hidden])
+    assert {t["extra_data"]["verdict"]["kind"] for t in tests} <= {"not_implemented", "waiting"}
+    assert any(t["extra_data"]["verdict"] == {"kind": "not_implemented", "task": "gelu"} for t in tests)
     submitted = _check_py(bundle, "submit")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     with zipfile.ZipFile(bundle / "submission.zip") as handle:

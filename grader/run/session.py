@@ -163,10 +163,11 @@ def _close(runner) -> None:
 
 
 def check_package(package: str, chapters, console: Console, budget: float = 600.0,
-                  runner_kind: str | None = None):
+                  runner_kind: str | None = None, json_path: str | None = None):
     """`check`: the public checks on the author's own package, shown on `console`;
     (the report, the exit status). The pytest entry (grader/pytest_plugin.py) calls it too,
-    so its verdicts are check.py's."""
-    report = run_grading(package, chapters, True, None, console, budget=budget, runner_kind=runner_kind,
+    so its verdicts are check.py's. `json_path`: the results also written there, as the
+    course's grader writes them (a verdict per check under extra_data)."""
+    report = run_grading(package, chapters, True, json_path, console, budget=budget, runner_kind=runner_kind,
                          for_the_author=True)
     return report, 0 if report.results and all(r.status == "passed" for r in report.results) else 1

@@ -5,6 +5,8 @@
     python check.py 05           one chapter (or several: 05 07, or 05,07)
     python check.py --watch 05   the same again each time you save a file of hero_transformer/,
                                  what changed since the run before on top (Ctrl-C stops)
+    python check.py 05 --json results.json   the same, also written as data (each check's
+                                 status, points, diagnosis and verdict) for a script of yours
     python check.py submit       pack hero_transformer/ into submission.zip for upload
     python check.py doctor       what is set up, what is not, and what to do about it
     python check.py setup        only create .venv (the other commands do it when needed)
@@ -370,8 +372,27 @@ def program_env(env=None):
 def grader_command(python, args):
     if args and args[0] == "submit":
         return [str(python), "-m", "grader", "submit", PACKAGE] + args[1:]
+    args, written = without_option(args, "--json")
     chapters = chapters_of(args)
-    return [str(python), "-m", "grader", "check", PACKAGE] + (["--chapters", ",".join(chapters)] if chapters else [])
+    return ([str(python), "-m", "grader", "check", PACKAGE] + (["--chapters", ",".join(chapters)] if chapters else [])
+            + (["--json", os.path.abspath(written)] if written else []))
+
+
+def without_option(args, option):
+    """The arguments without `option VALUE` (or `option=VALUE`), and the value ('' if absent)."""
+    rest, value, pending = [], "", False
+    for arg in args:
+        if pending:
+            value, pending = arg, False
+        elif arg == option:
+            pending = True
+        elif arg.startswith(option + "="):
+            value = arg[len(option) + 1:]
+        else:
+            rest.append(arg)
+    if pending:
+        raise SystemExit("%s needs a file name: python check.py 05 %s results.json" % (option, option))
+    return rest, value
 
 
 def main(argv=None):
