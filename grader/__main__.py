@@ -89,7 +89,7 @@ def _main(argv=None) -> int:
     g.add_argument("--profile", action="store_true",
                    help="grade with one thread and list where the time went, phase by phase, and the slowest checks")
     g.add_argument("--budget", type=_seconds, default=600.0,
-                   help="wall-clock seconds for the whole submission; checks not run by then score 'timeout'")
+                   help="seconds of processor time for the whole submission; checks not run by then score 'timeout'")
     g.add_argument("--ungrouped", action="store_true",
                    help="every task in workers of its own (to compare with the default, where tasks that cannot "
                         "see each other share one)")
@@ -116,7 +116,8 @@ def _main(argv=None) -> int:
     k.add_argument("--public-only", action="store_true")
     k.add_argument("--seed", type=int, help="fix the hidden checks' random inputs (give every shard the same)")
     k.add_argument("--allow-weak-sandbox", action="store_true")
-    k.add_argument("--budget", type=_seconds, default=600.0, help="wall-clock seconds per upload")
+    k.add_argument("--budget", type=_seconds, default=600.0,
+                   help="seconds of processor time per upload (a busy machine does not eat them)")
     z = sub.add_parser("gradescope", help="build a Gradescope autograder zip (TA)")
     z.add_argument("--output", default="autograder.zip")
     z.add_argument("--chapters", help="grade only these chapters, e.g. 05 or 05,07 (default: all)")

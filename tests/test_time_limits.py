@@ -113,6 +113,54 @@ def test_a_starved_process_that_then_answers_is_no_failure():
         assert limit.receive(left) == {"result": 1}
 
 
+def test_a_starved_process_gets_no_cap_past_the_uploads_own_end():
+    """Where a platform kills the grader at a wall-clock timeout, the upload's own end
+    (Limits.submission_wall_seconds) stops every cap: a late check, never a killed run."""
+    import time
+
+    clock = SetClock()
+
+    def starve(_):
+        clock.waiting += 1.0
+
+    limit = Quick(60.0, clock, end=time.monotonic() + 0.05)  # caps of minutes, an end in 50 ms
+    assert limit.cap <= limit.end
+    late = _late(limit, starve)
+    assert late.status == "timeout" and "grading time for this upload ran out" in late.reason
+
+
+def test_a_platforms_budget_bounds_the_wall_clock_of_a_grading(tmp_path):
+    """The LMS entries (grader.lms.external.grade_upload) give the upload a wall-clock
+    limit equal to its budget: a gelu that sleeps spends no processor time, yet its
+    grading ends at the budget with every check reported, so the platform's timeout (the
+    budget and a margin) never kills the run before its results are written."""
+    from grader import KIT_ROOT
+    from grader.lms.external import grade_upload
+    from grader.run.engine import submission_deadline, wall_cap
+    from grader.run.processes import Limits
+    from grader.run.results import TIMEOUT
+
+    import time
+
+    now = time.monotonic()
+    assert submission_deadline(Limits(submission_seconds=300)) - now >= wall_cap(300)  # grade-class: the caps
+    package = tmp_path / "hero_transformer"
+    package.mkdir()
+    for source in (KIT_ROOT / "solutions" / "hero_transformer").glob("*.py"):
+        text = source.read_text()
+        if source.name == "model.py":
+            text = text.replace("### BEGIN SOLUTION gelu\n", "### BEGIN SOLUTION gelu\n" + "    " + SLEEPS.replace(
+                "\n", "\n    ").rstrip() + "\n", 1)
+        (package / source.name).write_text(text)
+    outcome = grade_upload(tmp_path, "sleeps", ["05"], 4242, 8.0)
+    assert outcome.report is not None, outcome
+    results = outcome.report.results
+    gelu = [r for r in results if r.check.task == "gelu"]
+    assert gelu and all(r.status == TIMEOUT for r in gelu), [(r.check.name, r.status, r.diagnosis) for r in gelu]
+    assert any("ran out" in r.diagnosis and "grading time" in r.diagnosis for r in gelu), [r.diagnosis for r in gelu]
+    assert all(r.status for r in results)
+
+
 def test_without_a_clock_the_limit_is_wall_clock_seconds():
     late = _late(Quick(0.05, None))
     assert late.status == "timeout" and "no answer within 0.05 s" in late.reason

@@ -298,7 +298,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--handin-dir", default="..", help="the folder Autolab graded in (default: ..)")
     parser.add_argument("--chapters", help="e.g. 05 or 05,07 (default: all)")
-    parser.add_argument("--budget", type=float, default=300.0, help="wall-clock seconds for the whole handin")
+    parser.add_argument("--budget", type=float, default=300.0, help="seconds for the whole handin, of processor time and of wall clock both")
     parser.add_argument("--seed", type=int, help="the course seed (the Makefile's COURSE_SEED); without it every "
                                                  "grading draws new hidden inputs")
     args = parser.parse_args(argv)

@@ -158,7 +158,10 @@ def grade_upload(path: Path, label: str, chapters: list[str] | None, seed: int, 
 
     runner = None
     try:
-        runner = open_runner("sandbox", Limits(submission_seconds=budget), with_reference=True)
+        # The platform kills the grader at its wall-clock timeout (the budget plus a margin):
+        # the budget bounds the wall clock too, so the results are written before that.
+        limits = Limits(submission_seconds=budget, submission_wall_seconds=budget)
+        runner = open_runner("sandbox", limits, with_reference=True)
         try:
             runner.start()  # its torch import overlaps this process's
         except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check

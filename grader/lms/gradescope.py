@@ -115,7 +115,8 @@ mkdir -p "$ROOT/results"
 cd "$ROOT/source" || exit 2
 status=0
 if command -v "$PYTHON" >/dev/null 2>&1; then
-  "$PYTHON" -m grader grade "$ROOT/submission" --json "$ROOT/results/results.json" --allow-weak-sandbox \\
+  # --budget: Gradescope's 10-minute timeout less a minute, so results.json is written first.
+  "$PYTHON" -m grader grade "$ROOT/submission" --json "$ROOT/results/results.json" --allow-weak-sandbox --budget 540 \\
     ${{CHAPTERS:+--chapters "$CHAPTERS"}} || status=$?
 else
   echo "run_autograder: no Python at $PYTHON (set AUTOGRADER_PYTHON, or run setup.sh first)" >&2

@@ -71,7 +71,7 @@ class Grading:
         if self.answers is None:
             self.answers = Answers(self.seed, self.reference)
         if not self.deadline:
-            self.deadline = time.monotonic() + wall_cap(self.runner.limits.submission_seconds)
+            self.deadline = submission_deadline(self.runner.limits)
         if self.audience is None:
             self.audience = Audience(self.submission, self.reference)
         self._spent_lock = threading.Lock()
@@ -93,6 +93,12 @@ def wall_cap(seconds: float) -> float:
     """The wall-clock cap behind a budget of `seconds` of processor time, where a
     starved process has had its second cap (TimeLimit)."""
     return seconds * TimeLimit.CAPS[-1]
+
+
+def submission_deadline(limits) -> float:
+    """time.monotonic() past which no check of the upload runs on: its own wall-clock
+    limit where one is set (a platform's timeout), else the cap behind its processor time."""
+    return time.monotonic() + (limits.submission_wall_seconds or wall_cap(limits.submission_seconds))
 
 
 def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
@@ -174,6 +180,7 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
         return None, {"status": ERROR, "diagnosis": INFRASTRUCTURE,
                       "staff_diagnosis": f"{INFRASTRUCTURE} (no sandboxed process could start: {broken!r})",
                       "cause": RUNNER_FAILED, "verdict": {"kind": "runner_failed"}}
+    worker.grading_ends = grading.deadline  # no answer is awaited past the upload's own end
     spent_before = worker.spent
     try:
         ready = worker.start(_worker_request(task, submission, reference, runner.limits,
@@ -376,11 +383,13 @@ class _TaskRun:
     def run(self, check: Check) -> CheckResult:
         if self.grading.time_left() <= 0:
             self.drop_worker()
+            limits = self.runner.limits
+            used = (f"{limits.submission_seconds:g} s of computing" if time.monotonic() < self.grading.deadline else
+                    f"{limits.submission_wall_seconds or wall_cap(limits.submission_seconds):g} s by the clock")
             return CheckResult(check, TIMEOUT, (
-                f"the grading time for one submission ({self.runner.limits.submission_seconds:g} s of computing) ran "
-                f"out before "
-                f"this check ran: something is far too slow — often an experiment left at module level, which "
-                f"runs every time the package is imported; put it under `if __name__ == \"__main__\":`"))
+                f"the grading time for one submission ({used}) ran out before this check ran: something is far too "
+                f"slow, or waits for what never comes — often an experiment left at module level, which runs every "
+                f"time the package is imported; put it under `if __name__ == \"__main__\":`"))
         inputs, expected = self.grading.answers.take(check)
         sent = {key: value for key, value in inputs.items() if not key.startswith("_")}
         try:
@@ -810,7 +819,7 @@ def grade(submission: Submission, chapters: list[str] | None = None, public_only
     # only contend for the same cores (and spin while they wait). One thread per op also
     # computes the expected values as the runner computes the answers.
     torch.set_num_threads(1)
-    deadline = time.monotonic() + wall_cap(runner.limits.submission_seconds)
+    deadline = submission_deadline(runner.limits)
     pool = ThreadPoolExecutor(max_workers=parallel)
     # The package imported once for all tasks, where the runner can seal that process: begun
     # at once, on a grading thread, while this one reads the reference and plans (a

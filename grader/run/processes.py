@@ -46,8 +46,13 @@ class Limits:
     # Processes and threads of one worker, kept the same two ways: a task that starts
     # threads without end holds at most these, and its siblings can still start.
     worker_processes: int = 16
-    # Wall clock for one submission, all its checks: past it the rest are 'timeout'.
+    # Processor time for one submission, all its checks: past it the rest are 'timeout'.
     submission_seconds: float = 600.0
+    # Wall clock for one submission, however busy the machine or idle the code: None gives
+    # the last cap behind its processor time (engine.wall_cap). Where a platform kills the
+    # grader at a wall-clock timeout (Gradescope, PrairieLearn, Autolab), the budget is
+    # that promise: its checks end by then, and the results are written before the kill.
+    submission_wall_seconds: float | None = None
 
     def rlimits(self, worker: bool = False, count_processes: bool = False) -> dict:
         """The resource limits of the process that imports a submission, or (worker=True)

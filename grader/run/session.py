@@ -66,7 +66,10 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
         with PHASES.phase("sandbox boot"):
             try:
                 # Boot the runner first: it imports torch while this process does the same.
-                runner = open_runner(runner_kind, Limits(submission_seconds=budget), with_reference=needs_reference)
+                # A grade (make grade, Gradescope's run_autograder) also ends by the wall clock at its
+                # budget, before a platform's timeout; the author's own check keeps the later caps.
+                limits = Limits(submission_seconds=budget, submission_wall_seconds=None if for_the_author else budget)
+                runner = open_runner(runner_kind, limits, with_reference=needs_reference)
             except RunnerRefused as refused:
                 report = GradeReport(str(path), [], f"{kind}: refused", "none", problem=str(refused))
             if runner is not None:

@@ -305,7 +305,9 @@ class SubmissionProcess:
         self.control, self.output = ours, OutputTail(out_read)
         self.door = Door(folder, self)
         # The import's limit is the upload's own processor time (that of S and S' below it).
-        limit = TimeLimit(limits.setup_seconds, cpu_clock.clock_of(sandbox.host_pid(self.pid)))
+        # Where the upload has a wall-clock limit of its own (a platform's timeout), no cap passes it.
+        end = time.monotonic() + limits.submission_wall_seconds if limits.submission_wall_seconds else None
+        limit = TimeLimit(limits.setup_seconds, cpu_clock.clock_of(sandbox.host_pid(self.pid)), end)
         try:
             wire.send(ours, {"token": self.door.name, "listener": folder.inside(sandbox.kind, self.door.name),
                              "student": self.sources,

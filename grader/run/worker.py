@@ -90,15 +90,19 @@ class TimeLimit:
     # How often the clock is read while an answer is awaited.
     LOOK_SECONDS = 0.1
 
-    def __init__(self, seconds: float, clock):
+    def __init__(self, seconds: float, clock, end: "float | None" = None):
         self.seconds = seconds
+        self.end = end  # time.monotonic() of the upload's own end: no cap goes past it
         self.cpu_before = clock.cpu() if clock is not None else None
         self.clock = clock if self.cpu_before is not None else None
         self.waited_before = self.clock.waited() if self.clock is not None else None
         self.started = time.monotonic()
         self.caps = list(self.CAPS) if self.clock is not None else [1.0]
-        self.cap = self.started + seconds * self.caps.pop(0)
+        self.cap = self._capped(self.started + seconds * self.caps.pop(0))
         self.used = 0.0
+
+    def _capped(self, cap: float) -> float:
+        return cap if self.end is None else min(cap, self.end)
 
     @property
     def extended(self) -> bool:
@@ -132,6 +136,9 @@ class TimeLimit:
         now = time.monotonic()
         if now < self.cap:
             return
+        if self.end is not None and now >= self.end:
+            raise Late("timeout", f"the grading time for this upload ran out while this check ran (after "
+                                  f"{now - self.started:.0f} s, in which it computed for {self.used:.1f} s)")
         if self.clock is None:
             raise Late("timeout", f"no answer within {seconds:g} s (an endless loop, or far too slow)")
         elapsed, computed, waited = now - self.started, self.used, self.clock.waited()
@@ -144,7 +151,7 @@ class TimeLimit:
             raise Late("timeout", f"no answer within {elapsed:.0f} s, in which it computed for only {computed:.1f} s: "
                                   f"it waits for something that never comes (a sleep, input(), a lock, a queue)")
         if self.caps:  # computing, slowed by the machine's load, or starved: it is given more time
-            self.cap = self.started + seconds * self.caps.pop(0)
+            self.cap = self._capped(self.started + seconds * self.caps.pop(0))
             return
         if not starved:
             raise Late("timeout", f"no answer within {elapsed:.0f} s, in which it computed for {computed:.1f} s "
@@ -166,12 +173,13 @@ class Worker:
         self.host_pid = host_pid  # its pid as this process sees it, where known: its clock is read there
         self.clock = cpu_clock.clock_of(host_pid)
         self.end = end
+        self.grading_ends: float | None = None  # time.monotonic() of its upload's end, set by the engine
         self.alive = True
         self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
         self.spent = 0.0  # processor seconds its exchanges used: charged to the upload's own budget
 
     def _exchange(self, message, timeout: float):
-        limit = TimeLimit(timeout, self.clock)
+        limit = TimeLimit(timeout, self.clock, self.grading_ends)
         try:
             self.channel.settimeout(timeout)
             wire.send(self.channel, message)
