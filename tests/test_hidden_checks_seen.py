@@ -297,3 +297,111 @@ def test_a_load_failure_and_a_time_out_read_whole_in_a_hidden_check():
     assert "its 10 s" in visible_check(late).diagnosis
     # Without a verdict that vouches for it, the numbers go.
     assert "118" not in visible_check(CheckResult(check, FAILED, syntax.diagnosis)).diagnosis
+
+
+# One mistake of each kind of sentence a hidden check says: a kit's sentence after a case's
+# number, a formula with the kit's constants, a static library call on the student's line,
+# a crash, a shape, a deviation with sizes computed from hidden inputs.
+SENTENCES = ["add_gradient_to_one_side", "log_gradient_is_log", "relu_gradient_for_negative_inputs",
+             "rmsnorm_no_eps", "adam_no_bias_correction", "vocab_bos_zero", "decode_keeps_bos",
+             "windows_targets_not_shifted", "positions_offset_ignored", "embedding_library_call",
+             "attention_cache_wrong_axis", "clip_by_value", "train_step_loss_after_update", "bigram_in_bits",
+             "sample_multiplies_by_temperature", "generate_forgets_the_cache", "layer_norm_backward_unpacks_b_t_c",
+             "layer_norm_variance_of_raw_x"]
+
+
+@pytest.fixture(scope="module")
+def two_seeds_of_every_sentence():
+    from grader.mutants import catalogue as entries
+    from grader.run.processes import Limits
+    from grader.run.sandbox import Sandbox
+
+    known = {m.name for m in entries()[0]}
+    names = [n for n in SENTENCES if n in known]
+    assert len(names) >= 15, names
+    with Sandbox(Limits()) as box:
+        return _graded(names, 1, box), _graded(names, 2, box)
+
+
+def test_no_hidden_value_reaches_a_published_sentence(two_seeds_of_every_sentence):
+    """Graded under two seeds, whose hidden inputs differ, two sentences of a hidden check
+    that differ only in their numbers are published the same word for word: whatever the
+    published one keeps (the kit's constants, the student's own line, the MISTAKES' words)
+    holds nothing a hidden input decides, and what such an input decides is withheld or
+    said in words."""
+    from grader.run.visible import visible_check
+
+    first, second = two_seeds_of_every_sentence
+    compared = 0
+    for name in first:
+        for a, b in zip(first[name], second[name]):
+            if not a.check.hidden or PASSED in (a.status, b.status):
+                continue
+            if NUMBER.sub("#", a.diagnosis) != NUMBER.sub("#", b.diagnosis):
+                continue  # two judgements in other words (one seed's draw shows another slip)
+            compared += 1
+            assert visible_check(a).diagnosis == visible_check(b).diagnosis, (name, a.check.name, a.diagnosis,
+                                                                              b.diagnosis)
+    assert compared >= 15, compared
+
+
+def test_a_published_sentence_keeps_the_kits_constants_and_the_students_line(two_seeds_of_every_sentence):
+    """Where a sentence quotes the kit's own figures or the student's own line, the published
+    hidden check keeps them; a case's number is said in words; a crash's inputs are said
+    in words."""
+    from grader.run.visible import HIDDEN_INPUTS, WITHHELD, visible_check
+
+    first, _ = two_seeds_of_every_sentence
+    shown = {}
+    for name, results in first.items():
+        for r in results:
+            if r.check.hidden and r.status != PASSED:
+                shown.setdefault(name, []).append(visible_check(r).diagnosis)
+
+    def said(name: str, *parts: str) -> None:
+        assert any(all(p in text for p in parts) for text in shown[name]), (name, parts, shown[name])
+
+    said("add_gradient_to_one_side", "with local gradients (1, 1)")
+    said("log_gradient_is_log", "d log(x)/dx is 1/x")
+    said("relu_gradient_for_negative_inputs", "relu's local gradient is 0 where x <= 0")
+    said("adam_no_bias_correction", "1 - beta1^(t+1)")
+    said("windows_targets_not_shifted", "ids[p + 1]")
+    said("embedding_library_call", "uses line ")
+    assert not any(WITHHELD in text for text in shown["embedding_library_call"]), shown["embedding_library_call"]
+    said("bigram_in_bits", "a call: the loss is in bits")
+    said("layer_norm_backward_unpacks_b_t_c", HIDDEN_INPUTS)
+    said("layer_norm_variance_of_raw_x", f"off by up to {WITHHELD}")
+
+
+def test_a_hidden_checks_verdict_tells_no_place_or_length_in_its_sentence(two_seeds_of_every_sentence):
+    """results.json's extra_data: a hidden check's slots keep their kind and words (a kept
+    one its text), never where they stand in the sentence the student does not see."""
+    from grader.run.visible import visible_verdict
+
+    first, _ = two_seeds_of_every_sentence
+    seen = 0
+    for results in first.values():
+        for r in results:
+            if r.check.hidden and r.verdict and r.verdict.get("slots"):
+                seen += 1
+                for slot in visible_verdict(r.verdict, True)["slots"]:
+                    assert "at" not in slot and "length" not in slot, slot
+                    assert slot["kind"] != "hidden" or "text" not in slot, slot
+    assert seen >= 5, seen
+
+
+def test_text_the_code_returned_cannot_pose_as_a_slot():
+    """A sentence that quotes what the student's code returned cannot make a value of it
+    kept: the marks carry a key drawn when the grader starts."""
+    from grader.checks import _slots
+    from grader.run.results import CheckResult
+    from grader.run.visible import WITHHELD, visible_check
+
+    check = next(c for c in _hidden_checks() if c.task == "decode")
+    real = _slots.constant("0.25")
+    forged = real.replace(real[1:13], "\ue100" * 12)  # the same shape, another key
+    result = CheckResult(check, FAILED, f"decode returned '{forged}' for 0.75 and kept {real}",
+                         verdict={"kind": "deviation", "task": "decode"})
+    shown = visible_check(result).diagnosis
+    assert "\ue100" not in result.diagnosis and "\ue000" not in result.diagnosis
+    assert shown == f"decode returned '{WITHHELD}' for {WITHHELD} and kept 0.25", shown

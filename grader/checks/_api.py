@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from grader.checks.facts import OWN_PARTS
+from grader.checks._slots import constant, hidden, own, public  # noqa: F401 - the judges' typed values
 from grader.run.inside.op_rules import LIBRARY
 
 # The seed of the public checks with fixed inputs. It is the seed the grader's own records
@@ -244,6 +245,13 @@ def compare_to_float32(actual, expected: torch.Tensor, what: str = "the output",
     task's precision check compares, so that float32 arithmetic is named once."""
     problem = compare(actual, expected, what, atol, rtol)
     return None if problem and float32_close(actual, expected) else problem
+
+
+def numbered(label: str, number) -> str:
+    """"call 3", "random document 2": which of a check's cases a sentence is about, said
+    as "a call", "a random document" once a hidden check is published (which case fails
+    first depends on the hidden inputs)."""
+    return hidden(f"{label} {number}", f"a {label}")
 
 
 class Named(str):

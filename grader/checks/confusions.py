@@ -17,6 +17,8 @@ import math
 
 from typing import Callable
 
+from grader.checks._slots import constant
+
 
 def _safe(function: Callable[[], float]) -> "float | None":
     try:
@@ -146,6 +148,7 @@ def formula_confusion(formula: str, parts: dict) -> "str | None":
     said = [words.get(part, {}).get(choice) for part, choice in parts.items()]
     if not said or None in said:
         return None
+    said = [constant(text) for text in said]  # the words above, whole whichever input showed them
     if len(said) == 1:
         return said[0]
-    return f"{len(said)} parts of {formula} differ: " + "; also, ".join(said)
+    return f"{constant(len(said))} parts of {formula} differ: " + "; also, ".join(said)

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from grader.checks._slots import strip
+
 # The key under which the engine tells a judge, beside a check's inputs, which parts the
 # task builds on are the student's own (grader.checks._api.own_parts): never part of the
 # digest that finds the check's facts.
@@ -88,7 +90,9 @@ def encode(value):
         return {key: encode(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [encode(item) for item in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, str):
+        return strip(value)  # the words alone: a value's marks are for this run's sentences
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     raise TypeError(f"facts are plain data, not {type(value).__name__}")
 

@@ -57,15 +57,34 @@ def outcomes(public: bool, runner: str | None = None, groups: str | None = None)
             else:
                 results = grade_task(task, checks, submission, None if public else reference, processes, SEED)
             found[f"{type(entry).__name__.lower()}:{entry.name}"] = [
-                [r.check.name, r.status, r.diagnosis] for r in results]
+                [r.check.name, r.status, r.diagnosis, *published(r)] for r in results]
     return found
 
 
+def published(result) -> list[str]:
+    """A hidden check's diagnosis as a student reads it once the check is published."""
+    from grader.run.visible import visible_check
+
+    if not result.check.hidden or result.status == "passed":
+        return []
+    return [visible_check(result).diagnosis]
+
+
+def _graded(rows: list | None) -> list | None:
+    return None if rows is None else [row[:3] for row in rows]
+
+
 def compare(before: dict, after: dict) -> list[str]:
+    """Every entry whose statuses or grader's sentences differ, then every hidden check whose
+    published sentence differs (where both files hold it)."""
     differences = []
     for key in sorted(set(before) | set(after)):
-        if before.get(key) != after.get(key):
-            differences.append(f"{key}:\n  before {before.get(key)}\n  after  {after.get(key)}")
+        if _graded(before.get(key)) != _graded(after.get(key)):
+            differences.append(f"{key}:\n  before {_graded(before.get(key))}\n  after  {_graded(after.get(key))}")
+    for key in sorted(set(before) & set(after)):
+        for old, new in zip(before[key], after[key]):
+            if len(old) == len(new) == 4 and old[0] == new[0] and old[3] != new[3]:
+                differences.append(f"{key} {old[0]} published:\n  before {old[3]}\n  after  {new[3]}")
     return differences
 
 

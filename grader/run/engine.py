@@ -30,7 +30,7 @@ from grader.run.profile import PHASES
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
 from grader.run.reference import Reference
 from grader.run.results import (ERROR, FAILED, FORBIDDEN, LOAD_FAILED, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED,
-                                TIMEOUT, WAITING, CheckResult, GradeReport)
+                                TIMEOUT, WAITING, CheckResult, GradeReport, with_slots)
 from grader.run.scan_calls import scan
 from grader.run.stopping import joined, result_of, whole
 from grader.run.scan_tampering import scan_submission, tampering_reason
@@ -560,13 +560,13 @@ def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: Share
             hits = scan(submission.sources.get(f"{task.module}.py", ""), task.qualname, task.forbidden,
                         task.forbidden_methods)
     except Exception as error:  # noqa: BLE001 - a scan that breaks costs this task, never the submission
-        return [CheckResult(c, ERROR, f"the grader failed while reading the submission; please report it "
-                                      f"({type(error).__name__})") for c in checks]
+        return with_verdicts([CheckResult(c, ERROR, f"the grader failed while reading the submission; please "
+                                                    f"report it ({type(error).__name__})") for c in checks])
     if tampering:
-        return [CheckResult(c, FORBIDDEN, tampering_reason(tampering)) for c in checks]
+        return with_verdicts([CheckResult(c, FORBIDDEN, tampering_reason(tampering)) for c in checks])
     if hits:
         reason = f"{task.qualname} uses {hits[0]} — the point of this task is to write it yourself"
-        return [CheckResult(c, FORBIDDEN, reason) for c in checks]
+        return with_verdicts([CheckResult(c, FORBIDDEN, reason) for c in checks])
     run, ran = _TaskRun(task, grading, shared), []
     # Checks that run in workers of their own go first: the rest then share one worker,
     # where after them a check would need a new one. The report keeps the catalogue's order.
@@ -677,7 +677,8 @@ def with_verdicts(results: list[CheckResult]) -> list[CheckResult]:
         if result.status == PASSED:
             result.verdict = None
         elif result.verdict is None:
-            result.verdict = {"kind": _VERDICT_OF_STATUS.get(result.status, "deviation"), "task": result.check.task}
+            result.verdict = with_slots({"kind": _VERDICT_OF_STATUS.get(result.status, "deviation"),
+                                         "task": result.check.task}, result.slots)
     return results
 
 

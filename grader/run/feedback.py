@@ -22,6 +22,7 @@ from grader.run.forms import declared, difference
 from grader.run.inside.wire import Opaque, RemoteError
 from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
+from grader.checks._slots import strip as strip_slots
 from grader.run.submission import Submission
 from grader.run.verdicts import of_judgement
 from grader.run.worker import WorkerFailed
@@ -193,7 +194,7 @@ class Audience:
         the reference is replaced whole."""
         if not text or not self.private:
             return text
-        squeezed = _squeezed(text)
+        squeezed = _squeezed(strip_slots(text))  # a value's marks must not split a line it holds
         found = [line for line in self.secrets() if line in squeezed]
         return _WITHHELD if any(line not in _checks_text() for line in found) else text
 

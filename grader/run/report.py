@@ -19,7 +19,7 @@ from grader.files import write_atomic
 from grader.run.results import LOAD_FAILED, PASSED, WAITING, GradeReport
 from grader.run.dependencies import parts_used
 from grader.run.stamp import stamp
-from grader.run.visible import plain, visible_check  # plain: the report's callers read it here too
+from grader.run.visible import plain, visible_check, visible_verdict  # plain: the report's callers read it here too
 
 STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "magenta",
          "not implemented": "yellow", "forbidden": "red bold", "waiting": "cyan"}
@@ -239,7 +239,7 @@ def results_json(report: GradeReport, seed: int | None = None) -> dict:
             "tags": [f"ch{check.chapter}", check.task, "hidden" if check.hidden else "public", result.status,
                      *(["gated"] if result.gated else []), *(f"waiting on {t}" for t in result.waiting_on)],
             # What the check found, as data (grader/run/verdicts.py): the class report reads it.
-            "extra_data": {"verdict": result.verdict},
+            "extra_data": {"verdict": visible_verdict(result.verdict, check.hidden)},
         })
     chapters = {}
     for chapter, results in _by_chapter(report).items():

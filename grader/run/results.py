@@ -3,7 +3,7 @@ Plain data, imported by the engine that makes them and by everything that shows 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # importing the checks imports torch: the CLI reads results before it may
@@ -22,6 +22,15 @@ RUNNER_FAILED = "runner_failed"
 # CheckResult.cause: the package did not import (a syntax error, a crash or a hang at
 # module level): one finding for every check it stopped, which no part waits on.
 LOAD_FAILED = "load_failed"
+
+
+def with_slots(verdict: "dict | None", slots: list) -> "dict | None":
+    """The verdict with the diagnosis's typed values (grader/checks/_slots.py) in it."""
+    if verdict is None or not slots:
+        return verdict
+    from grader.checks._slots import as_data
+
+    return {**verdict, "slots": as_data(slots)}
 
 
 @dataclass
@@ -52,6 +61,16 @@ class CheckResult:
     # What the check found, as data (grader/run/verdicts.py): the named mistake or the kind
     # of failure; None when it passed.
     verdict: "dict | None" = None
+    # The values the diagnosis quotes, typed by where they come from (grader/checks/_slots.py),
+    # split off the judge's sentence here, where every diagnosis passes; the verdict keeps them.
+    slots: list = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from grader.checks._slots import split, strip
+
+        self.diagnosis, self.slots = split(self.diagnosis)
+        self.staff_diagnosis = strip(self.staff_diagnosis)
+        self.verdict = with_slots(self.verdict, self.slots)
 
     @property
     def score(self) -> float:

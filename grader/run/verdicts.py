@@ -19,6 +19,11 @@ can put the first one on top. Each is a small JSON-ready dict with a `kind`:
     runner_failed    {}: the grader could not start a process for it (regraded on a rerun)
     unanswered       {"task"}: the process answered with garbage, or ended without answering
 
+Any verdict may also hold "slots": the values its diagnosis quotes, each typed by where it
+comes from (a kit constant, the student's own line, a public figure, a value from a hidden
+input) with its place in the sentence (grader/checks/_slots.py). A published hidden check
+keeps the first three and says the last in words (grader/run/visible.py).
+
 Everything in a verdict is fit for the student who wrote the code: their own file and
 line, the kit's own names. Nothing of a hidden input, an expected value or certified
 code is ever put here, and nothing the code chose (an exception's message, its class).

@@ -63,14 +63,67 @@ def reads_whole(text: str, verdict: "dict | None") -> bool:
 
 def without_values(text: str, summary: str = "", verdict: "dict | None" = None) -> str:
     """A hidden check's diagnosis as a student may read it: whole where its verdict says no
-    hidden input shaped it (reads_whole); else its summary (which names the hidden inputs)
+    hidden input shaped it (reads_whole); else each value as its slot says (grader/checks/
+    _slots.py: a kit constant, the student's own line, a public figure as it stands; a value
+    from a hidden input in words), the sentences of the task's MISTAKES as they stand, and
+    everything else with the check's summary (which names the hidden inputs) said in words
     and every number withheld."""
     text = _plain(text)
     if reads_whole(text, verdict):
         return text
+    published, at = [], 0
+    for start, end, shown in _published_spans(text, verdict):
+        published += [_withheld(text[at:start], summary), shown]
+        at = end
+    published.append(_withheld(text[at:], summary))
+    return "".join(published)
+
+
+# What stands for a hidden check's summary inside a sentence ("while this check ran (…)").
+HIDDEN_INPUTS = "on inputs kept hidden"
+
+
+def _withheld(text: str, summary: str) -> str:
     if summary and summary in text:
-        text = text.replace(summary, WITHHELD)
+        text = text.replace(summary, HIDDEN_INPUTS)
     return _NUMBER.sub(WITHHELD, text)
+
+
+def _published_spans(text: str, verdict: "dict | None") -> list[tuple[int, int, str]]:
+    """The stretches of `text` published as the data says, in order, none overlapping: its
+    typed slots, and every sentence of its task's MISTAKES it quotes (public words, the
+    same for every input)."""
+    from grader.checks._slots import spans
+
+    verdict = verdict or {}
+    found = spans(text, verdict.get("slots"))
+    task = verdict.get("task")
+    if task:
+        from grader.checks import catalogue
+
+        for said in catalogue.mistake_texts().get(task, {}).values():
+            start = text.find(said) if said else -1
+            while start >= 0:
+                found.append((start, start + len(said), said))
+                start = text.find(said, start + len(said))
+    found.sort(key=lambda span: (span[0], -span[1]))
+    chosen, end = [], 0
+    for span in found:
+        if span[0] >= end:
+            chosen.append(span)
+            end = span[1]
+    return chosen
+
+
+def visible_verdict(verdict: "dict | None", hidden: bool) -> "dict | None":
+    """The verdict as the student may read it beside the sentence (a results file's
+    extra_data): a hidden check's slots without their places in a sentence the student
+    does not see (a place would tell the length of what stands before it)."""
+    if not hidden or not verdict or "slots" not in verdict:
+        return verdict
+    slots = [{"kind": "hidden", "words": slot.get("words", "")} if slot.get("kind") == "hidden"
+             else {"kind": slot.get("kind"), "text": slot.get("text")} for slot in verdict["slots"]]
+    return {**verdict, "slots": slots}
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 
-from grader.checks._api import Task
+from grader.checks._api import Task, constant
 from grader.checks.confusions import confusion, formula_confusion
 
 
@@ -215,7 +215,7 @@ def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
         if not all_close(got["grads"], grads, 1e-12):
             for text, wrong in said["mistakes"]:
                 if all_close(got["grads"], wrong, NEAR):
-                    return f"{expr}{where}: {text}"
+                    return f"{expr}{where}: {constant(text)}"  # one of the kit's sentences, whichever input
             if reveal:
                 return (f"after ({expr}).backward(){where}, the input gradient(s) are {got['grads']!r}; "
                         f"expected {grads!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from grader.checks._api import shown_shape
+from grader.checks._api import constant, own, shown_shape
 
 AXIS_NAMES = {0: "the batch axis", 1: "the heads axis", 2: "the time axis", 3: "the feature axis"}
 
@@ -73,8 +73,9 @@ def wrong_cache_axis(calls, past_shape) -> "str | None":
         if len(call["shapes"]) == 2 and call["shapes"][0] == list(past_shape) and len(past_shape) == 4:
             axis = call["dim"] % 4
             if axis != 2:
-                return (f"the cache is concatenated along {AXIS_NAMES[axis]} (dim {call['dim']}); keys and values "
-                        f"are [B, h, T, d_h], so the cached and the new ones join along the time axis, dim 2")
+                return (f"the cache is concatenated along {AXIS_NAMES[axis]} (dim {own(call['dim'])}); keys and "
+                        f"values are [B, h, T, d_h], so the cached and the new ones join along the time axis, "
+                        f"dim {constant(2)}")
     return None
 
 
@@ -125,8 +126,9 @@ def weights_diagnosis(w, past: int = 0, what: str = "self.last_attention") -> "s
     diagonal = (key_pos == query_pos).expand_as(w)
     if torch.isnan(w).any():
         if past == 0 and torch.isnan(w[..., 0, :]).all():
-            return (f"{what} is NaN in the first row: the mask also hides the diagonal, so position 0 has no "
-                    f"key left; a position must attend to itself (hide only the keys after it)")
+            return f"{what} is NaN in the first row: " + constant(
+                "the mask also hides the diagonal, so position 0 has no key left; a position must attend to itself "
+                "(hide only the keys after it)")
         return f"{what} contains NaN"
     if torch.isinf(w).any():
         return (f"{what} contains -inf: it holds the masked scores, not the softmax weights; keep the weights "

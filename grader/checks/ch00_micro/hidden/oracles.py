@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from grader.checks._slots import constant
 from grader.checks.course import EPS
 from grader.checks.facts import significant
 from grader.checks.ch00_micro.micro_block import BLOCK_PARTS, FLAW_PARTS
@@ -143,8 +144,14 @@ def rms_grads(xs, w, eps=EPS):
     return [w[j] * s - wx * m**-1.5 * xs[j] / n for j in range(n)]
 
 
+def _said_by_the_kit(mistakes: list) -> list:
+    """Sentences written here, whole, with no value of an input in them: a published hidden
+    check keeps their figures (grader/checks/_slots.py; the facts keep the plain words)."""
+    return [(constant(text), values) for text, values in mistakes]
+
+
 def rms_mistakes(xs):
-    return [
+    return _said_by_the_kit([
         ("eps is missing: it goes inside the square root, sqrt(mean(x²) + 1e-5)", rms_of(xs, eps=0.0)),
         ("eps is added outside the square root; it belongs inside: 1 / sqrt(mean(x²) + 1e-5)",
          rms_of(xs, eps_outside=True)),
@@ -158,7 +165,7 @@ def rms_mistakes(xs):
          rms_of(xs, centred=True)),
         ("the vector is multiplied by sqrt(mean(x²) + eps) instead of divided by it",
          [x * math.sqrt(sum(v * v for v in xs) / len(xs) + EPS) for x in xs]),
-    ]
+    ])
 
 
 def _grid(parts: dict) -> list[dict]:
@@ -403,10 +410,10 @@ def _loss_candidates(logits, ids, reveal=True):
     return mean, [
         (f"the loss is the SUM of the{count} position losses; document_loss is their mean "
          f"(divide by the number of scored positions)", sum(nll)),
-        (f"the loss is divided by len(ids){length}; the scored positions are min(T, len(ids) - 1)"
+        (f"the loss is divided by len(ids){length}; " + constant("the scored positions are min(T, len(ids) - 1)")
          + (f" = {n}" if reveal else ""), sum(nll) / len(ids)),
         ("the loss is log p(target), not -log p(target): the negative log-likelihood has a minus sign", -mean),
-        ("each position scores its own input id, not the next one: the target of position p is ids[p + 1]",
+        (constant("each position scores its own input id, not the next one: the target of position p is ids[p + 1]"),
          sum(_nll(row, ids[p]) for p, row in enumerate(logits)) / n),
         ("the loss uses -logit[target] without the softmax: the NLL is -log softmax(logits)[target]",
          sum(-row[ids[p + 1]] for p, row in enumerate(logits)) / n),
@@ -442,7 +449,7 @@ def adam(start, grads, lr, beta1, beta2, eps, total_steps, bias=True, decay="t",
 
 
 def adam_mistakes(start, grads, settings):
-    return [
+    return _said_by_the_kit([
         ("there is no bias correction: divide m by 1 - beta1^(t+1) and v by 1 - beta2^(t+1)",
          adam(start, grads, **settings, bias=False)),
         ("the learning rate does not decay: step t uses lr * (1 - t / total_steps)",
@@ -459,7 +466,7 @@ def adam_mistakes(start, grads, settings):
         ("the moments start from 0 at every step: m and v are the optimizer's running averages, kept in self.m "
          "and self.v from one step to the next",
          adam(start, grads, **settings, moments_kept=False)),
-    ]
+    ])
 
 
 def adam_facts(start, grads, settings):

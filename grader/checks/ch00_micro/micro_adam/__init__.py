@@ -10,7 +10,7 @@ that never moved (new Values bound instead of an update in place), a counter tha
 
 from __future__ import annotations
 
-from grader.checks._api import check, standard_message
+from grader.checks._api import check, constant, standard_message
 from grader.checks.ch00_micro.common import all_close, is_number, off_by, task_of, values_of
 from grader.checks.facts import known_facts
 
@@ -42,9 +42,8 @@ def judge_adam(out, inputs, reveal, facts):
     ("mistakes", [(text, trajectory)])."""
     grads = inputs["grads"]
     if "zero_division" in out:
-        return (f"step {out['steps']} divided by zero{standard_message(out['zero_division'])}: the bias correction "
-                f"of step t "
-                f"(counting from 0) is 1 - beta^(t+1)")
+        return (f"step {out['steps']} divided by zero{standard_message(out['zero_division'])}: "
+                + constant("the bias correction of step t (counting from 0) is 1 - beta^(t+1)"))
     want = facts["want"]
     if not all_close(out["trajectory"], want, 1e-12):
         if out["trajectory"] and all(row == inputs["start"] for row in out["trajectory"]):
@@ -54,9 +53,9 @@ def judge_adam(out, inputs, reveal, facts):
                     f"has its start value{replaced}; step() must change each parameter in place (p.data -= ...), "
                     f"since binding a new Value to p or to self.params[i] leaves the model's own Values as they were")
         if out["t"] != len(grads) and isinstance(out["t"], int) and not isinstance(out["t"], bool):
-            return (f"after {len(grads)} steps opt.t is {out['t']}, not {len(grads)}: the step counter is not "
-                    f"advanced, and step t's bias correction 1 - beta^(t+1) and learning rate lr * (1 - t / "
-                    f"total_steps) read it; add 1 to self.t at the end of step()")
+            return (f"after {len(grads)} steps opt.t is {out['t']}, not {len(grads)}: " + constant(
+                "the step counter is not advanced, and step t's bias correction 1 - beta^(t+1) and learning rate "
+                "lr * (1 - t / total_steps) read it; add 1 to self.t at the end of step()"))
         for text, wrong in facts["mistakes"]:
             if all_close(out["trajectory"], wrong, 1e-10):
                 return text
@@ -65,9 +64,9 @@ def judge_adam(out, inputs, reveal, facts):
             return f"after step {step} the parameters are {out['trajectory'][step]}, expected {want[step]}"
         return f"the parameters are off by up to {off_by(out['trajectory'], want):.3g}, first after step {step}"
     if any(g != 0.0 for row in out["grads_after"] for g in row):
-        return "the grads are not reset to 0 after the update: set p.grad = 0 for every parameter"
+        return constant("the grads are not reset to 0 after the update: set p.grad = 0 for every parameter")
     if out["t"] != len(grads):
-        return f"after {len(grads)} steps opt.t should be {len(grads)}, it is {out['t']!r}: add 1 at the end of step()"
+        return f"after {len(grads)} steps opt.t should be {len(grads)}, it is {out['t']!r}: {constant('add 1 at the end of step()')}"
     if not out["plain_moments"]:
         return "the moments m and v should stay plain floats (optimizer state, not Values in the graph)"
     return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from grader.checks._api import check, exception_name
+from grader.checks._api import check, constant, exception_name
 from grader.checks.ch00_micro.common import (NEAR, SMALL, TOL, WEIGHTS_CHANGED, all_close, data_of, flat_of, model_of,
                                              micro_tables, off_by, shape_of, task_of, weights_changed)
 from grader.checks.facts import known_facts
@@ -84,9 +84,9 @@ def part_sentence(part: str, choice) -> str:
         return f"the {_joined(raw)} are computed from the raw stream x; they read RMSNorm(x) like the {_joined(normed)}"
     if part == "heads":
         back = " (and its output is written back to those features)" if choice == "interleaved_back" else ""
-        return (f"the heads are interleaved: head h takes features h, h + H, h + 2H, ... of q, k and v{back}; "
-                f"head h owns the contiguous slice h*d_head .. (h+1)*d_head - 1, and the heads' outputs are "
-                f"concatenated in order")
+        return constant(f"the heads are interleaved: head h takes features h, h + H, h + 2H, ... of q, k and v{back}; "
+                        f"head h owns the contiguous slice h*d_head .. (h+1)*d_head - 1, and the heads' outputs are "
+                        f"concatenated in order")
     return f"the layer's {part} is not the lesson's"
 
 
@@ -95,7 +95,7 @@ def parts_sentence(parts: dict) -> str:
     said = [part_sentence(part, choice) for part, choice in parts.items()]
     if len(said) == 1:
         return said[0]
-    return f"{len(said)} parts of the layer differ: " + "; also, ".join(said)
+    return f"{constant(len(said))} parts of the layer differ: " + "; also, ".join(said)
 
 
 def run_block(micro, sizes, seed, spread, xs, zero):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from grader.checks._api import check, exception_name
+from grader.checks._api import check, constant, exception_name
 from grader.checks.ch00_micro.common import ANA, NAMES, NEAR, SMALL, TOL, all_close, close_enough, kind_of, model_of, task_of
 from grader.checks.facts import known_facts
 
@@ -91,8 +91,8 @@ def judge_loss(out, inputs, reveal, facts_of):
     if "value_error" in out:
         if len(ids) - 1 > sizes["block_size"]:
             if not reveal:
-                return ("a document longer than the window raised ValueError: score only min(T, len(ids) - 1) "
-                        "positions; the pairs past the window are not scored")
+                return constant("a document longer than the window raised ValueError: score only "
+                                "min(T, len(ids) - 1) positions; the pairs past the window are not scored")
             # The model's own words for a position past its table: quoted only when they are those.
             said = f" ({out['value_error']})" if _PAST_THE_TABLE.fullmatch(str(out["value_error"])) else ""
             return (f"a document of {len(ids)} ids raised ValueError{said}: score only "

@@ -8,7 +8,7 @@ values are data the kit computed (grader/checks/facts.py).
 
 from __future__ import annotations
 
-from grader.checks._api import check, standard_message
+from grader.checks._api import check, constant, standard_message
 from grader.checks.ch00_micro.common import NEAR, all_close, grid_confusion, off_by, probe_vector_function, task_of
 from grader.checks.facts import known_facts
 
@@ -45,8 +45,9 @@ def judge_rmsnorm(out, x, w, reveal, facts):
         grads = facts["grads"]
         if not all_close(out["grads"], grads, 1e-10):
             if all_close(out["grads"], facts["constant_scale"], NEAR):
-                return ("the values are right but the gradients are not: the scale 1/sqrt(mean(x²) + eps) is "
-                        "treated as a constant (computed from .data); build it from Values so it is in the graph")
+                return constant("the values are right but the gradients are not: the scale 1/sqrt(mean(x²) + eps) "
+                                "is treated as a constant (computed from .data); build it from Values so it is in "
+                                "the graph")
             if reveal:
                 return f"the gradients through rmsnorm are {out['grads']}, expected {grads}"
             return f"the gradients through rmsnorm are off by up to {off_by(out['grads'], grads):.3g}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check
+from grader.checks._api import Task, check, constant
 from grader.checks.facts import known_facts
 
 TASKS = [
@@ -75,11 +75,12 @@ def vocab_problem(out, corpus, right, hidden=False) -> "str | None":
         return (f"chars should hold exactly the corpus characters {right}; "
                 + (f"it has extra {sorted(extra)}" if extra else f"it misses {sorted(lost)}"))
     if chars != right:
-        return ("chars is not in sorted order: ids 0..K-1 go to the characters sorted by code point "
-                "(sorted(set(text)))" + ("" if hidden else f", here {right}"))
+        return (constant("chars is not in sorted order: ids 0..K-1 go to the characters sorted by code point "
+                         "(sorted(set(text)))") + ("" if hidden else f", here {right}"))
     stoi = dict((k, v) for k, v in stoi)
     if bos == 0 and all(stoi.get(c) == i + 1 for i, c in enumerate(chars)):
-        return f"BOS takes id 0 and shifts the characters to 1..K; in this course the characters are 0..K-1 and BOS is K = {K if not hidden else 'len(chars)'}"
+        return (constant("BOS takes id 0 and shifts the characters to 1..K; in this course the characters are 0..K-1 "
+                         "and BOS is K = ") + (str(K) if not hidden else "len(chars)"))
     if set(stoi) != set(chars):
         extra = sorted(set(stoi) - set(chars))
         if extra and not hidden:
@@ -94,7 +95,8 @@ def vocab_problem(out, corpus, right, hidden=False) -> "str | None":
         return "bos_id should be an int, got something else"
     if bos != K:
         if bos == K + 1:
-            return f"bos_id is len(chars) + 1; BOS is the id right after the characters: bos_id = len(chars) = {K if not hidden else 'K'}"
+            return (constant("bos_id is len(chars) + 1; BOS is the id right after the characters: bos_id = len(chars) = ")
+                    + (str(K) if not hidden else "K"))
         return "bos_id should be the number of characters, len(chars)" + ("" if hidden else f" = {K}, got {bos}")
     if out["vocab_size"] != K + 1:
         return "vocab_size should be len(chars) + 1 (the characters and BOS)" + (

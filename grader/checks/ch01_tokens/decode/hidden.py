@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check
+from grader.checks._api import check, numbered
 from grader.checks.ch01_tokens.decode import decode_problem, probe_decode
 from grader.checks.ch01_tokens.hidden.common import decode_facts, random_corpus
 from grader.checks.facts import facts_for
@@ -41,7 +41,7 @@ def judge_decode_reference(out, inputs, expected):
     for number, (ids, result, right, said) in enumerate(zip(inputs["id_lists"], out["results"], expected,
                                                             facts["texts"])):
         if problem := decode_problem(result, ids, said, facts["bos"], hidden=True):
-            return f"random id list {number + 1}: {problem}"
+            return f"{numbered('random id list', number + 1)}: {problem}"
         if result["value"] != right:
-            return f"random id list {number + 1}: decode differs from the reference"
+            return f"{numbered('random id list', number + 1)}: decode differs from the reference"
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check
+from grader.checks._api import check, hidden
 from grader.checks.ch01_tokens.encode import encode_problem, probe_encode
 from grader.checks.ch01_tokens.hidden.common import encode_facts, random_corpus, vocabulary
 from grader.checks.facts import facts_for
@@ -45,7 +45,7 @@ def judge_encode_reference(out, inputs, expected):
     facts = encode_facts(inputs["corpus"], inputs["texts"])
     for number, (text, result, right, ids) in enumerate(zip(inputs["texts"], out["results"], expected, facts["ids"])):
         if problem := encode_problem(result, text, ids, facts["bos"], hidden=True):
-            return f"random text {number + 1}: {problem}"
+            return f"{hidden(f'random text {number + 1}: ', '')}{problem}"
         if result["ids"]["value"] != right:
-            return f"random text {number + 1}: encode differs from the reference"
+            return f"{hidden(f'random text {number + 1}: ', '')}encode differs from the reference"
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check
+from grader.checks._api import check, hidden
 from grader.checks.ch01_tokens.windows import MISTAKES, windows_problem, probe_windows
 from grader.checks.facts import facts_for
 
@@ -55,7 +55,7 @@ def _expect_windows(ref, inputs):
 def judge_windows_reference(out, inputs, expected):
     for number, ((ids, block_size), result, right) in enumerate(zip(inputs["cases"], out, expected)):
         if problem := windows_problem(result, ids, block_size, window_facts(ids, block_size), hidden=True):
-            return f"random document {number + 1}: {problem}"
+            return f"{hidden(f'random document {number + 1}: ', '')}{problem}"
         if result["value"] != right:
-            return f"random document {number + 1}: the windows differ from the reference"
+            return f"{hidden(f'random document {number + 1}: ', '')}the windows differ from the reference"
     return None

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from grader.checks._api import check, compare, float32_close, matches, shape_problem
+from grader.checks._api import check, compare, constant, float32_close, matches, shape_problem
 from grader.checks.ch02_embedding.embedding import probe_lookup
 from grader.checks.facts import facts_for
 
@@ -15,10 +15,10 @@ def lookup_mistakes(weight, idx):
     V = weight.shape[0]
     mistakes = []
     if (idx + 1).max() < V:
-        mistakes.append(("every id reads the next row (id + 1), an off by one: row v belongs to id v",
+        mistakes.append((constant("every id reads the next row (id + 1), an off by one: row v belongs to id v"),
                          weight[idx + 1]))
-    mistakes.append(("every id reads the previous row (id - 1, so id 0 wraps round to the last row), an off by one: "
-                     "row v belongs to id v", weight[idx - 1]))
+    mistakes.append((constant("every id reads the previous row (id - 1, so id 0 wraps round to the last row), an off "
+                              "by one: row v belongs to id v"), weight[idx - 1]))
     mistakes.append(("the output is the ids' one-hot vectors, not the weight rows",
                      torch.nn.functional.one_hot(idx, V).double()))
     d = weight.shape[1]

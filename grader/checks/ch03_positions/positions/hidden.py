@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from grader.checks._api import check, compare, exception_name, float32_close, matches
+from grader.checks._api import check, compare, constant, exception_name, float32_close, matches, numbered
 from grader.checks.ch03_positions.positions import probe_positions
 from grader.checks.facts import facts_for
 
@@ -27,8 +27,8 @@ def position_mistakes(hidden, weight, past):
             mistakes.append((text, hidden + _rows(weight, rows)))
 
     if past:
-        add("past_length is ignored: rows 0..T-1 were added, but the first of these tokens sits at position "
-            "past_length (after the cached tokens)", [list(range(T))] * B)
+        add(constant("past_length is ignored: rows 0..T-1 were added, but the first of these tokens sits at "
+                     "position past_length (after the cached tokens)"), [list(range(T))] * B)
     add("the rows are off by one: token t of this call gets row past_length + t, starting at row past_length",
         [list(range(past + 1, past + T + 1))] * B)
     if B > 1:
@@ -107,15 +107,15 @@ def judge_positions_reference(out, inputs, expected):
     weight = inputs["weight"]
     for number, ((hidden, past), result, right) in enumerate(zip(inputs["cases"], out, expected)):
         if "raised" in result:
-            return (f"random case {number + 1}: raised {exception_name(result['raised'])} although every position fits "
+            return (f"{numbered('random case', number + 1)}: raised {exception_name(result['raised'])} although every position fits "
                     f"in block_size")
         y = result["value"]
         if compare(y, right, atol=1e-9, rtol=1e-9) is None:
             continue
         for text, wrong in position_mistakes(hidden, weight, past):
             if matches(y, wrong, atol=1e-9, rtol=0):
-                return f"random case {number + 1}: {text}"
+                return f"{numbered('random case', number + 1)}: {text}"
         if float32_close(y, right):
             continue  # float32's precision: float64_precision names it
-        return f"random case {number + 1}: " + compare(y, right, "the output", atol=1e-9, rtol=1e-9)
+        return f"{numbered('random case', number + 1)}: " + compare(y, right, "the output", atol=1e-9, rtol=1e-9)
     return None

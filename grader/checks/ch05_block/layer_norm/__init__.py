@@ -19,7 +19,7 @@ import math
 import torch
 
 from grader.checks._api import (
-    NORM_KERNELS, Task, check, compare, first_diagnosis, float32_close, float32_verdict, kind_of, matches,
+    NORM_KERNELS, Task, check, compare, constant, first_diagnosis, float32_close, float32_verdict, kind_of, matches,
     matches_to_float32, named, shape_problem, torch_library_except,
 )
 from grader.checks.course import EPS
@@ -70,7 +70,7 @@ def slip_combinations() -> list[tuple[str, ...]]:
 
 
 def combination_text(combination: tuple[str, ...]) -> str:
-    return f"{len(combination)} slips at once: " + "; ".join(LAYER_NORM_SLIPS[name] for name in combination)
+    return f"{constant(len(combination))} slips at once: " + "; ".join(constant(LAYER_NORM_SLIPS[name]) for name in combination)
 
 
 def combination_name(combination: tuple[str, ...]) -> str:

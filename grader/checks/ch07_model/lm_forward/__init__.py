@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import (
-    OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, first_diagnosis, float32_close,
-    float32_verdict, matches, matches_to_float32, named, naming, own_parts, same_values, shape_problem, shown_shape,
+    OwnPartsVerdict, PartCalls, Task, calls_of, causal_diagnosis, check, compare, constant, first_diagnosis,
+    float32_close, float32_verdict, matches, matches_to_float32, named, naming, own_parts, same_values, shape_problem, shown_shape,
     unjudgeable_parts,
 )
 from grader.checks.ch07_model.common import SIZES, full_sizes, model_of, stable_cross_entropy
@@ -352,8 +352,8 @@ def judge_lm_cache(out, inputs, expected, hidden=False):
     if matches_to_float32(out["stepwise"], out["full"], atol=1e-9, rtol=1e-7):
         return None
     if matches(out["stepwise"], out["no_offset"], atol=1e-9, rtol=1e-7):
-        return ("positions are not offset by the cache length: tokens fed after a cache of length L sit at "
-                "positions L, L + 1, …; yours restart at 0. Pass past_length (the cached keys' length) to "
-                "the position embedding")
+        return constant("positions are not offset by the cache length: tokens fed after a cache of length L sit "
+                        "at positions L, L + 1, …; yours restart at 0. Pass past_length (the cached keys' length) "
+                        "to the position embedding")
     problem = compare(out["stepwise"], out["full"], "the cached logits", atol=1e-9, rtol=1e-7)
     return f"feeding the tokens in pieces through the KV cache differs from one full pass: {problem}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, figures, float32_verdict, naming
+from grader.checks._api import Task, check, figures, float32_verdict, naming, numbered
 from grader.checks.ch08_training.common import close_enough, float32_near, is_float
 from grader.checks.facts import known_facts
 
@@ -52,7 +52,7 @@ def bigram_problem(out, inputs, facts, show=True, precision=False):
     float32 = None
     for number, (call, result, said) in enumerate(zip(inputs["calls"], out, facts), start=1):
         label = (f"bigram_baseline({call['train']}, {call['val']}, block_size={call['block_size']}, "
-                 f"smoothing={call['k']})" if show else f"call {number}")
+                 f"smoothing={call['k']})" if show else numbered("call", number))
         value = result["value"]
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = float(value)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from grader.checks._api import check
+from grader.checks._api import check, numbered
 from grader.checks.ch08_training.bigram_baseline import MISTAKES, bigram_problem, probe_bigram
 from grader.checks.ch08_training.common import close_enough, close_to_float32
 from grader.checks.ch08_training.hidden.common import random_docs
@@ -89,5 +89,5 @@ def judge_bigram_hidden(out, inputs, expected):
         return problem
     for number, (result, want) in enumerate(zip(out, expected), start=1):
         if not close_to_float32(float(result["value"]), want, 1e-9):
-            return f"call {number}: the baseline differs from the reference's"
+            return f"{numbered('call', number)}: the baseline differs from the reference's"
     return None

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, float32_verdict, matches, matches_to_float32, naming, torch_library_except
+from grader.checks._api import (
+    Task, check, float32_verdict, matches, matches_to_float32, naming, numbered, torch_library_except,
+)
 from grader.checks.ch08_training.common import close_enough, is_float
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
@@ -84,7 +86,7 @@ def clip_problem(out, inputs, facts, hidden=False, precision=False):
     for number, (case, result, said) in enumerate(zip(inputs["cases"], out, facts), start=1):
         total, grads = result["total"], result["grads"]
         right_total, right_grads = said["right"]
-        label = f"case {number}" + ("" if hidden else f" (max_norm {case['max_norm']})")
+        label = numbered("case", number) + ("" if hidden else f" (max_norm {case['max_norm']})")
         if not isinstance(total, torch.Tensor):
             if is_float(total) and close_enough(float(total), float(right_total), 1e-12):
                 return (f"{label}: the norm is returned as a {type(total).__name__}; return it as a 0-d tensor, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check
+from grader.checks._api import Task, check, constant
 from grader.checks.facts import known_facts
 
 TASKS = [
@@ -57,7 +57,7 @@ def batch_problem(out, inputs, facts, show=True):
     if not torch.equal(front[2], want_mask) and (torch.equal(got_inputs, front[0]) or torch.equal(got_mask, front[2])):
         return "the padding is at the front; pad at the end, so no real position ever sees it"
     if torch.equal(got_inputs, want_inputs) and torch.equal(got_targets, want_inputs):
-        return "the targets are the inputs: targets[p] is the next id, ids[p + 1] (shift by one)"
+        return constant("the targets are the inputs: targets[p] is the next id, ids[p + 1] (shift by one)")
     if torch.equal(got_mask, torch.ones_like(want_mask)) and not want_mask.all():
         return "mask is True on padded positions too: padding must not be scored (mask False there)"
     if torch.equal(got_mask, ~want_mask):

@@ -11,7 +11,7 @@ import copy
 
 import torch
 
-from grader.checks._api import Task, check, figures, float32_verdict, matches, matches_to_float32
+from grader.checks._api import Task, check, figures, float32_verdict, matches, matches_to_float32, numbered
 from grader.checks.ch08_training.common import (
     SIZES, close_enough, float32_near, is_float, model_of, random_state,
 )
@@ -134,11 +134,11 @@ def order_problem(call, number) -> "str | None":
     before = events[:events.index("step")]
     last_backward = max((i for i, e in enumerate(before) if e == "backward"), default=None)
     if last_backward is not None and "zero_grad" in before[last_backward:]:
-        return (f"call {number}: optimizer.zero_grad() ran after loss.backward(), so the gradients the optimizer saw "
+        return (f"{numbered('call', number)}: optimizer.zero_grad() ran after loss.backward(), so the gradients the optimizer saw "
                 f"were None (zero) and the parameters did not move with them: zero the gradients first, before "
                 f"the forward and loss.backward()")
     if "backward" not in before:
-        return (f"call {number}: optimizer.step() ran before any gradient reached the parameters: the gradients "
+        return (f"{numbered('call', number)}: optimizer.step() ran before any gradient reached the parameters: the gradients "
                 f"the optimizer saw were None; call loss.backward() before optimizer.step()")
     return None
 
@@ -196,30 +196,30 @@ def judge_returns_loss(out, inputs, expected, precision=True):
             return f"train_step should return two floats, got {type(loss).__name__} and {type(norm).__name__}"
         if not close_enough(loss, call["loss_before"], 1e-10):
             if close_enough(loss, call["loss_after"], 1e-10):
-                return f"call {number}: the returned loss is the loss after the update; return the loss the step was computed from"
+                return f"{numbered('call', number)}: the returned loss is the loss after the update; return the loss the step was computed from"
             if "unmasked" in call and close_enough(loss, call["unmasked"], 1e-10):
-                return (f"call {number}: the loss scores the padded positions too (a cross-entropy over every "
+                return (f"{numbered('call', number)}: the loss scores the padded positions too (a cross-entropy over every "
                         f"position): take masked_loss(logits, targets, mask), the mean over the mask's True positions")
             if not float32_near(loss, call["loss_before"]):
-                return f"call {number}: the returned loss is not masked_loss of the model's logits on this batch"
+                return f"{numbered('call', number)}: the returned loss is not masked_loss of the model's logits on this batch"
             float32 = float32 or (number, "loss", loss, call["loss_before"])
         right = norm_of(call["fresh"])
         if close_enough(norm, right, 1e-9):
             continue
         previous = out["calls"][number - 2]["at_step"] if number > 1 else []
         if previous and previous[-1] and close_enough(norm, norm_of([a + b for a, b in zip(previous[-1], call["fresh"])]), 1e-9):
-            return (f"call {number}: the gradient norm includes the previous step's gradient: gradients accumulate "
+            return (f"{numbered('call', number)}: the gradient norm includes the previous step's gradient: gradients accumulate "
                     f"because zero_grad() is not called before backward()")
         if max_norm is not None and close_enough(norm, min(right, max_norm), 1e-6):
-            return f"call {number}: the returned norm is taken after clipping; return the norm before clipping"
+            return f"{numbered('call', number)}: the returned norm is taken after clipping; return the norm before clipping"
         if float32_near(norm, right):
             float32 = float32 or (number, "gradient norm", norm, right)
             continue
-        return f"call {number}: the returned gradient norm is not the global norm of this batch's gradients"
+        return f"{numbered('call', number)}: the returned gradient norm is not the global norm of this batch's gradients"
     if float32 and precision:
         number, what, value, right = float32
         yours, wanted = figures(value, right, least=6)
-        return float32_verdict(f"call {number}: the returned {what}", "your step",
+        return float32_verdict(f"{numbered('call', number)}: the returned {what}", "your step",
                                "the model's dtype (float64 here)",
                                where=f"{yours} for {wanted}")
     return None
@@ -233,13 +233,13 @@ def judge_fresh_clipped_gradients(out, inputs, expected):
     names = _contract_names(out, inputs)
     for number, (call, max_norm) in enumerate(zip(out["calls"], inputs["max_norms"]), start=1):
         if len(call["at_step"]) != 1:
-            return f"call {number}: optimizer.step() ran {len(call['at_step'])} times; once per train_step"
+            return f"{numbered('call', number)}: optimizer.step() ran {len(call['at_step'])} times; once per train_step"
         grads = call["at_step"][0]
         if not any(call["changed"]) or all(g is None for g in grads):
             if problem := order_problem(call, number):
                 return problem
         if not any(call["changed"]):
-            return (f"call {number}: the parameters did not change: call optimizer.step() after loss.backward() "
+            return (f"{numbered('call', number)}: the parameters did not change: call optimizer.step() after loss.backward() "
                     f"(a step before backward sees no gradient)")
         wanted = _clipped(call["fresh"], max_norm)
         if all(g is not None and matches_to_float32(g, w, atol=1e-12, rtol=1e-9) for g, w in zip(grads, wanted)):
@@ -248,15 +248,15 @@ def judge_fresh_clipped_gradients(out, inputs, expected):
         if previous and previous[-1]:
             piled = _clipped([a + b for a, b in zip(previous[-1], call["fresh"])], max_norm)
             if all(g is not None and matches(g, w, atol=1e-12, rtol=1e-9) for g, w in zip(grads, piled)):
-                return (f"call {number}: the gradients accumulate from the previous call: call optimizer.zero_grad() "
+                return (f"{numbered('call', number)}: the gradients accumulate from the previous call: call optimizer.zero_grad() "
                         f"before loss.backward()")
         if max_norm is not None and all(g is not None and matches(g, f, atol=1e-12, rtol=1e-9)
                                         for g, f in zip(grads, call["fresh"])):
-            return (f"call {number}: the gradients were not clipped to max_norm before optimizer.step(): "
+            return (f"{numbered('call', number)}: the gradients were not clipped to max_norm before optimizer.step(): "
                     f"clip_grad_norm(optimizer.params, max_norm) goes between backward and step")
         bad = next((n for n, g, w in zip(names, grads, wanted) if g is None or not matches(g, w, atol=1e-12, rtol=1e-9)),
                    "?")
-        return (f"call {number}: when optimizer.step() ran, {bad}'s gradient was not this batch's gradient of "
+        return (f"{numbered('call', number)}: when optimizer.step() ran, {bad}'s gradient was not this batch's gradient of "
                 f"masked_loss" + ("" if max_norm is None else " (clipped)"))
     return None
 

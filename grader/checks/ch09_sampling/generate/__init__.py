@@ -14,6 +14,7 @@ import torch
 
 from grader.checks._api import (
     Task, check, compare, float32_close, float32_verdict, matches, matches_to_float32, shape_problem, try_call,
+    numbered,
 )
 from grader.checks.ch09_sampling.common import at_temperature, attempt, raised, seeded_generator
 from grader.checks.course import config, load_state, random_lm_state
@@ -170,7 +171,7 @@ def judge_cached_equals_recompute(out, inputs, expected):
         if matches(logits[:, step], out["recomputed"][:, step], atol=1e-10, rtol=1e-8):
             continue
         if step > 0 and matches(logits[:, step], out["alone"][:, step], atol=1e-10, rtol=1e-8):
-            return (f"step {step + 1}: the new id was fed alone, without past_key_values: it sat at position 0 and "
+            return (f"{numbered('step', step + 1)}: the new id was fed alone, without past_key_values: it sat at position 0 and "
                     f"saw nothing before it. Pass the presents of the previous call as past_key_values")
         if problem := _state_slip(logits[:, step], out, step, prompt.shape[-1]):
             return problem
@@ -178,11 +179,11 @@ def judge_cached_equals_recompute(out, inputs, expected):
             float32 = float32 or (step, logits[:, step], out["recomputed"][:, step])
             continue
         problem = compare(logits[:, step], out["recomputed"][:, step], "its logits", atol=1e-10, rtol=1e-8)
-        return (f"step {step + 1}: {problem}, compared with a full forward over the whole sequence so far "
+        return (f"{numbered('step', step + 1)}: {problem}, compared with a full forward over the whole sequence so far "
                 f"(its last position)")
     if float32:  # the task's precision check: every other check passes this
         step, got, want = float32
-        return float32_verdict(f"step {step + 1}: the returned logits", "your generate", "the model's dtype (float64 "
+        return float32_verdict(f"{numbered('step', step + 1)}: the returned logits", "your generate", "the model's dtype (float64 "
                                "here) for the logits it returns", got, want, plural=True,
                                against="a full forward's ")
     return None
@@ -195,14 +196,14 @@ def _state_slip(logits, out, step, P) -> "str | None":
     fed = P + step - 1  # the position of the id fed at this step, the cache's length then
     stale = out.get("stale")
     if step > 1 and isinstance(stale, torch.Tensor) and matches(logits, stale[:, step], atol=1e-10, rtol=1e-8):
-        return (f"step {step + 1}: the logits are those of the new id fed with the prompt's cache only: the cache "
+        return (f"{numbered('step', step + 1)}: the logits are those of the new id fed with the prompt's cache only: the cache "
                 f"was not passed back, so the new id sat at position {P} and saw none of the ids drawn since. Each "
                 f"call's presents are the next call's past_key_values")
     offsets = out.get("offsets") or []
     at = offsets[step] if step < len(offsets) and isinstance(offsets[step], dict) else {}
     for position, wrong in at.items():
         if isinstance(wrong, torch.Tensor) and matches(logits, wrong, atol=1e-10, rtol=1e-8):
-            return (f"step {step + 1}: the logits are those of the new id at position {position}, with the right "
+            return (f"{numbered('step', step + 1)}: the logits are those of the new id at position {position}, with the right "
                     f"cache before it; it belongs at position {fed}: the positions after the prompt do not continue "
                     f"from the cache length (the {fed} positions the cache holds, the time axis of its keys and "
                     f"values [B, h, T, d_h])")
@@ -452,7 +453,7 @@ def judge_generate_greedy(out, inputs, expected):
     for step in range(n):
         drawn = int((ids[:, P + step] != logits[:, step].argmax(dim=-1)).sum())
         if drawn:
-            return (f"step {step + 1}: at temperature 0, {drawn} of {ids.shape[0]} new ids are not the argmax of "
+            return (f"{numbered('step', step + 1)}: at temperature 0, {drawn} of {ids.shape[0]} new ids are not the argmax of "
                     f"their logits: temperature 0 means greedy (sample_next(logits, 0) is the argmax), no draw")
     return None
 

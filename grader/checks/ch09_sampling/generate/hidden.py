@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import check, compare, matches_to_float32
+from grader.checks._api import check, compare, matches_to_float32, numbered
 from grader.checks.ch09_sampling.generate import SIZES, generate_inputs, model_of, pair_of, probe_generate
 
 
@@ -56,12 +56,12 @@ def judge_generate_reference(out, inputs, expected):
         if matches_to_float32(logits[:, step], right[:, step], atol=1e-10, rtol=1e-8):
             pass
         elif problem := compare(logits[:, step], right[:, step], "its logits", atol=1e-10, rtol=1e-8):
-            return f"step {step + 1}: {problem}, compared with the reference model's full recompute"
+            return f"{numbered('step', step + 1)}: {problem}, compared with the reference model's full recompute"
         new = ids[:, P + step]
         if inputs.get("temperature", 1.0) == 0.0 and not torch.equal(new, right[:, step].argmax(dim=-1)):
-            return f"step {step + 1}: at temperature 0 the new id should be the argmax of its logits"
+            return f"{numbered('step', step + 1)}: at temperature 0 the new id should be the argmax of its logits"
         if inputs.get("top_k"):
             allowed = torch.topk(right[:, step], inputs["top_k"], dim=-1).indices
             if not (allowed == new.unsqueeze(-1)).any(dim=-1).all():
-                return f"step {step + 1}: a new id is outside the top {inputs['top_k']} of its logits"
+                return f"{numbered('step', step + 1)}: a new id is outside the top {inputs['top_k']} of its logits"
     return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, shape_problem
+from grader.checks._api import Task, check, numbered, shape_problem
 from grader.checks.ch09_sampling.common import at_temperature, raised, seeded_generator
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
@@ -189,7 +189,7 @@ def frequency_problem(out, inputs, facts, hidden=False):
     V = logits.shape[-1]
     for number, (call, result, said) in enumerate(zip(inputs["calls"], out, facts), start=1):
         t, k = call["temperature"], call.get("top_k")
-        label = f"call {number}" if hidden else f"temperature {t}" + ("" if k is None else f", top_k={k}")
+        label = numbered("call", number) if hidden else f"temperature {t}" + ("" if k is None else f", top_k={k}")
         if "raised" in result:
             return raised(result, label)
         ids = result["value"]
