@@ -76,8 +76,14 @@ def test_confusions_against_math():
 
 
 def test_formula_confusions_name_each_part_that_differs():
-    from grader.checks.confusions import FORMULA_PARTS, formula_confusion
+    from grader.checks._slots import strip
+    from grader.checks.confusions import FORMULA_PARTS
+    from grader.checks.confusions import formula_confusion as marked
     from grader.checks.ch00_micro.hidden.oracles import RMS_PARTS, SOFTMAX_PARTS, rms_grid, rms_with, softmax_grid
+
+    def formula_confusion(formula, parts):  # the sentence as the student reads it (the kit's figures typed)
+        said = marked(formula, parts)
+        return None if said is None else strip(said)
 
     assert "square root is missing" in formula_confusion("rmsnorm", {"root": "none"})
     both = formula_confusion("rmsnorm", {"stat": "mean", "eps": "none"})
@@ -99,7 +105,12 @@ def test_formula_confusions_name_each_part_that_differs():
 
 
 def test_the_layer_check_names_the_parts_that_differ():
-    from grader.checks.ch00_micro.micro_block import BLOCK_FLAWS, FLAW_PARTS, parts_sentence
+    from grader.checks._slots import strip
+    from grader.checks.ch00_micro.micro_block import BLOCK_FLAWS, FLAW_PARTS
+    from grader.checks.ch00_micro.micro_block import parts_sentence as marked
+
+    def parts_sentence(parts):  # the sentence as the student reads it (the kit's figures typed)
+        return strip(marked(parts))
 
     assert set(FLAW_PARTS) == set(BLOCK_FLAWS)
     for flaw, parts in FLAW_PARTS.items():

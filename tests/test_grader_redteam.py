@@ -850,12 +850,27 @@ def test_exotic_return_values_come_back_as_plain_data(reference, sandbox):
 
 
 def test_a_huge_answer_fails_without_hurting_the_grader(reference, sandbox):
+    """An answer over the wire's limits is the upload's failure, measured in the worker
+    before it is encoded (within the upload's own time), never the grader's error."""
     body = """
         return torch.zeros(7 * 1024 * 1024, dtype=torch.float64)  # 56 MB, 75 MB of base64: over the frame limit
     """
     results = run(reference, sandbox, "gelu", body, only={"exact_values"})
     assert_no_points(results)
-    assert results[0].status == "error"
+    assert results[0].status == "failed", results[0]
+    assert "too large to send back" in results[0].diagnosis, results[0].diagnosis
+
+
+def test_an_answer_of_millions_of_containers_is_the_uploads_failure(reference, sandbox):
+    """The issue's case: four million lists in the answer. The worker stops counting at
+    the wire's bound and says so; the grader never decodes it."""
+    body = """
+        return [[0.0] for _ in range(4_000_000)]
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    assert results[0].status == "failed", results[0]
+    assert "more than 200,000 lists" in results[0].diagnosis, results[0].diagnosis
 
 
 def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):

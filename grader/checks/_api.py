@@ -205,12 +205,12 @@ def check(name: str, points: float, summary: str, *, probe, task: "str | None" =
 def as_tensor(value, what: str = "the output") -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
-    raise TypeError(f"{what} should be a tensor, got {type(value).__name__}")
+    raise TypeError(f"{what} should be a tensor, got {type_name(value)}")
 
 
 def shape_problem(actual, expected_shape, what: str = "the output") -> "str | None":
     if not isinstance(actual, torch.Tensor):
-        return f"{what} should be a tensor, got {type(actual).__name__}"
+        return f"{what} should be a tensor, got {type_name(actual)}"
     if tuple(actual.shape) != tuple(expected_shape):
         return f"{what} has shape {list(actual.shape)}, expected {list(expected_shape)}"
     return None
@@ -629,13 +629,20 @@ def exception_name(raised) -> str:
     return kind if isinstance(kind, str) and kind in _standard_exception_names() else "an exception of its own class"
 
 
+def type_name(value) -> str:
+    """A returned value's type by name ("list", "float"), or, for what the worker could not
+    send as plain data, what it is in words (kind_of)."""
+    name = type(value).__name__
+    return kind_of(value) if name in ("RemoteError", "Opaque", "TooLarge") else name
+
+
 def kind_of(value) -> str:
     """What a returned value is, by kind only: 'a str', 'a list', 'a dict', ..."""
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {list(value.shape)}"
     name = type(value).__name__
-    return {"RemoteError": "an exception object", "Opaque": "an object that is not plain data",
-            "NoneType": "None"}.get(name, f"a{'n' if name[:1] in 'aeiou' else ''} {name}")
+    return {"RemoteError": "an exception object", "Opaque": "an object that is not plain data (a tensor of a "
+            "class of its own, say)", "TooLarge": "an answer too large to send back", "NoneType": "None"}.get(name, f"a{'n' if name[:1] in 'aeiou' else ''} {name}")
 
 
 # Python's own words for the arithmetic failures some judges explain. Any other message

@@ -19,7 +19,7 @@ from grader.checks.course import UNFIT
 from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
 from grader.run.forms import declared, difference
-from grader.run.inside.wire import Opaque, RemoteError
+from grader.run.inside.wire import TOO_LARGE, Opaque, RemoteError, TooLarge
 from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
 from grader.checks._slots import strip as strip_slots
@@ -615,6 +615,9 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
     if "error" in reply:
         return (*remote_failure(task, reply["error"], audience, check), error_verdict(task, reply["error"], audience))
     result = reply.get("result")
+    if isinstance(result, TooLarge):  # the worker's measure; the words are the grader's own, never what came
+        said = f"the answer is too large to send back: {TOO_LARGE}"
+        return FAILED, said, said, {"kind": "deviation", "task": task.name}
     if isinstance(result, (RemoteError, Opaque)):
         staff = f"the output does not have the expected form: {as_text(result, 300)}"
         what = "an exception object" if isinstance(result, RemoteError) else "an object that is not plain data"

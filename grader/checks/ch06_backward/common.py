@@ -18,7 +18,7 @@ import torch
 
 from grader.checks._api import (
     FLOAT32_STEP, FLOAT32_STEPS, GELU_KERNELS, NORM_KERNELS, compare, figures, first_diagnosis, float32_close,
-    float32_verdict, named, off_by, shape_problem, torch_library_except,
+    float32_verdict, named, off_by, shape_problem, torch_library_except, type_name,
 )
 
 NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
@@ -48,13 +48,13 @@ def shipped(out):
 def returned_of(out, names: tuple[str, ...], function: str) -> "str | None":
     grads = out["grads"] = [v for v in out["grads"]] if isinstance(out["grads"], list) else out["grads"]
     if len(names) == 1:
-        return None if isinstance(grads, torch.Tensor) else f"{names[0]} should be a tensor, got {type(grads).__name__}"
+        return None if isinstance(grads, torch.Tensor) else f"{names[0]} should be a tensor, got {type_name(grads)}"
     if not isinstance(grads, list) or len(grads) != len(names):
         got = f"{len(grads)} values" if isinstance(grads, list) else type(grads).__name__
         return f"{function} should return ({', '.join(names)}): {len(names)} tensors, got {got}"
     for value, name in zip(grads, names):
         if not isinstance(value, torch.Tensor):
-            return f"{name} should be a tensor, got {type(value).__name__}"
+            return f"{name} should be a tensor, got {type_name(value)}"
     return None
 
 

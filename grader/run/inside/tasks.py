@@ -16,7 +16,7 @@ import linecache
 import sys
 import types
 
-from grader.run.inside import sealed
+from grader.run.inside import sealed, wire
 from grader.checks.course import Unfit
 from grader.run.inside.op_rules import ForbiddenCall
 
@@ -179,9 +179,14 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
                     op_rules.arm(probe_rules, reversible=True)
             module = importlib.import_module(f"grader.checks.{call['module']}")
             probe = getattr(module, call["probe"])
+            # One window: the answer is plain data (run_probe) and a failure is text before the
+            # task's rules are lifted, so whatever code of the answer's own runs as it is read
+            # (a tensor computed on reading, a property, an exception's __str__) runs under them.
             with op_rules.watching(probe_rules, tripped, name_failure=call.get("name_failure") is True):
-                result = run_probe(probe, namespace, call["inputs"], probing)
-            reply = {"result": result}
+                try:
+                    reply = {"result": run_probe(probe, namespace, call["inputs"], probing)}
+                except BaseException as error:  # noqa: BLE001 - any failure is the submission's
+                    reply = {"error": describe(ExitCalled(error.code) if isinstance(error, SystemExit) else error)}
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, SystemExit):
                 error = ExitCalled(error.code)
@@ -202,13 +207,15 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
         send(channel, reply)
 
 
-def run_probe(probe, namespace, inputs: dict, probing, _audit=sys.audit, _starts=sealed.PROBE_STARTS):
+def run_probe(probe, namespace, inputs: dict, probing, _audit=sys.audit, _starts=sealed.PROBE_STARTS,
+              _plain=wire.plain):
     """One probe's call, which first tells the seal which task it grades: the guards of a
-    group's certified parts answer by it (grader/run/inside/sealed.py). The defaults bind
-    what it calls before any student code exists (replacing them is tampering the worker
-    reports)."""
+    group's certified parts answer by it (grader/run/inside/sealed.py), and its answer as
+    plain data (grader/run/inside/wire.py, `plain`), read while the task's rules hold. The
+    defaults bind what it calls before any student code exists (replacing them is
+    tampering the worker reports)."""
     _audit(_starts, probing)
-    return probe(namespace, **inputs)
+    return _plain(probe(namespace, **inputs))
 
 
 def describe(error: BaseException) -> dict:
@@ -356,11 +363,18 @@ class SourcePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
         if self.name == CERTIFIED_PACKAGE:  # its globals known to the seal before it runs
             sys.audit(sealed.CERTIFIED_MODULE, module.__dict__)
-        exec(module_code(source, module.__file__), module.__dict__)
+        code = module_code(source, module.__file__)
+        if self.name == STUDENT_PACKAGE:
+            STUDENT_CODES.extend(sealed.nested_codes(code))
+        exec(code, module.__dict__)
 
 
 STUDENT_PACKAGE = "hero_transformer"
 CERTIFIED_PACKAGE = "_certified_hero_transformer"
+# Every code object the upload's modules define (their functions, methods, properties,
+# lambdas, at any depth), as they were compiled: what counts as a task's own code
+# wherever it runs, bar the functions of the other tasks (_name_own_code).
+STUDENT_CODES: list = []
 
 
 # Whether this process serves one task after another (the portable worker, which never
@@ -471,23 +485,29 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
 
 def _name_own_code(request: dict, student: dict, tasks: set, _audit=sys.audit, _event=sealed.OWN_CODE) -> None:
     """Tell the seal which code is each graded task's own: the student's function (through
-    any wrapper) and every function defined inside it, which a part taught after the task
-    may not be called from."""
+    any wrapper) and every function defined inside it, and every other piece of code the
+    upload defined but another task's function (a helper, a property, a dunder method, a
+    hook or a finaliser: wherever it runs, it runs for this task). A part taught after the
+    task may not be called from any of it."""
+    by_task: dict[str, list] = {}
     for region in request["regions"]:
-        if region["task"] not in tasks or region["module"] not in student:
+        if region["module"] not in student:
             continue
         *class_path, attr = region["qualname"].split(".")
         owner = _walk(student[region["module"]], class_path)
         function = (owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)) \
             if owner is not None else None
-        codes, seen = [], 0
+        codes, seen = by_task.setdefault(region["task"], []), 0
         while function is not None and seen < 8:  # a decorated function: every layer is the student's
             code = getattr(function, "__code__", None)  # (None for a certified function: it is sealed)
             if isinstance(code, types.CodeType):
                 codes += list(sealed.nested_codes(code))
             function, seen = getattr(function, "__wrapped__", None) or getattr(function, "__func__", None), seen + 1
-        if codes:
-            _audit(_event, region["task"], tuple(codes))
+    for task in tasks:
+        others = {id(code) for name, codes in by_task.items() if name != task for code in codes}
+        own = [*by_task.get(task, ()), *(code for code in STUDENT_CODES if id(code) not in others)]
+        if own:
+            _audit(_event, task, tuple(own))
 
 
 # In a worker that serves a group: the task whose probe runs now, and the group's other

@@ -18,6 +18,8 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 # Each [ or { becomes a Python object of ~60+ bytes: bound them so a small frame cannot
 # make the grader build millions of objects.
 MAX_CONTAINERS = 200_000
+# And each item of them (a number, a string) is another: bounded by the commas between them.
+MAX_ITEMS = 2_000_000
 _HEADER = struct.Struct(">Q")
 _DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
@@ -45,15 +47,7 @@ def encode(value, _depth=0):
     except ImportError:  # pragma: no cover - the worker always has torch
         torch = None
     if torch is not None and isinstance(value, torch.Tensor):
-        try:
-            tensor = value.detach().cpu().to_dense().contiguous()
-        except Exception:  # noqa: BLE001 - a tensor that cannot be read as bytes is sent as its kind
-            return {"__repr__": f"<a {type(value).__name__} that cannot be sent>"}
-        dtype = str(tensor.dtype).removeprefix("torch.")
-        if dtype not in _DTYPES:
-            tensor, dtype = tensor.to(torch.float64), "float64"
-        raw = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
-        return {"__tensor__": [dtype, list(tensor.shape), base64.b64encode(raw).decode("ascii")]}
+        return _tensor(value)
     if torch is not None and isinstance(value, (torch.Size,)):
         return list(value)
     try:
@@ -61,6 +55,107 @@ def encode(value, _depth=0):
     except Exception:  # noqa: BLE001 - a repr that raises is the submission's problem, not the wire's
         text = f"<a {type(value).__name__} whose repr fails>"
     return {"__repr__": text}
+
+
+class _Budget:
+    """What one answer may still hold: containers (MAX_CONTAINERS) and tensor bytes (what
+    fits a frame once base64 has grown it by a third)."""
+
+    def __init__(self):
+        self.containers, self.tensor_bytes = MAX_CONTAINERS - 1, MAX_FRAME_BYTES * 3 // 4 - 64 * 1024
+
+    def spend(self, containers: int = 0, tensor_bytes: int = 0) -> None:
+        self.containers -= containers
+        self.tensor_bytes -= tensor_bytes
+        if self.containers < 0 or self.tensor_bytes < 0:
+            raise _TooLarge
+
+
+class _TooLarge(Exception):
+    pass
+
+
+TOO_LARGE = (f"more than {MAX_CONTAINERS:,} lists and dicts, or more than {MAX_FRAME_BYTES * 3 // 4 >> 20} MB "
+             f"of tensors")
+
+
+def plain(value):
+    """`_plain`, bounded: an answer over the wire's limits (TOO_LARGE) is said to be so,
+    as the submission's failure, before it is encoded."""
+    try:
+        return _plain(value, 0, _Budget())
+    except _TooLarge:
+        return {"__too_large__": TOO_LARGE}
+
+
+def _plain(value, _depth, budget):
+    """A probe's answer as plain data, made in the worker while the task's rules still hold
+    (grader/run/inside/tasks.py answers inside the probe's window), so whatever code of the
+    answer's own runs while it is read (a property, an __iter__, a __float__, a tensor's
+    __torch_function__) runs under those rules: None, bools, ints, floats and strings of
+    exactly those types; lists of what lists, tuples and dicts hold (keys strings or ints);
+    a torch.Tensor or Parameter of exactly that class, materialised now. `encode` then
+    finds nothing that runs code. A tensor of any other class is not read (its values
+    could be computed as they are read), and an object of any other type is named by its
+    type, never by a repr of its own."""
+    kind = type(value)
+    if value is None or kind is bool or kind is int or kind is str:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if _depth > 64:
+        return {"__repr__": "<nested too deeply>"}
+    if kind is list or kind is tuple:
+        budget.spend(containers=1)
+        return [_plain(item, _depth + 1, budget) for item in kind.__iter__(value)]
+    if kind is dict:
+        return _plain_dict(list(dict.items(value)), _depth, budget)
+    import torch
+
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        budget.spend(tensor_bytes=value.numel() * value.element_size())
+        with torch.no_grad():  # reading it is the grader's work: no autograd of the task's runs here
+            return _tensor(value)
+    if isinstance(value, torch.Tensor):
+        return {"__repr__": f"<a tensor of the class {kind.__name__}, not torch.Tensor: return a plain tensor>"}
+    if isinstance(value, BaseException):
+        return {"__exception__": [kind.__name__, str(value)[:2000]]}
+    # Subclasses of plain types (numpy's float64, a named tuple, an OrderedDict, the
+    # submission's own): read through their own methods, under the rules, into exact ones.
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _plain(float(value), _depth + 1, budget)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (list, tuple, torch.Size)):
+        budget.spend(containers=1)
+        return [_plain(item, _depth + 1, budget) for item in list(value)]
+    if isinstance(value, dict):
+        return _plain_dict(list(value.items()), _depth, budget)
+    return {"__repr__": f"<an object of the type {kind.__name__}, which is not plain data (a tensor, a number, a "
+                        f"string, or a list, tuple or dict of those)>"}
+
+
+def _plain_dict(items: list, depth: int, budget: _Budget):
+    budget.spend(containers=1)
+    if all(type(key) is str or type(key) is int for key, _ in items):
+        return {str(key): _plain(item, depth + 1, budget) for key, item in items}
+    return {"__repr__": "<a dict whose keys are not all strings or ints>"}
+
+
+def _tensor(value) -> dict:
+    import torch
+
+    try:
+        tensor = value.detach().cpu().to_dense().contiguous()
+    except Exception:  # noqa: BLE001 - a tensor that cannot be read as bytes is sent as its kind
+        return {"__repr__": f"<a {type(value).__name__} that cannot be sent>"}
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    if dtype not in _DTYPES:
+        tensor, dtype = tensor.to(torch.float64), "float64"
+    raw = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+    return {"__tensor__": [dtype, list(tensor.shape), base64.b64encode(raw).decode("ascii")]}
 
 
 def _decode_object(obj):
@@ -76,6 +171,8 @@ def _decode_object(obj):
         return RemoteError(str(kind), str(message))
     if "__repr__" in obj:
         return Opaque(str(obj["__repr__"]))
+    if "__too_large__" in obj:
+        return TooLarge(str(obj["__too_large__"]))
     return obj
 
 
@@ -101,6 +198,8 @@ def _decode_tensor(spec):
 def decode(body: bytes):
     if body.count(b"[") + body.count(b"{") > MAX_CONTAINERS:
         raise WireError(f"a message with more than {MAX_CONTAINERS} lists and objects is refused")
+    if body.count(b",") > MAX_ITEMS:
+        raise WireError(f"a message with more than {MAX_ITEMS} items is refused")
     try:  # json.loads raises RecursionError on absurd nesting; that is garbage too
         return json.loads(body.decode("utf-8"), object_hook=_decode_object)
     except WireError:
@@ -127,6 +226,10 @@ class Opaque:
 
     def __repr__(self):
         return self.text
+
+
+class TooLarge(Opaque):
+    """An answer over the wire's limits, refused by the worker before it was encoded."""
 
 
 def send(sock, value) -> None:

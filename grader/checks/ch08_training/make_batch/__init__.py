@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, constant
+from grader.checks._api import Task, check, constant, type_name
 from grader.checks.facts import known_facts
 
 TASKS = [
@@ -35,7 +35,7 @@ def batch_problem(out, inputs, facts, show=True):
     B, T = want_inputs.shape
     for tensor, what in ((got_inputs, "inputs"), (got_targets, "targets"), (got_mask, "mask")):
         if not isinstance(tensor, torch.Tensor):
-            return f"{what} should be a tensor, got {type(tensor).__name__}"
+            return f"{what} should be a tensor, got {type_name(tensor)}"
         if tuple(tensor.shape) != (B, T):
             longest = max(len(d) for d in documents) - 1
             if tensor.dim() == 2 and tensor.shape[0] == B and tensor.shape[1] == block_size and T < block_size:
