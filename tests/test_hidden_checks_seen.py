@@ -229,17 +229,22 @@ NAMED = ["layer_norm_variance_d_minus_1", "adamw_coupled_weight_decay", "adamw_d
          "gelu_tanh", "attention_no_causal_mask", "cross_entropy_one_global_max"]
 
 
-@pytest.fixture(scope="module")
-def two_seeds():
+def _under_two_seeds(wanted: list[str], at_least: int) -> tuple[dict, dict]:
+    """The catalogue entries named (those it holds, at least `at_least`), graded under seeds 1 and 2."""
     from grader.mutants import catalogue as entries
     from grader.run.processes import Limits
     from grader.run.sandbox import Sandbox
 
     known = {m.name for m in entries()[0]}
-    names = [n for n in NAMED if n in known]
-    assert len(names) >= 4, names
+    names = [n for n in wanted if n in known]
+    assert len(names) >= at_least, names
     with Sandbox(Limits()) as box:
         return _graded(names, 1, box), _graded(names, 2, box)
+
+
+@pytest.fixture(scope="module")
+def two_seeds():
+    return _under_two_seeds(NAMED, 4)
 
 
 def test_a_hidden_checks_named_mistake_is_published_in_its_own_words(two_seeds):
@@ -312,15 +317,7 @@ SENTENCES = ["add_gradient_to_one_side", "log_gradient_is_log", "relu_gradient_f
 
 @pytest.fixture(scope="module")
 def two_seeds_of_every_sentence():
-    from grader.mutants import catalogue as entries
-    from grader.run.processes import Limits
-    from grader.run.sandbox import Sandbox
-
-    known = {m.name for m in entries()[0]}
-    names = [n for n in SENTENCES if n in known]
-    assert len(names) >= 15, names
-    with Sandbox(Limits()) as box:
-        return _graded(names, 1, box), _graded(names, 2, box)
+    return _under_two_seeds(SENTENCES, 15)
 
 
 def test_no_hidden_value_reaches_a_published_sentence(two_seeds_of_every_sentence):

@@ -126,9 +126,14 @@ def spans(text: str, slots: "list[dict] | None") -> list[tuple[int, int, str]]:
             found.append((start, end, text[start:end]))
         else:
             found.append((start, end, str(slot.get("words", "…"))))
-    found.sort()
+    return apart(found)
+
+
+def apart(found: "list[tuple[int, int, str]]") -> "list[tuple[int, int, str]]":
+    """The spans in order, none overlapping: of two that overlap, the one that starts
+    first (or, starting together, the longer) is kept."""
     kept, end = [], 0
-    for span in found:
+    for span in sorted(found, key=lambda span: (span[0], -span[1])):
         if span[0] >= end:
             kept.append(span)
             end = span[1]

@@ -93,7 +93,7 @@ def _published_spans(text: str, verdict: "dict | None") -> list[tuple[int, int, 
     """The stretches of `text` published as the data says, in order, none overlapping: its
     typed slots, and every sentence of its task's MISTAKES it quotes (public words, the
     same for every input)."""
-    from grader.checks._slots import spans
+    from grader.checks._slots import apart, spans
 
     verdict = verdict or {}
     found = spans(text, verdict.get("slots"))
@@ -106,13 +106,7 @@ def _published_spans(text: str, verdict: "dict | None") -> list[tuple[int, int, 
             while start >= 0:
                 found.append((start, start + len(said), said))
                 start = text.find(said, start + len(said))
-    found.sort(key=lambda span: (span[0], -span[1]))
-    chosen, end = [], 0
-    for span in found:
-        if span[0] >= end:
-            chosen.append(span)
-            end = span[1]
-    return chosen
+    return apart(found)
 
 
 def visible_verdict(verdict: "dict | None", hidden: bool) -> "dict | None":
