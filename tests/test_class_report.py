@@ -190,6 +190,9 @@ def test_a_hang_and_a_runner_failure_are_said_in_one_line():
         "did not load: importing the package took too long")
     assert attention_cause(record({"kind": "runner_failed"})).startswith("some checks could not be run by the grader")
     assert attention_cause(record({"kind": "mistake", "task": "gelu", "mistake": "tanh"}, None)) == ""
+    table = {"kind": "public_only", "task": "gelu", "on": ["ch05.gelu.matches_reference"]}
+    assert attention_cause(record(table, table, {"kind": "crash", "task": "gelu"})).startswith(
+        "passes the published inputs only in gelu")
 
 
 # ------------------------------------------------------------------ as a TA sees it

@@ -29,8 +29,8 @@ def _verdicts(record: dict) -> list[dict]:
 
 def attention_cause(record: dict) -> str:
     """One line on why an upload needs a person's look, or "" when it does not: it did not
-    load (file, line, error), it hung (the tasks), it could not be read, or the grader could
-    not run some of its checks."""
+    load (file, line, error), it hung (the tasks), it could not be read, the grader could
+    not run some of its checks, or a task passes its published inputs only."""
     if record["status"] != "graded":
         return record.get("problem") or record["status"]
     verdicts = _verdicts(record)
@@ -49,6 +49,10 @@ def attention_cause(record: dict) -> str:
         return f"hung in {', '.join(hung)} (no answer within the time limit)"
     if any(v["kind"] == "runner_failed" for v in verdicts):
         return "some checks could not be run by the grader: run grade-class again"
+    fitted = sorted({v["task"] for v in verdicts if v["kind"] == "public_only"})
+    if fitted:  # a table of the published answers looks like this; so does code fitted to them
+        return (f"passes the published inputs only in {', '.join(fitted)}: every public check passes and every "
+                f"hidden one fails (the code may look the published answers up)")
     return ""
 
 

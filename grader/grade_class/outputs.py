@@ -483,7 +483,7 @@ def write_summary(data: ClassResults, out: Path) -> None:
             # So is one whose package did not load, or that the grader could not run: those
             # are under "Needs attention", once per upload.
             if c["status"] not in ("passed", "waiting") and (c.get("verdict") or {}).get("kind") not in (
-                    "gated", "load_failed", "runner_failed"):
+                    "gated", "public_only", "load_failed", "runner_failed"):
                 failed.setdefault(c["name"], []).append(c["diagnosis"] or c["status"])
     lines += ["## Most-failed checks", ""]
     if failed:

@@ -13,7 +13,14 @@ before writing anything —
     constant   returns 1.0
 
 — plus, where a task returns a pair or a triple, the identity in that shape (the
-block's `return hidden, present` after running its attention). `python -m
+block's `return hidden, present` after running its attention), and
+
+    table      the right answer where the first argument is one the public checks pass
+               (as a table of published answers, computed elsewhere, would give it), and
+               an error anywhere else
+
+A table passes public checks; it earns nothing only because every check on inputs drawn
+for the grading fails it (grader.run.engine.public_only). `python -m
 grader.qa.catch_table` grades them all beside the mutants and fails when one scores.
 """
 
@@ -60,6 +67,95 @@ def _parameters(task) -> list[str]:
     return [p for p in inspect.signature(function).parameters if p != "self"]
 
 
+# The key a table files an answer under: the contents of every argument, whatever they
+# hold (tensors, numbers, Values, strings, a model's weights, a config's fields). One text,
+# run by the recorder here and written into each table's body, so that both compute the
+# very same key.
+TABLE_KEY = """
+def _published_key(value, depth=0):
+    # Told apart by what they offer, never by importing a library: chapter 00's module
+    # must name no torch.
+    kind = type(value).__name__
+    if depth > 8:
+        return "deep"
+    if callable(getattr(value, "detach", None)) and hasattr(value, "shape"):  # a tensor
+        return ("tensor", tuple(value.shape), str(value.dtype), tuple(value.detach().flatten().tolist()))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_published_key(item, depth + 1) for item in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), _published_key(v, depth + 1)) for k, v in value.items())))
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return ("plain", repr(value))
+    if callable(getattr(value, "state_dict", None)):  # a module: its weights
+        return ("module", kind, _published_key(dict(value.state_dict()), depth + 1))
+    if callable(getattr(value, "get_state", None)):  # a generator: where the draws come from is an input too
+        return ("generator", _published_key(value.get_state(), depth + 1))
+    if callable(getattr(value, "getstate", None)):  # random.Random
+        return ("rng", _published_key(value.getstate(), depth + 1))
+    if hasattr(value, "data") and hasattr(value, "grad"):  # a Value of chapter 00
+        return ("value", _published_key(value.data, depth + 1))
+    fields = getattr(value, "__dict__", None)
+    if isinstance(fields, dict):  # a config, chapter 00's model, a tokenizer
+        return ("object", kind, _published_key({k: v for k, v in fields.items() if not callable(v)}, depth + 1))
+    return ("other", kind)
+"""
+
+
+def _published_keys(task) -> frozenset:
+    """The keys (TABLE_KEY) of the arguments of every call the task's public checks make
+    on the reference, their inputs drawn as the student's own check draws them and as
+    catch_table's seed does (a table at its strongest)."""
+    import hashlib
+    import inspect
+
+    import torch
+
+    from grader.checks import catalogue
+    from grader.checks._api import PUBLIC_SEED
+    from grader.generate.answer_scan import _replaced, _time_limit, run_probe
+    from grader.qa.catch_table import SEED
+    from grader.run.reference import Reference
+
+    namespace: dict = {}
+    exec(TABLE_KEY, namespace)
+    key_of = namespace["_published_key"]
+    ns, keys, names = Reference.available().modules, set(), _parameters(task)
+
+    def recording(original):
+        signature = inspect.signature(original)
+
+        def wrapper(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            keys.add(hashlib.sha256(repr(key_of(tuple(bound.arguments[name] for name in names))).encode()).hexdigest())
+            return original(*args, **kwargs)
+        return wrapper
+
+    for check in [c for c in catalogue.all_checks() if c.task == task.name and not c.hidden]:
+        for seed in {PUBLIC_SEED, SEED}:
+            inputs = check.make_inputs(torch.Generator().manual_seed(seed + sum(map(ord, check.name))))
+            try:
+                with _replaced(ns, task, recording), _time_limit(60):
+                    run_probe(check.probe, check, ns, inputs)
+            except Exception:  # noqa: BLE001 - a check of a failure mode: what it passed is recorded
+                pass
+    return frozenset(keys)
+
+
+def table_body(task) -> str:
+    """The reference's body, run only on arguments among the public checks' (its answers
+    looked up, as it were), raising on any other."""
+    from grader.mutants import _kit_reference, region_of
+
+    keys = sorted(_published_keys(task))
+    arguments = "".join(f"{name}, " for name in _parameters(task))
+    reference = region_of(dict(_kit_reference()), task.name)[1]
+    return (TABLE_KEY.strip("\n") + "\n\n"
+            "import hashlib\n"
+            f"if hashlib.sha256(repr(_published_key(({arguments}))).encode()).hexdigest() not in {keys!r}:\n"
+            f"    raise LookupError('not among the published inputs')\n" + reference)
+
+
 @lru_cache(maxsize=1)
 def trivial_entries() -> tuple[Trivial, ...]:
     from grader.checks import catalogue
@@ -79,4 +175,6 @@ def trivial_entries() -> tuple[Trivial, ...]:
         if task.name in SHAPED:
             kind, body = SHAPED[task.name]
             found.append(Trivial(f"{task.name}_{kind}", task.name, body, kind))
+        if not constructor and params:
+            found.append(Trivial(f"{task.name}_table", task.name, table_body(task), "table"))
     return tuple(found)

@@ -29,8 +29,8 @@ from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.profile import PHASES
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
 from grader.run.reference import Reference
-from grader.run.results import (ERROR, FAILED, FORBIDDEN, LOAD_FAILED, NOT_IMPLEMENTED, PASSED, RUNNER_FAILED,
-                                TIMEOUT, WAITING, CheckResult, GradeReport, with_slots)
+from grader.run.results import (ERROR, FAILED, FORBIDDEN, GRADER_FAILED, LOAD_FAILED, NOT_IMPLEMENTED, PASSED,
+                                RUNNER_FAILED, TIMEOUT, WAITING, CheckResult, GradeReport, with_slots)
 from grader.run.scan_calls import scan
 from grader.run.stopping import joined, result_of, whole
 from grader.run.scan_tampering import scan_submission, tampering_reason
@@ -578,20 +578,48 @@ def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: Share
         except Exception as error:  # noqa: BLE001 - a grader bug must cost one check, not the run
             run.drop_worker()
             result = CheckResult(check, ERROR, f"the grader failed on this check; please report it "
-                                               f"({type(error).__name__}: {as_text(error, 300)})")
+                                               f"({type(error).__name__}: {as_text(error, 300)})", cause=GRADER_FAILED)
         ran.append(result)
     run.finish(ran)
     # The task's verdicts are made once all its checks are judged: a gated check counts
     # only with the value checks that gate it.
-    statuses = {r.check.name.rsplit(".", 1)[-1]: r.status for r in ran}
-    by_check = {id(result.check): gated(result, statuses) for result in ran}
+    drawn = public_only(ran)
+    statuses = {r.check.name.rsplit(".", 1)[-1]: (FAILED if r.check.name in drawn else r.status) for r in ran}
+    by_check = {id(result.check): gated(result, statuses, drawn.get(result.check.name, ())) for result in ran}
     return with_verdicts([by_check[id(check)] for check in checks])
 
 
-def gated(result: CheckResult, statuses: dict[str, str]) -> CheckResult:
+def public_only(ran: list[CheckResult]) -> dict[str, tuple[str, ...]]:
+    """{each public check: the task's hidden checks} where the code passed every public
+    check of its task and failed every hidden one. The hidden checks' inputs are drawn for
+    each grading; code that answers only the published inputs (a table of their answers,
+    computed elsewhere) shows exactly this pattern, and its public points need a
+    computation on an input it could not know in advance. A slip fails some public check
+    too, and loses nothing here (no entry of the mutant catalogue does). {} where the
+    grader could not judge a check (a failure of its own, CheckResult.cause, withholds
+    nothing), or where no hidden check ran (the student's own check, a check picked alone)."""
+    hidden = [r for r in ran if r.check.hidden]
+    public = [r for r in ran if not r.check.hidden]
+    if (not hidden or not public or any(r.cause for r in ran) or any(r.status == PASSED for r in hidden)
+            or any(r.status != PASSED for r in public)):
+        return {}
+    failed = tuple(r.check.name for r in hidden)
+    return {r.check.name: failed for r in public}
+
+
+def gated(result: CheckResult, statuses: dict[str, str], drawn_failing: tuple[str, ...] = ()) -> CheckResult:
     """The result as it counts (Check.gated_by): a check that passed while a value check
     gating it did not earns nothing yet, and says so. `statuses`: the task's checks judged
-    so far, by short name; a gate not in this run (a check picked alone) withholds nothing."""
+    so far, by short name; a gate not in this run (a check picked alone) withholds nothing.
+    `drawn_failing` (public_only): the task's hidden checks, every one failed while every
+    public check passed; public points need a computation on an input the code could not
+    know in advance."""
+    if result.status == PASSED and drawn_failing and not result.check.hidden:
+        said = ("this check passes on its published inputs only: every check of the task on inputs drawn for "
+                "this grading fails, and public points need code that computes on inputs it cannot know in advance")
+        return dataclasses.replace(result, status=FAILED, gated=drawn_failing, diagnosis=said,
+                                   staff_diagnosis=said,
+                                   verdict={"kind": "public_only", "task": result.check.task, "on": list(drawn_failing)})
     failing = tuple(g for g in result.check.gated_by if statuses.get(g, PASSED) != PASSED)
     if result.status != PASSED or not failing:
         return result

@@ -22,6 +22,8 @@ RUNNER_FAILED = "runner_failed"
 # CheckResult.cause: the package did not import (a syntax error, a crash or a hang at
 # module level): one finding for every check it stopped, which no part waits on.
 LOAD_FAILED = "load_failed"
+# CheckResult.cause: the grader itself failed on the check (a bug of the kit's, to report).
+GRADER_FAILED = "grader_failed"
 
 
 def with_slots(verdict: "dict | None", slots: list) -> "dict | None":

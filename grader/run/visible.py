@@ -43,7 +43,7 @@ def _plain(text) -> str:
 # own names and limits, the student's own file, line and source, the processor seconds the
 # code took, the parts a check waits on (grader/run/verdicts.py). A crash is not among them:
 # its sentence names the input the check chose.
-WHOLE_KINDS = frozenset({"waiting", "gated", "load_failed", "not_implemented", "timeout", "forbidden",
+WHOLE_KINDS = frozenset({"waiting", "gated", "public_only", "load_failed", "not_implemented", "timeout", "forbidden",
                          "runner_failed", "unanswered"})
 
 

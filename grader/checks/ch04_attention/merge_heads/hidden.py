@@ -1,9 +1,13 @@
-"""The hidden side of grader/checks/ch04_attention/merge_heads/__init__.py: what its public checks read."""
+"""The hidden side of grader/checks/ch04_attention/merge_heads/__init__.py: what its public checks read, and
+its check on inputs drawn for each grading."""
 
 from __future__ import annotations
 
+import torch
+
+from grader.checks._api import check
 from grader.checks.ch04_attention.hidden.oracles import merged
-from grader.checks.ch04_attention.merge_heads import MISTAKES
+from grader.checks.ch04_attention.merge_heads import MISTAKES, merge_problem, probe_merge
 from grader.checks.facts import facts_for
 
 
@@ -23,3 +27,12 @@ def merge_facts(y):
 @facts_for("ch04.merge_heads.head_features")
 def public_merge_facts(ref, inputs):
     return merge_facts(inputs["y"])
+
+
+@check("matches_reference", 1, "random [B, h, T, d_h] inputs are merged like the reference (h=4, d_h=2)",
+       task="merge_heads", probe=probe_merge,
+       inputs=lambda g: {"y": torch.randn(3, 4, 7, 2, generator=g, dtype=torch.float64),
+                         "sizes": {"d_model": 8, "n_heads": 4}}, hidden=True)
+def judge_merge_matches_reference(out, inputs, expected):
+    """The public judge_merge_values, for the hidden check above."""
+    return merge_problem(out, inputs, merge_facts(inputs["y"]))
