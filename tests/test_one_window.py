@@ -90,6 +90,39 @@ def test_a_plain_tensor_of_the_same_values_keeps_every_point(reference, box):
         [(r.check.name, r.status, r.staff_diagnosis[:160]) for r in results if r.status != PASSED]
 
 
+# Chapter 07: the loss is a zero-dimensional tensor of the upload's own class whose value
+# torch.distributions computes (the library doing the task) when the answer is read.
+LAZY_LOSS = """
+class LazyLoss(torch.Tensor):
+    work = None
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        loss = LazyLoss.work()
+        swapped = [loss if isinstance(a, LazyLoss) else a for a in args]
+        return func(*swapped, **(kwargs or {}))
+
+
+def lazy_cross_entropy(logits, targets):
+    flat, ids = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+
+    def work():
+        categorical = getattr(torch, "distri" + "butions").Categorical(logits=flat)
+        return -categorical.log_prob(ids).mean()
+    LazyLoss.work = staticmethod(work)
+    return torch.zeros((), dtype=logits.dtype).as_subclass(LazyLoss)
+"""
+
+
+def test_a_loss_computed_by_a_distribution_when_it_is_read_earns_nothing(reference, box):
+    sources = upload(reference, {"cross_entropy": "return lazy_cross_entropy(logits, targets)\n"},
+                     append={"model": LAZY_LOSS})
+    results = grade(reference, box, "cross_entropy", sources)
+    assert earned(results) == 0, [(r.check.name, r.status, r.staff_diagnosis[:160]) for r in results]
+    said = " ".join(r.diagnosis for r in results)
+    assert "not plain data (a tensor of a class of its own" in said, said[:600]
+
+
 # Chapter 00: __add__ returns a Value whose .data is computed when the probe reads it,
 # through the certified __mul__, which the lessons teach after __add__.
 LAZY_VALUE = """
