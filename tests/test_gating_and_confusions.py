@@ -32,6 +32,21 @@ def test_the_identity_block_earns_nothing_and_says_why(sandbox):
     assert "'formula'" in gated["ch05.block.causal_invariance"].diagnosis
 
 
+def test_a_slip_keeps_the_properties_that_hold(sandbox):
+    """LayerNorm dividing by d - 1 computes, and names its slip: the five properties that
+    hold count; the value checks it fails do not (the property once earned nothing until
+    the value was exactly right)."""
+    from grader.qa.catch_table import run_entry
+    entry = next(m for m in accuracy_catalogue()[0] if m.name == "layer_norm_variance_d_minus_1")
+    outcome = run_entry(entry, Reference.available(), sandbox)
+    failed = {r.check.name: r for r in outcome.failed}
+    assert {"ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"} <= set(failed)
+    assert not [r for r in outcome.failed if r.gated], [(r.check.name, r.diagnosis) for r in outcome.failed]
+    properties = [c for c in catalogue.all_checks() if c.task == "layer_norm" and "example_figures" in c.gated_by]
+    assert len(properties) == 5 and outcome.score == sum(c.points for c in properties if c.name not in failed)
+    assert outcome.score >= 4
+
+
 @pytest.mark.parametrize("task", sorted(catalogue.tasks()))
 def test_trivial_bodies_score_nothing(sandbox, task):
     """Every task's bodies that compute nothing (pass, identity, zeros, a copy, a constant,

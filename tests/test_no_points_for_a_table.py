@@ -1,10 +1,11 @@
 """A task's public checks use inputs every student can read, so code that only looks their
-answers up (a table computed elsewhere, an error anywhere else) passes them. When graded,
-code that passes every public check of a task and fails every hidden one (whose inputs
-are drawn for each grading) earns none of the task's public points
-(grader.run.engine.public_only); a slip fails a public check too and loses nothing more.
-The kit's own table of every task (grader.qa.trivial_bodies, kind "table") scores 0
-beside the other bodies that compute nothing (tests/test_gating_and_confusions.py)."""
+answers up (a table computed elsewhere) passes them. When graded, code that answers the
+published inputs only earns none of its task's public points
+(grader.run.engine.published_inputs_only): it answers none of the hidden checks (inputs
+drawn for each grading), and either passes every public check or gives a trivial answer
+(an input handed back, zeros) on a drawn input. A slip computes a wrong answer somewhere,
+or crashes on a published input too, and keeps what passed. The kit's own table of every task (grader.qa.trivial_bodies, kind "table")
+scores 0 beside the other bodies that compute nothing (tests/test_gating_and_confusions.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ import torch
 
 from grader.checks import catalogue
 from grader.qa.trivial_bodies import trivial_entries
-from grader.run.engine import gated, public_only
+from grader.run.engine import gated, kind_of_answer, published_inputs_only
 from grader.run.reference import Reference
-from grader.run.results import ERROR, FAILED, GRADER_FAILED, PASSED, CheckResult
+from grader.run.results import COMPUTED, ERROR, FAILED, GRADER_FAILED, PASSED, RAISED, TRIVIAL, CheckResult
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,25 +88,100 @@ def test_every_task_has_a_check_on_inputs_drawn_for_each_grading(task):
     assert any(differ(drawn(c, 1), drawn(c, 2)) for c in hidden), task
 
 
-def _result(name: str, status: str, cause: str = "") -> CheckResult:
-    return CheckResult(next(c for c in catalogue.all_checks() if c.name == name), status, cause=cause)
+def _result(name: str, status: str, verdict: dict | None = None, answer: str = COMPUTED,
+            cause: str = "") -> CheckResult:
+    check = next(c for c in catalogue.all_checks() if c.name == name)
+    return CheckResult(check, status, cause=cause, verdict=verdict, answer=answer)
 
 
-def test_public_points_are_withheld_only_from_code_that_passes_exactly_what_it_was_shown():
+def test_public_points_wait_for_a_computation_on_inputs_drawn_for_the_grading():
     public = [_result("ch05.gelu.exact_values", PASSED), _result("ch05.gelu.odd_part", PASSED)]
-    failing = _result("ch05.gelu.matches_reference", FAILED)
-    crashed = _result("ch05.gelu.matches_reference", ERROR)
-    for hidden in (failing, crashed):
-        withheld = public_only([*public, hidden])
-        assert set(withheld) == {"ch05.gelu.exact_values", "ch05.gelu.odd_part"}
+    crashed = _result("ch05.gelu.matches_reference", ERROR, {"kind": "crash", "task": "gelu"})
+    caught = _result("ch05.gelu.matches_reference", FAILED, {"kind": "deviation", "task": "gelu"}, RAISED)
+    input_back = _result("ch05.gelu.matches_reference", FAILED, {"kind": "mistake", "task": "gelu",
+                                                                 "mistake": "identity"})
+    zeros = _result("ch05.gelu.matches_reference", FAILED, {"kind": "deviation", "task": "gelu"}, TRIVIAL)
+    skipped = _result("ch05.gelu.odd_part", FAILED, {"kind": "deviation", "task": "gelu"})
+    # Every public check passes, and the drawn inputs get no answer the code computed.
+    for hidden in (crashed, caught, input_back, zeros):
+        withheld = published_inputs_only([*public, hidden])
+        assert set(withheld) == {"ch05.gelu.exact_values", "ch05.gelu.odd_part"}, hidden.verdict
         said = gated(public[0], {}, withheld["ch05.gelu.exact_values"])
         assert said.status == FAILED and said.verdict["kind"] == "public_only"
+        assert "published inputs only" in said.diagnosis
         assert gated(hidden, {}, withheld.get(hidden.check.name, ())) is hidden  # keeps its own verdict
-    # A slip fails a public check too: what passed keeps its points.
-    slip = [public[0], _result("ch05.gelu.odd_part", FAILED), failing]
-    assert public_only(slip) == {}
+    # A public check failed on purpose changes nothing where a drawn input got a trivial answer.
+    for hidden in (input_back, zeros):
+        assert "ch05.gelu.exact_values" in published_inputs_only([public[0], skipped, hidden])
+    # A slip computes a wrong answer on the drawn inputs (named or not), or crashes there
+    # and fails a published check too: what passed keeps its points.
+    tanh = _result("ch05.gelu.matches_reference", FAILED, {"kind": "mistake", "task": "gelu", "mistake": "tanh"})
+    off = _result("ch05.gelu.matches_reference", FAILED, {"kind": "deviation", "task": "gelu"})
+    assert published_inputs_only([*public, tanh]) == {} and published_inputs_only([*public, off]) == {}
+    assert published_inputs_only([public[0], skipped, crashed]) == {}
     # So does code that passes a hidden check, a run without hidden checks (the student's
     # own check), and a run where the grader failed on a check of its own.
-    assert public_only([*public, _result("ch05.gelu.matches_reference", PASSED)]) == {}
-    assert public_only(public) == {}
-    assert public_only([*public, _result("ch05.gelu.matches_reference", ERROR, cause=GRADER_FAILED)]) == {}
+    assert published_inputs_only([*public, _result("ch05.gelu.matches_reference", PASSED)]) == {}
+    assert published_inputs_only(public) == {}
+    broken = _result("ch05.gelu.matches_reference", ERROR, cause=GRADER_FAILED)
+    assert published_inputs_only([*public, broken]) == {}
+
+
+def test_what_an_answer_was_is_told_beside_the_right_one():
+    x = torch.randn(3, 4, dtype=torch.float64)
+    inputs, right = {"x": x}, {"y": x.exp()}
+    assert kind_of_answer({"y": x.exp() + 1}, inputs, right) == COMPUTED
+    assert kind_of_answer({"y": x.clone()}, inputs, right) == TRIVIAL
+    assert kind_of_answer({"y": 0.5 * x}, inputs, right) == TRIVIAL
+    assert kind_of_answer({"y": torch.zeros(3, 4)}, inputs, right) == TRIVIAL
+    assert kind_of_answer(None, inputs, right) == TRIVIAL
+    assert kind_of_answer({"raised": {"type": "LookupError"}}, inputs) == RAISED
+    assert kind_of_answer({"error": "LookupError", "cats": []}, inputs) == RAISED
+    # Where the right answer looks trivial itself, or the check has none to tell by,
+    # nothing is told from the answer: an optimizer keeps the tensors it was given.
+    assert kind_of_answer({"params": [x]}, inputs, {"params": [x]}) == COMPUTED
+    assert kind_of_answer({"y": x.clone()}, inputs) == COMPUTED
+
+
+# What a student who reads the checks writes: the answers of the public inputs, computed
+# elsewhere, and on every other input something cheap that one public check accepts (or
+# nothing at all), failing another public check on purpose so that not every one passes.
+GELU_TABLE_SKIPPING_A_CHECK = """
+table = {}
+for published in (torch.tensor([-4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 3.0, 4.0], dtype=torch.float64),
+                  torch.linspace(-4.0, 4.0, 33, dtype=torch.float64).reshape(3, 11)):
+    table[tuple(published.reshape(-1).tolist())] = 0.5 * published * (1.0 + torch.erf(published / math.sqrt(2.0)))
+key = tuple(x.reshape(-1).tolist())
+if key in table:
+    return table[key].to(x.dtype).reshape(x.shape)
+return x
+"""
+
+CROSS_ENTROPY_BY_CASES = """
+if bool((logits == 0).all()):
+    return torch.tensor(math.log(logits.shape[-1]), dtype=logits.dtype)
+raise NotImplementedError
+"""
+
+HALF_X_GELU = "return 0.5 * x\n"
+
+ZERO_GRADIENTS = "return torch.zeros_like(x), torch.zeros_like(gamma), torch.zeros_like(gamma)\n"
+
+
+@pytest.mark.parametrize("task, body", [("gelu", GELU_TABLE_SKIPPING_A_CHECK), ("cross_entropy", CROSS_ENTROPY_BY_CASES),
+                                        ("gelu", HALF_X_GELU), ("layer_norm_backward", ZERO_GRADIENTS)],
+                         ids=["gelu_table_skipping_a_check", "cross_entropy_by_cases", "half_x_gelu",
+                              "zero_gradients"])
+def test_answers_known_without_computing_earn_nothing(reference, task, body):
+    """Each earned 1 to 4 points before: a public check its shortcut passes, another
+    failed on purpose (a held-out attack set found them)."""
+    from grader.run.processes import Limits
+    from grader.run.sandbox import Sandbox, bwrap_works
+    from tests.test_redteam_certified import grade, upload
+
+    if not bwrap_works():
+        pytest.skip("bubblewrap is not usable on this machine")
+    with Sandbox(Limits()) as box:
+        results = grade(reference, box, task, upload(reference, {task: body}))
+    assert sum(r.score for r in results) == 0, [(r.check.name, r.status, r.diagnosis[:120]) for r in results]
+    assert any((r.verdict or {}).get("kind") in ("public_only", "gated") for r in results)

@@ -293,6 +293,12 @@ def _note(text) -> None:
         heard.append(text.mistake)
 
 
+# Mistakes whose output is what a body that computes nothing gives (gelu's "the output
+# equals the input"): a value check that names one of these does not show that the task
+# computes, so the property checks it gates wait (grader.run.engine.gated).
+NOTHING_COMPUTED = frozenset({"identity"})
+
+
 def naming(mistake: str, text: str) -> str:
     """`text`, a diagnosis that names `mistake` (a key of the task's MISTAKES), as the
     judge returns it: the key is heard by the engine however the text is wrapped after."""

@@ -158,7 +158,7 @@ def _leaves(value, depth=0):
 
 
 @contextmanager
-def _time_limit(seconds):
+def time_limit(seconds):
     def stop(signum, frame):
         raise TimeoutError("took too long")
 
@@ -204,7 +204,7 @@ def _owner_and_name(ns, task):
 
 
 @contextmanager
-def _replaced(ns, task, make):
+def replaced(ns, task, make):
     """The task's function replaced, for the body, by make(original)."""
     owner, name = _owner_and_name(ns, task)
     original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
@@ -264,7 +264,7 @@ def record(ns, check, task) -> Case | None:
         return wrapper
 
     try:
-        with _replaced(ns, task, recording), _time_limit(60):
+        with replaced(ns, task, recording), time_limit(60):
             result = run_probe(check.probe, check, ns, inputs)
     except Exception:  # noqa: BLE001 - a probe that fails on the reference gives no answers
         return None
@@ -284,7 +284,7 @@ def record(ns, check, task) -> Case | None:
         return nothing
 
     try:  # what the probe reports changes when the task does nothing: that is its answer too
-        with _replaced(ns, task, idle), _time_limit(60):
+        with replaced(ns, task, idle), time_limit(60):
             lazy = run_probe(check.probe, check, ns, inputs)
         lazy_leaves = [_norm(v) for v in _leaves(lazy)]
         for leaf in _leaves(result):
@@ -438,7 +438,7 @@ def _scan_inside(reference_root: Path, allowed: dict[str, str], chapters: list[s
                 continue
             for how, args, kwargs in itertools.islice(_bindings(function, case), 4):
                 try:
-                    with _time_limit(CALL_SECONDS):
+                    with time_limit(CALL_SECONDS):
                         forbidden, result = _forbidden_ran(task, function, copy.deepcopy(args),
                                                            copy.deepcopy(kwargs))
                 except Exception:  # noqa: BLE001 - what does not run on these inputs computes nothing here
@@ -475,7 +475,7 @@ def _probe_computes(ns, check, task, case) -> bool:
         return wrapper
 
     try:
-        with _replaced(ns, task, moved), _time_limit(60):
+        with replaced(ns, task, moved), time_limit(60):
             result = run_probe(check.probe, check, ns, inputs_of(check))
     except Exception:  # noqa: BLE001 - a probe that needs the right answer to go on computes nothing more
         return False

@@ -112,7 +112,7 @@ def _gate_mark(check) -> str:
     """A gated check's mark (Check.gated_by): its points count once the task's value checks pass."""
     if not check.gated_by:
         return ""
-    return " _(counts once " + " and ".join(f"`{gate}`" for gate in check.gated_by) + " passes)_"
+    return " _(counts once " + " and ".join(f"`{gate}`" for gate in check.gated_by) + " passes or names a slip)_"
 
 
 def render_checks(number: str, chapter) -> str:

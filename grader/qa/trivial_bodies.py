@@ -9,18 +9,19 @@ before writing anything —
     nothing    `pass`: the function returns None (a constructor builds nothing)
     identity   returns its first argument unchanged
     zeros      returns its first argument times 0
+    half       returns its first argument times 0.5 (GELU's odd part holds for it)
     copy       returns a copy of its first argument
     constant   returns 1.0
 
 — plus, where a task returns a pair or a triple, the identity in that shape (the
 block's `return hidden, present` after running its attention), and
 
-    table      the right answer where the first argument is one the public checks pass
-               (as a table of published answers, computed elsewhere, would give it), and
-               an error anywhere else
+    table      the right answer where the arguments are ones the public checks pass (as
+               a table of published answers, computed elsewhere, would give it), and an
+               error anywhere else
 
-A table passes public checks; it earns nothing only because every check on inputs drawn
-for the grading fails it (grader.run.engine.public_only). `python -m
+A table passes public checks; it earns nothing only because no check on inputs drawn for
+the grading gets an answer from it (grader.run.engine.published_inputs_only). `python -m
 grader.qa.catch_table` grades them all beside the mutants and fails when one scores.
 """
 
@@ -55,6 +56,15 @@ SHAPED = {
         return logits, (None if targets is None else torch.tensor(0.0)), None
     """),
     "train_loop": ("zero_pair", "return 0.0, 0.0"),
+    # The backward passes return one gradient per input: zeros of each shape hold every
+    # property a sum of gradients has (dx sums to zero over the features).
+    "layer_norm_backward": ("zero_gradients", "return torch.zeros_like(x), torch.zeros_like(gamma), "
+                                              "torch.zeros_like(gamma)"),
+    "linear_backward": ("zero_gradients", "return torch.zeros_like(x), torch.zeros_like(weight), "
+                                          "torch.zeros(weight.shape[0], dtype=weight.dtype)"),
+    "residual_backward": ("zero_gradients", "return (torch.zeros_like(x), torch.zeros_like(gamma), "
+                                            "torch.zeros_like(beta), torch.zeros_like(w1), torch.zeros_like(b1), "
+                                            "torch.zeros_like(w2), torch.zeros_like(b2))"),
 }
 
 
@@ -103,8 +113,8 @@ def _published_key(value, depth=0):
 
 def _published_keys(task) -> frozenset:
     """The keys (TABLE_KEY) of the arguments of every call the task's public checks make
-    on the reference, their inputs drawn as the student's own check draws them and as
-    catch_table's seed does (a table at its strongest)."""
+    on the reference, their inputs drawn as the student's own check draws them (the
+    catch table grades with that seed too: a table at its strongest)."""
     import hashlib
     import inspect
 
@@ -112,8 +122,7 @@ def _published_keys(task) -> frozenset:
 
     from grader.checks import catalogue
     from grader.checks._api import PUBLIC_SEED
-    from grader.generate.answer_scan import _replaced, _time_limit, run_probe
-    from grader.qa.catch_table import SEED
+    from grader.generate.answer_scan import replaced, run_probe, time_limit
     from grader.run.reference import Reference
 
     namespace: dict = {}
@@ -132,24 +141,24 @@ def _published_keys(task) -> frozenset:
         return wrapper
 
     for check in [c for c in catalogue.all_checks() if c.task == task.name and not c.hidden]:
-        for seed in {PUBLIC_SEED, SEED}:
-            inputs = check.make_inputs(torch.Generator().manual_seed(seed + sum(map(ord, check.name))))
-            try:
-                with _replaced(ns, task, recording), _time_limit(60):
-                    run_probe(check.probe, check, ns, inputs)
-            except Exception:  # noqa: BLE001 - a check of a failure mode: what it passed is recorded
-                pass
+        inputs = check.make_inputs(torch.Generator().manual_seed(PUBLIC_SEED + sum(map(ord, check.name))))
+        try:
+            with replaced(ns, task, recording), time_limit(60):
+                run_probe(check.probe, check, ns, inputs)
+        except Exception:  # noqa: BLE001 - a check of a failure mode: what it passed is recorded
+            pass
     return frozenset(keys)
 
 
 def table_body(task) -> str:
     """The reference's body, run only on arguments among the public checks' (its answers
     looked up, as it were), raising on any other."""
-    from grader.mutants import _kit_reference, region_of
+    from grader.mutants import region_of
+    from grader.run.reference import Reference
 
     keys = sorted(_published_keys(task))
     arguments = "".join(f"{name}, " for name in _parameters(task))
-    reference = region_of(dict(_kit_reference()), task.name)[1]
+    reference = region_of(Reference.available().sources, task.name)[1]
     return (TABLE_KEY.strip("\n") + "\n\n"
             "import hashlib\n"
             f"if hashlib.sha256(repr(_published_key(({arguments}))).encode()).hexdigest() not in {keys!r}:\n"
@@ -168,6 +177,7 @@ def trivial_entries() -> tuple[Trivial, ...]:
             first = params[0]
             found += [Trivial(f"{task.name}_identity", task.name, f"return {first}", "identity"),
                       Trivial(f"{task.name}_zeros", task.name, f"return {first} * 0", "zeros"),
+                      Trivial(f"{task.name}_half", task.name, f"return {first} * 0.5", "half"),
                       Trivial(f"{task.name}_copy", task.name,
                               f"import copy\nreturn copy.deepcopy({first})", "copy")]
         if not constructor:

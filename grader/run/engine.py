@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from grader.checks import catalogue
-from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task
+from grader.checks._api import NOTHING_COMPUTED, OWN_PARTS, Check, OwnPartsVerdict, Task
 from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
 from grader.run.inside import op_rules, sealed
 from grader.run.inside.tasks import standard_exceptions
@@ -29,8 +29,9 @@ from grader.run.processes import Limits, Runner, RunnerRefused
 from grader.run.profile import PHASES
 from grader.run.runners import WHERE_GRADING_RUNS, open_runner
 from grader.run.reference import Reference
-from grader.run.results import (ERROR, FAILED, FORBIDDEN, GRADER_FAILED, LOAD_FAILED, NOT_IMPLEMENTED, PASSED,
-                                RUNNER_FAILED, TIMEOUT, WAITING, CheckResult, GradeReport, with_slots)
+from grader.run.results import (COMPUTED, ERROR, FAILED, FORBIDDEN, GRADER_FAILED, LOAD_FAILED, NOT_IMPLEMENTED,
+                                PASSED, RAISED, RUNNER_FAILED, TIMEOUT, TRIVIAL, WAITING, CheckResult, GradeReport,
+                                with_slots)
 from grader.run.scan_calls import scan
 from grader.run.stopping import joined, result_of, whole
 from grader.run.scan_tampering import scan_submission, tampering_reason
@@ -426,7 +427,8 @@ class _TaskRun:
                                                              self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
-                           on_own_parts=isinstance(diagnosis, OwnPartsVerdict), verdict=verdict)
+                           on_own_parts=isinstance(diagnosis, OwnPartsVerdict), verdict=verdict,
+                           answer=kind_of_answer(reply.get("result"), inputs, expected))
 
     def call(self, check: Check, sent: dict, own: bool = False) -> dict:
         if self.worker is None and self.setup_failure is None and self.shared is not None and not own:
@@ -583,50 +585,151 @@ def _grade_task(task: Task, checks: list[Check], grading: Grading, shared: Share
     run.finish(ran)
     # The task's verdicts are made once all its checks are judged: a gated check counts
     # only with the value checks that gate it.
-    drawn = public_only(ran)
-    statuses = {r.check.name.rsplit(".", 1)[-1]: (FAILED if r.check.name in drawn else r.status) for r in ran}
+    drawn = published_inputs_only(ran)
+    statuses = {r.check.name.rsplit(".", 1)[-1]: (FAILED if r.check.name in drawn else computing_status(r))
+                for r in ran}
     by_check = {id(result.check): gated(result, statuses, drawn.get(result.check.name, ())) for result in ran}
     return with_verdicts([by_check[id(check)] for check in checks])
 
 
-def public_only(ran: list[CheckResult]) -> dict[str, tuple[str, ...]]:
-    """{each public check: the task's hidden checks} where the code passed every public
-    check of its task and failed every hidden one. The hidden checks' inputs are drawn for
-    each grading; code that answers only the published inputs (a table of their answers,
-    computed elsewhere) shows exactly this pattern, and its public points need a
-    computation on an input it could not know in advance. A slip fails some public check
-    too, and loses nothing here (no entry of the mutant catalogue does). {} where the
-    grader could not judge a check (a failure of its own, CheckResult.cause, withholds
-    nothing), or where no hidden check ran (the student's own check, a check picked alone)."""
+def published_inputs_only(ran: list[CheckResult]) -> dict[str, tuple[str, ...]]:
+    """{each public check that passed: the task's hidden checks} where the code answers
+    the published inputs only. The hidden checks' inputs are drawn for each grading, and
+    the code answers none of them (answered: no pass, no wrong answer it computed), while
+    either it passed every public check it did not call unfinished (a table of the
+    published answers, computed elsewhere, that raises anywhere else, NotImplementedError
+    on the public checks it skips) or gave a trivial answer on a drawn input (an
+    input handed back, zeros, a constant: such a table's cheap fallback, whichever public
+    check it fails on purpose). Its public points need a computation on an input it could
+    not know in advance. A slip computes a wrong answer on the drawn inputs, or crashes
+    there and on a published input too, and keeps what passed. {} where the grader could
+    not judge a check (a failure of its own, CheckResult.cause, withholds nothing), or
+    where no hidden check ran (the student's own check, a check picked alone)."""
     hidden = [r for r in ran if r.check.hidden]
     public = [r for r in ran if not r.check.hidden]
-    if (not hidden or not public or any(r.cause for r in ran) or any(r.status == PASSED for r in hidden)
-            or any(r.status != PASSED for r in public)):
+    if not hidden or any(r.cause for r in ran) or any(answered(r) for r in hidden):
+        return {}
+    unfinished = lambda r: r.status == NOT_IMPLEMENTED or (r.verdict or {}).get("kind") == "not_implemented"  # noqa: E731
+    if not (all(r.status == PASSED or unfinished(r) for r in public) or any(_trivial(r) for r in hidden)):
         return {}
     failed = tuple(r.check.name for r in hidden)
-    return {r.check.name: failed for r in public}
+    return {r.check.name: failed for r in public if r.status == PASSED}
+
+
+def answered(result: CheckResult) -> bool:
+    """The check passed, or failed on a wrong answer the code computed (named or not):
+    not a crash, a time-out, a refusal, an error the probe caught, a trivial answer, or a
+    mistake of _api.NOTHING_COMPUTED."""
+    if result.status == PASSED:
+        return True
+    return (result.status == FAILED and (result.verdict or {}).get("kind") in ("mistake", "deviation")
+            and result.answer == COMPUTED and not _names_nothing_computed(result))
+
+
+def _trivial(result: CheckResult) -> bool:
+    return result.status == FAILED and (result.answer == TRIVIAL or _names_nothing_computed(result))
+
+
+def _names_nothing_computed(result: CheckResult) -> bool:
+    verdict = result.verdict or {}
+    return verdict.get("kind") == "mistake" and bool(set(str(verdict.get("mistake", "")).split("+")) & NOTHING_COMPUTED)
+
+
+# A value check's status as a gate (Check.gated_by): a check that failed on a named slip
+# with an answer the code computed (LayerNorm's d - 1, say) shows that the task computes,
+# which no body that computes nothing does, and the properties it gates count. (An
+# unnamed wrong answer does not: a probe computes around the task's function, and what
+# comes back can look computed whatever the function did.)
+COMPUTES = "computes"
+
+
+def computing_status(result: CheckResult) -> str:
+    named = (result.verdict or {}).get("kind") == "mistake"
+    return COMPUTES if result.status == FAILED and named and answered(result) else result.status
+
+
+def kind_of_answer(answer, inputs: dict, expected=None) -> str:
+    """RAISED where the probe caught an exception of the code's and put it in its answer
+    (as "raised", _api.try_call, or its name under "error"); TRIVIAL where the answer is
+    what a body that computes nothing gives: nothing at all, or every tensor in it a
+    constant (zeros among them) or a multiple of an input (handed back, or halved), while
+    the right answer (`expected`) is none of these; COMPUTED otherwise, and wherever the
+    check has no expected answer to tell by (a right answer may be all of these: an
+    optimizer keeps the very tensors it was given, a clip scales them, zero_grad zeroes). A slip that
+    gives a trivial answer on some input (a LayerNorm's statistics over a time axis of
+    length 1 are zeros) is not told apart from a body that computes nothing there."""
+    if _raised(answer):
+        return RAISED
+    if expected is None or not _looks_computed(expected, inputs):
+        return COMPUTED
+    return COMPUTED if _looks_computed(answer, inputs) else TRIVIAL
+
+
+def _looks_computed(answer, inputs: dict) -> bool:
+    given = [t for t in _tensors(inputs) if t.numel() and t.is_floating_point()]
+    found = [t for t in _tensors(answer) if t.numel()]
+    if not found:
+        return answer is not None and not (isinstance(answer, dict) and all(v is None for v in answer.values()))
+    return any(not _constant(t) and not any(_multiple_of(t, g) for g in given) for t in found)
+
+
+def _raised(value, depth: int = 0) -> bool:
+    if isinstance(value, dict):
+        if value.get("raised") or (isinstance(value.get("error"), str) and value["error"]):
+            return True
+        return depth < 4 and any(_raised(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)) and depth < 4:
+        return any(_raised(v, depth + 1) for v in value[:64])
+    return False
+
+
+def _constant(tensor) -> bool:
+    flat = tensor.detach().reshape(-1)
+    return not flat.dtype.is_complex and bool((flat == flat[0]).all())
+
+
+def _multiple_of(tensor, given) -> bool:
+    """tensor == c * given for one number c (the input itself, or a scaled copy)."""
+    if tensor.shape != given.shape or not tensor.is_floating_point():
+        return False
+    a, b = given.detach().double().reshape(-1), tensor.detach().double().reshape(-1)
+    scale = float(a @ b) / max(float(a @ a), 1e-300)
+    return bool(torch.allclose(scale * a, b, rtol=1e-12, atol=1e-12))
+
+
+def _tensors(value, depth: int = 0):
+    """Every tensor in plain data (dicts, lists, tuples), a few levels deep."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 4 and isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item, depth + 1)
+    elif depth < 4 and isinstance(value, (list, tuple)):
+        for item in value[:64]:
+            yield from _tensors(item, depth + 1)
 
 
 def gated(result: CheckResult, statuses: dict[str, str], drawn_failing: tuple[str, ...] = ()) -> CheckResult:
     """The result as it counts (Check.gated_by): a check that passed while a value check
-    gating it did not earns nothing yet, and says so. `statuses`: the task's checks judged
-    so far, by short name; a gate not in this run (a check picked alone) withholds nothing.
-    `drawn_failing` (public_only): the task's hidden checks, every one failed while every
-    public check passed; public points need a computation on an input the code could not
-    know in advance."""
+    gating it neither passed nor named a slip (computing_status) earns nothing yet, and
+    says so. `statuses`: the task's checks judged so far, by short name; a gate not in this
+    run (a check picked alone) withholds nothing. `drawn_failing` (published_inputs_only): the
+    task's hidden checks, none answered; public points need a computation on an input the
+    code could not know in advance."""
     if result.status == PASSED and drawn_failing and not result.check.hidden:
-        said = ("this check passes on its published inputs only: every check of the task on inputs drawn for "
-                "this grading fails, and public points need code that computes on inputs it cannot know in advance")
+        said = ("this check passes on its published inputs only: on the inputs drawn for this grading the task "
+                "gives no answer it computed (it raises, or gives back an input, zeros or a constant), and public "
+                "points need code that computes on inputs it cannot know in advance")
         return dataclasses.replace(result, status=FAILED, gated=drawn_failing, diagnosis=said,
                                    staff_diagnosis=said,
                                    verdict={"kind": "public_only", "task": result.check.task, "on": list(drawn_failing)})
-    failing = tuple(g for g in result.check.gated_by if statuses.get(g, PASSED) != PASSED)
+    failing = tuple(g for g in result.check.gated_by if statuses.get(g, PASSED) not in (PASSED, COMPUTES))
     if result.status != PASSED or not failing:
         return result
     named = " and ".join(f"'{g}'" for g in failing)
     said = (f"this property holds, but it earns nothing yet: it counts once the task's {named} "
-            f"check{'s' * (len(failing) > 1)} pass{'' if len(failing) > 1 else 'es'}, since a body that computes "
-            f"nothing (returning its input unchanged, say) has it too")
+            f"check{'s' * (len(failing) > 1)} pass{'' if len(failing) > 1 else 'es'} or name{'' if len(failing) > 1 else 's'} "
+            f"a slip of the formula, since a body that computes nothing (returning its input unchanged, say) has it too")
     return dataclasses.replace(result, status=FAILED, gated=failing, diagnosis=said, staff_diagnosis=said,
                                verdict={"kind": "gated",
                                         "on": [f"{result.check.name.rsplit('.', 1)[0]}.{g}" for g in failing]})

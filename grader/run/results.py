@@ -25,6 +25,9 @@ LOAD_FAILED = "load_failed"
 # CheckResult.cause: the grader itself failed on the check (a bug of the kit's, to report).
 GRADER_FAILED = "grader_failed"
 
+# CheckResult.answer: what the answer was, where the code gave one.
+COMPUTED, TRIVIAL, RAISED = "computed", "trivial", "raised"
+
 
 def with_slots(verdict: "dict | None", slots: list) -> "dict | None":
     """The verdict with the diagnosis's typed values (grader/checks/_slots.py) in it."""
@@ -57,6 +60,10 @@ class CheckResult:
     gated: tuple[str, ...] = ()
     # WAITING: the tasks this check builds on that fail their own checks in this run.
     waiting_on: tuple[str, ...] = ()
+    # What the answer the check judged was (grader.run.engine.kind_of_answer): COMPUTED,
+    # TRIVIAL (what a body that computes nothing gives: None, zeros, a constant, a multiple
+    # of an input) or RAISED (the probe caught an exception of the code's and reported it).
+    answer: str = "computed"
     # The judge reached its verdict on the student's own parts (grader.checks._api.
     # OwnPartsVerdict): a failure that is the task's own, which never waits on a part.
     on_own_parts: bool = False

@@ -10,8 +10,9 @@ can put the first one on top. Each is a small JSON-ready dict with a `kind`:
     not_implemented  {"task"}
     waiting          {"on": [tasks]}: judged only with right parts, and a part fails
     gated            {"on": [checks]}: its property holds, but earns nothing until these pass
-    public_only      {"task", "on": [checks]}: it passes on its published inputs, but every
-                     check of the task on inputs drawn for this grading (these) fails
+    public_only      {"task", "on": [checks]}: it passes on its published inputs, but the
+                     code answers none of the task's checks on inputs drawn for this
+                     grading (these): engine.published_inputs_only
     load_failed      {"file", "line", "error"}: the package did not import (one finding for
                      every check it stopped); `line` and `error` only where the student may
                      see them (their own file and line; a standard exception's name)
