@@ -51,8 +51,8 @@ def attention_cause(record: dict) -> str:
         return "some checks could not be run by the grader: run grade-class again"
     fitted = sorted({v["task"] for v in verdicts if v["kind"] == "public_only"})
     if fitted:  # a table of the published answers looks like this; so does code fitted to them
-        return (f"passes the published inputs only in {', '.join(fitted)}: every public check passes and every "
-                f"hidden one fails (the code may look the published answers up)")
+        return (f"passes the published inputs only in {', '.join(fitted)}: no hidden check, on inputs drawn for the "
+                f"grading, gets an answer the code computed (the code may look the published answers up)")
     return ""
 
 
