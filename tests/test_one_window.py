@@ -71,17 +71,6 @@ def lazy_layer_norm_backward(grad_out, x, gamma, eps):
 """
 
 
-def test_a_tensor_computed_when_it_is_read_earns_nothing(reference, box):
-    """Chapter 06: autograd runs only when the worker reads the answer. The answer is
-    read inside the window now, and a tensor of the upload's own class is never read."""
-    sources = upload(reference, {"layer_norm_backward": "return lazy_layer_norm_backward(grad_out, x, gamma, eps)\n"},
-                     append={"backward": LAZY_TENSOR})
-    results = grade(reference, box, "layer_norm_backward", sources)
-    assert earned(results) == 0, [(r.check.name, r.status, r.staff_diagnosis[:160]) for r in results]
-    said = " ".join(r.diagnosis for r in results)
-    assert "not plain data (a tensor of a class of its own" in said, said[:600]
-
-
 def test_a_plain_tensor_of_the_same_values_keeps_every_point(reference, box):
     """The honest twin: the same work done before returning, by hand, as the lesson asks,
     returned as plain tensors (the reference's own body), keeps every point."""
@@ -114,10 +103,15 @@ def lazy_cross_entropy(logits, targets):
 """
 
 
-def test_a_loss_computed_by_a_distribution_when_it_is_read_earns_nothing(reference, box):
-    sources = upload(reference, {"cross_entropy": "return lazy_cross_entropy(logits, targets)\n"},
-                     append={"model": LAZY_LOSS})
-    results = grade(reference, box, "cross_entropy", sources)
+@pytest.mark.parametrize("task, body, module, code", [
+    ("layer_norm_backward", "return lazy_layer_norm_backward(grad_out, x, gamma, eps)\n", "backward", LAZY_TENSOR),
+    ("cross_entropy", "return lazy_cross_entropy(logits, targets)\n", "model", LAZY_LOSS),
+], ids=["chapter_06_autograd", "chapter_07_distribution"])
+def test_a_tensor_computed_when_it_is_read_earns_nothing(reference, box, task, body, module, code):
+    """The work runs only when the worker reads the answer: autograd's LayerNorm backward
+    (chapter 06), torch.distributions' cross-entropy (chapter 07). The answer is read
+    inside the window now, and a tensor of the upload's own class is never read."""
+    results = grade(reference, box, task, upload(reference, {task: body}, append={module: code}))
     assert earned(results) == 0, [(r.check.name, r.status, r.staff_diagnosis[:160]) for r in results]
     said = " ".join(r.diagnosis for r in results)
     assert "not plain data (a tensor of a class of its own" in said, said[:600]

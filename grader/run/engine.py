@@ -609,8 +609,7 @@ def published_inputs_only(ran: list[CheckResult]) -> dict[str, tuple[str, ...]]:
     public = [r for r in ran if not r.check.hidden]
     if not hidden or any(r.cause for r in ran) or any(answered(r) for r in hidden):
         return {}
-    unfinished = lambda r: r.status == NOT_IMPLEMENTED or (r.verdict or {}).get("kind") == "not_implemented"  # noqa: E731
-    if not (all(r.status == PASSED or unfinished(r) for r in public) or any(_trivial(r) for r in hidden)):
+    if not (all(r.status == PASSED or _unfinished(r) for r in public) or any(_trivial(r) for r in hidden)):
         return {}
     failed = tuple(r.check.name for r in hidden)
     return {r.check.name: failed for r in public if r.status == PASSED}
@@ -624,6 +623,10 @@ def answered(result: CheckResult) -> bool:
         return True
     return (result.status == FAILED and (result.verdict or {}).get("kind") in ("mistake", "deviation")
             and result.answer == COMPUTED and not _names_nothing_computed(result))
+
+
+def _unfinished(result: CheckResult) -> bool:
+    return result.status == NOT_IMPLEMENTED or (result.verdict or {}).get("kind") == "not_implemented"
 
 
 def _trivial(result: CheckResult) -> bool:
