@@ -236,7 +236,13 @@ def compare(actual, expected: torch.Tensor, what: str = "the output", atol: floa
         return None
     error = (actual.double() - expected.double()).abs()
     where = tuple(int(i) for i in torch.nonzero(error == error.max())[0])
-    return f"{what} is off by up to {error.max().item():.3g} (first at index {list(where)})"
+    said = f"{what} is off by up to {error.max().item():.3g} (first at index {list(where)})"
+    if _PRECISION_RAN.get() is False and _within_float32(actual, expected):
+        # Every operation ran in float64, yet the answer is off by float32's order: the formula.
+        said += (f", though every operation of your code ran in float64: the formula itself differs by that much "
+                 f"(a rounded constant, an eps where there is none); this check allows {constant(f'{atol:g}')} + "
+                 f"{constant(f'{rtol:g}')} × |value|")
+    return said
 
 
 def compare_to_float32(actual, expected: torch.Tensor, what: str = "the output", atol: float = 1e-9,
@@ -331,7 +337,7 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
     actual reproduces it to float64's precision: the right formula computed in float32
     lands as close to it, and is no such mistake."""
     for explanation, wrong in candidates:
-        if right is not None and float32_close(wrong, right):
+        if right is not None and _within_float32(wrong, right):
             if matches(actual, wrong, *FLOAT64_MATCH):
                 _note(explanation)
                 return explanation
@@ -349,6 +355,13 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
 # check (the one whose summary says float64) names it with float32_verdict, and each other
 # check of the task judges such a result to float32's precision (float32_close) and passes
 # it, so the student reads it once, in one sentence.
+#
+# Whether the code computed in float32 is read from what ran, never guessed from the size
+# of the error: a judge that leans on float32's precision is noted (precision_known), and
+# the grader runs the probe again with the worker noting the first operator of the code's
+# own that computed in a lower precision (grader/run/inside/op_rules.py, LowPrecision). Where
+# one ran, the leniency stands and the precision check names that operator; where none did
+# (a float64 formula with a rounded constant, say), every check judges to its own tolerance.
 
 FLOAT32_STEP = torch.finfo(torch.float32).eps  # 2**-23, float32's relative rounding step
 # How many such steps of the largest magnitude involved a float32 computation may drift by
@@ -357,6 +370,61 @@ FLOAT32_STEP = torch.finfo(torch.float32).eps  # 2**-23, float32's relative roun
 # named to float64's precision (first_diagnosis).
 FLOAT32_STEPS = 64
 FLOAT64_MATCH = (1e-11, 1e-9)  # atol, rtol: the same numbers up to float64's rounding (and the facts' ten digits)
+# Closer than this, relative to the largest magnitude, two answers differ by float64's
+# rounding alone: leaning on float32's precision there needs no word from the worker.
+FLOAT64_LEVEL = 1e-10
+
+# What the code computed in, for the judge running in this thread: None while not known,
+# the worker's note of the first lower-precision operator ({"op", "dtype", "shape",
+# "made"}), or False where every operator of the code's ran in float64.
+_PRECISION_RAN: contextvars.ContextVar = contextvars.ContextVar("precision_ran", default=None)
+# Where a judge leaned on float32's precision while it was not known: the list a
+# precision_known block collects into.
+_LENIENCY_NOTES: contextvars.ContextVar = contextvars.ContextVar("leniency_notes", default=None)
+
+
+class precision_known:
+    """`with precision_known(ran) as leaned:` judges with `ran` (see _PRECISION_RAN) as what
+    the code computed in; `leaned` is then non-empty where a judge leaned on float32's
+    precision, or named float32, while that was not known."""
+
+    def __init__(self, ran=None):
+        self.ran, self.notes = ran, []
+
+    def __enter__(self) -> list:
+        self._tokens = (_PRECISION_RAN.set(self.ran), _LENIENCY_NOTES.set(self.notes))
+        return self.notes
+
+    def __exit__(self, *exc) -> None:
+        _PRECISION_RAN.reset(self._tokens[0])
+        _LENIENCY_NOTES.reset(self._tokens[1])
+
+
+def _lean_on_float32() -> bool:
+    """Whether float32's precision may pass an answer now: not where the worker saw every
+    operator of the code's run in float64. Noted while that is not known."""
+    ran = _PRECISION_RAN.get()
+    if ran is None and (notes := _LENIENCY_NOTES.get()) is not None:
+        notes.append(True)
+    return ran is not False
+
+
+def low_precision_words() -> str:
+    """" (aten.mul on a float32 tensor of shape [4, 8])": the operator the worker saw compute
+    in a lower precision, where it told one; else ""."""
+    ran = _PRECISION_RAN.get()
+    if not isinstance(ran, dict):
+        return ""
+    shape, dtype, op = ran.get("shape") or [], ran.get("dtype", "float32"), ran.get("op", "an operator")
+    tensor = f"a {dtype} tensor of shape {list(shape)}" if shape else f"a {dtype} number"
+    if op in _MADE_BY:
+        return f" ({_MADE_BY[op]} made {tensor}: {op})"
+    return f" ({op} {'made' if ran.get('made') else 'on'} {tensor})"
+
+
+# Operators whose float32 result a student wrote under another name.
+_MADE_BY = {"aten._to_copy": ".float() or .to()", "aten.lift_fresh": "torch.tensor(...) without a dtype",
+            "aten.scalar_tensor": "a number made into a tensor without a dtype"}
 
 
 def off_by(actual, expected) -> float:
@@ -374,10 +442,21 @@ def float32_tolerance(expected, scale: "float | None" = None) -> float:
 
 
 def float32_close(actual, expected, scale: "float | None" = None, twin=None) -> bool:
-    """actual has expected's shape and agrees with it to float32's precision (float32_tolerance),
-    finite wherever expected is. twin: the right answer computed in float32 from the inputs
-    rounded to float32, where rounding the inputs alone moves the answer further than float32's
-    steps of the answer do (a loss of logits around 1e4): four times its distance is allowed."""
+    """actual (the code's answer) has expected's shape and agrees with it to float32's precision
+    (float32_tolerance), finite wherever expected is, and the code computed in float32
+    (precision_known: where the worker saw it compute in float64 throughout, False). twin: the
+    right answer computed in float32 from the inputs rounded to float32, where rounding the
+    inputs alone moves the answer further than float32's steps of the answer do (a loss of
+    logits around 1e4): four times its distance is allowed."""
+    if not _within_float32(actual, expected, scale, twin):
+        return False
+    if off_by(actual, expected) <= FLOAT64_LEVEL * max(1.0, float(expected.double().abs().max())):
+        return True
+    return _lean_on_float32()
+
+
+def _within_float32(actual, expected, scale: "float | None" = None, twin=None) -> bool:
+    """float32_close's measure alone, for two answers neither of which the code computed."""
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
         return False
     if tuple(actual.shape) != tuple(expected.shape) or actual.is_complex() or not (
@@ -409,6 +488,7 @@ def float32_verdict(what: str, computes: str, keep: str, actual=None, expected=N
     what matched (and against what), by how much it is off, what computes in float32 and
     what dtype to keep. E.g. float32_verdict("the parameters", "your step", "the
     parameters' dtype (float64 here)", plural=True, against="torch.optim.AdamW's ")."""
+    _lean_on_float32()  # the words are checked against what ran (precision_known)
     tensors = isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
     lead = what
     if tensors and actual.dtype != expected.dtype:
@@ -416,7 +496,7 @@ def float32_verdict(what: str, computes: str, keep: str, actual=None, expected=N
     off = f" (off by up to {off_by(actual, expected):.2g}{where})" if tensors else (f" ({where})" if where else "")
     return Float32Verdict(
         f"{lead} {'match' if plural else 'matches'} {against}to float32 precision, not to float64's{off}: "
-        f"{computes} computes in float32; keep {keep} through every operation: no .float(), and each tensor you "
+        f"{computes} computes in float32{low_precision_words()}; keep {keep} through every operation: no .float(), and each tensor you "
         f"create takes that dtype (torch.zeros_like(x), or dtype=x.dtype)")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from grader.checks import catalogue
-from grader.checks._api import NOTHING_COMPUTED, OWN_PARTS, Check, OwnPartsVerdict, Task
+from grader.checks._api import NOTHING_COMPUTED, OWN_PARTS, Check, OwnPartsVerdict, Task, precision_known
 from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
 from grader.run.inside import op_rules, sealed
 from grader.run.inside.tasks import standard_exceptions
@@ -422,9 +422,17 @@ class _TaskRun:
         if self.reference is None:
             # No certified part stood in: the judge may judge the task on the parts it ran.
             inputs = {**inputs, OWN_PARTS: self.own_parts}
-        with PHASES.phase("judges"):
+        with PHASES.phase("judges"), precision_known() as leaned:
             status, diagnosis, staff, verdict = judge_answer(check, self.task, reply, inputs, expected,
                                                              self.audience)
+        if leaned and "result" in reply and not (check.separately or check.parts):
+            # A judge leaned on float32's precision: whether the code computed in float32 is
+            # asked of what ran, and the answer judged again knowing it (_api, precision_known).
+            ran = self._precision_ran(check, sent)
+            if ran is not None:
+                with PHASES.phase("judges"), precision_known(ran):
+                    status, diagnosis, staff, verdict = judge_answer(check, self.task, reply, inputs, expected,
+                                                                     self.audience)
         certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
                            on_own_parts=isinstance(diagnosis, OwnPartsVerdict), verdict=verdict,
@@ -450,7 +458,7 @@ class _TaskRun:
             return self.call(check, sent, own=True)
         return self._failure_named(check, sent, reply)
 
-    def _probe(self, check: Check, sent: dict, name_failure: bool = False):
+    def _probe(self, check: Check, sent: dict, name_failure: bool = False, name_precision: bool = False):
         cap = self.timeout_cap
         if self.grading.hung.intersection(self.own_parts):
             cap = min(cap, HUNG_BEFORE_SECONDS)  # it runs a part of the student's that hung
@@ -460,7 +468,8 @@ class _TaskRun:
             with PHASES.phase("probes under operator rules" if self.watched else "probes"):
                 return worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
                                    max(0.5, min(check.timeout, cap, self.grading.time_left())),
-                                   task=self.task.name if self.on_shared else None, name_failure=name_failure)
+                                   task=self.task.name if self.on_shared else None, name_failure=name_failure,
+                                   name_precision=name_precision)
         finally:
             self.grading.charge(worker, spent_before)
 
@@ -485,6 +494,28 @@ class _TaskRun:
         same = all(named.get(key) == error.get(key) for key in ("type", "message", "where"))
         return {**reply, "error": {**error, "operation": named["operation"]}} if same and "operation" in named \
             else reply
+
+    def _precision_ran(self, check: Check, sent: dict):
+        """The probe run again with the worker noting the first operator of the code's own that
+        computed below float64: that operator's note, False where none did, None where the run
+        could not tell (it failed, or answered otherwise than the first time)."""
+        if self.worker is None:
+            return None
+        try:
+            again = checked_reply(self._probe(check, sent, name_precision=True))
+        except WorkerFailed:
+            self.drop_worker()
+            return None
+        noted = again.get("low_precision")
+        if "result" not in again or again.get("forbidden_calls") or again.get("crossed"):
+            return None
+        if noted is False:
+            return False
+        if isinstance(noted, dict) and isinstance(noted.get("op"), str) and isinstance(noted.get("dtype"), str) \
+                and isinstance(noted.get("shape"), list) and all(type(n) is int for n in noted["shape"]):
+            return {"op": noted["op"][:80], "dtype": noted["dtype"][:16], "shape": noted["shape"][:6],
+                    "made": noted.get("made") is True}
+        return None
 
     def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
         """Each run in a fresh worker; the results gathered by name (merge=True: the parts'

@@ -208,15 +208,19 @@ class Worker:
         return self._exchange(request, timeout)
 
     def call(self, module: str, probe: str, inputs: dict, timeout: float, task: str | None = None,
-             name_failure: bool = False):
+             name_failure: bool = False, name_precision: bool = False):
         """One probe's answer; `task` names the task it grades where the worker serves a
         group; `name_failure`: the probe failed before, and runs again to name the operator
-        that raised."""
+        that raised; `name_precision`: a judge leaned on float32's precision, and the probe
+        runs again to tell whether the code computed below float64 (the reply's
+        "low_precision")."""
         message = {"module": module, "probe": probe, "inputs": inputs}
         if task is not None:
             message["task"] = task
         if name_failure:
             message["name_failure"] = True
+        if name_precision:
+            message["name_precision"] = True
         return self._exchange(message, timeout)
 
     def kill(self, clean: bool = False):

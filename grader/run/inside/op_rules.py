@@ -318,6 +318,63 @@ class _FailureRecorder(TorchDispatchMode):
             raise
 
 
+# The dtypes below float64's precision an operator may compute in.
+_LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
+# Where the submission's code lives in a worker (grader/run/inside/tasks.py, SourcePackage).
+SUBMISSION_FILES = "submission/"
+# The first operator of the submission's own that computed below float64 in this probe,
+# where the grader asked (LowPrecision): what the precision checks name.
+LOW_PRECISION: list = []
+
+
+class LowPrecision(TorchDispatchMode):
+    """Notes the first operator that the submission's code issued and that took or made a
+    float32 (or half) tensor: the precision a check speaks of is what ran, never a guess
+    from the size of an error. The Python frame that issued the operator is found by
+    climbing through torch's own frames: a probe's or a certified part's operators are not
+    the code's. Run only on a probe the grader runs again for this (a Python call per
+    operator)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if not LOW_PRECISION:
+            taken = [t for t in _tensors((*args, *(kwargs or {}).values())) if t.dtype in _LOW_PRECISION]
+            made = [t for t in _tensors(result if isinstance(result, (list, tuple)) else (result,))
+                    if t.dtype in _LOW_PRECISION]
+            if (taken or made) and _issued_by_submission(sys._getframe(1)):
+                tensor = (taken or made)[0]
+                LOW_PRECISION.append({"op": f"aten.{_op_name(func)}", "dtype": str(tensor.dtype).removeprefix("torch."),
+                                      "shape": list(tensor.shape)[:6], "made": not taken})
+        return result
+
+
+_THIS_FILE = __file__  # the recorders' own frames (the function layer's) stand between
+
+
+def _issued_by_submission(frame) -> bool:
+    for _ in range(64):
+        if frame is None:
+            return False
+        filename = frame.f_code.co_filename
+        if filename.startswith(SUBMISSION_FILES):
+            return True
+        if not (filename.startswith(_TORCH_PREFIX) or filename.startswith("<") or filename == _THIS_FILE):
+            return False  # the grader's probe, a certified part, the standard library
+        frame = frame.f_back
+    return False
+
+
+@contextmanager
+def noting_precision(wanted: bool):
+    """Around a probe: LowPrecision notes, where `wanted`, into LOW_PRECISION (emptied first)."""
+    LOW_PRECISION.clear()
+    if not wanted:
+        yield
+        return
+    with LowPrecision():
+        yield
+
+
 class _FunctionRecorder(TorchFunctionMode):
     def __init__(self, watch: _Watch):
         super().__init__()
@@ -397,14 +454,15 @@ def _library_at_work(rules: Rules, frame) -> str:
 # TorchDispatchMode wraps the handler in torch._disable_dynamo, whose first call
 # imports torch._dynamo (about a second, in every forked worker). The sandbox never
 # compiles: let the wrapper find its answer already made.
-for _recorder in (_DispatchRecorder, _FailureRecorder):
+for _recorder in (_DispatchRecorder, _FailureRecorder, LowPrecision):
     _raw = getattr(_recorder.__torch_dispatch__, "__wrapped__", None)
     if _raw is not None:
         setattr(_raw, "__dynamo_disable", _raw)
 
 # The handlers, and the rule they consult, as imported before any student code ran:
 # replacing them on the class would blind the recorder.
-_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, _FailureRecorder, _FunctionRecorder, _Watch, Rules)}
+_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, _FailureRecorder, LowPrecision, _FunctionRecorder, _Watch,
+                                              Rules)}
 
 # ------------------------------------------------------------------ guards
 

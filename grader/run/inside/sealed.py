@@ -94,7 +94,8 @@ _EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", 
 # grader's own audit hooks. Named here, resolved to code objects when the hook is
 # installed (a name that no longer exists trusts nothing).
 _READERS = {"grader.run.inside.sealed": ("trace_of",),
-            "grader.run.inside.op_rules": ("_library_at_work", "_DispatchRecorder.__torch_dispatch__"),
+            "grader.run.inside.op_rules": ("_library_at_work", "_DispatchRecorder.__torch_dispatch__",
+                                            "LowPrecision.__torch_dispatch__", "_issued_by_submission"),
             "inspect": ("_has_code_flag",)}
 _HOOK_INSTALLERS = {"grader.run.inside.op_rules": ("guard_switches",),
                     "grader.run.inside.syscall_filter": ("refuse_processes",)}

@@ -182,11 +182,15 @@ def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None
             # One window: the answer is plain data (run_probe) and a failure is text before the
             # task's rules are lifted, so whatever code of the answer's own runs as it is read
             # (a tensor computed on reading, a property, an exception's __str__) runs under them.
-            with op_rules.watching(probe_rules, tripped, name_failure=call.get("name_failure") is True):
+            name_precision = call.get("name_precision") is True
+            with op_rules.watching(probe_rules, tripped, name_failure=call.get("name_failure") is True), \
+                    op_rules.noting_precision(name_precision):
                 try:
                     reply = {"result": run_probe(probe, namespace, call["inputs"], probing)}
                 except BaseException as error:  # noqa: BLE001 - any failure is the submission's
                     reply = {"error": describe(ExitCalled(error.code) if isinstance(error, SystemExit) else error)}
+            if name_precision:  # the first operator of the code's that computed below float64, or none
+                reply["low_precision"] = dict(op_rules.LOW_PRECISION[0]) if op_rules.LOW_PRECISION else False
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, SystemExit):
                 error = ExitCalled(error.code)
