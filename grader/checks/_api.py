@@ -114,6 +114,9 @@ class Task:
     # ("x", 3) for a lesson that says x is [B, T, d]. Every call any chapter's probes make
     # into the function keeps it (python -m grader.generate.promises, run by make student).
     takes: tuple[tuple[str, int], ...] = ()
+    # The arguments the lesson lets carry any number of leading axes (x [..., d]): what a
+    # crash on a shape is explained by (grader/run/feedback.py, broken_promise).
+    any_leading: tuple[str, ...] = ()
     # Where no operator rule is in force, whether a crash is still named by the operator
     # that raised (a Python call per operator): off for tasks whose probes train or
     # generate (thousands of operators), whose crashes are named without it.
@@ -237,7 +240,7 @@ def compare(actual, expected: torch.Tensor, what: str = "the output", atol: floa
     error = (actual.double() - expected.double()).abs()
     where = tuple(int(i) for i in torch.nonzero(error == error.max())[0])
     said = f"{what} is off by up to {error.max().item():.3g} (first at index {list(where)})"
-    if _PRECISION_RAN.get() is False and _within_float32(actual, expected):
+    if _PRECISION_RAN.get() is False and within_float32(actual, expected):
         # Every operation ran in float64, yet the answer is off by float32's order: the formula.
         said += (f", though every operation of your code ran in float64: the formula itself differs by that much "
                  f"(a rounded constant, an eps where there is none); this check allows {constant(f'{atol:g}')} + "
@@ -337,7 +340,7 @@ def first_diagnosis(actual, candidates: "list[tuple[str, torch.Tensor]]", atol=1
     actual reproduces it to float64's precision: the right formula computed in float32
     lands as close to it, and is no such mistake."""
     for explanation, wrong in candidates:
-        if right is not None and _within_float32(wrong, right):
+        if right is not None and within_float32(wrong, right):
             if matches(actual, wrong, *FLOAT64_MATCH):
                 _note(explanation)
                 return explanation
@@ -448,14 +451,14 @@ def float32_close(actual, expected, scale: "float | None" = None, twin=None) -> 
     right answer computed in float32 from the inputs rounded to float32, where rounding the
     inputs alone moves the answer further than float32's steps of the answer do (a loss of
     logits around 1e4): four times its distance is allowed."""
-    if not _within_float32(actual, expected, scale, twin):
+    if not within_float32(actual, expected, scale, twin):
         return False
     if off_by(actual, expected) <= FLOAT64_LEVEL * max(1.0, float(expected.double().abs().max())):
         return True
     return _lean_on_float32()
 
 
-def _within_float32(actual, expected, scale: "float | None" = None, twin=None) -> bool:
+def within_float32(actual, expected, scale: "float | None" = None, twin=None) -> bool:
     """float32_close's measure alone, for two answers neither of which the code computed."""
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
         return False

@@ -22,7 +22,7 @@ from grader.run.forms import declared, difference
 from grader.run.inside.wire import TOO_LARGE, Opaque, RemoteError, TooLarge
 from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
-from grader.checks._slots import strip as strip_slots
+from grader.checks._slots import constant, hidden, public, strip as strip_slots
 from grader.run.submission import Submission
 from grader.run.verdicts import of_judgement
 from grader.run.worker import WorkerFailed
@@ -311,8 +311,42 @@ def _enclosing_task(source: str, module: str, number: int) -> Task | None:
     return found
 
 
+def broken_promise(task: Task, error: dict, check: "Check | None", inputs: "dict | None") -> str:
+    """Where the code raised unpacking a sequence into names (the worker read the instruction
+    that raised): what the call passed and what the lesson promises of it, in the kit's
+    words and values: "; the lesson promises x of any leading shape ([..., d]) and this call
+    passed x of shape [2, 3, 5]: read the axes you need by index (x.shape[-1]) rather than
+    unpacking them all". "" where there is nothing to say."""
+    names = error.get("unpacked")
+    if type(names) is not int or not isinstance(inputs, dict):
+        return ""
+    hide = check is not None and check.hidden
+    tensors = [(name, value) for name, value in inputs.items()
+               if not name.startswith("_") and isinstance(value, torch.Tensor)]
+    if not tensors:
+        return ""
+
+    def shape(value: torch.Tensor) -> str:
+        text = f"of shape {list(value.shape)}"
+        return hidden(text, "of a hidden shape") if hide else public(text)
+
+    axes = dict(task.takes)
+    given = dict(tensors)
+    promised = next(((n, given[n]) for n in (*task.any_leading, *axes) if n in given), None)
+    unpack = f"your code unpacks a sequence into {constant(names)} names there"
+    if promised is None:
+        passed = ", ".join(f"{n} {shape(v)}" for n, v in tensors[:3])
+        return (f"; {unpack}, and this call passed {passed}: a shape has one entry per axis, so read the axes you "
+                f"need by index (x.shape[-1]) rather than unpacking them all")
+    name, value = promised
+    promise = (f"{name} of any leading shape ([..., d])" if name in task.any_leading
+               else f"{name} with {constant(axes[name])} axes")
+    return (f"; {unpack}, the lesson promises {promise}, and this call passed {name} {shape(value)}: read the axes "
+            f"you need by index ({name}.shape[-1]) rather than unpacking them all")
+
+
 def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None,
-                   loading: bool = False) -> tuple[str, str, str]:
+                   loading: bool = False, inputs: "dict | None" = None) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of an exception raised in the worker.
     What the student sees is a sentence built from the exception's type, where it was raised
     and what the check was doing: never, in a graded run, from the message, which the code
@@ -384,7 +418,8 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         shown = (f"{raised}{_doing(check)}{operation}; its message is kept for course staff when graded "
                  f"(`make check` shows it)")
     else:
-        shown = (f"{task.qualname} {raised}{located}{_doing(check)}{operation}; its message is kept for course "
+        shown = (f"{task.qualname} {raised}{located}{_doing(check)}{operation}"
+                 f"{broken_promise(task, error, check, inputs)}; its message is kept for course "
                  f"staff when graded (`make check` shows it)")
     return ERROR, audience.redact(shown), staff
 
@@ -613,7 +648,8 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
             return FORBIDDEN, _forbidden_call_text(called, task), staff, verdict
         return FORBIDDEN, staff, staff, verdict
     if "error" in reply:
-        return (*remote_failure(task, reply["error"], audience, check), error_verdict(task, reply["error"], audience))
+        return (*remote_failure(task, reply["error"], audience, check, inputs=inputs),
+                error_verdict(task, reply["error"], audience))
     result = reply.get("result")
     if isinstance(result, TooLarge):  # the worker's measure; the words are the grader's own, never what came
         said = f"the answer is too large to send back: {TOO_LARGE}"

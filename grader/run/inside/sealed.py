@@ -93,7 +93,7 @@ _EVENTS = frozenset({"object.__getattr__", "sys._getframe", "sys.addaudithook", 
 # which lets go of the code before it calls anything), and the installers of the
 # grader's own audit hooks. Named here, resolved to code objects when the hook is
 # installed (a name that no longer exists trusts nothing).
-_READERS = {"grader.run.inside.sealed": ("trace_of",),
+_READERS = {"grader.run.inside.sealed": ("trace_of", "unpacked_names"),
             "grader.run.inside.op_rules": ("_library_at_work", "_DispatchRecorder.__torch_dispatch__",
                                             "LowPrecision.__torch_dispatch__", "_issued_by_submission"),
             "inspect": ("_has_code_flag",)}
@@ -384,6 +384,27 @@ def install(serve_one, run_probe, crossed: set, later: list) -> None:
 
     sys.addaudithook(hook)
     _INSTALLED.append(True)
+
+
+_UNPACK_SEQUENCE = __import__("dis").opmap["UNPACK_SEQUENCE"]
+
+
+def unpacked_names(traceback, _sealed=Sealed, _unpack=_UNPACK_SEQUENCE, _starts=str.startswith) -> "int | None":
+    """Where the submission's own line raised by unpacking a sequence into names (`n, d =
+    x.shape` on a tensor of three axes): how many names, read from the instruction that
+    raised, never from the message the code chose. None elsewhere. Like trace_of, it holds
+    no frame or code in a name a finalizer could find."""
+    found = None
+    while traceback is not None:
+        try:
+            if _starts(traceback.tb_frame.f_code.co_filename, "submission/"):
+                instructions, at = traceback.tb_frame.f_code.co_code, traceback.tb_lasti
+                found = instructions[at + 1] if 0 <= at < len(instructions) - 1 and instructions[at] == _unpack \
+                    else None
+        except _sealed:
+            pass
+        traceback = traceback.tb_next
+    return found
 
 
 def trace_of(traceback, _text=str, _number=int, _sealed=Sealed) -> list[tuple[str, int, str]]:

@@ -247,6 +247,8 @@ def describe(error: BaseException) -> dict:
     # What the grader decides on travels as codes, never as words it would parse back.
     if isinstance(error, ForbiddenCall) and isinstance(error.code, dict):
         described["forbidden"] = dict(error.code)
+    if type(error) is ValueError and (names := sealed.unpacked_names(error.__traceback__)) is not None:
+        described["unpacked"] = names  # the submission's line unpacked a sequence into this many names
     if isinstance(error, MissingModule):
         described["missing_module"] = error.module
     if isinstance(error, ExitCalled):

@@ -18,13 +18,14 @@ from grader.checks._api import (
     shape_problem, torch_library_except,
 )
 from grader.checks.ch06_backward.common import (
+    ANY_LEADING,
     BY_HAND_OPS, NEAR, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, shipped,
 )
 from grader.checks.facts import known_facts
 
 TASKS = [
     Task("gelu_backward", "backward", "gelu_backward", "GELU's backward",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), no_autograd=True,
+         forbidden=NO_AUTOGRAD, any_leading=ANY_LEADING, forbidden_methods=("backward",), no_autograd=True,
          forbidden_ops=BY_HAND_OPS + torch_library_except(NORMAL_CDF + NORMAL_DENSITY)),
 ]
 

@@ -15,13 +15,14 @@ import torch
 
 from grader.checks._api import FLOAT32_STEP, FLOAT32_STEPS, Task, check, shape_problem
 from grader.checks.ch06_backward.common import (
+    ANY_LEADING,
     BY_HAND, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, reduced_shapes, returned_of, shipped,
 )
 from grader.checks.facts import known_facts
 
 TASKS = [
     Task("layer_norm_backward", "backward", "layer_norm_backward", "LayerNorm's backward",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
+         forbidden=NO_AUTOGRAD, any_leading=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from grader.checks._api import Task, check
 from grader.checks.ch06_backward.common import (
+    ANY_LEADING,
     BY_HAND, NO_AUTOGRAD, judge_finite_differences, judge_grads, random_tensor, reduced_shapes, shipped,
 )
 from grader.checks.facts import known_facts
 
 TASKS = [
     Task("linear_backward", "backward", "linear_backward", "the linear layer's backward",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
+         forbidden=NO_AUTOGRAD, any_leading=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 
 

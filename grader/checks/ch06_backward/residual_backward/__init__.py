@@ -17,6 +17,7 @@ from grader.checks._api import (
     Float32Verdict, Task, check, float32_close, matches, matches_to_float32, shape_problem,
 )
 from grader.checks.ch06_backward.common import (
+    ANY_LEADING,
     ATOL, BY_HAND, NO_AUTOGRAD, RTOL, judge_finite_differences, judge_grads, random_tensor, reduced_shapes,
     returned_of, shipped,
 )
@@ -25,7 +26,7 @@ from grader.checks.facts import known_facts
 TASKS = [
     Task("residual_backward", "backward", "residual_feedforward_backward",
          "the backward of the residual feed-forward half-block",
-         forbidden=NO_AUTOGRAD, forbidden_methods=("backward",), **BY_HAND),
+         forbidden=NO_AUTOGRAD, any_leading=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 
 RESIDUAL_NAMES = ("dx", "dgamma", "dbeta", "dw1", "db1", "dw2", "db2")
