@@ -240,12 +240,59 @@ def compare(actual, expected: torch.Tensor, what: str = "the output", atol: floa
     error = (actual.double() - expected.double()).abs()
     where = tuple(int(i) for i in torch.nonzero(error == error.max())[0])
     said = f"{what} is off by up to {error.max().item():.3g} (first at index {list(where)})"
+    steady = steady_offset(actual, expected)
     if _PRECISION_RAN.get() is False and within_float32(actual, expected):
         # Every operation ran in float64, yet the answer is off by float32's order: the formula.
-        said += (f", though every operation of your code ran in float64: the formula itself differs by that much "
-                 f"(a rounded constant, an eps where there is none); this check allows {constant(f'{atol:g}')} + "
-                 f"{constant(f'{rtol:g}')} × |value|")
+        said += (f", though every operation of your code ran in float64: the formula itself differs, "
+                 f"{steady or 'by that much (a rounded constant, an eps where there is none)'}; this check allows "
+                 f"{constant(f'{atol:g}')} + {constant(f'{rtol:g}')} × |value|")
+    elif steady:
+        said += f", {steady}"
     return said
+
+
+def steady_offset(actual, expected) -> str:
+    """"everywhere by about +2e-07: one constant added where none belongs …" where actual
+    differs from expected by a near-constant amount, or by a near-constant factor, over all
+    its values (two or more, differing): a slip no named mistake covers, told with its size.
+    "" elsewhere. For one number, small_offset."""
+    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or actual.numel() < 2:
+        return ""
+    a, e = actual.double().flatten(), expected.double().flatten()
+    if not (torch.isfinite(a).all() and torch.isfinite(e).all()):
+        return ""
+    difference = a - e
+    size = float(difference.abs().max())
+    if size == 0 or float(e.abs().max()) == 0:
+        return ""
+    if float(difference.max() - difference.min()) <= 0.01 * size:
+        amount = float(difference.mean())
+        return f"everywhere by about {amount:+.2g}: one constant added where none belongs (an eps, a constant term)"
+    nonzero = e.abs() > 1e-12 * float(e.abs().max())
+    if int(nonzero.sum()) >= 2 and bool((a[~nonzero].abs() <= 1e-12 * float(e.abs().max())).all()):
+        ratio = a[nonzero] / e[nonzero]
+        spread, away = float(ratio.max() - ratio.min()), float((ratio - 1).abs().max())
+        if away > 0 and spread <= 0.01 * away:
+            step = float(ratio.mean()) - 1
+            return (f"everywhere by a factor of about 1 {'+' if step > 0 else '-'} {abs(step):.2g}: a scale slip (a "
+                    f"rounded constant, a divisor off by a little)")
+    return ""
+
+
+def small_offset(got: float, want: float) -> str:
+    """" (off by +4e-07, a relative +4.4e-07: …)" for one number a little off (at most a
+    thousandth of it): the size of the slip, said where no named mistake covers it."""
+    try:
+        got, want = float(got), float(want)
+    except (TypeError, ValueError):
+        return ""
+    difference = got - want
+    if not (math.isfinite(got) and math.isfinite(want)) or difference == 0 \
+            or abs(difference) > 1e-3 * max(1.0, abs(want)):
+        return ""
+    relative = f", a relative {difference / want:+.2g}" if want else ""
+    return (f" (off by {difference:+.2g}{relative}: a small slip such as an eps in a log or a square root, or a "
+            f"rounded constant)")
 
 
 def compare_to_float32(actual, expected: torch.Tensor, what: str = "the output", atol: float = 1e-9,
@@ -261,6 +308,44 @@ def numbered(label: str, number) -> str:
     as "a call", "a random document" once a hidden check is published (which case fails
     first depends on the hidden inputs)."""
     return hidden(f"{label} {number}", f"a {label}")
+
+
+class SetAside(str):
+    """A diagnosis of one property of the answer that the kit can set aside (ids of an integer
+    dtype other than int64, say): the grader judges the answer again as `corrected(out)`
+    gives it, and the sentence names both ("…; with that fixed, top-k keeps …"), so one
+    slip does not hide the others. The check fails all the same."""
+
+    corrected: Callable
+
+    def __new__(cls, text: str, corrected: Callable) -> "SetAside":
+        made = super().__new__(cls, text)
+        made.corrected = corrected
+        return made
+
+
+def as_int64(value):
+    """`value` with every integer tensor in it (not bool) made int64: the correction of ids of
+    another integer dtype (SetAside)."""
+    if isinstance(value, torch.Tensor):
+        integer = not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool
+        return value.long() if integer and value.dtype != torch.long else value
+    if isinstance(value, dict):
+        return {key: as_int64(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_int64(item) for item in value)
+    return value
+
+
+def int64_ids_problem(ids, what: str = "the ids") -> "SetAside | str | None":
+    """None for int64 ids; for ids of another integer dtype a SetAside (the rest is judged as
+    if they were int64); else the plain problem."""
+    if not isinstance(ids, torch.Tensor) or ids.dtype == torch.long:
+        return None
+    said = f"{what} should be int64 ids (torch.long), got {ids.dtype}"
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        return said
+    return SetAside(said, as_int64)
 
 
 class Named(str):

@@ -14,7 +14,7 @@ import torch
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.checks._api import Check, OwnPartsVerdict, Task, exception_classes, listening
+from grader.checks._api import Check, Named, OwnPartsVerdict, SetAside, Task, exception_classes, listening
 from grader.checks.course import UNFIT
 from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
@@ -337,12 +337,12 @@ def broken_promise(task: Task, error: dict, check: "Check | None", inputs: "dict
     if promised is None:
         passed = ", ".join(f"{n} {shape(v)}" for n, v in tensors[:3])
         return (f"; {unpack}, and this call passed {passed}: a shape has one entry per axis, so read the axes you "
-                f"need by index (x.shape[-1]) rather than unpacking them all")
+                f"need by index ({constant('x.shape[-1]')}) rather than unpacking them all")
     name, value = promised
     promise = (f"{name} of any leading shape ([..., d])" if name in task.any_leading
                else f"{name} with {constant(axes[name])} axes")
     return (f"; {unpack}, the lesson promises {promise}, and this call passed {name} {shape(value)}: read the axes "
-            f"you need by index ({name}.shape[-1]) rather than unpacking them all")
+            f"you need by index ({constant(f'{name}.shape[-1]')}) rather than unpacking them all")
 
 
 def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None,
@@ -662,6 +662,8 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
     try:
         with listening() as heard:
             diagnosis = check.judge(result, inputs, expected)
+            if isinstance(diagnosis, SetAside):
+                diagnosis = _with_that_fixed(check, diagnosis, result, inputs, expected)
     except Exception as error:  # noqa: BLE001 - the answer's form says whose fault it is
         status, shown, staff = judge_failure(check, result, error, audience)
         return status, shown, staff, ({"kind": "deviation", "task": task.name} if status == FAILED else None)
@@ -671,6 +673,23 @@ def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
     kind = OwnPartsVerdict if isinstance(diagnosis, OwnPartsVerdict) else str
     return (FAILED, kind(audience.redact(audience.bounded(str(diagnosis)))), str(diagnosis),
             of_judgement(task.name, diagnosis, heard.mistake))
+
+
+def _with_that_fixed(check: Check, first: SetAside, result, inputs: dict, expected) -> str:
+    """A diagnosis of a property the kit can set aside, and what the judge says of the answer
+    with it corrected: one slip does not hide the others (the check fails all the same)."""
+    try:
+        second = check.judge(first.corrected(result), inputs, expected)
+    except Exception:  # noqa: BLE001 - the corrected answer is the kit's guess: say only the first
+        return str(first)
+    if second is None:
+        return f"{first}; with that fixed, the rest of this check holds"
+    if isinstance(second, SetAside) or str(second) == str(first):
+        return str(first)
+    joined = f"{first}; with that fixed: {second}"
+    if isinstance(second, Named):  # the mistake the second finding names is the verdict's
+        return Named(joined, second.mistake)
+    return OwnPartsVerdict(joined) if isinstance(second, OwnPartsVerdict) else joined
 
 
 def judge_failure(check: Check, result, error: Exception, audience: Audience) -> tuple[str, str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 
-from grader.checks._api import Task, constant
+from grader.checks._api import Task, constant, small_offset
 from grader.checks.confusions import confusion, formula_confusion
 
 
@@ -210,7 +210,7 @@ def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
             if reveal and (slip := _value_confusion(op, x, k, got["data"])):
                 return f"{expr}{where}: {slip}"
             if reveal:
-                return f"{expr}{where} gave {got['data']!r}, expected {value!r}"
+                return f"{expr}{where} gave {got['data']!r}, expected {value!r}{small_offset(got['data'], value)}"
             return f"the value of {expr} is off by {abs(got['data'] - value):.3g} for some inputs"
         if not all_close(got["grads"], grads, 1e-12):
             for text, wrong in said["mistakes"]:

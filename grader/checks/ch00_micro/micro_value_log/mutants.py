@@ -10,4 +10,7 @@ MUTANTS = [
     mutant("log_common_logarithm", "micro_value_log", """
         return Value(math.log10(self.data), (self,), (1.0 / self.data,))
     """, "ch00.micro_value_log.value_and_gradient", "base 10", "log10 where the natural log belongs"),
+    mutant("log_with_eps", "micro_value_log", """
+        return Value(math.log(self.data + 1e-6), (self,), (1.0 / self.data,))
+    """, "ch00.micro_value_log.value_and_gradient", "off by +", "an eps inside the log, as a guard against log 0"),
 ]

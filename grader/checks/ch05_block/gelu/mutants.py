@@ -26,6 +26,16 @@ MUTANTS = [
     mutant("gelu_module", "gelu", """
         return torch.nn.GELU()(x)
     """, "ch05.gelu.exact_values", "torch.nn.GELU", "torch's GELU module"),
+    mutant("gelu_rounded_constant", "gelu", """
+        return 0.5 * x * (1.0 + torch.erf(x * 0.7071068))
+    """, "ch05.gelu.exact_values", "ran in float64", "1/√2 rounded to seven digits, computed in float64"),
+    mutant("gelu_float32_constant", "gelu", """
+        return 0.5 * x * (1.0 + torch.erf(x * torch.tensor(0.7071067811865476)))
+    """, "ch05.gelu.float64_precision", "torch.tensor(...) without a dtype",
+       "1/√2 made a tensor without a dtype: float32, however many digits it was written with"),
+    mutant("gelu_constant_offset", "gelu", """
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0))) + 1e-6
+    """, "ch05.gelu.exact_values", "one constant added", "a stray eps added to the output"),
 ]
 
 VARIANTS = [

@@ -13,8 +13,8 @@ import re
 import torch
 
 from grader.checks._api import (
-    Task, check, compare, float32_close, float32_verdict, matches, matches_to_float32, shape_problem, try_call,
-    numbered,
+    Task, check, compare, float32_close, float32_verdict, int64_ids_problem, matches, matches_to_float32, numbered,
+    shape_problem, try_call,
 )
 from grader.checks.ch09_sampling.common import at_temperature, attempt, raised, seeded_generator
 from grader.checks.course import config, load_state, random_lm_state
@@ -127,8 +127,8 @@ def pair_of(out, prompt, V, what="generate(..., return_logits=True)"):
                       f"{'[T + n]' if single else '[B, T + n]'} ids")
     ids2 = ids.unsqueeze(0) if single else ids
     n = ids2.shape[1] - P
-    if ids.dtype != torch.long:
-        return None, f"the ids should be int64, got {ids.dtype}"
+    if problem := int64_ids_problem(ids):
+        return None, problem
     if ids2.shape[0] != B or n < 0:
         return None, f"the ids have shape {list(ids.shape)}; the prompt is {list(prompt.shape)}"
     if not torch.equal(ids2[:, :P], prompt.reshape(B, P)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks._api import Task, check, numbered, shape_problem
+from grader.checks._api import Task, check, int64_ids_problem, numbered, shape_problem
 from grader.checks.ch09_sampling.common import at_temperature, raised, seeded_generator
 from grader.checks.course import F64
 from grader.checks.facts import known_facts
@@ -35,8 +35,8 @@ def _ids_problem(ids, shape, V, what="the ids"):
             return (f"{problem}: one id per row, [B], without the trailing axis of 1 that torch.multinomial(probs, 1) "
                     f"gives (reshape it to the rows' leading shape)")
         return problem
-    if ids.dtype != torch.long:
-        return f"{what} should be int64 ids (torch.long), got {ids.dtype}"
+    if problem := int64_ids_problem(ids, what):
+        return problem
     if ids.numel() and (ids.min() < 0 or ids.max() >= V):
         return f"{what} contain values outside [0, V) = [0, {V})"
     return None

@@ -58,6 +58,10 @@ MUTANTS = [
         - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
         + return torch.multinomial(probs, 1, generator=generator)  # [B, 1], as multinomial gives it
     """), "ch09.sample_next.top_k_support", "trailing axis", "ids [B, 1] instead of [B]"),
+    mutant("sample_int32_ids", "sample_next", patch("""
+        - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
+        + return torch.multinomial(probs, 1, generator=generator).reshape(lead).int()
+    """), "ch09.sample_next.follows_softmax", "with that fixed", "drawn ids cast to int32"),
 ]
 
 VARIANTS = [
