@@ -267,15 +267,21 @@ def steady_offset(actual, expected) -> str:
         return ""
     if float(difference.max() - difference.min()) <= 0.01 * size:
         amount = float(difference.mean())
-        return f"everywhere by about {amount:+.2g}: one constant added where none belongs (an eps, a constant term)"
+        small = abs(amount) <= 1e-3 * float(e.abs().max())
+        return (f"everywhere by about {amount:+.2g}: one constant added where none belongs "
+                f"({'an eps, a rounded constant' if small else 'a constant term, a bias'})")
     nonzero = e.abs() > 1e-12 * float(e.abs().max())
     if int(nonzero.sum()) >= 2 and bool((a[~nonzero].abs() <= 1e-12 * float(e.abs().max())).all()):
         ratio = a[nonzero] / e[nonzero]
         spread, away = float(ratio.max() - ratio.min()), float((ratio - 1).abs().max())
         if away > 0 and spread <= 0.01 * away:
-            step = float(ratio.mean()) - 1
-            return (f"everywhere by a factor of about 1 {'+' if step > 0 else '-'} {abs(step):.2g}: a scale slip (a "
-                    f"rounded constant, a divisor off by a little)")
+            factor = float(ratio.mean())
+            step = factor - 1
+            if abs(step) <= 1e-3:
+                return (f"everywhere by a factor of about 1 {'+' if step > 0 else '-'} {abs(step):.2g}: a small "
+                        f"scale slip (a rounded constant, a divisor off by a little)")
+            return (f"everywhere {factor:.4g} times the right value: a factor missing or added (a divisor, a count, "
+                    f"a scale)")
     return ""
 
 
