@@ -205,3 +205,17 @@ def test_a_stray_constant_is_named(sandbox, name):
     failed, _ = _grade(_catalogued(name), sandbox)
     assert "everywhere by about +1e-06: one constant added where none belongs" in \
         failed["ch05.gelu.exact_values"].diagnosis
+
+
+def test_a_crash_on_a_batched_prompt_says_what_the_lesson_promises(sandbox):
+    """Code written for a 1-D prompt, given a [B, T] one: the sentence puts the lesson's
+    promise beside the shape the call passed (values the kit chose, never the message)."""
+    entry = mutant("generate_one_row_prompt", "generate", patch("""
+        - ids = torch.as_tensor(prompt_ids, dtype=torch.long)
+        + ids = torch.cat([torch.as_tensor(prompt_ids, dtype=torch.long), torch.zeros(1, dtype=torch.long)])
+    """), "ch09.generate.shapes", "[T] or [B, T]", "a prompt taken as one row")
+    failed, _ = _grade(entry, sandbox)
+    crashes = [r for r in failed.values() if "raised RuntimeError" in r.diagnosis and not r.check.hidden]
+    assert crashes, {name: r.diagnosis for name, r in failed.items()}
+    assert all("the lesson promises prompt of shape [T] or [B, T], and this call passed prompt of shape [" in r.diagnosis
+               for r in crashes)

@@ -114,9 +114,10 @@ class Task:
     # ("x", 3) for a lesson that says x is [B, T, d]. Every call any chapter's probes make
     # into the function keeps it (python -m grader.generate.promises, run by make student).
     takes: tuple[tuple[str, int], ...] = ()
-    # The arguments the lesson lets carry any number of leading axes (x [..., d]): what a
-    # crash on a shape is explained by (grader/run/feedback.py, broken_promise).
-    any_leading: tuple[str, ...] = ()
+    # What the lesson promises of an argument whose shape varies, in its words: ("x", "of
+    # any leading shape ([..., d])"). A crash is explained by it (grader/run/feedback.py,
+    # broken_promise): the promise beside the shape the call passed.
+    promises: tuple[tuple[str, str], ...] = ()
     # Where no operator rule is in force, whether a crash is still named by the operator
     # that raised (a Python call per operator): off for tasks whose probes train or
     # generate (thousands of operators), whose crashes are named without it.

@@ -312,37 +312,45 @@ def _enclosing_task(source: str, module: str, number: int) -> Task | None:
 
 
 def broken_promise(task: Task, error: dict, check: "Check | None", inputs: "dict | None") -> str:
-    """Where the code raised unpacking a sequence into names (the worker read the instruction
-    that raised): what the call passed and what the lesson promises of it, in the kit's
-    words and values: "; the lesson promises x of any leading shape ([..., d]) and this call
-    passed x of shape [2, 3, 5]: read the axes you need by index (x.shape[-1]) rather than
-    unpacking them all". "" where there is nothing to say."""
+    """What the call passed and what the lesson promises of it, in the kit's words and values,
+    for a crash on a shape: "; your code unpacks a sequence into 2 names there, the lesson
+    promises x of any leading shape ([..., d]), and this call passed x of shape [2, 3, 5]:
+    read the axes you need by index (x.shape[-1]) rather than unpacking them all". Unpacking
+    is read from the instruction that raised (the worker's "unpacked"); any other standard
+    error of a task that words a promise (Task.promises) gets the promise and the shape.
+    "" where there is nothing to say."""
     names = error.get("unpacked")
-    if type(names) is not int or not isinstance(inputs, dict):
+    unpacked = type(names) is int
+    if not isinstance(inputs, dict) or not (unpacked or (task.promises and error.get("standard") is True
+                                                          and error.get("type") in _SHAPE_ERRORS)):
         return ""
     hide = check is not None and check.hidden
-    tensors = [(name, value) for name, value in inputs.items()
-               if not name.startswith("_") and isinstance(value, torch.Tensor)]
-    if not tensors:
-        return ""
+    given = {name: value for name, value in inputs.items()
+             if not name.startswith("_") and isinstance(value, torch.Tensor)}
 
     def shape(value: torch.Tensor) -> str:
         text = f"of shape {list(value.shape)}"
         return hidden(text, "of a hidden shape") if hide else public(text)
 
-    axes = dict(task.takes)
-    given = dict(tensors)
-    promised = next(((n, given[n]) for n in (*task.any_leading, *axes) if n in given), None)
+    worded = dict(task.promises) | {name: f"with {constant(axes)} axes" for name, axes in task.takes}
+    promised = next((name for name in worded if name in given), None)
+    if not unpacked:
+        return (f"; the lesson promises {promised} {worded[promised]}, and this call passed {promised} "
+                f"{shape(given[promised])}") if promised else ""
     unpack = f"your code unpacks a sequence into {constant(names)} names there"
     if promised is None:
-        passed = ", ".join(f"{n} {shape(v)}" for n, v in tensors[:3])
+        if not given:
+            return ""
+        passed = ", ".join(f"{name} {shape(value)}" for name, value in list(given.items())[:3])
         return (f"; {unpack}, and this call passed {passed}: a shape has one entry per axis, so read the axes you "
                 f"need by index ({constant('x.shape[-1]')}) rather than unpacking them all")
-    name, value = promised
-    promise = (f"{name} of any leading shape ([..., d])" if name in task.any_leading
-               else f"{name} with {constant(axes[name])} axes")
-    return (f"; {unpack}, the lesson promises {promise}, and this call passed {name} {shape(value)}: read the axes "
-            f"you need by index ({constant(f'{name}.shape[-1]')}) rather than unpacking them all")
+    return (f"; {unpack}, the lesson promises {promised} {worded[promised]}, and this call passed {promised} "
+            f"{shape(given[promised])}: read the axes you need by index ({constant(f'{promised}.shape[-1]')}) "
+            f"rather than unpacking them all")
+
+
+# Exceptions a shape the code did not expect raises.
+_SHAPE_ERRORS = frozenset({"RuntimeError", "ValueError", "IndexError"})
 
 
 def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None,

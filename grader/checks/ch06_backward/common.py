@@ -29,7 +29,7 @@ NO_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.b
 # At run time: no autograd of any kind, and none of torch's backward kernels.
 BY_HAND_OPS = ("*_backward", "*_backward_*") + NORM_KERNELS + GELU_KERNELS
 # The lesson's shapes (backward.py): x [..., d], with grad_out shaped as the forward's output.
-ANY_LEADING = ("x", "grad_out")
+ANY_LEADING = (("x", "of any leading shape ([..., d])"), ("grad_out", "shaped as the forward's output ([..., d])"))
 BY_HAND = dict(no_autograd=True, forbidden_ops=BY_HAND_OPS + torch_library_except())
 
 ATOL, RTOL = 1e-9, 1e-7  # exact up to float64 rounding, any correct algebra

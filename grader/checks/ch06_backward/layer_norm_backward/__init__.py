@@ -22,7 +22,7 @@ from grader.checks.facts import known_facts
 
 TASKS = [
     Task("layer_norm_backward", "backward", "layer_norm_backward", "LayerNorm's backward",
-         forbidden=NO_AUTOGRAD, any_leading=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
+         forbidden=NO_AUTOGRAD, promises=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 
 

@@ -19,7 +19,7 @@ from grader.checks.facts import known_facts
 
 TASKS = [
     Task("linear_backward", "backward", "linear_backward", "the linear layer's backward",
-         forbidden=NO_AUTOGRAD, any_leading=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
+         forbidden=NO_AUTOGRAD, promises=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 
 

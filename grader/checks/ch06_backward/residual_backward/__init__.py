@@ -26,7 +26,7 @@ from grader.checks.facts import known_facts
 TASKS = [
     Task("residual_backward", "backward", "residual_feedforward_backward",
          "the backward of the residual feed-forward half-block",
-         forbidden=NO_AUTOGRAD, any_leading=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
+         forbidden=NO_AUTOGRAD, promises=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 
 RESIDUAL_NAMES = ("dx", "dgamma", "dbeta", "dw1", "db1", "dw2", "db2")

@@ -20,7 +20,8 @@ from grader.checks.ch09_sampling.common import at_temperature, attempt, raised, 
 from grader.checks.course import config, load_state, random_lm_state
 
 TASKS = [
-    Task("generate", "sample", "generate", "generation through the KV cache", names_failing_operator=False),
+    Task("generate", "sample", "generate", "generation through the KV cache", names_failing_operator=False,
+         promises=(("prompt", "of shape [T] or [B, T]"),)),
 ]
 
 SIZES = dict(vocab_size=13, block_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=16, dropout=0.0)
