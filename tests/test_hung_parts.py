@@ -25,7 +25,7 @@ class _RecordingWorker:
     def __init__(self):
         self.limits: list[float] = []
 
-    def call(self, module, function, sent, seconds, task=None, name_failure=False):
+    def call(self, module, function, sent, seconds, task=None, name_failure=False, name_precision=False):
         self.limits.append(seconds)
         return {"result": {}}
 
