@@ -137,7 +137,10 @@ class Door:
         import selectors
 
         selector = selectors.DefaultSelector()
-        selector.register(self.server, selectors.EVENT_READ)
+        try:
+            selector.register(self.server, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return  # the door was closed before this thread began: nobody is let in
         pending: dict[socket.socket, list] = {}  # connection -> [received, deadline, pid]
 
         def drop(connection):
