@@ -15,6 +15,7 @@ from grader.checks import catalogue
 from grader.run.feedback import forbidden_words
 from grader.run.results import FORBIDDEN, PASSED
 from grader.run.scan_calls import scan
+from grader.run.inside.messages import CaughtCall
 
 from test_grader_redteam import hostile_sources, run
 
@@ -207,12 +208,13 @@ def test_the_recorder_leaves_no_mode_behind_and_reports_tampering():
         with op_rules.watching(rules, tripped):
             torch.group_norm(x.reshape(2, 1, 4), 1)
     assert tripped[0] == {"kind": "op", "layer": "kernel", "name": "native_group_norm"}
-    assert "aten.native_group_norm" in forbidden_words(tripped[0]) and "mean and the variance" in forbidden_words(tripped[0])
+    said = forbidden_words(CaughtCall.of(tripped[0]))
+    assert "aten.native_group_norm" in said and "mean and the variance" in said
     tripped.clear()
     with op_rules.watching(rules, tripped):
         torch.utils._python_dispatch._pop_mode()
     assert any(code["kind"] == "recorder_off" for code in tripped), tripped
-    assert any("switched off" in forbidden_words(code) for code in tripped), tripped
+    assert any("switched off" in forbidden_words(CaughtCall.of(code)) for code in tripped), tripped
     assert torch._C._len_torch_dispatch_stack() == 0 and torch._C._len_torch_function_stack() == 0
     tripped.clear()
     with op_rules.watching(op_rules.Rules(), tripped):  # no rule: no mode at all

@@ -19,6 +19,7 @@ import textwrap
 import pytest
 
 from grader.checks import catalogue
+from grader.run.inside.messages import CaughtCall
 from grader.run.results import FORBIDDEN, PASSED
 
 from test_grader_redteam import assert_no_points, checks_of, grade_one, hole, hostile_sources
@@ -469,6 +470,7 @@ import importlib
 import threading
 import torch
 from grader.run.inside import op_rules
+from grader.run.inside.messages import CaughtCall
 
 def refused(call):
     try:
@@ -527,7 +529,7 @@ def test_the_table_refuses_in_any_thread_and_disarm_puts_torch_back():
 def test_a_library_code_is_worded_by_the_grader_and_validated_strictly():
     from grader.run.feedback import _forbidden_call_text, forbidden_code, forbidden_words
 
-    code = {"kind": "library", "name": "torch.optim.adam._single_tensor_adam"}
+    code = CaughtCall.of({"kind": "library", "name": "torch.optim.adam._single_tensor_adam"})
     assert forbidden_code(code) == code
     assert "torch.optim.adam._single_tensor_adam" in forbidden_words(code)
     adamw, gelu, encode = (catalogue.tasks()[n] for n in ("adamw_step", "gelu", "encode"))
@@ -538,9 +540,9 @@ def test_a_library_code_is_worded_by_the_grader_and_validated_strictly():
     assert "torch.optim.adam._single_tensor_adam" in _forbidden_call_text(code, gelu)
     assert "torch.optim" not in _forbidden_call_text(code, encode)
     assert "torch.nn.no_such_module" not in _forbidden_call_text(
-        {"kind": "library", "name": "torch.nn.no_such_module.thing.a.b.c.d"}, gelu)
+        CaughtCall.of({"kind": "library", "name": "torch.nn.no_such_module.thing.a.b.c.d"}), gelu)
     assert "torch._refs.nn.functional.gelu" in _forbidden_call_text(
-        {"kind": "library", "name": "torch._refs.nn.functional.gelu"}, gelu)
+        CaughtCall.of({"kind": "library", "name": "torch._refs.nn.functional.gelu"}), gelu)
     for forged in ({"kind": "library", "name": "os.system"}, {"kind": "library", "name": "torch.x y"},
                    {"kind": "library"}, {"kind": "library", "name": "torch." + "a" * 300}):
-        assert forbidden_code(forged) is None, forged
+        assert forbidden_code(CaughtCall.of(forged)) is None, forged

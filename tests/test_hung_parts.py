@@ -13,6 +13,7 @@ import pytest
 from grader.checks import catalogue
 from grader.run.dependencies import task_graph
 from grader.run.engine import HUNG_BEFORE_SECONDS, Grading, _TaskRun
+from grader.run.inside.messages import ProbeCall, ProbeReply
 from grader.run.processes import Limits
 from grader.run.reference import Reference
 from grader.run.submission import Submission
@@ -25,9 +26,9 @@ class _RecordingWorker:
     def __init__(self):
         self.limits: list[float] = []
 
-    def call(self, module, function, sent, seconds, task=None, name_failure=False, name_precision=False):
+    def call(self, call: ProbeCall, seconds: float) -> ProbeReply:
         self.limits.append(seconds)
-        return {"result": {}}
+        return ProbeReply(result={})
 
 
 def _limit_of_first_probe(task_name: str, hung: set, reference) -> float:

@@ -27,6 +27,7 @@ from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, PASSED
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
+from grader.run.inside.messages import ProbeReply
 
 CHECK = "ch05.layer_norm.example_figures"
 
@@ -52,7 +53,7 @@ def audience():
 
 
 def _judged(check, answer, audience):
-    return judge_answer(check, _task(check), {"result": answer, "forbidden_calls": []},
+    return judge_answer(check, _task(check), ProbeReply(result=answer),
                         check.make_inputs(torch.Generator().manual_seed(0)), None, audience)
 
 

@@ -26,6 +26,7 @@ from grader.run.report import results_json, waiting_line
 from grader.run.results import ERROR, FAILED, NOT_IMPLEMENTED, PASSED, WAITING, CheckResult, GradeReport
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
+from grader.run.inside.messages import Failure
 from tests.timing import limit
 
 MUTANTS, VARIANTS = accuracy_catalogue()
@@ -251,8 +252,8 @@ def test_a_crash_inside_another_tasks_function_names_that_task():
     line = sources["model.py"].splitlines().index("        centred = x - mean") + 1
     audience = Audience(Submission("test", sources), None, for_the_author=True)
     block = checks_catalogue.tasks()["block"]
-    error = {"type": "ValueError", "message": "not enough values to unpack", "where": f"submission/model.py:{line}",
-             "line": "centred = x - mean"}
+    error = Failure(type="ValueError", message="not enough values to unpack", where=f"submission/model.py:{line}",
+                    line="centred = x - mean")
     _, shown, _ = remote_failure(block, error, audience)
     assert "in LayerNorm.forward: task 'layer_norm' of chapter 05" in shown
     # Raised in the task's own function: nothing more to say.

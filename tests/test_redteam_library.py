@@ -20,6 +20,7 @@ from grader.run.feedback import _forbidden_call_text
 from grader.run.inside import op_rules
 from grader.run.results import FORBIDDEN, PASSED
 from grader.run.scan_calls import scan
+from grader.run.inside.messages import CaughtCall
 
 from test_grader_redteam import hostile_sources, needs_bwrap, run
 
@@ -221,12 +222,12 @@ def test_the_call_named_is_what_the_submission_called_and_is_repeated_to_the_stu
     tripped = _judged("cross_entropy", lambda: torch.distributions.Categorical(logits=logits).log_prob(targets))
     # Named by the call the student made: the module of torch's code and what in it was called.
     assert tripped == [{"kind": "library", "name": "torch.distributions.categorical.Categorical.__init__"}], tripped
-    said = _forbidden_call_text(tripped[0], catalogue.tasks()["cross_entropy"])
+    said = _forbidden_call_text(CaughtCall.of(tripped[0]), catalogue.tasks()["cross_entropy"])
     assert "(torch.distributions.categorical.Categorical.__init__)" in said, said
     # A name a submission made up is not repeated: only a module of torch's own code and a
     # short qualified name in it.
     for forged in ("torch.distributions.categorical.Categorical.a.b.c.d", "torch.no_such_module"):
-        assert forged not in _forbidden_call_text({"kind": "library", "name": forged},
+        assert forged not in _forbidden_call_text(CaughtCall.of({"kind": "library", "name": forged}),
                                                    catalogue.tasks()["cross_entropy"])
 
 

@@ -10,6 +10,7 @@ into a check status with a reason.
 from __future__ import annotations
 
 import dataclasses
+import re
 import secrets
 import threading
 import time
@@ -22,6 +23,8 @@ from grader.checks import catalogue
 from grader.checks._api import NOTHING_COMPUTED, OWN_PARTS, Check, OwnPartsVerdict, Task, precision_known
 from grader.run.dependencies import build_order, task_graph, task_groups, worker_holdings
 from grader.run.inside import op_rules, sealed
+from grader.run.inside.messages import (ProbeCall, ProbeReply, Region, SetupFailed, TaskRequest,
+                                        TaskRules, WorkerStatus)
 from grader.run.inside.tasks import standard_exceptions
 from grader.run.feedback import (Audience, as_text, checked_reply, error_verdict, failure_texts, judge_answer,
                                  remote_failure)
@@ -119,40 +122,28 @@ def _holds(tasks: list[Task]) -> tuple[frozenset, dict[str, tuple[str, ...]]]:
     return held, guards
 
 
+def _rules(task: Task) -> TaskRules:
+    return TaskRules(tripwires=list(task.forbidden), ops=list(task.forbidden_ops), no_autograd=task.no_autograd)
+
+
 def _worker_request(task: Task, submission: Submission, reference: Reference | None, limits: Limits,
-                    imported: bool = False, fresh: bool = False, group: list[Task] | None = None) -> dict:
+                    imported: bool = False, fresh: bool = False, group: list[Task] | None = None) -> TaskRequest:
     """The task's request to a new worker. `fresh`: the package must be imported anew for
     it, never reused from an earlier task (a runner that keeps processes between tasks
     honours it; a forked worker is fresh anyway)."""
-    regions = [{"task": t.name, "module": t.module, "qualname": t.qualname} for t in catalogue.tasks().values()]
     held, guards = _holds(group or [task])
-    certified = reference.compiled_for(held, guards) if reference else None
-    if group:
-        return {
-            "task": task.name,
-            "student": {} if imported else submission.sources,
-            "certified": certified,
-            "certify": sorted(held) if reference else [],
-            "regions": regions,
-            "needs": sorted({t.module for t in group}),
-            "limits": limits.rlimits(worker=True),
-            "group": {t.name: {"tripwires": list(t.forbidden),
-                               "op_rules": {"ops": list(t.forbidden_ops), "no_autograd": t.no_autograd}}
-                      for t in group},
-            "fresh": fresh,
-        }
-    return {
-        "task": task.name,
-        "student": {} if imported else submission.sources,
-        "certified": certified,
-        "certify": sorted(held) if reference else [],
-        "regions": regions,
-        "needs": [task.module],
-        "limits": limits.rlimits(worker=True),
-        "tripwires": list(task.forbidden),
-        "op_rules": {"ops": list(task.forbidden_ops), "no_autograd": task.no_autograd},
-        "fresh": fresh,
-    }
+    return TaskRequest(
+        task=task.name,
+        student={} if imported else dict(submission.sources),
+        certified=reference.compiled_for(held, guards) if reference else None,
+        certify=sorted(held) if reference else [],
+        regions=[Region(t.name, t.module, t.qualname) for t in catalogue.tasks().values()],
+        needs=sorted({t.module for t in group}) if group else [task.module],
+        limits=limits.rlimits(worker=True),
+        rules=None if group else _rules(task),
+        group={t.name: _rules(t) for t in group} if group else None,
+        fresh=fresh,
+    )
 
 
 def _start_worker(task: Task, grading: Grading, fresh: bool = False, group: list[Task] | None = None):
@@ -189,10 +180,10 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
                              max(0.5, min(runner.limits.setup_seconds, grading.time_left())))
     except WorkerFailed as failure:
         grading.charge(worker, spent_before)
-        if failure.status == "busy":
+        if failure.status is WorkerStatus.BUSY:
             return None, _busy(failure)
         # A module that hangs or dies at import does so for every check: say it once.
-        status = TIMEOUT if failure.status == "timeout" else ERROR
+        status = TIMEOUT if failure.status is WorkerStatus.TIMEOUT else ERROR
         texts = failure_texts(failure, audience, "loading the submission failed: ")
         if status == TIMEOUT:
             texts["diagnosis"] = (f"importing the package took longer than {runner.limits.setup_seconds:g} s: code "
@@ -202,21 +193,15 @@ def _started_worker(task: Task, grading: Grading, fresh: bool, group: list[Task]
                    else {"kind": "load_failed", "file": "", "line": None, "error": ""})
         return None, {"status": status, **texts, "cause": LOAD_FAILED, "verdict": verdict}
     grading.charge(worker, spent_before)
-    if isinstance(ready, dict) and isinstance(ready.get("setup_error"), dict):
-        status, shown, staff = remote_failure(task, ready["setup_error"], audience, loading=True)
-        verdict = error_verdict(task, ready["setup_error"], audience, loading=True)
+    if isinstance(ready, SetupFailed):
+        status, shown, staff = remote_failure(task, ready.error, audience, loading=True)
+        verdict = error_verdict(task, ready.error, audience, loading=True)
         worker.close()
         output, staff_output = audience.output(worker.output.text())
         return None, {"status": ERROR if status == NOT_IMPLEMENTED else status,
                       "diagnosis": f"the submission could not be loaded: {shown}", "output": output,
                       "staff_diagnosis": f"the submission could not be loaded: {staff}", "staff_output": staff_output,
                       "cause": LOAD_FAILED, "verdict": verdict}
-    if not isinstance(ready, dict) or ready.get("ready") is not True:
-        worker.kill()
-        output, staff_output = audience.output(worker.output.text())
-        return None, {"status": ERROR, "diagnosis": "the process running the submission answered its start-up "
-                      "with garbage", "output": output, "staff_output": staff_output,
-                      "verdict": {"kind": "unanswered", "task": task.name}}
     # What the grader sent, where the upload has the part's file: never the worker's own
     # list, which the code could shorten at will to say something in the report.
     held, _ = _holds(group or [task]) if reference is not None else (frozenset(), {})
@@ -352,6 +337,11 @@ NAMEABLE_FAILURES = frozenset(cls.__name__ for cls in standard_exceptions()
                               and not issubclass(cls, (NotImplementedError, RecursionError)))
 
 
+# What a note of low precision may say (engine._TaskRun._precision_ran).
+_OPERATOR_NAME = re.compile(r"aten\.[a-z_][a-z0-9_.]{0,70}")
+_DTYPE_NAMES = frozenset({"float32", "float16", "bfloat16"})
+
+
 # How long a check may run once its code, or a part of the student's it runs, has hung.
 HUNG_BEFORE_SECONDS = 2.0
 
@@ -408,15 +398,15 @@ class _TaskRun:
             return CheckResult(check, **self.setup_failure)
         except WorkerFailed as failure:
             self.drop_worker()
-            if failure.status == "busy":
+            if failure.status is WorkerStatus.BUSY:
                 return CheckResult(check, **_busy(failure))
-            if failure.status == "timeout":
+            if failure.status is WorkerStatus.TIMEOUT:
                 # Code that hung once will most likely hang again: don't wait as long twice.
                 self.timeout_cap = min(self.timeout_cap, HUNG_BEFORE_SECONDS)
                 self.grading.hung.add(self.task.name)
-            status = {"timeout": TIMEOUT, "tampered": FORBIDDEN}.get(failure.status, ERROR)
-            verdict = {"timeout": {"kind": "timeout", "task": self.task.name, "during": "probe"},
-                       "tampered": {"kind": "forbidden", "task": self.task.name, "call": ""}}.get(
+            status = {WorkerStatus.TIMEOUT: TIMEOUT, WorkerStatus.TAMPERED: FORBIDDEN}.get(failure.status, ERROR)
+            verdict = {WorkerStatus.TIMEOUT: {"kind": "timeout", "task": self.task.name, "during": "probe"},
+                       WorkerStatus.TAMPERED: {"kind": "forbidden", "task": self.task.name, "call": ""}}.get(
                 failure.status, {"kind": "unanswered", "task": self.task.name})
             return CheckResult(check, status, **failure_texts(failure, self.audience), verdict=verdict)
         if self.reference is None:
@@ -425,7 +415,7 @@ class _TaskRun:
         with PHASES.phase("judges"), precision_known() as leaned:
             status, diagnosis, staff, verdict = judge_answer(check, self.task, reply, inputs, expected,
                                                              self.audience)
-        if leaned and "result" in reply and not (check.separately or check.parts):
+        if leaned and reply.answered and not (check.separately or check.parts):
             # A judge leaned on float32's precision: whether the code computed in float32 is
             # asked of what ran, and the answer judged again knowing it (_api, precision_known).
             ran = self._precision_ran(check, sent)
@@ -437,10 +427,9 @@ class _TaskRun:
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
                            on_own_parts=isinstance(diagnosis, OwnPartsVerdict), verdict=verdict,
                            # read only where a check failed (answered, _trivial): not on every pass
-                           answer=COMPUTED if status == PASSED else kind_of_answer(reply.get("result"), inputs,
-                                                                                   expected))
+                           answer=COMPUTED if status == PASSED else kind_of_answer(reply.result, inputs, expected))
 
-    def call(self, check: Check, sent: dict, own: bool = False) -> dict:
+    def call(self, check: Check, sent: dict, own: bool = False) -> ProbeReply:
         if self.worker is None and self.setup_failure is None and self.shared is not None and not own:
             self.worker = self.shared.get()
             self.on_shared = self.worker is not None
@@ -450,7 +439,7 @@ class _TaskRun:
         if self.setup_failure:
             raise _SetupFailed()
         reply = checked_reply(self._probe(check, sent))
-        if self.on_shared and reply.get("crossed"):
+        if self.on_shared and reply.crossed:
             # The probe ran another task of the group (held as the student wrote it), or a
             # part held for another task of the group that its own task does not build on
             # (refused): answered again in the task's own worker, as if never grouped.
@@ -458,7 +447,7 @@ class _TaskRun:
             return self.call(check, sent, own=True)
         return self._failure_named(check, sent, reply)
 
-    def _probe(self, check: Check, sent: dict, name_failure: bool = False, name_precision: bool = False):
+    def _probe(self, check: Check, sent: dict, name_failure: bool = False, name_precision: bool = False) -> ProbeReply:
         cap = self.timeout_cap
         if self.grading.hung.intersection(self.own_parts):
             cap = min(cap, HUNG_BEFORE_SECONDS)  # it runs a part of the student's that hung
@@ -466,36 +455,37 @@ class _TaskRun:
         worker, spent_before = self.worker, self.worker.spent
         try:
             with PHASES.phase("probes under operator rules" if self.watched else "probes"):
-                return worker.call(check.probe.__module__.removeprefix("grader.checks."), check.probe.__name__, sent,
-                                   max(0.5, min(check.timeout, cap, self.grading.time_left())),
-                                   task=self.task.name if self.on_shared else None, name_failure=name_failure,
-                                   name_precision=name_precision)
+                return worker.call(ProbeCall(module=check.probe.__module__.removeprefix("grader.checks."),
+                                             probe=check.probe.__name__, inputs=sent,
+                                             task=self.task.name if self.on_shared else None,
+                                             name_failure=name_failure, name_precision=name_precision),
+                                   max(0.5, min(check.timeout, cap, self.grading.time_left())))
         finally:
             self.grading.charge(worker, spent_before)
 
-    def _failure_named(self, check: Check, sent: dict, reply: dict) -> dict:
+    def _failure_named(self, check: Check, sent: dict, reply: ProbeReply) -> ProbeReply:
         """A probe of a task with no operator rule that raised: run again with the worker
         noting the operator that raises, which the diagnosis names (noting it on every probe
         doubled the time of every grading; a failure is rare in code that passes). The
         name is taken only from the same failure again; anything else keeps the first reply."""
-        error = reply.get("error")
+        error = reply.error
         if not (self.task.names_failing_operator and not (self.task.forbidden_ops or self.task.no_autograd)
-                and isinstance(error, dict) and error.get("type") in NAMEABLE_FAILURES
-                and "operation" not in error and not reply.get("forbidden_calls")):
+                and error is not None and error.type in NAMEABLE_FAILURES
+                and error.operation is None and not reply.forbidden_calls):
             return reply
         try:
             again = checked_reply(self._probe(check, sent, name_failure=True))
         except WorkerFailed:
             self.drop_worker()
             return reply
-        named = again.get("error")
-        if again.get("forbidden_calls") or again.get("crossed") or not isinstance(named, dict):
+        named = again.error
+        if again.forbidden_calls or again.crossed or named is None or named.operation is None:
             return reply
-        same = all(named.get(key) == error.get(key) for key in ("type", "message", "where"))
-        return {**reply, "error": {**error, "operation": named["operation"]}} if same and "operation" in named \
+        same = (named.type, named.message, named.where) == (error.type, error.message, error.where)
+        return dataclasses.replace(reply, error=dataclasses.replace(error, operation=named.operation)) if same \
             else reply
 
-    def _precision_ran(self, check: Check, sent: dict):
+    def _precision_ran(self, check: Check, sent: dict) -> "dict | bool | None":
         """The probe run again with the worker noting the first operator of the code's own that
         computed below float64: that operator's note, False where none did, None where the run
         could not tell (it failed, or answered otherwise than the first time)."""
@@ -506,18 +496,17 @@ class _TaskRun:
         except WorkerFailed:
             self.drop_worker()
             return None
-        noted = again.get("low_precision")
-        if "result" not in again or again.get("forbidden_calls") or again.get("crossed"):
+        if not again.answered or again.forbidden_calls or again.crossed:
             return None
-        if noted is False:
+        noted = again.low_precision
+        if noted is None:
             return False
-        if isinstance(noted, dict) and isinstance(noted.get("op"), str) and isinstance(noted.get("dtype"), str) \
-                and isinstance(noted.get("shape"), list) and all(type(n) is int for n in noted["shape"]):
-            return {"op": noted["op"][:80], "dtype": noted["dtype"][:16], "shape": noted["shape"][:6],
-                    "made": noted.get("made") is True}
-        return None
+        # Words a student reads: an operator's name, a dtype and a shape, never other text.
+        if not (_OPERATOR_NAME.fullmatch(noted.op) and noted.dtype in _DTYPE_NAMES and len(noted.shape) <= 6):
+            return None
+        return {"op": noted.op, "dtype": noted.dtype, "shape": list(noted.shape), "made": noted.made}
 
-    def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> dict:
+    def call_separately(self, check: Check, runs: list[tuple[str, dict]], merge: bool = False) -> ProbeReply:
         """Each run in a fresh worker; the results gathered by name (merge=True: the parts'
         dict results merged into one, each later part told the earlier results)."""
         gathered, merged, certified = {}, {}, ()
@@ -527,17 +516,17 @@ class _TaskRun:
             if merge:
                 inputs = {**inputs, "earlier": dict(gathered)}
             reply = self.call(check, inputs, own=True)
-            if "result" not in reply or reply.get("forbidden_calls"):
+            if not reply.answered or reply.forbidden_calls:
                 return reply
-            gathered[name] = reply["result"]
+            gathered[name] = reply.result
             if merge:
-                if not isinstance(reply["result"], dict):
-                    return {"result": reply["result"], "forbidden_calls": []}
-                merged.update(reply["result"])
+                if not isinstance(reply.result, dict):
+                    return ProbeReply(result=reply.result)
+                merged.update(reply.result)
             certified = self.worker.certified
         self.drop_worker(clean=True)
         self.last_certified = certified
-        return {"result": merged if merge else gathered, "forbidden_calls": []}
+        return ProbeReply(result=merged if merge else gathered)
 
     @PHASES.phase("worker ends")
     def drop_worker(self, clean: bool = False):

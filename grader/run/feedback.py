@@ -18,6 +18,7 @@ from grader.checks._api import Check, Named, OwnPartsVerdict, SetAside, Task, ex
 from grader.checks.course import UNFIT
 from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
+from grader.run.inside.messages import CaughtCall, Cause, Failure, ForbiddenKind, Operation, ProbeReply, WorkerStatus
 from grader.run.forms import declared, difference
 from grader.run.inside.wire import TOO_LARGE, Opaque, RemoteError, TooLarge
 from grader.run.reference import Reference
@@ -311,7 +312,7 @@ def _enclosing_task(source: str, module: str, number: int) -> Task | None:
     return found
 
 
-def broken_promise(task: Task, error: dict, check: "Check | None", inputs: "dict | None") -> str:
+def broken_promise(task: Task, error: Failure, check: "Check | None", inputs: "dict | None") -> str:
     """What the call passed and what the lesson promises of it, in the kit's words and values,
     for a crash on a shape: "; your code unpacks a sequence into 2 names there, the lesson
     promises x of any leading shape ([..., d]), and this call passed x of shape [2, 3, 5]:
@@ -319,10 +320,10 @@ def broken_promise(task: Task, error: dict, check: "Check | None", inputs: "dict
     is read from the instruction that raised (the worker's "unpacked"); any other standard
     error of a task that words a promise (Task.promises) gets the promise and the shape.
     "" where there is nothing to say."""
-    names = error.get("unpacked")
-    unpacked = type(names) is int
-    if not isinstance(inputs, dict) or not (unpacked or (task.promises and error.get("standard") is True
-                                                          and error.get("type") in _SHAPE_ERRORS)):
+    names = error.unpacked
+    unpacked = names is not None
+    if not isinstance(inputs, dict) or not (unpacked or (task.promises and error.standard
+                                                          and error.type in _SHAPE_ERRORS)):
         return ""
     hide = check is not None and check.hidden
     given = {name: value for name, value in inputs.items()
@@ -353,14 +354,15 @@ def broken_promise(task: Task, error: dict, check: "Check | None", inputs: "dict
 _SHAPE_ERRORS = frozenset({"RuntimeError", "ValueError", "IndexError"})
 
 
-def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | None" = None,
+def remote_failure(task: Task, error: Failure, audience: Audience, check: "Check | None" = None,
                    loading: bool = False, inputs: "dict | None" = None) -> tuple[str, str, str]:
     """(status, what the student sees, what staff see) of an exception raised in the worker.
     What the student sees is a sentence built from the exception's type, where it was raised
     and what the check was doing: never, in a graded run, from the message, which the code
     chose, nor a class or line it could choose while it ran (Audience); staff see the
     message, the line and every frame."""
-    kind, message, where, line = (as_text(error.get(k) or "") for k in ("type", "message", "where", "line"))
+    kind, message, where, line = (as_text(value or "") for value in (error.type, error.message, error.where,
+                                                                      error.line))
     place = _student_where(where)
     if kind in _SYNTAX_ERRORS and where and line:
         # The line last, after all else: inside brackets, its own unclosed bracket read as closed.
@@ -368,7 +370,7 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
     else:
         at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
     named = message.strip("'\"")
-    if error.get("not_implemented") is True:
+    if error.cause is Cause.NOT_IMPLEMENTED:
         # The message is compared with task names, never echoed unless it is one.
         if named == task.name:
             shown = f"{task.qualname} still raises NotImplementedError"
@@ -379,46 +381,45 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
         if named in catalogue.tasks():
             return ERROR, staff, staff
         return ERROR, f"NotImplementedError{audience.location(where)}", staff
-    forbidden = forbidden_code(error.get("forbidden"))
+    forbidden = forbidden_code(error.forbidden) if error.cause is Cause.FORBIDDEN else None
     if forbidden is not None:
         # Raised before any probe ran (a tripwire hit while the package loaded).
-        said = (f"{forbidden['name']} is not allowed in this task" if forbidden["kind"] == "name"
+        said = (f"{forbidden.name} is not allowed in this task" if forbidden.kind is ForbiddenKind.NAME
                 else forbidden_words(forbidden))
         if not audience.private:
             return FORBIDDEN, said, said
-        if forbidden["kind"] in ("process", "thread"):
+        if forbidden.kind in (ForbiddenKind.PROCESS, ForbiddenKind.THREAD):
             return FORBIDDEN, _forbidden_call_text(forbidden, task), said
-        allowed = forbidden["kind"] == "name" and forbidden["name"] in task.forbidden
+        allowed = forbidden.kind is ForbiddenKind.NAME and forbidden.name in task.forbidden
         return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said
-    staff = f"{kind}: {message}{at}{_traceback(error.get('trace'))}"
-    if error.get("unfit") in UNFIT:  # a probe's own finding, in the kit's words
-        return FAILED, f"{task.qualname.split('.')[0]} {UNFIT[error['unfit']]}", staff
-    sealed = error.get("sealed")
-    if sealed in _SEALED:
+    staff = f"{kind}: {message}{at}{_traceback(error.trace)}"
+    if error.cause is Cause.UNFIT and error.unfit in UNFIT:  # a probe's own finding, in the kit's words
+        return FAILED, f"{task.qualname.split('.')[0]} {UNFIT[error.unfit]}", staff
+    if error.cause in _SEALED:
         # The worker refused the read (or the call) before anything of the part was had.
-        return FORBIDDEN, _SEALED[sealed], staff
+        return FORBIDDEN, _SEALED[error.cause], staff
     if not audience.private:
         return ERROR, f"{kind}: {message}{at}{audience.part_at(where, task)}{_doing(check)}", staff
     if kind in _SYNTAX_ERRORS:
         compiled = audience.syntax_error(where)
         if compiled:
             return ERROR, compiled, staff
-    if error.get("exit") is True:
+    if error.cause is Cause.EXIT:
         return ERROR, f"the code called sys.exit{audience.location(where)}", staff
     # A graded run names a type Python or torch defines and a file, never a class or a
     # line the code could have picked by what it read; the staff's text has both.
-    name = audience.exception_name(kind, error.get("standard") is True)
+    name = audience.exception_name(kind, error.standard)
     raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
     located = audience.location(where)
     if loading:
         # Before any task ran: the package's own import (or a module it lacks) failed.
-        missing = error.get("missing_module")
-        if isinstance(missing, str) and missing in {t.module for t in catalogue.tasks().values()}:
+        missing = error.missing_module if error.cause is Cause.MISSING_MODULE else None
+        if missing in {t.module for t in catalogue.tasks().values()}:
             return ERROR, f"the submission has no {missing}.py", staff
         what = name if name != "an exception" else "an exception of its own class"
         return ERROR, audience.redact(f"{what} was raised while the package was imported{located}; its message "
                                       f"is kept for course staff when graded (`make check` shows it)"), staff
-    operation = failed_operation_words(error.get("operation"))
+    operation = failed_operation_words(error.operation)
     if not located:
         # Raised in a certified part working on what the student's code built or returned.
         raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
@@ -432,26 +433,26 @@ def remote_failure(task: Task, error: dict, audience: Audience, check: "Check | 
     return ERROR, audience.redact(shown), staff
 
 
-def error_verdict(task: Task, error: dict, audience: Audience, loading: bool = False) -> dict:
+def error_verdict(task: Task, error: Failure, audience: Audience, loading: bool = False) -> dict:
     """The verdict (grader/run/verdicts.py) of an exception raised in the worker, with
     only what its sentence may show the student: the course's file and, where the upload
     fixed it before anything ran (a syntax error, the grader's own compile) or no
     certified part ran beside it, the line; the exception's name where Python or torch
     defines it."""
-    kind = as_text(error.get("type") or "")
-    message = as_text(error.get("message") or "").strip("'\"")
-    if error.get("not_implemented") is True:
+    kind = as_text(error.type)
+    message = as_text(error.message).strip("'\"")
+    if error.cause is Cause.NOT_IMPLEMENTED:
         return {"kind": "not_implemented", "task": message if message in catalogue.tasks() else task.name}
-    forbidden = forbidden_code(error.get("forbidden"))
-    if forbidden is not None or error.get("sealed") in _SEALED:
-        call = forbidden.get("name", "") if forbidden is not None and forbidden["kind"] == "name" else ""
+    forbidden = forbidden_code(error.forbidden) if error.cause is Cause.FORBIDDEN else None
+    if forbidden is not None or error.cause in _SEALED:
+        call = forbidden.name if forbidden is not None and forbidden.kind is ForbiddenKind.NAME else ""
         return {"kind": "forbidden", "task": task.name, "call": call}
-    if error.get("unfit") in UNFIT:
+    if error.cause is Cause.UNFIT and error.unfit in UNFIT:
         return {"kind": "deviation", "task": task.name}
-    missing = error.get("missing_module")
-    if loading and isinstance(missing, str) and missing in {t.module for t in catalogue.tasks().values()}:
+    missing = error.missing_module if error.cause is Cause.MISSING_MODULE else None
+    if loading and missing in {t.module for t in catalogue.tasks().values()}:
         return {"kind": "load_failed", "file": f"{STUDENT_PACKAGE}/{missing}.py", "line": None, "error": "missing"}
-    match = _LOCATION.fullmatch(as_text(error.get("where") or ""))
+    match = _LOCATION.fullmatch(as_text(error.where or ""))
     file, line = "", None
     if match and match[1] in audience.sources:
         own = not audience.private or match[1] in audience.course_files()
@@ -464,7 +465,7 @@ def error_verdict(task: Task, error: dict, audience: Audience, loading: bool = F
                 line = compiled.lineno
             except Exception:  # noqa: BLE001 - a file too deep to compile: no line to give
                 pass
-    name = "SystemExit" if error.get("exit") is True else audience.exception_name(kind, error.get("standard") is True)
+    name = "SystemExit" if error.cause is Cause.EXIT else audience.exception_name(kind, error.standard)
     shown = name if name != "an exception" else ""
     if loading:
         return {"kind": "load_failed", "file": file, "line": line, "error": shown}
@@ -475,14 +476,14 @@ _DTYPE_NAMES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", 
                           "bool", "complex64", "complex128"})
 
 
-def failed_operation_words(value) -> str:
+def failed_operation_words(value: "Operation | None") -> str:
     """The operator that raised, as the kit's recorder saw it: ', in aten.linalg_vector_norm
     on a float64 tensor of shape [3, 4], asked for dtype float32', or '' where the worker
     sent none or one of another shape. Names, dtypes and shapes only: what the kit saw of
     the student's tensors, never text the code wrote."""
-    if not isinstance(value, dict) or not isinstance(value.get("op"), str):
+    if value is None:
         return ""
-    op, tensors, asked = value["op"], value.get("tensors", []), value.get("dtype")
+    op, tensors, asked = value.op, value.tensors, value.dtype
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,60}", op) or not hasattr(torch.ops.aten, op):
         return ""
     if not isinstance(tensors, list) or len(tensors) > 4:
@@ -516,9 +517,9 @@ _FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 
 # What the worker's seal refused (grader/run/inside/sealed.py), in the grader's words.
 _SEALED = {
-    "read": ("reads the code of a part of the course's reference (its code object, source or frames): the "
+    Cause.SEALED_READ: ("reads the code of a part of the course's reference (its code object, source or frames): the "
              "reference's parts may be called, never read"),
-    "not_built_on": "runs the course's reference for a part this task does not build on: use your own code",
+    Cause.NOT_BUILT_ON: "runs the course's reference for a part this task does not build on: use your own code",
 }
 
 
@@ -529,18 +530,15 @@ def _traceback(trace) -> str:
     return "; traceback: " + " > ".join(as_text(frame, 120) for frame in trace[-12:])
 
 
-def checked_reply(reply) -> dict:
-    """Replies are data the submission could have written itself: take only their shape."""
-    if not isinstance(reply, dict) or not ({"result", "error"} & reply.keys()):
-        raise WorkerFailed("garbage", "the process answered with something that is not a probe result")
-    calls = reply.get("forbidden_calls", [])
-    if not isinstance(calls, list) or not all(forbidden_code(c) is not None for c in calls):
-        raise WorkerFailed("garbage", "the process answered with a malformed list of forbidden calls")
-    if "error" in reply and not isinstance(reply["error"], dict):
-        raise WorkerFailed("garbage", "the process answered with a malformed error")
-    if reply.get("tampered"):
-        raise WorkerFailed("tampered", f"the grader's probe code was changed while the submission ran "
-                                       f"({as_text(reply['tampered'], 200)})")
+def checked_reply(reply: ProbeReply) -> ProbeReply:
+    """Replies are data the submission could have written itself: their shape was checked as
+    they were decoded (grader/run/inside/messages.py); here, what they say of forbidden calls
+    and tampering."""
+    if not all(forbidden_code(c) is not None for c in reply.forbidden_calls):
+        raise WorkerFailed(WorkerStatus.GARBAGE, "the process answered with a malformed list of forbidden calls")
+    if reply.tampered:
+        raise WorkerFailed(WorkerStatus.TAMPERED, f"the grader's probe code was changed while the submission ran "
+                                                  f"({as_text(reply.tampered, 200)})")
     return reply
 
 
@@ -548,9 +546,12 @@ def checked_reply(reply) -> dict:
 # The worker reports what it caught as a code (grader/run/inside/op_rules.py and tasks.py
 # make them); every sentence about it is made here.
 
-_FORBIDDEN_KINDS = {"name": ("name",), "op": ("layer", "name"), "forward_autograd": ("name",),
-                    "autograd": ("name",), "recorder_off": ("how", "name"), "thread": (), "library": ("name",),
-                    "process": ("name",), "taught_later": ("name",)}
+# The fields each kind of forbidden call fills in.
+_FORBIDDEN_KINDS = {ForbiddenKind.NAME: ("name",), ForbiddenKind.OP: ("layer", "name"),
+                    ForbiddenKind.FORWARD_AUTOGRAD: ("name",), ForbiddenKind.AUTOGRAD: ("name",),
+                    ForbiddenKind.RECORDER_OFF: ("how", "name"), ForbiddenKind.THREAD: (),
+                    ForbiddenKind.LIBRARY: ("name",), ForbiddenKind.PROCESS: ("name",),
+                    ForbiddenKind.TAUGHT_LATER: ("name",)}
 _OP_LAYERS = {"kernel": "kernel aten.", "function": "function torch."}
 _RECORDER_OFF = {"dispatch_popped": "the dispatch mode was taken off its stack",
                  "stack_changed": "a mode stack was changed"}
@@ -569,39 +570,40 @@ def taught_later(part: str) -> str:
             f"here it is the course's code, not yours; build this task from what came before it")
 
 
-def forbidden_code(value) -> dict | None:
-    """A forbidden call's code as the worker sent it, if it has the shape of one."""
-    if not isinstance(value, dict) or value.get("kind") not in _FORBIDDEN_KINDS:
+def forbidden_code(code: "CaughtCall | None") -> "CaughtCall | None":
+    """A forbidden call as the worker sent it, with only the fields its kind fills in, if
+    what they say is one the worker could have caught (the code could have written it)."""
+    if not isinstance(code, CaughtCall):
         return None
-    fields = _FORBIDDEN_KINDS[value["kind"]]
-    if not all(isinstance(value.get(f), str) and len(value[f]) <= 200 for f in fields):
+    kind, fields = code.kind, _FORBIDDEN_KINDS[code.kind]
+    if not all(len(getattr(code, f)) <= 200 for f in fields):
         return None
-    if value["kind"] == "op" and value["layer"] not in _OP_LAYERS:
+    if kind is ForbiddenKind.OP and code.layer not in _OP_LAYERS:
         return None
-    if value["kind"] == "library" and not _TORCH_CODE.fullmatch(value["name"]):
+    if kind is ForbiddenKind.LIBRARY and not _TORCH_CODE.fullmatch(code.name):
         return None
-    if value["kind"] == "process" and value["name"] not in syscall_filter.PROCESS_EVENTS:
+    if kind is ForbiddenKind.PROCESS and code.name not in syscall_filter.PROCESS_EVENTS:
         return None
-    if value["kind"] == "taught_later" and value["name"] not in catalogue.tasks():
+    if kind is ForbiddenKind.TAUGHT_LATER and code.name not in catalogue.tasks():
         return None
-    return {"kind": value["kind"], **{f: value[f] for f in fields}}
+    return CaughtCall(kind, **{f: getattr(code, f) for f in fields})
 
 
-def forbidden_words(code: dict) -> str:
+def forbidden_words(code: CaughtCall) -> str:
     """What was called, in the grader's words (course staff read this; so does a student
     of `make check`, where no certified part ran)."""
-    kind, name = code["kind"], code.get("name", "")
+    kind, name = code.kind, code.name
     if kind == "name":
         return name
     if kind == "op":
-        return f"torch's built-in {_OP_LAYERS[code['layer']]}{name} ({op_rules.hint(name)})"
+        return f"torch's built-in {_OP_LAYERS[code.layer]}{name} ({op_rules.hint(name)})"
     if kind == "forward_autograd":
         return f"forward-mode autograd (torch.{name}): derive every gradient by hand"
     if kind == "autograd":
         return (f"autograd ({name} ran on a tensor that requires grad): derive every gradient by hand, "
                 f"no tensor may require grad here")
     if kind == "recorder_off":
-        how = _RECORDER_OFF.get(code["how"]) or (f"{name} was modified" if code["how"] == "handler_modified" else name)
+        how = _RECORDER_OFF.get(code.how) or (f"{name} was modified" if code.how == "handler_modified" else name)
         return f"code that switched off the grader's operator recorder ({how})"
     if kind == "library":
         return f"torch's own implementation of what this task asks for ({name})"
@@ -619,14 +621,14 @@ _LIBRARY_NOTES = {
 }
 
 
-def _forbidden_call_text(code: dict, task: Task) -> str:
+def _forbidden_call_text(code: CaughtCall, task: Task) -> str:
     """What a student sees of a forbidden call where certified parts ran: only names the
     task's own rules forbid are repeated, since the code could have chosen the rest."""
-    kind, name = code["kind"], code.get("name", "")
+    kind, name = code.kind, code.name
     if kind == "name" and name in task.forbidden:
         return f"uses {name}: the point of this task is to write it yourself"
     if kind == "op" and op_rules.Rules(task.forbidden_ops).forbids(name):
-        return f"runs torch's built-in {_OP_LAYERS[code['layer']]}{name} ({op_rules.hint(name)})"
+        return f"runs torch's built-in {_OP_LAYERS[code.layer]}{name} ({op_rules.hint(name)})"
     if kind == "forward_autograd" and task.no_autograd:
         return "uses forward-mode autograd: derive every gradient by hand"
     if kind == "autograd" and task.no_autograd:
@@ -645,20 +647,20 @@ def _forbidden_call_text(code: dict, task: Task) -> str:
     return "calls a library function this task asks you to write"
 
 
-def judge_answer(check: Check, task: Task, reply: dict, inputs: dict, expected,
+def judge_answer(check: Check, task: Task, reply: ProbeReply, inputs: dict, expected,
                  audience: Audience) -> tuple[str, str, str, dict | None]:
-    """(status, what the student sees, what staff see, the verdict) of one reply."""
-    if reply.get("forbidden_calls"):
-        called = forbidden_code(reply["forbidden_calls"][0])
+    """(status, what the student sees, what staff see, the verdict) of one reply (checked_reply)."""
+    if reply.forbidden_calls:
+        called = forbidden_code(reply.forbidden_calls[0])
         staff = f"uses {forbidden_words(called)}: the point of this task is to write it yourself"
-        verdict = {"kind": "forbidden", "task": task.name, "call": called.get("name", "") if called else ""}
+        verdict = {"kind": "forbidden", "task": task.name, "call": called.name}
         if audience.private:
             return FORBIDDEN, _forbidden_call_text(called, task), staff, verdict
         return FORBIDDEN, staff, staff, verdict
-    if "error" in reply:
-        return (*remote_failure(task, reply["error"], audience, check, inputs=inputs),
-                error_verdict(task, reply["error"], audience))
-    result = reply.get("result")
+    if reply.error is not None:
+        return (*remote_failure(task, reply.error, audience, check, inputs=inputs),
+                error_verdict(task, reply.error, audience))
+    result = reply.result
     if isinstance(result, TooLarge):  # the worker's measure; the words are the grader's own, never what came
         said = f"the answer is too large to send back: {TOO_LARGE}"
         return FAILED, said, said, {"kind": "deviation", "task": task.name}
@@ -731,8 +733,8 @@ def _judge_trace(error: Exception) -> str:
 
 _FIXED_FAILURE_TEXT = {
     # These reasons quote what the worker sent; the student gets the grader's words only.
-    "garbage": "the process running the code sent a malformed answer",
-    "tampered": "the grader's probe code was changed while the submission ran",
+    WorkerStatus.GARBAGE: "the process running the code sent a malformed answer",
+    WorkerStatus.TAMPERED: "the grader's probe code was changed while the submission ran",
 }
 
 

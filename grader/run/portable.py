@@ -29,6 +29,7 @@ from pathlib import Path
 from grader.edition import check_py
 from grader import KIT_ROOT
 from grader.run.inside import wire
+from grader.run.inside.messages import WorkerStatus
 from grader.run.processes import Limits
 from grader.run.stopping import joined
 from grader.run.worker import Worker, WorkerFailed
@@ -209,7 +210,7 @@ class PortableRunner:
             try:
                 process = self._new_process()
             except OSError as error:
-                raise WorkerFailed("crashed", str(error)) from None
+                raise WorkerFailed(WorkerStatus.CRASHED, str(error)) from None
         with self.lock:
             self.busy.add(process)
 

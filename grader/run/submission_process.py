@@ -17,6 +17,7 @@ import shutil
 
 from grader.run import cpu_clock
 from grader.run.inside import wire
+from grader.run.inside.messages import WorkerStatus
 from grader.run.worker import Late, OutputTail, TimeLimit, Worker, WorkerFailed
 
 DOOR_INSIDE = "/sandbox/door"  # where the door folder appears inside bubblewrap
@@ -356,7 +357,7 @@ class SubmissionProcess:
         timeout = self.sandbox.limits.setup_seconds
         with self._lock:
             if self.broken is not None:
-                raise WorkerFailed("crashed", self.broken, "")
+                raise WorkerFailed(WorkerStatus.CRASHED, self.broken, "")
             try:
                 self.control.settimeout(timeout)
                 wire.send(self.control, {"op": "fork"})
@@ -367,7 +368,7 @@ class SubmissionProcess:
             except (OSError, EOFError, TimeoutError, wire.WireError, queue.Empty) as error:
                 self.broken = ("the submission's process did not start a worker (it ended, hung at import, or its "
                                f"forks die): {error!r}")
-                raise WorkerFailed("crashed", self.broken, self.output.text(wait=0.0)) from None
+                raise WorkerFailed(WorkerStatus.CRASHED, self.broken, self.output.text(wait=0.0)) from None
         self.sandbox.confine_worker(pid)  # it waits for its output pipe before it runs anything
         out_read, out_write = os.pipe()
         try:

@@ -15,26 +15,28 @@ from typing import Callable
 
 from grader.run import cpu_clock
 from grader.run.inside import wire
+from grader.run.inside.messages import (Exit, ProbeCall, ProbeReply, Ready, SetupFailed, TaskRequest, WorkerStatus,
+                                        from_data, to_data)
 from grader.run.stopping import moment
 
 
 class WorkerFailed(Exception):
-    """The worker did not answer: it hung, died or sent garbage. `status` is one of
-    timeout / crashed / garbage, or busy (it ran out of time waiting for a processor the
-    machine gave others: the grader's failure, not the code's); `output` is the tail of
-    what it printed."""
+    """The worker did not answer: it hung, died, sent garbage or changed the grader's code
+    (`status`, a WorkerStatus), or ran out of time waiting for a processor the machine gave
+    others (BUSY: the grader's failure, not the code's); `output` is the tail of what it
+    printed."""
 
-    def __init__(self, status: str, reason: str, output: str = ""):
+    def __init__(self, status: WorkerStatus, reason: str, output: str = ""):
         super().__init__(reason)
-        self.status, self.reason, self.output = status, reason, output
+        self.status, self.reason, self.output = WorkerStatus(status), reason, output
 
 
 class Late(Exception):
-    """An answer out of time: its WorkerFailed status ("timeout" or "busy") and reason."""
+    """An answer out of time: its WorkerFailed status (TIMEOUT or BUSY) and reason."""
 
-    def __init__(self, status: str, reason: str):
+    def __init__(self, status: WorkerStatus, reason: str):
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason = WorkerStatus(status), reason
 
 
 class OutputTail:
@@ -131,16 +133,16 @@ class TimeLimit:
     def _late_yet(self) -> None:
         seconds = self.seconds
         if self.clock is not None and self._computed() >= seconds:
-            raise Late("timeout", f"it used its {seconds:g} s of processor time without answering (an endless "
+            raise Late(WorkerStatus.TIMEOUT, f"it used its {seconds:g} s of processor time without answering (an endless "
                                   f"loop, or far too slow)")
         now = time.monotonic()
         if now < self.cap:
             return
         if self.end is not None and now >= self.end:
-            raise Late("timeout", f"the grading time for this upload ran out while this check ran (after "
+            raise Late(WorkerStatus.TIMEOUT, f"the grading time for this upload ran out while this check ran (after "
                                   f"{now - self.started:.0f} s, in which it computed for {self.used:.1f} s)")
         if self.clock is None:
-            raise Late("timeout", f"no answer within {seconds:g} s (an endless loop, or far too slow)")
+            raise Late(WorkerStatus.TIMEOUT, f"no answer within {seconds:g} s (an endless loop, or far too slow)")
         elapsed, computed, waited = now - self.started, self.used, self.clock.waited()
         if waited is not None and self.waited_before is not None:
             waited -= self.waited_before
@@ -148,16 +150,16 @@ class TimeLimit:
         else:
             waited, starved = None, computed >= self.COMPUTING_SHARE * elapsed
         if not starved and computed < self.BLOCKED_SHARE * elapsed:
-            raise Late("timeout", f"no answer within {elapsed:.0f} s, in which it computed for only {computed:.1f} s: "
+            raise Late(WorkerStatus.TIMEOUT, f"no answer within {elapsed:.0f} s, in which it computed for only {computed:.1f} s: "
                                   f"it waits for something that never comes (a sleep, input(), a lock, a queue)")
         if self.caps:  # computing, slowed by the machine's load, or starved: it is given more time
             self.cap = self._capped(self.started + seconds * self.caps.pop(0))
             return
         if not starved:
-            raise Late("timeout", f"no answer within {elapsed:.0f} s, in which it computed for {computed:.1f} s "
+            raise Late(WorkerStatus.TIMEOUT, f"no answer within {elapsed:.0f} s, in which it computed for {computed:.1f} s "
                                   f"(far too slow, or it waits on something between bursts of work)")
         detail = f"; it spent {waited:.1f} s waiting for a processor" if waited is not None else ""
-        raise Late("busy", f"the machine was too busy: in {elapsed:.0f} s the process got {computed:.1f} s of "
+        raise Late(WorkerStatus.BUSY, f"the machine was too busy: in {elapsed:.0f} s the process got {computed:.1f} s of "
                            f"the {seconds:g} s of processor time it may use{detail}")
 
 
@@ -178,50 +180,40 @@ class Worker:
         self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
         self.spent = 0.0  # processor seconds its exchanges used: charged to the upload's own budget
 
-    def _exchange(self, message, timeout: float):
+    def _exchange(self, message, timeout: float, *answers: type):
+        """Send `message` and read the answer, which must be a message of one of `answers`."""
         limit = TimeLimit(timeout, self.clock, self.grading_ends)
         try:
             self.channel.settimeout(timeout)
-            wire.send(self.channel, message)
-            if "probe" in message:
+            wire.send(self.channel, to_data(message))
+            if isinstance(message, ProbeCall):
                 moment("probe")  # the worker is at work on it
-            return limit.receive(self.channel)
+            return from_data(limit.receive(self.channel), *answers)
         except Late as late:
             self.kill()
             raise WorkerFailed(late.status, late.reason, self.output.text()) from None
         except (socket.timeout, TimeoutError):
             self.kill()
-            raise WorkerFailed("timeout", f"no answer within {timeout:g} s (an endless loop, or far too slow)",
-                               self.output.text()) from None
+            raise WorkerFailed(WorkerStatus.TIMEOUT, f"no answer within {timeout:g} s (an endless loop, or far "
+                                                     f"too slow)", self.output.text()) from None
         except (EOFError, ConnectionError, BrokenPipeError, OSError, ValueError):
             self.kill()
-            raise WorkerFailed("crashed", "the process running the code ended without answering "
+            raise WorkerFailed(WorkerStatus.CRASHED, "the process running the code ended without answering "
                                "(a crash, os._exit/sys.exit at import, or the memory limit)",
                                self.output.text()) from None
-        except wire.WireError as error:
+        except wire.WireError as error:  # MessageError too: a message not of the kind or shape expected
             self.kill()
-            raise WorkerFailed("garbage", f"the process sent a malformed answer: {error}", self.output.text()) from None
+            raise WorkerFailed(WorkerStatus.GARBAGE, f"the process sent a malformed answer: {error}",
+                               self.output.text()) from None
         finally:
             self.spent += limit.used
 
-    def start(self, request: dict, timeout: float):
-        return self._exchange(request, timeout)
+    def start(self, request: TaskRequest, timeout: float) -> "Ready | SetupFailed":
+        return self._exchange(request, timeout, Ready, SetupFailed)
 
-    def call(self, module: str, probe: str, inputs: dict, timeout: float, task: str | None = None,
-             name_failure: bool = False, name_precision: bool = False):
-        """One probe's answer; `task` names the task it grades where the worker serves a
-        group; `name_failure`: the probe failed before, and runs again to name the operator
-        that raised; `name_precision`: a judge leaned on float32's precision, and the probe
-        runs again to tell whether the code computed below float64 (the reply's
-        "low_precision")."""
-        message = {"module": module, "probe": probe, "inputs": inputs}
-        if task is not None:
-            message["task"] = task
-        if name_failure:
-            message["name_failure"] = True
-        if name_precision:
-            message["name_precision"] = True
-        return self._exchange(message, timeout)
+    def call(self, call: ProbeCall, timeout: float) -> ProbeReply:
+        """One probe's reply (messages.ProbeCall says what each field asks)."""
+        return self._exchange(call, timeout, ProbeReply)
 
     def kill(self, clean: bool = False):
         if self.alive:
@@ -236,7 +228,7 @@ class Worker:
         if self.alive:
             try:
                 self.channel.settimeout(1.0)
-                wire.send(self.channel, {"op": "exit"})
+                wire.send(self.channel, to_data(Exit()))
                 clean = True
             except OSError:
                 clean = False

@@ -161,9 +161,9 @@ class Rules:
         self._fair: dict[str, bool] = {}
 
     @classmethod
-    def from_request(cls, value) -> "Rules":
-        value = value if isinstance(value, dict) else {}
-        return cls(value.get("ops") or (), value.get("no_autograd", False))
+    def of(cls, rules) -> "Rules":
+        """A task's rules as its request carries them (messages.TaskRules; None: no rule)."""
+        return cls(tuple(rules.ops), rules.no_autograd) if rules is not None else cls((), False)
 
     def __bool__(self) -> bool:
         return bool(self.ops) or bool(self.library) or self.no_autograd or self.by_where

@@ -17,6 +17,8 @@ import sys
 import types
 
 from grader.run.inside import sealed, wire
+from grader.run.inside.messages import (CaughtCall, Cause, Exit, Failure, LowPrecision, MessageError, Operation,
+                                        ProbeCall, ProbeReply, Ready, SetupFailed, TaskRequest, from_data, to_data)
 from grader.checks.course import Unfit
 from grader.run.inside.op_rules import ForbiddenCall
 
@@ -89,42 +91,45 @@ def every_operator_rule() -> list[str]:
 # ------------------------------------------------------------------------ serving
 
 
-def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prepare=None) -> None:
+def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prepare=None,
+                _decode=from_data, _encode=to_data) -> None:
     """Serve one task's request and probes on `channel`; with many=True, go on to the
-    next task's request after each {"op": "exit"} (the portable worker, which holds no
-    certified part), else return; `prepare(request)` runs before each task's set-up
-    (the portable worker imports the package once there). `send` and `recv` were bound before any student code
-    existed: replacing json, struct or the wire module's functions changes neither how
+    next task's request after each Exit (the portable worker, which holds no certified
+    part), else return; `prepare(request)` runs before each task's set-up (the portable
+    worker imports the package once there). `send` and `recv` were bound before any
+    student code existed, and so were the messages' decoder and encoder (the defaults):
+    replacing json, struct or the wire's or the messages' functions changes neither how
     answers leave nor how calls arrive."""
     from grader.run.inside import op_rules
 
     SERVES_MANY[0] = many
     while True:
         try:
-            request = recv(channel)
-        except EOFError:
+            request = _decode(recv(channel), TaskRequest, Exit)
+        except (EOFError, MessageError):
             return
-        if not isinstance(request, dict) or request.get("op") == "exit":
+        if isinstance(request, Exit):
             return
         if apply_limits is not None:
-            apply_limits(request.get("limits", {}))
+            apply_limits(request.limits)
         tripped: list = []
         # A worker that serves a group of tasks arms each task's rules for that task's
         # probes only (a name one task forbids may be another's legitimate call): the
         # tripwires around each probe, the operator rules from the task's first probe to
         # its last (the group's tasks run one after another), undone in between.
-        grouped = isinstance(request.get("group"), dict)
-        undo = set_tripwires([] if grouped else request.get("tripwires", []), tripped)
-        rules = op_rules.Rules.from_request(None if grouped else request.get("op_rules"))
+        grouped = request.group is not None
+        own = request.rules if not grouped else None
+        undo = set_tripwires(own.tripwires if own else [], tripped)
+        rules = op_rules.Rules.of(own)
         op_rules.arm(rules, reversible=many or grouped)
         try:
             if prepare is not None:
                 try:
                     prepare(request)
                 except Exception as error:  # noqa: BLE001 - the task cannot be set up: say so, as data
-                    send(channel, {"setup_error": describe(error)})
+                    send(channel, _encode(SetupFailed(describe(error))))
                     continue
-            _serve_one(channel, send, recv, request, rules, tripped)
+            _serve_one(channel, send, recv, request, rules, tripped, _decode, _encode)
         finally:
             undo()
             if many or grouped:
@@ -133,82 +138,82 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
             return
 
 
-def _serve_one(channel, send, recv, request: dict, rules, tripped: list) -> None:
+def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, decode, encode) -> None:
     from grader.run.inside import op_rules
 
     try:
         namespace = build_namespace(request)
     except BaseException as error:  # noqa: BLE001 - any failure is the submission's
-        send(channel, {"setup_error": describe(error)})
+        send(channel, encode(SetupFailed(describe(error))))
         return
     finally:
         # The certified sources are compiled now: keep no text of them for student code to find.
-        request.pop("certified", None)
+        request.certified = None
         forget_certified_sources()
-    send(channel, {"ready": True, "certified": namespace.certified_tasks})
+    send(channel, encode(Ready(certified=namespace.certified_tasks)))
     group_rules: dict = {}  # in a group's worker: the rules of the task whose probes run now
     # The task whose probe runs now, which run_probe names to the seal for the guards of
     # a group's certified parts (grader/run/inside/sealed.py).
     probing = None
     while True:
         try:
-            call = recv(channel)
-        except EOFError:
+            call = decode(recv(channel), ProbeCall, Exit)
+        except (EOFError, MessageError):
             return
-        if call.get("op") == "exit":
+        if isinstance(call, Exit):
             return
         tripped.clear()
         TAUGHT_LATER.clear()
         op_rules.FAILED_OP.clear()
         probe_rules, disarm = rules, None
         try:
-            probing = call["task"] if isinstance(request.get("group"), dict) else request.get("task")
-            if isinstance(request.get("group"), dict):
+            grouped = request.group is not None
+            probing = call.task if grouped else request.task
+            if grouped:
                 # The task this probe grades, among the group's: its rules for this probe only.
-                entry = request["group"][call["task"]]
-                namespace.task = call["task"]
-                PROBING[0] = call["task"]
+                entry = request.group[call.task]
+                namespace.task = call.task
+                PROBING[0] = call.task
                 CROSSED.clear()
-                watch_all_but(call["task"])
-                disarm = set_tripwires(entry.get("tripwires", []), tripped)
-                probe_rules = group_rules.get(call["task"])
+                watch_all_but(call.task)
+                disarm = set_tripwires(entry.tripwires, tripped)
+                probe_rules = group_rules.get(call.task)
                 if probe_rules is None:  # the group's next task: the last one's rules undone first
                     op_rules.disarm()
                     group_rules.clear()
-                    probe_rules = group_rules[call["task"]] = op_rules.Rules.from_request(entry.get("op_rules"))
+                    probe_rules = group_rules[call.task] = op_rules.Rules.of(entry)
                     op_rules.arm(probe_rules, reversible=True)
-            module = importlib.import_module(f"grader.checks.{call['module']}")
-            probe = getattr(module, call["probe"])
+            module = importlib.import_module(f"grader.checks.{call.module}")
+            probe = getattr(module, call.probe)
             # One window: the answer is plain data (run_probe) and a failure is text before the
             # task's rules are lifted, so whatever code of the answer's own runs as it is read
             # (a tensor computed on reading, a property, an exception's __str__) runs under them.
-            name_precision = call.get("name_precision") is True
-            with op_rules.watching(probe_rules, tripped, name_failure=call.get("name_failure") is True), \
-                    op_rules.noting_precision(name_precision):
+            result, error = None, None
+            with op_rules.watching(probe_rules, tripped, name_failure=call.name_failure), \
+                    op_rules.noting_precision(call.name_precision):
                 try:
-                    reply = {"result": run_probe(probe, namespace, call["inputs"], probing)}
-                except BaseException as error:  # noqa: BLE001 - any failure is the submission's
-                    reply = {"error": describe(ExitCalled(error.code) if isinstance(error, SystemExit) else error)}
-            if name_precision:  # the first operator of the code's that computed below float64, or none
-                reply["low_precision"] = dict(op_rules.LOW_PRECISION[0]) if op_rules.LOW_PRECISION else False
-        except BaseException as error:  # noqa: BLE001
-            if isinstance(error, SystemExit):
-                error = ExitCalled(error.code)
-            reply = {"error": describe(error)}
+                    result = run_probe(probe, namespace, call.inputs, probing)
+                except BaseException as raised:  # noqa: BLE001 - any failure is the submission's
+                    error = describe(ExitCalled(raised.code) if isinstance(raised, SystemExit) else raised)
+            # The first operator of the code's that computed below float64, where that was asked.
+            low = LowPrecision(**op_rules.LOW_PRECISION[0]) if call.name_precision and op_rules.LOW_PRECISION \
+                else None
+        except BaseException as raised:  # noqa: BLE001
+            result, error, low = None, describe(ExitCalled(raised.code) if isinstance(raised, SystemExit)
+                                                else raised), None
         finally:
             probing = None
             if disarm is not None:
                 disarm()
             PROBING[0] = None
-        if CROSSED:
-            reply["crossed"] = sorted(CROSSED)
-        reply["forbidden_calls"] = [dict(code) for code in [*TAUGHT_LATER, *tripped]]
+        reply = ProbeReply(result=result, error=error, low_precision=low, crossed=sorted(CROSSED),
+                           forbidden_calls=[CaughtCall.of(code) for code in [*TAUGHT_LATER, *tripped]])
         changed = grader_code_changed()
         if changed:
-            reply = {"tampered": changed, "error": {"type": "Tampering", "message": changed}}
+            reply = ProbeReply(tampered=changed, error=Failure(type="Tampering", message=changed))
         sys.stdout.flush()
         sys.stderr.flush()
-        send(channel, reply)
+        send(channel, encode(reply))
 
 
 def run_probe(probe, namespace, inputs: dict, probing, _audit=sys.audit, _starts=sealed.PROBE_STARTS,
@@ -222,7 +227,7 @@ def run_probe(probe, namespace, inputs: dict, probing, _audit=sys.audit, _starts
     return _plain(probe(namespace, **inputs))
 
 
-def describe(error: BaseException) -> dict:
+def describe(error: BaseException) -> Failure:
     # Read as text only: a traceback through certified code holds its frames
     # (grader/run/inside/sealed.py), and no frame of it may sit here while the
     # exception's own code (its __str__) runs below.
@@ -233,35 +238,47 @@ def describe(error: BaseException) -> dict:
     line = (linecache.getline(*student[-1]).strip() or None) if student else None
     if isinstance(error, SyntaxError):
         where, line = f"{error.filename}:{error.lineno}", (error.text or "").strip()
-    described = {
-        "type": type(error).__name__,
-        "message": str(error)[:1000],
-        "where": where,
-        "not_implemented": isinstance(error, NotImplementedError),
-        "line": line,
-        # Python's or torch's own class, not one the submission made (or named alike).
-        "standard": type(error) in STANDARD_EXCEPTIONS,
-        # Every frame, certified ones too, for course staff.
-        "trace": [f"{file}:{number} in {name}" for file, number, name in frames[-12:]],
-    }
-    # What the grader decides on travels as codes, never as words it would parse back.
-    if isinstance(error, ForbiddenCall) and isinstance(error.code, dict):
-        described["forbidden"] = dict(error.code)
-    if type(error) is ValueError and (names := sealed.unpacked_names(error.__traceback__)) is not None:
-        described["unpacked"] = names  # the submission's line unpacked a sequence into this many names
-    if isinstance(error, MissingModule):
-        described["missing_module"] = error.module
-    if isinstance(error, ExitCalled):
-        described["exit"] = True
-    if isinstance(error, Unfit):
-        described["unfit"] = error.key
-    if isinstance(error, sealed.Sealed):
-        described["sealed"] = "not_built_on" if isinstance(error, sealed.NotBuiltOn) else "read"
     from grader.run.inside import op_rules
 
-    if op_rules.FAILED_OP and isinstance(error, (RuntimeError, TypeError, ValueError, IndexError)):
-        described["operation"] = dict(op_rules.FAILED_OP[0])
-    return described
+    # What the grader decides on travels as codes (Cause), never as words it would parse back.
+    forbidden = CaughtCall.of(error.code) if isinstance(error, ForbiddenCall) and isinstance(error.code, dict) \
+        else None
+    failed_op = op_rules.FAILED_OP[0] if op_rules.FAILED_OP and isinstance(
+        error, (RuntimeError, TypeError, ValueError, IndexError)) else None
+    return Failure(
+        type=type(error).__name__,
+        message=str(error)[:1000],
+        cause=cause_of(error, forbidden),
+        where=where,
+        line=line,
+        # Python's or torch's own class, not one the submission made (or named alike).
+        standard=type(error) in STANDARD_EXCEPTIONS,
+        # Every frame, certified ones too, for course staff.
+        trace=[f"{file}:{number} in {name}" for file, number, name in frames[-12:]],
+        forbidden=forbidden,
+        unfit=error.key if isinstance(error, Unfit) else None,
+        missing_module=error.module if isinstance(error, MissingModule) else None,
+        # The submission's line unpacked a sequence into this many names.
+        unpacked=sealed.unpacked_names(error.__traceback__) if type(error) is ValueError else None,
+        operation=Operation(**failed_op) if failed_op is not None else None,
+    )
+
+
+def cause_of(error: BaseException, forbidden: "CaughtCall | None") -> Cause:
+    """What the worker knows of an exception's cause (its first match, in this order)."""
+    if isinstance(error, NotImplementedError):
+        return Cause.NOT_IMPLEMENTED
+    if forbidden is not None:
+        return Cause.FORBIDDEN
+    if isinstance(error, Unfit):
+        return Cause.UNFIT
+    if isinstance(error, sealed.Sealed):
+        return Cause.NOT_BUILT_ON if isinstance(error, sealed.NotBuiltOn) else Cause.SEALED_READ
+    if isinstance(error, ExitCalled):
+        return Cause.EXIT
+    if isinstance(error, MissingModule):
+        return Cause.MISSING_MODULE
+    return Cause.RAISED
 
 
 # The exception classes Python and torch name at their top level, taken when the first
@@ -416,22 +433,20 @@ def load(name: str, sources: dict[str, str], label: str, wanted, broken: dict) -
             if key.startswith(prefix) and module is not None}
 
 
-def build_namespace(request: dict) -> types.SimpleNamespace:
+def build_namespace(request: TaskRequest) -> types.SimpleNamespace:
     """The student's package, with the certified parts the task builds on installed
-    (request["certify"]; every other task stays the student's own code), and the
+    (request.certify; every other task stays the student's own code), and the
     certified code calling back into the student's objects."""
     # The certified parts first, and their compiled text dropped before any student
     # code runs beside it: the finder's dict is the request's, emptied in place.
-    compiled = request.pop("certified", None) or {}
+    compiled, request.certified = request.certified or {}, None
     certified = {}
     if compiled:
         modules = (sorted(IMPORTED_ONCE["student"]) if IMPORTED_ONCE else
-                   sorted(k[:-3] for k in request["student"] if k.endswith(".py") and "/" not in k))
+                   sorted(k[:-3] for k in request.student if k.endswith(".py") and "/" not in k))
         # Only the modules that hold a part to install (and what they import): running the
         # others' bodies took most of a worker's start, for parts it never installs.
-        certify = request.get("certify")
-        holding = ({region["module"] for region in request["regions"] if region["task"] in certify}
-                   if isinstance(certify, list) else set(modules))
+        holding = {region.module for region in request.regions if region.task in request.certify}
         failed: dict = {}
         try:
             certified = load(CERTIFIED_PACKAGE, compiled, "certified",
@@ -446,22 +461,19 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
     else:
         broken = {}
         # Only the graded task's module and what it imports: faster, and less to go wrong.
-        student = load(STUDENT_PACKAGE, request["student"], "submission", request.get("needs", []), broken)
-    graded = request["task"]
-    group = set(request["group"]) if isinstance(request.get("group"), dict) else set()
-    if isinstance(request.get("certify"), list):
-        installing = set(request["certify"]) - group - {graded}
-    else:  # a request from before the task graph decided: everything but the graded tasks
-        installing = {r["task"] for r in request["regions"]} - (group or {graded})
-    for module in request.get("needs", []):
+        student = load(STUDENT_PACKAGE, request.student, "submission", request.needs, broken)
+    graded = request.task
+    group = set(request.group or ())
+    installing = set(request.certify) - group - {graded}
+    for module in request.needs:
         if module in broken:
             raise broken[module]
         if module not in student:
             raise MissingModule(module)
     replaced_functions, installed = {}, []
-    for region in request["regions"]:
-        module, qualname = region["module"], region["qualname"]
-        if region["task"] not in installing or module not in certified or module not in student:
+    for region in request.regions:
+        module, qualname = region.module, region.qualname
+        if region.task not in installing or module not in certified or module not in student:
             continue
         *class_path, attr = qualname.split(".")
         source_owner = _walk(certified[module], class_path)
@@ -470,7 +482,7 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
             continue
         original = getattr(target_owner, attr, None)
         setattr(target_owner, attr, _rebind(getattr(source_owner, attr), source_owner, target_owner))
-        installed.append(region["task"])
+        installed.append(region.task)
         if not class_path and original is not None:
             replaced_functions[id(original)] = getattr(source_owner, attr)
     # Aliases (`from .model import gelu`) must see the certified function too.
@@ -482,28 +494,29 @@ def build_namespace(request: dict) -> types.SimpleNamespace:
     if group:
         _watch_group_crossings(request, student, group)
     # Certified code looks names up in its own module: point them at the student's objects.
-    owners = {(r["module"], r["qualname"].split(".")[0]) for r in request["regions"]}
+    owners = {(r.module, r.qualname.split(".")[0]) for r in request.regions}
     for module, top in owners:
         if module in certified and module in student and hasattr(student[module], top):
             setattr(certified[module], top, getattr(student[module], top))
     return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
 
 
-def _name_own_code(request: dict, student: dict, tasks: set, _audit=sys.audit, _event=sealed.OWN_CODE) -> None:
+def _name_own_code(request: TaskRequest, student: dict, tasks: set, _audit=sys.audit,
+                   _event=sealed.OWN_CODE) -> None:
     """Tell the seal which code is each graded task's own: the student's function (through
     any wrapper) and every function defined inside it, and every other piece of code the
     upload defined but another task's function (a helper, a property, a dunder method, a
     hook or a finaliser: wherever it runs, it runs for this task). A part taught after the
     task may not be called from any of it."""
     by_task: dict[str, list] = {}
-    for region in request["regions"]:
-        if region["module"] not in student:
+    for region in request.regions:
+        if region.module not in student:
             continue
-        *class_path, attr = region["qualname"].split(".")
-        owner = _walk(student[region["module"]], class_path)
+        *class_path, attr = region.qualname.split(".")
+        owner = _walk(student[region.module], class_path)
         function = (owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)) \
             if owner is not None else None
-        codes, seen = by_task.setdefault(region["task"], []), 0
+        codes, seen = by_task.setdefault(region.task, []), 0
         while function is not None and seen < 8:  # a decorated function: every layer is the student's
             code = getattr(function, "__code__", None)  # (None for a certified function: it is sealed)
             if isinstance(code, types.CodeType):
@@ -527,14 +540,14 @@ CROSSED: set = set()
 TAUGHT_LATER: list = []
 
 
-def _watch_group_crossings(request: dict, student: dict, group: set) -> None:
+def _watch_group_crossings(request: TaskRequest, student: dict, group: set) -> None:
     import functools
 
-    for region in request["regions"]:
-        task, module = region["task"], region["module"]
+    for region in request.regions:
+        task, module = region.task, region.module
         if task not in group or module not in student:
             continue
-        *class_path, attr = region["qualname"].split(".")
+        *class_path, attr = region.qualname.split(".")
         owner = _walk(student[module], class_path)
         function = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
         if owner is None or not isinstance(function, types.FunctionType):

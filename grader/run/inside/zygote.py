@@ -250,7 +250,7 @@ def serve_submission(control_fd: int, output_fd: int) -> None:
     try:
         student = tasks.load(tasks.STUDENT_PACKAGE, request["student"], "submission", modules, broken)
     except BaseException as error:  # noqa: BLE001 - the package itself failed: grade per task instead
-        _SEND(control, {"setup_error": tasks.describe(error)})
+        _SEND(control, {"imported": False})  # each task's own import says why
         return
     tasks.IMPORTED_ONCE.update(student=student, broken=broken)
     import gc
