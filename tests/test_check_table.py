@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.checks import catalogue
-from grader.checks._api import Declared, Task
+from grader.checks._api import DECLARED, CheckHandle, Task, check
 
 PINNED = Path(__file__).parent / "data" / "check_table.json"
 
@@ -51,8 +51,7 @@ def test_every_check_lives_in_its_chapter_and_task_package():
             task_package = f"grader.checks.{chapter.module}.{c.task}"
             assert module.__name__ == task_package + ".hidden" * c.hidden, (c.name, module.__name__)
             assert [t.name for t in sys.modules[task_package].TASKS] == [c.task], c.name
-            declared = [d.judge for d in vars(module)["__declared_checks__"] if c.name.endswith(f".{d.name}")]
-            assert c.judge in declared, c.name
+            assert [d.judge for d in vars(module)[DECLARED] if d.name == c.name] == [c.judge], c.name
 
 
 def test_a_hidden_check_goes_in_hidden_and_a_public_one_stays_out():
@@ -61,18 +60,38 @@ def test_a_hidden_check_goes_in_hidden_and_a_public_one_stays_out():
     def module(name, *hidden):
         made = types.ModuleType(name)
         made.TASKS = [Task("t", "model", "f", "a task")]
-        made.__declared_checks__ = [Declared(f"c{i}", None, 1, "", None, None, {"hidden": h} if h else {})
-                                    for i, h in enumerate(hidden)]
+        setattr(made, DECLARED, [CheckHandle(f"c{i}", None, 1, "", None, None, {"hidden": h} if h else {}, name)
+                                 for i, h in enumerate(hidden)])
         return made
 
     public, secret = module("grader.checks.ch99_x.t", False), module("grader.checks.ch99_x.t.hidden", True, True)
-    assert [c.name for c in catalogue._checks_of(public, secret, "99")] == ["ch99.t.c0", "ch99.t.c0", "ch99.t.c1"]
+    assert [c.name.split(".") for c in catalogue._checks_of(public, secret, "99")] == [
+        ["ch99", "t", "c0"], ["ch99", "t", "c0"], ["ch99", "t", "c1"]]
     assert [c.hidden for c in catalogue._checks_of(public, None, "99")] == [False]
     with pytest.raises(ValueError, match="ch99_x/t/hidden.py"):
         catalogue._checks_of(module("grader.checks.ch99_x.t", False, True), None, "99")
     with pytest.raises(ValueError, match="ch99_x/t/__init__.py"):
         catalogue._checks_of(public, module("grader.checks.ch99_x.t.hidden", False), "99")
 
+
+
+def test_a_handle_names_its_check_judges_as_its_judge_and_lends_it_to_the_next(monkeypatch):
+    """@check returns a handle named from where it is declared; a check declared on a
+    handle shares its judge, and the module lists both in declaration order."""
+    module = types.ModuleType("grader.checks.ch99_x.t")
+    module.TASKS = [Task("t", "model", "f", "a task")]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def judge(out, inputs, expected):
+        return None if out == inputs["right"] else "wrong"
+
+    judge.__module__ = module.__name__
+    first = check("first", 1, "the first", probe=None)(judge)
+    second = check("second", 2, "the second", probe=None)(first)
+    assert second.judge is judge and first(1, {"right": 1}, None) is None and first(2, {"right": 1}, None) == "wrong"
+    assert [h.name.split(".") for h in (first, second)] == [["ch99", "t", "first"], ["ch99", "t", "second"]]
+    assert vars(module)[DECLARED] == [first, second]
+    assert [c.points for c in catalogue._checks_of(module, None, "99")] == [1, 2]
 
 if __name__ == "__main__":
     PINNED.write_text(json.dumps(current_table(), indent=1))
