@@ -54,6 +54,20 @@ def test_every_check_lives_in_its_chapter_and_task_package():
             assert [d.judge for d in vars(module)[DECLARED] if d.name == c.name] == [c.judge], c.name
 
 
+
+def test_each_module_holds_its_checks_handles_under_the_checks_names():
+    """The kit names a check by importing its handle (`from grader.checks.ch05_block.gelu import
+    exact_values`), so a module holds every check it declares under the check's own name, a
+    check that shares another's judge too (declared on that one's handle)."""
+    for c in catalogue.all_checks():
+        module = sys.modules[c.judge.__module__]
+        short_name = c.name.rsplit(".", 1)[1]
+        handle = vars(module).get(short_name)
+        assert isinstance(handle, CheckHandle) and handle.name == c.name, (
+            f"{module.__name__} holds no handle named {short_name} for {c.name}")
+        assert handle.check == c and handle.judge is c.judge
+
+
 def test_a_hidden_check_goes_in_hidden_and_a_public_one_stays_out():
     """The student release ships a task's folder without its hidden.py: a hidden check declared
     in the public module would ship, so the catalogue refuses it (and a public one in hidden.py)."""

@@ -130,7 +130,7 @@ def probe_{task}(ns, x):
 @check("example", 2, "{function} of a fixed [1, 2, 3] input matches the reference",
        probe=probe_{task},
        inputs=lambda g: {{"x": torch.tensor({example}, dtype=torch.float64)}})
-def judge_{task}_example(out, inputs, expected):
+def example(out, inputs, expected):
     facts = known_facts(inputs)
     return diagnose(out["y"], facts["right"], named(MISTAKES, facts["mistakes"]), "{function}(x)")
 '''
@@ -160,7 +160,7 @@ def example_facts(ref, inputs):
 @check("matches_reference", 2, "random [B, T, d] inputs match the reference",
        probe=probe_{task}, inputs=lambda g: {{"x": torch.randn(2, 3, 5, generator=g, dtype=torch.float64)}},
        expect=lambda ref, inputs: _reference(ref, inputs["x"]), hidden=True)
-def judge_{task}_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     return compare(out["y"], expected, "{function}(x)", atol=1e-9, rtol=1e-9)
 
 

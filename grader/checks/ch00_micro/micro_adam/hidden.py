@@ -29,5 +29,5 @@ def _random_adam(g):
 
 @check("random_steps", 2, "random parameters, gradients and settings: every step equals the hand computation",
        probe=probe_adam, inputs=_random_adam, hidden=True)
-def judge_adam_hidden(out, inputs, expected):
+def random_steps(out, inputs, expected):
     return judge_adam(out, inputs, False, adam_facts(inputs["start"], inputs["grads"], inputs["settings"]))

@@ -54,7 +54,7 @@ def _random_attention(g):
 
 @check("matches_reference", 2, "random heads: output, weights and every gradient match the reference",
        probe=probe_attention, inputs=_random_attention, expect=_expect_attention, hidden=True)
-def judge_attention_hidden(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     q, keys, values = inputs["query"], inputs["keys"], inputs["values"]
     if problem := judge_attention_values(out, q, keys, values, False, attention_facts(q, keys, values)):
         return problem

@@ -33,7 +33,7 @@ def _random_forward(g):
 @check("matches_reference", 2,
        "the names-sized model, 1 or 2 layers, random ids: logits and attention rows match the reference",
        probe=probe_forward, inputs=_random_forward, expect=_expect_forward, hidden=True)
-def judge_forward_hidden(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if all_close(out["logits"], expected["logits"], TOL) and all_close(out["rows"], expected["rows"], TOL):
         return None
     return judge_forward(out, inputs, forward_facts(expected["tables"], inputs["sizes"], inputs["ids"]), False) or \

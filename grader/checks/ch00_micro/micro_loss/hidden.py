@@ -33,7 +33,7 @@ def _random_loss(g):
 @check("matches_reference", 2,
        "random documents (some longer than the window): loss and every parameter gradient match the reference",
        probe=probe_loss, inputs=_random_loss, expect=_expect_loss, hidden=True)
-def judge_loss_hidden(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if problem := judge_loss(out, inputs, False, lambda out: loss_facts(out["logits"], inputs["ids"], False)):
         return problem
     if not close_enough(out["loss"], expected["loss"], TOL):

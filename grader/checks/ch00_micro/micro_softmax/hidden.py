@@ -25,6 +25,6 @@ def _random_softmax(g):
 
 @check("random_logits", 1, "random logits, shifted by up to ±800: values and gradients exact",
        probe=probe_softmax, inputs=_random_softmax, hidden=True)
-def judge_softmax_hidden(out, inputs, expected):
+def random_logits(out, inputs, expected):
     return judge_softmax(out, inputs["logits"], inputs.get("w"), False,
                          softmax_facts(inputs["logits"], inputs.get("w")))

@@ -22,5 +22,5 @@ def _random_cases(g):
 
 @check("random_values", 1, "random positive x: exact",
        probe=probe_value_ops, inputs=_random_cases, hidden=True)
-def judge_ops_hidden(out, inputs, expected):
+def random_values(out, inputs, expected):
     return judge_ops(out, inputs["cases"], False, op_facts(inputs["cases"]))

@@ -27,7 +27,7 @@ def _expect_vocab(ref, inputs):
 @check("matches_reference", 2,
        "random corpora (letters, digits, punctuation, accents, empty documents) give the reference vocabulary",
        probe=probe_vocab, inputs=_random_vocab_inputs, expect=_expect_vocab, hidden=True)
-def judge_vocab_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if problem := vocab_problem(out, inputs["corpus"], vocabulary(inputs["corpus"])[0], hidden=True):
         return f"for a random corpus: {problem}"
     if out["chars"] != expected["chars"] or out["bos_id"] != expected["bos_id"]:

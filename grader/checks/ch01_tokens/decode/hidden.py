@@ -36,7 +36,7 @@ def _expect_decode(ref, inputs):
 
 @check("matches_reference", 2, "random id lists (BOS anywhere) give the reference text",
        probe=probe_decode, inputs=_random_decode_inputs, expect=_expect_decode, hidden=True)
-def judge_decode_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     facts = decode_facts(inputs["corpus"], inputs["id_lists"])
     for number, (ids, result, right, said) in enumerate(zip(inputs["id_lists"], out["results"], expected,
                                                             facts["texts"])):

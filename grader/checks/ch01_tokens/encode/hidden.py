@@ -41,7 +41,7 @@ def _expect_encode(ref, inputs):
 
 @check("matches_reference", 2, "random corpora and texts give the reference ids",
        probe=probe_encode, inputs=_random_encode_inputs, expect=_expect_encode, hidden=True)
-def judge_encode_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     facts = encode_facts(inputs["corpus"], inputs["texts"])
     for number, (text, result, right, ids) in enumerate(zip(inputs["texts"], out["results"], expected, facts["ids"])):
         if problem := encode_problem(result, text, ids, facts["bos"], hidden=True):

@@ -52,7 +52,7 @@ def _expect_windows(ref, inputs):
 
 @check("matches_reference", 2, "random documents and block sizes give the reference windows",
        probe=probe_windows, inputs=_random_windows_inputs, expect=_expect_windows, hidden=True)
-def judge_windows_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     for number, ((ids, block_size), result, right) in enumerate(zip(inputs["cases"], out, expected)):
         if problem := windows_problem(result, ids, block_size, window_facts(ids, block_size), hidden=True):
             return f"{hidden(f'random document {number + 1}: ', '')}{problem}"

@@ -56,7 +56,7 @@ def _expect_lookup(ref, inputs):
 
 @check("matches_reference", 2, "random weights and ids of random sizes give exactly the reference lookup",
        probe=probe_lookup, inputs=_random_lookup_inputs, expect=_expect_lookup, hidden=True)
-def judge_lookup_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     y = out["y"]
     if problem := shape_problem(y, expected.shape, "the embedding of random ids"):
         return problem

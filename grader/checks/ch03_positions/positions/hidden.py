@@ -103,7 +103,7 @@ def _expect_positions(ref, inputs):
 
 @check("matches_reference", 2, "random tables, batches, lengths and cache offsets give the reference output",
        probe=probe_positions, inputs=_random_position_inputs, expect=_expect_positions, hidden=True)
-def judge_positions_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     weight = inputs["weight"]
     for number, ((hidden, past), result, right) in enumerate(zip(inputs["cases"], out, expected)):
         if "raised" in result:

@@ -33,6 +33,6 @@ def public_merge_facts(ref, inputs):
        task="merge_heads", probe=probe_merge,
        inputs=lambda g: {"y": torch.randn(3, 4, 7, 2, generator=g, dtype=torch.float64),
                          "sizes": {"d_model": 8, "n_heads": 4}}, hidden=True)
-def judge_merge_matches_reference(out, inputs, expected):
-    """The public judge_merge_values, for the hidden check above."""
+def matches_reference(out, inputs, expected):
+    """The public head_features, for the hidden check above."""
     return merge_problem(out, inputs, merge_facts(inputs["y"]))

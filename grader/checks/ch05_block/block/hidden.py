@@ -117,7 +117,7 @@ def _block_mistakes(ref, inputs):
 
 @check("matches_reference", 3, "random weights (distinct norms) and inputs match the reference pre-LN block",
        probe=probe_block_forward, inputs=random_block_inputs, expect=_block_mistakes, hidden=True)
-def judge_block_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if problem := attention_pair_problem(out):
         return problem
     mistakes = named(MISTAKES_REFERENCE, expected["mistakes"]) + composition_mistakes(expected["compositions"])
@@ -138,7 +138,7 @@ def probe_block_cache(ns, x, sizes, state, split, part, earlier):
 @check("cache_consistent", 1, "two calls through the KV cache equal one full call",
        probe=probe_block_cache, inputs=lambda g: {**random_block_inputs(g), "split": 3}, hidden=True,
        parts=("full", "stepwise"), gated_by="formula")
-def judge_block_cache(out, inputs, expected):
+def cache_consistent(out, inputs, expected):
     if problem := compare(out["stepwise"], out["full"], "the cached block output", atol=1e-9, rtol=1e-7):
         return f"running the block in two calls through the KV cache differs from one call: {problem}"
     return None

@@ -24,7 +24,7 @@ def drawn_sizes(g):
 
 @check("parameter_ledger_wide", 1, "the ledger holds for sizes drawn for each grading (d, h and f)",
        probe=probe_block_parts, inputs=drawn_sizes, hidden=True)
-def judge_block_parts_wide(out, inputs, expected):
-    """The public judge_block_parts, for the hidden check above."""
+def parameter_ledger_wide(out, inputs, expected):
+    """The public parameter_ledger, for the hidden check above."""
     sizes = inputs["sizes"]
     return block_parts_problem(out, inputs, block_parameters(sizes["d_model"], sizes["d_ff"]))

@@ -37,6 +37,6 @@ def _random_feedforward_inputs(g):
 
 @check("matches_reference", 3, "random weights and inputs give fc2(gelu(fc1(x)))",
        probe=probe_feedforward, inputs=_random_feedforward_inputs, hidden=True)
-def judge_feedforward_matches_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     """The public judge_feedforward, for the hidden check above."""
     return feedforward_problem(out, feedforward_facts(inputs["x"], inputs["state"]))

@@ -66,7 +66,7 @@ def _expect_layer_norm(ref, inputs):
 
 @check("matches_reference", 3, "random [B, T, d] inputs with random gamma and beta match the reference",
        probe=probe_layer_norm, inputs=_random_norm_inputs, expect=_expect_layer_norm, hidden=True)
-def judge_layer_norm_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     mistakes = named_mistakes(layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]))
     said = diagnose(out["y"], expected, mistakes, "the normalised output", rtol=1e-7)
     if said is None or any(said == text for text, _ in mistakes) or not float32_close(out["y"], expected):

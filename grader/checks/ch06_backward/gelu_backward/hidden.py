@@ -52,7 +52,7 @@ def _expect_gelu(ref, inputs):
        probe=probe_gelu_backward,
        inputs=lambda g: {"grad_out": random_tensor(g, 2, 3, 4, 5), "x": random_tensor(g, 2, 3, 4, 5, scale=2.5)},
        expect=_expect_gelu, hidden=True)
-def judge_gelu_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     g, x = inputs["grad_out"], inputs["x"]
     return judge_grads(out, ("dx",), "gelu_backward", [expected], {}, {"dx": gelu_mistakes(g, x)},
                        MISTAKES, hidden=True)

@@ -43,7 +43,7 @@ def _expect_linear(ref, inputs):
 
 @check("matches_reference", 2, "4-D inputs and a square weight match the reference gradients",
        probe=probe_linear_backward, inputs=linear_inputs((2, 2, 3, 5), 5), expect=_expect_linear, hidden=True)
-def judge_linear_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
     return judge_grads(out, LINEAR_NAMES, "linear_backward", expected, linear_shapes(g, x, w),
                         linear_mistakes(g, x, w), MISTAKES, hidden=True)

@@ -85,7 +85,7 @@ def _expect_residual(ref, inputs):
 
 @check("matches_reference", 2, "other shapes (x [3, 2, 6], f = 10) match the reference gradients",
        probe=probe_residual_backward, inputs=residual_inputs((3, 2, 6), 10), expect=_expect_residual, hidden=True)
-def judge_residual_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, residual_shapes(inputs),
                         residual_mistakes(inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS],
                                           expected), MISTAKES, hidden=True)

@@ -15,5 +15,5 @@ def ledger_facts(ref, inputs):
 
 @check("ledger_random_configs", 2, "random configurations register exactly the ledger's count",
        probe=probe_lm_counts, inputs=lambda g: {"configs": random_lm_configs(g, 3)}, hidden=True)
-def judge_lm_ledger_hidden(out, inputs, expected):
+def ledger_random_configs(out, inputs, expected):
     return judge_lm_counts(out, inputs, [count_facts(sizes) for sizes in inputs["configs"]], hidden=True)

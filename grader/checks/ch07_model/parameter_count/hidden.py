@@ -21,5 +21,5 @@ def model_count_facts(ref, inputs):
 
 @check("random_configs", 2, "random configurations follow the ledger " + LEDGER,
        probe=probe_parameter_count, inputs=lambda g: {"configs": random_lm_configs(g)}, hidden=True)
-def judge_parameter_count_hidden(out, inputs, expected):
+def random_configs(out, inputs, expected):
     return judge_counts(out, inputs, [count_facts(sizes) for sizes in inputs["configs"]], hidden=True)

@@ -35,6 +35,6 @@ def _random_init_inputs(g):
 @check("random_duplicates", 1,
        "random tensors with random repeats, passed as a generator: each held once, in first-seen order",
        task="adamw_init", probe=probe_adamw_init, inputs=_random_init_inputs, hidden=True)
-def judge_adamw_state_random(out, inputs, expected):
-    """The public judge_adamw_state, for the hidden check above."""
+def random_duplicates(out, inputs, expected):
+    """The public each_parameter_once, for the hidden check above."""
     return adamw_state_problem(out, inputs, first_seen(inputs["order"]))

@@ -65,6 +65,6 @@ def _random_adamw_inputs(g):
        "random shapes, betas, eps, lr and weight decay, some parameters without a gradient at some steps: "
        "55 steps follow torch.optim.AdamW",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_random_adamw_inputs, hidden=True)
-def judge_adamw_random_runs(out, inputs, expected):
-    """The public judge_adamw_matches_torch, for the hidden check above."""
+def random_matches_torch(out, inputs, expected):
+    """The public matches_torch, for the hidden check above."""
     return trajectory_problem(out, inputs, adamw_facts(inputs))

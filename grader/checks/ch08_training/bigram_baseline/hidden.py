@@ -84,7 +84,7 @@ def _expect_bigram(ref, inputs):
 
 @check("random_corpora", 2, "random corpora, block sizes and k match the reference",
        probe=probe_bigram, inputs=_random_bigram_inputs, expect=_expect_bigram, hidden=True)
-def judge_bigram_hidden(out, inputs, expected):
+def random_corpora(out, inputs, expected):
     if problem := bigram_problem(out, inputs, bigram_facts(inputs), show=False):
         return problem
     for number, (result, want) in enumerate(zip(out, expected), start=1):

@@ -100,5 +100,5 @@ def _random_clip_inputs(g):
 
 @check("random_matches_torch", 2, "random shapes, scales and max_norm match torch.nn.utils.clip_grad_norm_",
        probe=probe_clip, inputs=_random_clip_inputs, hidden=True)
-def judge_clip_hidden(out, inputs, expected):
+def random_matches_torch(out, inputs, expected):
     return clip_problem(out, inputs, clip_facts(inputs), hidden=True)

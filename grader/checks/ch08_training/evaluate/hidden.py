@@ -76,7 +76,7 @@ def judge_evaluate_mode_hidden(out):
 
 @check("matches_reference", 2, "random names and weights give the reference's loss per scored character",
        probe=probe_evaluate, inputs=_random_evaluate_inputs, expect=_expect_evaluate, hidden=True)
-def judge_evaluate_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     value = out["value"]
     if not is_float(value):
         return f"evaluate should return a Python float, got {type(value).__name__}"

@@ -59,5 +59,5 @@ def _random_batch_inputs(g):
 
 @check("random_documents", 2, "random documents, block sizes and pad ids give the right windows, padding and mask",
        probe=probe_make_batch, inputs=_random_batch_inputs, hidden=True)
-def judge_make_batch_hidden(out, inputs, expected):
+def random_documents(out, inputs, expected):
     return batch_problem(out, inputs, batch_facts(inputs), show=False)

@@ -61,5 +61,5 @@ def _random_sampling_inputs(g):
        "random logits [N, 3, V] with a random temperature and top_k (also k > V): ids [N, 3] whose "
        "frequencies follow the top-k softmax",
        probe=probe_sample_calls, inputs=_random_sampling_inputs, hidden=True)
-def judge_frequencies_hidden(out, inputs, expected):
+def random_rows(out, inputs, expected):
     return frequency_problem(out, inputs, frequency_facts(inputs), hidden=True)
