@@ -15,7 +15,7 @@ import torch
 
 from grader.checks import catalogue
 from grader.checks._api import PUBLIC_SEED
-from grader.checks.facts import REGISTERED, MissingFacts, decode, digest, encode, known_facts
+from grader.checks.facts import REGISTERED, MissingFacts, decode, digest, encode, facts_for, known_facts
 from grader.generate import facts
 from grader.qa.catch_table import SEED
 
@@ -86,6 +86,15 @@ def test_where_the_data_files_were_left_out_the_kit_computes_the_same(monkeypatc
         # Equal to the last bit or two: this machine's CPU may not be the one that wrote the data.
         assert facts._agrees(json.dumps(encode(computed)), json.dumps(encode(written[name]))), name
 
+
+
+def test_facts_are_registered_for_a_checks_handle_never_its_name():
+    """A name can outlive its check; a handle is an import that fails with it."""
+    from grader.checks.ch05_block.gelu import exact_values, hidden
+
+    assert vars(hidden)[REGISTERED][exact_values.name] is hidden.public_gelu_facts
+    with pytest.raises(TypeError, match="handles"):
+        facts_for(exact_values.name)
 
 def test_unknown_inputs_are_an_error_not_a_verdict():
     with pytest.raises(MissingFacts, match="make student"):

@@ -142,7 +142,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare
-from grader.checks.{package}.{task} import probe_{task}
+from grader.checks.{package}.{task} import example, probe_{task}
 from grader.checks.facts import facts_for
 
 
@@ -151,7 +151,7 @@ def {mistake}(x):
     {mistake_code}
 
 
-@facts_for("ch{number}.{task}.example")
+@facts_for(example)
 def example_facts(ref, inputs):
     x = inputs["x"]
     return {{"right": ref.{call}(x), "mistakes": {{"{mistake}": {mistake}(x)}}}}

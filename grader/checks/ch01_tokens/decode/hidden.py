@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, numbered
-from grader.checks.ch01_tokens.decode import decode_problem, probe_decode
+from grader.checks.ch01_tokens.decode import decode_problem, drops_bos, probe_decode, round_trip
 from grader.checks.ch01_tokens.hidden.common import decode_facts, random_corpus
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch01.decode.drops_bos", "ch01.decode.round_trip")
+@facts_for(drops_bos, round_trip)
 def public_decode_facts(ref, inputs):
     return decode_facts(inputs["corpus"], inputs["id_lists"])
 

@@ -7,7 +7,7 @@ import math
 import torch
 
 from grader.checks._api import check, compare, constant, float32_close, matches, shape_problem
-from grader.checks.ch02_embedding.embedding import probe_lookup
+from grader.checks.ch02_embedding.embedding import float64_precision, integer_dtypes, lookup, probe_lookup
 from grader.checks.facts import facts_for
 
 
@@ -27,14 +27,14 @@ def lookup_mistakes(weight, idx):
     return mistakes
 
 
-@facts_for("ch02.embedding.lookup", "ch02.embedding.float64_precision")
+@facts_for(lookup, float64_precision)
 def lookup_facts(ref, inputs):
     weight, idx = inputs["weight"], inputs["idx"]
     return {"right": weight[idx], "one_hot": torch.nn.functional.one_hot(idx, weight.shape[0]).double(),
             "mistakes": lookup_mistakes(weight, idx)}
 
 
-@facts_for("ch02.embedding.integer_dtypes")
+@facts_for(integer_dtypes)
 def integer_dtype_facts(ref, inputs):
     return {"rows": [inputs["weight"][idx.long()] for idx in inputs["cases"]]}
 

@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch04_attention.hidden.oracles import heads_of
-from grader.checks.ch04_attention.split_heads import MISTAKES, probe_split, split_problem
+from grader.checks.ch04_attention.split_heads import MISTAKES, head_features, probe_split, split_problem
 from grader.checks.facts import facts_for
 
 
@@ -24,7 +24,7 @@ def split_facts(x, h):
     return {"right": heads_of(x, h), "mistakes": split_mistakes(x, h)}
 
 
-@facts_for("ch04.split_heads.head_features")
+@facts_for(head_features)
 def public_split_facts(ref, inputs):
     return split_facts(inputs["x"], inputs["sizes"]["n_heads"])
 

@@ -9,7 +9,8 @@ from grader.checks.ch05_block.hidden.oracles import layer_norm
 from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.hidden.oracles import autograd_of, differences_facts, grads_facts
 from grader.checks.ch06_backward.layer_norm_backward import (
-    LN_NAMES, MISTAKES, layer_norm_inputs, layer_norm_shapes, probe_layer_norm_backward,
+    LN_NAMES, MISTAKES, finite_differences, layer_norm_inputs, layer_norm_shapes, matches_autograd,
+    probe_layer_norm_backward,
 )
 from grader.checks.course import EPS
 from grader.checks.facts import facts_for
@@ -61,13 +62,13 @@ def layer_norm_mistakes(grad_out, x, gamma):
     }
 
 
-@facts_for("ch06.layer_norm_backward.matches_autograd")
+@facts_for(matches_autograd)
 def autograd_facts(ref, inputs):
     g, x, gamma = inputs["grad_out"], inputs["x"], inputs["gamma"]
     return grads_facts(layer_norm, g, [x, gamma, inputs["_beta"]], lambda right: layer_norm_mistakes(g, x, gamma))
 
 
-@facts_for("ch06.layer_norm_backward.finite_differences")
+@facts_for(finite_differences)
 def finite_difference_facts(ref, inputs):
     return differences_facts(layer_norm, inputs["grad_out"], [inputs["x"], inputs["gamma"], inputs["_beta"]],
                              inputs["_directions"])

@@ -7,7 +7,7 @@ import torch
 from grader.checks._api import check, compare, first_diagnosis, matches_to_float32, named
 from grader.checks.ch07_model.common import model_of, stable_cross_entropy
 from grader.checks.ch07_model.lm_forward import (
-    MISTAKES, lm_cache_inputs, lm_inputs, triple, cache_matches_full, probe_lm_cache, probe_lm_forward,
+    MISTAKES, cache_matches_full, formula, lm_cache_inputs, lm_inputs, probe_lm_cache, probe_lm_forward, triple,
 )
 from grader.checks.facts import facts_for, significant
 
@@ -40,7 +40,7 @@ def lm_composed(model, idx):
         return {"right": head(through(hidden, blocks)), "mistakes": mistakes}
 
 
-@facts_for("ch07.lm_forward.formula")
+@facts_for(formula)
 def formula_facts(ref, inputs):
     """The wrong forwards' logits are only ever matched to 1e-6 (first_diagnosis)."""
     composed = lm_composed(model_of(ref, inputs["sizes"], inputs["state"]), inputs["idx"].clone())

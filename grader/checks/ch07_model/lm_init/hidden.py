@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from grader.checks._api import check
 from grader.checks.ch07_model.hidden.common import count_facts, random_lm_configs
-from grader.checks.ch07_model.lm_init import judge_lm_counts, probe_lm_counts
+from grader.checks.ch07_model.lm_init import (
+    heads_do_not_change_count, judge_lm_counts, parameter_ledger, probe_lm_counts,
+)
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch07.lm_init.parameter_ledger", "ch07.lm_init.heads_do_not_change_count")
+@facts_for(parameter_ledger, heads_do_not_change_count)
 def ledger_facts(ref, inputs):
     return [count_facts(sizes) for sizes in inputs["configs"]]
 

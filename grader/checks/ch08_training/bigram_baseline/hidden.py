@@ -7,7 +7,9 @@ import math
 import torch
 
 from grader.checks._api import check, numbered
-from grader.checks.ch08_training.bigram_baseline import MISTAKES, bigram_problem, probe_bigram
+from grader.checks.ch08_training.bigram_baseline import (
+    MISTAKES, bigram_problem, by_hand, cropped_and_smoothed, probe_bigram,
+)
 from grader.checks.ch08_training.common import close_enough, close_to_float32
 from grader.checks.ch08_training.hidden.common import random_docs
 from grader.checks.facts import facts_for
@@ -63,7 +65,7 @@ def bigram_facts(inputs):
     return said
 
 
-@facts_for("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed")
+@facts_for(by_hand, cropped_and_smoothed)
 def public_bigram_facts(ref, inputs):
     return bigram_facts(inputs)
 
