@@ -206,7 +206,7 @@ class CheckHandle:
 
     @property
     def name(self) -> str:
-        """The full name, as reports and gradebooks give it: "ch05.gelu.exact_values"."""
+        """The full name, as reports and gradebooks give it: ch05.gelu.exact_values, say."""
         return self.full_name(self.chapter, self.task)
 
     @property

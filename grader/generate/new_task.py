@@ -171,12 +171,13 @@ def _reference(ref, x):
 MUTANTS = '''"""Task {task}: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.{package}.{task} import example
 from grader.mutants import mutant, variant
 
 MUTANTS = [
     mutant("{task}_{mistake}", "{task}", """
         {mistake_code}
-    """, "ch{number}.{task}.example", "{keyword}", "{mistake_text}"),
+    """, example, "{keyword}", "{mistake_text}"),
 ]
 
 VARIANTS = [
