@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from grader.checks._api import Check, causal_diagnosis
+from grader.checks.ch05_block.gelu import exact_values
 from grader.checks.ch05_block.layer_norm import defaults
 from grader.run.results import CheckResult, GradeReport
 from grader.run.report import code_block, markdown_text, plain, render, results_json
@@ -84,7 +85,7 @@ def test_layer_norm_defaults_want_a_finite_eps_of_1e_5(eps, right):
 
 
 def _result(diagnosis, output="", status="failed"):
-    check = Check(name="ch05.gelu.exact_values", task="gelu", points=2, summary="gelu equals x * Phi(x)",
+    check = Check(name=exact_values.name, task="gelu", points=2, summary="gelu equals x * Phi(x)",
                   probe=lambda ns: None, judge=lambda out, inputs, expected: None)
     return CheckResult(check, status, diagnosis, output)
 
