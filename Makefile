@@ -63,6 +63,7 @@ student: $(STAMP)
 	$(PYTHON) -m grader.generate.student_copy
 	$(PYTHON) -m grader.generate.lesson_tables
 	$(PYTHON) -m grader.generate.doc_totals
+	$(PYTHON) -m grader.generate.check_table
 	$(PYTHON) -m grader.qa.accuracy_page
 	$(PYTHON) -m grader.generate.notebooks
 

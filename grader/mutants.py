@@ -10,6 +10,10 @@ patch of that region, the changed lines only, so it reads as the mistake it is:
         + hidden = self.residual_dropout(attended)
     '''), expect, keyword, mistake)
 
+`expect` is the handle of the check the mutant must fail (or a tuple of handles, of
+which one must fail), imported from the task folder that declares it:
+`from grader.checks.ch05_block.block import formula`.
+
 A patch is a list of hunks:
 
 - `- line` removes a line of the region. It must match, with the surrounding whitespace
@@ -231,7 +235,7 @@ class Mutant(Entry):
     name: str
     task: str
     change: str | Patch  # a patch of the reference's region, or the region's whole body
-    expect: tuple[str, ...]  # check names of which at least one must fail
+    expect: tuple[str, ...]  # the full names of the checks of which at least one must fail
     keyword: str  # must appear (case-insensitive) in a failing check's diagnosis
     mistake: str = ""  # the mistake in a few words, for the table
 
@@ -245,11 +249,17 @@ class Variant(Entry):
 
 
 def mutant(name, task, change, expect, keyword, mistake=""):
-    """A mutant; `change` is patch("...") or a whole body."""
+    """A mutant; `change` is patch("...") or a whole body; `expect` the check that must fail,
+    or a tuple of checks of which one must, each given by its handle (imported from the
+    module that declares it, grader.checks._api.CheckHandle), so that a check renamed or
+    removed fails the mutant's import instead of leaving it expecting a name no check has."""
     if isinstance(change, Patch):
         change.hunks(f"mutant '{name}'")  # a patch that cannot be read fails here, naming the mutant
-    expect = (expect,) if isinstance(expect, str) else tuple(expect)
-    return Mutant(name, task, change, expect, keyword, mistake)
+    handles = expect if isinstance(expect, (tuple, list)) else (expect,)
+    if any(isinstance(handle, str) for handle in handles):
+        raise TypeError(f"mutant '{name}': expect the checks' handles, imported from where they are declared, "
+                        f"not their names")
+    return Mutant(name, task, change, tuple(handle.name for handle in handles), keyword, mistake)
 
 
 def variant(name, task, body, note=""):

@@ -398,14 +398,17 @@ def test_the_package_files_change_with_a_save_and_ignore_the_bytecode_cache(chec
 
 
 def test_what_changed_is_said_by_task_where_all_its_checks_moved_alike(check):
-    before = {"checks": {"ch05.layer_norm.a": "not implemented", "ch05.layer_norm.b": "not implemented",
-                         "ch05.block.c": "waiting", "ch05.block.d": "waiting"}, "score": 0, "max_score": 6}
-    after = {"checks": {"ch05.layer_norm.a": "passed", "ch05.layer_norm.b": "passed",
-                        "ch05.block.c": "passed", "ch05.block.d": "waiting"}, "score": 5, "max_score": 6}
+    from grader.checks.ch05_block.block import example_1, formula
+    from grader.checks.ch05_block.layer_norm import constant_vector, example_figures
+
+    before = {"checks": {example_figures.name: "not implemented", constant_vector.name: "not implemented",
+                         example_1.name: "waiting", formula.name: "waiting"}, "score": 0, "max_score": 6}
+    after = {"checks": {example_figures.name: "passed", constant_vector.name: "passed",
+                        example_1.name: "passed", formula.name: "waiting"}, "score": 5, "max_score": 6}
     assert check.change_lines(before, after, ["model.py"]) == [
         "Saved model.py: 3 checks changed since the last run (0 -> 5 / 6 points):",
         "  layer_norm (2 checks): not implemented -> passed",
-        "  block.c: waiting -> passed",
+        "  block.example_1: waiting -> passed",
     ]
     assert check.change_lines(after, after, ["model.py"]) == [
         "Saved model.py: no check changed since the last run (5 / 6 points)."]

@@ -12,6 +12,14 @@ from grader.checks import _api
 from grader.checks._api import (
     SetAside, as_int64, float32_close, int64_ids_problem, precision_known, small_offset, steady_offset,
 )
+from grader.checks.ch00_micro.micro_value_log import value_and_gradient
+from grader.checks.ch04_attention.attention import float64_precision as attention_float64_precision
+from grader.checks.ch05_block.gelu import exact_values
+from grader.checks.ch05_block.gelu import float64_precision as gelu_float64_precision
+from grader.checks.ch06_backward.layer_norm_backward import finite_differences, matches_autograd
+from grader.checks.ch06_backward.layer_norm_backward.hidden import matches_reference
+from grader.checks.ch09_sampling.generate import cached_equals_recompute
+from grader.checks.ch09_sampling.sample_next import follows_softmax, seeded_draws_repeat
 from grader.mutants import catalogue as accuracy_catalogue, mutant, patch
 from grader.run import engine
 from grader.run.inside import op_rules
@@ -113,7 +121,7 @@ def test_a_right_float64_answer_is_never_probed_again(sandbox, monkeypatch):
 
 def test_a_rounded_constant_in_float64_is_a_formula_deviation(sandbox):
     failed, _ = _grade(_catalogued("gelu_rounded_constant"), sandbox)
-    said = failed["ch05.gelu.exact_values"].diagnosis
+    said = failed[exact_values.name].diagnosis
     assert "every operation of your code ran in float64" in said and "1e-09" in said
     assert "float32" not in said
     assert all("computes in float32" not in r.diagnosis for r in failed.values())
@@ -121,12 +129,12 @@ def test_a_rounded_constant_in_float64_is_a_formula_deviation(sandbox):
 
 def test_float32_is_named_by_the_operator_that_ran(sandbox):
     failed, _ = _grade(_catalogued("gelu_float32_constant"), sandbox)
-    assert set(failed) == {"ch05.gelu.float64_precision"}
+    assert set(failed) == {gelu_float64_precision.name}
     assert "torch.tensor(...) without a dtype made a float32 number: aten.lift_fresh" in \
-        failed["ch05.gelu.float64_precision"].diagnosis
+        failed[gelu_float64_precision.name].diagnosis
     failed, _ = _grade(_catalogued("attention_softmax_in_float32"), sandbox)
-    assert set(failed) == {"ch04.attention.float64_precision"}
-    assert "aten._to_copy" in failed["ch04.attention.float64_precision"].diagnosis
+    assert set(failed) == {attention_float64_precision.name}
+    assert "aten._to_copy" in failed[attention_float64_precision.name].diagnosis
 
 
 # ----------------------------------------------------------- a crash explained
@@ -134,11 +142,11 @@ def test_float32_is_named_by_the_operator_that_ran(sandbox):
 
 def test_a_crash_on_unpacking_says_what_the_lesson_promises(sandbox):
     failed, _ = _grade(_catalogued("layer_norm_backward_unpacks_b_t_c"), sandbox)
-    public = failed["ch06.layer_norm_backward.finite_differences"].diagnosis
+    public = failed[finite_differences.name].diagnosis
     assert ("unpacks a sequence into 3 names there, the lesson promises x of any leading shape ([..., d]), and "
             "this call passed x of shape [3, 4]: read the axes you need by index (x.shape[-1])") in public
     assert "its message is kept for course staff" in public
-    hidden = failed["ch06.layer_norm_backward.matches_reference"]
+    hidden = failed[matches_reference.name]
     assert hidden.check.hidden and "x of shape [2, 2, 3, 7]" in hidden.diagnosis
 
 
@@ -146,7 +154,7 @@ def test_the_unpacking_is_read_from_the_instruction_not_the_message(sandbox):
     """A ValueError raised with unpacking's words is no unpacking."""
     entry = mutant("lnb_raises_unpacking_words", "layer_norm_backward", """
         raise ValueError("too many values to unpack (expected 2)")
-    """, "ch06.layer_norm_backward.matches_autograd", "ValueError", "a ValueError in unpacking's words")
+    """, matches_autograd, "ValueError", "a ValueError in unpacking's words")
     failed, _ = _grade(entry, sandbox)
     assert failed and all("unpacks" not in r.diagnosis for r in failed.values())
 
@@ -156,16 +164,16 @@ def test_the_unpacking_is_read_from_the_instruction_not_the_message(sandbox):
 
 def test_ids_of_another_integer_dtype_are_judged_again_as_int64(sandbox):
     failed, outcome = _grade(_catalogued("sample_int32_ids"), sandbox)
-    said = failed["ch09.sample_next.follows_softmax"].diagnosis
+    said = failed[follows_softmax.name].diagnosis
     assert said.startswith("the ids at temperature 1.0 should be int64 ids (torch.long), got torch.int32")
     assert said.endswith("with that fixed, the rest of this check holds")
     assert outcome.score < outcome.max_score  # the points stay as they are
     no_generator = mutant("int32_ids_global_generator", "sample_next", patch("""
         - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
         + return torch.multinomial(probs, 1).reshape(lead).int()
-    """), "ch09.sample_next.seeded_draws_repeat", "global random state", "int32 ids drawn without the generator")
+    """), seeded_draws_repeat, "global random state", "int32 ids drawn without the generator")
     failed, _ = _grade(no_generator, sandbox)
-    said = failed["ch09.sample_next.seeded_draws_repeat"].diagnosis
+    said = failed[seeded_draws_repeat.name].diagnosis
     assert "got torch.int32; with that fixed: sample_next used or reseeded torch's global random state" in said
 
 
@@ -196,7 +204,7 @@ def test_steady_offsets_and_scales_are_told_with_their_size():
 
 def test_an_eps_in_a_log_is_told_its_size(sandbox):
     failed, _ = _grade(_catalogued("log_with_eps"), sandbox)
-    said = failed["ch00.micro_value_log.value_and_gradient"].diagnosis
+    said = failed[value_and_gradient.name].diagnosis
     assert "gave 0.9162911319, expected 0.9162907319 (off by +4e-07" in said
 
 
@@ -204,7 +212,7 @@ def test_an_eps_in_a_log_is_told_its_size(sandbox):
 def test_a_stray_constant_is_named(sandbox, name):
     failed, _ = _grade(_catalogued(name), sandbox)
     assert "everywhere by about +1e-06: one constant added where none belongs" in \
-        failed["ch05.gelu.exact_values"].diagnosis
+        failed[exact_values.name].diagnosis
 
 
 def test_a_crash_on_a_batched_prompt_says_what_the_lesson_promises(sandbox):
@@ -213,7 +221,7 @@ def test_a_crash_on_a_batched_prompt_says_what_the_lesson_promises(sandbox):
     entry = mutant("generate_one_row_prompt", "generate", patch("""
         - ids = torch.as_tensor(prompt_ids, dtype=torch.long)
         + ids = torch.cat([torch.as_tensor(prompt_ids, dtype=torch.long), torch.zeros(1, dtype=torch.long)])
-    """), "ch09.generate.shapes", "[T] or [B, T]", "a prompt taken as one row")
+    """), cached_equals_recompute, "[T] or [B, T]", "a prompt taken as one row")
     failed, _ = _grade(entry, sandbox)
     crashes = [r for r in failed.values() if "raised RuntimeError" in r.diagnosis and not r.check.hidden]
     assert crashes, {name: r.diagnosis for name, r in failed.items()}

@@ -15,7 +15,10 @@ import torch
 
 from grader.checks import catalogue
 from grader.checks._api import PUBLIC_SEED
-from grader.checks.facts import REGISTERED, MissingFacts, decode, digest, encode, known_facts
+from grader.checks.ch00_micro.micro_forward import formula as micro_forward_formula
+from grader.checks.ch04_attention.attention import formula as attention_formula
+from grader.checks.ch08_training.adamw_step import skipped_steps
+from grader.checks.facts import REGISTERED, MissingFacts, decode, digest, encode, facts_for, known_facts
 from grader.generate import facts
 from grader.qa.catch_table import SEED
 
@@ -76,16 +79,24 @@ def test_where_the_data_files_were_left_out_the_kit_computes_the_same(monkeypatc
     computed there, equal to the data."""
     from grader.checks import facts as data
 
-    checks = {c.name: c for c in catalogue.all_checks()}
-    names = ["ch08.adamw_step.skipped_steps", "ch04.attention.formula", "ch00.micro_forward.formula"]
-    written = {name: known_facts(checks[name].make_inputs(torch.Generator())) for name in names}
+    checks = [skipped_steps.check, attention_formula.check, micro_forward_formula.check]
+    written = {check.name: known_facts(check.make_inputs(torch.Generator())) for check in checks}
     monkeypatch.setattr(data, "_loaded", {})
     monkeypatch.setattr(data, "_computed", {})
-    for name in names:
-        computed = known_facts(checks[name].make_inputs(torch.Generator()))
+    for check in checks:
+        computed = known_facts(check.make_inputs(torch.Generator()))
         # Equal to the last bit or two: this machine's CPU may not be the one that wrote the data.
-        assert facts._agrees(json.dumps(encode(computed)), json.dumps(encode(written[name]))), name
+        assert facts._agrees(json.dumps(encode(computed)), json.dumps(encode(written[check.name]))), check.name
 
+
+
+def test_facts_are_registered_for_a_checks_handle_never_its_name():
+    """A name can outlive its check; a handle is an import that fails with it."""
+    from grader.checks.ch05_block.gelu import exact_values, hidden
+
+    assert vars(hidden)[REGISTERED][exact_values.name] is hidden.public_gelu_facts
+    with pytest.raises(TypeError, match="handles"):
+        facts_for(exact_values.name)
 
 def test_unknown_inputs_are_an_error_not_a_verdict():
     with pytest.raises(MissingFacts, match="make student"):

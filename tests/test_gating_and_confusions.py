@@ -6,6 +6,10 @@ import math
 import pytest
 
 from grader.checks import catalogue
+from grader.checks.ch00_micro.micro_attention import gradients_flow
+from grader.checks.ch05_block.block import causal_invariance, shape, zero_branch_identity
+from grader.checks.ch05_block.layer_norm import example_figures
+from grader.checks.ch05_block.layer_norm.hidden import matches_reference
 from grader.checks.confusions import confusion
 from grader.mutants import catalogue as accuracy_catalogue
 from grader.qa.trivial_bodies import trivial_entries
@@ -27,9 +31,9 @@ def test_the_identity_block_earns_nothing_and_says_why(sandbox):
     outcome = run_entry(entry, Reference.available(), sandbox)
     assert outcome.score == 0
     gated = {r.check.name: r for r in outcome.failed if r.gated}
-    assert {"ch05.block.shape", "ch05.block.zero_branch_identity", "ch05.block.causal_invariance"} <= set(gated)
-    assert "earns nothing yet" in gated["ch05.block.causal_invariance"].diagnosis
-    assert "'formula'" in gated["ch05.block.causal_invariance"].diagnosis
+    assert {shape.name, zero_branch_identity.name, causal_invariance.name} <= set(gated)
+    assert "earns nothing yet" in gated[causal_invariance.name].diagnosis
+    assert "'formula'" in gated[causal_invariance.name].diagnosis
 
 
 def test_a_slip_keeps_the_properties_that_hold(sandbox):
@@ -40,7 +44,7 @@ def test_a_slip_keeps_the_properties_that_hold(sandbox):
     entry = next(m for m in accuracy_catalogue()[0] if m.name == "layer_norm_variance_d_minus_1")
     outcome = run_entry(entry, Reference.available(), sandbox)
     failed = {r.check.name: r for r in outcome.failed}
-    assert {"ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"} <= set(failed)
+    assert {example_figures.name, matches_reference.name} <= set(failed)
     assert not [r for r in outcome.failed if r.gated], [(r.check.name, r.diagnosis) for r in outcome.failed]
     properties = [c for c in catalogue.all_checks() if c.task == "layer_norm" and "example_figures" in c.gated_by]
     assert len(properties) == 5 and outcome.score == sum(c.points for c in properties if c.name not in failed)
@@ -74,7 +78,7 @@ def test_attention_cut_off_from_the_graph_fails_make_check(sandbox, name):
     entry = next(m for m in accuracy_catalogue()[0] if m.name == name)
     outcome = run_entry(entry, Reference.available(), sandbox)
     public = {r.check.name: r.diagnosis for r in outcome.public}
-    assert entry.keyword in public.get("ch00.micro_attention.gradients_flow", "")
+    assert entry.keyword in public.get(gradients_flow.name, "")
 
 
 def test_confusions_against_math():

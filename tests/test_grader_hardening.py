@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from grader.checks._api import Check, causal_diagnosis
-from grader.checks.ch05_block.layer_norm import judge_layer_norm_defaults
+from grader.checks.ch05_block.gelu import exact_values
+from grader.checks.ch05_block.layer_norm import defaults
 from grader.run.results import CheckResult, GradeReport
 from grader.run.report import code_block, markdown_text, plain, render, results_json
 from grader.run.scan_calls import scan
@@ -74,7 +75,7 @@ def test_causal_diagnosis_catches_an_output_that_ignores_its_input():
     (-float("inf"), False), (1e-3, False), ("1e-5", False), (True, False), (None, False), ([1e-5], False)])
 def test_layer_norm_defaults_want_a_finite_eps_of_1e_5(eps, right):
     out = {"eps": eps, "gamma": torch.ones(4, dtype=torch.float64), "beta": torch.zeros(4, dtype=torch.float64)}
-    diagnosis = judge_layer_norm_defaults(out, {}, None)
+    diagnosis = defaults(out, {}, None)
     assert (diagnosis is None) == right, diagnosis
     if isinstance(eps, float) and eps != eps:
         assert "finite" in diagnosis
@@ -84,7 +85,7 @@ def test_layer_norm_defaults_want_a_finite_eps_of_1e_5(eps, right):
 
 
 def _result(diagnosis, output="", status="failed"):
-    check = Check(name="ch05.gelu.exact_values", task="gelu", points=2, summary="gelu equals x * Phi(x)",
+    check = Check(name=exact_values.name, task="gelu", points=2, summary="gelu equals x * Phi(x)",
                   probe=lambda ns: None, judge=lambda out, inputs, expected: None)
     return CheckResult(check, status, diagnosis, output)
 

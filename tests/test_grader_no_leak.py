@@ -22,6 +22,7 @@ import pytest
 from rich.console import Console
 
 from grader.checks import catalogue
+from grader.checks.ch05_block.gelu import exact_values, odd_part
 from grader.grade_class.gradebook import grade_class
 from grader.mutants import apply
 from grader.run.results import FAILED, PASSED, GradeReport
@@ -170,7 +171,7 @@ def test_terminal_report_carries_no_line_of_the_reference(hostile):
 
 
 def test_student_sees_a_builtin_type_and_the_file_not_the_line(hostile, reference):
-    raised = [r for r in hostile.results if r.check.name == "ch05.gelu.exact_values"][0]
+    raised = [r for r in hostile.results if r.check.name == exact_values.name][0]
     assert raised.status == "error"
     # Python's type and the course's file; the line (which the code picks as it runs) for staff only.
     line = next(l.strip() for l in _hostile_sources(reference)["model.py"].splitlines()
@@ -179,7 +180,7 @@ def test_student_sees_a_builtin_type_and_the_file_not_the_line(hostile, referenc
     assert " line " not in raised.diagnosis and line not in raised.diagnosis
     assert "model.py:" in raised.staff_diagnosis
     assert "attention" not in raised.diagnosis
-    made_up = [r for r in hostile.results if r.check.name == "ch05.gelu.odd_part"][0]
+    made_up = [r for r in hostile.results if r.check.name == odd_part.name][0]
     assert made_up.diagnosis.startswith("gelu raised an exception of its own class (hero_transformer/model.py)"), \
         made_up.diagnosis
 

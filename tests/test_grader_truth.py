@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from grader.checks import catalogue
+from grader.checks.ch05_block.block import formula, shape
 from grader.mutants import apply
 from grader.run.results import ERROR, GradeReport
 from grader.run.engine import grade_task
@@ -64,7 +65,7 @@ def _result(check_name, status, diagnosis, certified=()):
 def test_the_diagnosis_gets_the_full_width_of_an_80_column_terminal():
     diagnosis = ("the feed-forward branch reads X instead of U = X + A(LN1(X)), the residual stream after the "
                  "attention branch, so each position's second branch sees the wrong input")
-    results = [_result("ch05.block.shape", "passed", ""), _result("ch05.block.formula", "failed", diagnosis)]
+    results = [_result(shape.name, "passed", ""), _result(formula.name, "failed", diagnosis)]
     console = Console(record=True, file=io.StringIO(), width=80)
     render(GradeReport("upload", results, "sandbox", "reference"), console)
     lines = console.export_text().splitlines()
@@ -81,7 +82,7 @@ def test_the_diagnosis_gets_the_full_width_of_an_80_column_terminal():
 def test_the_certified_parts_line_lists_only_what_the_chapter_used():
     everything = tuple(t for t in catalogue.tasks() if not t.startswith(("layer_norm", "gelu", "feedforward",
                                                                             "block")))
-    results = [_result("ch05.block.formula", "failed", "x", certified=everything)]
+    results = [_result(formula.name, "failed", "x", certified=everything)]
     line = certified_line("05", results)
     assert line is not None
     listed = set(line.split(": ", 1)[1].split(", "))

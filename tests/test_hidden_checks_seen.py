@@ -21,6 +21,8 @@ import torch
 from rich.console import Console
 
 from grader.checks import catalogue
+from grader.checks.ch05_block.block_init.hidden import parameter_ledger_wide
+from grader.checks.ch05_block.layer_norm.hidden import matches_reference
 from grader.run.results import FAILED, PASSED, CheckResult, GradeReport
 
 NUMBER = re.compile(r"\d[\d,._]*")
@@ -162,7 +164,7 @@ def vars_of(check) -> dict:
 def test_a_hidden_check_shows_name_points_status_and_words():
     from grader.run.visible import visible_check
 
-    check = next(c for c in _hidden_checks() if c.name == "ch05.block_init.parameter_ledger_wide")
+    check = next(c for c in _hidden_checks() if c.name == parameter_ledger_wide.name)
     result = CheckResult(check, FAILED, "the block registers 49,731 parameters; the ledger 4d² + 2df + f + 5d "
                                         "gives 49728 for d=64, f=256")
     seen = visible_check(result)
@@ -193,7 +195,7 @@ def test_a_real_grading_shows_no_hidden_value_anywhere(tmp_path):
     outcome = grade_upload(tmp_path, "your upload", ["05"], 4242, 300.0)
     report = outcome.report
     assert report is not None, outcome
-    wide = next(r for r in report.results if r.check.name == "ch05.block_init.parameter_ledger_wide")
+    wide = next(r for r in report.results if r.check.name == parameter_ledger_wide.name)
     from grader.checks.ch05_block.hidden.oracles import block_parameters
 
     # The sizes the check drew for this grading's seed, and the counts they give.
@@ -262,7 +264,7 @@ def test_a_hidden_checks_named_mistake_is_published_in_its_own_words(two_seeds):
     first, _ = two_seeds
     shown = {(entry, r.check.name): visible_check(r).diagnosis for entry, results in first.items() for r in results
              if r.check.hidden and r.status != PASSED}
-    d_minus_1 = shown["layer_norm_variance_d_minus_1", "ch05.layer_norm.matches_reference"]
+    d_minus_1 = shown["layer_norm_variance_d_minus_1", matches_reference.name]
     assert "d - 1" in d_minus_1, d_minus_1
     coupled = [text for (entry, _), text in shown.items() if entry == "adamw_coupled_weight_decay"]
     assert any("(1 - lr * weight_decay)" in text for text in coupled), coupled

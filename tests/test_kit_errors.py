@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from grader.checks import catalogue
+from grader.checks.ch05_block.layer_norm import example_figures
 from grader.checks.facts import MissingFacts
 from grader.generate import forms as written_forms
 from grader.run import forms
@@ -29,7 +30,7 @@ from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
 from grader.run.inside.messages import ProbeReply
 
-CHECK = "ch05.layer_norm.example_figures"
+CHECK = example_figures.name
 
 
 def _check(name=CHECK):

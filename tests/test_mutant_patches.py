@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from grader.checks.ch05_block.gelu import exact_values
 from grader.mutants import REFERENCE_PACKAGE, PatchError, catalogue, mutant, patch, region_of, variant
 from grader.regions import package_sources
 
@@ -36,10 +37,11 @@ SOURCE = textwrap.dedent('''\
             return 1
 ''')
 SOURCES = {"thing.py": SOURCE, "empty.py": "x = 1\n"}
+ANY_CHECK = exact_values  # these mutants are only patched, never graded: any check serves as their expected failure
 
 
 def patched(text: str) -> str:
-    return mutant("m", "thing_forward", patch(text), "ch00.x.y", "word").region(SOURCES)
+    return mutant("m", "thing_forward", patch(text), ANY_CHECK, "word").region(SOURCES)
 
 
 def test_a_replacement_goes_at_the_removed_line_s_indentation():
@@ -157,15 +159,21 @@ def test_overlapping_hunks_fail():
 ])
 def test_a_patch_that_cannot_be_read_fails_when_the_mutant_is_made(text, message):
     with pytest.raises(PatchError, match=message) as error:
-        mutant("unreadable", "thing_forward", patch(text), "ch00.x.y", "word")
+        mutant("unreadable", "thing_forward", patch(text), ANY_CHECK, "word")
     assert "mutant 'unreadable'" in str(error.value)
 
+
+
+def test_a_mutant_expects_checks_by_their_handles_and_keeps_their_names():
+    assert mutant("m", "thing_forward", "return 1.0", ANY_CHECK, "word").expect == (exact_values.name,)
+    with pytest.raises(TypeError, match="handles"):
+        mutant("m", "thing_forward", "return 1.0", exact_values.name, "word")
 
 def test_apply_puts_the_region_in_its_file_and_leaves_the_rest():
     entry = mutant("m", "thing_forward", patch("""
         - return math.sqrt(total)
         + return total
-    """), "ch00.x.y", "word")
+    """), ANY_CHECK, "word")
     changed = entry.apply(SOURCES)
     assert changed["empty.py"] == SOURCES["empty.py"]
     assert "        return total\n\n    def other(self):" in changed["thing.py"]

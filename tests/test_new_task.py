@@ -25,7 +25,7 @@ SHAPE_CHECK = '''
 
 @check("keeps_shape", 1, "zz_selftest_norm of a [2, 4, 6] input is [2, 4, 6]", probe=probe_zz_selftest_norm,
        inputs=lambda g: {"x": torch.randn(2, 4, 6, generator=g, dtype=torch.float64)}, gated_by=("example",))
-def judge_zz_selftest_norm_shape(out, inputs, expected):
+def keeps_shape(out, inputs, expected):
     shape = tuple(out["y"].shape)
     return None if shape == (2, 4, 6) else f"zz_selftest_norm of a [2, 4, 6] input returned shape {list(shape)}"
 '''
@@ -101,8 +101,10 @@ def test_a_task_added_with_the_scaffold_passes_task_check(tmp_path):
     checked = _run(kit, "-m", "grader.qa.task_check", "zz_selftest_norm")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "steps hold" in checked.stdout
-    listed = _run(kit, "-c", "from grader.checks import catalogue; print([c.name for c in catalogue.chapters()[5].checks])")
-    assert "'ch05.zz_selftest_norm.keeps_shape'" in listed.stdout, listed.stdout + listed.stderr
+    listed = _run(kit, "-c", "from grader.checks import catalogue\n"
+                  "from grader.checks.ch05_block.zz_selftest_norm import keeps_shape\n"
+                  "print(keeps_shape.check in catalogue.chapters()[5].checks, keeps_shape.name.split('.'))")
+    assert listed.stdout.strip() == "True ['ch05', 'zz_selftest_norm', 'keeps_shape']", listed.stdout + listed.stderr
 
     # Every other file that changed was written by a command, none by hand.
     changed = {rel for rel, digest in _snapshot(kit).items() if scaffolded.get(rel) != digest}

@@ -18,6 +18,8 @@ import pytest
 import torch
 
 from grader.checks import catalogue
+from grader.checks.ch05_block.gelu import exact_values, odd_part
+from grader.checks.ch05_block.gelu.hidden import matches_reference
 from grader.qa.trivial_bodies import trivial_entries
 from grader.run.engine import gated, kind_of_answer, published_inputs_only
 from grader.run.reference import Reference
@@ -49,7 +51,7 @@ def test_a_table_of_the_published_gelu_answers_earns_no_point_when_graded(tmp_pa
     assert public and sum(t["score"] for t in gelu.values()) == 0
     for name, t in public.items():
         assert t["extra_data"]["verdict"] == {"kind": "public_only", "task": "gelu",
-                                              "on": ["ch05.gelu.matches_reference"]}, name
+                                              "on": [matches_reference.name]}, name
         assert "published inputs only" in t["output"], name
     # Every other task of the chapter is the reference's, and keeps every point.
     others = [t for name, t in tests.items() if not name.startswith("ch05.gelu.")]
@@ -95,35 +97,35 @@ def _result(name: str, status: str, verdict: dict | None = None, answer: str = C
 
 
 def test_public_points_wait_for_a_computation_on_inputs_drawn_for_the_grading():
-    public = [_result("ch05.gelu.exact_values", PASSED), _result("ch05.gelu.odd_part", PASSED)]
-    crashed = _result("ch05.gelu.matches_reference", ERROR, {"kind": "crash", "task": "gelu"})
-    caught = _result("ch05.gelu.matches_reference", FAILED, {"kind": "deviation", "task": "gelu"}, RAISED)
-    input_back = _result("ch05.gelu.matches_reference", FAILED, {"kind": "mistake", "task": "gelu",
+    public = [_result(exact_values.name, PASSED), _result(odd_part.name, PASSED)]
+    crashed = _result(matches_reference.name, ERROR, {"kind": "crash", "task": "gelu"})
+    caught = _result(matches_reference.name, FAILED, {"kind": "deviation", "task": "gelu"}, RAISED)
+    input_back = _result(matches_reference.name, FAILED, {"kind": "mistake", "task": "gelu",
                                                                  "mistake": "identity"})
-    zeros = _result("ch05.gelu.matches_reference", FAILED, {"kind": "deviation", "task": "gelu"}, TRIVIAL)
-    skipped = _result("ch05.gelu.odd_part", FAILED, {"kind": "deviation", "task": "gelu"})
+    zeros = _result(matches_reference.name, FAILED, {"kind": "deviation", "task": "gelu"}, TRIVIAL)
+    skipped = _result(odd_part.name, FAILED, {"kind": "deviation", "task": "gelu"})
     # Every public check passes, and the drawn inputs get no answer the code computed.
     for hidden in (crashed, caught, input_back, zeros):
         withheld = published_inputs_only([*public, hidden])
-        assert set(withheld) == {"ch05.gelu.exact_values", "ch05.gelu.odd_part"}, hidden.verdict
-        said = gated(public[0], {}, withheld["ch05.gelu.exact_values"])
+        assert set(withheld) == {exact_values.name, odd_part.name}, hidden.verdict
+        said = gated(public[0], {}, withheld[exact_values.name])
         assert said.status == FAILED and said.verdict["kind"] == "public_only"
         assert "published inputs only" in said.diagnosis
         assert gated(hidden, {}, withheld.get(hidden.check.name, ())) is hidden  # keeps its own verdict
     # A public check failed on purpose changes nothing where a drawn input got a trivial answer.
     for hidden in (input_back, zeros):
-        assert "ch05.gelu.exact_values" in published_inputs_only([public[0], skipped, hidden])
+        assert exact_values.name in published_inputs_only([public[0], skipped, hidden])
     # A slip computes a wrong answer on the drawn inputs (named or not), or crashes there
     # and fails a published check too: what passed keeps its points.
-    tanh = _result("ch05.gelu.matches_reference", FAILED, {"kind": "mistake", "task": "gelu", "mistake": "tanh"})
-    off = _result("ch05.gelu.matches_reference", FAILED, {"kind": "deviation", "task": "gelu"})
+    tanh = _result(matches_reference.name, FAILED, {"kind": "mistake", "task": "gelu", "mistake": "tanh"})
+    off = _result(matches_reference.name, FAILED, {"kind": "deviation", "task": "gelu"})
     assert published_inputs_only([*public, tanh]) == {} and published_inputs_only([*public, off]) == {}
     assert published_inputs_only([public[0], skipped, crashed]) == {}
     # So does code that passes a hidden check, a run without hidden checks (the student's
     # own check), and a run where the grader failed on a check of its own.
-    assert published_inputs_only([*public, _result("ch05.gelu.matches_reference", PASSED)]) == {}
+    assert published_inputs_only([*public, _result(matches_reference.name, PASSED)]) == {}
     assert published_inputs_only(public) == {}
-    broken = _result("ch05.gelu.matches_reference", ERROR, cause=GRADER_FAILED)
+    broken = _result(matches_reference.name, ERROR, cause=GRADER_FAILED)
     assert published_inputs_only([*public, broken]) == {}
 
 

@@ -15,6 +15,12 @@ import pytest
 import torch
 
 from grader.checks import catalogue as checks_catalogue
+from grader.checks.ch05_block.block import example_1, formula as block_formula, shape
+from grader.checks.ch05_block.gelu import exact_values
+from grader.checks.ch05_block.layer_norm import example_figures
+from grader.checks.ch06_backward.residual_backward import matches_autograd
+from grader.checks.ch07_model.lm_forward import cache_matches_full, causal_invariance, formula as lm_forward_formula
+from grader.checks.ch07_model.lm_init import forward_runs, parameter_ledger
 from grader.qa import own_parts
 from grader.qa.catch_table import SEED
 from grader.mutants import catalogue as accuracy_catalogue
@@ -104,37 +110,37 @@ def _result(name: str, status: str, own: bool = False) -> CheckResult:
 
 def test_a_failure_waits_on_the_failing_part_and_nothing_else():
     graph = task_graph()
-    results = [_result("ch05.layer_norm.example_figures", FAILED), _result("ch05.gelu.exact_values", PASSED),
-               _result("ch05.block.example_1", FAILED), _result("ch05.block.formula", FAILED, own=True),
-               _result("ch07.lm_forward.cache_matches_full", ERROR)]
+    results = [_result(example_figures.name, FAILED), _result(exact_values.name, PASSED),
+               _result(example_1.name, FAILED), _result(block_formula.name, FAILED, own=True),
+               _result(cache_matches_full.name, ERROR)]
     apply_waits(results, graph)
     statuses = {r.check.name: (r.status, r.waiting_on) for r in results}
-    assert statuses["ch05.layer_norm.example_figures"] == (FAILED, ())
-    assert statuses["ch05.block.example_1"] == (WAITING, ("layer_norm",))
+    assert statuses[example_figures.name] == (FAILED, ())
+    assert statuses[example_1.name] == (WAITING, ("layer_norm",))
     # Judged on its own parts: its failure is the block's own, and it makes later tasks wait on the block
     # (while a check that raised, was refused or could not judge the wiring waits like any other).
-    assert statuses["ch05.block.formula"] == (FAILED, ())
-    assert statuses["ch07.lm_forward.cache_matches_full"] == (WAITING, ("layer_norm", "block"))
+    assert statuses[block_formula.name] == (FAILED, ())
+    assert statuses[cache_matches_full.name] == (WAITING, ("layer_norm", "block"))
     assert "'layer_norm'" in results[2].diagnosis and "block" not in results[2].diagnosis
 
 
 def test_a_task_that_only_waits_makes_nothing_wait():
-    results = [_result("ch05.layer_norm.example_figures", FAILED), _result("ch05.block.example_1", FAILED),
-               _result("ch07.lm_forward.cache_matches_full", FAILED)]
+    results = [_result(example_figures.name, FAILED), _result(example_1.name, FAILED),
+               _result(cache_matches_full.name, FAILED)]
     apply_waits(results, task_graph())
     assert results[2].waiting_on == ("layer_norm",)
 
 
 def test_a_task_not_started_keeps_its_status_and_makes_later_checks_wait():
-    results = [_result("ch05.layer_norm.example_figures", NOT_IMPLEMENTED),
-               _result("ch05.block.example_1", NOT_IMPLEMENTED), _result("ch05.block.shape", ERROR)]
+    results = [_result(example_figures.name, NOT_IMPLEMENTED),
+               _result(example_1.name, NOT_IMPLEMENTED), _result(shape.name, ERROR)]
     apply_waits(results, task_graph())
     assert [r.status for r in results] == [NOT_IMPLEMENTED, NOT_IMPLEMENTED, WAITING]
 
 
 def test_waiting_is_in_the_totals_and_the_json():
-    results = [_result("ch05.layer_norm.example_figures", FAILED), _result("ch05.block.example_1", FAILED),
-               _result("ch06.residual_backward.matches_autograd", FAILED)]
+    results = [_result(example_figures.name, FAILED), _result(example_1.name, FAILED),
+               _result(matches_autograd.name, FAILED)]
     apply_waits(results, task_graph())
     report = GradeReport("test", results, "portable", "none")
     assert waiting_line(report).startswith("5 points wait on layer_norm: fix it first")
@@ -163,10 +169,10 @@ OUT_OF_REACH = {
 
 
 @pytest.mark.parametrize(("part", "task", "check"), [
-    ("layer_norm_variance_d_minus_1", "block", "ch05.block.formula"),
-    ("gelu_tanh", "block", "ch05.block.formula"),
-    ("layer_norm_variance_d_minus_1", "lm_forward", "ch07.lm_forward.formula"),
-    ("block_post_ln", "lm_forward", "ch07.lm_forward.formula"),
+    ("layer_norm_variance_d_minus_1", "block", block_formula.name),
+    ("gelu_tanh", "block", block_formula.name),
+    ("layer_norm_variance_d_minus_1", "lm_forward", lm_forward_formula.name),
+    ("block_post_ln", "lm_forward", lm_forward_formula.name),
 ])
 def test_the_wiring_judge_names_the_tasks_own_mistake_on_wrong_parts(part, task, check, sandbox):
     """Every mutant of the task that its formula check catches with certified parts is
@@ -193,11 +199,11 @@ def test_a_block_that_hides_a_part_from_the_recording_is_told_so_or_waits(sandbo
     sources["model.py"] = direct
     # LayerNorm not checked in this run (a run of some tasks, not of whole chapters):
     # nothing to wait on, and the block is told why it cannot be judged.
-    alone = released(sources, sandbox, {"block"})["ch05.block.formula"]
+    alone = released(sources, sandbox, {"block"})[block_formula.name]
     assert alone.status == FAILED
     assert "self.feedforward(...)" in alone.diagnosis and "not its .forward" in alone.diagnosis
     # Checked with it: the wrong LayerNorm fails its own checks, and the block waits on it.
-    beside = released(sources, sandbox, {"block", "layer_norm"})["ch05.block.formula"]
+    beside = released(sources, sandbox, {"block", "layer_norm"})[block_formula.name]
     assert (beside.status, beside.waiting_on) == (WAITING, ("layer_norm",))
 
 
@@ -345,14 +351,14 @@ def test_every_check_that_runs_a_later_task_names_it():
 
 
 def test_a_check_that_runs_a_later_task_waits_on_it_and_blames_nothing_before_it():
-    results = [_result("ch07.lm_init.forward_runs", ERROR), _result("ch07.lm_init.parameter_ledger", PASSED),
-               _result("ch07.lm_forward.causal_invariance", FAILED)]
+    results = [_result(forward_runs.name, ERROR), _result(parameter_ledger.name, PASSED),
+               _result(causal_invariance.name, FAILED)]
     apply_waits(results, task_graph())
     statuses = {r.check.name: (r.status, r.waiting_on) for r in results}
-    assert statuses["ch07.lm_init.forward_runs"] == (WAITING, ("lm_forward",))
-    assert statuses["ch07.lm_forward.causal_invariance"] == (FAILED, ())
+    assert statuses[forward_runs.name] == (WAITING, ("lm_forward",))
+    assert statuses[causal_invariance.name] == (FAILED, ())
     # When the later task is right, the check's failure is its own task's.
-    alone = [_result("ch07.lm_init.forward_runs", FAILED), _result("ch07.lm_forward.causal_invariance", PASSED)]
+    alone = [_result(forward_runs.name, FAILED), _result(causal_invariance.name, PASSED)]
     apply_waits(alone, task_graph())
     assert alone[0].status == FAILED and not alone[0].waiting_on
 
@@ -374,9 +380,9 @@ def test_a_wrong_forward_costs_the_right_init_nothing(sandbox):
     results = released(sources, sandbox, {"lm_init", "lm_forward"})
     init = {name: r for name, r in results.items() if ".lm_init." in name}
     forward = {name: r for name, r in results.items() if ".lm_forward." in name}
-    assert init["ch07.lm_init.forward_runs"].status == WAITING, init["ch07.lm_init.forward_runs"].diagnosis
-    assert init["ch07.lm_init.forward_runs"].waiting_on == ("lm_forward",)
-    assert all(r.status == PASSED for name, r in init.items() if name != "ch07.lm_init.forward_runs"), \
+    assert init[forward_runs.name].status == WAITING, init[forward_runs.name].diagnosis
+    assert init[forward_runs.name].waiting_on == ("lm_forward",)
+    assert all(r.status == PASSED for name, r in init.items() if name != forward_runs.name), \
         {n: r.diagnosis for n, r in init.items() if r.status != PASSED}
     assert any(r.status == FAILED for r in forward.values())
     assert not any(r.waiting_on for r in forward.values())

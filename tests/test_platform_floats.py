@@ -29,8 +29,9 @@ from pathlib import Path
 import pytest
 
 from grader import KIT_ROOT
-from grader.checks import catalogue
 from grader.checks.ch00_micro.common import WEIGHTS_CHANGED, micro_tables, model_of, weights_changed
+from grader.checks.ch00_micro.micro_block import formula as micro_block_formula
+from grader.checks.ch00_micro.micro_forward import formula as micro_forward_formula
 from grader.checks.facts import known_facts
 from grader.generate.release import build
 from grader.run.engine import possible_points
@@ -161,26 +162,25 @@ def test_the_stubs_score_zero_one_ulp_away(nudged, bundle):
 # ------------------------------------------- the weights check of chapter 00, in process
 
 
-def _tables(check_name: str) -> tuple[dict, dict]:
-    check = {c.name: c for c in catalogue.all_checks()}[check_name]
-    inputs = check.make_inputs(None)
+def _tables(handle) -> tuple[dict, dict]:
+    inputs = handle.check.make_inputs(None)
     micro = Reference.available().modules.micro
     model = model_of(micro, inputs["sizes"], inputs["seed"], inputs.get("spread"))
     return micro_tables(model), known_facts(inputs)
 
 
-@pytest.mark.parametrize("check_name", ["ch00.micro_block.formula", "ch00.micro_forward.formula"])
-def test_weights_an_ulp_apart_are_the_same_weights(check_name):
-    tables, facts = _tables(check_name)
+@pytest.mark.parametrize("handle", [micro_block_formula, micro_forward_formula], ids=lambda h: h.name)
+def test_weights_an_ulp_apart_are_the_same_weights(handle):
+    tables, facts = _tables(handle)
     assert not weights_changed({"tables": tables}, facts)
     for way in (math.inf, -math.inf):
         moved = {name: [[math.nextafter(x, way) for x in row] for row in rows] for name, rows in tables.items()}
         assert not weights_changed({"tables": moved}, facts), way
 
 
-@pytest.mark.parametrize("check_name", ["ch00.micro_block.formula", "ch00.micro_forward.formula"])
-def test_weights_drawn_otherwise_are_named(check_name):
-    tables, facts = _tables(check_name)
+@pytest.mark.parametrize("handle", [micro_block_formula, micro_forward_formula], ids=lambda h: h.name)
+def test_weights_drawn_otherwise_are_named(handle):
+    tables, facts = _tables(handle)
     swapped = dict(tables, **{"layer0.wq": tables["layer0.wk"], "layer0.wk": tables["layer0.wq"]})
     transposed = dict(tables, **{"layer0.wq": [list(column) for column in zip(*tables["layer0.wq"])]})
     rows_swapped = dict(tables, wte=[tables["wte"][1], tables["wte"][0], *tables["wte"][2:]])
@@ -189,6 +189,4 @@ def test_weights_drawn_otherwise_are_named(check_name):
     for changed in (swapped, transposed, rows_swapped, one_entry, wider, {**tables, "extra": [[0.5]]}):
         assert weights_changed({"tables": changed}, facts)
     assert weights_changed({"tables": {**tables, "wte": [["x"]]}}, facts)
-    judge = {c.name: c for c in catalogue.all_checks()}[check_name].judge
-    check_inputs = {c.name: c for c in catalogue.all_checks()}[check_name].make_inputs(None)
-    assert judge({"tables": swapped}, check_inputs, None) == WEIGHTS_CHANGED
+    assert handle({"tables": swapped}, handle.check.make_inputs(None), None) == WEIGHTS_CHANGED

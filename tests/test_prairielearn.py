@@ -221,16 +221,18 @@ def test_results_json_is_built_from_the_student_facing_fields_only():
     check never shows output, whatever the report holds."""
     from types import SimpleNamespace
 
+    from grader.checks.ch05_block.block import formula
+    from grader.checks.ch05_block.block.hidden import matches_reference
     from grader.run.results import GradeReport
 
     def check(name, hidden):
         return SimpleNamespace(name=name, hidden=hidden, points=2.0, summary="what a pass means", chapter="05",
                                task="block")
 
-    results = [SimpleNamespace(check=check("ch05.block.public", False), status="failed", score=0.0,
+    results = [SimpleNamespace(check=check(formula.name, False), status="failed", score=0.0,
                                diagnosis="the block re-normalises its output", staff_diagnosis="SECRET staff words",
                                output="printed by the code", staff_output="SECRET"),
-               SimpleNamespace(check=check("ch05.block.hidden", True), status="failed", score=0.0,
+               SimpleNamespace(check=check(matches_reference.name, True), status="failed", score=0.0,
                                diagnosis="differs from the reference on random inputs", staff_diagnosis="SECRET",
                                output="inputs the code printed", staff_output="SECRET")]
     report = GradeReport("your upload", results, "sandbox", "the reference")

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from grader.checks import catalogue
+from grader.checks.ch05_block.block import example_1
+from grader.checks.ch05_block.layer_norm import defaults, example_figures
 from grader.generate import release
 from grader.mutants import REFERENCE_PACKAGE, catalogue as mutant_catalogue
 from grader.regions import package_sources
@@ -242,11 +244,11 @@ def test_a_wrong_layer_norm_reads_in_pytest_as_in_check_py(bundle, tmp_path):
     wrong = next(m for m in mutant_catalogue()[0] if m.name == "layer_norm_variance_d_minus_1")
     copy = with_package(bundle, tmp_path, wrong.apply(package_sources(REFERENCE_PACKAGE)))
     found = assert_same_verdicts(copy, ["05"])
-    assert found["ch05.layer_norm.example_figures"][0] == "failed"
-    assert "d - 1" in found["ch05.layer_norm.example_figures"][1]
-    assert found["ch05.layer_norm.defaults"][0] == "passed"
-    assert found["ch05.block.example_1"][0] == "waiting"
-    assert found["ch05.block.example_1"][1].startswith("waiting on 'layer_norm'")
+    assert found[example_figures.name][0] == "failed"
+    assert "d - 1" in found[example_figures.name][1]
+    assert found[defaults.name][0] == "passed"
+    assert found[example_1.name][0] == "waiting"
+    assert found[example_1.name][1].startswith("waiting on 'layer_norm'")
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader.__main__ import main as cli
+from grader.checks.ch05_block.block import zero_branch_identity
 from grader.run.engine import possible_points
 from grader.run.stamp import stamp, stamp_id
 
@@ -63,7 +64,7 @@ def graded_before(tmp_path_factory):
         record = json.loads(path.read_text())
         record["stamp"], record["kit"] = old, old["kit"]
         if name == "ann":
-            check = next(c for c in record["checks"] if c["name"] == "ch05.block.zero_branch_identity")
+            check = next(c for c in record["checks"] if c["name"] == zero_branch_identity.name)
             check["status"], check["score"] = "failed", 0.0
             record["score"] -= check["max_score"]
             flipped = check
@@ -93,7 +94,7 @@ def test_a_regrade_under_another_stamp_keeps_the_old_records_and_lists_what_chan
     rows = _regrade_rows(out)
     assert sorted(rows) == ["ann", "ben", "cho"]
     assert rows["ann"]["old_score"] == f"{FULL - flipped['max_score']:g}" and rows["ann"]["new_score"] == f"{FULL:g}"
-    assert rows["ann"]["changed_checks"] == "ch05.block.zero_branch_identity: failed -> passed"
+    assert rows["ann"]["changed_checks"] == f"{zero_branch_identity.name}: failed -> passed"
     assert rows["ben"]["old_score"] == rows["ben"]["new_score"] == "0" and rows["ben"]["changed_checks"] == ""
     assert rows["cho"]["old_score"] == rows["cho"]["new_score"] and rows["cho"]["changed_checks"] == ""
     assert all(row["note"] == "" and row["old_max"] == row["new_max"] == f"{FULL:g}" for row in rows.values())

@@ -20,6 +20,8 @@ import pytest
 
 from grader.generate import release
 from grader.checks import catalogue
+from grader.checks.ch05_block.block import shape
+from grader.checks.ch05_block.gelu import odd_part
 from grader.run.engine import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -258,11 +260,11 @@ def test_classroom_payload_reads_as_the_reporter_expects():
     from grader.lms.github_classroom import classroom_result
 
     payload = classroom_result({"tests": [
-        {"name": "ch05.gelu.odd_part", "status": "passed", "score": 1, "max_score": 1, "output": ""},
-        {"name": "ch05.block.shape", "status": "failed", "score": 0, "max_score": 2, "output": "wrong shape"}]})
+        {"name": odd_part.name, "status": "passed", "score": 1, "max_score": 1, "output": ""},
+        {"name": shape.name, "status": "failed", "score": 0, "max_score": 2, "output": "wrong shape"}]})
     assert payload["version"] == 1 and payload["max_score"] == 3 and payload["status"] == "fail"
     assert [(t["name"], t["status"], t["score"]) for t in payload["tests"]] == [
-        ("ch05.gelu.odd_part", "pass", 1), ("ch05.block.shape", "fail", 0)]
+        (odd_part.name, "pass", 1), (shape.name, "fail", 0)]
 
 
 def test_every_make_target_a_lesson_names_runs_in_the_bundle(built, tmp_path):

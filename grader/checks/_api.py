@@ -13,7 +13,9 @@ under test being the student's and every other task certified.
 from __future__ import annotations
 
 import contextvars
+import importlib
 import math
+import re
 import sys
 
 from dataclasses import dataclass, field
@@ -163,42 +165,99 @@ class OwnPartsVerdict(str):
 
 
 DECLARED = "__declared_checks__"  # where @check lists a module's checks, in declaration order
+CHAPTER_PACKAGE = re.compile(r"ch(?P<number>\d\d)_\w+")  # a chapter's package: ch05_block
 
 
-@dataclass(frozen=True)
-class Declared:
-    """A check as written beside its judge; the catalogue names it chNN.<task>.<name>."""
+@dataclass(frozen=True, eq=False)
+class CheckHandle:
+    """A check as its module declares it: what @check returns, so that the module holds it
+    under a name (the check's own, by the kit's convention) and the rest of the kit (a
+    mutant's expected failure, the facts a public check reads, a test) names the check
+    by importing it. A check renamed or removed is then an ImportError where it was
+    named, never a name gone stale.
 
-    name: str
-    task: "str | None"
+    Its full name, chNN.<task>.<short name>, comes from where it is declared: the chapter
+    from the package (grader/checks/chNN_*/), the task from the task folder's TASKS (or
+    `task=`, where TASKS has several). Calling it calls its judge; `.check` is the Check
+    the catalogue holds."""
+
+    short_name: str
+    declared_task: "str | None"  # task=; None: the task folder's one task
     points: float
     summary: str
     probe: Callable[..., Any]
     judge: Callable[[Any, dict, Any], "str | None"]
     more: dict
+    module: str  # where it is declared: grader.checks.chNN_<topic>.<task folder>[.hidden]
 
-    def build(self, chapter: str, task: str) -> Check:
+    def __call__(self, *args, **kwargs):
+        return self.judge(*args, **kwargs)
+
+    @property
+    def chapter(self) -> str:
+        """The chapter's number: "05"."""
+        return CHAPTER_PACKAGE.fullmatch(self.module.split(".")[2])["number"]
+
+    @property
+    def task(self) -> str:
+        # The task folder's package; a hidden module is its submodule.
+        folder = importlib.import_module(".".join(self.module.split(".")[:4]))
+        return self.task_among([t.name for t in folder.TASKS])
+
+    @property
+    def name(self) -> str:
+        """The full name, as reports and gradebooks give it: ch05.gelu.exact_values, say."""
+        return self.full_name(self.chapter, self.task)
+
+    @property
+    def check(self) -> Check:
+        """The Check the catalogue builds of this declaration (an equal one: a Check is a value)."""
+        return self.build(self.chapter, self.task)
+
+    def task_among(self, names: list[str]) -> str:
+        """Which of its task folder's TASKS (their names) the check grades: the one there
+        is, or the one `task=` names; ValueError where that is not one of them."""
+        if self.declared_task is None:
+            if len(names) != 1:
+                raise ValueError(f"{self.module}: check '{self.short_name}' must say which of {names} it grades "
+                                 f"(task=...)")
+            return names[0]
+        if self.declared_task not in names:
+            raise ValueError(f"{self.module}: check '{self.short_name}' grades '{self.declared_task}', not a task "
+                             f"of {names}")
+        return self.declared_task
+
+    def full_name(self, number: str, task: str) -> str:
+        return f"ch{number}.{task}.{self.short_name}"
+
+    def build(self, number: str, task: str) -> Check:
         more = dict(self.more)
         if "gated_by" in more:
             gates = more["gated_by"]
             more["gated_by"] = (gates,) if isinstance(gates, str) else tuple(gates)
-        return Check(name=f"{chapter}.{task}.{self.name}", task=task, points=self.points, summary=self.summary,
+        return Check(name=self.full_name(number, task), task=task, points=self.points, summary=self.summary,
                      probe=self.probe, judge=self.judge, **more)
 
 
 def check(name: str, points: float, summary: str, *, probe, task: "str | None" = None, **more):
-    """Declare a check on its judge:
+    """Declare a check on its judge, and return its CheckHandle:
 
         @check("lookup", 3, "ids [2, 3] give vectors [2, 3, 5]", probe=probe_lookup, inputs=...)
-        def judge_lookup(out, inputs, expected): ...
+        def lookup(out, inputs, expected): ...
 
-    The chapter and the task come from the module the judge lives in (its package and
-    its TASKS; `task=` picks one where a module holds several). Stacked decorators
-    declare several checks sharing one judge, nearest the function first."""
+    The module then holds the handle under the check's name, which is how the rest of the
+    kit imports it. The chapter and the task come from the module the judge lives in (its
+    package and its TASKS; `task=` picks one where a module holds several). A second
+    check judged by the same function is declared on its handle, after it:
+
+        shared = check("shared", 1, "...", probe=probe_lookup, inputs=...)(lookup)
+
+    (a handle given where a judge is expected stands for its judge)."""
     def declare(judge):
-        module = sys.modules[judge.__module__]
-        module.__dict__.setdefault(DECLARED, []).append(Declared(name, task, points, summary, probe, judge, more))
-        return judge
+        judge = judge.judge if isinstance(judge, CheckHandle) else judge
+        handle = CheckHandle(name, task, points, summary, probe, judge, more, judge.__module__)
+        sys.modules[judge.__module__].__dict__.setdefault(DECLARED, []).append(handle)
+        return handle
 
     return declare
 

@@ -19,14 +19,12 @@ import importlib
 import importlib.util
 import json
 import pkgutil
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from grader.checks._api import DECLARED, Check, Task
+from grader.checks._api import CHAPTER_PACKAGE, DECLARED, Check, Task
 
-CHAPTER_PACKAGE = re.compile(r"ch(?P<number>\d\d)_\w+")
 HIDDEN = "hidden"  # a task's module of hidden checks, and a chapter's folder of what they share
 MUTANTS = "mutants"  # a task's module of mutants and variants
 TASK_ORDER = "tasks.json"  # a chapter's task ids in the order of their regions (generated)
@@ -110,15 +108,11 @@ def _checks_of(module, hidden, number: str) -> list[Check]:
         for entry in entries:
             if bool(entry.more.get("hidden")) != is_hidden:
                 folder = module.__name__.replace(".", "/")
-                raise ValueError(f"{where.__name__}: check '{entry.name}' is {'not ' * is_hidden}hidden; a hidden "
-                                 f"check goes in {folder}/{HIDDEN}.py, a public one in {folder}/__init__.py")
-            if entry.task is None and len(names) != 1:
-                raise ValueError(f"{where.__name__}: check '{entry.name}' must say which of {names} it grades "
-                                 f"(task=...)")
-            if entry.task is not None and entry.task not in names:
-                raise ValueError(f"{where.__name__}: check '{entry.name}' grades '{entry.task}', not a task of {names}")
-    built = [entry.build(f"ch{number}", task) for task in names for entries in (public, secret) for entry in entries
-             if (entry.task or names[0]) == task]
+                raise ValueError(f"{where.__name__}: check '{entry.short_name}' is {'not ' * is_hidden}hidden; a "
+                                 f"hidden check goes in {folder}/{HIDDEN}.py, a public one in {folder}/__init__.py")
+            entry.task_among(names)  # raises where the entry names no task of the folder
+    built = [entry.build(number, task) for task in names for entries in (public, secret) for entry in entries
+             if entry.task_among(names) == task]
     by_name = {c.name: c for c in built}
     for c in built:
         for gate in c.gated_by:

@@ -46,14 +46,21 @@ class MissingFacts(LookupError):
     """No facts were written for these inputs: the kit's `make student` writes them."""
 
 
-def facts_for(*check_names: str):
+def facts_for(*checks):
     """Register, in a hidden module, the function that computes what the public checks
-    `check_names` need on their inputs: fn(ref, inputs) -> plain data (numbers, lists,
-    dicts with str keys, tensors), ref being the reference's modules."""
+    `checks` need on their inputs: fn(ref, inputs) -> plain data (numbers, lists, dicts
+    with str keys, tensors), ref being the reference's modules. The checks are given by
+    their handles, imported from the task's module (grader.checks._api.CheckHandle), so
+    that facts never wait under a name no check has any more."""
+    for handle in checks:
+        if isinstance(handle, str):
+            raise TypeError(f"facts_for takes the checks' handles, imported from where they are declared, not "
+                            f"the name {handle!r}")
+
     def register(function):
         table = sys.modules[function.__module__].__dict__.setdefault(REGISTERED, {})
-        for name in check_names:
-            table[name] = function
+        for handle in checks:
+            table[handle.name] = function
         return function
 
     return register

@@ -130,7 +130,7 @@ def probe_{task}(ns, x):
 @check("example", 2, "{function} of a fixed [1, 2, 3] input matches the reference",
        probe=probe_{task},
        inputs=lambda g: {{"x": torch.tensor({example}, dtype=torch.float64)}})
-def judge_{task}_example(out, inputs, expected):
+def example(out, inputs, expected):
     facts = known_facts(inputs)
     return diagnose(out["y"], facts["right"], named(MISTAKES, facts["mistakes"]), "{function}(x)")
 '''
@@ -142,7 +142,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, compare
-from grader.checks.{package}.{task} import probe_{task}
+from grader.checks.{package}.{task} import example, probe_{task}
 from grader.checks.facts import facts_for
 
 
@@ -151,7 +151,7 @@ def {mistake}(x):
     {mistake_code}
 
 
-@facts_for("ch{number}.{task}.example")
+@facts_for(example)
 def example_facts(ref, inputs):
     x = inputs["x"]
     return {{"right": ref.{call}(x), "mistakes": {{"{mistake}": {mistake}(x)}}}}
@@ -160,7 +160,7 @@ def example_facts(ref, inputs):
 @check("matches_reference", 2, "random [B, T, d] inputs match the reference",
        probe=probe_{task}, inputs=lambda g: {{"x": torch.randn(2, 3, 5, generator=g, dtype=torch.float64)}},
        expect=lambda ref, inputs: _reference(ref, inputs["x"]), hidden=True)
-def judge_{task}_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     return compare(out["y"], expected, "{function}(x)", atol=1e-9, rtol=1e-9)
 
 
@@ -171,12 +171,13 @@ def _reference(ref, x):
 MUTANTS = '''"""Task {task}: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.{package}.{task} import example
 from grader.mutants import mutant, variant
 
 MUTANTS = [
     mutant("{task}_{mistake}", "{task}", """
         {mistake_code}
-    """, "ch{number}.{task}.example", "{keyword}", "{mistake_text}"),
+    """, example, "{keyword}", "{mistake_text}"),
 ]
 
 VARIANTS = [

@@ -78,7 +78,7 @@ def judge_adam(out, inputs, reveal, facts):
        probe=probe_adam,
        inputs=lambda g: {"start": [0.5, -1.0], "grads": [[0.2, -3.0], [-0.1, 1.0]],
                          "settings": {"lr": 0.1, "beta1": 0.85, "beta2": 0.99, "eps": 1e-8, "total_steps": 4}})
-def judge_adam_public(out, inputs, expected):
+def hand_computation(out, inputs, expected):
     return judge_adam(out, inputs, True, known_facts(inputs))
 
 
@@ -95,7 +95,7 @@ def probe_adam_first_step(ns, gradients, lr):
 @check("first_step_is_lr", 1,
        "thanks to bias correction the first step moves a parameter by about lr, for gradients 1e-3 and 50",
        probe=probe_adam_first_step, inputs=lambda g: {"gradients": [1e-3, 50.0], "lr": 0.1})
-def judge_adam_first_step(out, inputs, expected):
+def first_step_is_lr(out, inputs, expected):
     lr = inputs["lr"]
     for g, moved in zip(inputs["gradients"], out["moved"]):
         if not (is_number(moved) and abs(moved + lr) <= 1e-4 * lr):

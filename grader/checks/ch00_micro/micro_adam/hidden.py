@@ -7,11 +7,11 @@ import random
 from grader.checks._api import check
 from grader.checks.ch00_micro.hidden.common import random_seed
 from grader.checks.ch00_micro.hidden.oracles import adam_facts
-from grader.checks.ch00_micro.micro_adam import judge_adam, probe_adam
+from grader.checks.ch00_micro.micro_adam import hand_computation, judge_adam, probe_adam
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch00.micro_adam.hand_computation")
+@facts_for(hand_computation)
 def public_adam_facts(ref, inputs):
     return adam_facts(inputs["start"], inputs["grads"], inputs["settings"])
 
@@ -29,5 +29,5 @@ def _random_adam(g):
 
 @check("random_steps", 2, "random parameters, gradients and settings: every step equals the hand computation",
        probe=probe_adam, inputs=_random_adam, hidden=True)
-def judge_adam_hidden(out, inputs, expected):
+def random_steps(out, inputs, expected):
     return judge_adam(out, inputs, False, adam_facts(inputs["start"], inputs["grads"], inputs["settings"]))

@@ -1,27 +1,29 @@
 """Task micro_adam: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_adam import first_step_is_lr, hand_computation
+from grader.checks.ch00_micro.micro_adam.hidden import random_steps
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("micro_adam_cosine_decay", "micro_adam", patch("""
         - lr_t = self.lr * (1.0 - self.t / self.total_steps)
         + lr_t = self.lr * 0.5 * (1.0 + math.cos(math.pi * self.t / self.total_steps))
-    """), ("ch00.micro_adam.hand_computation", "ch00.micro_adam.random_steps"), "cosine",
+    """), (hand_computation, random_steps), "cosine",
        "a cosine schedule where the lesson's is linear"),
     mutant("adam_no_bias_correction", "micro_adam", patch("""
         - m_hat = self.m[i] / correction1
         - v_hat = self.v[i] / correction2
         + m_hat, v_hat = self.m[i], self.v[i]
-    """), ("ch00.micro_adam.hand_computation", "ch00.micro_adam.first_step_is_lr"), "bias correction",
+    """), (hand_computation, first_step_is_lr), "bias correction",
        "no bias correction"),
     mutant("adam_no_lr_decay", "micro_adam", patch("""
         - p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
         + p.data -= self.lr * m_hat / (math.sqrt(v_hat) + self.eps)
-    """), "ch00.micro_adam.hand_computation", "decay", "constant learning rate"),
+    """), hand_computation, "decay", "constant learning rate"),
     mutant("adam_grads_not_reset", "micro_adam", patch("""
         - p.grad = 0.0
-    """), "ch00.micro_adam.hand_computation", "reset", "p.grad not zeroed after the step"),
+    """), hand_computation, "reset", "p.grad not zeroed after the step"),
     mutant("adam_bias_correction_off_by_one", "micro_adam", patch("""
         - correction1 = 1.0 - b1 ** (self.t + 1)
         - correction2 = 1.0 - b2 ** (self.t + 1)
@@ -30,15 +32,15 @@ MUTANTS = [
         - v_hat = self.v[i] / correction2
         + m_hat = self.m[i] / (1.0 - b1 ** self.t)
         + v_hat = self.v[i] / (1.0 - b2 ** self.t)
-    """), "ch00.micro_adam.hand_computation", "beta^(t+1)", "1 − β^t with t from 0: division by zero"),
+    """), hand_computation, "beta^(t+1)", "1 − β^t with t from 0: division by zero"),
     mutant("adam_rebinds_parameters", "micro_adam", patch("""
         - p.data -= lr_t * m_hat / (math.sqrt(v_hat) + self.eps)
         + self.params[i] = Value(p.data - lr_t * m_hat / (math.sqrt(v_hat) + self.eps))
-    """), "ch00.micro_adam.hand_computation", "did not move",
+    """), hand_computation, "did not move",
        "a new Value bound to self.params[i]: the model's own parameters never change"),
     mutant("adam_step_counter_not_advanced", "micro_adam", patch("""
         - self.t += 1
-    """), "ch00.micro_adam.hand_computation", "not advanced", "t stays 0: every step is the first"),
+    """), hand_computation, "not advanced", "t stays 0: every step is the first"),
     mutant("adam_moments_not_kept", "micro_adam", patch("""
         - self.m[i] = b1 * self.m[i] + (1.0 - b1) * g
         - self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g
@@ -48,7 +50,7 @@ MUTANTS = [
         + v = (1.0 - b2) * g * g
         + m_hat = m / correction1
         + v_hat = v / correction2
-    """), "ch00.micro_adam.hand_computation", "start from 0 at every step",
+    """), hand_computation, "start from 0 at every step",
        "the moments computed afresh each step, never accumulated"),
 ]
 

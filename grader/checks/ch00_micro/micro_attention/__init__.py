@@ -64,13 +64,13 @@ def judge_attention_values(out, q, keys, values, reveal, facts):
        inputs=lambda g: {"query": [1.0, -0.5, 2.0, 0.25],
                          "keys": [[0.5, 1.0, -1.0, 2.0], [1.5, -0.5, 0.75, 0.0], [-1.0, 0.5, 1.25, 1.0]],
                          "values": [[1.0, 2.0, 3.0, 4.0], [-1.0, 0.0, 1.0, 0.5], [0.25, -2.0, 0.5, 1.5]]})
-def judge_attention_public(out, inputs, expected):
+def scaled_weights(out, inputs, expected):
     return judge_attention_values(out, inputs["query"], inputs["keys"], inputs["values"], True, known_facts(inputs))
 
 
 @check("single_position", 1, "one cached position: weight exactly 1 and output = that value vector",
        probe=probe_attention, inputs=lambda g: {"query": [0.3, -2.0], "keys": [[1.0, 4.0]], "values": [[0.7, -1.1]]})
-def judge_attention_single(out, inputs, expected):
+def single_position(out, inputs, expected):
     if "form" in out:
         return "attention_head should return (output, weights), got something else"
     if out["weights"] != [1.0] and not all_close(out["weights"], [1.0], 1e-15):
@@ -89,7 +89,7 @@ def _all_zero(numbers) -> bool:
        probe=probe_attention,
        inputs=lambda g: {"query": [0.5, -1.0, 1.5], "keys": [[1.0, 0.5, -0.5], [-1.5, 1.0, 0.25]],
                          "values": [[2.0, -1.0, 0.5], [0.5, 1.5, -2.0]], "c": [1.0, -2.0, 0.5], "e": [0.0, 0.0]})
-def judge_attention_gradients(out, inputs, expected):
+def gradients_flow(out, inputs, expected):
     if "form" in out:
         return "attention_head should return (output, weights), got something else"
     said = known_facts(inputs)

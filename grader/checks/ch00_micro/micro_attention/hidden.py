@@ -7,16 +7,18 @@ import torch
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import all_close, off_by
 from grader.checks.ch00_micro.hidden.oracles import attention_facts
-from grader.checks.ch00_micro.micro_attention import judge_attention_values, probe_attention
+from grader.checks.ch00_micro.micro_attention import (
+    gradients_flow, judge_attention_values, probe_attention, scaled_weights,
+)
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch00.micro_attention.scaled_weights")
+@facts_for(scaled_weights)
 def public_attention_facts(ref, inputs):
     return attention_facts(inputs["query"], inputs["keys"], inputs["values"])
 
 
-@facts_for("ch00.micro_attention.gradients_flow")
+@facts_for(gradients_flow)
 def public_attention_gradients(ref, inputs):
     q, keys, values = inputs["query"], inputs["keys"], inputs["values"]
     return {"out": attention_facts(q, keys, values)["out"], "grads": gradients_of(q, keys, values, inputs["c"])}
@@ -54,7 +56,7 @@ def _random_attention(g):
 
 @check("matches_reference", 2, "random heads: output, weights and every gradient match the reference",
        probe=probe_attention, inputs=_random_attention, expect=_expect_attention, hidden=True)
-def judge_attention_hidden(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     q, keys, values = inputs["query"], inputs["keys"], inputs["values"]
     if problem := judge_attention_values(out, q, keys, values, False, attention_facts(q, keys, values)):
         return problem

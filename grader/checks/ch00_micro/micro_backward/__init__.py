@@ -52,7 +52,7 @@ def probe_backward_reuse(ns):
 
 @check("reused_node", 2, "y = x*x + x at x = 3 gives x.grad = 7 (contributions added); a second backward adds 2 more",
        probe=probe_backward_reuse)
-def judge_backward_reuse(out, inputs, expected):
+def reused_node(out, inputs, expected):
     if out["root"] != 1.0:
         return (f"after y.backward() y.grad is {out['root']!r}: backward starts by setting the root's own "
                 f"grad to 1 (dy/dy = 1)")
@@ -82,7 +82,7 @@ def probe_backward_order(ns, x0):
 @check("topological_order", 2,
        "a node reached along a short and a long path, and a node reached twice, get exact gradients",
        probe=probe_backward_order, inputs=lambda g: {"x0": 0.7})
-def judge_backward_order(out, inputs, expected):
+def topological_order(out, inputs, expected):
     x0 = inputs["x0"]
     b = 3 * x0
     right = 3 * (3 * b * b + 1)  # w = b**3 + b
@@ -113,7 +113,7 @@ def probe_backward_deep(ns, depth):
 
 @check("deep_graph", 1, "a chain 6000 nodes deep (beyond the recursion limit) gives x.grad = 3001",
        probe=probe_backward_deep, inputs=lambda g: {"depth": 3000})
-def judge_backward_deep(out, inputs, expected):
+def deep_graph(out, inputs, expected):
     depth = inputs["depth"]
     if out.get("recursion"):
         return (f"backward hit Python's recursion limit on a chain {2 * depth} nodes deep: walk the graph with "

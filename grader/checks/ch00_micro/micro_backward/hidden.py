@@ -53,7 +53,7 @@ def _expect_backward_random(ref, inputs):
 @check("random_graph", 2, "random graphs of every primitive with reused nodes: leaf gradients match the reference",
        probe=probe_backward_random, inputs=lambda g: {"seed": random_seed(g)}, expect=_expect_backward_random,
        hidden=True)
-def judge_backward_random(out, inputs, expected):
+def random_graph(out, inputs, expected):
     if all_close(out["grads"], expected, 1e-10):
         return None
     return (f"the leaf gradients of a random graph (with reused nodes) are off by up to "

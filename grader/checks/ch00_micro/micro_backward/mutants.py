@@ -1,13 +1,14 @@
 """Task micro_backward: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_backward import deep_graph, reused_node, topological_order
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("backward_overwrites", "micro_backward", patch("""
         - child.grad += local * node.grad
         + child.grad = local * node.grad
-    """), "ch00.micro_backward.reused_node", "added", "child.grad = instead of +="),
+    """), reused_node, "added", "child.grad = instead of +="),
     mutant("backward_breadth_first", "micro_backward", """
         self.grad = 1.0
         queue, seen = [self], {self}
@@ -18,15 +19,15 @@ MUTANTS = [
                 if child not in seen:
                     seen.add(child)
                     queue.append(child)
-    """, "ch00.micro_backward.topological_order", "every node that uses it", "breadth-first instead of topological order"),
+    """, topological_order, "every node that uses it", "breadth-first instead of topological order"),
     mutant("backward_no_visited_set", "micro_backward", patch("""
         - if node in visited:
         -     continue
         - visited.add(node)
-    """), "ch00.micro_backward.topological_order", "only once", "a shared node pushes its grad twice"),
+    """), topological_order, "only once", "a shared node pushes its grad twice"),
     mutant("backward_root_grad_not_set", "micro_backward", patch("""
         - self.grad = 1.0
-    """), "ch00.micro_backward.reused_node", "root", "the root's grad is never set to 1"),
+    """), reused_node, "root", "the root's grad is never set to 1"),
     mutant("backward_recursive", "micro_backward", """
         order, visited = [], set()
         def build(node):
@@ -40,7 +41,7 @@ MUTANTS = [
         for node in reversed(order):
             for child, local in zip(node._children, node._local_grads):
                 child.grad += local * node.grad
-    """, "ch00.micro_backward.deep_graph", "recursion", "recursion breaks on deep graphs"),
+    """, deep_graph, "recursion", "recursion breaks on deep graphs"),
 ]
 
 VARIANTS = [

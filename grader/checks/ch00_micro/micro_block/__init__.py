@@ -145,7 +145,7 @@ def block_raised(out) -> "str | None":
        "with WO and FC2 zero the layer returns its input exactly (residuals, no norm on the output)",
        probe=probe_block, inputs=lambda g: {**block_inputs(3, 3), "zero": ["wo", "fc2"]},
        fixed_inputs=True)
-def judge_block_zero_branch(out, inputs, expected):
+def zero_branch_identity(out, inputs, expected):
     if problem := block_raised(out):
         return problem
     xs = inputs["xs"]
@@ -219,7 +219,7 @@ def weights_localise(out, facts, reveal) -> str:
 @check("formula", 3,
        "3 positions, E = 8, 2 heads: outputs, cache and attention rows equal the pre-norm layer's formula",
        probe=probe_block, inputs=lambda g: block_inputs(5, 3), fixed_inputs=True)
-def judge_block_public(out, inputs, expected):
+def formula(out, inputs, expected):
     facts = known_facts(inputs)
     if weights_changed(out, facts):
         return WEIGHTS_CHANGED

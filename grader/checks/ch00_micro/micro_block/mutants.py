@@ -1,13 +1,15 @@
 """Task micro_block: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_block import formula, zero_branch_identity
+from grader.checks.ch00_micro.micro_block.hidden import matches_reference
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("block_no_attention_residual", "micro_block", patch("""
         - x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
         + x = linear(heads, self.table(layer, "wo"))
-    """), ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "residual",
+    """), (zero_branch_identity, formula), "residual",
        "x = WO(heads) without x +"),
     mutant("block_mlp_reads_layer_input", "micro_block", patch("""
         - x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
@@ -15,43 +17,43 @@ MUTANTS = [
           h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
         - return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
         + return [a + b for a, b in zip(u, linear(h, self.table(layer, "fc2")))]
-    """), "ch00.micro_block.formula", "after the attention residual", "the MLP reads the layer input"),
+    """), formula, "after the attention residual", "the MLP reads the layer input"),
     mutant("block_attends_only_to_itself", "micro_block", patch("""
         - keys, values = self.cache[layer]["keys"], self.cache[layer]["values"]
         - keys.append(k)
         - values.append(v)
         + keys, values = [k], [v]
-    """), "ch00.micro_block.formula", "cache", "no KV cache: each position sees only itself"),
+    """), formula, "cache", "no KV cache: each position sees only itself"),
     mutant("block_output_normalised", "micro_block", patch("""
         - return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
         + return rmsnorm([a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))])
-    """), ("ch00.micro_block.zero_branch_identity", "ch00.micro_block.formula"), "normalised",
+    """), (zero_branch_identity, formula), "normalised",
        "the layer's output re-normalised"),
     mutant("block_keys_values_from_raw_stream", "micro_block", patch("""
         - k = linear(h, self.table(layer, "wk"))
         - v = linear(h, self.table(layer, "wv"))
         + k = linear(x, self.table(layer, "wk"))
         + v = linear(x, self.table(layer, "wv"))
-    """), "ch00.micro_block.formula", "keys and values are computed from the raw stream",
+    """), formula, "keys and values are computed from the raw stream",
        "only the queries read RMSNorm(x); keys and values project the raw stream"),
     mutant("block_heads_interleaved", "micro_block", patch("""
         - lo, hi = head * self.head_dim, (head + 1) * self.head_dim
         - out, weights = attention_head(q[lo:hi], [key[lo:hi] for key in keys], [val[lo:hi] for val in values])
         + part = slice(head, None, self.n_head)
         + out, weights = attention_head(q[part], [key[part] for key in keys], [val[part] for val in values])
-    """), "ch00.micro_block.formula", "interleaved", "head h takes every H-th feature, not a contiguous slice"),
+    """), formula, "interleaved", "head h takes every H-th feature, not a contiguous slice"),
     mutant("block_queries_raw_and_no_mlp_residual", "micro_block", patch("""
         - q = linear(h, self.table(layer, "wq"))
         + q = linear(x, self.table(layer, "wq"))
 
         - return [a + b for a, b in zip(x, linear(h, self.table(layer, "fc2")))]
         + return linear(h, self.table(layer, "fc2"))
-    """), "ch00.micro_block.formula", "2 parts of the layer differ",
+    """), formula, "2 parts of the layer differ",
        "two slips at once: queries from x and the MLP residual dropped"),
     mutant("block_values_through_wk", "micro_block", patch("""
         - v = linear(h, self.table(layer, "wv"))
         + v = linear(h, self.table(layer, "wk"))
-    """), "ch00.micro_block.formula", "comes after the weights",
+    """), formula, "comes after the weights",
        "the values projected with WK: no catalogued layer gives this, the weights localise it"),
     mutant("block_attends_before_appending", "micro_block", patch("""
         - keys.append(k)
@@ -60,12 +62,12 @@ MUTANTS = [
         + keys.append(k)
         + values.append(v)
           x = [a + b for a, b in zip(x, linear(heads, self.table(layer, "wo")))]
-    """), ("ch00.micro_block.formula", "ch00.micro_block.matches_reference"), "before appending",
+    """), (formula, matches_reference), "before appending",
        "attends before appending the current key"),
     mutant("block_squared_relu", "micro_block", patch("""
         - h = [value.relu() for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
         + h = [value.relu() ** 2 for value in linear(rmsnorm(x), self.table(layer, "fc1"))]
-    """), "ch00.micro_block.formula", "squares its relu", "the MLP's ReLU squared, as one version of a well-known scalar GPT has it"),
+    """), formula, "squares its relu", "the MLP's ReLU squared, as one version of a well-known scalar GPT has it"),
 ]
 
 VARIANTS = [

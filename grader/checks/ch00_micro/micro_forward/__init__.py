@@ -55,7 +55,7 @@ def probe_forward(ns, sizes, seed, ids, spread=None, tables=True):
        "and position 3 (target BOS) has 4 attention weights summing to 1",
        probe=probe_forward,
        inputs=lambda g: {"sizes": dict(NAMES), "seed": 0, "ids": ANA[:4], "tables": False})
-def judge_forward_ana(out, inputs, expected):
+def ana_walk_through(out, inputs, expected):
     if out["params"] != 4192:
         return f"the names model (V=27, E=16, T=16, L=1, H=4) should have 4192 parameters, it has {out['params']}"
     lengths = {len(row) for row in out["logits"]}
@@ -103,7 +103,7 @@ def judge_forward(out, inputs, facts, reveal):
        "2 layers, 5 positions: logits = LMHead · layers(RMSNorm(WTE[token] + WPE[pos])), no final norm",
        probe=probe_forward,
        inputs=lambda g: {"sizes": dict(SMALL, n_layer=2), "seed": 4, "spread": 0.5, "ids": [6, 2, 0, 5, 2]})
-def judge_forward_public(out, inputs, expected):
+def formula(out, inputs, expected):
     facts = known_facts(inputs)
     if weights_changed(out, facts):
         return WEIGHTS_CHANGED
@@ -156,7 +156,7 @@ def probe_pure_python(ns, sizes, seed):
 
 @check("pure_python", 1, "micro.py uses no torch or numpy: every number is a Value",
        probe=probe_pure_python, inputs=lambda g: {"sizes": dict(SMALL), "seed": 0}, gated_by="formula")
-def judge_pure_python(out, inputs, expected):
+def pure_python(out, inputs, expected):
     if out["found"]:
         return (f"micro.py uses {', '.join(_where_banned(out['found']))}: chapter 00 is plain Python (math and "
                 f"random only), every number a Value")

@@ -1,37 +1,38 @@
 """Task micro_forward: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_forward import ana_walk_through, formula, pure_python
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("forward_final_norm", "micro_forward", patch("""
         - return linear(x, self.state["lm_head"])
         + return linear(rmsnorm(x), self.state["lm_head"])
-    """), "ch00.micro_forward.formula", "final norm", "a final norm before the LM head"),
+    """), formula, "final norm", "a final norm before the LM head"),
     mutant("forward_no_position_row", "micro_forward", patch("""
         - x = [t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])]
         + x = list(self.state["wte"][token_id])
-    """), "ch00.micro_forward.formula", "position row", "WPE[pos] not added"),
+    """), formula, "position row", "WPE[pos] not added"),
     mutant("forward_embedding_not_normalised", "micro_forward", patch("""
         - x = rmsnorm(x)
-    """), "ch00.micro_forward.formula", "not normalised", "no RMSNorm of the embedding sum"),
+    """), formula, "not normalised", "no RMSNorm of the embedding sum"),
     mutant("forward_returns_features", "micro_forward", patch("""
         - return linear(x, self.state["lm_head"])
         + return x
-    """), ("ch00.micro_forward.ana_walk_through", "ch00.micro_forward.formula"), "LM head",
+    """), (ana_walk_through, formula), "LM head",
        "E features returned instead of V logits"),
     mutant("forward_first_layer_only", "micro_forward", patch("""
         - for layer in range(self.n_layer):
         -     x = self.block(layer, x)
         + x = self.block(0, x)
-    """), "ch00.micro_forward.formula", "every layer", "only layer 0 runs"),
+    """), formula, "every layer", "only layer 0 runs"),
     mutant("forward_imports_numpy", "micro_forward", patch("""
         + import numpy as np
           x = [t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])]
         - return linear(x, self.state["lm_head"])
         + head = np.array([[p.data for p in row] for row in self.state["lm_head"]])
         + return linear(x, self.state["lm_head"])[: head.shape[0]]
-    """), "ch00.micro_forward.pure_python", "plain Python", "numpy imported inside forward"),
+    """), pure_python, "plain Python", "numpy imported inside forward"),
     mutant("forward_uses_torch", "micro_forward", """
         import torch
         x = rmsnorm([t + p for t, p in zip(self.state["wte"][token_id], self.state["wpe"][pos])])
@@ -40,11 +41,11 @@ MUTANTS = [
         logits = torch.tensor([[p.data for p in row] for row in self.state["lm_head"]]) @ torch.tensor(
             [v.data for v in x])
         return [Value(v) for v in logits.tolist()]
-    """, "ch00.micro_forward.formula", "torch.tensor", "torch for the LM head"),
+    """, formula, "torch.tensor", "torch for the LM head"),
     mutant("forward_head_tied_to_wte", "micro_forward", patch("""
         - return linear(x, self.state["lm_head"])
         + return linear(x, self.state["wte"])
-    """), "ch00.micro_forward.formula", "tied", "the logits read from WTE (a tied head) instead of LMHead"),
+    """), formula, "tied", "the logits read from WTE (a tied head) instead of LMHead"),
 ]
 
 VARIANTS = [

@@ -129,16 +129,13 @@ def judge_loss(out, inputs, reveal, facts_of):
     return None
 
 
-# Stacked: the decorator nearest the judge is declared first (the lesson's order, read bottom up).
-@check("window", 2, "a 9-id document with block_size 6 scores min(T, len(ids) - 1) = 6 positions",
-       probe=probe_loss,
-       inputs=lambda g: {"sizes": dict(SMALL), "seed": 2, "spread": 0.4, "ids": [6, 1, 2, 3, 0, 4, 5, 1, 6]})
+# One judge for both, declared in the lesson's order.
 @check("ana_mean_nll", 3,
        "'ana' on the names model: the mean of -log softmax(logits)[next id] over its 4 positions, "
        "a Value whose gradients match finite differences",
        probe=probe_loss,
        inputs=lambda g: {"sizes": dict(NAMES), "seed": 0, "spread": 0.3, "ids": ANA, "fd": [0, 700, 4000]})
-def judge_loss_public(out, inputs, expected):
+def ana_mean_nll(out, inputs, expected):
     facts = known_facts(inputs)
     if "logits" in out and not all_close(out["logits"], facts["logits"], TOL):
         return ("the model's logits on this document are not the ones MicroGPT.forward gives (is micro_forward "
@@ -150,3 +147,9 @@ def judge_loss_public(out, inputs, expected):
             return (f"the gradient of parameter {index} is {out['grads'][index]!r} but finite differences of the "
                     f"loss give {numeric!r}: keep every step of the loss in the graph")
     return None
+
+
+window = check(
+    "window", 2, "a 9-id document with block_size 6 scores min(T, len(ids) - 1) = 6 positions",
+    probe=probe_loss,
+    inputs=lambda g: {"sizes": dict(SMALL), "seed": 2, "spread": 0.4, "ids": [6, 1, 2, 3, 0, 4, 5, 1, 6]})(ana_mean_nll)

@@ -8,11 +8,11 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import SMALL, TOL, all_close, close_enough, off_by
 from grader.checks.ch00_micro.hidden.common import random_seed
 from grader.checks.ch00_micro.hidden.oracles import loss_facts
-from grader.checks.ch00_micro.micro_loss import judge_loss, run_loss, probe_loss
+from grader.checks.ch00_micro.micro_loss import ana_mean_nll, judge_loss, probe_loss, run_loss, window
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch00.micro_loss.window", "ch00.micro_loss.ana_mean_nll")
+@facts_for(window, ana_mean_nll)
 def public_loss_facts(ref, inputs):
     logits = run_loss(ref.micro, inputs["sizes"], inputs["seed"], inputs.get("spread"), inputs["ids"])["logits"]
     return {**loss_facts(logits, inputs["ids"], True), "logits": logits}
@@ -33,7 +33,7 @@ def _random_loss(g):
 @check("matches_reference", 2,
        "random documents (some longer than the window): loss and every parameter gradient match the reference",
        probe=probe_loss, inputs=_random_loss, expect=_expect_loss, hidden=True)
-def judge_loss_hidden(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if problem := judge_loss(out, inputs, False, lambda out: loss_facts(out["logits"], inputs["ids"], False)):
         return problem
     if not close_enough(out["loss"], expected["loss"], TOL):

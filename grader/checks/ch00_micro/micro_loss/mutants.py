@@ -1,36 +1,37 @@
 """Task micro_loss: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_loss import ana_mean_nll, window
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("loss_summed", "micro_loss", patch("""
         - return vsum(losses) / n
         + return vsum(losses)
-    """), "ch00.micro_loss.ana_mean_nll", "SUM", "summed, not averaged"),
+    """), ana_mean_nll, "SUM", "summed, not averaged"),
     mutant("loss_divided_by_len_ids", "micro_loss", patch("""
         - return vsum(losses) / n
         + return vsum(losses) / len(ids)
-    """), "ch00.micro_loss.ana_mean_nll", "len(ids)", "divided by len(ids), not the scored positions"),
+    """), ana_mean_nll, "len(ids)", "divided by len(ids), not the scored positions"),
     mutant("loss_ignores_the_window", "micro_loss", patch("""
         - for pos in range(n):
         + for pos in range(len(ids) - 1):
         - return vsum(losses) / n
         + return vsum(losses) / (len(ids) - 1)
-    """), "ch00.micro_loss.window", "pairs past the window", "scores every pair, past block_size"),
+    """), window, "pairs past the window", "scores every pair, past block_size"),
     mutant("loss_target_is_the_input", "micro_loss", patch("""
         - losses.append(-probs[ids[pos + 1]].log())
         + losses.append(-probs[ids[pos]].log())
-    """), "ch00.micro_loss.ana_mean_nll", "ids[p + 1]", "the target is the input id, not the next one"),
+    """), ana_mean_nll, "ids[p + 1]", "the target is the input id, not the next one"),
     mutant("loss_keeps_the_previous_cache", "micro_loss", patch("""
         - model.start_sequence()
         + if model.cache is None:
         +     model.start_sequence()
-    """), ("ch00.micro_loss.ana_mean_nll", "ch00.micro_loss.window"), "depends on the first",
+    """), (ana_mean_nll, window), "depends on the first",
        "a sequence is started only when none is open: a second call finds the first one's keys and values"),
     mutant("loss_never_starts_a_sequence", "micro_loss", patch("""
         - model.start_sequence()
-    """), ("ch00.micro_loss.ana_mean_nll", "ch00.micro_loss.window"), "start_sequence",
+    """), (ana_mean_nll, window), "start_sequence",
        "forward called with no sequence open"),
 ]
 

@@ -56,16 +56,19 @@ def judge_rmsnorm(out, x, w, reveal, facts):
 
 @check("figure", 2, "(1, 3) normalises to (1, 3) / sqrt(5.00001): mean of squares, eps 1e-5 inside, no gain",
        probe=probe_rmsnorm, inputs=lambda g: {"x": [1.0, 3.0]})
-def judge_rmsnorm_figure(out, inputs, expected):
+def figure(out, inputs, expected):
     problem = judge_rmsnorm(out, inputs["x"], None, True, known_facts(inputs))
     return f"(1, 3) should normalise to (1, 3) / sqrt(5.00001): {problem}" if problem else None
 
 
-# Stacked: the decorator nearest the judge is declared first (the lesson's order, read bottom up).
-@check("gradient", 2, "the gradient through rmsnorm equals the analytic one (the scale is part of the graph)",
-       probe=probe_rmsnorm,
-       inputs=lambda g: {"x": [0.5, -1.2, 2.0, 0.1], "w": [0.3, -0.8, 1.1, 0.4]})
+# One judge for both, declared in the lesson's order.
 @check("zero_vector", 1, "an all-zero vector stays 0 (eps keeps it finite)",
        probe=probe_rmsnorm, inputs=lambda g: {"x": [0.0, 0.0, 0.0]}, gated_by="figure")
-def judge_rmsnorm_public(out, inputs, expected):
+def zero_vector(out, inputs, expected):
     return judge_rmsnorm(out, inputs["x"], inputs.get("w"), True, known_facts(inputs))
+
+
+gradient = check(
+    "gradient", 2, "the gradient through rmsnorm equals the analytic one (the scale is part of the graph)",
+    probe=probe_rmsnorm,
+    inputs=lambda g: {"x": [0.5, -1.2, 2.0, 0.1], "w": [0.3, -0.8, 1.1, 0.4]})(zero_vector)

@@ -6,11 +6,11 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch00_micro.hidden.oracles import rmsnorm_facts
-from grader.checks.ch00_micro.micro_rmsnorm import judge_rmsnorm, probe_rmsnorm
+from grader.checks.ch00_micro.micro_rmsnorm import figure, gradient, judge_rmsnorm, probe_rmsnorm, zero_vector
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.zero_vector", "ch00.micro_rmsnorm.gradient")
+@facts_for(figure, zero_vector, gradient)
 def public_rmsnorm_facts(ref, inputs):
     return rmsnorm_facts(inputs["x"], inputs.get("w"))
 
@@ -23,5 +23,5 @@ def _random_rmsnorm(g):
 
 @check("random_vectors", 1, "random vectors: values and gradients exact",
        probe=probe_rmsnorm, inputs=_random_rmsnorm, hidden=True)
-def judge_rmsnorm_hidden(out, inputs, expected):
+def random_vectors(out, inputs, expected):
     return judge_rmsnorm(out, inputs["x"], inputs.get("w"), False, rmsnorm_facts(inputs["x"], inputs.get("w")))

@@ -1,42 +1,43 @@
 """Task micro_rmsnorm: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_rmsnorm import figure, gradient, zero_vector
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("rmsnorm_no_eps", "micro_rmsnorm", patch("""
         - scale = (mean_square + RMS_NORM_EPS) ** -0.5
         + scale = mean_square ** -0.5
-    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.zero_vector"), "eps", "eps left out"),
+    """), (figure, zero_vector), "eps", "eps left out"),
     mutant("rmsnorm_eps_outside_sqrt", "micro_rmsnorm", patch("""
         - scale = (mean_square + RMS_NORM_EPS) ** -0.5
         + scale = 1.0 / (mean_square ** 0.5 + RMS_NORM_EPS)
-    """), "ch00.micro_rmsnorm.figure", "outside", "eps added outside the square root"),
+    """), figure, "outside", "eps added outside the square root"),
     mutant("rmsnorm_mean_not_mean_of_squares", "micro_rmsnorm", patch("""
         - mean_square = vsum([x * x for x in xs]) / len(xs)
         + mean_square = vsum(xs) / len(xs)
-    """), "ch00.micro_rmsnorm.figure", "not the mean of squares", "mean(x) instead of mean(x²)"),
+    """), figure, "not the mean of squares", "mean(x) instead of mean(x²)"),
     mutant("rmsnorm_is_layernorm", "micro_rmsnorm", """
         mean = vsum(xs) / len(xs)
         centred = [x - mean for x in xs]
         scale = (vsum([c * c for c in centred]) / len(xs) + RMS_NORM_EPS) ** -0.5
         return [c * scale for c in centred]
-    """, "ch00.micro_rmsnorm.figure", "LayerNorm", "the mean subtracted (LayerNorm)"),
+    """, figure, "LayerNorm", "the mean subtracted (LayerNorm)"),
     mutant("rmsnorm_scale_detached", "micro_rmsnorm", patch("""
         - mean_square = vsum([x * x for x in xs]) / len(xs)
         + mean_square = sum(x.data * x.data for x in xs) / len(xs)
-    """), "ch00.micro_rmsnorm.gradient", "constant", "the scale computed from .data"),
+    """), gradient, "constant", "the scale computed from .data"),
     mutant("rmsnorm_no_square_root", "micro_rmsnorm", patch("""
         - scale = (mean_square + RMS_NORM_EPS) ** -0.5
         + scale = (mean_square + RMS_NORM_EPS) ** -1
-    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.gradient"), "square root is missing",
+    """), (figure, gradient), "square root is missing",
        "divided by mean(x²) + eps, the root forgotten"),
     mutant("rmsnorm_square_of_the_mean_no_eps", "micro_rmsnorm", patch("""
         - mean_square = vsum([x * x for x in xs]) / len(xs)
         - scale = (mean_square + RMS_NORM_EPS) ** -0.5
         + mean = vsum(xs) / len(xs)
         + scale = (mean * mean) ** -0.5
-    """), ("ch00.micro_rmsnorm.figure", "ch00.micro_rmsnorm.gradient"), "2 parts of rmsnorm differ",
+    """), (figure, gradient), "2 parts of rmsnorm differ",
        "two slips at once: mean(x)² for mean(x²), and no eps"),
 ]
 

@@ -70,7 +70,7 @@ def probe_sample_script(ns, script, letters, block_size, temperature=1.0):
 
 @check("stops_at_bos", 2, "a model that says a, b, BOS gives 'ab': BOS at position 0, each id fed back, stop at BOS",
        probe=probe_sample_script, inputs=lambda g: {"script": [0, 1, 26, 2, 3], "letters": 26, "block_size": 16})
-def judge_sample_bos(out, inputs, expected):
+def stops_at_bos(out, inputs, expected):
     bos = inputs["letters"]
     if not isinstance(out["text"], str):
         return f"sample should return the text (a str), got a {type(out['text']).__name__}"
@@ -89,7 +89,7 @@ def judge_sample_bos(out, inputs, expected):
 
 @check("stops_at_block_size", 1, "a model that never says BOS stops after block_size positions",
        probe=probe_sample_script, inputs=lambda g: {"script": [], "letters": 26, "block_size": 5})
-def judge_sample_block_size(out, inputs, expected):
+def stops_at_block_size(out, inputs, expected):
     T = inputs["block_size"]
     positions = [pos for _, pos in out["calls"]]
     if positions != list(range(T)):
@@ -116,7 +116,7 @@ def probe_sample_seeded(ns, sizes, seed, letters):
 
 @check("seeded", 1, "the same seed gives the same name; one rng gives different names",
        probe=probe_sample_seeded, inputs=lambda g: {"sizes": dict(SMALL), "seed": 1, "letters": 6})
-def judge_sample_seeded(out, inputs, expected):
+def seeded(out, inputs, expected):
     same, shared = out["same"], out["shared"]
     if not all(isinstance(s, str) for s in same + shared):
         return "sample should return the text (a str)"
@@ -152,7 +152,7 @@ def probe_sample_temperature(ns, seed, temperature, draws):
 @check("temperature", 2,
        "p(a) = 3/4 at temperature 1 becomes 9/10 at temperature 0.5 (softmax(logits / T)), over 600 draws",
        probe=probe_sample_temperature, inputs=lambda g: {"seed": 5, "temperature": 0.5, "draws": 600})
-def judge_sample_temperature(out, inputs, expected):
+def temperature(out, inputs, expected):
     T, draws = inputs["temperature"], inputs["draws"]
     counts = out["counts"]
     strange = sorted(k for k in counts if k not in ("a", "b"))

@@ -7,11 +7,11 @@ import torch
 from grader.checks._api import check
 from grader.checks.ch00_micro.hidden.common import uniform
 from grader.checks.ch00_micro.hidden.oracles import softmax_facts
-from grader.checks.ch00_micro.micro_softmax import judge_softmax, probe_softmax
+from grader.checks.ch00_micro.micro_softmax import gradient, judge_softmax, probe_softmax, stable
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch00.micro_softmax.stable", "ch00.micro_softmax.gradient")
+@facts_for(stable, gradient)
 def public_softmax_facts(ref, inputs):
     return softmax_facts(inputs["logits"], inputs.get("w"))
 
@@ -25,6 +25,6 @@ def _random_softmax(g):
 
 @check("random_logits", 1, "random logits, shifted by up to ±800: values and gradients exact",
        probe=probe_softmax, inputs=_random_softmax, hidden=True)
-def judge_softmax_hidden(out, inputs, expected):
+def random_logits(out, inputs, expected):
     return judge_softmax(out, inputs["logits"], inputs.get("w"), False,
                          softmax_facts(inputs["logits"], inputs.get("w")))

@@ -1,27 +1,28 @@
 """Task micro_softmax: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_softmax import gradient, stable
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("softmax_shift_reversed", "micro_softmax", patch("""
         - exps = [(value - largest).exp() for value in logits]
         + exps = [(largest - value).exp() for value in logits]
-    """), ("ch00.micro_softmax.stable", "ch00.micro_softmax.gradient"), "negated",
+    """), (stable, gradient), "negated",
        "exp(max - l): the order of the subtraction swapped"),
     mutant("softmax_is_log_softmax", "micro_softmax", patch("""
         - return [e / total for e in exps]
         + return [value - largest - total.log() for value in logits]
-    """), ("ch00.micro_softmax.stable", "ch00.micro_softmax.gradient"), "log-softmax",
+    """), (stable, gradient), "log-softmax",
        "returns log-probabilities"),
     mutant("softmax_without_max", "micro_softmax", patch("""
         - exps = [(value - largest).exp() for value in logits]
         + exps = [value.exp() for value in logits]
-    """), "ch00.micro_softmax.stable", "largest", "no max subtraction: overflow"),
+    """), stable, "largest", "no max subtraction: overflow"),
     mutant("softmax_total_detached", "micro_softmax", patch("""
         - total = vsum(exps)
         + total = sum(e.data for e in exps)
-    """), "ch00.micro_softmax.gradient", "constant", "the total computed from .data"),
+    """), gradient, "constant", "the total computed from .data"),
 ]
 
 VARIANTS = [

@@ -17,5 +17,5 @@ TASKS = [task_of("micro_value_add", "Value.__add__", "Value: a + b")]
        probe=probe_value_ops,
        inputs=lambda g: {"cases": value_cases("add", (1.5, -2.25)) + value_cases("add_const", (1.5,))
                          + value_cases("radd", (-0.75,)) + value_cases("add_self", (1.5,))})
-def judge_ops_public(out, inputs, expected):
+def value_and_gradients(out, inputs, expected):
     return judge_ops(out, inputs["cases"], True, known_facts(inputs))

@@ -1,15 +1,16 @@
 """Task micro_value_add: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_value_add import value_and_gradients
 from grader.mutants import mutant, variant
 
 MUTANTS = [
     mutant("add_gradient_to_one_side", "micro_value_add", """
         return Value(self.data + other.data, (self, other), (1.0, 0.0))
-    """, "ch00.micro_value_add.value_and_gradients", "only one input", "+ passes the gradient to one input only"),
+    """, value_and_gradients, "only one input", "+ passes the gradient to one input only"),
     mutant("add_operation_label", "micro_value_add", """
         return Value(self.data + other.data, (self, other), "+")
-    """, "ch00.micro_value_add.value_and_gradients", "label", "an operation label where the local gradients go"),
+    """, value_and_gradients, "label", "an operation label where the local gradients go"),
 ]
 
 VARIANTS = [

@@ -15,5 +15,5 @@ TASKS = [task_of("micro_value_exp", "Value.exp", "Value: exp")]
 
 @check("value_and_gradient", 2, "exp(x) at 0.7, -1.3, 2.0: value and gradient both exp(x)",
        probe=probe_value_ops, inputs=lambda g: {"cases": value_cases("exp", (0.7,), (-1.3,), (2.0,))})
-def judge_ops_public(out, inputs, expected):
+def value_and_gradient(out, inputs, expected):
     return judge_ops(out, inputs["cases"], True, known_facts(inputs))

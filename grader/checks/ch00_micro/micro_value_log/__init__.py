@@ -15,5 +15,5 @@ TASKS = [task_of("micro_value_log", "Value.log", "Value: log")]
 
 @check("value_and_gradient", 2, "log(x) at 2.5, 0.3, 1.0: value log x, gradient 1/x",
        probe=probe_value_ops, inputs=lambda g: {"cases": value_cases("log", (2.5,), (0.3,), (1.0,))})
-def judge_ops_public(out, inputs, expected):
+def value_and_gradient(out, inputs, expected):
     return judge_ops(out, inputs["cases"], True, known_facts(inputs))

@@ -6,10 +6,11 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, value_cases
 from grader.checks.ch00_micro.hidden.common import uniform
 from grader.checks.ch00_micro.hidden.oracles import op_facts
+from grader.checks.ch00_micro.micro_value_log import value_and_gradient
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch00.micro_value_log.value_and_gradient")
+@facts_for(value_and_gradient)
 def public_op_facts(ref, inputs):
     return op_facts(inputs["cases"])
 
@@ -22,5 +23,5 @@ def _random_cases(g):
 
 @check("random_values", 1, "random positive x: exact",
        probe=probe_value_ops, inputs=_random_cases, hidden=True)
-def judge_ops_hidden(out, inputs, expected):
+def random_values(out, inputs, expected):
     return judge_ops(out, inputs["cases"], False, op_facts(inputs["cases"]))

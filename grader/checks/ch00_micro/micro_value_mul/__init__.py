@@ -18,5 +18,5 @@ TASKS = [task_of("micro_value_mul", "Value.__mul__", "Value: a * b")]
        probe=probe_value_ops,
        inputs=lambda g: {"cases": value_cases("mul", (1.5, -2.25)) + value_cases("square", (1.25,))
                          + value_cases("mul_const", (0.5,)) + value_cases("rmul", (0.5,))})
-def judge_ops_public(out, inputs, expected):
+def value_and_gradients(out, inputs, expected):
     return judge_ops(out, inputs["cases"], True, known_facts(inputs))

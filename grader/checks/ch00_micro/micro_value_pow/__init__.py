@@ -16,5 +16,5 @@ TASKS = [task_of("micro_value_pow", "Value.__pow__", "Value: a ** k")]
 @check("power_rule", 2, "x ** k for k = 3, 2.5, -1, -0.5, 0.5: value x^k, gradient k * x^(k-1)",
        probe=probe_value_ops,
        inputs=lambda g: {"cases": [c for k in (3, 2.5, -1, -0.5, 0.5) for c in value_cases("pow", (1.7,), k=k)]})
-def judge_ops_public(out, inputs, expected):
+def power_rule(out, inputs, expected):
     return judge_ops(out, inputs["cases"], True, known_facts(inputs))

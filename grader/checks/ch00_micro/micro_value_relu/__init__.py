@@ -13,11 +13,13 @@ from grader.checks.facts import known_facts
 TASKS = [task_of("micro_value_relu", "Value.relu", "Value: relu")]
 
 
-# Stacked: the decorator nearest the judge is declared first, so these read bottom up,
-# in the lesson's order (value_and_gradient before at_zero).
-@check("at_zero", 1, "relu(0) = 0 with gradient 0 (the convention of the docstring)",
-       probe=probe_value_ops, inputs=lambda g: {"cases": value_cases("relu", (0.0,))})
+# One judge for both, declared in the lesson's order (value_and_gradient before at_zero).
 @check("value_and_gradient", 2, "relu at 1.3 and -0.8: (1.3, gradient 1) and (0, gradient 0)",
        probe=probe_value_ops, inputs=lambda g: {"cases": value_cases("relu", (1.3,), (-0.8,), (2.5,), (-3.0,))})
-def judge_ops_public(out, inputs, expected):
+def value_and_gradient(out, inputs, expected):
     return judge_ops(out, inputs["cases"], True, known_facts(inputs))
+
+
+at_zero = check(
+    "at_zero", 1, "relu(0) = 0 with gradient 0 (the convention of the docstring)",
+    probe=probe_value_ops, inputs=lambda g: {"cases": value_cases("relu", (0.0,))})(value_and_gradient)

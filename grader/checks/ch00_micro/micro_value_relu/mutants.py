@@ -1,20 +1,21 @@
 """Task micro_value_relu: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch00_micro.micro_value_relu import at_zero, value_and_gradient
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("relu_gradient_for_negative_inputs", "micro_value_relu", """
         return Value(max(0.0, self.data), (self,), (1.0,))
-    """, "ch00.micro_value_relu.value_and_gradient", "negative", "relu passes the gradient for x < 0"),
+    """, value_and_gradient, "negative", "relu passes the gradient for x < 0"),
     mutant("relu_gradient_one_at_zero", "micro_value_relu", patch("""
         - positive = self.data > 0.0
         + positive = self.data >= 0.0
-    """), "ch00.micro_value_relu.at_zero", "exactly", "relu'(0) = 1 against the docstring"),
+    """), at_zero, "exactly", "relu'(0) = 1 against the docstring"),
     mutant("relu_leaky", "micro_value_relu", """
         positive = self.data > 0.0
         return Value(self.data if positive else 0.01 * self.data, (self,), (1.0 if positive else 0.0,))
-    """, "ch00.micro_value_relu.value_and_gradient", "leaky", "negative inputs kept at a hundredth"),
+    """, value_and_gradient, "leaky", "negative inputs kept at a hundredth"),
 ]
 
 VARIANTS = [

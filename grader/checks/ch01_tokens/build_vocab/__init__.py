@@ -109,14 +109,14 @@ def vocab_problem(out, corpus, right, hidden=False) -> "str | None":
        "['emma', 'olivia', 'ava', 'noah'] gives chars = the sorted distinct characters, "
        "stoi[chars[i]] = i, bos_id = 9, vocab_size = 10",
        probe=probe_vocab, inputs={"corpus": ["emma", "olivia", "ava", "noah"]})
-def judge_vocab(out, inputs, expected):
+def sorted_characters(out, inputs, expected):
     return vocab_problem(out, inputs["corpus"], known_facts(inputs)["chars"])
 
 
 @check("names_alphabet", 2,
        "a corpus with all 26 lowercase letters gives vocab_size 27 (26 letters + BOS) and bos_id 26",
        probe=probe_vocab, inputs={"corpus": PANGRAM})
-def judge_vocab_pangram(out, inputs, expected):
+def names_alphabet(out, inputs, expected):
     if problem := vocab_problem(out, inputs["corpus"], known_facts(inputs)["chars"]):
         return f"a corpus with all 26 lowercase letters: {problem}"
     if out["vocab_size"] != 27 or out["bos_id"] != 26:
@@ -125,7 +125,8 @@ def judge_vocab_pangram(out, inputs, expected):
 
 
 # Judged like sorted_characters; declared here, after names_alphabet, to keep the table's order.
-check("every_character_kept", 1,
-      "['Ana Lu', 'bob', 'Zoe'] keeps the space and the capitals: chars = [' ', 'A', 'L', 'Z', 'a', 'b', 'e', "
-      "'n', 'o', 'u']",
-      probe=probe_vocab, inputs={"corpus": ["Ana Lu", "bob", "Zoe"]})(judge_vocab)
+every_character_kept = check(
+    "every_character_kept", 1,
+    "['Ana Lu', 'bob', 'Zoe'] keeps the space and the capitals: chars = [' ', 'A', 'L', 'Z', 'a', 'b', 'e', "
+    "'n', 'o', 'u']",
+    probe=probe_vocab, inputs={"corpus": ["Ana Lu", "bob", "Zoe"]})(sorted_characters)

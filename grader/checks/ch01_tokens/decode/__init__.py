@@ -58,18 +58,22 @@ def decode_problem(result, ids, facts, bos, hidden=False) -> "str | None":
     return f"{said} should give {right!r}; {first_difference(text, right)}"
 
 
-# Stacked checks are declared nearest the function first: drops_bos, then round_trip.
-@check("round_trip", 1, "decode gives back the text: [] -> '', [2, 3, 3, 0] -> 'emma'",
-       probe=probe_decode, inputs={"corpus": SMALL_CORPUS, "id_lists": [[], [2, 3, 3, 0], [3, 0, 3, 0, 3, 5, 5], [4]]})
+# One judge for drops_bos and round_trip, declared on its handle after it.
 @check("drops_bos", 2,
        "decode([6, 0, 4, 0, 6]) == 'ana' with BOS = 6: every BOS id is dropped, also one in the middle",
        probe=probe_decode, inputs={"corpus": SMALL_CORPUS, "id_lists": [[6, 0, 4, 0, 6], [6], [0, 6, 0], [1, 5, 1, 6]]})
-def judge_decode(out, inputs, expected):
+def drops_bos(out, inputs, expected):
     facts = known_facts(inputs)
     for ids, result, said in zip(inputs["id_lists"], out["results"], facts["texts"]):
         if problem := decode_problem(result, ids, said, facts["bos"]):
             return problem
     return None
+
+
+round_trip = check(
+    "round_trip", 1, "decode gives back the text: [] -> '', [2, 3, 3, 0] -> 'emma'",
+    probe=probe_decode,
+    inputs={"corpus": SMALL_CORPUS, "id_lists": [[], [2, 3, 3, 0], [3, 0, 3, 0, 3, 5, 5], [4]]})(drops_bos)
 
 
 # ------------------------------------------------------------------- bad ids
@@ -83,7 +87,7 @@ def probe_decode_bad(ns, corpus, id_lists):
 @check("bad_id", 1,
        "an id outside the vocabulary (7 with V = 7, -1) raises a ValueError, not an IndexError or a silent read",
        probe=probe_decode_bad, inputs={"corpus": SMALL_CORPUS, "id_lists": [[0, 7], [-1], [2, 99, 6]]})
-def judge_decode_bad(out, inputs, expected):
+def bad_id(out, inputs, expected):
     V = out["vocab_size"]
     for ids, result in zip(inputs["id_lists"], out["results"]):
         bad = next(i for i in ids if not 0 <= i < V)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, numbered
-from grader.checks.ch01_tokens.decode import decode_problem, probe_decode
+from grader.checks.ch01_tokens.decode import decode_problem, drops_bos, probe_decode, round_trip
 from grader.checks.ch01_tokens.hidden.common import decode_facts, random_corpus
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch01.decode.drops_bos", "ch01.decode.round_trip")
+@facts_for(drops_bos, round_trip)
 def public_decode_facts(ref, inputs):
     return decode_facts(inputs["corpus"], inputs["id_lists"])
 
@@ -36,7 +36,7 @@ def _expect_decode(ref, inputs):
 
 @check("matches_reference", 2, "random id lists (BOS anywhere) give the reference text",
        probe=probe_decode, inputs=_random_decode_inputs, expect=_expect_decode, hidden=True)
-def judge_decode_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     facts = decode_facts(inputs["corpus"], inputs["id_lists"])
     for number, (ids, result, right, said) in enumerate(zip(inputs["id_lists"], out["results"], expected,
                                                             facts["texts"])):

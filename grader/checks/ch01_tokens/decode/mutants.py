@@ -1,15 +1,16 @@
 """Task decode: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch01_tokens.decode import bad_id, drops_bos, round_trip
 from grader.mutants import mutant, variant
 
 MUTANTS = [
     mutant("decode_keeps_bos", "decode", """
         return "".join(self.chars[i] if i < len(self.chars) else "." for i in ids)
-    """, "ch01.decode.drops_bos", "keeps something for BOS", "BOS decoded as '.' instead of dropped"),
+    """, drops_bos, "keeps something for BOS", "BOS decoded as '.' instead of dropped"),
     mutant("decode_indexes_bos", "decode", """
         return "".join(self.chars[i] for i in ids)
-    """, "ch01.decode.drops_bos", "has no character", "BOS looked up in chars (IndexError)"),
+    """, drops_bos, "has no character", "BOS looked up in chars (IndexError)"),
     mutant("decode_stops_at_bos", "decode", """
         out = []
         for i in ids:
@@ -17,14 +18,14 @@ MUTANTS = [
                 break
             out.append(self.chars[i])
         return "".join(out)
-    """, "ch01.decode.drops_bos", "stops at the first BOS", "decoding stops at the first BOS"),
+    """, drops_bos, "stops at the first BOS", "decoding stops at the first BOS"),
     mutant("decode_no_range_check", "decode", """
         return "".join(self.chars[int(i)] for i in ids if int(i) != self.bos_id)
-    """, "ch01.decode.bad_id", "outside the vocabulary", "an out-of-range id read from the end of chars"),
+    """, bad_id, "outside the vocabulary", "an out-of-range id read from the end of chars"),
     mutant("decode_itos_key_error", "decode", """
         itos = {i: ch for i, ch in enumerate(self.chars)}
         return "".join(itos[i] for i in ids)
-    """, "ch01.decode.drops_bos", "BOS (id 6)", "an id → character dict with no entry for BOS: KeyError"),
+    """, drops_bos, "BOS (id 6)", "an id → character dict with no entry for BOS: KeyError"),
     mutant("decode_range_check_before_bos", "decode", """
         out = []
         for i in ids:
@@ -32,10 +33,10 @@ MUTANTS = [
                 raise ValueError(f"id {i} is outside the vocabulary")
             out.append(self.chars[i])
         return "".join(out)
-    """, "ch01.decode.drops_bos", "BOS (id 6)", "the range check rejects BOS, which decode should drop"),
+    """, drops_bos, "BOS (id 6)", "the range check rejects BOS, which decode should drop"),
     mutant("decode_joined_with_spaces", "decode", """
         return " ".join(self.chars[int(i)] for i in ids if int(i) != self.bos_id)
-    """, "ch01.decode.round_trip", "space", "characters joined with spaces, as a word tokenizer joins words"),
+    """, round_trip, "space", "characters joined with spaces, as a word tokenizer joins words"),
 ]
 
 VARIANTS = [

@@ -64,7 +64,7 @@ def encode_problem(result, text, right, bos, hidden=False) -> "str | None":
        "with corpus ['ana', 'bob', 'emma'], encode('ana') = [0, 4, 0] and encode_document('ana') = "
        "[BOS a n a BOS] = [6, 0, 4, 0, 6]: 5 ids",
        probe=probe_encode, runs_later=("decode",), inputs={"corpus": SMALL_CORPUS, "texts": ["ana"]})
-def judge_encode_ana(out, inputs, expected):
+def ana_document(out, inputs, expected):
     facts = known_facts(inputs)
     bos = facts["bos"]
     result = out["results"][0]
@@ -82,7 +82,7 @@ def judge_encode_ana(out, inputs, expected):
 @check("round_trip", 1, "encode gives one id per character ('' gives []) and decode(encode(s)) == s",
        probe=probe_encode, runs_later=("decode",),
        inputs={"corpus": SMALL_CORPUS, "texts": ["", "a", "emmabob", "mamamoo", "noon"]})
-def judge_encode_round_trip(out, inputs, expected):
+def round_trip(out, inputs, expected):
     facts = known_facts(inputs)
     for text, result, right in zip(inputs["texts"], out["results"], facts["ids"]):
         if problem := encode_problem(result, text, right, facts["bos"]):
@@ -114,7 +114,7 @@ def probe_encode_unknown(ns, corpus, texts):
        "a character the corpus never had ('#', 'Q') raises a ValueError that names it: "
        "not a KeyError, not a silent skip",
        probe=probe_encode_unknown, inputs={"corpus": SMALL_CORPUS, "texts": ["an#a", "Q"], "_unknown": ["#", "Q"]})
-def judge_encode_unknown(out, inputs, expected):
+def unknown_character(out, inputs, expected):
     facts = known_facts(inputs)
     for text, unknown, result, skipped in zip(inputs["texts"], inputs["_unknown"], out["results"], facts["skipped"]):
         said = f"encode({text!r})"

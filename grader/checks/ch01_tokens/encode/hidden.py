@@ -5,17 +5,17 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, hidden
-from grader.checks.ch01_tokens.encode import encode_problem, probe_encode
+from grader.checks.ch01_tokens.encode import ana_document, encode_problem, probe_encode, round_trip, unknown_character
 from grader.checks.ch01_tokens.hidden.common import encode_facts, random_corpus, vocabulary
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch01.encode.ana_document", "ch01.encode.round_trip")
+@facts_for(ana_document, round_trip)
 def public_encode_facts(ref, inputs):
     return encode_facts(inputs["corpus"], inputs["texts"])
 
 
-@facts_for("ch01.encode.unknown_character")
+@facts_for(unknown_character)
 def unknown_character_facts(ref, inputs):
     """What encode gives when it skips the unknown characters silently."""
     _, stoi, _ = vocabulary(inputs["corpus"])
@@ -41,7 +41,7 @@ def _expect_encode(ref, inputs):
 
 @check("matches_reference", 2, "random corpora and texts give the reference ids",
        probe=probe_encode, inputs=_random_encode_inputs, expect=_expect_encode, hidden=True)
-def judge_encode_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     facts = encode_facts(inputs["corpus"], inputs["texts"])
     for number, (text, result, right, ids) in enumerate(zip(inputs["texts"], out["results"], expected, facts["ids"])):
         if problem := encode_problem(result, text, ids, facts["bos"], hidden=True):

@@ -1,26 +1,27 @@
 """Task encode: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch01_tokens.encode import ana_document, unknown_character
 from grader.mutants import mutant, variant
 
 MUTANTS = [
     mutant("encode_adds_bos", "encode", """
         return [self.bos_id] + [self.stoi[ch] for ch in text]
-    """, "ch01.encode.ana_document", "includes BOS", "encode prepends BOS (doubled in encode_document)"),
+    """, ana_document, "includes BOS", "encode prepends BOS (doubled in encode_document)"),
     mutant("encode_key_error", "encode", """
         return [self.stoi[ch] for ch in text]
-    """, "ch01.encode.unknown_character", "KeyError", "unknown character → KeyError"),
+    """, unknown_character, "KeyError", "unknown character → KeyError"),
     mutant("encode_skips_unknown", "encode", """
         return [self.stoi[ch] for ch in text if ch in self.stoi]
-    """, "ch01.encode.unknown_character", "skipped silently", "unknown character silently skipped"),
+    """, unknown_character, "skipped silently", "unknown character silently skipped"),
     mutant("encode_message_without_char", "encode", """
         if any(ch not in self.stoi for ch in text):
             raise ValueError("the text has a character that is not in the vocabulary")
         return [self.stoi[ch] for ch in text]
-    """, "ch01.encode.unknown_character", "does not name", "ValueError that does not name the character"),
+    """, unknown_character, "does not name", "ValueError that does not name the character"),
     mutant("encode_unknown_to_bos", "encode", """
         return [self.stoi.get(ch, self.bos_id) for ch in text]
-    """, "ch01.encode.unknown_character", "made-up id", "unknown characters mapped to a special id"),
+    """, unknown_character, "made-up id", "unknown characters mapped to a special id"),
 ]
 
 VARIANTS = [

@@ -77,7 +77,7 @@ def windows_problem(result, ids, block_size, facts, hidden=False) -> "str | None
        "'ana' = [BOS a n a BOS] with block_size 16 gives 4 scored positions: inputs [BOS a n a], "
        "targets [a n a BOS] (the last target is the closing BOS)",
        probe=probe_windows, inputs={"cases": [[[6, 0, 4, 0, 6], 16]]})
-def judge_windows_ana(out, inputs, expected):
+def ana(out, inputs, expected):
     (ids, block_size), = inputs["cases"]
     if problem := windows_problem(out[0], ids, block_size, known_facts(inputs)[0]):
         return f"'ana' = [BOS a n a BOS]: {problem}"
@@ -97,7 +97,7 @@ POSITION_CASES = [(2, 8), (5, 3), (5, 4), (5, 5), (9, 8), (10, 8), (17, 16), (12
        "(a long one loses the pairs past the window)",
        probe=probe_windows,
        inputs={"cases": [[_document(length), block_size] for length, block_size in POSITION_CASES]})
-def judge_windows(out, inputs, expected):
+def positions(out, inputs, expected):
     for (ids, block_size), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
         if problem := windows_problem(result, ids, block_size, facts):
             return problem
@@ -113,7 +113,7 @@ def probe_windows_short(ns, documents, block_size):
 
 @check("too_short", 1, "a document with fewer than 2 ids ([] or [BOS]) raises a ValueError: it has no target",
        probe=probe_windows_short, inputs={"documents": [[6], []], "block_size": 4})
-def judge_windows_short(out, inputs, expected):
+def too_short(out, inputs, expected):
     for ids, result in zip(inputs["documents"], out):
         if "raised" not in result:
             return (f"training_windows({ids}, {inputs['block_size']}) returned {kind_of(result['value'])}: a "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, hidden
-from grader.checks.ch01_tokens.windows import MISTAKES, windows_problem, probe_windows
+from grader.checks.ch01_tokens.windows import MISTAKES, ana, positions, probe_windows, windows_problem
 from grader.checks.facts import facts_for
 
 
@@ -28,7 +28,7 @@ def window_facts(ids, block_size):
                                          for label in MISTAKES}}
 
 
-@facts_for("ch01.windows.ana", "ch01.windows.positions")
+@facts_for(ana, positions)
 def public_window_facts(ref, inputs):
     return [window_facts(ids, block_size) for ids, block_size in inputs["cases"]]
 
@@ -52,7 +52,7 @@ def _expect_windows(ref, inputs):
 
 @check("matches_reference", 2, "random documents and block sizes give the reference windows",
        probe=probe_windows, inputs=_random_windows_inputs, expect=_expect_windows, hidden=True)
-def judge_windows_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     for number, ((ids, block_size), result, right) in enumerate(zip(inputs["cases"], out, expected)):
         if problem := windows_problem(result, ids, block_size, window_facts(ids, block_size), hidden=True):
             return f"{hidden(f'random document {number + 1}: ', '')}{problem}"

@@ -1,36 +1,37 @@
 """Task windows: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch01_tokens.windows import ana, positions, too_short
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("windows_len_not_len_minus_1", "windows", """
         positions = min(block_size, len(ids))
         return ids[:positions], ids[1 : positions + 1]
-    """, ("ch01.windows.ana", "ch01.windows.positions"), "len(ids) - 1", "positions = min(block_size, len(ids))"),
+    """, (ana, positions), "len(ids) - 1", "positions = min(block_size, len(ids))"),
     mutant("windows_ignore_block_size", "windows", """
         return ids[:-1], ids[1:]
-    """, "ch01.windows.positions", "ignores block_size", "long documents not cut to the context"),
+    """, positions, "ignores block_size", "long documents not cut to the context"),
     mutant("windows_one_short", "windows", """
         positions = min(block_size, len(ids) - 1) - 1
         return ids[:positions], ids[1 : positions + 1]
-    """, ("ch01.windows.ana", "ch01.windows.positions"), "one position short", "one position too few"),
+    """, (ana, positions), "one position short", "one position too few"),
     mutant("windows_targets_not_shifted", "windows", """
         positions = min(block_size, len(ids) - 1)
         return ids[:positions], ids[:positions]
-    """, "ch01.windows.ana", "not shifted", "targets equal the inputs"),
+    """, ana, "not shifted", "targets equal the inputs"),
     mutant("windows_last_positions", "windows", """
         positions = min(block_size, len(ids) - 1)
         return ids[len(ids) - 1 - positions : -1], ids[len(ids) - positions :]
-    """, "ch01.windows.positions", "last positions", "window cut from the end of the document"),
+    """, positions, "last positions", "window cut from the end of the document"),
     mutant("windows_short_document_silent", "windows", """
         positions = min(block_size, len(ids) - 1)
         return list(ids[:max(positions, 0)]), list(ids[1:max(positions, 0) + 1])
-    """, "ch01.windows.too_short", "fewer than 2", "a document with fewer than 2 ids gives empty windows"),
+    """, too_short, "fewer than 2", "a document with fewer than 2 ids gives empty windows"),
     mutant("windows_inputs_targets_swapped", "windows", patch("""
         - return list(ids[:positions]), list(ids[1 : positions + 1])
         + return list(ids[1 : positions + 1]), list(ids[:positions])
-    """), ("ch01.windows.ana", "ch01.windows.positions"), "swapped", "inputs and targets swapped"),
+    """), (ana, positions), "swapped", "inputs and targets swapped"),
 ]
 
 VARIANTS = [

@@ -61,7 +61,7 @@ def probe_lookup(ns, weight, idx):
 
 @check("lookup", 3, "V=7, d=5: ids [2, 3] give vectors [2, 3, 5], each exactly the weight row of its id",
        probe=probe_lookup, inputs=lambda g: {"weight": WEIGHT.clone(), "idx": torch.tensor([[0, 3, 6], [2, 2, 1]])})
-def judge_lookup(out, inputs, expected):
+def lookup(out, inputs, expected):
     weight, idx = inputs["weight"], inputs["idx"]
     facts = known_facts(inputs)
     y, right = out["y"], facts["right"]
@@ -87,7 +87,7 @@ def judge_lookup(out, inputs, expected):
 @check("float64_precision", 1, "V=7, d=5: every vector is its weight row to float64's precision (no cast on the way)",
        probe=probe_lookup, inputs=lambda g: {"weight": WEIGHT.clone(), "idx": torch.tensor([[0, 3, 6], [2, 2, 1]])},
        gated_by="lookup")
-def judge_lookup_precision(out, inputs, expected):
+def float64_precision(out, inputs, expected):
     y, right = out["y"], known_facts(inputs)["right"]
     if shape_problem(y, right.shape) or matches(y, right, atol=1e-12, rtol=0) or not float32_close(y, right):
         return None  # right, or wrong beyond float32's precision (lookup says how)
@@ -109,7 +109,7 @@ def probe_gradient(ns, weight, idx):
 
 @check("gradient", 1, "the gradient flows into the rows that were looked up (row v gets one per occurrence of id v)",
        probe=probe_gradient, inputs=lambda g: {"weight": WEIGHT.clone(), "idx": torch.tensor([[1, 1, 3], [6, 1, 0]])})
-def judge_gradient(out, inputs, expected):
+def gradient(out, inputs, expected):
     weight, idx = inputs["weight"], inputs["idx"]
     if not out["requires_grad"] or out["grad"] is None:
         return ("no gradient reaches the weight: the output must come from self.weight itself "
@@ -173,7 +173,7 @@ def _bad_id_problem(result, idx, V) -> "str | None":
        probe=probe_bad_ids, inputs=lambda g: {"weight": WEIGHT.clone(),
                                               "cases": [torch.tensor([[0, 1, 7, 2]]), torch.tensor([[0, -1]]),
                                                         torch.tensor([[3, 1], [2, 100]]), torch.tensor([[0.0, 1.0]])]})
-def judge_bad_ids(out, inputs, expected):
+def bad_ids(out, inputs, expected):
     V = inputs["weight"].shape[0]
     for idx, result in zip(inputs["cases"], out):
         if problem := _bad_id_problem(result, idx, V):
@@ -184,7 +184,7 @@ def judge_bad_ids(out, inputs, expected):
 @check("bad_id_named", 1, "the ValueError's message names the bad id (13, -3)",
        probe=probe_bad_ids, inputs=lambda g: {"weight": WEIGHT.clone(),
                                               "cases": [torch.tensor([[0, 1, 13, 2]]), torch.tensor([[4, -3]])]})
-def judge_bad_id_named(out, inputs, expected):
+def bad_id_named(out, inputs, expected):
     V = inputs["weight"].shape[0]
     for idx, result in zip(inputs["cases"], out):
         if problem := _bad_id_problem(result, idx, V):
@@ -199,7 +199,7 @@ def judge_bad_id_named(out, inputs, expected):
        probe=probe_bad_ids, inputs=lambda g: {"weight": WEIGHT.clone(),
                                               "cases": [torch.tensor([[0, 6, 3]], dtype=torch.int64),
                                                         torch.tensor([[5, 2, 4]], dtype=torch.int32)]})
-def judge_integer_dtypes(out, inputs, expected):
+def integer_dtypes(out, inputs, expected):
     for idx, result, right in zip(inputs["cases"], out, known_facts(inputs)["rows"]):
         kind = str(idx.dtype).removeprefix("torch.")
         if "raised" in result:

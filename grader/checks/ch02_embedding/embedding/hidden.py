@@ -7,7 +7,7 @@ import math
 import torch
 
 from grader.checks._api import check, compare, constant, float32_close, matches, shape_problem
-from grader.checks.ch02_embedding.embedding import probe_lookup
+from grader.checks.ch02_embedding.embedding import float64_precision, integer_dtypes, lookup, probe_lookup
 from grader.checks.facts import facts_for
 
 
@@ -27,14 +27,14 @@ def lookup_mistakes(weight, idx):
     return mistakes
 
 
-@facts_for("ch02.embedding.lookup", "ch02.embedding.float64_precision")
+@facts_for(lookup, float64_precision)
 def lookup_facts(ref, inputs):
     weight, idx = inputs["weight"], inputs["idx"]
     return {"right": weight[idx], "one_hot": torch.nn.functional.one_hot(idx, weight.shape[0]).double(),
             "mistakes": lookup_mistakes(weight, idx)}
 
 
-@facts_for("ch02.embedding.integer_dtypes")
+@facts_for(integer_dtypes)
 def integer_dtype_facts(ref, inputs):
     return {"rows": [inputs["weight"][idx.long()] for idx in inputs["cases"]]}
 
@@ -56,7 +56,7 @@ def _expect_lookup(ref, inputs):
 
 @check("matches_reference", 2, "random weights and ids of random sizes give exactly the reference lookup",
        probe=probe_lookup, inputs=_random_lookup_inputs, expect=_expect_lookup, hidden=True)
-def judge_lookup_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     y = out["y"]
     if problem := shape_problem(y, expected.shape, "the embedding of random ids"):
         return problem

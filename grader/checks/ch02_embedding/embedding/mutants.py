@@ -1,38 +1,39 @@
 """Task embedding: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch02_embedding.embedding import bad_id_named, bad_ids, float64_precision, gradient, lookup
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("embedding_through_float32", "embedding", patch("""
         - return self.weight[idx.long()]
         + return self.weight.float()[idx.long()].to(self.weight.dtype)
-    """), "ch02.embedding.float64_precision", "float32", "the weight cast to float32 on the way"),
+    """), float64_precision, "float32", "the weight cast to float32 on the way"),
     mutant("embedding_no_checks", "embedding", """
         return self.weight[idx]
-    """, "ch02.embedding.bad_ids", "IndexError", "no range or dtype check: torch's IndexError"),
+    """, bad_ids, "IndexError", "no range or dtype check: torch's IndexError"),
     mutant("embedding_upper_bound_only", "embedding", patch("""
         - if idx.numel() and (idx.min() < 0 or idx.max() >= vocab_size):
         + if idx.numel() and idx.max() >= vocab_size:
-    """), "ch02.embedding.bad_ids", "negative", "negative ids read rows from the end"),
+    """), bad_ids, "negative", "negative ids read rows from the end"),
     mutant("embedding_float_truncated", "embedding", patch("""
         - if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         -     raise ValueError(f"token ids must be an integer tensor, got dtype {idx.dtype}")
-    """), "ch02.embedding.bad_ids", "integers", "float ids silently truncated"),
+    """), bad_ids, "integers", "float ids silently truncated"),
     mutant("embedding_first_id_only", "embedding", patch("""
         - if idx.numel() and (idx.min() < 0 or idx.max() >= vocab_size):
         -     bad = idx[(idx < 0) | (idx >= vocab_size)][0].item()
         + bad = idx.reshape(-1)[0].item()
         + if not 0 <= bad < vocab_size:
-    """), "ch02.embedding.bad_ids", "IndexError", "only the first id is range-checked"),
+    """), bad_ids, "IndexError", "only the first id is range-checked"),
     mutant("embedding_message_without_id", "embedding", patch("""
         - raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
         + raise ValueError("a token id is outside the vocabulary")
-    """), "ch02.embedding.bad_id_named", "name the bad id", "ValueError that does not name the id"),
+    """), bad_id_named, "name the bad id", "ValueError that does not name the id"),
     mutant("embedding_detached", "embedding", patch("""
         - return self.weight[idx.long()]
         + return self.weight.data[idx.long()]
-    """), "ch02.embedding.gradient", "no gradient", "lookup through .data: no gradient"),
+    """), gradient, "no gradient", "lookup through .data: no gradient"),
     mutant("embedding_library_call", "embedding", """
         V = self.weight.shape[0]
         if idx.is_floating_point():
@@ -40,20 +41,20 @@ MUTANTS = [
         if (idx < 0).any() or (idx >= V).any():
             raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
         return torch.nn.functional.embedding(idx, self.weight)
-    """, "ch02.embedding.lookup", "torch.nn.functional.embedding", "the library lookup the task asks to write"),
+    """, lookup, "torch.nn.functional.embedding", "the library lookup the task asks to write"),
     mutant("embedding_row_off_by_one", "embedding", patch("""
         - return self.weight[idx.long()]
         + return self.weight[idx.long() - 1]
-    """), "ch02.embedding.lookup", "off by one", "row id − 1 read for id"),
+    """), lookup, "off by one", "row id − 1 read for id"),
     mutant("embedding_one_hot", "embedding", patch("""
         - return self.weight[idx.long()]
         + return (idx.long().unsqueeze(-1) == torch.arange(self.weight.shape[0])).to(self.weight.dtype)
-    """), "ch02.embedding.lookup", "one-hot", "one-hot vectors returned instead of rows"),
+    """), lookup, "one-hot", "one-hot vectors returned instead of rows"),
     mutant("embedding_asserts_range", "embedding", """
         assert not idx.is_floating_point(), "token ids must be integers"
         assert idx.min() >= 0 and idx.max() < self.weight.shape[0], "token id out of range"
         return self.weight[idx.long()]
-    """, "ch02.embedding.bad_ids", "assert", "the ids checked with assert statements"),
+    """, bad_ids, "assert", "the ids checked with assert statements"),
     mutant("embedding_module_from_table", "embedding", """
         if idx.is_floating_point():
             raise ValueError(f"token ids must be integers, got {idx.dtype}")
@@ -61,11 +62,11 @@ MUTANTS = [
         if idx.numel() and (idx.min() < 0 or idx.max() >= V):
             raise ValueError(f"token id {idx[(idx < 0) | (idx >= V)][0].item()} is outside [0, {V})")
         return torch.nn.Embedding.from_pretrained(self.weight, freeze=False)(idx)
-    """, "ch02.embedding.lookup", "torch.nn.Embedding", "an nn.Embedding made from the table"),
+    """, lookup, "torch.nn.Embedding", "an nn.Embedding made from the table"),
     mutant("embedding_scaled_by_sqrt_d", "embedding", patch("""
         - return self.weight[idx.long()]
         + return self.weight[idx.long()] * math.sqrt(self.weight.shape[1])
-    """), "ch02.embedding.lookup", "sqrt(d)", "rows multiplied by sqrt(d), as the original Transformer's embedding"),
+    """), lookup, "sqrt(d)", "rows multiplied by sqrt(d), as the original Transformer's embedding"),
 ]
 
 VARIANTS = [

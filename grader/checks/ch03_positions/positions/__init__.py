@@ -89,21 +89,12 @@ def _raised_on_valid(raised, T, past, C) -> str:
     return f"raised {exception_name(raised)}, though {_span(past, T)}"
 
 
-# Stacked checks are declared nearest the function first: adds_rows, cache_offset,
-# same_rows_per_batch. full_context, judged here too, is declared after too_long below.
-@check("same_rows_per_batch", 2,
-       "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
-       probe=probe_positions, fixed_inputs=True,
-       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]}, gated_by="adds_rows")
-@check("cache_offset", 2,
-       "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
-       "one new token after 7 gives row 7",
-       probe=probe_positions, fixed_inputs=True,
-       inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]})
+# One judge for adds_rows, cache_offset and same_rows_per_batch, in that order; full_context,
+# judged by it too, is declared after too_long below.
 @check("adds_rows", 3, "block_size 6, hidden [2, 3, 4]: the output keeps the shape and is hidden + rows 0, 1, 2",
        probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]},
        fixed_inputs=True)
-def judge_positions(out, inputs, expected):
+def adds_rows(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
     for (hidden, past), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
@@ -116,10 +107,25 @@ def judge_positions(out, inputs, expected):
     return None
 
 
+cache_offset = check(
+    "cache_offset", 2,
+    "with past_length cached tokens the rows start at past_length: T=2 after 3 gives rows 3, 4; "
+    "one new token after 7 gives row 7",
+    probe=probe_positions, fixed_inputs=True,
+    inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 2, 2, 4), 3], [_h(g, 2, 1, 4), 7]]})(adds_rows)
+
+same_rows_per_batch = check(
+    "same_rows_per_batch", 2,
+    "every sequence of a batch of 3 gets the same rows 0, 1 (positions do not run on across the batch)",
+    probe=probe_positions, fixed_inputs=True,
+    inputs=lambda g: {"weight": WEIGHT8.clone(), "cases": [[_h(g, 3, 2, 4), 0], [_h(g, 3, 2, 4), 2]]},
+    gated_by="adds_rows")(adds_rows)
+
+
 @check("float64_precision", 1, "block_size 6, hidden [2, 3, 4]: hidden + rows 0, 1, 2 to float64's precision",
        probe=probe_positions, inputs=lambda g: {"weight": WEIGHT6.clone(), "cases": [[_h(g, 2, 3, 4), 0]]},
        fixed_inputs=True, gated_by="adds_rows")
-def judge_positions_precision(out, inputs, expected):
+def float64_precision(out, inputs, expected):
     (hidden, past), result = inputs["cases"][0], out[0]
     right = known_facts(inputs)[0]["right"]
     y = result.get("value") if isinstance(result, dict) else None
@@ -136,7 +142,7 @@ def judge_positions_precision(out, inputs, expected):
        probe=probe_positions, fixed_inputs=True,
        inputs=lambda g: {"weight": WEIGHT4.clone(),
                          "cases": [[_h(g, 1, 5, 3), 0], [_h(g, 2, 2, 3), 3], [_h(g, 1, 1, 3), 4]]})
-def judge_too_long(out, inputs, expected):
+def too_long(out, inputs, expected):
     weight = inputs["weight"]
     C = weight.shape[0]
     for (hidden, past), result, facts in zip(inputs["cases"], out, known_facts(inputs)):
@@ -168,11 +174,12 @@ def judge_too_long(out, inputs, expected):
 
 
 # Judged like adds_rows; declared here, after too_long, to keep the table's order.
-check("full_context", 1,
-      "block_size 4: T=4, T=2 after 2 cached and T=1 after 3 fit exactly (past_length + T == block_size)",
-      probe=probe_positions, fixed_inputs=True,
-      inputs=lambda g: {"weight": WEIGHT4.clone(),
-                        "cases": [[_h(g, 2, 4, 3), 0], [_h(g, 1, 2, 3), 2], [_h(g, 2, 1, 3), 3]]})(judge_positions)
+full_context = check(
+    "full_context", 1,
+    "block_size 4: T=4, T=2 after 2 cached and T=1 after 3 fit exactly (past_length + T == block_size)",
+    probe=probe_positions, fixed_inputs=True,
+    inputs=lambda g: {"weight": WEIGHT4.clone(),
+                      "cases": [[_h(g, 2, 4, 3), 0], [_h(g, 1, 2, 3), 2], [_h(g, 2, 1, 3), 3]]})(adds_rows)
 
 
 # ------------------------------------------------------------------- gradient
@@ -189,7 +196,7 @@ def probe_gradient(ns, weight, hidden, past):
 
 @check("gradient", 1, "the gradient reaches exactly the rows used, once per sequence of the batch",
        probe=probe_gradient, inputs=lambda g: {"weight": WEIGHT8.clone(), "hidden": _h(g, 3, 2, 4), "past": 4})
-def judge_gradient(out, inputs, expected):
+def gradient(out, inputs, expected):
     hidden, past, weight = inputs["hidden"], inputs["past"], inputs["weight"]
     B, T, _ = hidden.shape
     if out["grad"] is None:
@@ -219,7 +226,7 @@ def probe_positions_input(ns, weight, hidden, past):
        probe=probe_positions_input,
        inputs=lambda g: {"weight": torch.randn(6, 4, generator=g, dtype=torch.float64),
                          "hidden": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "past": 1}, gated_by="adds_rows")
-def judge_positions_input(out, inputs, expected):
+def input_unchanged(out, inputs, expected):
     if not torch.equal(out["given_after"], inputs["hidden"]):
         return ("the caller's hidden tensor changed: the rows were added in place (hidden += ...); return "
                 "hidden + rows, a new tensor, so the token embeddings the caller holds stay as they were")

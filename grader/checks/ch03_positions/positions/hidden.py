@@ -7,7 +7,9 @@ import math
 import torch
 
 from grader.checks._api import check, compare, constant, exception_name, float32_close, matches, numbered
-from grader.checks.ch03_positions.positions import probe_positions
+from grader.checks.ch03_positions.positions import (
+    adds_rows, cache_offset, float64_precision, full_context, probe_positions, same_rows_per_batch, too_long,
+)
 from grader.checks.facts import facts_for
 
 
@@ -64,13 +66,12 @@ def position_facts(weight, hidden, past):
     return {"right": hidden + weight[past : past + T], "mistakes": position_mistakes(hidden, weight, past)}
 
 
-@facts_for("ch03.positions.adds_rows", "ch03.positions.cache_offset", "ch03.positions.same_rows_per_batch",
-           "ch03.positions.full_context", "ch03.positions.float64_precision")
+@facts_for(adds_rows, cache_offset, same_rows_per_batch, full_context, float64_precision)
 def public_position_facts(ref, inputs):
     return [position_facts(inputs["weight"], hidden, past) for hidden, past in inputs["cases"]]
 
 
-@facts_for("ch03.positions.too_long")
+@facts_for(too_long)
 def too_long_facts(ref, inputs):
     """What the silent wrong answers to a too-long input give: rows wrapped round, or clamped."""
     weight = inputs["weight"]
@@ -103,7 +104,7 @@ def _expect_positions(ref, inputs):
 
 @check("matches_reference", 2, "random tables, batches, lengths and cache offsets give the reference output",
        probe=probe_positions, inputs=_random_position_inputs, expect=_expect_positions, hidden=True)
-def judge_positions_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     weight = inputs["weight"]
     for number, ((hidden, past), result, right) in enumerate(zip(inputs["cases"], out, expected)):
         if "raised" in result:

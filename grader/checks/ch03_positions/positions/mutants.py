@@ -1,61 +1,65 @@
 """Task positions: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch03_positions.positions import (
+    adds_rows, cache_offset, float64_precision, full_context, gradient, input_unchanged, same_rows_per_batch,
+    too_long,
+)
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("positions_in_float32", "positions", patch("""
         - return hidden + self.weight[past_length : past_length + T]
         + return (hidden.float() + self.weight[past_length : past_length + T].float()).to(hidden.dtype)
-    """), "ch03.positions.float64_precision", "float32", "the sum taken in float32 and cast back"),
+    """), float64_precision, "float32", "the sum taken in float32 and cast back"),
     mutant("positions_offset_ignored", "positions", patch("""
         - return hidden + self.weight[past_length : past_length + T]
         + return hidden + self.weight[:T]
-    """), "ch03.positions.cache_offset", "past_length is ignored", "cache offset ignored: rows 0..T-1"),
+    """), cache_offset, "past_length is ignored", "cache offset ignored: rows 0..T-1"),
     mutant("positions_modulo_wrap", "positions", """
         T = hidden.shape[1]
         rows = torch.arange(past_length, past_length + T) % self.weight.shape[0]
         return hidden + self.weight[rows]
-    """, "ch03.positions.too_long", "wrapped", "positions wrap round modulo block_size"),
+    """, too_long, "wrapped", "positions wrap round modulo block_size"),
     mutant("positions_clamped", "positions", """
         T = hidden.shape[1]
         rows = torch.arange(past_length, past_length + T).clamp(max=self.weight.shape[0] - 1)
         return hidden + self.weight[rows]
-    """, "ch03.positions.too_long", "clamped", "positions past the table reuse the last row"),
+    """, too_long, "clamped", "positions past the table reuse the last row"),
     mutant("positions_no_length_check", "positions", """
         T = hidden.shape[1]
         return hidden + self.weight[past_length : past_length + T]
-    """, "ch03.positions.too_long", "reached torch", "no check: torch's broadcasting error"),
+    """, too_long, "reached torch", "no check: torch's broadcasting error"),
     mutant("positions_check_off_by_one", "positions", patch("""
         - if past_length + T > block_size:
         + if past_length + T >= block_size:
-    """), "ch03.positions.full_context", "off by one", "a full context (== block_size) rejected"),
+    """), full_context, "off by one", "a full context (== block_size) rejected"),
     mutant("positions_flattened_batch", "positions", """
         B, T, _ = hidden.shape
         if past_length + T > self.weight.shape[0]:
             raise ValueError(f"position {past_length + T - 1} is past block_size {self.weight.shape[0]}")
         rows = torch.arange(past_length, past_length + B * T).view(B, T)
         return hidden + self.weight[rows]
-    """, ("ch03.positions.adds_rows", "ch03.positions.same_rows_per_batch"), "flattened",
+    """, (adds_rows, same_rows_per_batch), "flattened",
        "positions run on across the flattened batch"),
     mutant("positions_rows_off_by_one", "positions", patch("""
         - return hidden + self.weight[past_length : past_length + T]
         + return hidden + self.weight[past_length + 1 : past_length + T + 1]
-    """), "ch03.positions.adds_rows", "off by one", "row p + 1 added at position p"),
+    """), adds_rows, "off by one", "row p + 1 added at position p"),
     mutant("positions_detached", "positions", patch("""
         - return hidden + self.weight[past_length : past_length + T]
         + return hidden + self.weight.detach()[past_length : past_length + T]
-    """), "ch03.positions.gradient", "no gradient", "position rows detached: no gradient"),
+    """), gradient, "no gradient", "position rows detached: no gradient"),
     mutant("positions_in_place", "positions", patch("""
         - return hidden + self.weight[past_length : past_length + T]
         + hidden += self.weight[past_length : past_length + T]
         + return hidden
-    """), "ch03.positions.input_unchanged", "in place", "hidden += rows changes the caller's tensor"),
+    """), input_unchanged, "in place", "hidden += rows changes the caller's tensor"),
     mutant("positions_assert_length", "positions", """
         T = hidden.shape[1]
         assert past_length + T <= self.weight.shape[0], f"cannot forward {T} tokens after {past_length}"
         return hidden + self.weight[past_length : past_length + T]
-    """, "ch03.positions.too_long", "assert", "the length checked with an assert statement"),
+    """, too_long, "assert", "the length checked with an assert statement"),
     mutant("positions_own_counter", "positions", """
         T = hidden.shape[1]
         start = getattr(self, "current_position", 0)
@@ -63,7 +67,7 @@ MUTANTS = [
             raise ValueError(f"position {start + T - 1} is past block_size {self.weight.shape[0]}")
         self.current_position = start + T
         return hidden + self.weight[start : start + T]
-    """, "ch03.positions.cache_offset", "past_length is ignored",
+    """, cache_offset, "past_length is ignored",
        "the module counts positions itself across calls instead of reading past_length"),
     mutant("positions_sinusoidal", "positions", """
         T, d = hidden.shape[1], hidden.shape[2]
@@ -75,7 +79,7 @@ MUTANTS = [
         pe[:, 0::2] = torch.sin(position * div_term)
         pe[:, 1::2] = torch.cos(position * div_term)
         return hidden + pe
-    """, ("ch03.positions.adds_rows", "ch03.positions.gradient"), "sine and cosine",
+    """, (adds_rows, gradient), "sine and cosine",
        "the original Transformer's fixed sinusoidal encoding instead of the learned rows"),
 ]
 

@@ -66,7 +66,7 @@ def probe_attention(ns, x, sizes, state, past=None):
        probe=probe_attention,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH,
                          "state": random_attention_state(g, WALK_THROUGH)}, gated_by="formula")
-def judge_attention_shapes(out, inputs, expected):
+def shapes(out, inputs, expected):
     B, T, d = inputs["x"].shape
     h = inputs["sizes"]["n_heads"]
     if problem := shape_problem(out["out"], (B, T, d), "the attention output"):
@@ -94,7 +94,7 @@ def judge_attention_shapes(out, inputs, expected):
        probe=probe_attention,
        inputs=lambda g: {"x": torch.randn(2, 5, 4, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH,
                          "state": random_attention_state(g, WALK_THROUGH)})
-def judge_attention_weights(out, inputs, expected):
+def causal_softmax_weights(out, inputs, expected):
     B, T, _ = inputs["x"].shape
     h = inputs["sizes"]["n_heads"]
     if problem := shape_problem(out["weights"], (B, h, T, T), "self.last_attention"):
@@ -110,7 +110,7 @@ def probe_attention_output(ns, x, sizes, state):
 
 @check("causal_invariance", 2, "changing tokens 4.. leaves the outputs at positions 0..3 unchanged",
        probe=probe_attention_output, inputs=lambda g: _causal_inputs(g, WALK_THROUGH), separately=("x", "changed"), gated_by="formula")
-def judge_attention_causal(out, inputs, expected):
+def causal_invariance(out, inputs, expected):
     return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "attention")
 
 
@@ -153,12 +153,10 @@ def probe_attention_cache(ns, x, sizes, state, chunks, part, earlier):
     return {"steps": steps}
 
 
-@check("cache_one_token_at_a_time", 2, "six one-token calls through the KV cache equal one full call",
-       probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"), gated_by="formula")
 @check("cache_consistent", 2,
        "calls of 2, 1 and 3 tokens through the KV cache equal one full call; present grows to [B, h, 6, d_h]",
        probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (2, 1, 3)), parts=("full", "steps"), gated_by="formula")
-def judge_attention_cache(out, inputs, expected):
+def cache_consistent(out, inputs, expected):
     x, chunks = inputs["x"], inputs["chunks"]
     B, _, d = x.shape
     h = inputs["sizes"]["n_heads"]
@@ -200,6 +198,12 @@ def judge_attention_cache(out, inputs, expected):
             past += n
         return f"running attention {calls} through the KV cache differs from one full call: {problem}"
     return None
+
+
+cache_one_token_at_a_time = check(
+    "cache_one_token_at_a_time", 2, "six one-token calls through the KV cache equal one full call",
+    probe=probe_attention_cache, inputs=lambda g: _cache_inputs(g, (1,) * 6), parts=("full", "steps"),
+    gated_by="formula")(cache_consistent)
 
 
 def _cache_inputs(g, chunks, sizes=WIDE):
@@ -357,12 +361,10 @@ def probe_attention_formula(ns, x, sizes, state, past=None):
         return {"out": out, "weights": module.last_attention}
 
 
-@check("formula_with_cache", 2, "with 4 cached tokens the output is the same formula over [cached keys, new keys]",
-       probe=probe_attention_formula, inputs=lambda g: reference_inputs(g, past_length=4), fixed_inputs=True)
 @check("formula", 2,
        "d=12, h=3: the output is o_proj(merge_heads(softmax(mask(q kᵀ / sqrt(d_h))) v)) of your own parts",
        probe=probe_attention_formula, inputs=lambda g: reference_inputs(g), fixed_inputs=True)
-def judge_attention_formula(out, inputs, expected):
+def formula(out, inputs, expected):
     if "error" in out:
         return judge_attention_reference(out, inputs, expected)
     composed = known_facts(inputs)
@@ -386,11 +388,16 @@ def judge_attention_formula(out, inputs, expected):
             f"computed with your own projections and head functions")
 
 
+formula_with_cache = check(
+    "formula_with_cache", 2, "with 4 cached tokens the output is the same formula over [cached keys, new keys]",
+    probe=probe_attention_formula, inputs=lambda g: reference_inputs(g, past_length=4), fixed_inputs=True)(formula)
+
+
 @check("float64_precision", 1,
        "d=12, h=3: the output equals the lesson's formula to float64's precision (the scores, softmax and "
        "weighted sum all in the input's dtype)",
        probe=probe_attention_formula, inputs=lambda g: reference_inputs(g), fixed_inputs=True, gated_by="formula")
-def judge_attention_precision(out, inputs, expected):
+def float64_precision(out, inputs, expected):
     if "error" in out or not isinstance(out.get("out"), torch.Tensor):
         return None  # the formula check says what is wrong
     right = known_facts(inputs)["right"]

@@ -8,7 +8,8 @@ import torch
 
 from grader.checks._api import check, distinct_outputs
 from grader.checks.ch04_attention.attention import (
-    MISTAKES, reference_inputs, judge_attention_reference, probe_attention, role_compositions,
+    MISTAKES, float64_precision, formula, formula_with_cache, judge_attention_reference, probe_attention,
+    reference_inputs, role_compositions,
 )
 from grader.checks.ch04_attention.common import loaded_attention
 from grader.checks.ch04_attention.hidden.oracles import merged
@@ -105,7 +106,7 @@ def distinct_role_compositions(module, q, k, v, past, right):
                              for parts in role_compositions(past is not None)), right)
 
 
-@facts_for("ch04.attention.formula", "ch04.attention.formula_with_cache", "ch04.attention.float64_precision")
+@facts_for(formula, formula_with_cache, float64_precision)
 def public_formula_facts(ref, inputs):
     """The mistakes' outputs are only ever matched to 1e-6 (first_diagnosis)."""
     composed = formula_facts(ref, inputs)
@@ -179,13 +180,16 @@ def _attention_mistakes(ref, inputs):
     return {"out": right, "weights": weights, "present": [k, v], "mistakes": mistakes, "compositions": compositions}
 
 
-@check("matches_reference_with_cache", 2,
-       "with a random past_key_value (4 cached tokens) the output, weights and present match the reference",
-       probe=probe_attention, inputs=lambda g: reference_inputs(g, past_length=4), expect=_attention_mistakes,
-       hidden=True)
 @check("matches_reference", 3,
        "random float64 weights and inputs (d=12, h=3) match the reference: output, weights, cache",
        probe=probe_attention, inputs=lambda g: reference_inputs(g), expect=_attention_mistakes, hidden=True)
-def judge_attention_matches_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     """The public judge_attention_reference, for the hidden checks above."""
     return judge_attention_reference(out, inputs, expected)
+
+
+matches_reference_with_cache = check(
+    "matches_reference_with_cache", 2,
+    "with a random past_key_value (4 cached tokens) the output, weights and present match the reference",
+    probe=probe_attention, inputs=lambda g: reference_inputs(g, past_length=4), expect=_attention_mistakes,
+    hidden=True)(matches_reference)

@@ -1,6 +1,11 @@
 """Task attention: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch04_attention.attention import (
+    cache_consistent, cache_one_token_at_a_time, causal_invariance, causal_softmax_weights, float64_precision,
+    formula, formula_with_cache, shapes,
+)
+from grader.checks.ch04_attention.attention.hidden import matches_reference, matches_reference_with_cache
 from grader.mutants import mutant, patch, variant
 
 
@@ -26,14 +31,14 @@ def _forward(scores="scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)",
     )
 
 
-FORMULA = ("ch04.attention.formula", "ch04.attention.matches_reference")
+FORMULA = (formula, matches_reference)
 
 
-WEIGHTS = ("ch04.attention.causal_softmax_weights",) + FORMULA
+WEIGHTS = (causal_softmax_weights,) + FORMULA
 
 
-CACHE = ("ch04.attention.cache_consistent", "ch04.attention.cache_one_token_at_a_time",
-         "ch04.attention.formula_with_cache", "ch04.attention.matches_reference_with_cache")
+CACHE = (cache_consistent, cache_one_token_at_a_time,
+         formula_with_cache, matches_reference_with_cache)
 
 MUTANTS = [
     mutant("attention_softmax_in_float32", "attention", patch("""
@@ -41,11 +46,11 @@ MUTANTS = [
         - weights = weights / weights.sum(dim=-1, keepdim=True)
         + weights = scores.float().exp()
         + weights = (weights / weights.sum(dim=-1, keepdim=True)).to(scores.dtype)
-    """), "ch04.attention.float64_precision", "float32",
+    """), float64_precision, "float32",
        "the softmax taken in float32 and cast back, as a transformer library does by default"),
     mutant("attention_no_causal_mask", "attention", patch("""
         - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
-    """), WEIGHTS + ("ch04.attention.causal_invariance",), "no causal mask", "no causal mask"),
+    """), WEIGHTS + (causal_invariance,), "no causal mask", "no causal mask"),
     mutant("attention_mask_hides_diagonal", "attention", patch("""
         - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
         + scores = scores.masked_fill(key_pos >= query_pos, float("-inf"))
@@ -57,7 +62,7 @@ MUTANTS = [
     mutant("attention_mask_lets_next_token_through", "attention", patch("""
         - scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
         + scores = scores.masked_fill(key_pos > query_pos + 1, float("-inf"))
-    """), WEIGHTS + ("ch04.attention.causal_invariance",), "next token", "triu offset 2"),
+    """), WEIGHTS + (causal_invariance,), "next token", "triu offset 2"),
     mutant("attention_softmax_over_queries", "attention", patch("""
         - scores = scores - scores.amax(dim=-1, keepdim=True)
         + scores = scores - scores.amax(dim=-2, keepdim=True)
@@ -68,7 +73,7 @@ MUTANTS = [
           scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
         + self.last_attention = scores
         - self.last_attention = weights
-    """), "ch04.attention.causal_softmax_weights", "scores", "last_attention holds the scores"),
+    """), causal_softmax_weights, "scores", "last_attention holds the scores"),
     mutant("attention_scale_one_over_d", "attention", patch("""
         - scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
         + scores = q @ k.transpose(-2, -1) / (self.n_heads * self.d_head)
@@ -163,7 +168,7 @@ MUTANTS = [
             v = torch.cat([past_key_value[1], v], dim=2)
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=past_key_value is None)
         return self.o_proj(self.merge_heads(out)), ((k, v) if use_cache else None)
-    """, "ch04.attention.shapes", "scaled_dot_product_attention", "the library attention"),
+    """, shapes, "scaled_dot_product_attention", "the library attention"),
     mutant("attention_ao_module", "attention", """
         q = self.split_heads(self.q_proj(x))
         k = self.split_heads(self.k_proj(x))
@@ -184,7 +189,7 @@ MUTANTS = [
                              attn_mask=future, need_weights=True, average_attn_weights=False)
         self.last_attention = weights
         return time_first(out), ((k, v) if use_cache else None)
-    """, "ch04.attention.formula", "torch.ao.nn.quantizable", "torch.ao's attention module does the work"),
+    """, formula, "torch.ao.nn.quantizable", "torch.ao's attention module does the work"),
     mutant("attention_square_causal_mask", "attention", _forward(
         mask="scores = scores.masked_fill(torch.tril(torch.ones(T, T)) == 0, float('-inf'))"),
         CACHE, "T × T", "a T × T lower triangle, as attention without a cache slices it: no room for the cached keys"),

@@ -38,7 +38,7 @@ def probe_projections(ns, sizes, more_heads=None):
 @check("projections", 2,
        "q_proj, k_proj, v_proj, o_proj are separate d×d linear maps without bias: 4d² = 64 parameters for d=4",
        probe=probe_projections, inputs=lambda g: {"sizes": WALK_THROUGH})
-def judge_projections(out, inputs, expected):
+def projections(out, inputs, expected):
     d = inputs["sizes"]["d_model"]
     # The names are the contract's, in its order; what the probe reported only picks them.
     missing = [name for name in PROJECTIONS if name in out["missing"]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch04_attention.attention_init import judge_projections, probe_projections
+from grader.checks.ch04_attention.attention_init import projections, probe_projections
 
 
 def drawn_sizes(g):
@@ -18,6 +18,6 @@ def drawn_sizes(g):
 
 @check("parameter_ledger_wide", 1, "a width drawn for each grading: 4d² parameters, for h heads and for 2h alike",
        probe=probe_projections, inputs=drawn_sizes, hidden=True)
-def judge_projections_wide(out, inputs, expected):
-    """The public judge_projections, for the hidden check above."""
-    return judge_projections(out, inputs, expected)
+def parameter_ledger_wide(out, inputs, expected):
+    """The public projections, for the hidden check above."""
+    return projections(out, inputs, expected)

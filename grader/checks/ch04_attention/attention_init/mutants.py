@@ -1,6 +1,7 @@
 """Task attention_init: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch04_attention.attention_init import projections
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -9,25 +10,25 @@ MUTANTS = [
         self.k_proj = nn.LazyLinear(cfg.d_model, bias=False)
         self.v_proj = nn.LazyLinear(cfg.d_model, bias=False)
         self.o_proj = nn.LazyLinear(cfg.d_model, bias=False)
-    """, "ch04.attention_init.projections", "lazily", "projections created lazily (nn.LazyLinear), as a textbook does"),
+    """, projections, "lazily", "projections created lazily (nn.LazyLinear), as a textbook does"),
     mutant("attention_init_with_bias", "attention_init", """
         self.q_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=True)
         self.k_proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.v_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=True)
         self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=True)
-    """, "ch04.attention_init.projections", "bias", "bias on Q/K/V/O"),
+    """, projections, "bias", "bias on Q/K/V/O"),
     mutant("attention_init_shared_query_key", "attention_init", patch("""
         - self.k_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         + self.k_proj = self.q_proj
-    """), "ch04.attention_init.projections", "one object", "q_proj and k_proj are one layer"),
+    """), projections, "one object", "q_proj and k_proj are one layer"),
     mutant("attention_init_output_bias", "attention_init", patch("""
         - self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         + self.o_proj = nn.Linear(cfg.d_model, cfg.d_model)
-    """), "ch04.attention_init.projections", "bias", "only the output projection keeps its bias"),
+    """), projections, "bias", "only the output projection keeps its bias"),
     mutant("attention_init_packed_qkv", "attention_init", """
         self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.c_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-    """, "ch04.attention_init.projections", "q_proj", "one packed [3d, d] projection and c_proj, under other names"),
+    """, projections, "q_proj", "one packed [3d, d] projection and c_proj, under other names"),
 ]
 
 VARIANTS = [

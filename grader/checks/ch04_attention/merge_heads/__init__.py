@@ -37,7 +37,7 @@ def probe_merge(ns, y, sizes):
 @check("shape", 1, "B=2, h=2, T=3, d_h=2: merge_heads gives [2, 3, 4] = [B, T, d]", task="merge_heads",
        probe=probe_merge,
        inputs=lambda g: {"y": torch.randn(2, 2, 3, 2, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH})
-def judge_merge_shape(out, inputs, expected):
+def shape(out, inputs, expected):
     B, h, T, dh = inputs["y"].shape
     return shape_problem(out["x"], (B, T, h * dh), "merge_heads(y)")
 
@@ -45,13 +45,13 @@ def judge_merge_shape(out, inputs, expected):
 @check("head_features", 2, "head i's features land at i*d_h .. (i+1)*d_h - 1 of each position (d=12, h=3)",
        task="merge_heads", probe=probe_merge,
        inputs=lambda g: {"y": torch.arange(2 * 3 * 5 * 4, dtype=torch.float64).reshape(2, 3, 5, 4), "sizes": WIDE})
-def judge_merge_values(out, inputs, expected):
+def head_features(out, inputs, expected):
     return merge_problem(out, inputs, known_facts(inputs))
 
 
 def merge_problem(out, inputs, facts):
     """facts: {"right": the merged heads, "mistakes": what each of MISTAKES gives} on inputs["y"]."""
-    if problem := judge_merge_shape(out, inputs, None):
+    if problem := shape(out, inputs, None):
         return problem
     right = facts["right"]
     if matches(out["x"], right, atol=0, rtol=0):
@@ -72,7 +72,7 @@ def probe_merge_inverse(ns, x, sizes):
 @check("inverse_of_split", 1, "merge_heads(split_heads(x)) == x and split_heads(merge_heads(y)) == y",
        task="merge_heads", probe=probe_merge_inverse,
        inputs=lambda g: {"x": torch.randn(2, 5, 12, generator=g, dtype=torch.float64), "sizes": WIDE})
-def judge_merge_inverse(out, inputs, expected):
+def inverse_of_split(out, inputs, expected):
     x = inputs["x"]
     if problem := shape_problem(out["round_trip"], x.shape, "merge_heads(split_heads(x))"):
         return problem

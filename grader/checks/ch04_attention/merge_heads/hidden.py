@@ -7,7 +7,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch04_attention.hidden.oracles import merged
-from grader.checks.ch04_attention.merge_heads import MISTAKES, merge_problem, probe_merge
+from grader.checks.ch04_attention.merge_heads import MISTAKES, head_features, merge_problem, probe_merge
 from grader.checks.facts import facts_for
 
 
@@ -24,7 +24,7 @@ def merge_facts(y):
     return {"right": merged(y), "mistakes": merge_mistakes(y)}
 
 
-@facts_for("ch04.merge_heads.head_features")
+@facts_for(head_features)
 def public_merge_facts(ref, inputs):
     return merge_facts(inputs["y"])
 
@@ -33,6 +33,6 @@ def public_merge_facts(ref, inputs):
        task="merge_heads", probe=probe_merge,
        inputs=lambda g: {"y": torch.randn(3, 4, 7, 2, generator=g, dtype=torch.float64),
                          "sizes": {"d_model": 8, "n_heads": 4}}, hidden=True)
-def judge_merge_matches_reference(out, inputs, expected):
-    """The public judge_merge_values, for the hidden check above."""
+def matches_reference(out, inputs, expected):
+    """The public head_features, for the hidden check above."""
     return merge_problem(out, inputs, merge_facts(inputs["y"]))

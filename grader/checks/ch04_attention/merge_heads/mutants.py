@@ -1,18 +1,19 @@
 """Task merge_heads: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch04_attention.merge_heads import head_features, inverse_of_split
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("merge_heads_no_transpose", "merge_heads", patch("""
         - return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)
         + return x.reshape(B, T, self.n_heads * self.d_head)
-    """), ("ch04.merge_heads.head_features", "ch04.merge_heads.inverse_of_split"), "transpose",
+    """), (head_features, inverse_of_split), "transpose",
        "merge without transposing h and T back"),
     mutant("merge_heads_interleaved", "merge_heads", patch("""
         - return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)
         + return x.permute(0, 2, 3, 1).reshape(B, T, self.n_heads * self.d_head)
-    """), "ch04.merge_heads.head_features", "interleaved", "heads' features interleaved"),
+    """), head_features, "interleaved", "heads' features interleaved"),
 ]
 
 VARIANTS = [

@@ -36,7 +36,7 @@ def probe_split(ns, x, sizes):
 @check("shape", 1, "B=2, T=3, d=4, h=2: split_heads gives [2, 2, 3, 2] = [B, h, T, d_h]", task="split_heads",
        probe=probe_split,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": WALK_THROUGH})
-def judge_split_shape(out, inputs, expected):
+def shape(out, inputs, expected):
     B, T, d = inputs["x"].shape
     h = inputs["sizes"]["n_heads"]
     y = out["y"]
@@ -49,13 +49,13 @@ def judge_split_shape(out, inputs, expected):
 @check("head_features", 2, "head i owns features i*d_h .. (i+1)*d_h - 1 of every position (d=12, h=3)",
        task="split_heads", probe=probe_split,
        inputs=lambda g: {"x": torch.arange(2 * 5 * 12, dtype=torch.float64).reshape(2, 5, 12), "sizes": WIDE})
-def judge_split_values(out, inputs, expected):
+def head_features(out, inputs, expected):
     return split_problem(out, inputs, known_facts(inputs))
 
 
 def split_problem(out, inputs, facts):
     """facts: the heads of x ("right") and what each of MISTAKES gives ("mistakes", {name: y})."""
-    if problem := judge_split_shape(out, inputs, None):
+    if problem := shape(out, inputs, None):
         return problem
     right = facts["right"]
     if matches(out["y"], right, atol=0, rtol=0):

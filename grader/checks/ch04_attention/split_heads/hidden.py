@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch04_attention.hidden.oracles import heads_of
-from grader.checks.ch04_attention.split_heads import MISTAKES, probe_split, split_problem
+from grader.checks.ch04_attention.split_heads import MISTAKES, head_features, probe_split, split_problem
 from grader.checks.facts import facts_for
 
 
@@ -24,7 +24,7 @@ def split_facts(x, h):
     return {"right": heads_of(x, h), "mistakes": split_mistakes(x, h)}
 
 
-@facts_for("ch04.split_heads.head_features")
+@facts_for(head_features)
 def public_split_facts(ref, inputs):
     return split_facts(inputs["x"], inputs["sizes"]["n_heads"])
 
@@ -32,6 +32,6 @@ def public_split_facts(ref, inputs):
 @check("matches_reference", 1, "random [B, T, d] inputs are split like the reference (d=8, h=4)", task="split_heads",
        probe=probe_split, inputs=lambda g: {"x": torch.randn(3, 7, 8, generator=g, dtype=torch.float64),
                                             "sizes": {"d_model": 8, "n_heads": 4}}, hidden=True)
-def judge_heads_match_reference(out, inputs, expected):
-    """The public judge_split_values, for the hidden check above."""
+def matches_reference(out, inputs, expected):
+    """The public head_features, for the hidden check above."""
     return split_problem(out, inputs, split_facts(inputs["x"], inputs["sizes"]["n_heads"]))

@@ -1,21 +1,22 @@
 """Task split_heads: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch04_attention.split_heads import head_features, shape
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("split_heads_axes_mixed_up", "split_heads", patch("""
         - return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
         + return x.view(B, self.n_heads, T, self.d_head)
-    """), "ch04.split_heads.head_features", "mixed up", "view(B, h, T, d_h) without the transpose"),
+    """), head_features, "mixed up", "view(B, h, T, d_h) without the transpose"),
     mutant("split_heads_strided", "split_heads", patch("""
         - return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
         + return x.view(B, T, self.d_head, self.n_heads).permute(0, 3, 1, 2)
-    """), "ch04.split_heads.head_features", "contiguous", "head i takes every h-th feature"),
+    """), head_features, "contiguous", "head i takes every h-th feature"),
     mutant("split_heads_no_transpose", "split_heads", patch("""
         - return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
         + return x.view(B, T, self.n_heads, self.d_head)
-    """), "ch04.split_heads.shape", "heads axis comes second", "[B, T, h, d_h] returned"),
+    """), shape, "heads axis comes second", "[B, T, h, d_h] returned"),
 ]
 
 VARIANTS = [

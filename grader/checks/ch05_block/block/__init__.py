@@ -79,7 +79,7 @@ def probe_block_forward(ns, x, sizes, state=None):
        probe=probe_block_forward,
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64), "sizes": BLOCK_WALK},
        gated_by="formula")
-def judge_block_shape(out, inputs, expected):
+def shape(out, inputs, expected):
     if problem := attention_pair_problem(out):
         return problem
     x = inputs["x"]
@@ -127,7 +127,7 @@ def _zeroed_branches(sizes):
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 1,
                          "sizes": BLOCK_WALK, "state": _zeroed_branches(BLOCK_WALK)}, fixed_inputs=True,
        gated_by="formula")
-def judge_zero_branch(out, inputs, expected):
+def zero_branch_identity(out, inputs, expected):
     if problem := attention_pair_problem(out):
         return problem
     x, y = inputs["x"], out["y"]
@@ -168,7 +168,7 @@ def _causal_inputs(g, sizes, state_maker):
        probe=probe_block_output, inputs=lambda g: _causal_inputs(g, BLOCK_WALK, random_block_state),
        separately=("x", "changed"),
        gated_by="formula")
-def judge_block_causal(out, inputs, expected):
+def causal_invariance(out, inputs, expected):
     return causal_diagnosis(out["x"]["y"], out["changed"]["y"], inputs["_first_changed"], "the block")
 
 
@@ -186,7 +186,7 @@ def _example_block_inputs():
 
 @check("example_1", 2, "Example 1 gives (0.9206722, 3.4206696); increment difference 0.49999750",
        probe=probe_block_forward, inputs=lambda g: _example_block_inputs())
-def judge_block_example(out, inputs, expected):
+def example_1(out, inputs, expected):
     if problem := attention_pair_problem(out):
         return problem
     y = out["y"]
@@ -433,7 +433,7 @@ def block_wiring(out, x) -> "str | None":
 @check("formula", 2,
        "random weights (distinct norms): the output is U + F(LN2(U)), U = X + A(LN1(X)), of the block's own parts",
        probe=probe_block_formula, inputs=random_block_inputs, fixed_inputs=True)
-def judge_block_formula(out, inputs, expected):
+def formula(out, inputs, expected):
     composed = known_facts(inputs)
     if problem := shape_problem(out["y"], inputs["x"].shape, "the block output"):
         return problem

@@ -7,15 +7,15 @@ import torch
 from grader.checks._api import check, compare, diagnose, distinct_outputs, named
 from grader.checks.course import config, load_state
 from grader.checks.ch05_block.block import (
-    MISTAKES, MISTAKES_REFERENCE, attention_pair_problem, block_compositions, block_of,
-    composition_mistakes, probe_block_forward, random_block_inputs,
+    MISTAKES, MISTAKES_REFERENCE, attention_pair_problem, block_compositions, block_of, composition_mistakes,
+    example_1, formula, probe_block_forward, random_block_inputs, zero_branch_identity,
 )
 from grader.checks.ch05_block.common import SIZES
 from grader.checks.ch05_block.hidden.oracles import layer_norm
 from grader.checks.facts import facts_for, significant
 
 
-@facts_for("ch05.block.formula")
+@facts_for(formula)
 def formula_facts(ref, inputs):
     """The reference block's own parts composed as the lesson's formula says, right and in
     the classic wrong orders (those only ever matched to 1e-6, by first_diagnosis)."""
@@ -68,7 +68,7 @@ def distinct_compositions(block, x, right):
     return distinct_outputs(((parts, composed_block(parts, block, x)) for parts in block_compositions()), right)
 
 
-@facts_for("ch05.block.zero_branch_identity")
+@facts_for(zero_branch_identity)
 def zero_branch_facts(ref, inputs):
     """With both branches zero: what a post-LN block, a re-normalised output and a plain
     LayerNorm of the input give (the norms' gammas and betas are _zeroed_branches')."""
@@ -80,7 +80,7 @@ def zero_branch_facts(ref, inputs):
             "normalised": layer_norm(x, ones, zeros)}
 
 
-@facts_for("ch05.block.example_1")
+@facts_for(example_1)
 def example_facts(ref, inputs):
     """Example 1's figure normalised: what a block that normalises its output gives."""
     figure = torch.tensor([[[0.9206722, 3.4206696]]], dtype=torch.float64)
@@ -117,7 +117,7 @@ def _block_mistakes(ref, inputs):
 
 @check("matches_reference", 3, "random weights (distinct norms) and inputs match the reference pre-LN block",
        probe=probe_block_forward, inputs=random_block_inputs, expect=_block_mistakes, hidden=True)
-def judge_block_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if problem := attention_pair_problem(out):
         return problem
     mistakes = named(MISTAKES_REFERENCE, expected["mistakes"]) + composition_mistakes(expected["compositions"])
@@ -138,7 +138,7 @@ def probe_block_cache(ns, x, sizes, state, split, part, earlier):
 @check("cache_consistent", 1, "two calls through the KV cache equal one full call",
        probe=probe_block_cache, inputs=lambda g: {**random_block_inputs(g), "split": 3}, hidden=True,
        parts=("full", "stepwise"), gated_by="formula")
-def judge_block_cache(out, inputs, expected):
+def cache_consistent(out, inputs, expected):
     if problem := compare(out["stepwise"], out["full"], "the cached block output", atol=1e-9, rtol=1e-7):
         return f"running the block in two calls through the KV cache differs from one call: {problem}"
     return None

@@ -1,6 +1,8 @@
 """Task block: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch05_block.block import causal_invariance, example_1, formula, shape, zero_branch_identity
+from grader.checks.ch05_block.block.hidden import matches_reference
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -9,59 +11,59 @@ MUTANTS = [
         hidden = self.ln_attention(hidden + attended)
         hidden = self.ln_feedforward(hidden + self.feedforward(hidden))
         return hidden, present
-    """, ("ch05.block.example_1", "ch05.block.zero_branch_identity", "ch05.block.formula", "ch05.block.matches_reference"),
+    """, (example_1, zero_branch_identity, formula, matches_reference),
        "post-LN",
        "post-LN instead of pre-LN"),
     mutant("block_output_renormalised", "block", patch("""
         - return hidden, present
         + return self.ln_feedforward(hidden), present
-    """), "ch05.block.zero_branch_identity", "re-normalised", "the block's output re-normalised"),
+    """), zero_branch_identity, "re-normalised", "the block's output re-normalised"),
     mutant("block_feedforward_reads_x", "block", """
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         fed = self.feedforward(self.ln_feedforward(hidden))
         return hidden + attended + fed, present
-    """, ("ch05.block.formula", "ch05.block.matches_reference"), "reads X instead of U", "feed-forward branch reads X, not U"),
+    """, (formula, matches_reference), "reads X instead of U", "feed-forward branch reads X, not U"),
     mutant("block_increment_broadcast", "block", patch("""
         - hidden = hidden + self.residual_dropout(attended)
         + hidden = hidden + self.residual_dropout(attended[:, -1:, :])
-    """), ("ch05.block.causal_invariance", "ch05.block.matches_reference"), "future", "an increment broadcast from [B,1,d]"),
+    """), (causal_invariance, matches_reference), "future", "an increment broadcast from [B,1,d]"),
     mutant("block_one_norm_for_both", "block", patch("""
         - fed = self.feedforward(self.ln_feedforward(hidden))
         + fed = self.feedforward(self.ln_attention(hidden))
-    """), ("ch05.block.formula", "ch05.block.matches_reference"), "one LayerNorm", "ln_attention used for both branches"),
+    """), (formula, matches_reference), "one LayerNorm", "ln_attention used for both branches"),
     mutant("block_feedforward_first", "block", """
         hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
         attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         return hidden + attended, present
-    """, ("ch05.block.formula", "ch05.block.matches_reference"), "before attention", "feed-forward before attention"),
+    """, (formula, matches_reference), "before attention", "feed-forward before attention"),
     mutant("block_branches_reordered_norms_left_in_place", "block", """
         hidden = hidden + self.feedforward(self.ln_attention(hidden))
         attended, present = self.attention(self.ln_feedforward(hidden), past_key_value, use_cache)
         return hidden + attended, present
-    """, ("ch05.block.formula", "ch05.block.matches_reference"), "runs first",
+    """, (formula, matches_reference), "runs first",
        "the two branches' lines swapped, each LayerNorm left where it was"),
     mutant("block_norms_swapped", "block", """
         attended, present = self.attention(self.ln_feedforward(hidden), past_key_value, use_cache)
         hidden = hidden + attended
         return hidden + self.feedforward(self.ln_attention(hidden)), present
-    """, ("ch05.block.formula", "ch05.block.matches_reference"), "swapped", "the two LayerNorms swapped"),
+    """, (formula, matches_reference), "swapped", "the two LayerNorms swapped"),
     mutant("block_no_residual", "block", patch("""
         - hidden = hidden + self.residual_dropout(attended)
         + hidden = self.residual_dropout(attended)
-    """), "ch05.block.zero_branch_identity", "residual", "the attention residual dropped"),
+    """), zero_branch_identity, "residual", "the attention residual dropped"),
     mutant("block_drops_present", "block", patch("""
         - return hidden, present
         + return hidden, None
-    """), "ch05.block.shape", "present", "present dropped"),
+    """), shape, "present", "present dropped"),
     mutant("block_no_cache_arguments", "block", patch("""
         - attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
         + attended, present = self.attention(self.ln_attention(hidden))
-    """), "ch05.block.shape", "cache arguments", "past_key_value and use_cache not passed to the attention"),
+    """), shape, "cache arguments", "past_key_value and use_cache not passed to the attention"),
     mutant("block_attention_tuple_added", "block", """
         hidden = hidden + self.attention(self.ln_attention(hidden))
         hidden = hidden + self.feedforward(self.ln_feedforward(hidden))
         return hidden
-    """, ("ch05.block.example_1", "ch05.block.formula"), "returns a pair",
+    """, (example_1, formula), "returns a pair",
        "the attention's (out, present) added to the stream as it is, and a bare tensor returned"),
 ]
 

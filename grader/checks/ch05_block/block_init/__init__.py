@@ -33,7 +33,7 @@ def probe_block_parts(ns, sizes):
        "the block has ln_attention, attention, ln_feedforward, feedforward (two separate norms) "
        "and 4d² + 2df + f + 5d parameters",
        probe=probe_block_parts, inputs=lambda g: {"sizes": BLOCK_WALK})
-def judge_block_parts(out, inputs, expected):
+def parameter_ledger(out, inputs, expected):
     return block_parts_problem(out, inputs, known_facts(inputs)["ledger"])
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch05_block.block_init import block_parts_problem, probe_block_parts
+from grader.checks.ch05_block.block_init import block_parts_problem, parameter_ledger, probe_block_parts
 from grader.checks.ch05_block.hidden.oracles import block_parameters
 from grader.checks.facts import facts_for
 
 
-@facts_for("ch05.block_init.parameter_ledger")
+@facts_for(parameter_ledger)
 def ledger_facts(ref, inputs):
     return {"ledger": block_parameters(inputs["sizes"]["d_model"], inputs["sizes"]["d_ff"])}
 
@@ -24,7 +24,7 @@ def drawn_sizes(g):
 
 @check("parameter_ledger_wide", 1, "the ledger holds for sizes drawn for each grading (d, h and f)",
        probe=probe_block_parts, inputs=drawn_sizes, hidden=True)
-def judge_block_parts_wide(out, inputs, expected):
-    """The public judge_block_parts, for the hidden check above."""
+def parameter_ledger_wide(out, inputs, expected):
+    """The public parameter_ledger, for the hidden check above."""
     sizes = inputs["sizes"]
     return block_parts_problem(out, inputs, block_parameters(sizes["d_model"], sizes["d_ff"]))

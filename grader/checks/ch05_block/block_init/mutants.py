@@ -1,19 +1,20 @@
 """Task block_init: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch05_block.block_init import parameter_ledger
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("block_shared_layer_norm", "block_init", patch("""
         - self.ln_feedforward = LayerNorm(cfg.d_model)
         + self.ln_feedforward = self.ln_attention
-    """), "ch05.block_init.parameter_ledger", "one object used twice", "the two LayerNorms are one object"),
+    """), parameter_ledger, "one object used twice", "the two LayerNorms are one object"),
     mutant("block_init_other_names", "block_init", """
         self.ln_1 = LayerNorm(cfg.d_model)
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = LayerNorm(cfg.d_model)
         self.mlp = FeedForward(cfg)
-    """, "ch05.block_init.parameter_ledger", "names are part of the contract",
+    """, parameter_ledger, "names are part of the contract",
        "the parts named ln_1, attn, ln_2, mlp"),
 ]
 

@@ -58,7 +58,7 @@ def feedforward_problem(out, facts):
 
 @check("example_1", 2, "Example 1 (W1 = I, W2 = ½I) gives the increment (-0.0793278, 0.4206696)",
        probe=probe_feedforward, inputs=lambda g: _example_feedforward_inputs())
-def judge_feedforward_example(out, inputs, expected):
+def example_1(out, inputs, expected):
     figure = torch.tensor([[[-0.0793278, 0.4206696]]], dtype=torch.float64)
     if problem := feedforward_problem(out, known_facts(inputs)):
         return f"Example 1 should give the increment (-0.0793278, 0.4206696): {problem}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check, exact_gelu, tanh_gelu
-from grader.checks.ch05_block.feedforward import MISTAKES, feedforward_problem, probe_feedforward
+from grader.checks.ch05_block.feedforward import MISTAKES, example_1, feedforward_problem, probe_feedforward
 from grader.checks.facts import facts_for
 
 
@@ -20,7 +20,7 @@ def feedforward_facts(x, state):
     return {"right": exact_gelu(pre) @ w2.T + b2, "mistakes": outputs}
 
 
-@facts_for("ch05.feedforward.example_1")
+@facts_for(example_1)
 def example_facts(ref, inputs):
     return feedforward_facts(inputs["x"], inputs["state"])
 
@@ -37,6 +37,6 @@ def _random_feedforward_inputs(g):
 
 @check("matches_reference", 3, "random weights and inputs give fc2(gelu(fc1(x)))",
        probe=probe_feedforward, inputs=_random_feedforward_inputs, hidden=True)
-def judge_feedforward_matches_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     """The public judge_feedforward, for the hidden check above."""
     return feedforward_problem(out, feedforward_facts(inputs["x"], inputs["state"]))

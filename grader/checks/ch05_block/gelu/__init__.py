@@ -41,7 +41,7 @@ MISTAKES = {
        probe=probe_gelu,
        inputs=lambda g: {"x": torch.tensor([-4.0, -3.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 3.0, 4.0],
                                            dtype=torch.float64)})
-def judge_gelu_values(out, inputs, expected):
+def exact_values(out, inputs, expected):
     return gelu_problem(out, inputs, known_facts(inputs)["mistakes"])
 
 
@@ -61,7 +61,7 @@ def probe_gelu_odd_part(ns, a):
 @check("odd_part", 1, "g(a) - g(-a) = a for every a",
        probe=probe_gelu_odd_part, inputs=lambda g: {"a": torch.linspace(-3, 3, 13, dtype=torch.float64)},
        gated_by="exact_values")  # 0.5 * x has the property too
-def judge_gelu_odd_part(out, inputs, expected):
+def odd_part(out, inputs, expected):
     difference = out["plus"] - out["minus"]
     if problem := compare_to_float32(difference, inputs["a"], "g(a) - g(-a)", atol=1e-9, rtol=1e-9):
         return f"{problem}; for any GELU-like x * F(x) with F(-x) = 1 - F(x) it must equal a"
@@ -71,7 +71,7 @@ def judge_gelu_odd_part(out, inputs, expected):
 @check("float64_precision", 1, "gelu(x) equals x * Phi(x) to float64's precision: erf and every product in x's dtype",
        probe=probe_gelu, inputs=lambda g: {"x": torch.linspace(-4.0, 4.0, 33, dtype=torch.float64).reshape(3, 11)},
        gated_by="exact_values")
-def judge_gelu_precision(out, inputs, expected):
+def float64_precision(out, inputs, expected):
     right = exact_gelu(inputs["x"])
     y = out["y"]
     if shape_problem(y, right.shape) or matches(y, right, atol=1e-9, rtol=1e-9) or not float32_close(y, right):

@@ -7,7 +7,7 @@ import math
 import torch
 
 from grader.checks._api import check, tanh_gelu
-from grader.checks.ch05_block.gelu import MISTAKES, gelu_problem, probe_gelu
+from grader.checks.ch05_block.gelu import MISTAKES, exact_values, gelu_problem, probe_gelu
 from grader.checks.facts import facts_for
 
 
@@ -19,7 +19,7 @@ def gelu_mistakes(x):
     return outputs
 
 
-@facts_for("ch05.gelu.exact_values")
+@facts_for(exact_values)
 def public_gelu_facts(ref, inputs):
     return {"mistakes": gelu_mistakes(inputs["x"])}
 
@@ -27,6 +27,6 @@ def public_gelu_facts(ref, inputs):
 @check("matches_reference", 2, "random tensors of any shape match the reference",
        probe=probe_gelu, inputs=lambda g: {"x": torch.randn(3, 4, 5, generator=g, dtype=torch.float64) * 2},
        hidden=True)
-def judge_gelu_matches_reference(out, inputs, expected):
-    """The public judge_gelu_values, for the hidden check above."""
+def matches_reference(out, inputs, expected):
+    """The public exact_values, for the hidden check above."""
     return gelu_problem(out, inputs, gelu_mistakes(inputs["x"]))

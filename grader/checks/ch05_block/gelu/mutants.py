@@ -1,41 +1,42 @@
 """Task gelu: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch05_block.gelu import exact_values, float64_precision
 from grader.mutants import mutant, variant
 
 MUTANTS = [
     mutant("gelu_in_float32", "gelu",
            "return (0.5 * x.float() * (1.0 + torch.erf(x.float() / math.sqrt(2.0)))).to(x.dtype)\n",
-           "ch05.gelu.float64_precision", "float32", "GELU computed in float32 and cast back"),
+           float64_precision, "float32", "GELU computed in float32 and cast back"),
     mutant("gelu_tanh", "gelu", """
         return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-    """, "ch05.gelu.exact_values", "tanh", "tanh-approximate GELU"),
+    """, exact_values, "tanh", "tanh-approximate GELU"),
     mutant("gelu_relu", "gelu", """
         return torch.clamp(x, min=0.0)
-    """, "ch05.gelu.exact_values", "relu", "ReLU instead of GELU"),
+    """, exact_values, "relu", "ReLU instead of GELU"),
     mutant("gelu_sigmoid", "gelu", """
         return x * torch.sigmoid(1.702 * x)
-    """, "ch05.gelu.exact_values", "sigmoid", "sigmoid approximation"),
+    """, exact_values, "sigmoid", "sigmoid approximation"),
     mutant("gelu_library", "gelu", """
         return torch.nn.functional.gelu(x)
-    """, "ch05.gelu.exact_values", "torch.nn.functional.gelu", "the library GELU"),
+    """, exact_values, "torch.nn.functional.gelu", "the library GELU"),
     mutant("gelu_tanh_pow", "gelu", """
         inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
         return 0.5 * x * (1.0 + torch.tanh(inner))
-    """, "ch05.gelu.exact_values", "tanh", "the tanh GELU written with torch.pow, as GPT-2 ports write it"),
+    """, exact_values, "tanh", "the tanh GELU written with torch.pow, as GPT-2 ports write it"),
     mutant("gelu_module", "gelu", """
         return torch.nn.GELU()(x)
-    """, "ch05.gelu.exact_values", "torch.nn.GELU", "torch's GELU module"),
+    """, exact_values, "torch.nn.GELU", "torch's GELU module"),
     mutant("gelu_rounded_constant", "gelu", """
         return 0.5 * x * (1.0 + torch.erf(x * 0.7071068))
-    """, "ch05.gelu.exact_values", "ran in float64", "1/√2 rounded to seven digits, computed in float64"),
+    """, exact_values, "ran in float64", "1/√2 rounded to seven digits, computed in float64"),
     mutant("gelu_float32_constant", "gelu", """
         return 0.5 * x * (1.0 + torch.erf(x * torch.tensor(0.7071067811865476)))
-    """, "ch05.gelu.float64_precision", "torch.tensor(...) without a dtype",
+    """, float64_precision, "torch.tensor(...) without a dtype",
        "1/√2 made a tensor without a dtype: float32, however many digits it was written with"),
     mutant("gelu_constant_offset", "gelu", """
         return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0))) + 1e-6
-    """, "ch05.gelu.exact_values", "one constant added", "a stray eps added to the output"),
+    """, exact_values, "one constant added", "a stray eps added to the output"),
 ]
 
 VARIANTS = [

@@ -121,7 +121,7 @@ def probe_layer_norm(ns, x, gamma=None, beta=None):
 
 @check("example_figures", 2, "(1, 3) normalises to ±1/sqrt(1.00001), not the d - 1 figure ±0.7071",
        probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0]]], dtype=torch.float64)})
-def judge_layer_norm_figures(out, inputs, expected):
+def example_figures(out, inputs, expected):
     a = 1 / math.sqrt(1.00001)
     figure = torch.tensor([[[-a, a]]], dtype=torch.float64)
     if matches(out["y"], figure, atol=1e-9, rtol=0):
@@ -143,7 +143,7 @@ def judge_layer_norm_figures(out, inputs, expected):
        inputs=lambda g: {"x": torch.tensor([[[2.0, 2.0]]], dtype=torch.float64),
                          "gamma": torch.tensor([2.0, 5.0], dtype=torch.float64),
                          "beta": torch.tensor([0.3, -0.7], dtype=torch.float64)}, gated_by="example_figures")
-def judge_layer_norm_constant(out, inputs, expected):
+def constant_vector(out, inputs, expected):
     y = out["y"]
     if problem := shape_problem(y, inputs["x"].shape):
         return problem
@@ -168,7 +168,7 @@ def probe_layer_norm_shift(ns, x, shift):
 @check("shift_invariance", 1, "adding a constant to every feature changes nothing",
        probe=probe_layer_norm_shift,
        inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0, -2.0, 0.5]]], dtype=torch.float64), "shift": 7.25}, gated_by="example_figures")
-def judge_layer_norm_shift(out, inputs, expected):
+def shift_invariance(out, inputs, expected):
     if problem := shape_problem(out["y"], inputs["x"].shape):
         return problem
     if not matches_to_float32(out["shifted"], out["y"], atol=1e-9, rtol=0):
@@ -186,7 +186,7 @@ def judge_layer_norm_shift(out, inputs, expected):
 @check("defaults", 1, "eps is 1e-5, gamma starts at 1 and beta at 0",
        probe=probe_layer_norm, inputs=lambda g: {"x": torch.tensor([[[1.0, 3.0, -2.0, 0.5]]], dtype=torch.float64)},
        gated_by="example_figures")
-def judge_layer_norm_defaults(out, inputs, expected):
+def defaults(out, inputs, expected):
     eps = out["eps"]
     numeric = (isinstance(eps, (int, float)) and not isinstance(eps, bool)) or (
         isinstance(eps, torch.Tensor) and eps.numel() == 1 and not eps.is_complex())
@@ -219,7 +219,7 @@ def probe_layer_norm_rows(ns, x, gamma, beta):
        inputs=lambda g: {"x": torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 2 + 0.5,
                          "gamma": torch.rand(4, generator=g, dtype=torch.float64) + 0.5,
                          "beta": torch.randn(4, generator=g, dtype=torch.float64)}, gated_by="example_figures")
-def judge_layer_norm_rows(out, inputs, expected):
+def each_position_alone(out, inputs, expected):
     x = inputs["x"]
     if problem := shape_problem(out["y"], x.shape, "LayerNorm(x)"):
         return problem
@@ -240,7 +240,7 @@ def judge_layer_norm_rows(out, inputs, expected):
        inputs=lambda g: {"x": torch.linspace(-2.0, 3.0, 24, dtype=torch.float64).sin().reshape(2, 3, 4) * 3 + 0.25,
                          "gamma": torch.tensor([0.5, 1.25, 2.0, 0.75], dtype=torch.float64),
                          "beta": torch.tensor([0.1, -0.3, 0.0, 0.6], dtype=torch.float64)}, gated_by="example_figures")
-def judge_layer_norm_precision(out, inputs, expected):
+def float64_precision(out, inputs, expected):
     x, gamma, beta = inputs["x"], inputs["gamma"], inputs["beta"]
     centred = x - x.mean(dim=-1, keepdim=True)
     right = centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + EPS) * gamma + beta

@@ -7,7 +7,8 @@ import torch
 from grader.checks._api import check, diagnose, float32_close
 from grader.checks.ch05_block.hidden.oracles import layer_norm
 from grader.checks.ch05_block.layer_norm import (
-    MISTAKES, combination_name, named_mistakes, probe_layer_norm, slip_combinations,
+    MISTAKES, combination_name, each_position_alone, example_figures, named_mistakes, probe_layer_norm,
+    slip_combinations,
 )
 from grader.checks.course import EPS
 from grader.checks.facts import facts_for
@@ -35,14 +36,14 @@ def layer_norm_mistakes(x, gamma, beta):
                       for slips in slip_combinations()}
 
 
-@facts_for("ch05.layer_norm.example_figures")
+@facts_for(example_figures)
 def figure_facts(ref, inputs):
     """What each classic mistake makes of (1, 3), with gamma 1 and beta 0."""
     ones, zeros = torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
     return {"mistakes": layer_norm_mistakes(inputs["x"], ones, zeros)}
 
 
-@facts_for("ch05.layer_norm.each_position_alone")
+@facts_for(each_position_alone)
 def rows_facts(ref, inputs):
     return {"mistakes": layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"])}
 
@@ -66,7 +67,7 @@ def _expect_layer_norm(ref, inputs):
 
 @check("matches_reference", 3, "random [B, T, d] inputs with random gamma and beta match the reference",
        probe=probe_layer_norm, inputs=_random_norm_inputs, expect=_expect_layer_norm, hidden=True)
-def judge_layer_norm_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     mistakes = named_mistakes(layer_norm_mistakes(inputs["x"], inputs["gamma"], inputs["beta"]))
     said = diagnose(out["y"], expected, mistakes, "the normalised output", rtol=1e-7)
     if said is None or any(said == text for text, _ in mistakes) or not float32_close(out["y"], expected):

@@ -1,6 +1,10 @@
 """Task layer_norm: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch05_block.layer_norm import (
+    constant_vector, each_position_alone, example_figures, float64_precision, shift_invariance,
+)
+from grader.checks.ch05_block.layer_norm.hidden import matches_reference
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -9,65 +13,65 @@ MUTANTS = [
         centred = xf - xf.mean(dim=-1, keepdim=True)
         variance = (centred * centred).mean(dim=-1, keepdim=True)
         return (centred / torch.sqrt(variance + self.eps)).to(x.dtype) * self.weight + self.bias
-    """, "ch05.layer_norm.float64_precision", "float32", "the statistics computed in float32 (mixed precision)"),
+    """, float64_precision, "float32", "the statistics computed in float32 (mixed precision)"),
     mutant("layer_norm_l2_normalize", "layer_norm",
            "return torch.nn.functional.normalize(x, dim=-1) * math.sqrt(x.shape[-1]) * self.weight + self.bias\n",
-           ("ch05.layer_norm.example_figures", "ch05.layer_norm.shift_invariance"), "never subtracts the mean",
+           (example_figures, shift_invariance), "never subtracts the mean",
            "an RMS-style norm by F.normalize, pasted as the LayerNorm"),
     mutant("layer_norm_variance_d_minus_1", "layer_norm", patch("""
         - variance = (centred * centred).mean(dim=-1, keepdim=True)
         + variance = x.var(dim=-1, keepdim=True, unbiased=True)
-    """), "ch05.layer_norm.example_figures", "d - 1", "variance divided by d − 1"),
+    """), example_figures, "d - 1", "variance divided by d − 1"),
     mutant("layer_norm_variance_of_raw_x", "layer_norm", patch("""
         - variance = (centred * centred).mean(dim=-1, keepdim=True)
         + variance = (x * x).mean(dim=-1, keepdim=True)
-    """), "ch05.layer_norm.shift_invariance", "variance is taken of x itself", "variance of x, not of x − mean"),
+    """), shift_invariance, "variance is taken of x itself", "variance of x, not of x − mean"),
     mutant("layer_norm_no_eps", "layer_norm", patch("""
         - return centred / torch.sqrt(variance + self.eps) * self.weight + self.bias
         + return centred / torch.sqrt(variance) * self.weight + self.bias
-    """), "ch05.layer_norm.constant_vector", "eps", "eps left out"),
+    """), constant_vector, "eps", "eps left out"),
     mutant("layer_norm_eps_outside_sqrt", "layer_norm", patch("""
         - return centred / torch.sqrt(variance + self.eps) * self.weight + self.bias
         + return centred / (torch.sqrt(variance) + self.eps) * self.weight + self.bias
-    """), ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "outside the square root",
+    """), (example_figures, matches_reference), "outside the square root",
        "eps added outside the square root"),
     mutant("layer_norm_over_time_axis", "layer_norm", """
         mean = x.mean(dim=-2, keepdim=True)
         variance = ((x - mean) ** 2).mean(dim=-2, keepdim=True)
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
-    """, ("ch05.layer_norm.each_position_alone", "ch05.layer_norm.matches_reference"), "time axis", "statistics over the time axis"),
+    """, (each_position_alone, matches_reference), "time axis", "statistics over the time axis"),
     mutant("layer_norm_over_all_axes", "layer_norm", """
         mean = x.mean()
         variance = ((x - mean) ** 2).mean()
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
-    """, ("ch05.layer_norm.each_position_alone", "ch05.layer_norm.matches_reference"), "all axes", "statistics over all axes"),
+    """, (each_position_alone, matches_reference), "all axes", "statistics over all axes"),
     mutant("layer_norm_no_gamma_beta", "layer_norm", patch("""
         - return centred / torch.sqrt(variance + self.eps) * self.weight + self.bias
         + return centred / torch.sqrt(variance + self.eps)
-    """), ("ch05.layer_norm.constant_vector", "ch05.layer_norm.matches_reference"), "gamma and beta are not applied",
+    """), (constant_vector, matches_reference), "gamma and beta are not applied",
        "γ/β not applied"),
     mutant("layer_norm_library", "layer_norm", """
         return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
-    """, "ch05.layer_norm.example_figures", "torch.nn.functional.layer_norm", "the library LayerNorm"),
+    """, example_figures, "torch.nn.functional.layer_norm", "the library LayerNorm"),
     mutant("layer_norm_private_refs_helper", "layer_norm", """
         normalised, _, _ = getattr(getattr(torch, "_refs"), "_normalize")(x, [x.dim() - 1], self.eps)
         return normalised * self.weight + self.bias
-    """, "ch05.layer_norm.example_figures", "torch._refs", "a private helper of torch._refs normalises"),
+    """, example_figures, "torch._refs", "a private helper of torch._refs normalises"),
     mutant("layer_norm_unbiased_std_eps_outside", "layer_norm", """
         mean = x.mean(-1, keepdim=True)
         std = x.std(-1, keepdim=True)
         return self.weight * (x - mean) / (std + self.eps) + self.bias
-    """, ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "std",
+    """, (example_figures, matches_reference), "std",
        "torch's std (divides by d − 1) with eps added to it, outside the square root"),
     mutant("layer_norm_unbiased_std_no_eps", "layer_norm", """
         mean = x.mean(dim=-1, keepdim=True)
         return (x - mean) / x.std(dim=-1, keepdim=True) * self.weight + self.bias
-    """, ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "eps is missing",
+    """, (example_figures, matches_reference), "eps is missing",
        "torch's std (d − 1) and no eps at all"),
     mutant("layer_norm_std_plus_small_eps", "layer_norm", """
         mean = x.mean(-1, keepdim=True)
         return self.weight * (x - mean) / (x.std(-1, keepdim=True) + 1e-6) + self.bias
-    """, ("ch05.layer_norm.example_figures", "ch05.layer_norm.matches_reference"), "d - 1",
+    """, (example_figures, matches_reference), "d - 1",
        "torch's std plus an eps of 1e-6 written in: no figure the kit lists, near the d − 1 one"),
 ]
 

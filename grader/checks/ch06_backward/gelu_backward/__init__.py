@@ -63,7 +63,7 @@ def _gelu_inputs(g):
        "x [3, 61] from −6 to 6 and random: dx equals autograd's gradient of the exact GELU x·Φ(x), to float64's "
        "precision",
        probe=probe_gelu_backward, inputs=_gelu_inputs, fixed_inputs=True)
-def judge_gelu_autograd(out, inputs, expected):
+def matches_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     return judge_grads(out, ("dx",), "gelu_backward", facts["right"], {}, facts["mistakes"], MISTAKES,
                        precision=True)
@@ -73,7 +73,7 @@ def judge_gelu_autograd(out, inputs, expected):
        probe=probe_gelu_backward,
        inputs=lambda g: {"grad_out": torch.ones(5, dtype=torch.float64),
                          "x": torch.tensor([0.0, 1.0, -1.0, 8.0, -8.0], dtype=torch.float64)})
-def judge_gelu_key_values(out, inputs, expected):
+def key_values(out, inputs, expected):
     # grad_out = 1: the derivative itself. GELU'(0) = 1/2, GELU'(±1) = Φ(±1) ± φ(1), → 1 and → 0 far out.
     values = torch.tensor([0.5, 1.0833154705876864, -0.0833154705876864, 1.0, 0.0], dtype=torch.float64)
     dx = out["grads"]
@@ -93,6 +93,6 @@ def judge_gelu_key_values(out, inputs, expected):
 
 @check("finite_differences", 1, "dx agrees with central finite differences of GELU (gradcheck's test)",
        probe=probe_gelu_backward, inputs=_gelu_inputs, fixed_inputs=True)
-def judge_gelu_finite_differences(out, inputs, expected):
+def finite_differences(out, inputs, expected):
     return judge_finite_differences(out, ("dx",), "gelu_backward", [inputs["x"]], inputs["_directions"],
                                      known_facts(inputs)["numeric"])

@@ -8,7 +8,9 @@ import torch
 
 from grader.checks._api import check, exact_gelu, tanh_gelu
 from grader.checks.ch06_backward.common import judge_grads, random_tensor
-from grader.checks.ch06_backward.gelu_backward import MISTAKES, probe_gelu_backward
+from grader.checks.ch06_backward.gelu_backward import (
+    MISTAKES, finite_differences, key_values, matches_autograd, probe_gelu_backward,
+)
 from grader.checks.ch06_backward.hidden.oracles import autograd_of, differences_facts, grads_facts
 from grader.checks.facts import facts_for
 
@@ -33,13 +35,13 @@ def gelu_mistakes(grad_out, x):
     }
 
 
-@facts_for("ch06.gelu_backward.matches_autograd", "ch06.gelu_backward.key_values")
+@facts_for(matches_autograd, key_values)
 def autograd_facts(ref, inputs):
     g, x = inputs["grad_out"], inputs["x"]
     return grads_facts(exact_gelu, g, [x], lambda right: {"dx": gelu_mistakes(g, x)})
 
 
-@facts_for("ch06.gelu_backward.finite_differences")
+@facts_for(finite_differences)
 def finite_difference_facts(ref, inputs):
     return differences_facts(exact_gelu, inputs["grad_out"], [inputs["x"]], inputs["_directions"])
 
@@ -52,7 +54,7 @@ def _expect_gelu(ref, inputs):
        probe=probe_gelu_backward,
        inputs=lambda g: {"grad_out": random_tensor(g, 2, 3, 4, 5), "x": random_tensor(g, 2, 3, 4, 5, scale=2.5)},
        expect=_expect_gelu, hidden=True)
-def judge_gelu_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     g, x = inputs["grad_out"], inputs["x"]
     return judge_grads(out, ("dx",), "gelu_backward", [expected], {}, {"dx": gelu_mistakes(g, x)},
                        MISTAKES, hidden=True)

@@ -80,7 +80,7 @@ def layer_norm_inputs(shape):
 @check("matches_autograd", 3,
        "x [2, 3, 5]: dx, dgamma, dbeta equal autograd's gradients of the same LayerNorm, to float64's precision",
        probe=probe_layer_norm_backward, inputs=layer_norm_inputs((2, 3, 5)), fixed_inputs=True)
-def judge_layer_norm_autograd(out, inputs, expected):
+def matches_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     return judge_grads(out, LN_NAMES, "layer_norm_backward", facts["right"], layer_norm_shapes(inputs["x"]),
                         facts["mistakes"], MISTAKES, precision=True)
@@ -90,7 +90,7 @@ def judge_layer_norm_autograd(out, inputs, expected):
        "x [4, 6] (any leading shape, 2-D here): dx sums to zero over the features at every position (LayerNorm "
        "ignores a constant shift)",
        probe=probe_layer_norm_backward, inputs=layer_norm_inputs((4, 6)))
-def judge_layer_norm_dx_sums_to_zero(out, inputs, expected):
+def dx_sums_to_zero(out, inputs, expected):
     if problem := returned_of(out, LN_NAMES, "layer_norm_backward"):
         return problem
     dx = out["grads"][0]
@@ -109,7 +109,7 @@ def judge_layer_norm_dx_sums_to_zero(out, inputs, expected):
 @check("finite_differences", 1,
        "x [3, 4]: each gradient agrees with central finite differences of the forward (gradcheck's test)",
        probe=probe_layer_norm_backward, inputs=layer_norm_inputs((3, 4)), fixed_inputs=True)
-def judge_layer_norm_finite_differences(out, inputs, expected):
+def finite_differences(out, inputs, expected):
     tensors = [inputs["x"], inputs["gamma"], inputs["_beta"]]
     return judge_finite_differences(out, LN_NAMES, "layer_norm_backward", tensors, inputs["_directions"],
                                      known_facts(inputs)["numeric"])

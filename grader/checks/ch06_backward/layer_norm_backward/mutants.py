@@ -1,6 +1,7 @@
 """Task layer_norm_backward: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch06_backward.layer_norm_backward import dx_sums_to_zero, finite_differences, matches_autograd
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -11,29 +12,29 @@ MUTANTS = [
         -     - normalised * (dnorm * normalised).sum(dim=-1, keepdim=True)
         - )
         + dx = dnorm * inv_std
-    """), ("ch06.layer_norm_backward.matches_autograd",), "missing the mean terms",
+    """), (matches_autograd,), "missing the mean terms",
        "dx without the two correction terms"),
     mutant("layer_norm_backward_no_variance_term", "layer_norm_backward", patch("""
         - - normalised * (dnorm * normalised).sum(dim=-1, keepdim=True)
-    """), "ch06.layer_norm_backward.matches_autograd", "variance", "dx without the variance's correction"),
+    """), matches_autograd, "variance", "dx without the variance's correction"),
     mutant("layer_norm_backward_dgamma_not_summed", "layer_norm_backward", patch("""
         - dgamma = (grad_out * normalised).reshape(-1, d).sum(dim=0)
         + dgamma = grad_out * normalised
-    """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
+    """), matches_autograd, "not summed over batch and time",
        "dgamma not summed over batch and time"),
     mutant("layer_norm_backward_dbeta_not_summed", "layer_norm_backward", patch("""
         - dbeta = grad_out.reshape(-1, d).sum(dim=0)
         + dbeta = grad_out
-    """), "ch06.layer_norm_backward.matches_autograd", "not summed over batch and time",
+    """), matches_autograd, "not summed over batch and time",
        "dbeta not summed over batch and time"),
     mutant("layer_norm_backward_unbiased_variance", "layer_norm_backward", patch("""
         - inv_std = 1.0 / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)
         + inv_std = 1.0 / torch.sqrt(x.var(dim=-1, keepdim=True) + eps)
-    """), "ch06.layer_norm_backward.matches_autograd", "unbiased", "unbiased variance in the backward"),
+    """), matches_autograd, "unbiased", "unbiased variance in the backward"),
     mutant("layer_norm_backward_ignores_gamma", "layer_norm_backward", patch("""
         - dnorm = grad_out * gamma
         + dnorm = grad_out
-    """), "ch06.layer_norm_backward.matches_autograd", "ignores gamma", "γ left out of dx"),
+    """), matches_autograd, "ignores gamma", "γ left out of dx"),
     mutant("layer_norm_backward_autograd", "layer_norm_backward", """
         import torch.nn.functional as F
         leaves = [t.detach().requires_grad_(True) for t in (x, gamma)]
@@ -41,16 +42,16 @@ MUTANTS = [
             y = F.layer_norm(leaves[0], (x.shape[-1],), leaves[1], None, eps)
             dx, dgamma = torch.autograd.grad(y, leaves, grad_out)
         return dx, dgamma, grad_out.reshape(-1, x.shape[-1]).sum(0)
-    """, "ch06.layer_norm_backward.matches_autograd", "torch.autograd.grad", "torch.autograd.grad does the work"),
+    """, matches_autograd, "torch.autograd.grad", "torch.autograd.grad does the work"),
     mutant("layer_norm_backward_float32", "layer_norm_backward", patch("""
         - d = x.shape[-1]
         + grad_out, x, gamma = grad_out.float(), x.float(), gamma.float()  # float32 throughout
         + d = x.shape[-1]
-    """), "ch06.layer_norm_backward.matches_autograd", "float32 precision", "computed in float32"),
+    """), matches_autograd, "float32 precision", "computed in float32"),
     mutant("layer_norm_backward_unpacks_b_t_c", "layer_norm_backward", patch("""
         - d = x.shape[-1]
         + B, T, d = x.shape  # written for [B, T, C] buffers only
-    """), ("ch06.layer_norm_backward.dx_sums_to_zero", "ch06.layer_norm_backward.finite_differences"),
+    """), (dx_sums_to_zero, finite_differences),
        "any leading shape", "x unpacked as [B, T, C]: 2-D inputs refused"),
 ]
 

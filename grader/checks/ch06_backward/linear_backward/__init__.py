@@ -71,7 +71,7 @@ def linear_inputs(x_shape, out_features):
 @check("matches_autograd", 3,
        "x [2, 3, 4], W [6, 4]: dx, dW, db equal autograd's gradients of x Wᵀ + b, to float64's precision",
        probe=probe_linear_backward, inputs=linear_inputs((2, 3, 4), 6), fixed_inputs=True)
-def judge_linear_autograd(out, inputs, expected):
+def matches_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     return judge_grads(out, LINEAR_NAMES, "linear_backward", facts["right"],
                         linear_shapes(inputs["grad_out"], inputs["x"], inputs["weight"]), facts["mistakes"],
@@ -81,7 +81,7 @@ def judge_linear_autograd(out, inputs, expected):
 @check("finite_differences", 1,
        "x [5, 3], W [2, 3]: each gradient agrees with central finite differences of x Wᵀ + b (gradcheck's test)",
        probe=probe_linear_backward, inputs=linear_inputs((5, 3), 2), fixed_inputs=True)
-def judge_linear_finite_differences(out, inputs, expected):
+def finite_differences(out, inputs, expected):
     tensors = [inputs["x"], inputs["weight"], inputs["_bias"]]
     return judge_finite_differences(out, LINEAR_NAMES, "linear_backward", tensors, inputs["_directions"],
                                      known_facts(inputs)["numeric"])

@@ -6,7 +6,8 @@ from grader.checks._api import check
 from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.hidden.oracles import autograd_of, differences_facts, grads_facts, linear_of
 from grader.checks.ch06_backward.linear_backward import (
-    LINEAR_NAMES, MISTAKES, linear_inputs, linear_shapes, probe_linear_backward,
+    LINEAR_NAMES, MISTAKES, finite_differences, linear_inputs, linear_shapes, matches_autograd,
+    probe_linear_backward,
 )
 from grader.checks.facts import facts_for
 
@@ -25,13 +26,13 @@ def linear_mistakes(grad_out, x, weight):
     }
 
 
-@facts_for("ch06.linear_backward.matches_autograd")
+@facts_for(matches_autograd)
 def autograd_facts(ref, inputs):
     g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
     return grads_facts(linear_of, g, [x, w, inputs["_bias"]], lambda right: linear_mistakes(g, x, w))
 
 
-@facts_for("ch06.linear_backward.finite_differences")
+@facts_for(finite_differences)
 def finite_difference_facts(ref, inputs):
     return differences_facts(linear_of, inputs["grad_out"], [inputs["x"], inputs["weight"], inputs["_bias"]],
                              inputs["_directions"])
@@ -43,7 +44,7 @@ def _expect_linear(ref, inputs):
 
 @check("matches_reference", 2, "4-D inputs and a square weight match the reference gradients",
        probe=probe_linear_backward, inputs=linear_inputs((2, 2, 3, 5), 5), expect=_expect_linear, hidden=True)
-def judge_linear_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     g, x, w = inputs["grad_out"], inputs["x"], inputs["weight"]
     return judge_grads(out, LINEAR_NAMES, "linear_backward", expected, linear_shapes(g, x, w),
                         linear_mistakes(g, x, w), MISTAKES, hidden=True)

@@ -1,30 +1,31 @@
 """Task linear_backward: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch06_backward.linear_backward import matches_autograd
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("linear_backward_dweight_transposed", "linear_backward", patch("""
         - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
         + return dx, flat_x.T @ flat_grad, flat_grad.sum(dim=0)
-    """), "ch06.linear_backward.matches_autograd", "transposed", "dW transposed"),
+    """), matches_autograd, "transposed", "dW transposed"),
     mutant("linear_backward_dweight_per_batch", "linear_backward", patch("""
         - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
         + return dx, grad_out.transpose(-2, -1) @ x, flat_grad.sum(dim=0)
-    """), "ch06.linear_backward.matches_autograd", "not summed over the batch", "dW not summed over the batch"),
+    """), matches_autograd, "not summed over the batch", "dW not summed over the batch"),
     mutant("linear_backward_dbias_not_summed", "linear_backward", patch("""
         - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
         + return dx, flat_grad.T @ flat_x, grad_out
-    """), "ch06.linear_backward.matches_autograd", "not summed", "db not summed"),
+    """), matches_autograd, "not summed", "db not summed"),
     mutant("linear_backward_float32", "linear_backward", patch("""
         - dx = grad_out @ weight
         + grad_out, x, weight = grad_out.float(), x.float(), weight.float()  # float32 throughout
         + dx = grad_out @ weight
-    """), "ch06.linear_backward.matches_autograd", "float32 precision", "computed in float32"),
+    """), matches_autograd, "float32 precision", "computed in float32"),
     mutant("linear_backward_dweight_averaged", "linear_backward", patch("""
         - return dx, flat_grad.T @ flat_x, flat_grad.sum(dim=0)
         + return dx, flat_grad.T @ flat_x / flat_x.shape[0], flat_grad.sum(dim=0)
-    """), "ch06.linear_backward.matches_autograd", "averages over the positions", "dW averaged over the positions"),
+    """), matches_autograd, "averages over the positions", "dW averaged over the positions"),
 ]
 
 VARIANTS = [

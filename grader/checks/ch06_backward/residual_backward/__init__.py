@@ -108,7 +108,7 @@ def residual_inputs(x_shape, f, dead=False):
        "x [2, 3, 4], f = 8: all seven gradients of x + fc2(gelu(fc1(LN(x)))) equal autograd's, to float64's "
        "precision",
        probe=probe_residual_backward, inputs=residual_inputs((2, 3, 4), 8), fixed_inputs=True)
-def judge_residual_autograd(out, inputs, expected):
+def matches_autograd(out, inputs, expected):
     facts = known_facts(inputs)
     problem = judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", facts["right"],
                           residual_shapes(inputs), facts["mistakes"], MISTAKES, precision=True)
@@ -155,7 +155,7 @@ def wrong_stage(out, right) -> "str | None":
 
 @check("dead_branch", 1, "with fc2's weight zero, dx equals grad_out exactly: the skip path passes it unchanged",
        probe=probe_residual_backward, inputs=residual_inputs((2, 3, 4), 8, dead=True))
-def judge_residual_dead_branch(out, inputs, expected):
+def dead_branch(out, inputs, expected):
     if problem := returned_of(out, RESIDUAL_NAMES, "residual_feedforward_backward"):
         return problem
     g = inputs["grad_out"]
@@ -177,7 +177,7 @@ def judge_residual_dead_branch(out, inputs, expected):
        "x [1, 3, 4], f = 6: each gradient agrees with central finite differences of the half-block (gradcheck's "
        "test)",
        probe=probe_residual_backward, inputs=residual_inputs((1, 3, 4), 6), fixed_inputs=True)
-def judge_residual_finite_differences(out, inputs, expected):
+def finite_differences(out, inputs, expected):
     tensors = [inputs[name] for name in RESIDUAL_ARGS]
     return judge_finite_differences(out, RESIDUAL_NAMES, "residual_feedforward_backward", tensors,
                                      inputs["_directions"], known_facts(inputs)["numeric"])

@@ -9,8 +9,8 @@ from grader.checks.ch05_block.hidden.oracles import layer_norm
 from grader.checks.ch06_backward.common import judge_grads
 from grader.checks.ch06_backward.hidden.oracles import autograd_of, differences_facts, grads_facts, residual_forward
 from grader.checks.ch06_backward.residual_backward import (
-    MISTAKES, RESIDUAL_ARGS, RESIDUAL_NAMES, RESIDUAL_SLIPS, residual_inputs, residual_shapes,
-    probe_residual_backward,
+    MISTAKES, RESIDUAL_ARGS, RESIDUAL_NAMES, RESIDUAL_SLIPS, finite_differences, matches_autograd,
+    probe_residual_backward, residual_inputs, residual_shapes,
 )
 from grader.checks.facts import facts_for
 
@@ -66,13 +66,13 @@ def residual_mistakes(grad_out, tensors, right):
     return table
 
 
-@facts_for("ch06.residual_backward.matches_autograd")
+@facts_for(matches_autograd)
 def autograd_facts(ref, inputs):
     g, tensors = inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS]
     return grads_facts(residual_forward, g, tensors, lambda right: residual_mistakes(g, tensors, right))
 
 
-@facts_for("ch06.residual_backward.finite_differences")
+@facts_for(finite_differences)
 def finite_difference_facts(ref, inputs):
     return differences_facts(residual_forward, inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS],
                              inputs["_directions"])
@@ -85,7 +85,7 @@ def _expect_residual(ref, inputs):
 
 @check("matches_reference", 2, "other shapes (x [3, 2, 6], f = 10) match the reference gradients",
        probe=probe_residual_backward, inputs=residual_inputs((3, 2, 6), 10), expect=_expect_residual, hidden=True)
-def judge_residual_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     return judge_grads(out, RESIDUAL_NAMES, "residual_feedforward_backward", expected, residual_shapes(inputs),
                         residual_mistakes(inputs["grad_out"], [inputs[name] for name in RESIDUAL_ARGS],
                                           expected), MISTAKES, hidden=True)

@@ -1,32 +1,33 @@
 """Task residual_backward: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch06_backward.residual_backward import dead_branch, matches_autograd
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("residual_backward_no_skip", "residual_backward", patch("""
         - return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
         + return dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
-    """), ("ch06.residual_backward.matches_autograd", "ch06.residual_backward.dead_branch"), "skip",
+    """), (matches_autograd, dead_branch), "skip",
        "the residual (skip) gradient dropped"),
     mutant("residual_backward_skip_only", "residual_backward", patch("""
         - return grad_out + dx_branch, dgamma, dbeta, dw1, db1, dw2, db2
         + return grad_out, dgamma, dbeta, dw1, db1, dw2, db2
-    """), "ch06.residual_backward.matches_autograd", "only the skip path", "the branch's dx dropped"),
+    """), matches_autograd, "only the skip path", "the branch's dx dropped"),
     mutant("residual_backward_dw1_from_block_input", "residual_backward", patch("""
         - dnormed, dw1, db1 = linear_backward(dpre, normed, w1)
         + dnormed, dw1, db1 = linear_backward(dpre, x, w1)
-    """), "ch06.residual_backward.matches_autograd", "block input",
+    """), matches_autograd, "block input",
        "fc1's weight gradient paired with the block's input x, not LN(x)"),
     mutant("residual_backward_dw2_before_activation", "residual_backward", patch("""
         - dact, dw2, db2 = linear_backward(grad_out, act, w2)
         + dact, dw2, db2 = linear_backward(grad_out, pre, w2)
-    """), "ch06.residual_backward.matches_autograd", "before GELU",
+    """), matches_autograd, "before GELU",
        "fc2's weight gradient paired with the pre-activation, not GELU's output"),
     mutant("residual_backward_gelu_slope_at_output", "residual_backward", patch("""
         - dpre = gelu_backward(dact, pre)
         + dpre = gelu_backward(dact, act)
-    """), "ch06.residual_backward.matches_autograd", "activation's output",
+    """), matches_autograd, "activation's output",
        "GELU's derivative taken at its output, not at fc1's pre-activation"),
 ]
 

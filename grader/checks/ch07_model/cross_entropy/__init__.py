@@ -139,7 +139,7 @@ def logits_inputs(shape, scale=2.0):
 @check("matches_log_softmax", 2,
        "logits [2, 3, 5] (float64): the loss equals the mean of −log softmax(logits)[target], to float64's precision",
        probe=probe_cross_entropy, inputs=logits_inputs((2, 3, 5)))
-def judge_cross_entropy(out, inputs, expected):
+def matches_log_softmax(out, inputs, expected):
     return judge_loss(out["loss"], inputs["logits"], inputs["targets"], precision=True)
 
 
@@ -164,7 +164,7 @@ def _finite(value) -> bool:
 
 @check("huge_logits", 2, "logits around ±1e4 give a finite, exact loss (the max is subtracted before exp)",
        probe=probe_cross_entropy_rows, inputs=_huge_logits)
-def judge_cross_entropy_huge(out, inputs, expected):
+def huge_logits(out, inputs, expected):
     loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
     if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
         if all(_finite(row) for row in out.get("rows") or [None]):
@@ -184,7 +184,7 @@ def judge_cross_entropy_huge(out, inputs, expected):
        probe=probe_cross_entropy,
        inputs=lambda g: {"logits": torch.tensor([[[0.0, -1e4, 0.0], [2.0, 1.0, -1e4 + 2.0]]], dtype=torch.float64),
                          "targets": torch.tensor([[1, 2]])})
-def judge_cross_entropy_tiny(out, inputs, expected):
+def tiny_probabilities(out, inputs, expected):
     loss, logits, targets = out["loss"], inputs["logits"], inputs["targets"]
     if isinstance(loss, torch.Tensor) and loss.dim() == 0 and not torch.isfinite(loss.double()).all():
         return ("the loss is inf when the target's logit is 1e4 below the others: its softmax probability "
@@ -199,7 +199,7 @@ def judge_cross_entropy_tiny(out, inputs, expected):
        probe=probe_cross_entropy,
        inputs=lambda g: {"logits": torch.zeros(2, 4, 27, dtype=torch.float64),
                          "targets": torch.randint(0, 27, (2, 4), generator=g)})
-def judge_cross_entropy_uniform(out, inputs, expected):
+def uniform(out, inputs, expected):
     loss, V = out["loss"], inputs["logits"].shape[-1]
     if problem := shape_problem(loss, (), "the loss"):
         return problem
@@ -226,7 +226,7 @@ def probe_cross_entropy_gradient(ns, logits, targets):
 
 @check("gradient", 1, "the loss stays differentiable: d loss / d logits = (softmax − one-hot) / N",
        probe=probe_cross_entropy_gradient, inputs=logits_inputs((3, 4, 6)))
-def judge_cross_entropy_gradient(out, inputs, expected):
+def gradient(out, inputs, expected):
     logits, targets = inputs["logits"], inputs["targets"]
     if out["gradient"] is None:
         return ("the loss is not connected to the logits (autograd cannot differentiate it): keep it a tensor "

@@ -8,5 +8,5 @@ from grader.checks.ch07_model.cross_entropy import judge_loss, logits_inputs, pr
 
 @check("matches_reference", 2, "random logits of other shapes ([N, V] and [B, T, V]) match the reference",
        probe=probe_cross_entropy, inputs=logits_inputs((17, 9), scale=4.0), hidden=True)
-def judge_cross_entropy_hidden(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     return judge_loss(out["loss"], inputs["logits"], inputs["targets"], reveal=False)

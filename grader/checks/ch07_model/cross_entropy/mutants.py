@@ -1,61 +1,62 @@
 """Task cross_entropy: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch07_model.cross_entropy import gradient, huge_logits, matches_log_softmax, tiny_probabilities
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("cross_entropy_summed", "cross_entropy", patch("""
         - return -picked.mean()
         + return -picked.sum()
-    """), "ch07.cross_entropy.matches_log_softmax", "summed instead of averaged", "loss summed, not averaged"),
+    """), matches_log_softmax, "summed instead of averaged", "loss summed, not averaged"),
     mutant("cross_entropy_log_of_softmax_no_max", "cross_entropy", """
         exps = logits.exp()
         probs = exps / exps.sum(dim=-1, keepdim=True)
         picked = probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return -picked.log().mean()
-    """, "ch07.cross_entropy.huge_logits", "no max subtraction", "log(softmax) without max subtraction"),
+    """, huge_logits, "no max subtraction", "log(softmax) without max subtraction"),
     mutant("cross_entropy_one_global_max", "cross_entropy", """
         shifted = logits - logits.max()
         log_probs = shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
         return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
-    """, "ch07.cross_entropy.huge_logits", "whole tensor", "one max for the whole tensor, not each row's"),
+    """, huge_logits, "whole tensor", "one max for the whole tensor, not each row's"),
     mutant("cross_entropy_wrong_axis", "cross_entropy", """
         shifted = logits - logits.amax(dim=1, keepdim=True)
         log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
         return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
-    """, "ch07.cross_entropy.matches_log_softmax", "wrong axis", "softmax over time, not the vocabulary"),
+    """, matches_log_softmax, "wrong axis", "softmax over time, not the vocabulary"),
     mutant("cross_entropy_detached", "cross_entropy", patch("""
         - logits = logits.reshape(-1, logits.shape[-1])
         + logits = logits.detach().reshape(-1, logits.shape[-1])
-    """), "ch07.cross_entropy.gradient", "not connected", "the loss detached from the logits"),
+    """), gradient, "not connected", "the loss detached from the logits"),
     mutant("cross_entropy_library", "cross_entropy", """
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    """, "ch07.cross_entropy.matches_log_softmax", "torch.nn.functional.cross_entropy", "the library loss"),
+    """, matches_log_softmax, "torch.nn.functional.cross_entropy", "the library loss"),
     mutant("cross_entropy_log_softmax_method", "cross_entropy", """
         log_probs = logits.log_softmax(dim=-1)
         return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()
-    """, "ch07.cross_entropy.matches_log_softmax", "log_softmax", "Tensor.log_softmax does the work"),
+    """, matches_log_softmax, "log_softmax", "Tensor.log_softmax does the work"),
     mutant("cross_entropy_log_of_stable_softmax", "cross_entropy", """
         shifted = logits - logits.amax(dim=-1, keepdim=True)
         probs = shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)
         picked = probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return -picked.log().mean()
-    """, "ch07.cross_entropy.tiny_probabilities", "underflow", "log of a (stable) softmax: underflow to inf"),
+    """, tiny_probabilities, "underflow", "log of a (stable) softmax: underflow to inf"),
     mutant("cross_entropy_distribution_log_prob", "cross_entropy", """
         flat, wanted = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
         return -torch.distributions.Categorical(logits=flat).log_prob(wanted).mean()
-    """, "ch07.cross_entropy.matches_log_softmax", "torch.distributions.categorical",
+    """, matches_log_softmax, "torch.distributions.categorical",
        "a distribution's log_prob computes the loss"),
     mutant("cross_entropy_float32", "cross_entropy", patch("""
         - logits = logits.reshape(-1, logits.shape[-1])
         + logits = logits.float().reshape(-1, logits.shape[-1])  # the loss in float32
-    """), "ch07.cross_entropy.matches_log_softmax", "float32 precision", "computed in float32"),
+    """), matches_log_softmax, "float32 precision", "computed in float32"),
     mutant("cross_entropy_rows_summed_then_averaged", "cross_entropy", """
         shifted = logits - logits.amax(dim=-1, keepdim=True)
         log_probs = shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
         picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return -(picked.sum(dim=-1).mean() if picked.dim() > 1 else picked.mean())
-    """, "ch07.cross_entropy.matches_log_softmax", "averages over the rows only",
+    """, matches_log_softmax, "averages over the rows only",
        "each row's positions summed, the rows averaged"),
 ]
 

@@ -57,7 +57,7 @@ def triple(value, what):
 
 @check("shapes", 2, "idx [2, 7] gives logits [2, 7, V]; loss and presents are None unless asked for",
        probe=probe_lm_forward, inputs=lm_inputs(SIZES))
-def judge_lm_shapes(out, inputs, expected):
+def shapes(out, inputs, expected):
     B, T = inputs["idx"].shape
     V = full_sizes(inputs["sizes"])["vocab_size"]
     if problem := triple(out["plain"], "model(idx)"):
@@ -77,7 +77,7 @@ def judge_lm_shapes(out, inputs, expected):
 
 @check("loss", 2, "with targets the loss equals the mean cross-entropy of the returned logits",
        probe=probe_lm_forward, inputs=lm_inputs(SIZES))
-def judge_lm_loss(out, inputs, expected):
+def loss(out, inputs, expected):
     if problem := triple(out["scored"], "model(idx, targets)"):
         return problem
     logits, loss, _ = out["scored"]
@@ -197,7 +197,7 @@ def lm_wiring(out, n_layers: int, head_weight: torch.Tensor) -> "str | None":
        "3 blocks: the logits are head(ln_final(blocks(token_embedding + position_embedding))) of the model's own "
        "parts, each block reading the one before, to float64's precision",
        probe=probe_lm_formula, inputs=lm_inputs(dict(SIZES, n_layers=3), T=6), fixed_inputs=True)
-def judge_lm_formula(out, inputs, expected):
+def formula(out, inputs, expected):
     composed, logits = known_facts(inputs), out["logits"]
     right = composed["right"]
     if compare(logits, right, atol=1e-9, rtol=1e-7) is None and logits.dtype == right.dtype:
@@ -225,7 +225,7 @@ def _lm_final_norm_inputs(g):
 @check("final_norm_feeds_head", 1,
        "with ln_final's gamma = 0 and beta = b every position's logits are head(b): the head reads ln_final",
        probe=probe_lm_forward, inputs=_lm_final_norm_inputs)
-def judge_lm_final_norm_feeds_head(out, inputs, expected):
+def final_norm_feeds_head(out, inputs, expected):
     if problem := triple(out["plain"], "model(idx)"):
         return problem
     logits = out["plain"][0]
@@ -253,7 +253,7 @@ def _lm_repeated_inputs(g):
 
 @check("positions_matter", 1, "a token repeated at every position gets different logits at different positions",
        probe=probe_lm_forward, inputs=_lm_repeated_inputs)
-def judge_lm_positions_matter(out, inputs, expected):
+def positions_matter(out, inputs, expected):
     if problem := triple(out["plain"], "model(idx)"):
         return problem
     logits = out["plain"][0]
@@ -283,7 +283,7 @@ def _lm_causal_inputs(g):
 @check("causal_invariance", 2,
        "changing tokens 5.. leaves the logits at positions 0..4 unchanged (the whole model)",
        probe=probe_lm_logits, inputs=_lm_causal_inputs, separately=("idx", "changed"))
-def judge_lm_causal(out, inputs, expected):
+def causal_invariance(out, inputs, expected):
     return causal_diagnosis(out["idx"]["logits"], out["changed"]["logits"], inputs["_first_changed"], "the model")
 
 
@@ -326,7 +326,7 @@ def lm_cache_inputs(sizes, chunks):
        "a 3-token prompt then 4 tokens one at a time through past_key_values gives the logits of one "
        "full pass; presents hold one (keys, values) per block",
        probe=probe_lm_cache, inputs=lm_cache_inputs(SIZES, (3, 1, 1, 1, 1)), parts=("full", "stepwise"))
-def judge_lm_cache(out, inputs, expected, hidden=False):
+def cache_matches_full(out, inputs, expected, hidden=False):
     B, T = inputs["idx"].shape
     s = full_sizes(inputs["sizes"])
     N, h, d_h = s["n_layers"], s["n_heads"], s["d_model"] // s["n_heads"]

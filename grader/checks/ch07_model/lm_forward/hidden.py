@@ -7,7 +7,7 @@ import torch
 from grader.checks._api import check, compare, first_diagnosis, matches_to_float32, named
 from grader.checks.ch07_model.common import model_of, stable_cross_entropy
 from grader.checks.ch07_model.lm_forward import (
-    MISTAKES, lm_cache_inputs, lm_inputs, triple, judge_lm_cache, probe_lm_cache, probe_lm_forward,
+    MISTAKES, cache_matches_full, formula, lm_cache_inputs, lm_inputs, probe_lm_cache, probe_lm_forward, triple,
 )
 from grader.checks.facts import facts_for, significant
 
@@ -40,7 +40,7 @@ def lm_composed(model, idx):
         return {"right": head(through(hidden, blocks)), "mistakes": mistakes}
 
 
-@facts_for("ch07.lm_forward.formula")
+@facts_for(formula)
 def formula_facts(ref, inputs):
     """The wrong forwards' logits are only ever matched to 1e-6 (first_diagnosis)."""
     composed = lm_composed(model_of(ref, inputs["sizes"], inputs["state"]), inputs["idx"].clone())
@@ -61,7 +61,7 @@ def _expect_lm(ref, inputs):
 
 @check("matches_reference", 3, "random weights (the reference's state_dict) give the reference logits and loss",
        probe=probe_lm_forward, inputs=lm_inputs(HIDDEN_SIZES, B=3, T=9), expect=_expect_lm, hidden=True)
-def judge_lm_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if problem := triple(out["scored"], "model(idx, targets)"):
         return problem
     logits, loss, _ = out["scored"]
@@ -78,5 +78,5 @@ def judge_lm_reference(out, inputs, expected):
 @check("cache_chunks", 1, "uneven chunks through the cache give the logits of one full pass",
        probe=probe_lm_cache, inputs=lm_cache_inputs(HIDDEN_SIZES, (4, 2, 1, 3)), hidden=True,
        parts=("full", "stepwise"))
-def judge_lm_cache_hidden(out, inputs, expected):
-    return judge_lm_cache(out, inputs, expected, hidden=True)
+def cache_chunks(out, inputs, expected):
+    return cache_matches_full(out, inputs, expected, hidden=True)

@@ -1,48 +1,52 @@
 """Task lm_forward: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch07_model.lm_forward import (
+    cache_matches_full, final_norm_feeds_head, formula, loss, positions_matter, shapes,
+)
+from grader.checks.ch07_model.lm_forward.hidden import matches_reference
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("lm_forward_tied_head", "lm_forward", patch("""
         - logits = self.head(self.ln_final(hidden))
         + logits = self.ln_final(hidden) @ self.token_embedding.weight.T
-    """), ("ch07.lm_forward.final_norm_feeds_head", "ch07.lm_forward.formula"), "tied",
+    """), (final_norm_feeds_head, formula), "tied",
        "logits from the token embedding's weights (weight tying), as GPT-2's code does"),
     mutant("lm_forward_no_final_norm", "lm_forward", patch("""
         - logits = self.head(self.ln_final(hidden))
         + logits = self.head(hidden)
-    """), ("ch07.lm_forward.final_norm_feeds_head", "ch07.lm_forward.matches_reference"), "final LayerNorm",
+    """), (final_norm_feeds_head, matches_reference), "final LayerNorm",
        "final LayerNorm not applied"),
     mutant("lm_forward_positions_not_offset", "lm_forward", patch("""
         - hidden = self.embedding_dropout(self.position_embedding(hidden, past_length))
         + hidden = self.embedding_dropout(self.position_embedding(hidden))
-    """), "ch07.lm_forward.cache_matches_full", "offset by the cache length", "positions restart at 0 after the cache"),
+    """), cache_matches_full, "offset by the cache length", "positions restart at 0 after the cache"),
     mutant("lm_forward_no_positions", "lm_forward", patch("""
         - hidden = self.embedding_dropout(self.position_embedding(hidden, past_length))
         + hidden = self.embedding_dropout(hidden)
-    """), ("ch07.lm_forward.positions_matter", "ch07.lm_forward.matches_reference"),
+    """), (positions_matter, matches_reference),
        "position embeddings are not added", "no position embedding"),
     mutant("lm_forward_blocks_read_embeddings", "lm_forward", patch("""
         - hidden, present = block(hidden, past, use_cache)
         + out, present = block(hidden, past, use_cache)
         - logits = self.head(self.ln_final(hidden))
         + logits = self.head(self.ln_final(out))
-    """), ("ch07.lm_forward.formula", "ch07.lm_forward.matches_reference"), "last block",
+    """), (formula, matches_reference), "last block",
        "every block reads the embeddings"),
     mutant("lm_forward_loss_shifted", "lm_forward", patch("""
         - loss = None if targets is None else cross_entropy(logits, targets)
         + loss = None if targets is None else cross_entropy(logits[:, :-1], targets[:, 1:])
-    """), "ch07.lm_forward.loss", "shifted again", "targets shifted a second time"),
+    """), loss, "shifted again", "targets shifted a second time"),
     mutant("lm_forward_logits_to_float32", "lm_forward", patch("""
         - logits = self.head(self.ln_final(hidden))
         + logits = self.head(self.ln_final(hidden)).float()  # float32 for the loss
-    """), "ch07.lm_forward.formula", "float32 precision", "logits switched to float32"),
+    """), formula, "float32 precision", "logits switched to float32"),
     mutant("lm_forward_last_position_without_targets", "lm_forward", patch("""
         - logits = self.head(self.ln_final(hidden))
         + normed = self.ln_final(hidden)
         + logits = self.head(normed if targets is not None else normed[:, -1:, :])  # only what generation needs
-    """), "ch07.lm_forward.shapes", "last position", "only the last position's logits without targets"),
+    """), shapes, "last position", "only the last position's logits without targets"),
 ]
 
 VARIANTS = [

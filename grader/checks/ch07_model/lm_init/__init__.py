@@ -48,7 +48,7 @@ def judge_lm_counts(out, inputs, facts, hidden):
        "TransformerLM registers 107,776 parameters for V=32, C=64, N=2, d=64, h=4, f=256 and 424 for "
        "V=10, C=6, N=2, d=4, h=2, f=8",
        probe=probe_lm_counts, inputs=lambda g: {"configs": FIGURES})
-def judge_lm_ledger(out, inputs, expected):
+def parameter_ledger(out, inputs, expected):
     return judge_lm_counts(out, inputs, known_facts(inputs), hidden=False)
 
 
@@ -99,7 +99,7 @@ def _missing(out, *names):
 
 @check("separate_blocks", 2, "model.blocks holds N distinct TransformerBlock objects that share no parameters",
        probe=probe_lm_parts, inputs=lambda g: {"sizes": dict(SIZES, n_layers=3)})
-def judge_lm_blocks(out, inputs, expected):
+def separate_blocks(out, inputs, expected):
     if problem := _missing(out, "blocks"):
         return problem
     N = full_sizes(inputs["sizes"])["n_layers"]
@@ -123,7 +123,7 @@ def judge_lm_blocks(out, inputs, expected):
 
 @check("untied_bias_free_head", 2, "the head is its own [V, d] weight: no bias, not tied to the token embedding",
        probe=probe_lm_parts, inputs=lambda g: {"sizes": SIZES})
-def judge_lm_head(out, inputs, expected):
+def untied_bias_free_head(out, inputs, expected):
     if problem := _missing(out, "head", "token_embedding"):
         return problem
     s = full_sizes(inputs["sizes"])
@@ -140,7 +140,7 @@ def judge_lm_head(out, inputs, expected):
 
 @check("final_layer_norm", 1, "the model has ln_final, a LayerNorm(d)",
        probe=probe_lm_parts, inputs=lambda g: {"sizes": SIZES})
-def judge_lm_final_norm(out, inputs, expected):
+def final_layer_norm(out, inputs, expected):
     if "ln_final" in out["missing"]:
         return "there is no final LayerNorm: the model needs ln_final = LayerNorm(d) before the head"
     d = full_sizes(inputs["sizes"])["d_model"]
@@ -159,7 +159,7 @@ def contract_names(sizes):
        "the parameters carry the contract's names (token_embedding, position_embedding, blocks.i, "
        "ln_final, head) and shapes",
        probe=probe_lm_parts, inputs=lambda g: {"sizes": SIZES})
-def judge_lm_names(out, inputs, expected):
+def module_names(out, inputs, expected):
     wanted, names = contract_names(inputs["sizes"]), out["names"]
     missing = [n for n in wanted if n not in names]
     extra = [n for n in names if n not in wanted]
@@ -195,7 +195,7 @@ def _in_contract_words(name, wanted) -> bool:
 
 @check("heads_do_not_change_count", 1, "h = 1, 2, 4 with d = 8 give the same count, the ledger's",
        probe=probe_lm_counts, inputs=lambda g: {"configs": [dict(SIZES, n_heads=h) for h in (1, 2, 4)]})
-def judge_lm_heads(out, inputs, expected):
+def heads_do_not_change_count(out, inputs, expected):
     counts = out["counts"]
     if len(set(counts)) != 1:
         return (f"the parameter count changes with the number of heads ({', '.join(shown_count(c) for c in counts)} "
@@ -213,7 +213,7 @@ def probe_lm_init_forward(ns, sizes, idx):
 @check("forward_runs", 1, "the forward pass runs on your parts and gives logits [2, 5, V]",
        probe=probe_lm_init_forward, runs_later=("lm_forward",),
        inputs=lambda g: {"sizes": SIZES, "idx": torch.randint(0, 11, (2, 5), generator=g)})
-def judge_lm_init_forward(out, inputs, expected):
+def forward_runs(out, inputs, expected):
     B, T = inputs["idx"].shape
     V = full_sizes(inputs["sizes"])["vocab_size"]
     if problem := shape_problem(out["logits"], (B, T, V), "the logits"):

@@ -1,6 +1,7 @@
 """Task lm_init: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch07_model.lm_init import final_layer_norm, parameter_ledger, separate_blocks, untied_bias_free_head
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -8,26 +9,26 @@ MUTANTS = [
         - self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         + block = TransformerBlock(cfg)
         + self.blocks = nn.ModuleList([block] * cfg.n_layers)
-    """), ("ch07.lm_init.separate_blocks", "ch07.lm_init.parameter_ledger"), "one block object reused",
+    """), (separate_blocks, parameter_ledger), "one block object reused",
        "one block object reused N times"),
     mutant("lm_init_head_bias", "lm_init", patch("""
         - self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         + self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
-    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "the head has a bias",
+    """), (untied_bias_free_head, parameter_ledger), "the head has a bias",
        "a bias on the head"),
     mutant("lm_init_tied_head", "lm_init", patch("""
           self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         + self.head.weight = self.token_embedding.weight
-    """), ("ch07.lm_init.untied_bias_free_head", "ch07.lm_init.parameter_ledger"), "shared",
+    """), (untied_bias_free_head, parameter_ledger), "shared",
        "head tied to the token embedding"),
     mutant("lm_init_no_final_norm", "lm_init", patch("""
         - self.ln_final = LayerNorm(cfg.d_model)
-    """), ("ch07.lm_init.parameter_ledger", "ch07.lm_init.final_layer_norm"), "final LayerNorm",
+    """), (parameter_ledger, final_layer_norm), "final LayerNorm",
        "no final LayerNorm"),
     mutant("lm_init_blocks_in_a_list", "lm_init", patch("""
         - self.blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         + self.blocks = [TransformerBlock(cfg) for _ in range(cfg.n_layers)]
-    """), ("ch07.lm_init.parameter_ledger", "ch07.lm_init.separate_blocks"), "ModuleList",
+    """), (parameter_ledger, separate_blocks), "ModuleList",
        "blocks in a plain Python list"),
 ]
 

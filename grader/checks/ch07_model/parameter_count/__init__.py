@@ -43,7 +43,7 @@ def judge_counts(out, inputs, facts, hidden):
 @check("published_figures", 2,
        "V=32, C=64, N=2, d=64, h=4, f=256 gives 107,776; V=10, C=6, N=2, d=4, h=2, f=8 gives 424",
        probe=probe_parameter_count, inputs=lambda g: {"configs": FIGURES})
-def judge_parameter_count(out, inputs, expected):
+def published_figures(out, inputs, expected):
     return judge_counts(out, inputs, known_facts(inputs), hidden=False)
 
 
@@ -56,7 +56,7 @@ def probe_parameter_count_vs_model(ns, sizes):
 @check("matches_model", 1, "parameter_count(cfg) equals the parameters TransformerLM(cfg) registers",
        probe=probe_parameter_count_vs_model, runs_later=("lm_init",),
        inputs=lambda g: {"sizes": dict(vocab_size=27, block_size=16, n_layers=3, d_model=12, n_heads=3, d_ff=48)})
-def judge_parameter_count_vs_model(out, inputs, expected):
+def matches_model(out, inputs, expected):
     if isinstance(out["count"], bool) or not isinstance(out["count"], int):
         return f"parameter_count should return a Python int, got {type(out['count']).__name__}"
     if out["count"] != out["registered"]:

@@ -1,17 +1,18 @@
 """Task parameter_count: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch07_model.parameter_count import published_figures
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("parameter_count_no_final_norm", "parameter_count", patch("""
         - return 2 * V * d + C * d + N * per_block + 2 * d
         + return 2 * V * d + C * d + N * per_block
-    """), "ch07.parameter_count.published_figures", "final LayerNorm", "ledger without the final LayerNorm"),
+    """), published_figures, "final LayerNorm", "ledger without the final LayerNorm"),
     mutant("parameter_count_tied_head", "parameter_count", patch("""
         - return 2 * V * d + C * d + N * per_block + 2 * d
         + return V * d + C * d + N * per_block + 2 * d
-    """), "ch07.parameter_count.published_figures", "tied", "ledger with a tied head"),
+    """), published_figures, "tied", "ledger with a tied head"),
 ]
 
 VARIANTS = [

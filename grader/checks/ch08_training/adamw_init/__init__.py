@@ -90,7 +90,7 @@ def judge_adamw_held_once(out, inputs, expected, first_seen=None):
        "parameter and every step count starts at 0",
        task="adamw_init", probe=probe_adamw_init,
        inputs=lambda g: {"shapes": [[3, 2], [4], [2, 2, 2]], "order": [0, 1, 0, 2, 1], "as_generator": False})
-def judge_adamw_state(out, inputs, expected):
+def each_parameter_once(out, inputs, expected):
     return adamw_state_problem(out, inputs, known_facts(inputs)["first_seen"])
 
 
@@ -124,7 +124,7 @@ def adamw_state_problem(out, inputs, first_seen):
        "a model with a tied weight, passed as a generator with its shared tensors repeated, is held "
        "parameter by parameter, each once",
        task="adamw_init", probe=probe_adamw_init_model, inputs=lambda g: {"sizes": dict(SIZES)})
-def judge_adamw_init_model(out, inputs, expected):
+def tied_model_generator(out, inputs, expected):
     return judge_adamw_held_once(out, inputs, expected)
 
 
@@ -139,7 +139,7 @@ def probe_adamw_rejects(ns):
 @check("rejects_frozen_and_empty", 1,
        "a parameter that does not require grad, or an empty list, is refused with a clear error",
        task="adamw_init", probe=probe_adamw_rejects)
-def judge_adamw_rejects(out, inputs, expected):
+def rejects_frozen_and_empty(out, inputs, expected):
     if "raised" in out["fine"]:
         return f"AdamW([p]) with p requiring grad raised {exception_name(out['fine']['raised'])}: it must be accepted"
     frozen = out["frozen"]

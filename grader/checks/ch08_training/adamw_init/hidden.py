@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks._api import check
-from grader.checks.ch08_training.adamw_init import adamw_state_problem, probe_adamw_init
+from grader.checks.ch08_training.adamw_init import adamw_state_problem, each_parameter_once, probe_adamw_init
 from grader.checks.facts import facts_for
 
 
@@ -17,7 +17,7 @@ def first_seen(order):
     return seen
 
 
-@facts_for("ch08.adamw_init.each_parameter_once")
+@facts_for(each_parameter_once)
 def held_facts(ref, inputs):
     """The distinct parameters an optimizer keeps, in first-seen order."""
     return {"first_seen": first_seen(inputs["order"])}
@@ -35,6 +35,6 @@ def _random_init_inputs(g):
 @check("random_duplicates", 1,
        "random tensors with random repeats, passed as a generator: each held once, in first-seen order",
        task="adamw_init", probe=probe_adamw_init, inputs=_random_init_inputs, hidden=True)
-def judge_adamw_state_random(out, inputs, expected):
-    """The public judge_adamw_state, for the hidden check above."""
+def random_duplicates(out, inputs, expected):
+    """The public each_parameter_once, for the hidden check above."""
     return adamw_state_problem(out, inputs, first_seen(inputs["order"]))

@@ -1,6 +1,7 @@
 """Task adamw_init: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch08_training.adamw_init import each_parameter_once, rejects_frozen_and_empty, tied_model_generator
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -8,14 +9,14 @@ MUTANTS = [
         - if id(p) in seen:
         -     continue  # a shared tensor: step it once, not once per appearance
         - seen.add(id(p))
-    """), "ch08.adamw_init.each_parameter_once", "more than once", "a shared tensor held twice"),
+    """), each_parameter_once, "more than once", "a shared tensor held twice"),
     mutant("adamw_init_accepts_frozen", "adamw_init", patch("""
         - if not p.requires_grad:
         -     raise ValueError(
         -         f"AdamW: parameter {index} (shape {tuple(p.shape)}) does not require grad: "
         -         f"it would never receive a gradient, so it cannot be trained"
         -     )
-    """), "ch08.adamw_init.rejects_frozen_and_empty", "does not require grad",
+    """), rejects_frozen_and_empty, "does not require grad",
        "a frozen tensor accepted"),
     mutant("adamw_init_reads_generator_twice", "adamw_init", patch("""
         + if any(not p.requires_grad for p in params):
@@ -23,7 +24,7 @@ MUTANTS = [
           self.params = []
         - if not self.params:
         -     raise ValueError("AdamW got an empty parameter list")
-    """), "ch08.adamw_init.tied_model_generator", "read only once", "the generator read twice"),
+    """), tied_model_generator, "read only once", "the generator read twice"),
 ]
 
 VARIANTS = [

@@ -200,7 +200,7 @@ def _first_step_inputs(g):
 @check("first_step", 2,
        "the first step from m = v = 0 moves each entry by lr·g/(|g| + eps) ≈ lr·sign(g) (bias correction)",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_first_step_inputs)
-def judge_adamw_first_step(out, inputs, expected):
+def first_step(out, inputs, expected):
     """Step 1 from m = v = 0: m_hat = g, v_hat = g², so p moves by lr * g / (|g| + eps) ≈ lr * sign(g)."""
     lr, eps = inputs["lrs"][0], inputs["hyper"]["eps"]
     trajectory = out["trajectory"]
@@ -243,7 +243,7 @@ def _decay_inputs(g):
 @check("decoupled_decay", 1,
        "with all-zero gradients each step only shrinks p by (1 − lr·weight_decay): decoupled decay",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_decay_inputs, fixed_inputs=True)
-def judge_adamw_decay(out, inputs, expected):
+def decoupled_decay(out, inputs, expected):
     """With all-zero gradients the Adam part is 0 / (0 + eps) = 0: only the decay acts."""
     lr, wd = inputs["lrs"][0], inputs["hyper"]["weight_decay"]
     factor = 1 - lr * wd
@@ -290,7 +290,7 @@ def judge_adamw_decay(out, inputs, expected):
        "60 steps with weight decay and a changing lr follow torch.optim.AdamW to 1e-10 (float64), gradients "
        "at scales 1e-3, 1 and 10",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_adamw_inputs, fixed_inputs=True)
-def judge_adamw_matches_torch(out, inputs, expected):
+def matches_torch(out, inputs, expected):
     return trajectory_problem(out, inputs, known_facts(inputs), precision=True)
 
 
@@ -298,5 +298,5 @@ def judge_adamw_matches_torch(out, inputs, expected):
        "a parameter whose .grad is None at a step is left alone (no decay, no move) and its own step count t "
        "does not advance, as in torch.optim.AdamW",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_skipping_inputs, fixed_inputs=True)
-def judge_adamw_skipped_steps(out, inputs, expected):
+def skipped_steps(out, inputs, expected):
     return trajectory_problem(out, inputs, known_facts(inputs))

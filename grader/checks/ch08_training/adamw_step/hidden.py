@@ -7,7 +7,8 @@ import torch
 from grader.checks._api import check
 from grader.checks.course import F64
 from grader.checks.ch08_training.adamw_step import (
-    MISTAKES, probe_adamw_trajectory, same_trajectory, schedule, trajectory_problem,
+    MISTAKES, decoupled_decay, matches_torch, probe_adamw_trajectory, same_trajectory, schedule, skipped_steps,
+    trajectory_problem,
 )
 from grader.checks.ch08_training.hidden.oracles import hand_adamw
 from grader.checks.facts import facts_for, significant
@@ -25,14 +26,14 @@ def adamw_facts(inputs):
     return {"right": right, "mistakes": mistakes}
 
 
-@facts_for("ch08.adamw_step.matches_torch", "ch08.adamw_step.skipped_steps")
+@facts_for(matches_torch, skipped_steps)
 def trajectory_facts(ref, inputs):
     """The mistakes' trajectories are only ever matched to 1e-7 (trajectory_problem)."""
     facts = adamw_facts(inputs)
     return {"right": facts["right"], "mistakes": significant(facts["mistakes"])}
 
 
-@facts_for("ch08.adamw_step.decoupled_decay")
+@facts_for(decoupled_decay)
 def decay_facts(ref, inputs):
     """With all-zero gradients: what coupled decay (Adam with L2) would do."""
     return {"coupled": hand_adamw(inputs["params"], inputs["grads"], inputs["lrs"], inputs["hyper"],
@@ -65,6 +66,6 @@ def _random_adamw_inputs(g):
        "random shapes, betas, eps, lr and weight decay, some parameters without a gradient at some steps: "
        "55 steps follow torch.optim.AdamW",
        task="adamw_step", probe=probe_adamw_trajectory, inputs=_random_adamw_inputs, hidden=True)
-def judge_adamw_random_runs(out, inputs, expected):
-    """The public judge_adamw_matches_torch, for the hidden check above."""
+def random_matches_torch(out, inputs, expected):
+    """The public matches_torch, for the hidden check above."""
     return trajectory_problem(out, inputs, adamw_facts(inputs))

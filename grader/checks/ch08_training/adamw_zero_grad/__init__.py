@@ -50,7 +50,7 @@ def _zero_grad_inputs(g):
 @check("clears_gradients", 2,
        "zero_grad() clears every .grad (and nothing else), so the next backward() gives the new gradient only",
        task="adamw_zero_grad", probe=probe_zero_grad, inputs=_zero_grad_inputs)
-def judge_zero_grad(out, inputs, expected):
+def clears_gradients(out, inputs, expected):
     for i, g in enumerate(out["cleared"]):
         if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):
             return ("after zero_grad() a parameter still has its old gradient: set every p.grad to None "
@@ -70,7 +70,7 @@ def judge_zero_grad(out, inputs, expected):
 
 @check("sets_none", 1, "zero_grad() sets every .grad to None (not a tensor of zeros), as torch.optim.AdamW does",
        task="adamw_zero_grad", probe=probe_zero_grad, inputs=_zero_grad_inputs)
-def judge_zero_grad_none(out, inputs, expected):
+def sets_none(out, inputs, expected):
     for i, g in enumerate(out["cleared"]):
         if g is None:
             continue
@@ -93,7 +93,7 @@ def probe_zero_grad_fresh(ns, shapes):
 @check("before_any_backward", 1, "zero_grad() works on a fresh optimizer, before any gradient exists",
        task="adamw_zero_grad", probe=probe_zero_grad_fresh, inputs=lambda g: {"shapes": [[2, 3], [4]]},
        gated_by="clears_gradients")
-def judge_zero_grad_fresh(out, inputs, expected):
+def before_any_backward(out, inputs, expected):
     for g in out["grads"]:
         if g is not None and not (isinstance(g, torch.Tensor) and torch.count_nonzero(g) == 0):
             return "zero_grad() before any backward() should leave every .grad None (or zero)"

@@ -33,7 +33,7 @@ def zero_grad_loop_inputs(g):
 
 @check("training_loop", 1, "six zero_grad / backward / step rounds follow torch.optim.AdamW's",
        task="adamw_zero_grad", probe=probe_zero_grad_loop, inputs=zero_grad_loop_inputs, hidden=True)
-def judge_zero_grad_loop(out, inputs, expected):
+def training_loop(out, inputs, expected):
     def same(a, b):
         return all(matches(x, y, atol=1e-10, rtol=1e-9) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
 

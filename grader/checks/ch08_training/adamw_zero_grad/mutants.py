@@ -1,6 +1,7 @@
 """Task adamw_zero_grad: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch08_training.adamw_zero_grad import before_any_backward, clears_gradients, sets_none
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -8,22 +9,22 @@ MUTANTS = [
         - p.grad = None
         + grad = p.grad
         + grad = None
-    """), "ch08.adamw_zero_grad.clears_gradients", "old gradient", "the gradients are never cleared"),
+    """), clears_gradients, "old gradient", "the gradients are never cleared"),
     mutant("zero_grad_resets_moments", "adamw_zero_grad", """
         for i, p in enumerate(self.params):
             p.grad = None
             self.exp_avg[i] = torch.zeros_like(p)
             self.exp_avg_sq[i] = torch.zeros_like(p)
-    """, "ch08.adamw_zero_grad.clears_gradients", "optimizer's state", "the moments reset with the gradients"),
+    """, clears_gradients, "optimizer's state", "the moments reset with the gradients"),
     mutant("zero_grad_assumes_a_gradient", "adamw_zero_grad", patch("""
         - p.grad = None
         + p.grad.zero_()
-    """), "ch08.adamw_zero_grad.before_any_backward", "AttributeError", "p.grad.zero_() on a None gradient"),
+    """), before_any_backward, "AttributeError", "p.grad.zero_() on a None gradient"),
     mutant("zero_grad_zeroes_in_place", "adamw_zero_grad", patch("""
         - p.grad = None
         + if p.grad is not None:
         +     p.grad.zero_()
-    """), "ch08.adamw_zero_grad.sets_none", "tensor of zeros", "gradients zeroed in place instead of set to None"),
+    """), sets_none, "tensor of zeros", "gradients zeroed in place instead of set to None"),
 ]
 
 VARIANTS = [

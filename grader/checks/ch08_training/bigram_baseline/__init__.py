@@ -99,11 +99,11 @@ def _bigram_cropped(g):
        "train 'ab', val 'b': (ln 4 + ln 2)/2 with add-one, −(ln 0.2 + ln 0.6)/2 with k = 0.5; block_size 1 "
        "on 'ab' gives ln 2, to float64's precision",
        probe=probe_bigram, inputs=_bigram_by_hand)
-def judge_bigram_by_hand(out, inputs, expected):
+def by_hand(out, inputs, expected):
     return bigram_problem(out, inputs, known_facts(inputs), precision=True)
 
 
 @check("cropped_and_smoothed", 1, "a small corpus with block_size 3 and k = 0.5, and with every position and k = 2",
        probe=probe_bigram, inputs=_bigram_cropped)
-def judge_bigram(out, inputs, expected):
+def cropped_and_smoothed(out, inputs, expected):
     return bigram_problem(out, inputs, known_facts(inputs))

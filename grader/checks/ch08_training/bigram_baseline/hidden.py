@@ -7,7 +7,9 @@ import math
 import torch
 
 from grader.checks._api import check, numbered
-from grader.checks.ch08_training.bigram_baseline import MISTAKES, bigram_problem, probe_bigram
+from grader.checks.ch08_training.bigram_baseline import (
+    MISTAKES, bigram_problem, by_hand, cropped_and_smoothed, probe_bigram,
+)
 from grader.checks.ch08_training.common import close_enough, close_to_float32
 from grader.checks.ch08_training.hidden.common import random_docs
 from grader.checks.facts import facts_for
@@ -63,7 +65,7 @@ def bigram_facts(inputs):
     return said
 
 
-@facts_for("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed")
+@facts_for(by_hand, cropped_and_smoothed)
 def public_bigram_facts(ref, inputs):
     return bigram_facts(inputs)
 
@@ -84,7 +86,7 @@ def _expect_bigram(ref, inputs):
 
 @check("random_corpora", 2, "random corpora, block sizes and k match the reference",
        probe=probe_bigram, inputs=_random_bigram_inputs, expect=_expect_bigram, hidden=True)
-def judge_bigram_hidden(out, inputs, expected):
+def random_corpora(out, inputs, expected):
     if problem := bigram_problem(out, inputs, bigram_facts(inputs), show=False):
         return problem
     for number, (result, want) in enumerate(zip(out, expected), start=1):

@@ -1,36 +1,37 @@
 """Task bigram_baseline: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch08_training.bigram_baseline import by_hand, cropped_and_smoothed
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("bigram_no_kv_in_denominator", "bigram_baseline", patch("""
         - log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
         + log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing))
-    """), "ch08.bigram_baseline.by_hand", "k·V", "add-k without k·V in the denominator"),
+    """), by_hand, "k·V", "add-k without k·V in the denominator"),
     mutant("bigram_in_bits", "bigram_baseline", patch("""
         - log_probs = torch.log((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
         + log_probs = torch.log2((counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * V))
-    """), "ch08.bigram_baseline.by_hand", "bits", "log2 instead of ln"),
+    """), by_hand, "bits", "log2 instead of ln"),
     mutant("bigram_ignores_block_size", "bigram_baseline", patch("""
         - inputs, targets = training_windows(ids, block_size or len(ids))
         + inputs, targets = ids[:-1], ids[1:]
-    """), ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "block_size",
+    """), (by_hand, cropped_and_smoothed), "block_size",
        "every pair scored, block_size ignored"),
     mutant("bigram_counts_validation_too", "bigram_baseline", patch("""
         - for a, b in pairs(train_docs):
         + for a, b in pairs([*train_docs, *val_docs]):
-    """), ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"), "validation names",
+    """), (by_hand, cropped_and_smoothed), "validation names",
        "the validation names counted with the training names"),
     mutant("bigram_drops_opening_bos", "bigram_baseline", patch("""
         - ids = tokenizer.encode_document(doc)
         + ids = tokenizer.encode_document(doc)[1:]
-    """), ("ch08.bigram_baseline.by_hand", "ch08.bigram_baseline.cropped_and_smoothed"),
+    """), (by_hand, cropped_and_smoothed),
        "no transition from BOS", "the opening BOS left out of every document"),
     mutant("bigram_counts_in_float32", "bigram_baseline", patch("""
         - counts = torch.zeros((V, V), dtype=torch.float64)
         + counts = torch.zeros((V, V))
-    """), "ch08.bigram_baseline.by_hand", "float32 precision", "counts in torch.zeros' default float32"),
+    """), by_hand, "float32 precision", "counts in torch.zeros' default float32"),
 ]
 
 VARIANTS = [

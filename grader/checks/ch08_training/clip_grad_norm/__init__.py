@@ -161,17 +161,22 @@ def _clip_missing_shared_inputs(g):
        "max_norm 0.5, 1 and 100: the returned norm and the clipped gradients equal "
        "torch.nn.utils.clip_grad_norm_'s, to float64's precision",
        probe=probe_clip, inputs=_clip_cases, fixed_inputs=True)
-def judge_clip_matches_torch(out, inputs, expected):
+def matches_torch(out, inputs, expected):
     return clip_problem(out, inputs, known_facts(inputs), precision=True)
 
-@check("missing_and_shared", 1,
-       "a parameter without .grad is skipped, a tensor listed twice counts once, a generator works",
-       probe=probe_clip, inputs=_clip_missing_shared_inputs, fixed_inputs=True)
-@check("below_limit_untouched", 1, "gradients whose norm is below max_norm are left exactly as they are",
-       probe=probe_clip, inputs=_clip_below_inputs, fixed_inputs=True)
 @check("global_norm", 1,
        "gradients with norms 3 and 4 (global 5) and max_norm 1 become norms 0.6 and 0.8: one factor for all",
        probe=probe_clip, inputs=_clip_global_inputs)
-def judge_clip(out, inputs, expected):
+def global_norm(out, inputs, expected):
     return clip_problem(out, inputs, known_facts(inputs))
+
+
+below_limit_untouched = check(
+    "below_limit_untouched", 1, "gradients whose norm is below max_norm are left exactly as they are",
+    probe=probe_clip, inputs=_clip_below_inputs, fixed_inputs=True)(global_norm)
+
+missing_and_shared = check(
+    "missing_and_shared", 1,
+    "a parameter without .grad is skipped, a tensor listed twice counts once, a generator works",
+    probe=probe_clip, inputs=_clip_missing_shared_inputs, fixed_inputs=True)(global_norm)
 

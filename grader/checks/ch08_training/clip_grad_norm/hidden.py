@@ -6,7 +6,10 @@ import torch
 
 from grader.checks._api import check, matches
 from grader.checks.course import F64
-from grader.checks.ch08_training.clip_grad_norm import MISTAKES, clip_problem, grads_match, probe_clip
+from grader.checks.ch08_training.clip_grad_norm import (
+    MISTAKES, below_limit_untouched, clip_problem, global_norm, grads_match, matches_torch, missing_and_shared,
+    probe_clip,
+)
 from grader.checks.ch08_training.common import CLIP_EPS
 from grader.checks.facts import facts_for
 
@@ -77,8 +80,7 @@ def clip_facts(inputs):
     return said
 
 
-@facts_for("ch08.clip_grad_norm.matches_torch", "ch08.clip_grad_norm.global_norm",
-           "ch08.clip_grad_norm.below_limit_untouched", "ch08.clip_grad_norm.missing_and_shared")
+@facts_for(matches_torch, global_norm, below_limit_untouched, missing_and_shared)
 def public_clip_facts(ref, inputs):
     return clip_facts(inputs)
 
@@ -100,5 +102,5 @@ def _random_clip_inputs(g):
 
 @check("random_matches_torch", 2, "random shapes, scales and max_norm match torch.nn.utils.clip_grad_norm_",
        probe=probe_clip, inputs=_random_clip_inputs, hidden=True)
-def judge_clip_hidden(out, inputs, expected):
+def random_matches_torch(out, inputs, expected):
     return clip_problem(out, inputs, clip_facts(inputs), hidden=True)

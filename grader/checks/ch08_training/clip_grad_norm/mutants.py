@@ -1,6 +1,10 @@
 """Task clip_grad_norm: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch08_training.clip_grad_norm import (
+    below_limit_untouched, global_norm, matches_torch, missing_and_shared,
+)
+from grader.checks.ch08_training.clip_grad_norm.hidden import random_matches_torch
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -8,7 +12,7 @@ MUTANTS = [
         - total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0) for g in grads]), 2.0)
         + total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0, dtype=torch.float32)
         +                                               for g in grads]), 2.0)
-    """), "ch08.clip_grad_norm.matches_torch", "narrower than", "the norm asked for in float32 of float64 gradients"),
+    """), matches_torch, "narrower than", "the norm asked for in float32 of float64 gradients"),
     mutant("clip_per_tensor", "clip_grad_norm", """
         total = torch.zeros((), dtype=torch.float64)
         for p in parameters:
@@ -19,17 +23,17 @@ MUTANTS = [
             if norm > max_norm:
                 p.grad.mul_(max_norm / (norm + 1e-6))
         return total
-    """, ("ch08.clip_grad_norm.global_norm", "ch08.clip_grad_norm.matches_torch"), "its own norm",
+    """, (global_norm, matches_torch), "its own norm",
        "each tensor clipped on its own"),
     mutant("clip_always_scales", "clip_grad_norm", patch("""
         - scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
         + scale = max_norm / (total + 1e-6)
-    """), ("ch08.clip_grad_norm.below_limit_untouched", "ch08.clip_grad_norm.matches_torch"), "below max_norm",
+    """), (below_limit_untouched, matches_torch), "below max_norm",
        "scales even below max_norm"),
     mutant("clip_returns_norm_after", "clip_grad_norm", patch("""
         - return total
         + return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-    """), "ch08.clip_grad_norm.matches_torch", "after clipping", "returns the norm after clipping"),
+    """), matches_torch, "after clipping", "returns the norm after clipping"),
     mutant("clip_reads_generator_twice", "clip_grad_norm", """
         unique = {id(p): p for p in parameters if p.grad is not None}
         total = torch.sqrt(sum((p.grad**2).sum() for p in unique.values()))
@@ -40,7 +44,7 @@ MUTANTS = [
                 seen.add(id(p))
                 p.grad.mul_(scale)
         return total
-    """, "ch08.clip_grad_norm.missing_and_shared", "generator", "a generator of parameters read twice"),
+    """, missing_and_shared, "generator", "a generator of parameters read twice"),
     mutant("clip_torch_loop_with_repeats", "clip_grad_norm", """
         listed = [p for p in ([parameters] if isinstance(parameters, torch.Tensor) else parameters)
                   if p.grad is not None]
@@ -51,22 +55,22 @@ MUTANTS = [
         for p in listed:
             p.grad.mul_(factor)
         return total
-    """, ("ch08.clip_grad_norm.missing_and_shared", "ch08.clip_grad_norm.random_matches_torch"),
+    """, (missing_and_shared, random_matches_torch),
        "counted twice in the norm", "torch's own loop: a repeated tensor counted and scaled twice"),
     mutant("clip_library", "clip_grad_norm", """
         return torch.nn.utils.clip_grad_norm_(list({id(p): p for p in parameters}.values()), max_norm)
-    """, "ch08.clip_grad_norm.matches_torch", "clip_grad_norm_", "torch's clip_grad_norm_"),
+    """, matches_torch, "clip_grad_norm_", "torch's clip_grad_norm_"),
     mutant("clip_by_value", "clip_grad_norm", patch("""
         - scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
         - for g in grads:
         -     g.mul_(scale.to(g.dtype))
         + for g in grads:
         +     g.clamp_(-max_norm, max_norm)
-    """), "ch08.clip_grad_norm.matches_torch", "by value", "each entry clamped to [-max_norm, max_norm]"),
+    """), matches_torch, "by value", "each entry clamped to [-max_norm, max_norm]"),
     mutant("clip_norm_in_float32", "clip_grad_norm", patch("""
         - total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0) for g in grads]), 2.0)
         + total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float(), 2.0) for g in grads]), 2.0)
-    """), "ch08.clip_grad_norm.matches_torch", "float32 precision", "the norm computed in float32"),
+    """), matches_torch, "float32 precision", "the norm computed in float32"),
 ]
 
 VARIANTS = [

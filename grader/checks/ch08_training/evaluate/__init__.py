@@ -75,7 +75,7 @@ MISTAKES = {
        "with the same logits at every position, 7 names in batches of 3 give the mean loss over all scored "
        "positions (not the mean of batch means), to float64's precision",
        probe=probe_evaluate, inputs=_evaluate_constant_inputs, fixed_inputs=True)
-def judge_evaluate_constant(out, inputs, expected):
+def per_scored_character(out, inputs, expected):
     """With constant logits c at every position, the loss per scored character is the mean
     of -log softmax(c)[target] over every scored target: countable by hand."""
     value = out["value"]
@@ -107,7 +107,7 @@ def _evaluate_mode_inputs(g):
 @check("eval_mode_restored", 1,
        "with dropout 0.5 the value is that of eval mode, and the model's mode (train or eval) is restored",
        probe=probe_evaluate, inputs=_evaluate_mode_inputs, gated_by="per_scored_character")
-def judge_evaluate_mode(out, inputs, expected):
+def eval_mode_restored(out, inputs, expected):
     if not (is_float(out["value"]) and is_float(out["plain"])):
         return "evaluate should return a Python float"
     if not close_enough(out["value"], out["again"], 1e-12) or not close_enough(out["value"], out["plain"], 1e-9):

@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch08_training.common import SIZES, close_enough, float32_near, is_float, model_of, random_state
-from grader.checks.ch08_training.evaluate import vocab_size, probe_evaluate
+from grader.checks.ch08_training.evaluate import per_scored_character, probe_evaluate, vocab_size
 from grader.checks.ch08_training.hidden.common import random_docs, windows_of
 from grader.checks.facts import facts_for
 
@@ -18,7 +18,7 @@ def _scored_targets(docs, block_size):
     return [windows_of([bos, *[stoi[c] for c in doc], bos], block_size)[1] for doc in docs], bos
 
 
-@facts_for("ch08.evaluate.per_scored_character")
+@facts_for(per_scored_character)
 def constant_logit_facts(ref, inputs):
     """With constant logits c at every position, the loss per scored character is the mean
     of -log softmax(c)[target] over every scored target; and the classic wrong means."""
@@ -76,7 +76,7 @@ def judge_evaluate_mode_hidden(out):
 
 @check("matches_reference", 2, "random names and weights give the reference's loss per scored character",
        probe=probe_evaluate, inputs=_random_evaluate_inputs, expect=_expect_evaluate, hidden=True)
-def judge_evaluate_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     value = out["value"]
     if not is_float(value):
         return f"evaluate should return a Python float, got {type(value).__name__}"

@@ -1,6 +1,8 @@
 """Task evaluate: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch08_training.evaluate import eval_mode_restored, per_scored_character
+from grader.checks.ch08_training.evaluate.hidden import matches_reference
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -13,7 +15,7 @@ MUTANTS = [
         + means.append(masked_loss(logits, targets, mask).item())
         - return total / count
         + return sum(means) / len(means)
-    """), ("ch08.evaluate.per_scored_character", "ch08.evaluate.matches_reference"), "batch means",
+    """), (per_scored_character, matches_reference), "batch means",
        "mean of per-batch means"),
     mutant("evaluate_padding_scored", "evaluate", patch("""
         - n = int(mask.sum())
@@ -21,15 +23,15 @@ MUTANTS = [
         - count += n
         + total += cross_entropy(logits, targets).item() * targets.numel()
         + count += targets.numel()
-    """), ("ch08.evaluate.per_scored_character", "ch08.evaluate.matches_reference"), "padded",
+    """), (per_scored_character, matches_reference), "padded",
        "padded positions scored"),
     mutant("evaluate_in_training_mode", "evaluate", patch("""
         - model.eval()
-    """), "ch08.evaluate.eval_mode_restored", "model.eval()", "dropout left on while evaluating"),
+    """), eval_mode_restored, "model.eval()", "dropout left on while evaluating"),
     mutant("evaluate_always_back_to_train", "evaluate", patch("""
         - model.train(was_training)
         + model.train()
-    """), "ch08.evaluate.eval_mode_restored", "restore the mode", "always returns to training mode"),
+    """), eval_mode_restored, "restore the mode", "always returns to training mode"),
 ]
 
 VARIANTS = [

@@ -79,7 +79,7 @@ def _names_example(g):
 
 @check("lesson_example", 2, "ana and li (BOS = pad_id = 26) give the lesson's inputs, targets and mask",
        probe=probe_make_batch, inputs=_names_example)
-def judge_make_batch_example(out, inputs, expected):
+def lesson_example(out, inputs, expected):
     if problem := batch_problem(out, inputs, known_facts(inputs)):
         return f"the lesson's example (ana, li with BOS = 26 as pad_id): {problem}"
     return None
@@ -94,5 +94,5 @@ def _batch_inputs(g):
 @check("padding_and_cropping", 2,
        "short rows padded at the end with pad_id (mask False), a long one cut to block_size, T the longest row",
        probe=probe_make_batch, inputs=_batch_inputs)
-def judge_make_batch(out, inputs, expected):
+def padding_and_cropping(out, inputs, expected):
     return batch_problem(out, inputs, known_facts(inputs))

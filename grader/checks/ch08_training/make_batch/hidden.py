@@ -6,7 +6,7 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.ch08_training.hidden.common import windows_of
-from grader.checks.ch08_training.make_batch import batch_problem, probe_make_batch
+from grader.checks.ch08_training.make_batch import batch_problem, lesson_example, padding_and_cropping, probe_make_batch
 from grader.checks.facts import facts_for
 
 
@@ -41,7 +41,7 @@ def batch_facts(inputs):
             "bos_padded": right_batch(documents, block_size, bos)[0] if pad_id != bos else None}
 
 
-@facts_for("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping")
+@facts_for(lesson_example, padding_and_cropping)
 def public_batch_facts(ref, inputs):
     return batch_facts(inputs)
 
@@ -59,5 +59,5 @@ def _random_batch_inputs(g):
 
 @check("random_documents", 2, "random documents, block sizes and pad ids give the right windows, padding and mask",
        probe=probe_make_batch, inputs=_random_batch_inputs, hidden=True)
-def judge_make_batch_hidden(out, inputs, expected):
+def random_documents(out, inputs, expected):
     return batch_problem(out, inputs, batch_facts(inputs), show=False)

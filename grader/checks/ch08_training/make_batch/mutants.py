@@ -1,18 +1,19 @@
 """Task make_batch: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch08_training.make_batch import lesson_example, padding_and_cropping
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("make_batch_targets_not_shifted", "make_batch", patch("""
         - return inputs, targets, mask
         + return inputs, inputs.clone(), mask
-    """), ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "shift",
+    """), (lesson_example, padding_and_cropping), "shift",
        "targets equal to the inputs"),
     mutant("make_batch_padding_scored", "make_batch", patch("""
         - mask = torch.zeros((len(windows), T), dtype=torch.bool)
         + mask = torch.ones((len(windows), T), dtype=torch.bool)
-    """), ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "padded positions",
+    """), (lesson_example, padding_and_cropping), "padded positions",
        "the mask is True on padding"),
     mutant("make_batch_padding_in_front", "make_batch", patch("""
         - inputs[row, : len(x)] = torch.tensor(x, dtype=torch.long)
@@ -21,12 +22,12 @@ MUTANTS = [
         + inputs[row, T - len(x):] = torch.tensor(x, dtype=torch.long)
         + targets[row, T - len(y):] = torch.tensor(y, dtype=torch.long)
         + mask[row, T - len(x):] = True
-    """), ("ch08.make_batch.lesson_example", "ch08.make_batch.padding_and_cropping"), "front",
+    """), (lesson_example, padding_and_cropping), "front",
        "padding at the front"),
     mutant("make_batch_always_block_size", "make_batch", patch("""
         - T = max(len(x) for x, _ in windows)
         + T = block_size
-    """), "ch08.make_batch.lesson_example", "longest row", "T fixed at block_size"),
+    """), lesson_example, "longest row", "T fixed at block_size"),
 ]
 
 VARIANTS = [

@@ -156,7 +156,7 @@ def _contract_names(out, inputs) -> list[str]:
        "every parameter requires grad, has a non-zero gradient when the optimizer steps, and is held by the "
        "optimizer exactly once",
        probe=probe_train_steps, inputs=_train_inputs)
-def judge_every_parameter_trains(out, inputs, expected):
+def every_parameter_trains(out, inputs, expected):
     names = _contract_names(out, inputs)
     frozen = list(dict.fromkeys(n for n, r in zip(names, out["requires_grad"]) if not r))
     if frozen:
@@ -181,7 +181,7 @@ def judge_every_parameter_trains(out, inputs, expected):
        "train_step returns floats: the batch's loss before the update and the gradient norm before clipping, "
        "to float64's precision",
        probe=probe_train_steps, inputs=_train_inputs)
-def judge_returns_loss(out, inputs, expected, precision=True):
+def returns_loss_and_norm(out, inputs, expected, precision=True):
     """The task's precision check: a loss or norm right to float32's precision only is named
     here (precision=False: passed, for the checks that reuse this judge)."""
     float32 = None
@@ -229,7 +229,7 @@ def judge_returns_loss(out, inputs, expected, precision=True):
        "each step uses this batch's gradient only (no accumulation across calls), clipped to max_norm, "
        "and the parameters change",
        probe=probe_train_steps, inputs=_train_inputs)
-def judge_fresh_clipped_gradients(out, inputs, expected):
+def fresh_clipped_gradients(out, inputs, expected):
     names = _contract_names(out, inputs)
     for number, (call, max_norm) in enumerate(zip(out["calls"], inputs["max_norms"]), start=1):
         if len(call["at_step"]) != 1:
@@ -280,7 +280,7 @@ def _lowers_inputs(g):
 
 
 @check("lowers_loss", 1, "five steps on one fixed batch lower its loss", probe=probe_lowers_loss, inputs=_lowers_inputs)
-def judge_lowers_loss(out, inputs, expected):
+def lowers_loss(out, inputs, expected):
     if not (out["end"] < out["start"] - 0.05):
         return (f"{inputs['steps']} steps on one fixed batch should lower its loss (from {out['start']:.4f}); it "
                 f"ended at {out['end']:.4f}")

@@ -9,7 +9,7 @@ import torch
 from grader.checks._api import check, matches, matches_to_float32
 from grader.checks.ch08_training.common import close_enough, close_to_float32, is_float, model_of, random_state
 from grader.checks.ch08_training.train_loop import (
-    batch_tensors, judge_fresh_clipped_gradients, judge_returns_loss, probe_train_steps,
+    batch_tensors, fresh_clipped_gradients, returns_loss_and_norm, probe_train_steps,
 )
 
 
@@ -76,7 +76,7 @@ def _run_matches(out, run, atol=1e-9, float32=False):
 @check("matches_reference", 3,
        "four steps (with and without clipping) on a 2-layer model return and leave what the reference's do",
        probe=probe_train_steps, inputs=_random_train_inputs, expect=_expect_train, hidden=True)
-def judge_train_reference(out, inputs, expected):
+def matches_reference(out, inputs, expected):
     if _run_matches(out, expected["right"]):
         return None
     for why, run in expected["mistakes"]:
@@ -84,8 +84,8 @@ def judge_train_reference(out, inputs, expected):
             return why
     if _run_matches(out, expected["right"], float32=True):
         return None
-    if problem := judge_returns_loss(out, inputs, expected, precision=False):
+    if problem := returns_loss_and_norm(out, inputs, expected, precision=False):
         return problem
-    if problem := judge_fresh_clipped_gradients(out, inputs, expected):
+    if problem := fresh_clipped_gradients(out, inputs, expected):
         return problem
     return "four train_step calls do not leave the parameters where the reference's do"

@@ -1,18 +1,21 @@
 """Task train_loop: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch08_training.train_loop import (
+    every_parameter_trains, fresh_clipped_gradients, returns_loss_and_norm,
+)
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
     mutant("train_step_no_zero_grad", "train_loop", patch("""
         - optimizer.zero_grad()
-    """), ("ch08.train_loop.fresh_clipped_gradients", "ch08.train_loop.returns_loss_and_norm"), "accumulate",
+    """), (fresh_clipped_gradients, returns_loss_and_norm), "accumulate",
        "no zero_grad: gradients pile up"),
     mutant("train_step_step_before_backward", "train_loop", patch("""
         + optimizer.step()
           loss.backward()
         - optimizer.step()
-    """), ("ch08.train_loop.every_parameter_trains", "ch08.train_loop.fresh_clipped_gradients"),
+    """), (every_parameter_trains, fresh_clipped_gradients),
        "before optimizer.step()", "optimizer.step() before backward()"),
     mutant("train_step_zero_grad_after_backward", "train_loop", patch("""
         - optimizer.zero_grad()
@@ -20,28 +23,28 @@ MUTANTS = [
         - optimizer.step()
         + optimizer.zero_grad()  # a clean slate for the step
         + optimizer.step()
-    """), ("ch08.train_loop.every_parameter_trains", "ch08.train_loop.fresh_clipped_gradients"),
+    """), (every_parameter_trains, fresh_clipped_gradients),
        "zero_grad() ran after loss.backward()", "gradients cleared between backward and step"),
     mutant("train_step_loss_after_update", "train_loop", patch("""
         - return loss.item(), float(norm)
         + with torch.no_grad():
         +     after = masked_loss(model(inputs)[0], targets, mask)
         + return after.item(), float(norm)
-    """), "ch08.train_loop.returns_loss_and_norm", "after the update", "returns the loss after the update"),
+    """), returns_loss_and_norm, "after the update", "returns the loss after the update"),
     mutant("train_step_clips_after_step", "train_loop", patch("""
         - optimizer.step()
 
         + optimizer.step()
           if max_norm is not None:
-    """), "ch08.train_loop.fresh_clipped_gradients", "not clipped", "clipping after the step"),
+    """), fresh_clipped_gradients, "not clipped", "clipping after the step"),
     mutant("train_step_returns_tensors", "train_loop", patch("""
         - return loss.item(), float(norm)
         + return loss.detach(), norm
-    """), "ch08.train_loop.returns_loss_and_norm", "floats", "tensors returned instead of floats"),
+    """), returns_loss_and_norm, "floats", "tensors returned instead of floats"),
     mutant("train_step_loss_over_every_position", "train_loop", patch("""
         - loss = masked_loss(logits, targets, mask)
         + loss = cross_entropy(logits, targets)
-    """), "ch08.train_loop.returns_loss_and_norm", "padded positions", "the loss scores the padding too"),
+    """), returns_loss_and_norm, "padded positions", "the loss scores the padding too"),
 ]
 
 VARIANTS = [

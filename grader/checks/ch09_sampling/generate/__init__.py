@@ -159,7 +159,7 @@ def _one_token_inputs(g):
        "a [2, 3] prompt and 7 new ids: the logits of every draw equal a full forward over the sequence so far, "
        "to float64's precision",
        probe=probe_generate, inputs=generate_inputs, parts=("generate", "recompute"))
-def judge_cached_equals_recompute(out, inputs, expected):
+def cached_equals_recompute(out, inputs, expected):
     prompt, V = inputs["prompt"], inputs["sizes"]["vocab_size"]
     parsed, problem = pair_of(out, prompt, V)
     if problem:
@@ -223,7 +223,7 @@ def _shown_lengths(lengths, P, n) -> str:
 @check("one_token_per_step", 2,
        "the prompt goes through the model once; each later call gets exactly one token, with past_key_values",
        probe=probe_generate, inputs=_one_token_inputs)
-def judge_one_token_per_step(out, inputs, expected):
+def one_token_per_step(out, inputs, expected):
     prompt = inputs["prompt"]
     P, n = prompt.shape[-1], inputs["max_new_tokens"]
     calls = out["calls"]
@@ -281,7 +281,7 @@ def _stop_inputs(g):
 @check("stops_at_stop_id", 1,
        "a model that always prefers BOS gives [BOS, 4, BOS] with stop_id = BOS: it stops and keeps stop_id",
        probe=probe_generate_stop, inputs=_stop_inputs)
-def judge_generate_stop(out, inputs, expected):
+def stops_at_stop_id(out, inputs, expected):
     prompt, stop, n = inputs["prompt"], inputs["stop_id"], inputs["max_new_tokens"]
     V = inputs["sizes"]["vocab_size"]
     want = [*prompt.tolist(), stop]
@@ -331,7 +331,7 @@ def _rows_inputs(g):
 @check("finished_rows_wait", 1,
        "40 rows with stop_id: a finished row is padded with stop_id, generation ends only when all have stopped",
        probe=probe_generate_rows, inputs=_rows_inputs)
-def judge_generate_rows(out, inputs, expected):
+def finished_rows_wait(out, inputs, expected):
     if "raised" in out:
         return raised(out, "generate")
     ids = out["value"]
@@ -390,7 +390,7 @@ def _limit_inputs(g):
        "block_size 6: a 2-id prompt + 5 new ids fits, + 6 raises a ValueError (no silent cropping), "
        "stop_at_block_size=True stops at 7 ids",
        probe=probe_generate_limit, inputs=_limit_inputs)
-def judge_generate_limit(out, inputs, expected):
+def context_limit(out, inputs, expected):
     if "raised" in out["fits"]:
         return (f"{raised(out['fits'], 'a 2-id prompt with 5 new ids and block_size 6')}: this fits, because the "
                 f"last new id is predicted, never fed: prompt + max_new_tokens may be block_size + 1")
@@ -440,7 +440,7 @@ def _greedy_generate_inputs(g):
        "temperature 0 is greedy, as for sample_next: every new id is the argmax of the logits it follows, "
        "with no division by 0 and no draw",
        probe=probe_generate_greedy, inputs=_greedy_generate_inputs, gated_by="cached_equals_recompute")
-def judge_generate_greedy(out, inputs, expected):
+def greedy_at_zero_temperature(out, inputs, expected):
     if "raised" in out:  # and the same call at temperature 1 runs: temperature 0 is the cause
         return raised(out, "generate")
     prompt, V = inputs["prompt"], inputs["sizes"]["vocab_size"]
@@ -474,7 +474,7 @@ def _seeded_generate_inputs(g):
 
 @check("seeded_runs_repeat", 1, "8 rows of 9 new ids: the same seed gives the same ids, another seed other ids",
        probe=probe_generate_seeded, inputs=_seeded_generate_inputs)
-def judge_generate_seeded(out, inputs, expected):
+def seeded_runs_repeat(out, inputs, expected):
     first, again, other = out
     if not all(isinstance(x, torch.Tensor) for x in out):
         return "generate should return a tensor of ids"
@@ -501,7 +501,7 @@ def probe_generate_mode(ns, sizes, state, bos, seed):
        inputs=lambda g: {"sizes": dict(SIZES), "state": lm_state(g, SIZES), "bos": SIZES["vocab_size"] - 1,
                          "seed": 7},
        gated_by="one_token_per_step")
-def judge_generate_mode(out, inputs, expected):
+def mode_restored(out, inputs, expected):
     if not out["after_train"]:
         return "a model in training mode came back in eval mode: restore the mode it had"
     if out["after_eval"]:
@@ -533,7 +533,7 @@ def probe_generate_dropout(ns, sizes, state, prompt, max_new_tokens, seed):
        inputs=lambda g: {"sizes": dict(SIZES), "state": lm_state(g, SIZES),
                          "prompt": torch.randint(0, SIZES["vocab_size"], (2, 3), generator=g),
                          "max_new_tokens": 4, "seed": int(torch.randint(0, 2**31, (1,), generator=g))})
-def judge_generate_dropout(out, inputs, expected):
+def eval_mode(out, inputs, expected):
     # Judged to float32's precision: cached_equals_recompute, the precision check, names float32.
     if not matches_to_float32(out["eval_run"]["logits"], out["eval_run"]["recomputed"], atol=1e-9, rtol=1e-7):
         return ("even with the model already in eval mode, the logits of the draws differ from the model's forward "

@@ -1,6 +1,10 @@
 """Task generate: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch09_sampling.generate import (
+    cached_equals_recompute, context_limit, eval_mode, finished_rows_wait, greedy_at_zero_temperature,
+    one_token_per_step, stops_at_stop_id,
+)
 from grader.mutants import mutant, patch, variant
 
 
@@ -56,12 +60,12 @@ MUTANTS = [
     mutant("generate_feeds_whole_sequence", "generate", patch("""
         - logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
         + logits, _, _ = model(torch.cat(pieces, dim=1))
-    """), "ch09.generate.one_token_per_step", "whole sequence",
+    """), one_token_per_step, "whole sequence",
        "no cache: the whole sequence fed every step (right logits, quadratic cost)"),
     mutant("generate_forgets_the_cache", "generate", patch("""
         - logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
         + logits, _, past = model(next_ids.unsqueeze(1), use_cache=True)
-    """), "ch09.generate.cached_equals_recompute", "without past_key_values",
+    """), cached_equals_recompute, "without past_key_values",
        "new ids fed alone without past_key_values"),
     mutant("generate_ignores_stop_id", "generate", patch("""
         - if stop_id is not None:
@@ -70,11 +74,11 @@ MUTANTS = [
 
         - if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.all())):
         + if step == max_new_tokens - 1:
-    """), "ch09.generate.stops_at_stop_id", "stops once", "no stopping at BOS"),
+    """), stops_at_stop_id, "stops once", "no stopping at BOS"),
     mutant("generate_stops_every_row_at_the_first", "generate", patch("""
         - if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.all())):
         + if step == max_new_tokens - 1 or (stop_id is not None and bool(finished.any())):
-    """), "ch09.generate.finished_rows_wait", "every row", "all rows stop when one does"),
+    """), finished_rows_wait, "every row", "all rows stop when one does"),
     mutant("generate_crops_silently", "generate", patch("""
         - if prompt_length > block_size:
         -     raise ValueError(
@@ -92,24 +96,24 @@ MUTANTS = [
         -         )
         -     max_new_tokens = room
         + max_new_tokens = min(max_new_tokens, room)
-    """), "ch09.generate.context_limit", "crop", "output silently cut at block_size"),
+    """), context_limit, "crop", "output silently cut at block_size"),
     mutant("generate_limit_off_by_one", "generate",
            _generate(("room = block_size + 1 - prompt_length", "room = block_size - prompt_length")),
-           "ch09.generate.context_limit", "block_size + 1", "prompt + max_new_tokens <= block_size"),
+           context_limit, "block_size + 1", "prompt + max_new_tokens <= block_size"),
     mutant("generate_feeds_the_last_id", "generate",
            _generate(("if step == max_new_tokens - 1 or (", "if (")),
-           "ch09.generate.one_token_per_step", "never fed", "the last new id fed to the model too"),
+           one_token_per_step, "never fed", "the last new id fed to the model too"),
     mutant("generate_refeeds_last_prompt_token", "generate",
            _generate(("    logits, _, past = model(ids, use_cache=True)\n",
                       "    _, _, past = model(ids[:, :-1], use_cache=True) if prompt_length > 1 else (None, None, None)\n"
                       "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n"
                       "    logits, _, past = model(ids[:, -1:], past_key_values=past, use_cache=True)\n")),
-           ("ch09.generate.one_token_per_step", "ch09.generate.cached_equals_recompute"), "second time",
+           (one_token_per_step, cached_equals_recompute), "second time",
            "the last prompt token fed twice"),
     mutant("generate_cache_not_passed_back", "generate", patch("""
         - logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
         + logits, _, _ = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)
-    """), "ch09.generate.cached_equals_recompute", "not passed back",
+    """), cached_equals_recompute, "not passed back",
        "every new id fed with the prompt's cache: the presents never kept"),
     mutant("generate_cache_length_from_heads_axis", "generate",
            _generate(("        logits, _, past = model(next_ids.unsqueeze(1), past_key_values=past, use_cache=True)\n",
@@ -120,11 +124,11 @@ MUTANTS = [
                       "            hidden, present = block(hidden, cache, True)\n"
                       "            presents.append(present)\n"
                       "        logits, past = model.head(model.ln_final(hidden)), presents\n")),
-           "ch09.generate.cached_equals_recompute", "do not continue from the cache length",
+           cached_equals_recompute, "do not continue from the cache length",
            "a step of its own that places each new id at the cache's heads-axis size"),
     mutant("generate_in_training_mode", "generate", patch("""
         - model.eval()
-    """), "ch09.generate.eval_mode", "dropout", "generation left in training mode (dropout on)"),
+    """), eval_mode, "dropout", "generation left in training mode (dropout on)"),
     mutant("generate_samples_dividing_by_temperature", "generate", _generate((
         "        next_ids = sample_next(last, temperature, top_k, generator)\n",
         "        scaled = last / temperature  # drawn here rather than by sample_next\n"
@@ -132,7 +136,7 @@ MUTANTS = [
         "            kth = torch.topk(scaled, min(top_k, scaled.shape[-1])).values[:, [-1]]\n"
         "            scaled = scaled.masked_fill(scaled < kth, float('-inf'))\n"
         "        next_ids = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(1)\n")),
-           "ch09.generate.greedy_at_zero_temperature", "temperature 0 means greedy",
+           greedy_at_zero_temperature, "temperature 0 means greedy",
            "its own draw, logits divided by the temperature (0 gives nan)"),
 ]
 

@@ -87,7 +87,7 @@ def _greedy_inputs(g):
 @check("greedy_at_zero_temperature", 2,
        "temperature 0 (with or without a generator) and 1e-6 give the argmax of every row, as int64 ids [B]",
        probe=probe_sample_calls, inputs=_greedy_inputs, fixed_inputs=True)
-def judge_greedy(out, inputs, expected):
+def greedy_at_zero_temperature(out, inputs, expected):
     logits = inputs["logits"]
     greedy = known_facts(inputs)["greedy"]
     V = logits.shape[-1]
@@ -134,7 +134,7 @@ def _top_k_inputs(g):
 @check("top_k_support", 2,
        "4000 draws with top_k = 3 and 5 at temperature 5 use exactly the k largest logits; top_k = 1 is greedy",
        probe=probe_sample_calls, inputs=_top_k_inputs, fixed_inputs=True)
-def judge_top_k(out, inputs, expected):
+def top_k_support(out, inputs, expected):
     logits = inputs["logits"]
     V = logits.shape[-1]
     for call, result, top in zip(inputs["calls"], out, known_facts(inputs)["top_k"]):
@@ -164,7 +164,7 @@ def judge_top_k(out, inputs, expected):
        inputs=lambda g: {"logits": torch.zeros(13, dtype=F64), "repeat": 2000,
                          "calls": [{"temperature": 1.0, "top_k": 4,
                                     "seed": int(torch.randint(0, 2**31, (1,), generator=g))}]})
-def judge_top_k_ties(out, inputs, expected):
+def top_k_ties(out, inputs, expected):
     result = out[0]
     k = inputs["calls"][0]["top_k"]
     if "raised" in result:
@@ -238,15 +238,18 @@ def _temperature_inputs(g):
             "calls": [{"temperature": 2.0, "seed": seed}, {"temperature": 0.5, "seed": seed + 1}]}
 
 
-@check("temperature_scaling", 2,
-       "at temperature 2 the frequencies follow (0.5065, 0.3072, 0.1863), at 0.5 (0.8668, 0.1173, 0.0159)",
-       probe=probe_sample_calls, inputs=_temperature_inputs, fixed_inputs=True)
 @check("follows_softmax", 2,
        f"{DRAWS} draws from logits (2, 1, 0) at temperature 1 have frequencies within "
        f"{FREQUENCY_TOLERANCE} of (0.6652, 0.2447, 0.0900)",
        probe=probe_sample_calls, inputs=_softmax_inputs, fixed_inputs=True)
-def judge_frequencies(out, inputs, expected):
+def follows_softmax(out, inputs, expected):
     return frequency_problem(out, inputs, known_facts(inputs))
+
+
+temperature_scaling = check(
+    "temperature_scaling", 2,
+    "at temperature 2 the frequencies follow (0.5065, 0.3072, 0.1863), at 0.5 (0.8668, 0.1173, 0.0159)",
+    probe=probe_sample_calls, inputs=_temperature_inputs, fixed_inputs=True)(follows_softmax)
 
 
 def _seeded_inputs(g):
@@ -261,7 +264,7 @@ def _seeded_inputs(g):
        "generators seeded alike give the same ids, different seeds different ones; torch's global random "
        "state is left alone",
        probe=probe_sample_calls, inputs=_seeded_inputs)
-def judge_seeded(out, inputs, expected):
+def seeded_draws_repeat(out, inputs, expected):
     first, again, other = out
     for result, what in ((first, "the first call"), (again, "the second call"), (other, "the third call")):
         if "raised" in result:

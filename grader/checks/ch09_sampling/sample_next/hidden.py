@@ -6,7 +6,10 @@ import torch
 
 from grader.checks._api import check
 from grader.checks.course import F64
-from grader.checks.ch09_sampling.sample_next import DRAWS, frequency_problem, probe_sample_calls
+from grader.checks.ch09_sampling.sample_next import (
+    DRAWS, follows_softmax, frequency_problem, greedy_at_zero_temperature, probe_sample_calls, temperature_scaling,
+    top_k_support,
+)
 from grader.checks.facts import facts_for
 
 
@@ -31,17 +34,17 @@ def frequency_facts(inputs):
     return said
 
 
-@facts_for("ch09.sample_next.follows_softmax", "ch09.sample_next.temperature_scaling")
+@facts_for(follows_softmax, temperature_scaling)
 def public_frequency_facts(ref, inputs):
     return frequency_facts(inputs)
 
 
-@facts_for("ch09.sample_next.greedy_at_zero_temperature")
+@facts_for(greedy_at_zero_temperature)
 def greedy_facts(ref, inputs):
     return {"greedy": inputs["logits"].argmax(dim=-1)}
 
 
-@facts_for("ch09.sample_next.top_k_support")
+@facts_for(top_k_support)
 def top_k_facts(ref, inputs):
     return {"top_k": [torch.topk(inputs["logits"], call["top_k"]).indices.tolist() for call in inputs["calls"]]}
 
@@ -61,5 +64,5 @@ def _random_sampling_inputs(g):
        "random logits [N, 3, V] with a random temperature and top_k (also k > V): ids [N, 3] whose "
        "frequencies follow the top-k softmax",
        probe=probe_sample_calls, inputs=_random_sampling_inputs, hidden=True)
-def judge_frequencies_hidden(out, inputs, expected):
+def random_rows(out, inputs, expected):
     return frequency_problem(out, inputs, frequency_facts(inputs), hidden=True)

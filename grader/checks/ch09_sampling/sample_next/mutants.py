@@ -1,6 +1,10 @@
 """Task sample_next: the mistakes the lesson warns about, made in its region (mutants), and right
 ways to write it (variants). grader/mutants.py says how an entry is written."""
 
+from grader.checks.ch09_sampling.sample_next import (
+    follows_softmax, greedy_at_zero_temperature, seeded_draws_repeat, temperature_scaling, top_k_support,
+    top_k_ties,
+)
 from grader.mutants import mutant, patch, variant
 
 MUTANTS = [
@@ -10,58 +14,58 @@ MUTANTS = [
         -     rows = masked.scatter(-1, keep, rows.gather(-1, keep))
         +     top_logits = torch.topk(rows, top_k, dim=-1).values
         +     rows = torch.where(rows < top_logits[:, -1], torch.full_like(rows, float("-inf")), rows)
-    """), "ch09.sample_next.top_k_support", "keep the reduced axis", "a top-k threshold of shape [B] compared "
+    """), top_k_support, "keep the reduced axis", "a top-k threshold of shape [B] compared "
        "with logits [B, V] (broadcast along the vocabulary, not the rows)"),
     mutant("sample_ignores_temperature", "sample_next", patch("""
         - scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
         + scaled = rows - rows.amax(dim=-1, keepdim=True)
-    """), "ch09.sample_next.temperature_scaling", "no effect", "temperature ignored"),
+    """), temperature_scaling, "no effect", "temperature ignored"),
     mutant("sample_multiplies_by_temperature", "sample_next", patch("""
         - scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
         + scaled = (rows - rows.amax(dim=-1, keepdim=True)) * temperature
-    """), "ch09.sample_next.temperature_scaling", "multiplied", "logits times the temperature"),
+    """), temperature_scaling, "multiplied", "logits times the temperature"),
     mutant("sample_top_k_plus_one", "sample_next", patch("""
         - keep = torch.topk(rows, top_k, dim=-1).indices
         + keep = torch.topk(rows, min(top_k + 1, V), dim=-1).indices
-    """), "ch09.sample_next.top_k_support", "off by one", "top-k keeps k + 1 ids"),
+    """), top_k_support, "off by one", "top-k keeps k + 1 ids"),
     mutant("sample_top_k_threshold_keeps_ties", "sample_next", patch("""
         - keep = torch.topk(rows, top_k, dim=-1).indices
         - masked = torch.full_like(rows, float("-inf"))
         - rows = masked.scatter(-1, keep, rows.gather(-1, keep))
         + kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
         + rows = rows.masked_fill(rows < kth, float("-inf"))
-    """), "ch09.sample_next.top_k_ties", "threshold", "a >= threshold keeps every tie"),
+    """), top_k_ties, "threshold", "a >= threshold keeps every tie"),
     mutant("sample_greedy_by_sampling", "sample_next", patch("""
         - if temperature == 0.0:
         -     return rows.argmax(dim=-1).reshape(lead)
         + temperature = temperature or 1.0
-    """), "ch09.sample_next.greedy_at_zero_temperature", "argmax", "temperature 0 samples instead of argmax"),
+    """), greedy_at_zero_temperature, "argmax", "temperature 0 samples instead of argmax"),
     mutant("sample_divides_by_zero", "sample_next", patch("""
         - if temperature == 0.0:
         -     return rows.argmax(dim=-1).reshape(lead)
-    """), "ch09.sample_next.greedy_at_zero_temperature", "no division", "temperature 0 divides by zero"),
+    """), greedy_at_zero_temperature, "no division", "temperature 0 divides by zero"),
     mutant("sample_global_rng", "sample_next", patch("""
         - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
         + return torch.multinomial(probs, 1).reshape(lead)
-    """), "ch09.sample_next.seeded_draws_repeat", "generator", "the generator argument ignored"),
+    """), seeded_draws_repeat, "generator", "the generator argument ignored"),
     mutant("sample_reseeds_globally", "sample_next", patch("""
         - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
         + torch.manual_seed(0)
         + return torch.multinomial(probs, 1).reshape(lead)
-    """), "ch09.sample_next.seeded_draws_repeat", "global random state", "torch.manual_seed inside sample_next"),
+    """), seeded_draws_repeat, "global random state", "torch.manual_seed inside sample_next"),
     mutant("sample_temperature_after_softmax", "sample_next", patch("""
         - scaled = (rows - rows.amax(dim=-1, keepdim=True)) / temperature
         - probs = torch.softmax(scaled, dim=-1)
         + probs = torch.softmax(rows, dim=-1) / temperature
-    """), "ch09.sample_next.temperature_scaling", "no effect", "temperature applied to the probabilities"),
+    """), temperature_scaling, "no effect", "temperature applied to the probabilities"),
     mutant("sample_returns_a_column", "sample_next", patch("""
         - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
         + return torch.multinomial(probs, 1, generator=generator)  # [B, 1], as multinomial gives it
-    """), "ch09.sample_next.top_k_support", "trailing axis", "ids [B, 1] instead of [B]"),
+    """), top_k_support, "trailing axis", "ids [B, 1] instead of [B]"),
     mutant("sample_int32_ids", "sample_next", patch("""
         - return torch.multinomial(probs, 1, generator=generator).reshape(lead)
         + return torch.multinomial(probs, 1, generator=generator).reshape(lead).int()
-    """), "ch09.sample_next.follows_softmax", "with that fixed", "drawn ids cast to int32"),
+    """), follows_softmax, "with that fixed", "drawn ids cast to int32"),
 ]
 
 VARIANTS = [
