@@ -166,7 +166,7 @@ def _main(argv=None) -> int:
 
         chapters = parse_chapters(args.chapters)
         names = build(Path(args.output), chapters)
-        from grader.run.engine import possible_points
+        from grader.run.schedule import possible_points
 
         console.print(f"wrote [bold]{args.output}[/] ({len(names)} files, chapters "
                       f"{', '.join(chapters) if chapters else 'all'}, {possible_points(chapters):g} points): "
@@ -174,7 +174,7 @@ def _main(argv=None) -> int:
         return 0
     if args.command == "prairielearn":
         from grader.lms.prairielearn import build as build_prairielearn
-        from grader.run.engine import possible_points
+        from grader.run.schedule import possible_points
 
         chapters = parse_chapters(args.chapters)
         try:
@@ -225,7 +225,7 @@ def _main(argv=None) -> int:
 def _profile(report, console: Console, rows: int = 15, grouped: bool = True) -> None:
     from rich.table import Table
 
-    from grader.run.profile import ORDER, PHASES, seconds_since_process_start
+    from grader.profile import ORDER, PHASES, seconds_since_process_start
 
     wall = seconds_since_process_start() or report.elapsed
     phases = Table(title=f"Where the time went: {wall:.2f} s since the process started, one grading thread")

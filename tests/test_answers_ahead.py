@@ -1,4 +1,4 @@
-"""Each check's inputs and expected values, worked out ahead of the check (grader/run/engine.py,
+"""Each check's inputs and expected values, worked out ahead of the check (grader/run/answers.py,
 Answers): while the sandbox boots and on a thread of their own while workers compute. A check
 gets exactly what it would have computed itself, once, errors included; and the wrong
 compositions a judge names are the same as when each was compared one at a time."""
@@ -13,7 +13,8 @@ import torch
 
 from grader.checks import catalogue
 from grader.checks._api import distinct_outputs
-from grader.run.engine import Answers, grade, inputs_and_expected
+from grader.run.answers import Answers, inputs_and_expected
+from grader.run.engine import grade
 from grader.run.processes import Limits
 from grader.run.reference import Reference
 from grader.run.sandbox import Sandbox

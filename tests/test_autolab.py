@@ -20,7 +20,7 @@ import pytest
 
 from grader.lms.autolab import MAKEFILE, TAR, build
 from grader.mutants import apply, catalogue as accuracy_catalogue
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"

@@ -26,7 +26,7 @@ from rich.console import Console
 from grader.__main__ import main as cli
 from grader.grade_class.gradebook import grade_class
 from grader.grade_class.records import needs_grading, read_records
-from grader.run.engine import INFRASTRUCTURE
+from grader.run.worker_session import INFRASTRUCTURE
 from grader.run.results import ERROR
 from grader.run.sandbox import Sandbox, bwrap_works
 

@@ -117,7 +117,7 @@ def test_each_failing_check_carries_what_it_found(graded):
     assert ("attention", "no_mask") in {(v.get("task"), v.get("mistake")) for v in _verdicts(_record(graded, "dinadove"))}
     assert ("adamw_step", "coupled") in {(v.get("task"), v.get("mistake")) for v in _verdicts(_record(graded, "eddyeast"))}
     # A LayerNorm that divides by d - 1 names its slip: the properties that hold count, and
-    # none waits (grader.run.engine.computing_status).
+    # none waits (grader.run.verdicts.computing_status).
     carl = _record(graded, "carlcole")["checks"]
     assert not [v for v in _verdicts(_record(graded, "carlcole")) if v["kind"] == "gated"]
     assert any(c["name"] == shift_invariance.name and c["status"] == "passed" for c in carl)

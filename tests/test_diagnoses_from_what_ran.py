@@ -21,7 +21,7 @@ from grader.checks.ch06_backward.layer_norm_backward.hidden import matches_refer
 from grader.checks.ch09_sampling.generate import cached_equals_recompute
 from grader.checks.ch09_sampling.sample_next import follows_softmax, seeded_draws_repeat
 from grader.mutants import catalogue as accuracy_catalogue, mutant, patch
-from grader.run import engine
+from grader.run import worker_session
 from grader.run.inside import op_rules
 from grader.run.reference import Reference
 
@@ -111,8 +111,8 @@ def test_float32s_leniency_follows_what_ran():
 def test_a_right_float64_answer_is_never_probed_again(sandbox, monkeypatch):
     """The probe runs again only where a judge leaned on float32: never for the reference."""
     again = []
-    original = engine._TaskRun._precision_ran
-    monkeypatch.setattr(engine._TaskRun, "_precision_ran",
+    original = worker_session.TaskRun._precision_ran
+    monkeypatch.setattr(worker_session.TaskRun, "_precision_ran",
                         lambda self, check, sent: again.append(check.name) or original(self, check, sent))
     entry = next(v for v in accuracy_catalogue()[1] if v.task == "gelu")
     _, outcome = _grade(entry, sandbox)

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from grader.__main__ import main as cli
 from grader.checks.ch05_block.block import zero_branch_identity
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 from grader.run.stopping import PAUSE_VARIABLE, PAUSED_VARIABLE
 from tests.test_ctrl_c import as_in_a_terminal
 

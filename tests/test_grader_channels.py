@@ -336,6 +336,7 @@ IMPORT_TIME_CHANNELS = {
 def _imported_once_points(reference, box, channel: str, replay: bool) -> list[str]:
     from grader.checks import catalogue
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
     from grader.run.submission import Submission
 
     from tests.test_grader_redteam import checks_of
@@ -346,8 +347,9 @@ def _imported_once_points(reference, box, channel: str, replay: bool) -> list[st
     assert imported is not None, "the package was not imported once here"
     try:
         checks = [c for c in checks_of("block") if c.name.endswith("causal_invariance")]
-        results = grade_task(catalogue.tasks()["block"], checks, Submission("hostile", sources), reference, box,
-                             seed=7, scan_for_tampering=False, imported=imported)
+        results = grade_task(catalogue.tasks()["block"], checks,
+                             Grading(Submission("hostile", sources), reference, box, seed=7, imported=imported),
+                             scan_for_tampering=False)
     finally:
         imported.close()
     return earned(results)
@@ -430,6 +432,7 @@ KNOCK_FROM_A_WORKERS_CHILD = KNOCK + """
 def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
     from grader.checks import catalogue
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
     from grader.run.submission import Submission
 
     from tests.test_grader_redteam import checks_of
@@ -445,8 +448,9 @@ def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
         imported = box.package(sources)
         assert imported is not None
         try:
-            results = grade_task(catalogue.tasks()["gelu"], checks_of("gelu"), Submission("hostile", sources),
-                                 reference, box, seed=7, scan_for_tampering=False, imported=imported)
+            results = grade_task(catalogue.tasks()["gelu"], checks_of("gelu"),
+                                 Grading(Submission("hostile", sources), reference, box, seed=7, imported=imported),
+                                 scan_for_tampering=False)
             time.sleep(1.0)
             # Every worker the grader admitted was given a task: none waits unclaimed.
             assert imported.arrivals.empty(), "the door admitted a process that is no fresh worker"

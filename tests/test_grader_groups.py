@@ -10,7 +10,9 @@ import pytest
 
 from grader.checks import catalogue
 from grader.run.dependencies import independent, task_groups
-from grader.run.engine import grade_group, plan_groups, select_checks, workers_needed
+from grader.run.engine import grade_group
+from grader.run.schedule import plan_groups, select_checks, workers_needed
+from grader.run.worker_session import Grading
 from grader.run.processes import Limits
 from grader.run.reference import Reference
 from grader.run.results import ERROR, FAILED, FORBIDDEN, PASSED, TIMEOUT
@@ -61,7 +63,7 @@ def test_the_groups_are_fewer_and_each_holds_only_independent_tasks():
 
 
 def test_the_reference_keeps_every_point_in_a_shared_worker(reference, box):
-    graded = grade_group(_items(GROUP), Submission("reference", reference.sources), reference, box, seed=5)
+    graded = grade_group(_items(GROUP), Grading(Submission("reference", reference.sources), reference, box, seed=5))
     assert [r.status for results in graded for r in results] == [PASSED] * sum(map(len, graded))
 
 
@@ -69,22 +71,23 @@ def test_a_task_s_legitimate_call_is_another_task_s_forbidden_name(reference, bo
     # positions may call torch's layer norm; layer_norm_backward, in the same worker, may not.
     _, body = region_of(reference.sources, "positions")
     library_here = "torch.nn.functional.layer_norm(torch.zeros(2, 3), (3,))\n" + body
-    graded = grade_group(_items(GROUP), _with(reference, "positions", library_here), reference, box, seed=5)
+    graded = grade_group(_items(GROUP), Grading(_with(reference, "positions", library_here), reference, box, seed=5))
     by_task = dict(zip(GROUP, graded))
     assert {r.status for r in by_task["positions"]} == {PASSED}
     assert {r.status for r in by_task["layer_norm_backward"]} == {PASSED}
     # And the rule still holds for the task it belongs to, in the same kind of worker.
     _, grads = region_of(reference.sources, "layer_norm_backward")
     cheating = "torch.nn.functional.layer_norm(torch.zeros(2, 3), (3,))\n" + grads
-    graded = grade_group(_items(GROUP), _with(reference, "layer_norm_backward", cheating), reference, box, seed=5)
+    graded = grade_group(_items(GROUP),
+                         Grading(_with(reference, "layer_norm_backward", cheating), reference, box, seed=5))
     by_task = dict(zip(GROUP, graded))
     assert {r.status for r in by_task["layer_norm_backward"]} == {FORBIDDEN}
     assert {r.status for r in by_task["positions"]} == {PASSED}
 
 
 def test_a_hang_in_one_task_of_a_group_costs_that_task_only(reference, box):
-    graded = grade_group(_items(GROUP), _with(reference, "build_vocab", "while True:\n    pass\n"), reference, box,
-                         seed=5)
+    graded = grade_group(_items(GROUP),
+                         Grading(_with(reference, "build_vocab", "while True:\n    pass\n"), reference, box, seed=5))
     by_task = dict(zip(GROUP, graded))
     assert {r.status for r in by_task["build_vocab"]} == {TIMEOUT}
     for name in GROUP:
@@ -95,7 +98,8 @@ def test_a_hang_in_one_task_of_a_group_costs_that_task_only(reference, box):
 def test_a_crash_at_the_start_of_a_group_costs_the_broken_task_only(reference, box):
     sources = dict(reference.sources)
     sources["backward.py"] = sources["backward.py"] + "\nraise RuntimeError('left over from an experiment')\n"
-    graded = grade_group(_items(GROUP), Submission("backward breaks at import", sources), reference, box, seed=5)
+    graded = grade_group(_items(GROUP),
+                         Grading(Submission("backward breaks at import", sources), reference, box, seed=5))
     by_task = dict(zip(GROUP, graded))
     assert {r.status for r in by_task["layer_norm_backward"]} == {ERROR}
     for name in GROUP[:-1]:
@@ -109,6 +113,7 @@ def test_a_probe_that_reaches_another_task_of_its_group_gets_the_verdict_it_gets
     embedding is the student's own too (positions does not build on it), so the group
     changes no verdict: positions fails on the broken part it chose to call, as alone."""
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
 
     sources = dict(reference.sources)
     rel, body = region_of(sources, "positions")
@@ -116,9 +121,9 @@ def test_a_probe_that_reaches_another_task_of_its_group_gets_the_verdict_it_gets
                                   "TokenEmbedding(4, 2)(torch.zeros(1, dtype=torch.long))\n" + body)
     sources[rel] = replace_region(sources[rel], "embedding", "raise RuntimeError('not yet')\n")
     submission = Submission("calls a peer", sources)
-    graded = dict(zip(GROUP, grade_group(_items(GROUP), submission, reference, box, seed=5)))
+    graded = dict(zip(GROUP, grade_group(_items(GROUP), Grading(submission, reference, box, seed=5))))
     (task, checks), = _items(["positions"])
-    alone = grade_task(task, checks, submission, reference, box, seed=5)
+    alone = grade_task(task, checks, Grading(submission, reference, box, seed=5))
     assert {r.status for r in graded["embedding"]} <= {ERROR, FAILED}
     assert [(r.status, r.diagnosis) for r in graded["positions"]] == [(r.status, r.diagnosis) for r in alone]
     assert PASSED not in {r.status for r in alone}

@@ -21,6 +21,7 @@ from grader.checks import catalogue
 from grader.mutants import apply
 from grader.run.results import PASSED
 from grader.run.engine import grade, grade_task
+from grader.run.worker_session import Grading
 from grader.run.report import results_json, write_json
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox, bwrap_works
@@ -40,8 +41,8 @@ def run(reference, sandbox, task_name, body, sources=None):
     task = catalogue.tasks()[task_name]
     sources = apply(sources or reference.sources, task.module, task.name, body)
     checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
-    return grade_task(task, checks, Submission("hostile", sources), reference, sandbox, seed=7,
-                      scan_for_tampering=False)
+    return grade_task(task, checks,
+                      Grading(Submission("hostile", sources), reference, sandbox, seed=7), scan_for_tampering=False)
 
 
 def assert_no_points(results):
@@ -185,8 +186,8 @@ def test_grader_and_solution_files_are_invisible(reference):
               if c.task == "gelu"]
     sources = apply(reference.sources, task.module, task.name, body)
     with Sandbox(Limits(check_seconds=seconds, memory_bytes=3 * 1024**3)) as box:
-        results = grade_task(task, checks, Submission("hostile", sources), reference, box, seed=7,
-                             scan_for_tampering=False)
+        results = grade_task(task, checks,
+                             Grading(Submission("hostile", sources), reference, box, seed=7), scan_for_tampering=False)
     assert_no_points(results)
     assert all("nothing to steal" in r.staff_diagnosis for r in results), [r.staff_diagnosis for r in results]
 
@@ -257,7 +258,7 @@ def test_killing_the_parent_only_fails_that_task(reference, sandbox):
     # The grader goes on: the next task still grades normally on a fresh zygote.
     task = catalogue.tasks()["layer_norm"]
     checks = [c for c in catalogue.chapter_of_task()["layer_norm"].checks if c.task == "layer_norm"]
-    after = grade_task(task, checks, Submission("reference", reference.sources), reference, sandbox, seed=7)
+    after = grade_task(task, checks, Grading(Submission("reference", reference.sources), reference, sandbox, seed=7))
     assert all(r.status == PASSED for r in after)
 
 

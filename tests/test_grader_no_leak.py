@@ -27,6 +27,7 @@ from grader.grade_class.gradebook import grade_class
 from grader.mutants import apply
 from grader.run.results import FAILED, PASSED, GradeReport
 from grader.run.engine import grade_task
+from grader.run.worker_session import Grading
 from grader.run.report import render, results_json, staff_path, write_json
 from grader.run.scan_tampering import scan_file, scan_submission
 from grader.run.submission import Submission
@@ -127,8 +128,9 @@ def _grade(reference, sandbox, sources, task_names, use_reference=True):
     for task_name in task_names:
         # The static tamper scan would stop this submission before it ran: off, so the
         # output layer itself is what is tested.
-        results += grade_task(catalogue.tasks()[task_name], _checks(task_name), Submission("hostile", sources),
-                              reference if use_reference else None, sandbox, seed=7, scan_for_tampering=False)
+        results += grade_task(catalogue.tasks()[task_name], _checks(task_name),
+                              Grading(Submission("hostile", sources), reference if use_reference else None, sandbox, seed=7),
+                              scan_for_tampering=False)
     return GradeReport("hostile", results, sandbox.describe(), "the reference")
 
 

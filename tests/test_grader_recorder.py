@@ -217,12 +217,14 @@ def grade(reference, sandbox, task_name, body, append, imported=None):
     task = catalogue.tasks()[task_name]
     sources = hostile_sources(reference, {task_name: body}, HELPERS + textwrap.dedent(append), module=task.module)
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
     from grader.run.submission import Submission
 
     if imported is None:
         return grade_one(reference, sandbox, task_name, sources), sources
-    return grade_task(task, checks_of(task_name), Submission("hostile", sources), reference, sandbox, seed=7,
-                      scan_for_tampering=False, imported=imported), sources
+    return grade_task(task, checks_of(task_name),
+                      Grading(Submission("hostile", sources), reference, sandbox, seed=7, imported=imported),
+                      scan_for_tampering=False), sources
 
 
 def assert_forbidden(results):

@@ -33,6 +33,7 @@ from grader.mutants import apply, region_of
 from grader.run.results import PASSED, GradeReport
 from grader.run.reference import Reference
 from grader.run.engine import grade_task
+from grader.run.worker_session import Grading
 from grader.regions import package_sources
 from grader.run.report import render, results_json
 from grader.run.processes import Limits
@@ -79,8 +80,8 @@ def grade_one(reference, sandbox, task_name, sources, label="hostile", only=None
         checks = [c for c in checks if c.name.rsplit(".", 1)[-1] in only]
     # The static tamper scan (grader/run/scan_tampering.py) would stop most of these attacks before they
     # run; it is off here so that each attack tests the layer behind it.
-    return grade_task(task, checks, Submission(label, sources), reference, sandbox, seed=7,
-                      scan_for_tampering=False)
+    return grade_task(task, checks,
+                      Grading(Submission(label, sources), reference, sandbox, seed=7), scan_for_tampering=False)
 
 
 def run(reference, sandbox, task_name, body, append="", only=None):

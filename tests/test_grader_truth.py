@@ -15,6 +15,7 @@ from grader.checks.ch05_block.block import formula, shape
 from grader.mutants import apply
 from grader.run.results import ERROR, GradeReport
 from grader.run.engine import grade_task
+from grader.run.worker_session import Grading
 from grader.run.report import certified_line, parts_used, render, results_json
 from grader.run.submission import Submission
 
@@ -28,8 +29,8 @@ def _graded(reference, sandbox, task_name, body, use_reference=True):
     task = catalogue.tasks()[task_name]
     sources = apply(reference.sources, task.module, task.name, textwrap.dedent(body))
     checks = [c for c in catalogue.all_checks() if c.task == task_name]
-    return grade_task(task, checks, Submission("upload", sources), reference if use_reference else None,
-                      sandbox, seed=3), sources
+    return grade_task(task, checks,
+                      Grading(Submission("upload", sources), reference if use_reference else None, sandbox, seed=3)), sources
 
 
 def test_a_crash_is_a_sentence_naming_the_students_file(reference, sandbox):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.lms.gradescope import CPU_WHEELS, build, torch_requirement
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
 

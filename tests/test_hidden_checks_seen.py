@@ -217,6 +217,7 @@ def _graded(entry_names: list[str], seed: int, box) -> dict[str, list]:
     """Each catalogue entry's task graded with every check, hidden ones included."""
     from grader.mutants import catalogue as entries
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
     from grader.run.reference import Reference
     from grader.run.submission import Submission
 
@@ -227,8 +228,8 @@ def _graded(entry_names: list[str], seed: int, box) -> dict[str, list]:
     for name in entry_names:
         entry = by_name[name]
         checks = [c for c in catalogue.all_checks() if c.task == entry.task]
-        graded[name] = grade_task(catalogue.tasks()[entry.task], checks, Submission(name, entry.apply(reference.sources)),
-                                  reference, box, seed=seed)
+        graded[name] = grade_task(catalogue.tasks()[entry.task], checks,
+                                  Grading(Submission(name, entry.apply(reference.sources)), reference, box, seed=seed))
     return graded
 
 

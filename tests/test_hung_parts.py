@@ -1,4 +1,4 @@
-"""A part that hung is not waited for twice (grader/run/engine.py): where the student's
+"""A part that hung is not waited for twice (grader/run/worker_session.py): where the student's
 own parts stand in (check.py, the portable runner), a task that runs a part whose checks
 timed out gets the short time limit from its first probe, as the part's own later checks
 do. Where certified parts stand in, the hung code never runs under another task, and
@@ -12,7 +12,7 @@ import pytest
 
 from grader.checks import catalogue
 from grader.run.dependencies import task_graph
-from grader.run.engine import HUNG_BEFORE_SECONDS, Grading, _TaskRun
+from grader.run.worker_session import Grading, HUNG_BEFORE_SECONDS, TaskRun
 from grader.run.inside.messages import ProbeCall, ProbeReply
 from grader.run.processes import Limits
 from grader.run.reference import Reference
@@ -35,7 +35,7 @@ def _limit_of_first_probe(task_name: str, hung: set, reference) -> float:
     runner = SimpleNamespace(limits=Limits(check_seconds=10.0))
     grading = Grading(Submission("upload", {}), reference, runner, seed=0, audience=object())
     grading.hung.update(hung)
-    run = _TaskRun(catalogue.tasks()[task_name], grading)
+    run = TaskRun(catalogue.tasks()[task_name], grading)
     run.worker = _RecordingWorker()
     check = next(c for c in catalogue.all_checks() if c.task == task_name)
     run._probe(check, {})

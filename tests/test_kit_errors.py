@@ -22,6 +22,7 @@ from grader.checks.facts import MissingFacts
 from grader.generate import forms as written_forms
 from grader.run import forms
 from grader.run.engine import grade_task
+from grader.run.worker_session import Grading
 from grader.run.feedback import Audience, judge_answer
 from grader.run.processes import Limits
 from grader.run.reference import Reference
@@ -115,7 +116,7 @@ def test_an_answer_of_another_form_is_told_so_in_a_real_grade(tmp_path):
     task = catalogue.tasks()["layer_norm"]
     checks = [c for c in catalogue.chapter_of_task()["layer_norm"].checks if c.task == "layer_norm"]
     with Sandbox(Limits()) as box:
-        results = grade_task(task, checks, Submission("a list", sources), reference, box, seed=3)
+        results = grade_task(task, checks, Grading(Submission("a list", sources), reference, box, seed=3))
     assert all(r.status != PASSED for r in results)
     assert all(r.status != ERROR or "report it to course staff" not in r.diagnosis for r in results), [
         (r.check.name, r.diagnosis) for r in results]

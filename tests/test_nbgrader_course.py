@@ -16,7 +16,7 @@ import pytest
 
 from grader.lms.nbgrader_course import KERNEL_NAME, build, cell_timeout
 from grader.mutants import apply, catalogue as accuracy_catalogue
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 from grader.run.sandbox import bwrap_works
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 """A task's public checks use inputs every student can read, so code that only looks their
 answers up (a table computed elsewhere) passes them. When graded, code that answers the
 published inputs only earns none of its task's public points
-(grader.run.engine.published_inputs_only): it answers none of the hidden checks (inputs
+(grader.run.verdicts.published_inputs_only): it answers none of the hidden checks (inputs
 drawn for each grading), and either passes every public check or gives a trivial answer
 (an input handed back, zeros) on a drawn input. A slip computes a wrong answer somewhere,
 or crashes on a published input too, and keeps what passed. The kit's own table of every task (grader.qa.trivial_bodies, kind "table")
@@ -21,7 +21,7 @@ from grader.checks import catalogue
 from grader.checks.ch05_block.gelu import exact_values, odd_part
 from grader.checks.ch05_block.gelu.hidden import matches_reference
 from grader.qa.trivial_bodies import trivial_entries
-from grader.run.engine import gated, kind_of_answer, published_inputs_only
+from grader.run.verdicts import gated, kind_of_answer, published_inputs_only
 from grader.run.reference import Reference
 from grader.run.results import COMPUTED, ERROR, FAILED, GRADER_FAILED, PASSED, RAISED, TRIVIAL, CheckResult
 

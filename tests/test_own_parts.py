@@ -25,7 +25,8 @@ from grader.qa import own_parts
 from grader.qa.catch_table import SEED
 from grader.mutants import catalogue as accuracy_catalogue
 from grader.run.dependencies import build_order, task_graph
-from grader.run.engine import apply_waits, grade
+from grader.run.engine import grade
+from grader.run.verdicts import apply_waits
 from grader.run.processes import Limits
 from grader.run.reference import Reference
 from grader.run.report import results_json, waiting_line

@@ -34,7 +34,7 @@ from grader.checks.ch00_micro.micro_block import formula as micro_block_formula
 from grader.checks.ch00_micro.micro_forward import formula as micro_forward_formula
 from grader.checks.facts import known_facts
 from grader.generate.release import build
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 from grader.run.reference import REFERENCE_PACKAGE, Reference
 from tests.test_portable_runner import _python_starting_with
 

@@ -20,7 +20,8 @@ import pytest
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.run.engine import grade, possible_points
+from grader.run.engine import grade
+from grader.run.schedule import possible_points
 from grader.run.processes import Limits, RunnerRefused
 from grader.run.portable import PortableRunner
 from grader.run.reference import REFERENCE_PACKAGE, Reference
@@ -213,6 +214,7 @@ def test_every_mutant_and_variant_gets_the_same_public_verdicts_on_both_runners(
     from grader.qa.catch_table import SEED
     from grader.mutants import catalogue as accuracy_catalogue
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
 
     reference = Reference.available()
     mutants, variants = accuracy_catalogue()
@@ -229,8 +231,8 @@ def test_every_mutant_and_variant_gets_the_same_public_verdicts_on_both_runners(
                 task = catalogue.tasks()[entry.task]
                 checks = [c for c in catalogue.chapter_of_task()[task.name].checks
                           if c.task == task.name and not c.hidden]
-                results = grade_task(task, checks, Submission(entry.name, entry.apply(reference.sources)), None,
-                                     runner, SEED)
+                results = grade_task(task, checks,
+                                     Grading(Submission(entry.name, entry.apply(reference.sources)), None, runner, SEED))
                 verdicts.setdefault(kind, {})[entry.name] = [(r.check.name, r.status, r.diagnosis) for r in results]
     assert verdicts["portable"] == verdicts["sandbox"]
     # Not vacuous: the chapter's mutants fail somewhere, and its variants pass everywhere.

@@ -17,7 +17,7 @@ import pytest
 
 from grader.lms.prairielearn import ENTRY, MAX_BYTES, build, fit, results as pl_results
 from grader.mutants import apply, catalogue as accuracy_catalogue
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"

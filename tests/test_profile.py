@@ -1,4 +1,4 @@
-"""Where a grading's time goes (grader/run/profile.py): `grade --profile` lists every
+"""Where a grading's time goes (grader/profile.py): `grade --profile` lists every
 phase a grading meets, with how often it ran, beside the wall time (make bench prints
 the same for a full grade and for chapter 05)."""
 
@@ -12,7 +12,7 @@ import time
 
 from grader import KIT_ROOT
 from grader.checks import catalogue
-from grader.run.profile import ORDER, Phases, seconds_since_process_start
+from grader.profile import ORDER, Phases, seconds_since_process_start
 
 
 def test_a_profile_lists_every_phase_with_its_count():

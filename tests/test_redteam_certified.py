@@ -32,7 +32,8 @@ import pytest
 from grader.checks import catalogue
 from grader.mutants import apply, region_of, replace_region
 from grader.run.dependencies import task_graph, task_groups, worker_holdings
-from grader.run.engine import _worker_request, grade_group, grade_task
+from grader.run.engine import grade_group, grade_task
+from grader.run.worker_session import Grading, worker_request
 from grader.run.processes import Limits
 from grader.regions import strip
 from grader.run.report import results_json
@@ -73,8 +74,8 @@ def upload(reference, bodies: dict[str, str], stubs=(), append: dict[str, str] |
 
 def grade(reference, box, task_name, sources, only=None):
     checks = [c for c in checks_of(task_name) if only is None or c.name.rsplit(".", 1)[-1] in only]
-    return grade_task(catalogue.tasks()[task_name], checks, Submission("attack", sources), reference, box, seed=11,
-                      scan_for_tampering=False)
+    return grade_task(catalogue.tasks()[task_name], checks,
+                      Grading(Submission("attack", sources), reference, box, seed=11), scan_for_tampering=False)
 
 
 def statuses(results) -> dict[str, str]:
@@ -205,7 +206,7 @@ def test_what_each_worker_holds_is_what_its_checks_run(reference):
     for name, task in catalogue.tasks().items():
         assert name not in holdings[name]
         assert set(public[name]) <= set(holdings[name]), name  # the release's graph, hidden checks added
-        request = _worker_request(task, Submission("x", reference.sources), reference, Limits())
+        request = worker_request(task, Submission("x", reference.sources), reference, Limits())
         assert request["certify"] == sorted(holdings[name])
     # The four borrowings of the issue, by name.
     assert "micro_backward" not in holdings["layer_norm_backward"]
@@ -222,7 +223,8 @@ def test_every_task_alone_on_the_stubs_keeps_every_point(reference, box):
     short = {}
     for name, task in catalogue.tasks().items():
         sources = {rel: strip(text, every - {name}) for rel, text in reference.sources.items()}
-        results = grade_task(task, checks_of(name), Submission(f"{name} alone", sources), reference, box, seed=3)
+        results = grade_task(task, checks_of(name),
+                             Grading(Submission(f"{name} alone", sources), reference, box, seed=3))
         short.update({r.check.name: r.staff_diagnosis[:200] for r in results if r.status != PASSED})
         held = {t for r in results for t in r.certified}
         assert held <= set(worker_holdings()[name]), (name, held)
@@ -279,12 +281,12 @@ def test_a_task_s_probes_still_use_what_they_hold_and_its_code_what_came_before(
 def test_every_part_a_worker_holds_is_guarded_by_the_lessons_order():
     """For every task: each part its worker holds carries a guard; the task may run it
     from its own code exactly when the lessons teach the part before the task."""
-    from grader.run.engine import _holds
+    from grader.run.worker_session import holdings_of
     from grader.run.inside.sealed import PROBES_ONLY
 
     taught = list(catalogue.tasks())
     for name, task in catalogue.tasks().items():
-        held, guards = _holds([task])
+        held, guards = holdings_of([task])
         assert set(guards) == set(held), name
         for part in held:
             later = taught.index(part) > taught.index(name)
@@ -320,16 +322,17 @@ def test_a_part_held_for_another_task_of_the_group_refuses_the_rest(reference, b
     assert GROUP in task_groups(list(catalogue.tasks()))
     borrowed = [t for t in CHAPTER_00 if t != "micro_value_add"]
     sources = upload(reference, {"layer_norm_backward": BACKWARD_BY_HELD_PARTS}, stubs=borrowed)
-    graded = dict(zip(GROUP, grade_group(_group_items(GROUP), Submission("group", sources), reference, box, seed=5)))
+    graded = dict(zip(GROUP, grade_group(_group_items(GROUP),
+                                         Grading(Submission("group", sources), reference, box, seed=5))))
     no_points(graded["layer_norm_backward"])
     for name in GROUP[:-1]:
         all_points(graded[name])
     alone = grade_task(catalogue.tasks()["layer_norm_backward"], checks_of("layer_norm_backward"),
-                       Submission("alone", sources), reference, box, seed=5)
+                       Grading(Submission("alone", sources), reference, box, seed=5))
     assert [(r.status, r.diagnosis) for r in graded["layer_norm_backward"]] == [(r.status, r.diagnosis) for r in alone]
     # On the student's own chapter 00 the same code keeps its points, in the group too.
     own = upload(reference, {"layer_norm_backward": BACKWARD_BY_HELD_PARTS})
-    all_points(grade_group(_group_items(GROUP), Submission("own", own), reference, box, seed=5)[-1])
+    all_points(grade_group(_group_items(GROUP), Grading(Submission("own", own), reference, box, seed=5))[-1])
 
 
 # micro_value_add's code, first in the group, keeps Value's certified product where a
@@ -408,7 +411,8 @@ return (torch.tensor(dx, dtype=x.dtype).reshape(x.shape), torch.tensor(dgamma, d
 def test_a_part_kept_from_another_task_s_probe_still_refuses(reference, box):
     borrowed = [t for t in CHAPTER_00 if t != "micro_value_add"]
     sources = upload(reference, {"micro_value_add": KEEP_FOR_LATER, "layer_norm_backward": USE_KEPT}, stubs=borrowed)
-    graded = dict(zip(GROUP, grade_group(_group_items(GROUP), Submission("kept", sources), reference, box, seed=5)))
+    graded = dict(zip(GROUP, grade_group(_group_items(GROUP),
+                                         Grading(Submission("kept", sources), reference, box, seed=5))))
     no_points(graded["layer_norm_backward"])
     # Answered again in its own worker, where nothing was kept: the group said nothing else.
     assert all("nothing was kept" in r.staff_diagnosis for r in graded["layer_norm_backward"]), \

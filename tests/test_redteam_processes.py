@@ -25,6 +25,7 @@ import pytest
 
 from grader.checks import catalogue
 from grader.run.engine import grade, grade_task
+from grader.run.worker_session import Grading
 from grader.run.feedback import PROCESS
 from grader.run.inside import syscall_filter
 from grader.run.processes import Limits
@@ -56,8 +57,9 @@ def _grade(reference, box, task_name: str, sources: dict, only=None):
     checks = [c for c in checks_of(task_name) if only is None or c.name.rsplit(".", 1)[-1] in only]
     imported = box.package(sources)
     try:
-        return grade_task(catalogue.tasks()[task_name], checks, Submission("hostile", sources), reference, box,
-                          seed=7, scan_for_tampering=False, imported=imported), imported is not None
+        return grade_task(catalogue.tasks()[task_name], checks,
+                          Grading(Submission("hostile", sources), reference, box, seed=7, imported=imported),
+                          scan_for_tampering=False), imported is not None
     finally:
         if imported is not None:
             imported.close()

@@ -13,7 +13,7 @@ import pytest
 
 from grader.__main__ import main as cli
 from grader.checks.ch05_block.block import zero_branch_identity
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 from grader.run.stamp import stamp, stamp_id
 
 ROOT = Path(__file__).resolve().parent.parent

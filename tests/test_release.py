@@ -22,7 +22,7 @@ from grader.generate import release
 from grader.checks import catalogue
 from grader.checks.ch05_block.block import shape
 from grader.checks.ch05_block.gelu import odd_part
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(sys.executable).parent.parent

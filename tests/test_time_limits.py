@@ -136,7 +136,7 @@ def test_a_platforms_budget_bounds_the_wall_clock_of_a_grading(tmp_path):
     budget and a margin) never kills the run before its results are written."""
     from grader import KIT_ROOT
     from grader.lms.external import grade_upload
-    from grader.run.engine import submission_deadline, wall_cap
+    from grader.run.worker_session import submission_deadline, wall_cap
     from grader.run.processes import Limits
     from grader.run.results import TIMEOUT
 
@@ -216,6 +216,7 @@ def six_busy_sessions(seconds: float = 600.0):
 def _grade_gelu(reference, body: str):
     from grader.checks import catalogue
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
     from grader.run.processes import Limits
     from grader.run.sandbox import Sandbox
     from grader.run.submission import Submission
@@ -225,8 +226,8 @@ def _grade_gelu(reference, body: str):
     task = catalogue.tasks()["gelu"]
     checks = [c for c in catalogue.chapter_of_task()["gelu"].checks if c.task == "gelu"][:2]
     with Sandbox(Limits(check_seconds=1.0)) as box:
-        return grade_task(task, checks, Submission("gelu", sources), reference, box, seed=3,
-                          imported=box.package(sources))
+        return grade_task(task, checks,
+                          Grading(Submission("gelu", sources), reference, box, seed=3, imported=box.package(sources)))
 
 
 needs_bwrap = pytest.mark.skipif("not __import__('grader.run.sandbox', fromlist=['x']).bwrap_works()",

@@ -25,7 +25,7 @@ import pytest
 from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.generate.release import build
-from grader.run.engine import possible_points
+from grader.run.schedule import possible_points
 
 # The launcher: an explicit path, or the workplace's shared/windows/winpython beside the kit.
 WINPYTHON = Path(os.environ.get("HERO_TRANSFORMER_WINPYTHON", KIT_ROOT.parent / "shared" / "windows" / "winpython"))

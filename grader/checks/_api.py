@@ -25,7 +25,11 @@ import torch
 
 from grader.checks.facts import OWN_PARTS
 from grader.checks._slots import constant, hidden, own, public  # noqa: F401 - the judges' typed values
-from grader.run.inside.op_rules import LIBRARY
+
+# A rule (Task.forbidden_ops, in grader/run/inside/op_rules.py's patterns) naming torch's
+# whole library: judged by where operators are issued, since no code of torch's could be
+# refused in place without breaking the rest.
+LIBRARY = "torch.*"
 
 # The seed of the public checks with fixed inputs. It is the seed the grader's own records
 # (the catch table, the outcome dumps) grade with, so those inputs are the ones every
@@ -57,7 +61,7 @@ class Check:
     # A property the identity or another body that computes nothing also has (the output
     # keeps its shape, the future does not leak in): worth its points only once these
     # value checks of the same task (short names, e.g. ("formula",)) pass too. The engine
-    # withholds them as it judges the gated check (grader.run.engine.gated).
+    # withholds them as it judges the gated check (grader.run.verdicts.gated).
     gated_by: tuple[str, ...] = ()
     # The same inputs on every run, instead of the run's random ones: a public check whose
     # judge reads what the kit computed on its inputs (grader/checks/facts.py) needs them.
@@ -68,7 +72,7 @@ class Check:
     # Tasks taught after this check's own whose code its probe runs (lm_init's check that
     # the parts it builds fit the forward pass runs lm_forward): where the student's own
     # parts stand in, the check waits on them while they fail their own checks, and its
-    # failure never makes those tasks wait in turn (grader.run.engine.apply_waits). A test
+    # failure never makes those tasks wait in turn (grader.run.verdicts.apply_waits). A test
     # traces every public probe on the reference and asks for each such task here.
     runs_later: tuple[str, ...] = ()
 
@@ -161,7 +165,7 @@ class OwnPartsVerdict(str):
     """A diagnosis a judge reached on the student's own parts, from how the task wired
     what they received and returned: the task's own mistake, whatever its parts compute.
     Any other failure of a check, where no certified part stood in, waits on a part the
-    task builds on that fails its own checks (grader.run.engine.apply_waits)."""
+    task builds on that fails its own checks (grader.run.verdicts.apply_waits)."""
 
 
 DECLARED = "__declared_checks__"  # where @check lists a module's checks, in declaration order
@@ -455,7 +459,7 @@ def _note(text) -> None:
 
 # Mistakes whose output is what a body that computes nothing gives (gelu's "the output
 # equals the input"): a value check that names one of these does not show that the task
-# computes, so the property checks it gates wait (grader.run.engine.gated).
+# computes, so the property checks it gates wait (grader.run.verdicts.gated).
 NOTHING_COMPUTED = frozenset({"identity"})
 
 

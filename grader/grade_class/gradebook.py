@@ -33,7 +33,8 @@ from grader.checks import catalogue
 from grader.grade_class.uploads import InputError, Upload, read_input, read_roster, roster_columns, shown
 from grader.run.results import RUNNER_FAILED, GradeReport
 from grader.run.reference import Reference
-from grader.run.engine import grade, possible_points
+from grader.run.engine import grade
+from grader.run.schedule import possible_points
 from grader.files import read_json, write_json
 from grader.grade_class.records import (RECORD_FORMAT, STATE, archive, copy_archives, needs_grading, read_records,
                                         record_path)

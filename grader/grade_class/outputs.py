@@ -31,7 +31,7 @@ from grader.grade_class.class_report import (ClassView, attention_cause, class_v
                                              summary_sections)
 from grader.grade_class.uploads import InputError, Student, shown, slug, student_from
 from grader.files import read_json, write_atomic, write_json
-from grader.lms.gradebooks import FORMATS, INCOMPLETE, chapter_max, csv_text, number, write_lms_gradebook
+from grader.grade_class.lms_gradebooks import FORMATS, INCOMPLETE, chapter_max, csv_text, number, write_lms_gradebook
 from grader.grade_class.records import STATE, needs_grading, read_records, record_path, replaced
 from grader.run.report import code_block, markdown_text, staff_path
 from grader.run.stamp import describe
@@ -149,7 +149,7 @@ class ClassResults:
         self.entries = [entries[name] for name in sorted(entries)]
 
     def max_score(self) -> float:
-        from grader.run.engine import possible_points
+        from grader.run.schedule import possible_points
 
         return possible_points(self.settings.get("chapters"), self.settings.get("public_only", False))
 

@@ -315,7 +315,7 @@ def build(output: Path, chapters: list[str] | None = None, budget: int = 300, se
     output (new or empty); the problems and their maximum scores. `seed`: the course
     seed the Makefile carries (drawn here if not given)."""
     from grader.checks import catalogue
-    from grader.run.engine import possible_points
+    from grader.run.schedule import possible_points
 
     output = Path(output)
     if output.exists() and any(output.iterdir()):

@@ -22,6 +22,7 @@ from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.run.reference import Reference
 from grader.run.engine import grade_task
+from grader.run.worker_session import Grading
 from grader.run.report import render
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
@@ -118,7 +119,7 @@ def grade_cell(task_name: str, submission) -> tuple[str, float]:
     sandbox = _sandbox_for_grading()
     # A fresh random seed per call: the hidden checks' inputs cannot be computed in
     # advance from grader/checks (which students have) and looked up.
-    results = grade_task(task, checks, submission, reference, sandbox, seed=secrets.randbelow(2**31))
+    results = grade_task(task, checks, Grading(submission, reference, sandbox, seed=secrets.randbelow(2**31)))
     broken = [r for r in results if r.cause == RUNNER_FAILED]
     if broken:
         raise HeroTransformerSetupError(broken[0].staff_diagnosis or broken[0].diagnosis)

@@ -1,7 +1,7 @@
 """`make bench`: how fast the kit grades and how fast its models run.
 
 First where the time of a full grade and of chapter 05 goes, phase by phase
-(`grade --profile`: grader/run/profile.py); then the four ratios to the floor, `python -c
+(`grade --profile`: grader/profile.py); then the four ratios to the floor, `python -c
 "import torch"`, each the median of interleaved pairs in one run, against their targets
 (a full grade ≤ 1.5×, chapter 05 ≤ 1.3×, grade-class ≤ 0.25× per upload of 20, a
 student's check.py 05 ≤ 1.3×).
@@ -162,7 +162,7 @@ def workers_per_grade(chapters: list[str] | None = None, grouped: bool = True) -
     """Worker processes a grade of a correct submission starts (all chapters by default):
     one per group of tasks that share a worker (one per task, ungrouped), plus one per
     side of each comparison check, which always runs in workers of its own."""
-    from grader.run.engine import plan_groups, select_checks, workers_needed
+    from grader.run.schedule import plan_groups, select_checks, workers_needed
 
     plan = select_checks(chapters, False)
     return len(plan_groups(plan, grouped)) + sum(workers_needed(checks) - 1 for _, checks in plan)

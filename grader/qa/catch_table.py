@@ -19,6 +19,7 @@ from grader.qa.trivial_bodies import trivial_entries
 from grader.run.results import PASSED
 from grader.run.reference import Reference
 from grader.run.engine import grade_task
+from grader.run.worker_session import Grading
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
@@ -79,7 +80,7 @@ def run_entry(entry, reference: Reference, sandbox: Sandbox, seed: int = SEED) -
     submission = Submission(f"{type(entry).__name__.lower()}:{entry.name}", sources)
     chapter = catalogue.chapter_of_task()[task.name]
     checks = [c for c in chapter.checks if c.task == task.name]
-    results = grade_task(task, checks, submission, reference, sandbox, seed)
+    results = grade_task(task, checks, Grading(submission, reference, sandbox, seed))
     failed = [r for r in results if r.status != PASSED]
     return Outcome(entry, failed, sum(r.score for r in results), sum(c.points for c in checks))
 

@@ -26,6 +26,7 @@ def outcomes(public: bool, runner: str | None = None, groups: str | None = None)
     from grader.run.reference import Reference
     from grader.run.dependencies import task_groups
     from grader.run.engine import grade_group, grade_task
+    from grader.run.worker_session import Grading
     try:
         from grader.run.processes import open_runner
     except ImportError:  # before the process layer
@@ -50,12 +51,12 @@ def outcomes(public: bool, runner: str | None = None, groups: str | None = None)
                 items = [(catalogue.tasks()[name], [c for c in catalogue.chapter_of_task()[name].checks
                                                     if c.task == name]) for name in group]
                 if groups == "on":
-                    graded = grade_group(items, submission, reference, processes, SEED)
+                    graded = grade_group(items, Grading(submission, reference, processes, SEED))
                 else:
-                    graded = [grade_task(t, cs, submission, reference, processes, SEED) for t, cs in items]
+                    graded = [grade_task(t, cs, Grading(submission, reference, processes, SEED)) for t, cs in items]
                 results = [r for task_results in graded for r in task_results]
             else:
-                results = grade_task(task, checks, submission, None if public else reference, processes, SEED)
+                results = grade_task(task, checks, Grading(submission, None if public else reference, processes, SEED))
             found[f"{type(entry).__name__.lower()}:{entry.name}"] = [
                 [r.check.name, r.status, r.diagnosis, *published(r)] for r in results]
     return found

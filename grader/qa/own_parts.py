@@ -1,6 +1,6 @@
 """What the student's own check says when one task is wrong and the rest is right: the
 release holds no reference, so every task runs on the student's own parts, and a wrong
-part must not fail the right tasks built on it (grader.run.engine.apply_waits, and the
+part must not fail the right tasks built on it (grader.run.verdicts.apply_waits, and the
 judges that judge a task on its own parts).
 
 For each mutant of the catalogue whose task other tasks build on (the task graph,

@@ -13,7 +13,7 @@ mutant named on some seeds and not on others.
 Only the course's own code runs here (the reference, its variants and mutants), so no
 sandbox is needed: each check's probe and judge run as the grader runs them, with the
 answer passed through the wire's encoding, but without a worker. The seeds are the
-grader's: the seed a class would draw, plus the check's name, as engine.Grading does.
+grader's: the seed a class would draw, plus the check's name, as worker_session.Grading does.
 """
 
 from __future__ import annotations

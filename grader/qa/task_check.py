@@ -77,18 +77,19 @@ def _lesson(task) -> str:
 
 def _scores(task, sandbox) -> str:
     from grader.run.engine import grade_task
+    from grader.run.worker_session import Grading
     from grader.run.reference import Reference
     from grader.regions import package_sources
     from grader.run.submission import Submission
 
     reference = Reference.available()
     checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
-    full = grade_task(task, checks, Submission("reference", reference.sources), reference, sandbox, seed=1)
+    full = grade_task(task, checks, Grading(Submission("reference", reference.sources), reference, sandbox, seed=1))
     lost = [r for r in full if r.status != "passed"]
     if lost:
         return f"the reference fails {lost[0].check.name}: {lost[0].diagnosis}"
     stubs = package_sources(KIT_ROOT / "hero_transformer")
-    empty = grade_task(task, checks, Submission("stubs", stubs), reference, sandbox, seed=1)
+    empty = grade_task(task, checks, Grading(Submission("stubs", stubs), reference, sandbox, seed=1))
     earned = [r for r in empty if r.status == "passed"]
     if earned:
         return f"the stub passes {earned[0].check.name}: the check must fail where the task is not written"

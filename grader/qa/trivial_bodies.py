@@ -21,7 +21,7 @@ block's `return hidden, present` after running its attention), and
                error anywhere else
 
 A table passes public checks; it earns nothing only because no check on inputs drawn for
-the grading gets an answer from it (grader.run.engine.published_inputs_only). `python -m
+the grading gets an answer from it (grader.run.verdicts.published_inputs_only). `python -m
 grader.qa.catch_table` grades them all beside the mutants and fails when one scores.
 """
 

@@ -92,7 +92,7 @@ def _said(form) -> str:
 
 @lru_cache(maxsize=None)
 def written(folder: str) -> dict:
-    from grader.run.profile import PHASES
+    from grader.profile import PHASES
 
     with PHASES.phase("facts and forms loaded"):
         try:

@@ -49,7 +49,7 @@ class Limits:
     # Processor time for one submission, all its checks: past it the rest are 'timeout'.
     submission_seconds: float = 600.0
     # Wall clock for one submission, however busy the machine or idle the code: None gives
-    # the last cap behind its processor time (engine.wall_cap). Where a platform kills the
+    # the last cap behind its processor time (worker_session.wall_cap). Where a platform kills the
     # grader at a wall-clock timeout (Gradescope, PrairieLearn, Autolab), the budget is
     # that promise: its checks end by then, and the results are written before the kill.
     submission_wall_seconds: float | None = None

@@ -60,7 +60,7 @@ class CheckResult:
     gated: tuple[str, ...] = ()
     # WAITING: the tasks this check builds on that fail their own checks in this run.
     waiting_on: tuple[str, ...] = ()
-    # What the answer the check judged was (grader.run.engine.kind_of_answer): COMPUTED,
+    # What the answer the check judged was (grader.run.verdicts.kind_of_answer): COMPUTED,
     # TRIVIAL (what a body that computes nothing gives: None, zeros, a constant, a multiple
     # of an input) or RAISED (the probe caught an exception of the code's and reported it).
     answer: str = "computed"

@@ -415,7 +415,7 @@ class Sandbox:
         self._spawned = time.monotonic()
 
     def _await_ready(self):
-        from grader.run.profile import PHASES
+        from grader.profile import PHASES
 
         with PHASES.phase("sandbox boot"):
             self._wait_for_zygote()
@@ -440,7 +440,7 @@ class Sandbox:
             raise RuntimeError(f"the sandbox did not start ({self.kind}): {error}")
         parent_end.settimeout(30)
         if isinstance(ready.get("at"), float):
-            from grader.run.profile import PHASES
+            from grader.profile import PHASES
 
             PHASES.note("zygote boot", ready["at"] - self._spawned)
         self.isolated = ready.get("isolated") is True

@@ -47,7 +47,7 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
     from grader.run.results import GradeReport
     from grader.run.runners import choose, open_runner
 
-    from grader.run.profile import PHASES, seconds_since_process_start
+    from grader.profile import PHASES, seconds_since_process_start
 
     started = time.perf_counter()  # the report's time is the student's wait, runner start-up included
     before = seconds_since_process_start()
@@ -137,7 +137,7 @@ def _import_the_grading(chapters):
     """(chapters, and the engine's entry points), imported while the runner boots."""
     import gc
 
-    from grader.run.profile import PHASES
+    from grader.profile import PHASES
 
     # Importing torch builds a large heap, which the collector would walk over and over as it
     # grows; what is imported now lives until the end, so it is frozen, never walked again.
@@ -158,7 +158,7 @@ def _import_the_grading(chapters):
 
 
 def _close(runner) -> None:
-    from grader.run.profile import PHASES
+    from grader.profile import PHASES
 
     if runner is not None:
         with PHASES.phase("shutdown"), whole():

@@ -71,6 +71,8 @@ import torch.overrides
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from grader.checks._api import LIBRARY  # the rule naming torch's whole library, judged by where it runs
+
 
 class ForbiddenCall(RuntimeError):
     """A task's probe called what the task forbids: a tripwire's name, an operator of
@@ -104,9 +106,6 @@ def hint(op: str) -> str:
     return next((text for pattern, text in HINTS if fnmatchcase(op, pattern)), "use ordinary tensor operations")
 
 
-# A rule naming torch's whole library: judged by where operators are issued (the module's
-# docstring), since no code of torch's could be refused in place without breaking the rest.
-LIBRARY = "torch.*"
 
 # torch's Python code that does no task's work, fair wherever the library is judged: the
 # tensor and its methods and operators, printing, torch's tensor functions written in Python

@@ -82,7 +82,7 @@ def canvas_csv(data) -> str:
 
 
 def chapter_max(data, chapter: str) -> float:
-    from grader.run.engine import possible_points
+    from grader.run.schedule import possible_points
 
     return possible_points([chapter], data.settings.get("public_only", False))
 
