@@ -201,6 +201,7 @@ def test_only_the_command_line_imports_the_command_line():
     ("grader.qa.", "grader.generate.release"),  # the bench builds a release by the command course staff run
     ("grader.mutants", "grader.checks"),  # the task folders' mutants import it: it finds them by their files
     ("grader.regions", "grader.run"),  # the region markers sit below everything that reads them
+    ("grader.checks", "grader.run"),  # the checks are declarations the grader reads, and the worker imports
 ])
 def test_no_arrow_runs_back_up(importer, imported):
     reaching = [(module, name, line) for module in MODULES if module.startswith(importer)

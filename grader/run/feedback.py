@@ -16,17 +16,22 @@ from grader import KIT_ROOT
 from grader.checks import catalogue
 from grader.checks._api import Check, Named, OwnPartsVerdict, SetAside, Task, exception_classes, listening
 from grader.checks.course import UNFIT
+from grader.checks import facts
 from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
 from grader.run.inside.messages import CaughtCall, Cause, Failure, ForbiddenKind, Operation, ProbeReply, WorkerStatus
 from grader.run.forms import declared, difference
 from grader.run.inside.wire import TOO_LARGE, Opaque, RemoteError, TooLarge
-from grader.run.reference import Reference
+from grader.run.reference import Reference, facts_computed_here
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
 from grader.checks._slots import constant, hidden, public, strip as strip_slots
 from grader.run.submission import Submission
 from grader.run.verdicts import of_judgement
 from grader.run.worker import WorkerFailed
+
+# The judges run here: the facts a public judge reads, where no data file holds them (an
+# LMS package that copied only the kit's code), are computed on the reference.
+facts.compute_missing = facts_computed_here
 
 
 def as_text(value, limit: int = 600) -> str:

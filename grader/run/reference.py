@@ -10,10 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
-import torch
-
 from grader import KIT_ROOT
-from grader.checks import facts
 from grader.run.inside import wire
 from grader.run.inside.sealed import guard_line
 from grader.regions import BEGIN, find_regions, package_sources, strip
@@ -118,6 +115,10 @@ def facts_computed_here(key: str):
     package that copied only the kit's code): computed by the hidden module that registers
     them, on the reference, where the kit's hidden modules and catalogue are loaded in this
     process; else None."""
+    import torch
+
+    from grader.checks import facts
+
     if key in _computed_facts:
         return _computed_facts[key]
     catalogue = sys.modules.get("grader.checks.catalogue")  # the kit's, where one was loaded
@@ -140,6 +141,3 @@ def facts_computed_here(key: str):
             _computed_facts[key] = facts.encode(function(reference.modules, inputs))
             return _computed_facts[key]
     return None
-
-
-facts.compute_missing = facts_computed_here
