@@ -207,7 +207,7 @@ def test_what_each_worker_holds_is_what_its_checks_run(reference):
         assert name not in holdings[name]
         assert set(public[name]) <= set(holdings[name]), name  # the release's graph, hidden checks added
         request = worker_request(task, Submission("x", reference.sources), reference, Limits())
-        assert request["certify"] == sorted(holdings[name])
+        assert request.certify == sorted(holdings[name])
     # The four borrowings of the issue, by name.
     assert "micro_backward" not in holdings["layer_norm_backward"]
     assert "micro_attention" not in holdings["attention"]

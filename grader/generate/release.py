@@ -51,7 +51,7 @@ TEMPLATE = Path(__file__).resolve().parent / "release_template"
 BUNDLE_NAME = "hero_transformer-student"
 
 # The engine a student's `make check` runs, and nothing that reads solutions/ or serves TAs.
-STUDENT_GRADER = ("__init__.py", "__main__.py", "archives.py", "console.py", "edition.py", "files.py",
+STUDENT_GRADER = ("__init__.py", "__main__.py", "archives.py", "console.py", "edition.py", "files.py", "profile.py",
                   "parsing.py", "pytest_plugin.py", "regions.py", "lms/__init__.py",
                   "lms/github_classroom.py")  # and run/, and checks/ without what only the kit has (KIT_ONLY)
 
