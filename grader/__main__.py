@@ -61,6 +61,28 @@ def _main(argv=None) -> int:
     safe_stream(sys.stderr)
     parser = argparse.ArgumentParser(prog="python -m grader", description="Grade hero_transformer submissions.")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_student_commands(sub)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not _KIT:
+        return _student_main(parser, argv)
+    _add_grade(sub)
+    _add_grade_class(sub)
+    _add_lms_builders(sub)
+    sub.add_parser("demo", help="grade the reference and typical wrong submissions")
+    sub.add_parser("release", help="build the student bundle and zip, scanned for leaks (TA); "
+                                   "see `python -m grader release --help`", add_help=False)
+    if argv[:1] == ["release"]:
+        from grader.generate.release import main as release
+
+        return release(argv[1:])
+    if argv[:2] == ["grade-class", "merge"]:
+        return _merge(argv[2:], Console())
+    args = parser.parse_args(argv)
+    command = _COMMANDS.get(args.command)
+    return command(args, Console()) if command is not None else 2
+
+
+def _add_student_commands(sub) -> None:
     c = sub.add_parser("check", help="public checks on your own package (students)")
     c.add_argument("package", nargs="?", default="hero_transformer")
     c.add_argument("--chapters")
@@ -75,9 +97,9 @@ def _main(argv=None) -> int:
     s.add_argument("--output", default="submission.zip")
     s.add_argument("--anyway", action="store_true",
                    help="pack even where a line the grader forbids would score every task 'forbidden'")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not _KIT:
-        return _student_main(parser, argv)
+
+
+def _add_grade(sub) -> None:
     g = sub.add_parser("grade", help="grade a submission folder or .zip (all checks, TA)")
     g.add_argument("submission")
     g.add_argument("--chapters", help="e.g. 05,07 (default: all)")
@@ -95,6 +117,9 @@ def _main(argv=None) -> int:
                         "see each other share one)")
     g.add_argument("--runner", choices=["sandbox", "portable"],
                    help="the sandbox (default); the portable runner refuses a grade, which needs the reference")
+
+
+def _add_grade_class(sub) -> None:
     k = sub.add_parser("grade-class", help="grade a class's uploads into LMS gradebooks (TA); "
                                            "`grade-class merge DIR... --out DIR` joins shards",
                        description="Grade every upload of INPUT (Canvas, Gradescope or Moodle download, or a folder, "
@@ -118,6 +143,9 @@ def _main(argv=None) -> int:
     k.add_argument("--allow-weak-sandbox", action="store_true")
     k.add_argument("--budget", type=_seconds, default=600.0,
                    help="seconds of processor time per upload (a busy machine does not eat them)")
+
+
+def _add_lms_builders(sub) -> None:
     z = sub.add_parser("gradescope", help="build a Gradescope autograder zip (TA)")
     z.add_argument("--output", default="autograder.zip")
     z.add_argument("--chapters", help="grade only these chapters, e.g. 05 or 05,07 (default: all)")
@@ -135,91 +163,92 @@ def _main(argv=None) -> int:
     n.add_argument("--chapters", help="one assignment per chapter, e.g. 05,07 (default: all)")
     n.add_argument("--allow-weak-sandbox", action="store_true",
                    help="autograde even where bubblewrap is unavailable (the code could read solutions/)")
-    sub.add_parser("demo", help="grade the reference and typical wrong submissions")
-    sub.add_parser("release", help="build the student bundle and zip, scanned for leaks (TA); "
-                                   "see `python -m grader release --help`", add_help=False)
-    if argv[:1] == ["release"]:
-        from grader.generate.release import main as release
 
-        return release(argv[1:])
-    if argv[:2] == ["grade-class", "merge"]:
-        return _merge(argv[2:], Console())
-    args = parser.parse_args(argv)
-    console = Console()
 
-    if args.command == "grade":
-        # A profile grades with one thread, so that its phases add up to the wall time.
-        report = run_grading(args.submission, args.chapters, args.public_only, args.json, console, args.seed,
-                             allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget, runner_kind=args.runner,
-                             grouped=not args.ungrouped, parallel=1 if args.profile else None)
-        if args.profile and report.results:
-            _profile(report, console, grouped=not args.ungrouped)
-        return 0 if not report.problem else 1
-    if args.command == "check":
-        # Public checks only. Where solutions/ is present the other parts are certified;
-        # in a student's release without it, their own code stands in (the report says which).
-        return check_package(args.package, args.chapters, console, args.budget, args.runner, args.json)[1]
-    if args.command == "grade-class":
-        return _grade_class(args, console)
-    if args.command == "gradescope":
-        from grader.lms.gradescope import build
+def _grade(args, console: Console) -> int:
+    # A profile grades with one thread, so that its phases add up to the wall time.
+    report = run_grading(args.submission, args.chapters, args.public_only, args.json, console, args.seed,
+                         allow_weak_sandbox=args.allow_weak_sandbox, budget=args.budget, runner_kind=args.runner,
+                         grouped=not args.ungrouped, parallel=1 if args.profile else None)
+    if args.profile and report.results:
+        _profile(report, console, grouped=not args.ungrouped)
+    return 0 if not report.problem else 1
 
-        chapters = parse_chapters(args.chapters)
-        names = build(Path(args.output), chapters)
-        from grader.run.schedule import possible_points
 
-        console.print(f"wrote [bold]{args.output}[/] ({len(names)} files, chapters "
-                      f"{', '.join(chapters) if chapters else 'all'}, {possible_points(chapters):g} points): "
-                      f"upload it as the assignment's autograder")
-        return 0
-    if args.command == "prairielearn":
-        from grader.lms.prairielearn import build as build_prairielearn
-        from grader.run.schedule import possible_points
+def _check(args, console: Console) -> int:
+    # Public checks only. Where solutions/ is present the other parts are certified;
+    # in a student's release without it, their own code stands in (the report says which).
+    return check_package(args.package, args.chapters, console, args.budget, args.runner, args.json)[1]
 
-        chapters = parse_chapters(args.chapters)
-        try:
-            info = build_prairielearn(Path(args.output), chapters, args.image)
-        except FileExistsError as problem:
-            console.print(f"[red]{problem}[/]")
-            return 1
-        options = info["externalGradingOptions"]
-        console.print(f"wrote [bold]{args.output}[/]: Dockerfile (image {options['image']}), the entry point "
-                      f"{options['entrypoint']}, info.json (timeout {options['timeout']} s) and question.html for "
-                      f"chapters {', '.join(chapters) if chapters else 'all'} ({possible_points(chapters):g} points); "
-                      f"read {Path(args.output) / 'README.md'} next")
-        return 0
-    if args.command == "autolab":
-        from grader.lms.autolab import build as build_autolab
 
-        chapters = parse_chapters(args.chapters)
-        try:
-            problems = build_autolab(Path(args.output), chapters, seed=args.seed)
-        except FileExistsError as problem:
-            console.print(f"[red]{problem}[/]")
-            return 1
-        console.print(f"wrote [bold]{args.output}[/]/autograde.tar and autograde-Makefile; the assessment's problems: "
-                      + ", ".join(f"{name} ({points:g} points)" for name, points in problems.items())
-                      + f"; read {Path(args.output) / 'README.md'} next")
-        return 0
-    if args.command == "nbgrader-course":
-        from grader.lms.nbgrader_course import build as build_course
+def _gradescope(args, console: Console) -> int:
+    from grader.lms.gradescope import build
 
-        try:
-            folders = build_course(Path(args.dest), parse_chapters(args.chapters),
-                                   allow_weak_sandbox=args.allow_weak_sandbox)
-        except (FileExistsError, ValueError) as problem:
-            console.print(f"[red]{problem}[/]")
-            return 1
-        console.print(f"wrote the nbgrader course [bold]{args.dest}[/] ({', '.join(folders)}); "
-                      f"read {Path(args.dest) / 'README.md'} next")
-        return 0
-    if args.command == "demo":
-        from grader.qa.demo import run_demo
+    chapters = parse_chapters(args.chapters)
+    names = build(Path(args.output), chapters)
+    from grader.run.schedule import possible_points
 
-        return run_demo(console)
-    if args.command == "submit":
-        return _submit(Path(args.package), Path(args.output), console, args.anyway)
-    return 2
+    console.print(f"wrote [bold]{args.output}[/] ({len(names)} files, chapters "
+                  f"{', '.join(chapters) if chapters else 'all'}, {possible_points(chapters):g} points): "
+                  f"upload it as the assignment's autograder")
+    return 0
+
+
+def _prairielearn(args, console: Console) -> int:
+    from grader.lms.prairielearn import build as build_prairielearn
+    from grader.run.schedule import possible_points
+
+    chapters = parse_chapters(args.chapters)
+    try:
+        info = build_prairielearn(Path(args.output), chapters, args.image)
+    except FileExistsError as problem:
+        console.print(f"[red]{problem}[/]")
+        return 1
+    options = info["externalGradingOptions"]
+    console.print(f"wrote [bold]{args.output}[/]: Dockerfile (image {options['image']}), the entry point "
+                  f"{options['entrypoint']}, info.json (timeout {options['timeout']} s) and question.html for "
+                  f"chapters {', '.join(chapters) if chapters else 'all'} ({possible_points(chapters):g} points); "
+                  f"read {Path(args.output) / 'README.md'} next")
+    return 0
+
+
+def _autolab(args, console: Console) -> int:
+    from grader.lms.autolab import build as build_autolab
+
+    chapters = parse_chapters(args.chapters)
+    try:
+        problems = build_autolab(Path(args.output), chapters, seed=args.seed)
+    except FileExistsError as problem:
+        console.print(f"[red]{problem}[/]")
+        return 1
+    console.print(f"wrote [bold]{args.output}[/]/autograde.tar and autograde-Makefile; the assessment's problems: "
+                  + ", ".join(f"{name} ({points:g} points)" for name, points in problems.items())
+                  + f"; read {Path(args.output) / 'README.md'} next")
+    return 0
+
+
+def _nbgrader_course(args, console: Console) -> int:
+    from grader.lms.nbgrader_course import build as build_course
+
+    try:
+        folders = build_course(Path(args.dest), parse_chapters(args.chapters),
+                               allow_weak_sandbox=args.allow_weak_sandbox)
+    except (FileExistsError, ValueError) as problem:
+        console.print(f"[red]{problem}[/]")
+        return 1
+    console.print(f"wrote the nbgrader course [bold]{args.dest}[/] ({', '.join(folders)}); "
+                  f"read {Path(args.dest) / 'README.md'} next")
+    return 0
+
+
+def _demo(args, console: Console) -> int:
+    from grader.qa.demo import run_demo
+
+    return run_demo(console)
+
+
+def _pack(args, console: Console) -> int:
+    return _submit(Path(args.package), Path(args.output), console, args.anyway)
 
 
 def _profile(report, console: Console, rows: int = 15, grouped: bool = True) -> None:
@@ -358,6 +387,12 @@ def _submit(package: Path, output: Path, console: Console, anyway: bool = False)
             archive.write(file, Path("hero_transformer") / file.relative_to(package))
     console.print(f"packed {len(files)} files into [bold]{output}[/]: upload it to your course's page")
     return 0
+
+
+# Each course command's function, called with the parsed arguments and a console.
+_COMMANDS = {"grade": _grade, "check": _check, "grade-class": _grade_class, "gradescope": _gradescope,
+             "prairielearn": _prairielearn, "autolab": _autolab, "nbgrader-course": _nbgrader_course,
+             "demo": _demo, "submit": _pack}
 
 
 if __name__ == "__main__":

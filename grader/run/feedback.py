@@ -9,6 +9,7 @@ import ast
 import math
 import re
 from functools import lru_cache
+from typing import NamedTuple
 
 import torch
 
@@ -366,45 +367,100 @@ def remote_failure(task: Task, error: Failure, audience: Audience, check: "Check
     and what the check was doing: never, in a graded run, from the message, which the code
     chose, nor a class or line it could choose while it ran (Audience); staff see the
     message, the line and every frame."""
-    kind, message, where, line = (as_text(value or "") for value in (error.type, error.message, error.where,
-                                                                      error.line))
-    place = _student_where(where)
-    if kind in _SYNTAX_ERRORS and where and line:
-        # The line last, after all else: inside brackets, its own unclosed bracket read as closed.
-        at = f"; {place} reads: {line}"
-    else:
-        at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
-    named = message.strip("'\"")
-    if error.cause is Cause.NOT_IMPLEMENTED:
-        # The message is compared with task names, never echoed unless it is one.
-        if named == task.name:
-            shown = f"{task.qualname} still raises NotImplementedError"
-            return NOT_IMPLEMENTED, shown, shown
-        staff = f"it needs '{named}', which is not implemented yet" if message else f"NotImplementedError{at}"
-        if not audience.private:
-            return ERROR, staff, staff
-        if named in catalogue.tasks():
-            return ERROR, staff, staff
-        return ERROR, f"NotImplementedError{audience.location(where)}", staff
-    forbidden = forbidden_code(error.forbidden) if error.cause is Cause.FORBIDDEN else None
-    if forbidden is not None:
-        # Raised before any probe ran (a tripwire hit while the package loaded).
-        said = (f"{forbidden.name} is not allowed in this task" if forbidden.kind is ForbiddenKind.NAME
-                else forbidden_words(forbidden))
-        if not audience.private:
-            return FORBIDDEN, said, said
-        if forbidden.kind in (ForbiddenKind.PROCESS, ForbiddenKind.THREAD):
-            return FORBIDDEN, _forbidden_call_text(forbidden, task), said
-        allowed = forbidden.kind is ForbiddenKind.NAME and forbidden.name in task.forbidden
-        return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said
-    staff = f"{kind}: {message}{at}{_traceback(error.trace)}"
-    if error.cause is Cause.UNFIT and error.unfit in UNFIT:  # a probe's own finding, in the kit's words
-        return FAILED, f"{task.qualname.split('.')[0]} {UNFIT[error.unfit]}", staff
-    if error.cause in _SEALED:
-        # The worker refused the read (or the call) before anything of the part was had.
-        return FORBIDDEN, _SEALED[error.cause], staff
+    raised = _Raised.of(error)
+    words = _CAUSE_WORDS.get(error.cause)
+    said = words(task, error, audience, raised) if words is not None else None
+    return said if said is not None else _words_for_crash(task, error, audience, raised, check, loading, inputs)
+
+
+class _Raised(NamedTuple):
+    """A worker's exception as text: its type, message and place (`at`, as a sentence
+    ends with it), and what staff read of it, every frame included."""
+
+    kind: str
+    message: str
+    where: str
+    at: str
+    staff: str
+
+    @classmethod
+    def of(cls, error: Failure) -> _Raised:
+        kind, message, where, line = (as_text(value or "") for value in (error.type, error.message, error.where,
+                                                                          error.line))
+        place = _student_where(where)
+        if kind in _SYNTAX_ERRORS and where and line:
+            # The line last, after all else: inside brackets, its own unclosed bracket read as closed.
+            at = f"; {place} reads: {line}"
+        else:
+            at = f" ({place}: {line})" if where and line else (f" ({place})" if where else "")
+        return cls(kind, message, where, at, f"{kind}: {message}{at}{_traceback(error.trace)}")
+
+
+def _words_for_not_implemented(task: Task, error: Failure, audience: Audience,
+                               raised: _Raised) -> tuple[str, str, str]:
+    # The message is compared with task names, never echoed unless it is one.
+    named = raised.message.strip("'\"")
+    if named == task.name:
+        shown = f"{task.qualname} still raises NotImplementedError"
+        return NOT_IMPLEMENTED, shown, shown
+    staff = f"it needs '{named}', which is not implemented yet" if raised.message else f"NotImplementedError{raised.at}"
+    if not audience.private or named in catalogue.tasks():
+        return ERROR, staff, staff
+    return ERROR, f"NotImplementedError{audience.location(raised.where)}", staff
+
+
+def _words_for_forbidden(task: Task, error: Failure, audience: Audience,
+                         raised: _Raised) -> tuple[str, str, str] | None:
+    forbidden = forbidden_code(error.forbidden)
+    if forbidden is None:
+        return None
+    # Raised before any probe ran (a tripwire hit while the package loaded).
+    said = (f"{forbidden.name} is not allowed in this task" if forbidden.kind is ForbiddenKind.NAME
+            else forbidden_words(forbidden))
     if not audience.private:
-        return ERROR, f"{kind}: {message}{at}{audience.part_at(where, task)}{_doing(check)}", staff
+        return FORBIDDEN, said, said
+    if forbidden.kind in (ForbiddenKind.PROCESS, ForbiddenKind.THREAD):
+        return FORBIDDEN, _forbidden_call_text(forbidden, task), said
+    allowed = forbidden.kind is ForbiddenKind.NAME and forbidden.name in task.forbidden
+    return FORBIDDEN, (said if allowed else "calls a library function this task forbids"), said
+
+
+def _words_for_unfit(task: Task, error: Failure, audience: Audience,
+                     raised: _Raised) -> tuple[str, str, str] | None:
+    if error.unfit not in UNFIT:
+        return None
+    # A probe's own finding, in the kit's words.
+    return FAILED, f"{task.qualname.split('.')[0]} {UNFIT[error.unfit]}", raised.staff
+
+
+def _words_for_sealed(task: Task, error: Failure, audience: Audience,
+                      raised: _Raised) -> tuple[str, str, str]:
+    # The worker refused the read (or the call) before anything of the part was had.
+    return FORBIDDEN, _SEALED[error.cause], raised.staff
+
+
+# What the worker's seal refused (grader/run/inside/sealed.py), in the grader's words.
+_SEALED = {
+    Cause.SEALED_READ: ("reads the code of a part of the course's reference (its code object, source or frames): the "
+             "reference's parts may be called, never read"),
+    Cause.NOT_BUILT_ON: "runs the course's reference for a part this task does not build on: use your own code",
+}
+
+
+# The causes told in words of their own, whoever reads them; None from one of them (a
+# forbidden call it cannot read, an unfit key it does not know) leaves a crash, as every
+# other cause is (_words_for_crash). (A Failure's cause is always a Cause: messages.py builds it.)
+_CAUSE_WORDS = {Cause.NOT_IMPLEMENTED: _words_for_not_implemented, Cause.FORBIDDEN: _words_for_forbidden,
+                Cause.UNFIT: _words_for_unfit, **dict.fromkeys(_SEALED, _words_for_sealed)}
+
+
+def _words_for_crash(task: Task, error: Failure, audience: Audience, raised: _Raised, check: "Check | None",
+                 loading: bool, inputs: "dict | None") -> tuple[str, str, str]:
+    """An exception no cause explains, as a crash: in a graded run, by its type, the file
+    and what the check was doing."""
+    kind, where, staff = raised.kind, raised.where, raised.staff
+    if not audience.private:
+        return ERROR, f"{kind}: {raised.message}{raised.at}{audience.part_at(where, task)}{_doing(check)}", staff
     if kind in _SYNTAX_ERRORS:
         compiled = audience.syntax_error(where)
         if compiled:
@@ -414,25 +470,23 @@ def remote_failure(task: Task, error: Failure, audience: Audience, check: "Check
     # A graded run names a type Python or torch defines and a file, never a class or a
     # line the code could have picked by what it read; the staff's text has both.
     name = audience.exception_name(kind, error.standard)
-    raised = f"raised {name}" if name != "an exception" else "raised an exception of its own class"
+    what = name if name != "an exception" else "an exception of its own class"
     located = audience.location(where)
     if loading:
         # Before any task ran: the package's own import (or a module it lacks) failed.
         missing = error.missing_module if error.cause is Cause.MISSING_MODULE else None
         if missing in {t.module for t in catalogue.tasks().values()}:
             return ERROR, f"the submission has no {missing}.py", staff
-        what = name if name != "an exception" else "an exception of its own class"
         return ERROR, audience.redact(f"{what} was raised while the package was imported{located}; its message "
                                       f"is kept for course staff when graded (`make check` shows it)"), staff
     operation = failed_operation_words(error.operation)
     if not located:
         # Raised in a certified part working on what the student's code built or returned.
-        raised = (f"{name if name != 'an exception' else 'an exception of its own class'} was raised outside "
-                  f"your {task.qualname}, in a part that uses what it built or returned")
-        shown = (f"{raised}{_doing(check)}{operation}; its message is kept for course staff when graded "
+        shown = (f"{what} was raised outside your {task.qualname}, in a part that uses what it built or "
+                 f"returned{_doing(check)}{operation}; its message is kept for course staff when graded "
                  f"(`make check` shows it)")
     else:
-        shown = (f"{task.qualname} {raised}{located}{_doing(check)}{operation}"
+        shown = (f"{task.qualname} raised {what}{located}{_doing(check)}{operation}"
                  f"{broken_promise(task, error, check, inputs)}; its message is kept for course "
                  f"staff when graded (`make check` shows it)")
     return ERROR, audience.redact(shown), staff
@@ -518,14 +572,6 @@ def failed_operation_words(value: "Operation | None") -> str:
 
 
 _FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
-
-
-# What the worker's seal refused (grader/run/inside/sealed.py), in the grader's words.
-_SEALED = {
-    Cause.SEALED_READ: ("reads the code of a part of the course's reference (its code object, source or frames): the "
-             "reference's parts may be called, never read"),
-    Cause.NOT_BUILT_ON: "runs the course's reference for a part this task does not build on: use your own code",
-}
 
 
 def _traceback(trace) -> str:

@@ -98,49 +98,71 @@ def render(report: GradeReport, console: Console | None = None) -> None:
         console.print(Panel(Text(plain(stopped)), title="[red]Fix this first", border_style="red"))
     titles = _chapter_titles()
     for chapter, results in _by_chapter(report).items():
-        said_above = stopped
-        lines = [Text(f"Chapter {chapter} — {titles.get(chapter, '')}", style="bold"),
-                 _row(Text("check", style="bold"), Text("points", style="bold"), Text("status", style="bold"))]
-        collapsed = set()
-        for result in results:
-            check = result.check
-            same_task = [r for r in results if r.check.task == check.task]
-            if all(r.status == "not implemented" for r in same_task):
-                # A task not started yet is one line, not one line per check.
-                if check.task not in collapsed:
-                    collapsed.add(check.task)
-                    qualname = catalogue.tasks()[check.task].qualname if check.task in catalogue.tasks() else check.task
-                    possible = sum(r.check.points for r in same_task)
-                    checks = "1 check" if len(same_task) == 1 else f"{len(same_task)} checks"
-                    lines.append(_row(Text(f"{check.task} ({checks}): fill in {qualname}", style="dim"),
-                                      f"0/{possible:g}", Text("not implemented", style=STYLE["not implemented"])))
-                continue
-            label = Text(check.name.split(".", 1)[1])
-            if check.hidden:
-                label.append("  (hidden)", style="dim")
-            # A gated check (its property held, its task's value check did not pass) says so.
-            shown_status = f"{result.status} (gated)" if result.gated else result.status
-            lines.append(_row(label, f"{result.score:g}/{check.points:g}",
-                              Text(shown_status, style=STYLE.get(result.status, ""))))
-            if result.status != PASSED:
-                seen = visible_check(result)  # what every platform shows of it
-                said = seen.note
-                # A sentence the row above (or the panel on top) already gave is not repeated.
-                shown = "as above" if said == said_above else said
-                said_above = said
-                note = Text("↳ " + plain(shown),
-                            style="dim" if result.status in ("not implemented", WAITING) or shown == "as above" else "")
-                if seen.output:
-                    excerpt = seen.output.strip().splitlines()[-3:]
-                    note.append("\nprinted: " + " | ".join(excerpt)[:300], style="dim")
-                lines.append(_note(note))
-        earned = sum(r.score for r in results)
-        possible = sum(r.check.points for r in results)
-        lines.append(_row(Text("chapter total", style="bold"), f"{earned:g}/{possible:g}", Text("")))
-        console.print(Group(*lines))
+        console.print(Group(*_chapter_lines(chapter, titles.get(chapter, ''), results, stopped)))
         if line := certified_line(chapter, results):
             console.print(Padding(Text(plain(line), style="dim"), (0, 0, 0, 2)))
         console.print()
+    console.print(_summary(report))
+
+
+def _chapter_lines(chapter: str, title: str, results, said_above: str | None) -> list:
+    """A chapter's heading, a row per check (one per task not started yet) with the
+    diagnosis under each check that did not pass, and its total. `said_above`: the
+    sentence the panel on top gave, if any."""
+    lines = [Text(f"Chapter {chapter} — {title}", style="bold"),
+             _row(Text("check", style="bold"), Text("points", style="bold"), Text("status", style="bold"))]
+    collapsed = set()
+    for result in results:
+        check = result.check
+        same_task = [r for r in results if r.check.task == check.task]
+        if all(r.status == "not implemented" for r in same_task):
+            # A task not started yet is one line, not one line per check.
+            if check.task not in collapsed:
+                collapsed.add(check.task)
+                lines.append(_not_started_row(check.task, same_task))
+            continue
+        label = Text(check.name.split(".", 1)[1])
+        if check.hidden:
+            label.append("  (hidden)", style="dim")
+        # A gated check (its property held, its task's value check did not pass) says so.
+        shown_status = f"{result.status} (gated)" if result.gated else result.status
+        lines.append(_row(label, f"{result.score:g}/{check.points:g}",
+                          Text(shown_status, style=STYLE.get(result.status, ""))))
+        if result.status != PASSED:
+            note, said_above = _diagnosis(result, said_above)
+            lines.append(note)
+    earned = sum(r.score for r in results)
+    possible = sum(r.check.points for r in results)
+    lines.append(_row(Text("chapter total", style="bold"), f"{earned:g}/{possible:g}", Text("")))
+    return lines
+
+
+def _not_started_row(task: str, results) -> Table:
+    """The one row of a task whose checks all found it not implemented."""
+    qualname = catalogue.tasks()[task].qualname if task in catalogue.tasks() else task
+    possible = sum(r.check.points for r in results)
+    checks = "1 check" if len(results) == 1 else f"{len(results)} checks"
+    return _row(Text(f"{task} ({checks}): fill in {qualname}", style="dim"),
+                f"0/{possible:g}", Text("not implemented", style=STYLE["not implemented"]))
+
+
+def _diagnosis(result, said_above: str | None) -> tuple[Padding, str]:
+    """(the note under a check that did not pass, the sentence it stands for): "as above"
+    where the row above (or the panel on top) already said it, and the last lines the
+    code printed."""
+    seen = visible_check(result)  # what every platform shows of it
+    said = seen.note
+    shown = "as above" if said == said_above else said
+    note = Text("↳ " + plain(shown),
+                style="dim" if result.status in ("not implemented", WAITING) or shown == "as above" else "")
+    if seen.output:
+        excerpt = seen.output.strip().splitlines()[-3:]
+        note.append("\nprinted: " + " | ".join(excerpt)[:300], style="dim")
+    return _note(note), said
+
+
+def _summary(report: GradeReport) -> Panel:
+    """The total, what waits and what is hidden, the certified parts and where it ran."""
     failed = sum(1 for r in report.results if r.status != PASSED)
     summary = Text()
     if report.submission:
@@ -153,7 +175,7 @@ def render(report: GradeReport, console: Console | None = None) -> None:
         summary.append(line + "\n")
     summary.append(plain(f"Certified parts: {report.certified}") + "\n", style="dim")
     summary.append(f"Ran in: {report.sandbox}", style="dim")
-    console.print(Panel(summary, border_style="green" if failed == 0 and report.results else "yellow"))
+    return Panel(summary, border_style="green" if failed == 0 and report.results else "yellow")
 
 
 def _stopped_by(report: GradeReport) -> str | None:

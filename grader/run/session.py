@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from typing import Callable, NamedTuple
 
 from rich.console import Console
 
@@ -78,62 +79,97 @@ def run_grading(path: str, chapters, public_only: bool, json_path: str | None, c
                 except Exception:  # noqa: BLE001 - grade() retries, and reports the failure per check
                     pass
         moment("sandbox boot")
-        chapters, grade, render, results_json, write_json, SubmissionError, load = _import_the_grading(chapters)
-        try:
-            if runner is not None:
-                with PHASES.phase("reference and plan"):
-                    submission = load(path)
-                if runner.kind != "bwrap" and not allow_weak_sandbox and use_reference and Reference.present():
-                    raise SubmissionError(WEAK_SANDBOX)
-                with console.status("grading…"):
-                    report = grade(submission, chapters, public_only=public_only, seed=seed,
-                                   use_reference=use_reference, runner=runner, grouped=grouped,
-                                   for_the_author=for_the_author, parallel=parallel)
-        except SubmissionError as problem:
-            report = GradeReport(str(path), [], "not started", "none", problem=str(problem))
-        except KeyboardInterrupt:
-            raise
-        except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
-            report = GradeReport(str(path), [], "not started", "none",
-                                 problem=f"the grader hit an internal error; please report it: {crash!r}")
-            traceback.print_exc()
+        chapters, engine = _import_the_grading(chapters)
+        if runner is not None:
+            report = _grade_upload(path, chapters, runner, console, engine, allow_weak_sandbox, dict(
+                public_only=public_only, seed=seed, use_reference=use_reference, grouped=grouped,
+                for_the_author=for_the_author, parallel=parallel))
     except KeyboardInterrupt:
-        # Ctrl-C: the workers end, and a results file says the grading stopped (an older
-        # one left in its place would be taken for this upload's).
-        _close(runner)
-        if json_path:
-            from grader.run.report import results_json, write_json
-
-            stopped = GradeReport(str(path), [], "stopped", "none", time.perf_counter() - started, problem=STOPPED)
-            with whole():
-                write_json(results_json(stopped, seed), json_path)
-            raise Stopped(f"Stopped (Ctrl-C) before the grading finished: {json_path} says so and holds no "
-                          f"check. Run the same command again to grade.") from None
-        raise Stopped("Stopped (Ctrl-C) before the checks finished. Run the same command again to see "
-                      "them.") from None
+        raise _stopped(runner, path, json_path, seed, started) from None
     except BaseException:
         _close(runner)
         raise
     _close(runner)
     report.elapsed = time.perf_counter() - started
+    _write_and_show(report, json_path, seed, console, engine)
+    return report
+
+
+def _grade_upload(path, chapters, runner, console: Console, engine: _Engine, allow_weak_sandbox: bool,
+                  options: dict):
+    """The upload loaded and graded on `runner`, `options` passed on to grade(); where it
+    could not be, a report that says why."""
+    from grader.profile import PHASES
+    from grader.run.reference import Reference
+    from grader.run.results import GradeReport
+
+    try:
+        with PHASES.phase("reference and plan"):
+            submission = engine.load(path)
+        if runner.kind != "bwrap" and not allow_weak_sandbox and options["use_reference"] and Reference.present():
+            raise engine.SubmissionError(WEAK_SANDBOX)
+        with console.status("grading…"):
+            return engine.grade(submission, chapters, runner=runner, **options)
+    except engine.SubmissionError as problem:
+        return GradeReport(str(path), [], "not started", "none", problem=str(problem))
+    except KeyboardInterrupt:
+        raise
+    except Exception as crash:  # noqa: BLE001 - the results file must be written regardless
+        report = GradeReport(str(path), [], "not started", "none",
+                             problem=f"the grader hit an internal error; please report it: {crash!r}")
+        traceback.print_exc()
+        return report
+
+
+def _stopped(runner, path, json_path: str | None, seed, started: float) -> Stopped:
+    """Ctrl-C while grading: the workers ended, and a results file that says the grading
+    stopped (an older one left in its place would be taken for this upload's); the Stopped
+    that says what was kept."""
+    _close(runner)
+    if not json_path:
+        return Stopped("Stopped (Ctrl-C) before the checks finished. Run the same command again to see them.")
+    from grader.run.report import results_json, write_json
+    from grader.run.results import GradeReport
+
+    stopped = GradeReport(str(path), [], "stopped", "none", time.perf_counter() - started, problem=STOPPED)
+    with whole():
+        write_json(results_json(stopped, seed), json_path)
+    return Stopped(f"Stopped (Ctrl-C) before the grading finished: {json_path} says so and holds no "
+                   f"check. Run the same command again to grade.")
+
+
+def _write_and_show(report, json_path: str | None, seed, console: Console, engine: _Engine) -> None:
+    """The results file written (where asked) and the report shown."""
+    from grader.profile import PHASES
+
     try:
         if json_path:
             with PHASES.phase("report"), whole():
                 moment("results written")
-                write_json(results_json(report, seed), json_path)
+                engine.write_json(engine.results_json(report, seed), json_path)
         with PHASES.phase("report"):
             moment("report")
-            render(report, console)
+            engine.render(report, console)
     except KeyboardInterrupt:
         raise Stopped(f"Stopped (Ctrl-C) after the grading finished: {json_path} holds its results."
                       if json_path else "Stopped (Ctrl-C) while the report was shown. Run the same command "
                                         "again to see it.") from None
     if json_path:
         console.print(f"[dim]results written to {json_path}[/]")
-    return report
 
 
-def _import_the_grading(chapters):
+class _Engine(NamedTuple):
+    """The engine's entry points, imported while the runner boots."""
+
+    grade: Callable
+    load: Callable
+    SubmissionError: type
+    render: Callable
+    results_json: Callable
+    write_json: Callable
+
+
+def _import_the_grading(chapters) -> tuple[list[str] | None, _Engine]:
     """(chapters, and the engine's entry points), imported while the runner boots."""
     import gc
 
@@ -154,7 +190,7 @@ def _import_the_grading(chapters):
     finally:
         if collecting:
             gc.enable()
-    return chapters, grade, render, results_json, write_json, SubmissionError, load
+    return chapters, _Engine(grade, load, SubmissionError, render, results_json, write_json)
 
 
 def _close(runner) -> None:

@@ -143,69 +143,72 @@ class Door:
         except (OSError, ValueError):
             return  # the door was closed before this thread began: nobody is let in
         pending: dict[socket.socket, list] = {}  # connection -> [received, deadline, pid]
-
-        def drop(connection):
-            pending.pop(connection, None)
-            try:
-                selector.unregister(connection)
-            except (KeyError, ValueError):
-                pass
-            connection.close()
-
         while not self.closed:
             try:
                 ready = selector.select(timeout=0.25)
             except (OSError, ValueError):
                 break
             for key, _ in ready:
-                if key.fileobj is self.server:
-                    try:
-                        connection, _ = self.server.accept()
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        break
-                    if len(pending) >= self.PENDING:
-                        connection.close()
-                        continue
-                    try:
-                        pid = _peer_pid(connection)
-                    except OSError:
-                        connection.close()
-                        continue
-                    connection.setblocking(False)
-                    pending[connection] = [bytearray(), time.monotonic() + self.GREETING_SECONDS, pid]
-                    selector.register(connection, selectors.EVENT_READ)
-                    continue
-                connection = key.fileobj
-                entry = pending[connection]
-                try:
-                    chunk = connection.recv(self.GREETING_BYTES)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    chunk = b""
-                entry[0] += chunk
-                size = int.from_bytes(entry[0][:8], "big") if len(entry[0]) >= 8 else None
-                if not chunk or (size is not None and size > self.GREETING_BYTES):
-                    drop(connection)
-                    continue
-                if size is None or len(entry[0]) < 8 + size:
-                    continue
-                greeting = bytes(entry[0][8:8 + size])
-                pending.pop(connection)
-                selector.unregister(connection)
-                connection.setblocking(True)
-                try:
-                    self._admit(connection, entry[2], wire.decode(greeting))
-                except Exception:  # noqa: BLE001 - whoever knocked, the door stays open for the next
-                    connection.close()
+                if key.fileobj is not self.server:
+                    self._read_greeting(key.fileobj, selector, pending)
+                elif not self._accept(selector, pending):
+                    break
             now = time.monotonic()
             for connection in [c for c, entry in pending.items() if entry[1] < now]:
-                drop(connection)
+                _drop(connection, selector, pending)
         for connection in list(pending):
-            drop(connection)
+            _drop(connection, selector, pending)
         selector.close()
+
+    def _accept(self, selector, pending: dict) -> bool:
+        """A new connection, left waiting for its greeting unless PENDING already wait;
+        False where the door's socket fails."""
+        import selectors
+
+        try:
+            connection, _ = self.server.accept()
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if len(pending) >= self.PENDING:
+            connection.close()
+            return True
+        try:
+            pid = _peer_pid(connection)
+        except OSError:
+            connection.close()
+            return True
+        connection.setblocking(False)
+        pending[connection] = [bytearray(), time.monotonic() + self.GREETING_SECONDS, pid]
+        selector.register(connection, selectors.EVENT_READ)
+        return True
+
+    def _read_greeting(self, connection: socket.socket, selector, pending: dict) -> None:
+        """What has arrived of a waiting connection's greeting (a size, then that many
+        bytes); a whole one is admitted or refused, a closed or oversized one dropped."""
+        entry = pending[connection]
+        try:
+            chunk = connection.recv(self.GREETING_BYTES)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        entry[0] += chunk
+        size = int.from_bytes(entry[0][:8], "big") if len(entry[0]) >= 8 else None
+        if not chunk or (size is not None and size > self.GREETING_BYTES):
+            _drop(connection, selector, pending)
+            return
+        if size is None or len(entry[0]) < 8 + size:
+            return
+        greeting = bytes(entry[0][8:8 + size])
+        pending.pop(connection)
+        selector.unregister(connection)
+        connection.setblocking(True)
+        try:
+            self._admit(connection, entry[2], wire.decode(greeting))
+        except Exception:  # noqa: BLE001 - whoever knocked, the door stays open for the next
+            connection.close()
 
     def _admit(self, connection: socket.socket, pid: int, hello):
         submission = self.submission
@@ -231,6 +234,16 @@ class Door:
                 os.unlink(self.path)
             except OSError:
                 pass
+
+
+def _drop(connection: socket.socket, selector, pending: dict) -> None:
+    """A connection that waits for its greeting no more: forgotten and closed."""
+    pending.pop(connection, None)
+    try:
+        selector.unregister(connection)
+    except (KeyError, ValueError):
+        pass
+    connection.close()
 
 
 def _end_spare(future) -> None:

@@ -179,28 +179,31 @@ def install(serve_one, run_probe, crossed: set, later: list) -> None:
     `later`: where a guard that refused a part taught after the task notes its code."""
     if _INSTALLED:
         return
-    # Everything the hook uses is bound here, where no student code has run: module
-    # globals and builtins can be replaced later, this closure cannot be reached.
-    serving, serving_globals, note = serve_one.__code__, serve_one.__globals__, crossed.add
-    one_probe = run_probe.__code__
+    # Everything the hook uses is bound now, here and in the functions below that build its
+    # closures, where no student code has run: module globals and builtins can be replaced
+    # later, these closures cannot be reached.
     current: list = [None]  # the task whose probe began last (PROBE_STARTS), None before any
-    readers, installers = _named(_READERS), _named(_HOOK_INSTALLERS)
-    starts, get_ident, getframe, code_type, text = str.startswith, _thread.get_ident, sys._getframe, types.CodeType, str
-    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
-    events, restricted, resumable_frame, never = _EVENTS, _RESTRICTED, _RESUMABLE_FRAME, dict(_NEVER)
-    prefix, marker_start, guard_name, resumable = CERTIFIED_PREFIX, GUARD + " ", GUARD, _RESUMABLE
-    sealed, attribute, frame_refused, not_built_on, taught_later = (Sealed, SealedAttribute, SealedFrame, NotBuiltOn,
-                                                                   TaughtLater)
-    own_event, probes_only, record_later = OWN_CODE, PROBES_ONLY, later.append
     own_code: dict = {}  # task -> {id(code): code} of the student's own code for it
-    inside: set = set()  # threads inside the hook: the hook's own reads pass
     # The globals of the certified modules, as the worker loads them (CERTIFIED_MODULE,
     # raised before each one runs): every certified function and frame has one of them,
     # so code of any other is let through without a read of its own. The student's code
     # can add to this set (and so only slow its own reads), never take from it.
     registry: dict = {}
-    registration, probe_event = CERTIFIED_MODULE, PROBE_STARTS
+    readers, installers = _named(_READERS), _named(_HOOK_INSTALLERS)
     trusted_globals = {id(known[1]) for known in readers.values()} | {id(known[1]) for known in installers.values()}
+    certified, certified_globals, trusted, leads_to_certified = _recognisers(registry, trusted_globals)
+    probe_starts, called_by_own_code = _probe_watch(serve_one, run_probe, current, own_code, certified_globals)
+    refusal = _refusal(readers, installers, certified, certified_globals, trusted, leads_to_certified, probe_starts)
+    sys.addaudithook(_hook(registry, current, own_code, certified, called_by_own_code, refusal, crossed.add,
+                           later.append))
+    _INSTALLED.append(True)
+
+
+def _recognisers(registry: dict, trusted_globals: set):
+    """(certified, certified_globals, trusted, leads_to_certified): whether a code object
+    is certified, whether globals are a certified module's, whether a frame runs one of
+    the named trusted functions, and why a frame leads to certified code (None: it does not)."""
+    starts, code_type, prefix, resumable = str.startswith, types.CodeType, CERTIFIED_PREFIX, _RESUMABLE
 
     def certified(code) -> bool:
         return type(code) is code_type and starts(code.co_filename, prefix)
@@ -223,6 +226,14 @@ def install(serve_one, run_probe, crossed: set, later: list) -> None:
             frame = frame.f_back
         return None
 
+    return certified, certified_globals, trusted, leads_to_certified
+
+
+def _probe_watch(serve_one, run_probe, current: list, own_code: dict, certified_globals):
+    """(probe_starts, called_by_own_code): noting the task whose probe begins, and whether
+    a guarded part was called by that task's own code."""
+    serving, serving_globals, one_probe, text = serve_one.__code__, serve_one.__globals__, run_probe.__code__, str
+
     def outermost_serving(frame):
         """The outermost frame of the worker's serving loop below `frame` (told by its
         globals first: reading a frame's code is itself an audited event, for every hook)."""
@@ -240,12 +251,6 @@ def install(serve_one, run_probe, crossed: set, later: list) -> None:
                 and outermost_serving(reader.f_back) is reader.f_back):
             current[0] = task if type(task) is text else None
 
-    # id(a guard's docstring) -> (the docstring, the part, the tasks that may run it, the
-    # tasks whose probes only may). A guarded part runs for a task that builds on it, or
-    # not at all; between two probes the last one's task stands, which gives code running
-    # then no more than that probe's code had.
-    markers: dict = {}
-
     def called_by_own_code(frame, task) -> bool:
         """Whether the nearest frame below `frame` (the part's) that is certified code or
         the task's own code is the task's own. Certified frames are told by their globals,
@@ -262,6 +267,16 @@ def install(serve_one, run_probe, crossed: set, later: list) -> None:
                 return True
             frame = frame.f_back
         return False
+
+    return probe_starts, called_by_own_code
+
+
+def _refusal(readers: dict, installers: dict, certified, certified_globals, trusted, leads_to_certified,
+             probe_starts):
+    """What the hook refuses of an event it does not settle itself: (exception class, what
+    was refused), or None."""
+    getframe, never, resumable_frame, probe_event = sys._getframe, dict(_NEVER), _RESUMABLE_FRAME, PROBE_STARTS
+    sealed, attribute, frame_refused = Sealed, SealedAttribute, SealedFrame
 
     def refusal(event: str, args):
         # The frame that asked: this function's caller's caller (the hook is called from C).
@@ -300,7 +315,29 @@ def install(serve_one, run_probe, crossed: set, later: list) -> None:
             return None if trusted(getframe(2), installers) else (sealed, "an audit hook of the submission's own")
         return sealed, never[event]
 
+    return refusal
+
+
+def _hook(registry: dict, current: list, own_code: dict, certified, called_by_own_code, refusal, note,
+          record_later):
+    # Long by the hook it builds, which is one function on purpose (see there).
+    """The audit hook: `note` takes a part a guard refused to a task that does not build on
+    it, `record_later` the code of a part refused as taught after the task."""
+    starts, get_ident, getframe, code_type, text = str.startswith, _thread.get_ident, sys._getframe, types.CodeType, str
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    events, restricted = _EVENTS, _RESTRICTED
+    marker_start, guard_name, probes_only = GUARD + " ", GUARD, PROBES_ONLY
+    not_built_on, taught_later = NotBuiltOn, TaughtLater
+    own_event, registration = OWN_CODE, CERTIFIED_MODULE
+    inside: set = set()  # threads inside the hook: the hook's own reads pass
+    # id(a guard's docstring) -> (the docstring, the part, the tasks that may run it, the
+    # tasks whose probes only may). A guarded part runs for a task that builds on it, or
+    # not at all; between two probes the last one's task stands, which gives code running
+    # then no more than that probe's code had.
+    markers: dict = {}
+
     def hook(event: str, args) -> None:
+        # Left long: every audit event of the process runs it, so its fast paths call no Python function.
         if event not in events:
             return
         if event == "object.__getattr__":
@@ -381,9 +418,7 @@ def install(serve_one, run_probe, crossed: set, later: list) -> None:
         if refused is not None:
             kind, what = refused
             raise kind(what)  # made outside the window: the class is the student's to reach
-
-    sys.addaudithook(hook)
-    _INSTALLED.append(True)
+    return hook
 
 
 _UNPACK_SEQUENCE = __import__("dis").opmap["UNPACK_SEQUENCE"]

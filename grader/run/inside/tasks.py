@@ -141,16 +141,9 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
 def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, decode, encode) -> None:
     from grader.run.inside import op_rules
 
-    try:
-        namespace = build_namespace(request)
-    except BaseException as error:  # noqa: BLE001 - any failure is the submission's
-        send(channel, encode(SetupFailed(describe(error))))
+    namespace = _set_up(channel, send, request, encode)
+    if namespace is None:
         return
-    finally:
-        # The certified sources are compiled now: keep no text of them for student code to find.
-        request.certified = None
-        forget_certified_sources()
-    send(channel, encode(Ready(certified=namespace.certified_tasks)))
     group_rules: dict = {}  # in a group's worker: the rules of the task whose probes run now
     # The task whose probe runs now, which run_probe names to the seal for the guards of
     # a group's certified parts (grader/run/inside/sealed.py).
@@ -172,48 +165,90 @@ def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, 
             if grouped:
                 # The task this probe grades, among the group's: its rules for this probe only.
                 entry = request.group[call.task]
-                namespace.task = call.task
-                PROBING[0] = call.task
-                CROSSED.clear()
-                watch_all_but(call.task)
+                _turn_to(call.task, namespace)
                 disarm = set_tripwires(entry.tripwires, tripped)
-                probe_rules = group_rules.get(call.task)
-                if probe_rules is None:  # the group's next task: the last one's rules undone first
-                    op_rules.disarm()
-                    group_rules.clear()
-                    probe_rules = group_rules[call.task] = op_rules.Rules.of(entry)
-                    op_rules.arm(probe_rules, reversible=True)
+                probe_rules = _group_task_rules(op_rules, call.task, entry, group_rules)
             module = importlib.import_module(f"grader.checks.{call.module}")
             probe = getattr(module, call.probe)
             # One window: the answer is plain data (run_probe) and a failure is text before the
             # task's rules are lifted, so whatever code of the answer's own runs as it is read
             # (a tensor computed on reading, a property, an exception's __str__) runs under them.
+            # run_probe is called from this frame: the seal takes the probed task only from there.
             result, error = None, None
             with op_rules.watching(probe_rules, tripped, name_failure=call.name_failure), \
                     op_rules.noting_precision(call.name_precision):
                 try:
                     result = run_probe(probe, namespace, call.inputs, probing)
                 except BaseException as raised:  # noqa: BLE001 - any failure is the submission's
-                    error = describe(ExitCalled(raised.code) if isinstance(raised, SystemExit) else raised)
+                    error = _probe_failure(raised)
             # The first operator of the code's that computed below float64, where that was asked.
             low = LowPrecision(**op_rules.LOW_PRECISION[0]) if call.name_precision and op_rules.LOW_PRECISION \
                 else None
         except BaseException as raised:  # noqa: BLE001
-            result, error, low = None, describe(ExitCalled(raised.code) if isinstance(raised, SystemExit)
-                                                else raised), None
+            result, error, low = None, _probe_failure(raised), None
         finally:
             probing = None
             if disarm is not None:
                 disarm()
             PROBING[0] = None
-        reply = ProbeReply(result=result, error=error, low_precision=low, crossed=sorted(CROSSED),
-                           forbidden_calls=[CaughtCall.of(code) for code in [*TAUGHT_LATER, *tripped]])
-        changed = grader_code_changed()
-        if changed:
-            reply = ProbeReply(tampered=changed, error=Failure(type="Tampering", message=changed))
+        reply = _reply(result, error, low, tripped)
         sys.stdout.flush()
         sys.stderr.flush()
         send(channel, encode(reply))
+
+
+def _set_up(channel, send, request: TaskRequest, encode) -> types.SimpleNamespace | None:
+    """The hybrid the task is graded on, after telling the grader it is ready; None, after
+    telling the grader why, where it could not be built."""
+    try:
+        namespace = build_namespace(request)
+    except BaseException as error:  # noqa: BLE001 - any failure is the submission's
+        send(channel, encode(SetupFailed(describe(error))))
+        return None
+    finally:
+        # The certified sources are compiled now: keep no text of them for student code to find.
+        request.certified = None
+        forget_certified_sources()
+    send(channel, encode(Ready(certified=namespace.certified_tasks)))
+    return namespace
+
+
+def _turn_to(task: str, namespace: types.SimpleNamespace) -> None:
+    """In a group's worker, before a probe of `task`: the namespace grades it, and the
+    group's other tasks are watched for the probe reaching them."""
+    namespace.task = task
+    PROBING[0] = task
+    CROSSED.clear()
+    watch_all_but(task)
+
+
+def _group_task_rules(op_rules, task: str, entry, group_rules: dict):
+    """The operator rules of the group's task whose probe runs now. The group's tasks run
+    one after another: a new task's rules are armed at its first probe, the last one's
+    undone first. (`op_rules` comes from the caller: no import runs between probes.)"""
+    probe_rules = group_rules.get(task)
+    if probe_rules is None:
+        op_rules.disarm()
+        group_rules.clear()
+        probe_rules = group_rules[task] = op_rules.Rules.of(entry)
+        op_rules.arm(probe_rules, reversible=True)
+    return probe_rules
+
+
+def _probe_failure(raised: BaseException) -> Failure:
+    """What a probe raised, as data: SystemExit said as the code's call of sys.exit."""
+    return describe(ExitCalled(raised.code) if isinstance(raised, SystemExit) else raised)
+
+
+def _reply(result, error, low, tripped: list) -> ProbeReply:
+    """The probe's answer, with the forbidden calls it made; only the tampering, where the
+    grader's own code was changed while it ran."""
+    reply = ProbeReply(result=result, error=error, low_precision=low, crossed=sorted(CROSSED),
+                       forbidden_calls=[CaughtCall.of(code) for code in [*TAUGHT_LATER, *tripped]])
+    changed = grader_code_changed()
+    if changed:
+        reply = ProbeReply(tampered=changed, error=Failure(type="Tampering", message=changed))
+    return reply
 
 
 def run_probe(probe, namespace, inputs: dict, probing, _audit=sys.audit, _starts=sealed.PROBE_STARTS,
@@ -438,38 +473,68 @@ def build_namespace(request: TaskRequest) -> types.SimpleNamespace:
     (request.certify; every other task stays the student's own code), and the
     certified code calling back into the student's objects."""
     # The certified parts first, and their compiled text dropped before any student
-    # code runs beside it: the finder's dict is the request's, emptied in place.
+    # code runs beside it.
+    certified = _load_certified(request)
+    student = _student_package(request)
+    graded = request.task
+    group = set(request.group or ())
+    installed = _install_certified(request, certified, student, set(request.certify) - group - {graded})
+    _name_own_code(request, student, group or {graded})
+    if group:
+        _watch_group_crossings(request, student, group)
+    # Certified code looks names up in its own module: point them at the student's objects.
+    owners = {(r.module, r.qualname.split(".")[0]) for r in request.regions}
+    for module, top in owners:
+        if module in certified and module in student and hasattr(student[module], top):
+            setattr(certified[module], top, getattr(student[module], top))
+    return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
+
+
+def _load_certified(request: TaskRequest) -> dict[str, types.ModuleType]:
+    """The certified modules that hold a part the task installs, by short name. Their
+    compiled code leaves the request as this begins: the finder's dict is the
+    request's, emptied in place once they are loaded."""
     compiled, request.certified = request.certified or {}, None
-    certified = {}
-    if compiled:
-        modules = (sorted(IMPORTED_ONCE["student"]) if IMPORTED_ONCE else
-                   sorted(k[:-3] for k in request.student if k.endswith(".py") and "/" not in k))
-        # Only the modules that hold a part to install (and what they import): running the
-        # others' bodies took most of a worker's start, for parts it never installs.
-        holding = {region.module for region in request.regions if region.task in request.certify}
-        failed: dict = {}
-        try:
-            certified = load(CERTIFIED_PACKAGE, compiled, "certified",
-                             [m for m in modules if m != "__init__" and m in holding], failed)
-        finally:
-            compiled.clear()
-            forget_certified_sources()
-        if failed:  # a part missing would leave the student's own code in its place, unsaid
-            raise next(iter(failed.values()))
+    if not compiled:
+        return {}
+    modules = (sorted(IMPORTED_ONCE["student"]) if IMPORTED_ONCE else
+               sorted(k[:-3] for k in request.student if k.endswith(".py") and "/" not in k))
+    # Only the modules that hold a part to install (and what they import): running the
+    # others' bodies took most of a worker's start, for parts it never installs.
+    holding = {region.module for region in request.regions if region.task in request.certify}
+    failed: dict = {}
+    try:
+        certified = load(CERTIFIED_PACKAGE, compiled, "certified",
+                         [m for m in modules if m != "__init__" and m in holding], failed)
+    finally:
+        compiled.clear()
+        forget_certified_sources()
+    if failed:  # a part missing would leave the student's own code in its place, unsaid
+        raise next(iter(failed.values()))
+    return certified
+
+
+def _student_package(request: TaskRequest) -> dict[str, types.ModuleType]:
+    """The student's modules by short name, imported once for every task or now; raises
+    what a module the task needs raised on import, or MissingModule where it is absent."""
     if IMPORTED_ONCE:
         student, broken = IMPORTED_ONCE["student"], IMPORTED_ONCE["broken"]
     else:
         broken = {}
         # Only the graded task's module and what it imports: faster, and less to go wrong.
         student = load(STUDENT_PACKAGE, request.student, "submission", request.needs, broken)
-    graded = request.task
-    group = set(request.group or ())
-    installing = set(request.certify) - group - {graded}
     for module in request.needs:
         if module in broken:
             raise broken[module]
         if module not in student:
             raise MissingModule(module)
+    return student
+
+
+def _install_certified(request: TaskRequest, certified: dict, student: dict, installing: set) -> list[str]:
+    """Each region of the `installing` tasks: the certified function or method set in the
+    student's module or class in place of the student's, and where a module of the package
+    imported the function under a name of its own, there too. The tasks installed."""
     replaced_functions, installed = {}, []
     for region in request.regions:
         module, qualname = region.module, region.qualname
@@ -490,15 +555,7 @@ def build_namespace(request: TaskRequest) -> types.SimpleNamespace:
         for key, value in list(vars(module).items()):
             if id(value) in replaced_functions:
                 setattr(module, key, replaced_functions[id(value)])
-    _name_own_code(request, student, group or {graded})
-    if group:
-        _watch_group_crossings(request, student, group)
-    # Certified code looks names up in its own module: point them at the student's objects.
-    owners = {(r.module, r.qualname.split(".")[0]) for r in request.regions}
-    for module, top in owners:
-        if module in certified and module in student and hasattr(student[module], top):
-            setattr(certified[module], top, getattr(student[module], top))
-    return types.SimpleNamespace(task=graded, certified_tasks=sorted(installed), **student)
+    return installed
 
 
 def _name_own_code(request: TaskRequest, student: dict, tasks: set, _audit=sys.audit,

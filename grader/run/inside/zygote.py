@@ -39,6 +39,37 @@ from grader.run.inside.isolation import (  # noqa: E402 - after the path is set
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
+    isolated = _prepare_what_workers_share()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers
+    children: set[int] = set()
+    # When (the machine's monotonic clock, which the grader reads too): its profile says how long the boot took.
+    control.send(json.dumps({"ready": True, "pid": os.getpid(), "isolated": isolated,
+                             "at": time.monotonic()}).encode())
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(control, 4096, 2)
+        except (ConnectionError, OSError):
+            return
+        if not message:
+            return
+        command = json.loads(message)
+        children = _kill_strays(children)
+        if command["op"] in ("fork", "submission") and len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return  # the grader sees the zygote gone and starts a new one
+        if command["op"] == "fork":
+            _hand_over(control, fds, _fork_worker(control, fds, isolated), children)
+        elif command["op"] == "submission" and len(fds) == 2 and isolated:
+            _hand_over(control, fds, _fork_submission(control, fds), children)
+        elif command["op"] == "kill":
+            _kill_child(int(command["pid"]), children)
+
+
+def _prepare_what_workers_share() -> bool:
+    """torch, the checks and the worker's own modules imported and set up once, the
+    process hardened and its heap frozen, before the first fork: whether each worker
+    gets namespaces of its own."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     gc.disable()  # as at the top, where this runs as a script; nothing built before the freeze is garbage
     import torch
@@ -62,59 +93,52 @@ def main() -> None:
     # Every worker inherits this heap and never frees it: keep the collector off it.
     gc.freeze()
     gc.enable()
+    return isolated
 
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers
-    children: set[int] = set()
-    # When (the machine's monotonic clock, which the grader reads too): its profile says how long the boot took.
-    control.send(json.dumps({"ready": True, "pid": os.getpid(), "isolated": isolated,
-                             "at": time.monotonic()}).encode())
-    while True:
+
+def _fork_worker(control: socket.socket, fds: list[int], isolated: bool) -> int:
+    """A child that serves one task on `fds` (run_worker) and exits; in the zygote, its pid."""
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        status = 0
         try:
-            message, fds, _flags, _addr = socket.recv_fds(control, 4096, 2)
-        except (ConnectionError, OSError):
-            return
-        if not message:
-            return
-        command = json.loads(message)
-        children = _kill_strays(children)
-        if command["op"] in ("fork", "submission") and len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            return  # the grader sees the zygote gone and starts a new one
-        if command["op"] == "fork":
-            pid = os.fork()
-            if pid == 0:
-                control.close()
-                status = 0
-                try:
-                    status = run_worker(*fds, isolate=isolated)
-                except BaseException:  # noqa: BLE001 - the worker must end here, whatever happened
-                    status = 70
-                os._exit(status)
-            for fd in fds:
-                os.close(fd)
-            children.add(pid)
-            control.send(json.dumps({"pid": pid}).encode())
-        elif command["op"] == "submission" and len(fds) == 2 and isolated:
-            pid = os.fork()
-            if pid == 0:
-                control.close()
-                try:
-                    run_submission(*fds)
-                finally:
-                    os._exit(0)
-            for fd in fds:
-                os.close(fd)
-            children.add(pid)
-            control.send(json.dumps({"pid": pid}).encode())
-        elif command["op"] == "kill":
-            pid = int(command["pid"])
-            if pid in children:
-                children.discard(pid)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            status = run_worker(*fds, isolate=isolated)
+        except BaseException:  # noqa: BLE001 - the worker must end here, whatever happened
+            status = 70
+        os._exit(status)
+    return pid
+
+
+def _fork_submission(control: socket.socket, fds: list[int]) -> int:
+    """The child S that imports one submission once (run_submission) and exits with a
+    fixed status; in the zygote, its pid."""
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        try:
+            run_submission(*fds)
+        finally:
+            os._exit(0)
+    return pid
+
+
+def _hand_over(control: socket.socket, fds: list[int], pid: int, children: set[int]) -> None:
+    """The child's descriptors closed here, the child counted, and its pid told the grader."""
+    for fd in fds:
+        os.close(fd)
+    children.add(pid)
+    control.send(json.dumps({"pid": pid}).encode())
+
+
+def _kill_child(pid: int, children: set[int]) -> None:
+    """SIGKILL `pid` where it is a child the zygote forked; any other pid is left alone."""
+    if pid in children:
+        children.discard(pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _settle_cpu_detection(torch) -> None:
