@@ -21,79 +21,25 @@ import csv
 import io
 import json
 import re
-import textwrap
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from grader.checks import catalogue
-from grader.mutants import apply, region_of
+from grader.mutants import region_of
 from grader.run.results import PASSED, GradeReport
 from grader.run.reference import Reference
-from grader.run.engine import grade_task
 from grader.regions import package_sources
 from grader.run.report import render, results_json
 from grader.run.processes import Limits
-from grader.run.sandbox import Sandbox, bwrap_works
+from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission, SubmissionError, load
+from tests.hostile import assert_no_points, bwrap_only, checks_of, grade_one, hostile_sources, needs_bwrap, run
 from tests.timing import limit
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
-
-needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
-# Protections only bubblewrap gives (a private read-only /tmp, an unprivileged user); the
-# process fallback, used only with --allow-weak-sandbox, lacks them by design.
-bwrap_only = pytest.mark.skipif(not bwrap_works(), reason="a bubblewrap-only protection")
-
-
-def hole(reason: str):
-    return pytest.mark.xfail(strict=True, reason=f"HOLE: {reason}")
-
-
-# ------------------------------------------------------------------------ set-up
-
-
-def checks_of(task_name: str):
-    return [c for c in catalogue.chapter_of_task()[task_name].checks if c.task == task_name]
-
-
-def hostile_sources(reference, bodies: dict[str, str] | None = None, append: str = "",
-                    module: str = "model") -> dict[str, str]:
-    """The reference with the bodies of some tasks replaced and code appended to a module."""
-    sources = dict(reference.sources)
-    for task_name, body in (bodies or {}).items():
-        task = catalogue.tasks()[task_name]
-        sources = apply(sources, task.module, task.name, textwrap.dedent(body))
-    if append:
-        sources[f"{module}.py"] = sources[f"{module}.py"] + "\n\n" + textwrap.dedent(append) + "\n"
-    return sources
-
-
-def grade_one(reference, sandbox, task_name, sources, label="hostile", only=None):
-    task = catalogue.tasks()[task_name]
-    checks = checks_of(task_name)
-    if only is not None:
-        checks = [c for c in checks if c.name.rsplit(".", 1)[-1] in only]
-    # The static tamper scan (grader/run/scan_tampering.py) would stop most of these attacks before they
-    # run; it is off here so that each attack tests the layer behind it.
-    return grade_task(task, checks, Submission(label, sources), reference, sandbox, seed=7,
-                      scan_for_tampering=False)
-
-
-def run(reference, sandbox, task_name, body, append="", only=None):
-    return grade_one(reference, sandbox, task_name, hostile_sources(reference, {task_name: body}, append), only=only)
-
-
-def earned(results):
-    return [r.check.name for r in results if r.status == PASSED]
-
-
-def assert_no_points(results):
-    assert results, "no checks ran"
-    assert not earned(results), f"a hostile submission earned points on {earned(results)}"
 
 
 # Module-level code a submission can carry: it finds the worker's end of the channel

@@ -22,7 +22,7 @@ from grader.run.results import FORBIDDEN, PASSED
 from grader.run.scan_calls import scan
 from grader.run.inside.messages import CaughtCall
 
-from test_grader_redteam import hostile_sources, needs_bwrap, run
+from tests.hostile import hostile_sources, needs_bwrap, run
 
 # case: (task, body, the module the student must read, code appended to the task's module)
 SHORTCUTS = {

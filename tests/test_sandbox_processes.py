@@ -13,7 +13,7 @@ key only the filter of that submission's process knows.
 
 Each test states the attack as a student would try it and asserts it is contained; the
 reference keeps full marks beside them. The static tamper scan is off where a test
-reaches the layers behind it (as in tests/test_grader_redteam.py).
+reaches the layers behind it (as tests/hostile.py grades every attack).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.scan_tampering import scan_file
 from grader.run.submission import Submission
 
-from tests.test_grader_redteam import checks_of, earned, hostile_sources
+from tests.hostile import checks_of, earned, hostile_sources
 from tests.timing import limit
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")

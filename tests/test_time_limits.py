@@ -219,7 +219,7 @@ def _grade_gelu(reference, body: str):
     from grader.run.processes import Limits
     from grader.run.sandbox import Sandbox
     from grader.run.submission import Submission
-    from tests.test_grader_redteam import hostile_sources
+    from tests.hostile import hostile_sources
 
     sources = hostile_sources(reference, {"gelu": body})
     task = catalogue.tasks()["gelu"]

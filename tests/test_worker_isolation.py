@@ -20,7 +20,7 @@ from grader.run.results import PASSED
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox, bwrap_works
 
-from tests.test_grader_redteam import earned, grade_one, hostile_sources
+from tests.hostile import earned, grade_one, hostile_sources
 from tests.timing import limit
 
 ISOLATIONS = [pytest.param("bwrap", marks=pytest.mark.skipif(not bwrap_works(), reason="bubblewrap unusable")),
@@ -338,7 +338,7 @@ def _imported_once_points(reference, box, channel: str, replay: bool) -> list[st
     from grader.run.engine import grade_task
     from grader.run.submission import Submission
 
-    from tests.test_grader_redteam import checks_of
+    from tests.hostile import checks_of
 
     sources = hostile_sources(reference, {"block": NON_CAUSAL_BLOCK},
                               append=f"REPLAY = {replay}\n" + PACKING + textwrap.dedent(IMPORT_TIME_CHANNELS[channel]))
@@ -432,7 +432,7 @@ def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
     from grader.run.engine import grade_task
     from grader.run.submission import Submission
 
-    from tests.test_grader_redteam import checks_of
+    from tests.hostile import checks_of
 
     if attack == "from the submission's process":
         sources = hostile_sources(reference, append=KNOCK_AT_IMPORT)
