@@ -74,3 +74,15 @@ def earned(results):
 def assert_no_points(results):
     assert results, "no checks ran"
     assert not earned(results), f"a hostile submission earned points on {earned(results)}"
+
+
+# The same as run, with the body replaced as written (not dedented) and nothing appended.
+def run_body(reference, sandbox, task_name, body, sources=None):
+    """Grade one task of the reference with `body` in place of the task's own. The static
+    tamper scan is off: these attacks test the sandbox and the wire behind it (the scan
+    has its own tests, in tests/test_scan_tampering.py)."""
+    task = catalogue.tasks()[task_name]
+    sources = apply(sources or reference.sources, task.module, task.name, body)
+    checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
+    return grade_task(task, checks, Submission("hostile", sources), reference, sandbox, seed=7,
+                      scan_for_tampering=False)

@@ -23,32 +23,13 @@ from grader.run.results import PASSED
 from grader.run.engine import grade, grade_task
 from grader.run.report import results_json, write_json
 from grader.run.processes import Limits
-from grader.run.sandbox import Sandbox, bwrap_works
+from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
+from tests.hostile import assert_no_points, needs_bwrap, run_body
 from tests.timing import limit
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
-
-needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
-
-
-def run(reference, sandbox, task_name, body, sources=None):
-    """Grade one task of the reference with `body` in place of the task's own. The static
-    tamper scan is off: these attacks test the sandbox and the wire behind it (the scan
-    has its own tests below)."""
-    task = catalogue.tasks()[task_name]
-    sources = apply(sources or reference.sources, task.module, task.name, body)
-    checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
-    return grade_task(task, checks, Submission("hostile", sources), reference, sandbox, seed=7,
-                      scan_for_tampering=False)
-
-
-def assert_no_points(results):
-    assert results, "no checks ran"
-    earned = [r.check.name for r in results if r.status == PASSED]
-    assert not earned, f"a hostile submission earned points on {earned}"
-
 
 def test_syntax_error_in_model_fails_only_model_tasks(reference, sandbox):
     sources = dict(reference.sources)
@@ -61,18 +42,18 @@ def test_syntax_error_in_model_fails_only_model_tasks(reference, sandbox):
 
 
 def test_endless_loop_times_out(reference, sandbox):
-    results = run(reference, sandbox, "gelu", "while True:\n    pass")
+    results = run_body(reference, sandbox, "gelu", "while True:\n    pass")
     assert_no_points(results)
     assert {r.status for r in results} == {"timeout"}
 
 
 def test_sleeping_forever_times_out(reference, sandbox):
-    results = run(reference, sandbox, "gelu", "import time\ntime.sleep(10**6)")
+    results = run_body(reference, sandbox, "gelu", "import time\ntime.sleep(10**6)")
     assert {r.status for r in results} == {"timeout"}
 
 
 def test_huge_allocation_is_refused(reference, sandbox):
-    results = run(reference, sandbox, "gelu", "big = torch.empty(30 * 1024**3 // 8, dtype=torch.float64)\nbig.fill_(1.0)\nreturn x")
+    results = run_body(reference, sandbox, "gelu", "big = torch.empty(30 * 1024**3 // 8, dtype=torch.float64)\nbig.fill_(1.0)\nreturn x")
     assert_no_points(results)
     assert all(r.status == "error" for r in results)
 
@@ -87,7 +68,7 @@ def test_os_exit_at_import(reference, sandbox):
 
 
 def test_sys_exit_inside_a_check(reference, sandbox):
-    results = run(reference, sandbox, "gelu", "import sys\nsys.exit(0)")
+    results = run_body(reference, sandbox, "gelu", "import sys\nsys.exit(0)")
     assert_no_points(results)
     assert "sys.exit" in results[0].diagnosis
 
@@ -100,7 +81,7 @@ def test_monkeypatched_comparisons_cannot_agree(reference, sandbox):
         torch.equal = lambda *a, **k: True
         return x
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
 
 
@@ -207,7 +188,7 @@ def test_reference_of_the_graded_task_is_not_in_memory(reference, sandbox):
                     continue
         raise RuntimeError("no reference found")
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
 
 
@@ -222,7 +203,7 @@ def test_reference_source_is_not_in_memory(reference, sandbox):
                         raise RuntimeError("found the reference source")
         raise RuntimeError("reference source not found")
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
     # Either the walk finds nothing, or the worker refuses it (gc.get_objects would hand
     # out what certified code refers to: grader/run/inside/sealed.py).
@@ -241,7 +222,7 @@ def test_unpicklable_output_never_runs_in_the_grader(reference, sandbox, tmp_pat
             pass
         return Evil()
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
     assert not marker.exists()
 
@@ -252,7 +233,7 @@ def test_killing_the_parent_only_fails_that_task(reference, sandbox):
         os.kill(os.getppid(), signal.SIGKILL)
         return x
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
     # The grader goes on: the next task still grades normally on a fresh zygote.
     task = catalogue.tasks()["layer_norm"]
@@ -262,7 +243,7 @@ def test_killing_the_parent_only_fails_that_task(reference, sandbox):
 
 
 def test_flooding_stdout_does_not_block(reference, sandbox):
-    results = run(reference, sandbox, "gelu", "print('x' * 10_000_000)\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))")
+    results = run_body(reference, sandbox, "gelu", "print('x' * 10_000_000)\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))")
     assert all(r.status == PASSED for r in results)
 
 
@@ -276,16 +257,16 @@ def test_garbage_on_the_channel_fails_cleanly(reference, sandbox):
                 pass
         return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
 
 
 def test_forbidden_library_call_scores_zero(reference, sandbox):
-    results = run(reference, sandbox, "gelu", "return torch.nn.functional.gelu(x)")
+    results = run_body(reference, sandbox, "gelu", "return torch.nn.functional.gelu(x)")
     assert {r.status for r in results} == {"forbidden"}
-    hidden = run(reference, sandbox, "gelu", "return getattr(torch.nn.functional, 'ge' + 'lu')(x)")
+    hidden = run_body(reference, sandbox, "gelu", "return getattr(torch.nn.functional, 'ge' + 'lu')(x)")
     assert {r.status for r in hidden} == {"forbidden"}
-    low_level = run(reference, sandbox, "gelu", "return torch._C._nn.gelu(x)")
+    low_level = run_body(reference, sandbox, "gelu", "return torch._C._nn.gelu(x)")
     assert {r.status for r in low_level} == {"forbidden"}
 
 
@@ -317,7 +298,7 @@ def test_the_worker_notices_probe_code_replaced_at_run_time(reference, sandbox):
         module.probe_gelu_odd_part = lambda ns, a: {"plus": a, "minus": a * 0}
         return x
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
     assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results)
 
@@ -329,7 +310,7 @@ def test_a_failing_operator_is_named_from_the_probe_run_again(reference, sandbox
         B, _, T, _ = x.shape
         return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head + 1)
     """
-    results = run(reference, sandbox, "merge_heads", body)
+    results = run_body(reference, sandbox, "merge_heads", body)
     assert_no_points(results)
     said = [r.diagnosis for r in results if r.status == "error"]
     # (a size torch refuses before any operator runs is named by no operator)
@@ -349,7 +330,7 @@ def test_the_worker_notices_grader_code_changed_in_place(reference, sandbox, cha
         {change}
         return x
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
     assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results), \
         [(r.status, r.diagnosis) for r in results]
@@ -398,7 +379,7 @@ def test_a_worker_reads_of_the_checks_exactly_the_allowed_view(reference, sandbo
             raise RuntimeError(f"EXTRA {{extra[:5]}} MISSING {{missing[:5]}} CHANGED {{changed[:5]}}")
         raise RuntimeError(f"SAME {{len(found)}}")
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
     assert all(f"SAME {len(expected)}" in r.staff_diagnosis for r in results), results[0].staff_diagnosis
 
@@ -418,6 +399,6 @@ def test_a_worker_cannot_list_the_doors(reference, sandbox):
             raise RuntimeError(f"REFUSED {{error.errno}}")
         raise RuntimeError(f"LISTED {{len(found)}}")
     """
-    results = run(reference, sandbox, "gelu", body)
+    results = run_body(reference, sandbox, "gelu", body)
     assert_no_points(results)
     assert all("REFUSED 13" in r.staff_diagnosis for r in results), results[0].staff_diagnosis  # EACCES, not absent
