@@ -12,6 +12,7 @@ closed.
 
 from __future__ import annotations
 
+import io
 import textwrap
 
 import pytest
@@ -86,3 +87,10 @@ def run_body(reference, sandbox, task_name, body, sources=None):
     checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
     return grade_task(task, checks, Submission("hostile", sources), reference, sandbox, seed=7,
                       scan_for_tampering=False)
+
+
+# A terminal as rich sees one, writing to a string.
+def string_console():
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), force_terminal=True, width=120)

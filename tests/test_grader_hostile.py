@@ -211,22 +211,6 @@ def test_reference_source_is_not_in_memory(reference, sandbox):
                for r in results), [r.staff_diagnosis for r in results]
 
 
-def test_unpicklable_output_never_runs_in_the_grader(reference, sandbox, tmp_path):
-    marker = tmp_path / "pwned"
-    body = f"""
-        class Evil:
-            def __reduce__(self):
-                import os
-                return (os.system, ("touch {marker}",))
-        class Output(dict):
-            pass
-        return Evil()
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-    assert not marker.exists()
-
-
 def test_killing_the_parent_only_fails_that_task(reference, sandbox):
     body = """
         import os, signal
@@ -245,20 +229,6 @@ def test_killing_the_parent_only_fails_that_task(reference, sandbox):
 def test_flooding_stdout_does_not_block(reference, sandbox):
     results = run_body(reference, sandbox, "gelu", "print('x' * 10_000_000)\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))")
     assert all(r.status == PASSED for r in results)
-
-
-def test_garbage_on_the_channel_fails_cleanly(reference, sandbox):
-    body = """
-        import os
-        for fd in range(3, 64):
-            try:
-                os.write(fd, b"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x05{{{{{")
-            except OSError:
-                pass
-        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
 
 
 def test_forbidden_library_call_scores_zero(reference, sandbox):

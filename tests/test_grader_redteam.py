@@ -35,42 +35,12 @@ from grader.run.report import render, results_json
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission, SubmissionError, load
-from tests.hostile import assert_no_points, bwrap_only, checks_of, grade_one, hostile_sources, needs_bwrap, run
+from tests.hostile import (assert_no_points, bwrap_only, checks_of, grade_one, hostile_sources, needs_bwrap, run,
+                           string_console)
 from tests.timing import limit
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
-
-
-# Module-level code a submission can carry: it finds the worker's end of the channel
-# (the only SOCK_STREAM socket in the worker) and writes raw frames on it.
-CHANNEL = '''
-def _rt_channels():
-    import os, socket, stat
-    found = []
-    for fd in range(3, 512):
-        try:
-            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-                continue
-            sock = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            continue
-        if sock.type == socket.SOCK_STREAM:
-            found.append(sock)
-        else:
-            sock.close()
-    return found
-
-
-def _rt_send_raw(*bodies):
-    import struct
-    for sock in _rt_channels():
-        for body in bodies:
-            sock.sendall(struct.pack(">Q", len(body)) + body)
-        sock.close()
-'''
-
-RIGHT_GELU = "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))"
 
 
 # =============================================================== (a) forged answers
@@ -190,79 +160,6 @@ def test_hidden_reference_comparison_cannot_be_forged(reference, sandbox):
     results = run(reference, sandbox, "block", 'raise NotImplementedError("block")', append=FORGED_BLOCK_PROBES,
                   only={"matches_reference"})
     assert_no_points(results)
-
-
-# ============================================================ (a') the channel itself
-# Student code can write frames on the worker's socket. Whatever it writes must fail
-# the affected checks, never raise out of the engine (a crash there loses the whole
-# submission's report, and in grade-class the whole class's gradebook).
-
-REPLY_FRAMES = {
-    "list": b"[]",
-    "number": b"0",
-    "string": b'"passed"',
-    "null": b"null",
-    "forbidden_calls_not_a_list": b'{"result": null, "forbidden_calls": 5}',
-    "error_not_a_dict": b'{"error": 5}',
-    "error_message_not_text": b'{"error": {"type": "X", "message": 5, "not_implemented": true}}',
-    "deeply_nested": b"[" * 100_000 + b"]" * 100_000,
-}
-
-
-@pytest.mark.parametrize("frame", list(REPLY_FRAMES))
-def test_malformed_reply_frames_fail_only_that_check(reference, sandbox, frame):
-    body = f"_rt_send_raw({REPLY_FRAMES[frame]!r})\n{RIGHT_GELU}"
-    results = run(reference, sandbox, "gelu", body, append=CHANNEL)
-    assert len(results) == len(checks_of("gelu"))
-    assert results[0].status != PASSED
-
-
-READY_FRAMES = {
-    "number": b"0",
-    "list": b"[]",
-    "certified_not_a_list": b'{"ready": true, "certified": 5}',
-}
-
-
-@pytest.mark.parametrize("frame", list(READY_FRAMES))
-def test_malformed_ready_frame_fails_only_that_task(reference, sandbox, frame):
-    append = CHANNEL + f"\n_rt_send_raw({READY_FRAMES[frame]!r})\n"
-    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
-    assert len(results) == len(checks_of("gelu"))
-    assert_no_points(results)
-
-
-def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeypatch):
-    import grader.run.sandbox
-    from grader.__main__ import run_grading
-
-    monkeypatch.setattr(grader.run.sandbox, "Limits", lambda **given: Limits(**{"check_seconds": limit(3.0), **given}))
-    append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": [{"x": 1}]}\')\n'
-    package = tmp_path / "upload" / "hero_transformer"
-    package.mkdir(parents=True)
-    for name, text in hostile_sources(reference, append=append).items():
-        (package / name).write_text(text)
-    out = tmp_path / "results.json"
-    try:
-        run_grading(str(package.parent), ["05"], False, str(out), _console())
-    finally:
-        assert out.exists(), "no results.json was written"
-    data = json.loads(out.read_text())
-    assert data["score"] < data["extra_data"]["max_score"]
-
-
-def test_forged_certified_names_are_not_echoed(reference, sandbox):
-    append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": ["ALL CHECKS PASSED"]}\')\n'
-    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
-    assert_no_points(results)
-    data = results_json(GradeReport("hostile", results, sandbox.describe(), "reference"))
-    assert "ALL CHECKS PASSED" not in json.dumps(data)
-
-
-def _console():
-    from rich.console import Console
-
-    return Console(file=io.StringIO(), force_terminal=True, width=120)
 
 
 # ============================================================== (b) stealing answers
@@ -675,25 +572,6 @@ def test_limits_cannot_be_raised_and_signals_cannot_be_dodged(reference, sandbox
     assert results[0].status == "timeout"
 
 
-def test_a_thread_left_running_after_the_reply_cannot_answer_later_checks(reference, sandbox):
-    # A thread that keeps writing "correct" frames after each reply only desynchronises
-    # its own worker; the checks it lands on must not pass by it.
-    body = """
-        import threading, time
-        def spam():
-            for _ in range(200):
-                try:
-                    _rt_send_raw(b'{"result": {"y": null}, "forbidden_calls": []}')
-                except OSError:
-                    return
-                time.sleep(0.002)
-        threading.Thread(target=spam, daemon=True).start()
-        raise NotImplementedError("gelu")
-    """
-    results = run(reference, sandbox, "gelu", body, append=CHANNEL)
-    assert_no_points(results)
-
-
 def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
     sources = hostile_sources(reference, append="import time as _t\n_t.sleep(10**6)\n")
     setup = limit(1.0)
@@ -769,80 +647,13 @@ def test_nan_is_never_a_pass(reference, sandbox, case):
     assert_no_points(results)
 
 
-def test_exotic_return_values_come_back_as_plain_data(reference, sandbox):
-    body = """
-        class Sneaky(torch.Tensor):
-            def __eq__(self, other):
-                return True
-        class Liar(float):
-            def __float__(self):
-                return 0.0
-            def __eq__(self, other):
-                return True
-        class Box(dict):
-            def __getitem__(self, key):
-                return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-        import sys
-        kind = sys.modules[__name__].__dict__.setdefault("_rt_count", [0])
-        kind[0] += 1
-        if kind[0] == 1:
-            return (x * 0).as_subclass(Sneaky)
-        if kind[0] == 2:
-            return Liar(1.0)
-        return Box()
-    """
-    results = run(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-
-
-def test_a_huge_answer_fails_without_hurting_the_grader(reference, sandbox):
-    """An answer over the wire's limits is the upload's failure, measured in the worker
-    before it is encoded (within the upload's own time), never the grader's error."""
-    body = """
-        return torch.zeros(7 * 1024 * 1024, dtype=torch.float64)  # 56 MB, 75 MB of base64: over the frame limit
-    """
-    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
-    assert_no_points(results)
-    assert results[0].status == "failed", results[0]
-    assert "too large to send back" in results[0].diagnosis, results[0].diagnosis
-
-
-def test_an_answer_of_millions_of_containers_is_the_uploads_failure(reference, sandbox):
-    """The issue's case: four million lists in the answer. The worker stops counting at
-    the wire's bound and says so; the grader never decodes it."""
-    body = """
-        return [[0.0] for _ in range(4_000_000)]
-    """
-    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
-    assert_no_points(results)
-    assert results[0].status == "failed", results[0]
-    assert "more than 200,000 lists" in results[0].diagnosis, results[0].diagnosis
-
-
-def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):
-    import tracemalloc
-
-    body = """
-        _rt_send_raw(b'{"forbidden_calls": [], "result": [' + b"[]," * 4_000_000 + b"[]]}")
-        raise RuntimeError("sent")
-    """
-    tracemalloc.start()
-    try:
-        results = run(reference, sandbox, "gelu", body, append=CHANNEL, only={"exact_values"})
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert_no_points(results)
-    assert peak < 128 * 1024**2, f"a 12 MB reply cost the grader {peak / 1024**2:.0f} MB"
-
-
 def test_terminal_report_carries_no_escape_sequences_from_the_submission(reference, sandbox):
     body = r"""
         print("\x1b]0;owned\x1b\\")
         raise RuntimeError("\x1b[1A\x1b[2K\x1b[32mgelu  2/2  passed\x1b[0m")
     """
     results = run(reference, sandbox, "gelu", body, only={"exact_values"})
-    console = _console()
+    console = string_console()
     render(GradeReport("hostile", results, sandbox.describe(), "reference"), console)
     shown = console.file.getvalue()
     assert "\x1b[1A" not in shown and "\x1b]0;" not in shown
