@@ -73,18 +73,6 @@ def test_sys_exit_inside_a_check(reference, sandbox):
     assert "sys.exit" in results[0].diagnosis
 
 
-def test_monkeypatched_comparisons_cannot_agree(reference, sandbox):
-    body = """
-        torch.allclose = lambda *a, **k: True
-        torch.testing.assert_close = lambda *a, **k: None
-        torch.Tensor.__eq__ = lambda self, other: True
-        torch.equal = lambda *a, **k: True
-        return x
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-
-
 def test_fake_results_file_is_overwritten(reference, sandbox, tmp_path):
     out = tmp_path / "results.json"
     body = f"""
@@ -260,19 +248,6 @@ def test_reaching_into_the_grader_scores_forbidden_everywhere(reference, sandbox
     assert "tokenizer.py line" in report.results[0].diagnosis
 
 
-def test_the_worker_notices_probe_code_replaced_at_run_time(reference, sandbox):
-    # With the static scan off, the worker's own check still sees the probe replaced.
-    body = """
-        import importlib
-        module = importlib.import_module("grader.checks.ch05_block.gelu")
-        module.probe_gelu_odd_part = lambda ns, a: {"plus": a, "minus": a * 0}
-        return x
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-    assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results)
-
-
 def test_a_failing_operator_is_named_from_the_probe_run_again(reference, sandbox):
     # merge_heads keeps no operator rule: its probes run without the recorder, and the
     # probe that raised runs once more with it, to name the operator that raised.
@@ -285,25 +260,6 @@ def test_a_failing_operator_is_named_from_the_probe_run_again(reference, sandbox
     said = [r.diagnosis for r in results if r.status == "error"]
     # (a size torch refuses before any operator runs is named by no operator)
     assert any(", in aten.view on a float64 tensor of shape [2, 5, 3, 4]" in text for text in said), said
-
-
-@pytest.mark.parametrize("change", [
-    "module.probe_gelu_odd_part.__code__ = (lambda ns, a: {'plus': a, 'minus': a * 0}).__code__",
-    "module.probe_gelu_odd_part.__defaults__ = ()",
-    "importlib.import_module('grader.run.inside.tasks').run_probe.__kwdefaults__ = {}",
-])
-def test_the_worker_notices_grader_code_changed_in_place(reference, sandbox, change):
-    # The function stays where it was; its code or its defaults are replaced.
-    body = f"""
-        import importlib
-        module = importlib.import_module("grader.checks.ch05_block.gelu")
-        {change}
-        return x
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-    assert any(r.status == "forbidden" and "probe code was changed" in r.diagnosis for r in results), \
-        [(r.status, r.diagnosis) for r in results]
 
 
 @pytest.mark.skipif(not __import__("shutil").which("bwrap"), reason="bubblewrap is not installed")
