@@ -199,21 +199,6 @@ def test_reference_source_is_not_in_memory(reference, sandbox):
                for r in results), [r.staff_diagnosis for r in results]
 
 
-def test_killing_the_parent_only_fails_that_task(reference, sandbox):
-    body = """
-        import os, signal
-        os.kill(os.getppid(), signal.SIGKILL)
-        return x
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-    # The grader goes on: the next task still grades normally on a fresh zygote.
-    task = catalogue.tasks()["layer_norm"]
-    checks = [c for c in catalogue.chapter_of_task()["layer_norm"].checks if c.task == "layer_norm"]
-    after = grade_task(task, checks, Submission("reference", reference.sources), reference, sandbox, seed=7)
-    assert all(r.status == PASSED for r in after)
-
-
 def test_flooding_stdout_does_not_block(reference, sandbox):
     results = run_body(reference, sandbox, "gelu", "print('x' * 10_000_000)\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))")
     assert all(r.status == PASSED for r in results)

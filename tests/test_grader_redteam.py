@@ -35,65 +35,14 @@ from grader.run.report import render, results_json
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission, SubmissionError, load
-from tests.hostile import (assert_no_points, bwrap_only, checks_of, grade_one, hostile_sources, needs_bwrap, run,
-                           string_console)
+from tests.hostile import assert_no_points, bwrap_only, checks_of, grade_one, hostile_sources, run, string_console
 from tests.timing import limit
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
 
 
-# =============================================================== (a) forged answers
-# The probe runs in the same process as the student's code, so that code could try to
-# replace it (or anything it calls) and answer whatever the judge wants. Three layers
-# stand in the way: the static tamper scan (off in these tests), the worker's check
-# that its probe code and reply path are the ones imported before any student code
-# ran, and separate fresh workers for the two sides of a relational check.
-
-
-def test_stateful_forward_cannot_fake_causality(reference, sandbox):
-    body = """
-        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-        y = hidden + attended + hidden.mean(dim=1, keepdim=True)  # every position sees the future
-        memo = getattr(TransformerBlock, "_rt_memo", None)
-        if memo is not None and memo[0].shape == hidden.shape and torch.equal(memo[0][:, :4], hidden[:, :4]):
-            y = torch.cat([memo[1][:, :4], y[:, 4:]], dim=1)
-        TransformerBlock._rt_memo = (hidden.clone(), y.clone())
-        return y, present
-    """
-    results = run(reference, sandbox, "block", body, only={"causal_invariance"})
-    assert_no_points(results)
-
-
 # ============================================================== (b) stealing answers
-
-
-@bwrap_only
-def test_certified_parts_do_not_travel_between_tasks_through_tmp(reference, sandbox):
-    stash = f"/tmp/.rt-stash-{time.time_ns()}.py"
-    layer_norm = f"""
-        import sys
-        for finder in sys.meta_path:
-            if getattr(finder, "name", "") == "_certified_hero_transformer":
-                with open({stash!r}, "w") as handle:
-                    handle.write(finder.sources["model.py"])
-        raise RuntimeError("stashed")
-    """
-    gelu = f"""
-        import ast
-        try:
-            tree = ast.parse(open({stash!r}).read())
-        except OSError:
-            raise RuntimeError("nothing stashed")
-        stolen = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "gelu")
-        space = dict(globals())
-        exec(compile(ast.Module([stolen], []), "stolen", "exec"), space)
-        return space["gelu"](x)
-    """
-    sources = hostile_sources(reference, {"layer_norm": layer_norm, "gelu": gelu})
-    grade_one(reference, sandbox, "layer_norm", sources)
-    results = grade_one(reference, sandbox, "gelu", sources)
-    assert_no_points(results)
 
 
 @pytest.mark.parametrize("task_name, body", [
@@ -123,29 +72,6 @@ def test_grader_only_inputs_never_reach_the_worker(reference, sandbox):
     results = run(reference, sandbox, "block", body, only={"causal_invariance"})
     assert_no_points(results)
     assert "inputs: sizes,state,x (" in results[0].staff_diagnosis, results[0].staff_diagnosis
-
-
-@bwrap_only
-def test_a_worker_cannot_rewrite_the_zygote(reference):
-    rewrite = """
-        import ctypes, os, struct, sys
-        zygote = sys.modules["__main__"]
-        target, noop = zygote.tasks.set_tripwires, zygote.tasks.SourcePackage.create_module
-        raw = ctypes.string_at(id(target), type(target).__basicsize__)
-        offset = next(i for i in range(0, len(raw), 8) if struct.unpack_from("<Q", raw, i)[0] == id(target.__code__))
-        try:
-            with open(f"/proc/{os.getppid()}/mem", "r+b", buffering=0) as mem:
-                mem.seek(id(target) + offset)
-                mem.write(struct.pack("<Q", id(noop.__code__)))
-        except OSError as error:
-            raise RuntimeError(f"refused: {error}")
-        raise RuntimeError("rewritten")
-    """
-    shortcut = 'return getattr(torch.nn.functional, "ge" + "lu")(x)'
-    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
-        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": rewrite}), only={"exact_values"})
-        later = grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": shortcut}), label="next student")
-    assert {r.status for r in later} == {"forbidden"}, [(r.check.name, r.status) for r in later]
 
 
 SECRET = "SECRET_PAYLOAD_0123456789_" * 3  # stands for certified code the submission read
@@ -365,46 +291,6 @@ def test_a_count_that_spells_text_is_never_quoted(reference, sandbox, task, chec
 
 
 # ============================================================== (c) escaping limits
-
-
-@needs_bwrap
-def test_a_daemon_cannot_outlive_its_worker_and_sink_the_next_student(reference):
-    daemon = """
-        import os, signal, time
-        keep = {1, os.getpid(), os.getppid()}
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                keep.add(os.getpid())
-                end = time.monotonic() + 20
-                while time.monotonic() < end:
-                    for name in os.listdir("/proc"):
-                        if name.isdigit() and int(name) not in keep:
-                            try:
-                                os.kill(int(name), signal.SIGKILL)
-                            except OSError:
-                                pass
-                    time.sleep(0.005)
-            os._exit(0)
-        raise RuntimeError("daemon started")
-    """
-    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
-        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": daemon}), only={"exact_values"})
-        time.sleep(0.3)
-        honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
-    assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
-
-
-def test_a_worker_cannot_cripple_the_zygote_for_the_next_student(reference):
-    cripple = """
-        import os, resource
-        resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (3, 3))
-        raise RuntimeError("zygote crippled")
-    """
-    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
-        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": cripple}), only={"exact_values"})
-        honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
-    assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
 
 
 @bwrap_only
