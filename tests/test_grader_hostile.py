@@ -160,45 +160,6 @@ def test_grader_and_solution_files_are_invisible(reference):
     assert all("nothing to steal" in r.staff_diagnosis for r in results), [r.staff_diagnosis for r in results]
 
 
-def test_reference_of_the_graded_task_is_not_in_memory(reference, sandbox):
-    # Look through every loaded module for another gelu and call it.
-    body = """
-        import sys
-        own = sys.modules[__name__].gelu
-        for name, module in list(sys.modules.items()):
-            candidate = getattr(module, "gelu", None)
-            if name.startswith("torch"):
-                continue  # torch's own gelu is a forbidden call, caught separately
-            if callable(candidate) and candidate is not own:
-                try:
-                    return candidate(x)
-                except Exception:
-                    continue
-        raise RuntimeError("no reference found")
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-
-
-def test_reference_source_is_not_in_memory(reference, sandbox):
-    # Search every string reachable from loaded modules for the reference body.
-    body = """
-        import gc
-        for obj in gc.get_objects():
-            if isinstance(obj, dict):
-                for value in list(obj.values()):
-                    if isinstance(value, str) and "torch.erf(x / math.sqrt(2.0))" in value and "def gelu" in value:
-                        raise RuntimeError("found the reference source")
-        raise RuntimeError("reference source not found")
-    """
-    results = run_body(reference, sandbox, "gelu", body)
-    assert_no_points(results)
-    # Either the walk finds nothing, or the worker refuses it (gc.get_objects would hand
-    # out what certified code refers to: grader/run/inside/sealed.py).
-    assert all("not found" in r.staff_diagnosis or "every object the collector tracks" in r.staff_diagnosis
-               for r in results), [r.staff_diagnosis for r in results]
-
-
 def test_flooding_stdout_does_not_block(reference, sandbox):
     results = run_body(reference, sandbox, "gelu", "print('x' * 10_000_000)\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))")
     assert all(r.status == PASSED for r in results)

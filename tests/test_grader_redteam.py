@@ -45,35 +45,6 @@ SOLUTIONS = ROOT / "solutions" / "hero_transformer"
 # ============================================================== (b) stealing answers
 
 
-@pytest.mark.parametrize("task_name, body", [
-    pytest.param("gelu", "from .backward import _gelu_forward\nreturn _gelu_forward(x)", id="gelu"),
-    pytest.param("layer_norm", "from .backward import _layer_norm_forward\n"
-                               "return _layer_norm_forward(x, self.weight, self.bias, self.eps)", id="layer_norm"),
-])
-def test_the_student_copy_does_not_ship_graded_answers(reference, sandbox, task_name, body):
-    sources = hostile_sources(reference, {task_name: body})
-    sources["backward.py"] = (ROOT / "hero_transformer" / "backward.py").read_text()  # as released to students
-    results = grade_one(reference, sandbox, task_name, sources)
-    assert_no_points(results)
-
-
-def test_grader_only_inputs_never_reach_the_worker(reference, sandbox):
-    # Walk up to the worker loop and read the call it received: the causal check's
-    # "_first_changed" (judging data) stays in the grader, and each run of the check sees
-    # only its own input (the other one goes to a separate worker).
-    body = """
-        import sys
-        frame = sys._getframe()
-        while frame is not None and "call" not in frame.f_locals:
-            frame = frame.f_back
-        sent = frame.f_locals["call"]["inputs"] if frame is not None else {}
-        raise RuntimeError("inputs: " + ",".join(sorted(sent)))
-    """
-    results = run(reference, sandbox, "block", body, only={"causal_invariance"})
-    assert_no_points(results)
-    assert "inputs: sizes,state,x (" in results[0].staff_diagnosis, results[0].staff_diagnosis
-
-
 SECRET = "SECRET_PAYLOAD_0123456789_" * 3  # stands for certified code the submission read
 
 
@@ -104,30 +75,6 @@ def test_names_in_the_submission_are_not_quoted_by_the_pure_python_check(referen
                                                                               module="micro"), only={"pure_python"})
     assert [r.status for r in results] == ["failed"] and "numpy" in results[0].diagnosis
     assert SECRET not in results[0].diagnosis
-
-
-@pytest.mark.parametrize("task_name, body", [
-    ("layer_norm", """
-        import sys
-        api = getattr(sys, "mod" + "ules")["gra" + "der.checks._api"]
-        return api.layer_norm(x, self.weight, self.bias, eps=self.eps)
-    """),
-    ("gelu", """
-        import sys
-        return getattr(sys, "mod" + "ules")["gra" + "der.checks._api"].exact_gelu(x)
-    """),
-    ("layer_norm", """
-        import sys
-        checks = getattr(sys, "mod" + "ules")["gra" + "der.checks.ch05_block.layer_norm"]
-        judges = [d.judge for d in vars(checks).get("__declared_checks__", [])]
-        return judges[0].__globals__["layer_norm"](x, self.weight, self.bias, eps=self.eps)
-    """),
-])
-def test_the_judges_oracles_are_not_in_the_sandbox(reference, sandbox, task_name, body):
-    """The check modules run in the sandbox for their probes; a judge's oracle reached
-    through sys.modules (or through the declared checks) refuses to run there."""
-    results = run(reference, sandbox, task_name, body)
-    assert_no_points(results)
 
 
 # A tensor whose .shape is text: a probe that reads list(t.shape) off what the code built
