@@ -33,17 +33,6 @@ def test_syntax_error_in_model_fails_only_model_tasks(reference, sandbox):
     assert "SyntaxError" in report.results[0].diagnosis and "model.py" in report.results[0].diagnosis
 
 
-def test_endless_loop_times_out(reference, sandbox):
-    results = run_body(reference, sandbox, "gelu", "while True:\n    pass")
-    assert_no_points(results)
-    assert {r.status for r in results} == {"timeout"}
-
-
-def test_sleeping_forever_times_out(reference, sandbox):
-    results = run_body(reference, sandbox, "gelu", "import time\ntime.sleep(10**6)")
-    assert {r.status for r in results} == {"timeout"}
-
-
 def test_huge_allocation_is_refused(reference, sandbox):
     results = run_body(reference, sandbox, "gelu", "big = torch.empty(30 * 1024**3 // 8, dtype=torch.float64)\nbig.fill_(1.0)\nreturn x")
     assert_no_points(results)
