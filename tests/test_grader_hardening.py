@@ -22,7 +22,6 @@ from grader.checks.ch05_block.gelu import exact_values
 from grader.checks.ch05_block.layer_norm import defaults
 from grader.run.results import CheckResult, GradeReport
 from grader.run.report import code_block, markdown_text, plain, render, results_json
-from grader.run.scan_calls import scan
 from grader.run.submission import SubmissionError, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,45 +121,6 @@ def test_the_report_shows_no_control_characters_anywhere():
 
 
 # -------------------------------------------------------------------- the scan
-
-
-def test_the_scan_follows_the_students_own_helpers_transitively():
-    source = (
-        "import torch\n"
-        "import torch.nn.functional as F\n"
-        "_g = torch.ops.aten.gelu\n"
-        "def deeper(x):\n    return F.gelu(x)\n"
-        "def helper(x):\n    return deeper(x)\n"
-        "def a(x):\n    return helper(x)\n"
-        "def b(x):\n    return _g(x)\n"
-        "class K:\n"
-        "    def _inner(self, x):\n        return torch.native_layer_norm(x, (3,), None, None, 1e-5)[0]\n"
-        "    def c(self, x):\n        return self._inner(x)\n"
-        "def clean(x):\n    return x * 2\n"
-    )
-    forbidden = ("torch.nn.functional.gelu",)
-    assert scan(source, "a", forbidden) == ["line 5: F.gelu (in deeper, which a uses)"]
-    assert scan(source, "b", ()) == ["line 3: torch.ops.aten.gelu (in _g, which b uses)"]
-    assert scan(source, "K.c", ())[0].startswith("line 14: torch.native_layer_norm (in K._inner")
-    assert scan(source, "clean", forbidden) == []
-
-
-@pytest.mark.parametrize("call", ["torch.ops.aten.gelu(x)", "torch._C._nn.gelu(x)", "torch._VF.gelu(x)",
-                                  "torch.native_dropout(x, 0.0, True)[0]", "torch._softmax(x, -1, False)",
-                                  "torch.autograd.Variable._execution_engine", "torch._refs.nn.functional.gelu(x)",
-                                  "torch._decomp.decomposition_table", "torch._prims.mul(x, x)"])
-def test_torch_back_doors_are_forbidden_in_every_task(call):
-    source = f"import torch\ndef f(x):\n    return {call}\n"
-    assert scan(source, "f", ()), call
-    assert scan(f"from torch import ops, _C\ndef f(x):\n    return ops.aten.gelu(x) + _C._nn.gelu(x)\n", "f", ())
-
-
-def test_other_graded_functions_are_not_scanned_for_this_task():
-    # The grader swaps the reference in for them; their shortcuts cost their own task only.
-    source = (SOLUTIONS / "model.py").read_text().replace(
-        "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))", "return torch.ops.aten.gelu(x)")
-    assert scan(source, "gelu", ())
-    assert scan(source, "FeedForward.forward", ("torch.nn.functional.gelu",)) == []
 
 
 # ---------------------------------------------------------------------- uploads

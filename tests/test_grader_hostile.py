@@ -80,15 +80,6 @@ def test_flooding_stdout_does_not_block(reference, sandbox):
     assert all(r.status == PASSED for r in results)
 
 
-def test_forbidden_library_call_scores_zero(reference, sandbox):
-    results = run_body(reference, sandbox, "gelu", "return torch.nn.functional.gelu(x)")
-    assert {r.status for r in results} == {"forbidden"}
-    hidden = run_body(reference, sandbox, "gelu", "return getattr(torch.nn.functional, 'ge' + 'lu')(x)")
-    assert {r.status for r in hidden} == {"forbidden"}
-    low_level = run_body(reference, sandbox, "gelu", "return torch._C._nn.gelu(x)")
-    assert {r.status for r in low_level} == {"forbidden"}
-
-
 @pytest.mark.parametrize("line", [
     "import sys\nsys.modules['grader.checks.ch05_block.gelu'].probe_gelu = None",
     "from grader.run.inside import wire",

@@ -285,31 +285,6 @@ def test_results_json_markdown_cannot_fake_a_pass(reference, sandbox):
 # ========================================================= (e) forbidden shortcuts
 
 
-FORBIDDEN_BYPASSES = {
-    "gelu via torch.ops.aten": ("gelu", "return torch.ops.aten.gelu(x)"),
-    "layer_norm via torch.native_layer_norm": (
-        "layer_norm", "return torch.native_layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)[0]"),
-    "cross_entropy via torch.ops.aten": (
-        "cross_entropy", "return torch.ops.aten.cross_entropy_loss(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))"),
-    "gelu_backward via torch.ops.aten": ("gelu_backward", "return torch.ops.aten.gelu_backward(grad_out, x)"),
-    "layer_norm_backward via autograd's engine": ("layer_norm_backward", """
-        leaves = [x.detach().requires_grad_(), gamma.detach().requires_grad_(),
-                  torch.zeros_like(gamma).requires_grad_()]
-        with torch.enable_grad():
-            y = _layer_norm_forward(*leaves, eps)
-        engine = torch.autograd.Variable._execution_engine
-        return engine.run_backward((y,), (grad_out,), False, False, tuple(leaves), True, False)
-    """),
-}
-
-
-@pytest.mark.parametrize("case", list(FORBIDDEN_BYPASSES))
-def test_aliases_of_forbidden_functions_score_forbidden(reference, sandbox, case):
-    task_name, body = FORBIDDEN_BYPASSES[case]
-    results = run(reference, sandbox, task_name, body)
-    assert_no_points(results)
-
-
 # ==================================================================== (f) uploads
 
 
