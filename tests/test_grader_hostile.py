@@ -10,8 +10,6 @@ import json
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from grader.checks import catalogue
 from grader.mutants import apply
 from grader.run.results import PASSED
@@ -78,26 +76,6 @@ def test_fake_results_file_is_overwritten(reference, sandbox, tmp_path):
 def test_flooding_stdout_does_not_block(reference, sandbox):
     results = run_body(reference, sandbox, "gelu", "print('x' * 10_000_000)\nreturn 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))")
     assert all(r.status == PASSED for r in results)
-
-
-@pytest.mark.parametrize("line", [
-    "import sys\nsys.modules['grader.checks.ch05_block.gelu'].probe_gelu = None",
-    "from grader.run.inside import wire",
-    "import gc\nobjects = gc.get_objects()",
-    "import inspect",
-    "import ctypes",
-    "frame = __import__('sys')._getframe(1)",
-    "code = gelu.__code__",
-    "path = '/proc/1/mem'",
-    "import os\nos.kill(1, 9)",
-    "import subprocess",
-])
-def test_reaching_into_the_grader_scores_forbidden_everywhere(reference, sandbox, line):
-    sources = dict(reference.sources)
-    sources["tokenizer.py"] += "\n" + line + "\n"
-    report = grade(Submission("tamper", sources), chapters=["05"], runner=sandbox, seed=1)
-    assert {r.status for r in report.results} == {"forbidden"}
-    assert "tokenizer.py line" in report.results[0].diagnosis
 
 
 def test_a_failing_operator_is_named_from_the_probe_run_again(reference, sandbox):
