@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -123,48 +121,3 @@ def test_the_report_shows_no_control_characters_anywhere():
 
 
 # --------------------------------------------------------------------- nbgrader
-
-
-def _setup_cell() -> str:
-    notebook = json.loads((ROOT / "assignments" / "ch02_embedding" / "ch02_embedding.ipynb").read_text())
-    return next("".join(c["source"]) for c in notebook["cells"]
-                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ch02-setup")
-
-
-def _run_setup(tmp_path, env_course: str | None):
-    course = tmp_path / "course"
-    course.mkdir()
-    (course / "grader").symlink_to(ROOT / "grader")
-    folder = course / "autograded" / "alice" / "ch02_embedding"
-    fake = folder / "grader"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("")
-    (fake / "run").mkdir()
-    (fake / "run" / "__init__.py").write_text("")
-    (fake / "run" / "engine.py").write_text("")
-    (fake / "run" / "notebook_cell.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    if env_course is not None:
-        env["HERO_TRANSFORMER_COURSE"] = env_course
-    code = _setup_cell() + "\nimport grader.lms.notebook_cell\nprint('FROM', grader.lms.notebook_cell.__file__)\n"
-    return course, subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
-                                  timeout=120, env=env)
-
-
-def test_the_setup_cell_imports_the_instructors_grader(tmp_path):
-    course, done = _run_setup(tmp_path, str(tmp_path / "course"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"FROM {course}/grader/lms/notebook_cell.py" in done.stdout
-    assert "advisory" not in done.stdout
-
-
-def test_without_the_variable_the_setup_cell_warns_and_skips_the_submission(tmp_path):
-    course, done = _run_setup(tmp_path, None)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"FROM {course}/grader/lms/notebook_cell.py" in done.stdout
-    assert "advisory" in done.stdout
-
-
-def test_a_relative_course_path_is_refused(tmp_path):
-    _, done = _run_setup(tmp_path, ".")
-    assert done.returncode != 0 and "HERO_TRANSFORMER_COURSE" in done.stderr

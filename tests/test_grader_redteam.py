@@ -17,23 +17,15 @@ red the day the hole is closed.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import re
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from grader.mutants import region_of
 from grader.run.results import PASSED, GradeReport
-from grader.run.reference import Reference
 from grader.regions import package_sources
 from grader.run.report import render, results_json
-from grader.run.processes import Limits
-from tests.hostile import assert_no_points, checks_of, grade_one, hostile_sources, run, string_console
-from tests.timing import limit
+from tests.hostile import assert_no_points, grade_one, hostile_sources, run, string_console
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -287,30 +279,6 @@ def test_results_json_markdown_cannot_fake_a_pass(reference, sandbox):
 # ==================================================================== (f) uploads
 
 
-def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
-    import grader.grade_class.gradebook as gradebook
-
-    monkeypatch.setattr(gradebook, "Limits", lambda **given: Limits(**{"check_seconds": limit(3.0), **given}))
-    uploads = tmp_path / "uploads"
-    uploads.mkdir()
-    broken = uploads / "alice.zip"
-    with zipfile.ZipFile(broken, "w", zipfile.ZIP_STORED) as archive:
-        archive.writestr("hero_transformer/__init__.py", b"MARKER_TO_CORRUPT = 1\n")
-    data = broken.read_bytes()
-    broken.write_bytes(data.replace(b"MARKER_TO_CORRUPT = 1", b"MARKER_TO_CORRUPT = 2"))
-    (uploads / "bob").mkdir()  # an upload with no package: a row with a note
-    out = tmp_path / "gradebook.csv"
-    gradebook.grade_class(uploads, tmp_path / "class", csv_path=out, chapters=["02"], console=_quiet())
-    rows = list(csv.DictReader(out.open()))
-    assert [r["student"] for r in rows] == ["alice", "bob"]
-
-
-def _quiet():
-    from rich.console import Console
-
-    return Console(file=io.StringIO())
-
-
 def test_builtins_replaced_at_import_only_hurt_the_worker(reference, sandbox):
     append = """
         import builtins as _b
@@ -321,75 +289,6 @@ def test_builtins_replaced_at_import_only_hurt_the_worker(reference, sandbox):
 
 
 # ================================================================ (f') nbgrader
-
-
-def _notebook_setup() -> str:
-    notebook = json.loads((ROOT / "assignments" / "ch05_block" / "ch05_block.ipynb").read_text())
-    for cell in notebook["cells"]:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ch05-setup":
-            return "".join(cell["source"])
-    raise AssertionError("no set-up cell in the chapter 05 notebook")
-
-
-# A cell the student adds after the set-up cell runs in the kernel the task cells run in
-# and can redefine score_task there; the course's nbgrader configuration therefore grades
-# the task cells again outside the kernel (tests/test_nbgrader_course.py drives that
-# through nbgrader itself). This test covers what the kernel's own set-up cell imports.
-def test_a_grader_planted_beside_the_notebook_is_not_the_one_imported(tmp_path):
-    import subprocess
-    import sys
-
-    course = tmp_path / "course"  # the instructor's course folder: the real grader
-    course.mkdir()
-    (course / "grader").symlink_to(ROOT / "grader")
-    folder = course / "autograded" / "alice" / "ch05_block"  # nbgrader runs the notebook here
-    folder.mkdir(parents=True)
-    student = folder / "hero_transformer"
-    student.mkdir()
-    for source in (ROOT / "hero_transformer").glob("*.py"):  # the untouched student copy: nothing done
-        (student / source.name).write_text(source.read_text())
-    cells = [_notebook_setup()]
-    fake = folder / "grader"
-    fake.mkdir()
-    (fake / "__init__.py").write_text("")
-    (fake / "run").mkdir()
-    (fake / "run" / "__init__.py").write_text("")
-    (fake / "run" / "engine.py").write_text("")
-    (fake / "run" / "notebook_cell.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
-    cells.append('print("SCORE", score_task("block"))')
-    done = subprocess.run([sys.executable, "-c", "\n\n".join(cells)], cwd=folder, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-    score = re.search(r"SCORE (\S+)", done.stdout)
-    assert score is None or float(score[1]) == 0.0, done.stdout[-500:]
-
-
-def test_hidden_inputs_are_not_predictable_in_the_notebook_flow(tmp_path):
-    import torch
-
-    import grader.lms.notebook_cell as notebook
-
-    table = {}
-    for check in checks_of("gelu"):  # what a student can run at home
-        inputs = check.make_inputs(torch.Generator().manual_seed(0 + sum(map(ord, check.name))))
-        for value in inputs.values():
-            for x in (value, -value):
-                table[tuple(x.flatten().tolist())] = torch.nn.functional.gelu(x).flatten().tolist()
-    body = f"""
-        answers = {table!r}
-        return torch.tensor(answers[tuple(x.flatten().tolist())], dtype=x.dtype).reshape(x.shape)
-    """
-    package = tmp_path / "hero_transformer"
-    package.mkdir()
-    reference = Reference()
-    for name, text in hostile_sources(reference, {"gelu": body}).items():
-        (package / name).write_text(text)
-    try:
-        points = notebook.score_task("gelu", package=package)
-    finally:
-        if notebook._sandbox is not None:
-            notebook._sandbox.close()
-            notebook._sandbox = None
-    assert points < 5
 
 
 # ================================================================= (g) the fallback
