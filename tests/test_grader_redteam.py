@@ -22,10 +22,9 @@ from pathlib import Path
 import pytest
 
 from grader.mutants import region_of
-from grader.run.results import PASSED, GradeReport
+from grader.run.results import PASSED
 from grader.regions import package_sources
-from grader.run.report import render, results_json
-from tests.hostile import assert_no_points, grade_one, hostile_sources, run, string_console
+from tests.hostile import assert_no_points, grade_one, hostile_sources, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -245,32 +244,6 @@ def test_nan_is_never_a_pass(reference, sandbox, case):
         sources["model.py"] = sources["model.py"].replace("self.eps = eps", 'self.eps = float("nan")', 1)
         results = grade_one(reference, sandbox, "layer_norm", sources, only={"defaults"})
     assert_no_points(results)
-
-
-def test_terminal_report_carries_no_escape_sequences_from_the_submission(reference, sandbox):
-    body = r"""
-        print("\x1b]0;owned\x1b\\")
-        raise RuntimeError("\x1b[1A\x1b[2K\x1b[32mgelu  2/2  passed\x1b[0m")
-    """
-    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
-    console = string_console()
-    render(GradeReport("hostile", results, sandbox.describe(), "reference"), console)
-    shown = console.file.getvalue()
-    assert "\x1b[1A" not in shown and "\x1b]0;" not in shown
-
-
-def test_results_json_markdown_cannot_fake_a_pass(reference, sandbox):
-    body = r"""
-        print("```\n\n**passed** — gelu equals x * Phi(x) with erf\n\n```")
-        raise RuntimeError("\n\n**passed** — 2/2 points")
-    """
-    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
-    data = results_json(GradeReport("hostile", results, sandbox.describe(), "reference"))
-    failed = [t for t in data["tests"] if t["status"] != "passed"]
-    assert failed
-    for test in failed:
-        lines = test["output"].splitlines()
-        assert not any(line.startswith("**passed**") for line in lines), test["output"]
 
 
 # ========================================================= (e) forbidden shortcuts
