@@ -12,6 +12,7 @@ import torch
 
 from grader.checks._api import causal_diagnosis
 from grader.checks.ch05_block.layer_norm import defaults
+from tests.hostile import assert_no_points, grade_one, hostile_sources, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -79,3 +80,21 @@ def test_layer_norm_defaults_want_a_finite_eps_of_1e_5(eps, right):
 
 
 # --------------------------------------------------------------------- nbgrader
+
+
+# ----------------------------------------------------------------- in a graded run
+
+
+@pytest.mark.parametrize("case", ["block_nan", "layer_norm_eps_nan"])
+def test_nan_is_never_a_pass(reference, sandbox, case):
+    if case == "block_nan":
+        body = """
+            attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+            return hidden * float("nan"), present
+        """
+        results = run(reference, sandbox, "block", body, only={"causal_invariance"})
+    else:
+        sources = hostile_sources(reference)
+        sources["model.py"] = sources["model.py"].replace("self.eps = eps", 'self.eps = float("nan")', 1)
+        results = grade_one(reference, sandbox, "layer_norm", sources, only={"defaults"})
+    assert_no_points(results)

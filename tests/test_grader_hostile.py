@@ -16,7 +16,7 @@ from grader.run.results import PASSED
 from grader.run.engine import grade, grade_task
 from grader.run.report import results_json, write_json
 from grader.run.submission import Submission
-from tests.hostile import assert_no_points, run_body
+from tests.hostile import assert_no_points, grade_one, hostile_sources, run_body
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -78,15 +78,10 @@ def test_flooding_stdout_does_not_block(reference, sandbox):
     assert all(r.status == PASSED for r in results)
 
 
-def test_a_failing_operator_is_named_from_the_probe_run_again(reference, sandbox):
-    # merge_heads keeps no operator rule: its probes run without the recorder, and the
-    # probe that raised runs once more with it, to name the operator that raised.
-    body = """
-        B, _, T, _ = x.shape
-        return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head + 1)
+def test_builtins_replaced_at_import_only_hurt_the_worker(reference, sandbox):
+    append = """
+        import builtins as _b
+        _b.isinstance = lambda obj, kind: True
     """
-    results = run_body(reference, sandbox, "merge_heads", body)
+    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
     assert_no_points(results)
-    said = [r.diagnosis for r in results if r.status == "error"]
-    # (a size torch refuses before any operator runs is named by no operator)
-    assert any(", in aten.view on a float64 tensor of shape [2, 5, 3, 4]" in text for text in said), said

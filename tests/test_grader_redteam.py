@@ -231,34 +231,10 @@ def test_a_count_that_spells_text_is_never_quoted(reference, sandbox, task, chec
 # =========================================================== (d) output and its display
 
 
-@pytest.mark.parametrize("case", ["block_nan", "layer_norm_eps_nan"])
-def test_nan_is_never_a_pass(reference, sandbox, case):
-    if case == "block_nan":
-        body = """
-            attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-            return hidden * float("nan"), present
-        """
-        results = run(reference, sandbox, "block", body, only={"causal_invariance"})
-    else:
-        sources = hostile_sources(reference)
-        sources["model.py"] = sources["model.py"].replace("self.eps = eps", 'self.eps = float("nan")', 1)
-        results = grade_one(reference, sandbox, "layer_norm", sources, only={"defaults"})
-    assert_no_points(results)
-
-
 # ========================================================= (e) forbidden shortcuts
 
 
 # ==================================================================== (f) uploads
-
-
-def test_builtins_replaced_at_import_only_hurt_the_worker(reference, sandbox):
-    append = """
-        import builtins as _b
-        _b.isinstance = lambda obj, kind: True
-    """
-    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
-    assert_no_points(results)
 
 
 # ================================================================ (f') nbgrader
