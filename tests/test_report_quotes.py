@@ -1,36 +1,75 @@
-"""Red-team attacks on the grader's three promises.
+"""A report quotes nothing the code chose.
 
-1. Right code passes; wrong code fails with a diagnosis.
-2. Student code is untrusted: it never runs in the grader's process; the process that
-   runs it holds neither the reference of the task being graded nor the expected
-   values; what comes back is plain data.
-3. Nothing stops the run or loses a result; the JSON is always written.
-
-Each test builds a hostile submission the way tests/test_grader_hostile.py does (the
-reference with one task's body replaced, sometimes with code appended at module level)
-and asserts the SAFE outcome: no unearned point, the run finishes, the report is
-written. A test marked `xfail(strict=True, reason="HOLE: ...")` is an attack that still
-works, by the nature of the set-up it targets (nbgrader's shared kernel, grading without
-bubblewrap, which the CLI refuses by default): the xfail keeps the suite green and turns
-red the day the hole is closed.
+Beside certified parts, the code a student uploads could read them and pick what it
+raises, prints, returns or names by what it read: a report that quoted it would be a
+wire out of the sandbox. So a graded run tells a student the grader's own sentence (a
+crash names a type Python or torch defines and the student's file as they know it), and
+a judge words its diagnosis from what the contract fixes and the grader computed, never
+from text, names, shapes, counts or messages the code chose (SECRET below stands for
+certified code the submission read). Course staff keep every word, line and frame; and
+`make check`, which runs without a reference, shows students their own message and line.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from grader.mutants import region_of
-from grader.run.results import PASSED
+from grader.checks import catalogue
+from grader.mutants import apply, region_of
+from grader.run.results import ERROR, PASSED
+from grader.run.engine import grade_task
 from grader.regions import package_sources
+from grader.run.submission import Submission
 from tests.hostile import assert_no_points, grade_one, hostile_sources, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
 
 
-# ============================================================== (b) stealing answers
+# -------------------------------------------------------------------------------- a crash
+
+
+CRASHING_GELU = """
+    scale = 1.0 / math.sqrt(2.0)
+    raise RuntimeError(f"a private note {scale}")
+"""
+
+
+def _graded(reference, sandbox, task_name, body, use_reference=True):
+    task = catalogue.tasks()[task_name]
+    sources = apply(reference.sources, task.module, task.name, textwrap.dedent(body))
+    checks = [c for c in catalogue.all_checks() if c.task == task_name]
+    return grade_task(task, checks, Submission("upload", sources), reference if use_reference else None,
+                      sandbox, seed=3), sources
+
+
+def test_a_crash_is_a_sentence_naming_the_students_file(reference, sandbox):
+    results, sources = _graded(reference, sandbox, "gelu", CRASHING_GELU)
+    line = next(n for n, text in enumerate(sources["model.py"].splitlines(), start=1)
+                if "a private note" in text)
+    for result in results:
+        assert result.status == ERROR
+        shown = result.diagnosis
+        # Beside certified parts the line is one the code could pick by what it read: staff keep it.
+        assert shown.startswith("gelu raised RuntimeError (hero_transformer/model.py)"), shown
+        assert f" line {line}" not in shown and "submission/" not in shown
+        assert f"line {line}" in result.staff_diagnosis
+        assert f"while this check ran ({result.check.summary})" in shown
+        # The message is the code's own words: staff see it, the student does not.
+        assert "a private note" in result.staff_diagnosis and "a private note 0.7" not in shown
+
+
+def test_make_check_shows_the_message_and_the_same_place(reference, sandbox):
+    results, _ = _graded(reference, sandbox, "gelu", CRASHING_GELU, use_reference=False)
+    for result in results:
+        assert "RuntimeError: a private note 0.7" in result.diagnosis
+        assert "(hero_transformer/model.py line " in result.diagnosis and "submission/" not in result.diagnosis
+
+
+# -------------------------------------------------------- what the code chose, never quoted
 
 
 SECRET = "SECRET_PAYLOAD_0123456789_" * 3  # stands for certified code the submission read
@@ -223,21 +262,3 @@ def test_a_count_that_spells_text_is_never_quoted(reference, sandbox, task, chec
     said = _failed_without_secret(run(reference, sandbox, task, body, only={check}), [check])
     assert str(BIG)[:30] not in said[0] and f"{BIG:,}"[:30] not in said[0], said[0]
     assert "parameters" in said[0] or "got" in said[0]
-
-
-# ============================================================== (c) escaping limits
-
-
-# =========================================================== (d) output and its display
-
-
-# ========================================================= (e) forbidden shortcuts
-
-
-# ==================================================================== (f) uploads
-
-
-# ================================================================ (f') nbgrader
-
-
-# ================================================================= (g) the fallback
