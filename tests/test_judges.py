@@ -1,11 +1,11 @@
-"""Unit tests for the closed red-team holes that live outside the engine and the sandbox:
-judges that must never pass NaN or an output that ignores its input, what the report
-shows of student text, the forbidden-call scan's reach, uploads that are read as data
-only, and the nbgrader set-up cell's choice of grader."""
+"""Judges never pass NaN, inf or an output that ignores its input.
+
+The causal judge (grader.checks._api.causal_diagnosis) accepts a causal pair, names the
+first position that leaked, and refuses outputs that are not finite or that do not
+change when the input does; LayerNorm's defaults judge wants a finite eps of 1e-5. In a
+graded run a NaN earns no point either."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,11 +14,8 @@ from grader.checks._api import causal_diagnosis
 from grader.checks.ch05_block.layer_norm import defaults
 from tests.hostile import assert_no_points, grade_one, hostile_sources, run
 
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = ROOT / "solutions" / "hero_transformer"
 
-
-# ------------------------------------------------------------------------- judges
+# ------------------------------------------------------------------ the judges alone
 
 
 def _pair(T=6, first=4):
@@ -68,18 +65,6 @@ def test_layer_norm_defaults_want_a_finite_eps_of_1e_5(eps, right):
     assert (diagnosis is None) == right, diagnosis
     if isinstance(eps, float) and eps != eps:
         assert "finite" in diagnosis
-
-
-# ------------------------------------------------------------------------ display
-
-
-# -------------------------------------------------------------------- the scan
-
-
-# ---------------------------------------------------------------------- uploads
-
-
-# --------------------------------------------------------------------- nbgrader
 
 
 # ----------------------------------------------------------------- in a graded run

@@ -1,7 +1,10 @@
-"""Hostile submissions: each must score no point it did not earn, and the run must finish.
+"""Nothing stops the run: a syntax error, an exit at import or in a check, an allocation
+past the memory limit, a flood of output or builtins replaced at import fail only the
+checks they touch, with a reason, and earn no point; the results file is the grader's
+own, whatever the code wrote where it might be.
 
-Each one is the reference with one task's body replaced by an attack (or a broken file),
-graded on that task's checks in the real sandbox.
+Each upload is the reference with one task's body replaced (or a broken file), graded on
+that task's checks in the real sandbox.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from tests.hostile import assert_no_points, grade_one, hostile_sources, run_body
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
+
 
 def test_syntax_error_in_model_fails_only_model_tasks(reference, sandbox):
     sources = dict(reference.sources)
