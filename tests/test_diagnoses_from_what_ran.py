@@ -1,7 +1,8 @@
 """Diagnoses from what ran: the precision a check speaks of is the dtype the code's own
 operators used (never a guess from the size of an error), a crash on a shape says what the
 call passed and what the lesson promises, a slip the kit can set aside does not hide the
-others, and a small steady offset is told with its size."""
+others, a small steady offset is told with its size, and an operator that raised in a probe
+run without the recorder is named from the probe run again under it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from grader.mutants import catalogue as accuracy_catalogue, mutant, patch
 from grader.run import worker_session
 from grader.run.inside import op_rules
 from grader.run.reference import Reference
+from tests.hostile import assert_no_points, run_body
 
 F64 = torch.float64
 
@@ -227,3 +229,20 @@ def test_a_crash_on_a_batched_prompt_says_what_the_lesson_promises(sandbox):
     assert crashes, {name: r.diagnosis for name, r in failed.items()}
     assert all("the lesson promises prompt of shape [T] or [B, T], and this call passed prompt of shape [" in r.diagnosis
                for r in crashes)
+
+
+# ------------------------------------------- the operator that raised, from a second run
+
+
+def test_a_failing_operator_is_named_from_the_probe_run_again(reference, sandbox):
+    # merge_heads keeps no operator rule: its probes run without the recorder, and the
+    # probe that raised runs once more with it, to name the operator that raised.
+    body = """
+        B, _, T, _ = x.shape
+        return x.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head + 1)
+    """
+    results = run_body(reference, sandbox, "merge_heads", body)
+    assert_no_points(results)
+    said = [r.diagnosis for r in results if r.status == "error"]
+    # (a size torch refuses before any operator runs is named by no operator)
+    assert any(", in aten.view on a float64 tensor of shape [2, 5, 3, 4]" in text for text in said), said

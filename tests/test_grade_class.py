@@ -1,6 +1,7 @@
 """grade-class on what an LMS really hands over: a Canvas download with a roster,
 Gradescope's and Moodle's layouts, hostile names; resuming after Ctrl-C, shards and
-merge, the nbgrader gradebook read back through nbgrader's own API."""
+merge, the nbgrader gradebook read back through nbgrader's own API; a corrupt zip that
+stops nothing."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from rich.console import Console
 
 from grader.__main__ import main as cli
 from grader.checks.ch05_block.block import zero_branch_identity
+from grader.run.processes import Limits
 from grader.run.schedule import possible_points
 from grader.run.stopping import PAUSE_VARIABLE, PAUSED_VARIABLE
 from tests.test_ctrl_c import as_in_a_terminal
+from tests.timing import limit
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "hero_transformer"
@@ -456,3 +459,27 @@ def test_a_student_who_uploaded_only_a_notebook_keeps_a_row(tmp_path):
     assert float(rows["bbb"]["total"]) == possible_points(["05"])
     entries = {row["entry"]: row for row in csv.DictReader(io.StringIO((out / "entries.csv").read_text()))}
     assert entries["bbb_22222_80003_notes.txt"]["status"] == "not a submission"
+
+
+def test_a_corrupt_zip_does_not_stop_grade_class(tmp_path, monkeypatch):
+    import grader.grade_class.gradebook as gradebook
+
+    monkeypatch.setattr(gradebook, "Limits", lambda **given: Limits(**{"check_seconds": limit(3.0), **given}))
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    broken = uploads / "alice.zip"
+    with zipfile.ZipFile(broken, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("hero_transformer/__init__.py", b"MARKER_TO_CORRUPT = 1\n")
+    data = broken.read_bytes()
+    broken.write_bytes(data.replace(b"MARKER_TO_CORRUPT = 1", b"MARKER_TO_CORRUPT = 2"))
+    (uploads / "bob").mkdir()  # an upload with no package: a row with a note
+    out = tmp_path / "gradebook.csv"
+    gradebook.grade_class(uploads, tmp_path / "class", csv_path=out, chapters=["02"], console=_quiet())
+    rows = list(csv.DictReader(out.open()))
+    assert [r["student"] for r in rows] == ["alice", "bob"]
+
+
+def _quiet():
+    from rich.console import Console
+
+    return Console(file=io.StringIO())

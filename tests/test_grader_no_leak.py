@@ -29,7 +29,6 @@ from grader.run.results import FAILED, PASSED, GradeReport
 from grader.run.engine import grade_task
 from grader.run.worker_session import Grading
 from grader.run.report import render, results_json, staff_path, write_json
-from grader.run.scan_tampering import scan_file, scan_submission
 from grader.run.submission import Submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,69 +279,3 @@ def test_visible_results_do_not_reveal_hidden_failures(reference, sandbox):
                             for t in data["tests"] if t["visibility"] == "visible"]
     assert visible(seen_right) == visible(seen_wrong) and visible(seen_wrong)
     assert all(t["visibility"] == "after_published" for t in seen_wrong["tests"] if "hidden" in t["tags"])
-
-
-# ------------------------------------------------------- the tamper scan and imports
-
-
-@pytest.mark.parametrize("code", [
-    "import sys\nfor finder in sys.meta_path:\n    print(finder.sources)",
-    "import sys\nsys.path_hooks.insert(0, object)",
-    "import sys\nsys.path_importer_cache.clear()",
-    "print(__loader__.sources)",
-    "print(__spec__.loader)",
-    "import torch\nprint(torch.__spec__)",
-    "source = getattr(module, '__loader__')",
-    "from importlib.util import spec_from_loader",
-    "import importlib.machinery",
-    "from importlib import abc",
-    "import importlib._bootstrap",
-    "from importlib.util import find_spec\nfind_spec('x').loader",
-    "import linecache\nlinecache.getlines('certified/model.py')",
-    "import pkgutil",
-    "print(gelu.__code__.co_consts)",
-    "import dis",
-])
-def test_tamper_scan_flags_the_import_machinery(code):
-    assert scan_file(code), code
-
-
-def test_tamper_scan_leaves_ordinary_code_and_prose_alone():
-    ordinary = textwrap.dedent('''
-        """Notes: the worker's sys.meta_path finders, __loader__ and __spec__ are the
-        grader's business; importlib internals too. Prose never trips the scan."""
-        import importlib.util
-        import math
-        from pathlib import Path
-
-        import torch
-        from torch import nn
-
-        HERE = Path(__file__).resolve().parent
-
-
-        def has_package(name):
-            # sys.meta_path is mentioned in a comment only
-            spec = importlib.util.find_spec(name)
-            return spec is not None and spec.origin is not None
-
-
-        class Head(nn.Module):
-            """A docstring that says __spec__ and path_hooks."""
-
-            def __init__(self, d):
-                super().__init__()
-                self.proj = nn.Linear(d, d)
-                self.loader_name = "train"
-
-            def forward(self, x):
-                return torch.softmax(self.proj(x) / math.sqrt(x.shape[-1]), dim=-1)
-    ''')
-    assert scan_file(ordinary) == []
-
-
-@pytest.mark.parametrize("root", [SOLUTIONS, ROOT / "hero_transformer"], ids=["reference", "student copy"])
-def test_tamper_scan_passes_the_course_package(root):
-    sources = {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*.py")
-               if "__pycache__" not in p.parts}
-    assert sources and scan_submission(sources) == []

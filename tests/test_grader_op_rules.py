@@ -17,7 +17,7 @@ from grader.run.results import FORBIDDEN, PASSED
 from grader.run.scan_calls import scan
 from grader.run.inside.messages import CaughtCall
 
-from test_grader_redteam import hostile_sources, run
+from tests.hostile import hostile_sources, run
 
 SHORTCUTS = {
     "layer_norm via torch.group_norm": ("layer_norm", """

@@ -22,7 +22,7 @@ from grader.checks import catalogue
 from grader.run.inside.messages import CaughtCall
 from grader.run.results import FORBIDDEN, PASSED
 
-from test_grader_redteam import assert_no_points, checks_of, grade_one, hole, hostile_sources
+from tests.hostile import assert_no_points, checks_of, grade_one, hole, hostile_sources
 
 # Appended to the module of the task under attack: every torch name is computed.
 HELPERS = '''

@@ -10,7 +10,7 @@ from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox
 from grader.run.submission import Submission
 
-from tests.test_grader_redteam import hostile_sources
+from tests.hostile import hostile_sources
 
 POST_LN_BLOCK = """
     attended, present = self.attention(hidden, past_key_value, use_cache)

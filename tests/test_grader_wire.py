@@ -1,15 +1,28 @@
-"""The wire format: plain data in, plain data out, and nothing else accepted."""
+"""The wire format: plain data in, plain data out, and nothing else accepted.
+
+And what the code in a worker sends back, returned or written as frames of its own on
+the worker's end of the wire (grader/run/inside/wire.py), fails the checks it touches:
+never a point, never the grader's error, never code run in the grader."""
 
 from __future__ import annotations
 
 import base64
 import json
 import math
+import socket
+import struct
+import threading
+import time
 
 import pytest
 import torch
 
 from grader.run.inside import wire
+from grader.run.processes import Limits
+from grader.run.report import results_json
+from grader.run.results import PASSED, GradeReport
+from tests.hostile import assert_no_points, checks_of, grade_one, hostile_sources, run, run_body, string_console
+from tests.timing import limit
 
 
 @pytest.mark.parametrize("tensor", [
@@ -76,3 +89,252 @@ def test_frames_over_the_limit_are_refused(monkeypatch):
         wire.recv(b)
     a.close()
     b.close()
+
+
+def test_a_trickling_peer_cannot_outlast_the_timeout():
+    ours, theirs = socket.socketpair()
+
+    def trickle():
+        theirs.sendall(struct.pack(">Q", 1000))
+        for _ in range(20):
+            time.sleep(0.2)
+            try:
+                theirs.sendall(b" ")
+            except OSError:
+                return
+
+    threading.Thread(target=trickle, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        wire.recv(ours, deadline=time.monotonic() + 1.0)
+    assert time.monotonic() - started < 1.0 + limit(1.0)
+    ours.close()
+    theirs.close()
+
+
+def test_unsendable_values_come_back_as_text():
+    class Loud:
+        def __repr__(self):
+            raise RuntimeError("no")
+
+    sparse = __import__("torch").eye(3).to_sparse()
+    back = wire.decode(__import__("json").dumps(wire.encode({"a": Loud(), "s": sparse})).encode())
+    assert "Loud" in repr(back["a"])
+    assert back["s"].shape == (3, 3)
+
+
+# ============================================ what the code in a worker sends back
+# The code can return anything, and it can write frames of its own on the worker's end of
+# the wire. Whatever it writes must fail the affected checks, never raise out of the
+# engine (a crash there loses the whole submission's report, and in grade-class the whole
+# class's gradebook), and never run in the grader.
+
+
+# Module-level code a submission can carry: it finds the worker's end of the channel
+# (the only SOCK_STREAM socket in the worker) and writes raw frames on it.
+CHANNEL = '''
+def _rt_channels():
+    import os, socket, stat
+    found = []
+    for fd in range(3, 512):
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        if sock.type == socket.SOCK_STREAM:
+            found.append(sock)
+        else:
+            sock.close()
+    return found
+
+
+def _rt_send_raw(*bodies):
+    import struct
+    for sock in _rt_channels():
+        for body in bodies:
+            sock.sendall(struct.pack(">Q", len(body)) + body)
+        sock.close()
+'''
+
+
+RIGHT_GELU = "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))"
+
+
+REPLY_FRAMES = {
+    "list": b"[]",
+    "number": b"0",
+    "string": b'"passed"',
+    "null": b"null",
+    "forbidden_calls_not_a_list": b'{"result": null, "forbidden_calls": 5}',
+    "error_not_a_dict": b'{"error": 5}',
+    "error_message_not_text": b'{"error": {"type": "X", "message": 5, "not_implemented": true}}',
+    "deeply_nested": b"[" * 100_000 + b"]" * 100_000,
+}
+
+
+@pytest.mark.parametrize("frame", list(REPLY_FRAMES))
+def test_malformed_reply_frames_fail_only_that_check(reference, sandbox, frame):
+    body = f"_rt_send_raw({REPLY_FRAMES[frame]!r})\n{RIGHT_GELU}"
+    results = run(reference, sandbox, "gelu", body, append=CHANNEL)
+    assert len(results) == len(checks_of("gelu"))
+    assert results[0].status != PASSED
+
+
+READY_FRAMES = {
+    "number": b"0",
+    "list": b"[]",
+    "certified_not_a_list": b'{"ready": true, "certified": 5}',
+}
+
+
+@pytest.mark.parametrize("frame", list(READY_FRAMES))
+def test_malformed_ready_frame_fails_only_that_task(reference, sandbox, frame):
+    append = CHANNEL + f"\n_rt_send_raw({READY_FRAMES[frame]!r})\n"
+    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
+    assert len(results) == len(checks_of("gelu"))
+    assert_no_points(results)
+
+
+def test_forged_certified_list_cannot_stop_the_json(reference, tmp_path, monkeypatch):
+    import grader.run.sandbox
+    from grader.__main__ import run_grading
+
+    monkeypatch.setattr(grader.run.sandbox, "Limits", lambda **given: Limits(**{"check_seconds": limit(3.0), **given}))
+    append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": [{"x": 1}]}\')\n'
+    package = tmp_path / "upload" / "hero_transformer"
+    package.mkdir(parents=True)
+    for name, text in hostile_sources(reference, append=append).items():
+        (package / name).write_text(text)
+    out = tmp_path / "results.json"
+    try:
+        run_grading(str(package.parent), ["05"], False, str(out), string_console())
+    finally:
+        assert out.exists(), "no results.json was written"
+    data = json.loads(out.read_text())
+    assert data["score"] < data["extra_data"]["max_score"]
+
+
+def test_forged_certified_names_are_not_echoed(reference, sandbox):
+    append = CHANNEL + '\n_rt_send_raw(b\'{"ready": true, "certified": ["ALL CHECKS PASSED"]}\')\n'
+    results = grade_one(reference, sandbox, "gelu", hostile_sources(reference, append=append))
+    assert_no_points(results)
+    data = results_json(GradeReport("hostile", results, sandbox.describe(), "reference"))
+    assert "ALL CHECKS PASSED" not in json.dumps(data)
+
+
+def test_a_thread_left_running_after_the_reply_cannot_answer_later_checks(reference, sandbox):
+    # A thread that keeps writing "correct" frames after each reply only desynchronises
+    # its own worker; the checks it lands on must not pass by it.
+    body = """
+        import threading, time
+        def spam():
+            for _ in range(200):
+                try:
+                    _rt_send_raw(b'{"result": {"y": null}, "forbidden_calls": []}')
+                except OSError:
+                    return
+                time.sleep(0.002)
+        threading.Thread(target=spam, daemon=True).start()
+        raise NotImplementedError("gelu")
+    """
+    results = run(reference, sandbox, "gelu", body, append=CHANNEL)
+    assert_no_points(results)
+
+
+def test_exotic_return_values_come_back_as_plain_data(reference, sandbox):
+    body = """
+        class Sneaky(torch.Tensor):
+            def __eq__(self, other):
+                return True
+        class Liar(float):
+            def __float__(self):
+                return 0.0
+            def __eq__(self, other):
+                return True
+        class Box(dict):
+            def __getitem__(self, key):
+                return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        import sys
+        kind = sys.modules[__name__].__dict__.setdefault("_rt_count", [0])
+        kind[0] += 1
+        if kind[0] == 1:
+            return (x * 0).as_subclass(Sneaky)
+        if kind[0] == 2:
+            return Liar(1.0)
+        return Box()
+    """
+    results = run(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+
+
+def test_a_huge_answer_fails_without_hurting_the_grader(reference, sandbox):
+    """An answer over the wire's limits is the upload's failure, measured in the worker
+    before it is encoded (within the upload's own time), never the grader's error."""
+    body = """
+        return torch.zeros(7 * 1024 * 1024, dtype=torch.float64)  # 56 MB, 75 MB of base64: over the frame limit
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    assert results[0].status == "failed", results[0]
+    assert "too large to send back" in results[0].diagnosis, results[0].diagnosis
+
+
+def test_an_answer_of_millions_of_containers_is_the_uploads_failure(reference, sandbox):
+    """The issue's case: four million lists in the answer. The worker stops counting at
+    the wire's bound and says so; the grader never decodes it."""
+    body = """
+        return [[0.0] for _ in range(4_000_000)]
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    assert results[0].status == "failed", results[0]
+    assert "more than 200,000 lists" in results[0].diagnosis, results[0].diagnosis
+
+
+def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):
+    import tracemalloc
+
+    body = """
+        _rt_send_raw(b'{"forbidden_calls": [], "result": [' + b"[]," * 4_000_000 + b"[]]}")
+        raise RuntimeError("sent")
+    """
+    tracemalloc.start()
+    try:
+        results = run(reference, sandbox, "gelu", body, append=CHANNEL, only={"exact_values"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_no_points(results)
+    assert peak < 128 * 1024**2, f"a 12 MB reply cost the grader {peak / 1024**2:.0f} MB"
+
+
+def test_unpicklable_output_never_runs_in_the_grader(reference, sandbox, tmp_path):
+    marker = tmp_path / "pwned"
+    body = f"""
+        class Evil:
+            def __reduce__(self):
+                import os
+                return (os.system, ("touch {marker}",))
+        class Output(dict):
+            pass
+        return Evil()
+    """
+    results = run_body(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    assert not marker.exists()
+
+
+def test_garbage_on_the_channel_fails_cleanly(reference, sandbox):
+    body = """
+        import os
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x05{{{{{")
+            except OSError:
+                pass
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    """
+    results = run_body(reference, sandbox, "gelu", body)
+    assert_no_points(results)

@@ -179,7 +179,7 @@ def test_answers_known_without_computing_earn_nothing(reference, task, body):
     failed on purpose (a held-out attack set found them)."""
     from grader.run.processes import Limits
     from grader.run.sandbox import Sandbox, bwrap_works
-    from tests.test_redteam_certified import grade, upload
+    from tests.test_certified_parts import grade, upload
 
     if not bwrap_works():
         pytest.skip("bubblewrap is not usable on this machine")

@@ -1,8 +1,14 @@
 """nbgrader notebooks: valid, in sync, and their autograder cells score through the
-sandboxed engine in a way nbgrader reads as partial credit."""
+sandboxed engine in a way nbgrader reads as partial credit. The set-up cell imports the
+instructor's grader (HERO_TRANSFORMER_COURSE), never one planted beside the notebook, and
+a table of what a student can run at home does not answer the checks a cell grades."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -12,6 +18,8 @@ from nbgrader.utils import determine_grade
 from grader.generate.lesson_tables import CHAPTER_FOLDERS
 from grader.generate.notebooks import build, main as notebooks_main, path_of
 from grader.checks import catalogue
+from grader.run.reference import Reference
+from tests.hostile import checks_of, hostile_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,3 +163,120 @@ def test_autograding_skips_the_experiments(tmp_path, monkeypatch):
     cells = _run_experiments("ch01_tokens", ROOT / "solutions" / "hero_transformer", tmp_path, setup=False)
     tried = [c for c in cells if c.id.startswith("ch01-try-") and c.id != "ch01-try-setup"]
     assert tried and all(_text(c).strip() == "(experiment skipped while autograding)" for c in tried)
+
+
+# ------------------------------------------------- which grader the set-up cell imports
+
+
+def _setup_cell() -> str:
+    notebook = json.loads((ROOT / "assignments" / "ch02_embedding" / "ch02_embedding.ipynb").read_text())
+    return next("".join(c["source"]) for c in notebook["cells"]
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ch02-setup")
+
+
+def _run_setup(tmp_path, env_course: str | None):
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "grader").symlink_to(ROOT / "grader")
+    folder = course / "autograded" / "alice" / "ch02_embedding"
+    fake = folder / "grader"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "run").mkdir()
+    (fake / "run" / "__init__.py").write_text("")
+    (fake / "run" / "engine.py").write_text("")
+    (fake / "run" / "notebook_cell.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    if env_course is not None:
+        env["HERO_TRANSFORMER_COURSE"] = env_course
+    code = _setup_cell() + "\nimport grader.lms.notebook_cell\nprint('FROM', grader.lms.notebook_cell.__file__)\n"
+    return course, subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
+                                  timeout=120, env=env)
+
+
+def test_the_setup_cell_imports_the_instructors_grader(tmp_path):
+    course, done = _run_setup(tmp_path, str(tmp_path / "course"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"FROM {course}/grader/lms/notebook_cell.py" in done.stdout
+    assert "advisory" not in done.stdout
+
+
+def test_without_the_variable_the_setup_cell_warns_and_skips_the_submission(tmp_path):
+    course, done = _run_setup(tmp_path, None)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"FROM {course}/grader/lms/notebook_cell.py" in done.stdout
+    assert "advisory" in done.stdout
+
+
+def test_a_relative_course_path_is_refused(tmp_path):
+    _, done = _run_setup(tmp_path, ".")
+    assert done.returncode != 0 and "HERO_TRANSFORMER_COURSE" in done.stderr
+
+
+def _notebook_setup() -> str:
+    notebook = json.loads((ROOT / "assignments" / "ch05_block" / "ch05_block.ipynb").read_text())
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ch05-setup":
+            return "".join(cell["source"])
+    raise AssertionError("no set-up cell in the chapter 05 notebook")
+
+
+# A cell the student adds after the set-up cell runs in the kernel the task cells run in
+# and can redefine score_task there; the course's nbgrader configuration therefore grades
+# the task cells again outside the kernel (tests/test_nbgrader_course.py drives that
+# through nbgrader itself). This test covers what the kernel's own set-up cell imports.
+def test_a_grader_planted_beside_the_notebook_is_not_the_one_imported(tmp_path):
+    import subprocess
+    import sys
+
+    course = tmp_path / "course"  # the instructor's course folder: the real grader
+    course.mkdir()
+    (course / "grader").symlink_to(ROOT / "grader")
+    folder = course / "autograded" / "alice" / "ch05_block"  # nbgrader runs the notebook here
+    folder.mkdir(parents=True)
+    student = folder / "hero_transformer"
+    student.mkdir()
+    for source in (ROOT / "hero_transformer").glob("*.py"):  # the untouched student copy: nothing done
+        (student / source.name).write_text(source.read_text())
+    cells = [_notebook_setup()]
+    fake = folder / "grader"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "run").mkdir()
+    (fake / "run" / "__init__.py").write_text("")
+    (fake / "run" / "engine.py").write_text("")
+    (fake / "run" / "notebook_cell.py").write_text("def score_task(task_name, package=None):\n    return 12.0\n")
+    cells.append('print("SCORE", score_task("block"))')
+    done = subprocess.run([sys.executable, "-c", "\n\n".join(cells)], cwd=folder, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    score = re.search(r"SCORE (\S+)", done.stdout)
+    assert score is None or float(score[1]) == 0.0, done.stdout[-500:]
+
+
+def test_hidden_inputs_are_not_predictable_in_the_notebook_flow(tmp_path):
+    import torch
+
+    import grader.lms.notebook_cell as notebook
+
+    table = {}
+    for check in checks_of("gelu"):  # what a student can run at home
+        inputs = check.make_inputs(torch.Generator().manual_seed(0 + sum(map(ord, check.name))))
+        for value in inputs.values():
+            for x in (value, -value):
+                table[tuple(x.flatten().tolist())] = torch.nn.functional.gelu(x).flatten().tolist()
+    body = f"""
+        answers = {table!r}
+        return torch.tensor(answers[tuple(x.flatten().tolist())], dtype=x.dtype).reshape(x.shape)
+    """
+    package = tmp_path / "hero_transformer"
+    package.mkdir()
+    reference = Reference()
+    for name, text in hostile_sources(reference, {"gelu": body}).items():
+        (package / name).write_text(text)
+    try:
+        points = notebook.score_task("gelu", package=package)
+    finally:
+        if notebook._sandbox is not None:
+            notebook._sandbox.close()
+            notebook._sandbox = None
+    assert points < 5

@@ -16,7 +16,7 @@ import pytest
 from grader.run.processes import Limits
 from grader.run.results import FORBIDDEN, PASSED
 from grader.run.sandbox import Sandbox, bwrap_works
-from tests.test_redteam_certified import checks_of, grade, upload
+from tests.test_certified_parts import checks_of, grade, upload
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
 

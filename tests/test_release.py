@@ -366,7 +366,7 @@ def _assert_compiled_from_the_view(pyc: Path) -> None:
 def test_every_kit_file_a_worker_can_read_is_the_bundle_s_or_a_hidden_probe(built):
     """What the sandbox binds of the kit (grader/run/sandbox.kit_files_in_the_sandbox, the
     bind list it starts with; a worker's walk of /sandbox finds exactly these, in
-    tests/test_grader_hostile.py): each file is the students' bundle's own, byte for byte,
+    tests/test_sandbox_files.py): each file is the students' bundle's own, byte for byte,
     or one of the hidden checks' modules of the worker's view (held above)."""
     from grader.run import worker_view
     from grader.run.sandbox import kit_files_in_the_sandbox

@@ -1,6 +1,7 @@
 """The terminal report on every console a student has: a cp1252 one (Windows, output piped
-or PYTHONIOENCODING=cp1252), an ASCII one, a UTF-8 one; and its closing line on the hidden
-checks still to come."""
+or PYTHONIOENCODING=cp1252), an ASCII one, a UTF-8 one, an 80-column one whose diagnoses
+use the whole width; its closing line on the hidden checks still to come; and its
+certified-parts line, which lists only what a chapter's checks used."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ import pytest
 from rich.console import Console
 
 from grader.checks import catalogue
+from grader.checks.ch05_block.block import formula, shape
 from grader.run import report as report_module
 from grader.run.results import FAILED, NOT_IMPLEMENTED, PASSED, CheckResult, GradeReport
 from grader import console as console_module
 from grader.console import ASCII_FALLBACKS, safe_stream
-from grader.run.report import render
+from grader.run.report import certified_line, parts_used, render, results_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -208,3 +210,54 @@ def test_the_release_ships_the_counts_of_its_chapters(tmp_path):
     shipped = json.loads((folder / "grader" / "checks" / "hidden_counts.json").read_text())
     assert set(shipped) == {"05", "07"}
     assert shipped == {k: v for k, v in catalogue.hidden_counts().items() if k in ("05", "07")}
+
+
+# ------------------------------------------------ 80 columns, and the certified-parts line
+
+
+def _result(check_name, status, diagnosis, certified=()):
+    from grader.run.results import CheckResult
+
+    check = next(c for c in catalogue.all_checks() if c.name == check_name)
+    return CheckResult(check, status, diagnosis, certified=tuple(certified))
+
+
+def test_the_diagnosis_gets_the_full_width_of_an_80_column_terminal():
+    diagnosis = ("the feed-forward branch reads X instead of U = X + A(LN1(X)), the residual stream after the "
+                 "attention branch, so each position's second branch sees the wrong input")
+    results = [_result(shape.name, "passed", ""), _result(formula.name, "failed", diagnosis)]
+    console = Console(record=True, file=io.StringIO(), width=80)
+    render(GradeReport("upload", results, "sandbox", "reference"), console)
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    start = next(i for i, line in enumerate(lines) if "↳" in line)
+    assert lines[start - 1].lstrip().startswith("block.formula") and "0/2" in lines[start - 1]
+    # Under its row, across the width: the words run on beyond the check column's 45 characters.
+    used = [line for line in lines[start:start + 3] if line.strip()]
+    assert max(len(line.rstrip()) for line in used) > 70
+    shown = " ".join(line.strip() for line in used).replace("↳ ", "")
+    assert diagnosis in shown
+
+
+def test_the_certified_parts_line_lists_only_what_the_chapter_used():
+    everything = tuple(t for t in catalogue.tasks() if not t.startswith(("layer_norm", "gelu", "feedforward",
+                                                                            "block")))
+    results = [_result(formula.name, "failed", "x", certified=everything)]
+    line = certified_line("05", results)
+    assert line is not None
+    listed = set(line.split(": ", 1)[1].split(", "))
+    assert {"attention", "attention_init", "split_heads", "merge_heads"} <= listed
+    assert not listed & {"micro_backward", "build_vocab", "adamw_step", "lm_forward", "cross_entropy"}
+    assert listed == set(everything) & parts_used("05")
+    assert results_json(GradeReport("u", results, "s", "r"))["extra_data"]["chapters"]["05"]["certified"] == \
+        sorted(listed)
+
+
+@pytest.mark.parametrize("chapter, needs, never", [
+    ("00", set(), {"layer_norm", "decode", "adamw_step"}),
+    ("06", {"layer_norm", "gelu"}, {"attention", "micro_backward"}),
+    ("09", {"lm_forward", "lm_init", "attention", "block"}, {"adamw_step", "micro_sample", "windows"}),
+])
+def test_parts_used_follow_the_code_the_checks_run(chapter, needs, never):
+    used = parts_used(chapter)
+    assert needs <= used and not used & never, sorted(used)

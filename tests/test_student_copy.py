@@ -1,5 +1,6 @@
 """The student copy hero_transformer/: generated from solutions/, in sync, importable,
-and every graded part raises NotImplementedError with its task id."""
+and every graded part raises NotImplementedError with its task id; nor does a part it
+keeps (backward.py's forward passes) earn a graded task's points."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 
 from grader.generate import student_copy
 from grader.regions import STUDENT_HEADER, all_regions, package_sources
+from tests.hostile import assert_no_points, grade_one, hostile_sources
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_PACKAGE = REPO_ROOT / "solutions" / "hero_transformer"
@@ -259,3 +261,18 @@ def test_check_command_agrees_with_stale_files(capsys):
         assert code == 1 and all(rel in out for rel in stale)
     else:
         assert code == 0 and "in sync" in out
+
+
+# ------------------------------------------------------ no graded answer in the copy
+
+
+@pytest.mark.parametrize("task_name, body", [
+    pytest.param("gelu", "from .backward import _gelu_forward\nreturn _gelu_forward(x)", id="gelu"),
+    pytest.param("layer_norm", "from .backward import _layer_norm_forward\n"
+                               "return _layer_norm_forward(x, self.weight, self.bias, self.eps)", id="layer_norm"),
+])
+def test_the_student_copy_does_not_ship_graded_answers(reference, sandbox, task_name, body):
+    sources = hostile_sources(reference, {task_name: body})
+    sources["backward.py"] = (REPO_ROOT / "hero_transformer" / "backward.py").read_text()  # as released to students
+    results = grade_one(reference, sandbox, task_name, sources)
+    assert_no_points(results)

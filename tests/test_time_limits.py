@@ -6,7 +6,9 @@ machine); only a process that could not get a processor, even after later, longe
 is the grader's failure ("busy"). The unit
 tests drive TimeLimit with a clock the test sets; the sandbox tests grade a spinning and
 a sleeping gelu beside a load the test makes (six busy processes, each in a session of
-its own, as other programs on a laptop or other uploads' workers are).
+its own, as other programs on a laptop or other uploads' workers are). The last tests
+grade code that never ends: a loop, a sleep, a loop that tried to raise its limits and
+ignore every signal, and an import that hangs.
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ import contextlib
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from grader.run import cpu_clock
+from grader.run.processes import Limits
+from grader.run.sandbox import Sandbox
 from grader.run.worker import Late, TimeLimit
+from tests.hostile import assert_no_points, grade_one, hostile_sources, run, run_body
+from tests.timing import limit
 
 
 class SetClock:
@@ -220,7 +227,7 @@ def _grade_gelu(reference, body: str):
     from grader.run.processes import Limits
     from grader.run.sandbox import Sandbox
     from grader.run.submission import Submission
-    from tests.test_grader_redteam import hostile_sources
+    from tests.hostile import hostile_sources
 
     sources = hostile_sources(reference, {"gelu": body})
     task = catalogue.tasks()["gelu"]
@@ -296,3 +303,57 @@ def test_a_class_with_a_spinning_upload_settles_in_one_run_beside_six_busy_sessi
     gelu = [c for name, c in checks["b_spins.zip"].items() if ".gelu." in name]
     assert gelu and all(c["status"] == TIMEOUT for c in gelu), [(c["name"], c["status"]) for c in gelu]
     assert "processor time" in gelu[0]["diagnosis"], gelu[0]["diagnosis"]
+
+
+# ------------------------------------------------- code that never ends, in a graded run
+#
+# A loop, a sleep, a loop that tried to raise its limits and ignore every signal: each
+# is a timeout; an import that hangs costs one setup timeout per task.
+
+
+def test_endless_loop_times_out(reference, sandbox):
+    results = run_body(reference, sandbox, "gelu", "while True:\n    pass")
+    assert_no_points(results)
+    assert {r.status for r in results} == {"timeout"}
+
+
+def test_sleeping_forever_times_out(reference, sandbox):
+    results = run_body(reference, sandbox, "gelu", "import time\ntime.sleep(10**6)")
+    assert {r.status for r in results} == {"timeout"}
+
+
+def test_limits_cannot_be_raised_and_signals_cannot_be_dodged(reference, sandbox):
+    body = """
+        import resource, signal
+        raised = []
+        for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE"):
+            limit = getattr(resource, name)
+            try:
+                resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                raised.append(name)
+            except (ValueError, OSError):
+                pass
+        for sig in (signal.SIGXCPU, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_IGN)
+        if raised:
+            return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        while True:
+            pass
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    assert results[0].status == "timeout"
+
+
+def test_an_import_that_hangs_costs_one_setup_timeout_per_task(reference):
+    sources = hostile_sources(reference, append="import time as _t\n_t.sleep(10**6)\n")
+    setup = limit(1.0)
+    with Sandbox(Limits(check_seconds=limit(3.0), setup_seconds=setup)) as box:
+        box.worker().close()  # the zygote is up: time only the grading
+        started = time.monotonic()
+        results = grade_one(reference, box, "block", sources,
+                            only={"shape", "zero_branch_identity", "causal_invariance", "example_1"})
+        elapsed = time.monotonic() - started
+    assert_no_points(results)
+    assert all(r.status in ("timeout", "error") for r in results)
+    assert elapsed < 2 * setup, f"{len(results)} checks took {elapsed:.1f} s with a {setup:.1f} s setup limit"

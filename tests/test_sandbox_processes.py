@@ -1,4 +1,4 @@
-"""Red team: no process of its own.
+"""No process or thread of its own.
 
 The issue's attack: student code starts a fresh interpreter (os.posix_spawn) and talks
 to it over a pseudo-terminal; that interpreter has a clean torch, outside every rule of
@@ -13,13 +13,16 @@ key only the filter of that submission's process knows.
 
 Each test states the attack as a student would try it and asserts it is contained; the
 reference keeps full marks beside them. The static tamper scan is off where a test
-reaches the layers behind it (as in tests/test_grader_redteam.py).
+reaches the layers behind it (as tests/hostile.py grades every attack); the scan's own
+rule on processes is tested with the scan, in tests/test_scan_tampering.py.
 """
 
 from __future__ import annotations
 
 import re
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -31,10 +34,9 @@ from grader.run.inside import syscall_filter
 from grader.run.processes import Limits
 from grader.run.results import FORBIDDEN, PASSED
 from grader.run.sandbox import Sandbox, bwrap_works
-from grader.run.scan_tampering import scan_file
 from grader.run.submission import Submission
 
-from tests.test_grader_redteam import checks_of, earned, hostile_sources
+from tests.hostile import assert_no_points, bwrap_only, checks_of, earned, hostile_sources, run
 from tests.timing import limit
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
@@ -397,21 +399,72 @@ def test_the_filter_admits_the_graders_fork_and_nothing_else(tmp_path):
     assert child == {"child": {"grader's fork, inside a worker": 1}, "pid in its namespace": 1}
 
 
-# --------------------------------------------------------------- the tamper scan
+# ------------------------------------------------------------- how many, and for whom
+#
+# A worker holds at most Limits.worker_processes processes, so a fork bomb costs its own
+# task only; and a package whose every fork dies is graded per task, after one wait.
 
 
-@pytest.mark.parametrize("code", [
-    "import os\nos.posix_spawn('/bin/sh', ['sh'], {})",
-    "import os\nos.openpty()",
-    "import pty",
-    "from subprocess import run",
-    "import os as o\no.execvp('sh', ['sh'])",
-    "from concurrent.futures import ProcessPoolExecutor",
-])
-def test_the_tamper_scan_names_a_process_call(code):
-    hits = scan_file(code)
-    assert hits and all("starts a process" in what for _, what in hits), hits
+@pytest.mark.skipif(not Path("/sys/fs/cgroup/pids").is_dir(), reason="no pids cgroup on this machine")
+def test_process_count_is_limited(reference, sandbox):
+    body = """
+        import os, time
+        started = 0
+        for _ in range(64):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(1.0)
+                os._exit(0)
+            started += 1
+        raise RuntimeError(f"started {started} processes")
+    """
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    started = int(re.search(r"started (\d+) processes", results[0].staff_diagnosis)[1])
+    assert started < 64, f"one worker started {started} processes"
 
 
-def test_the_tamper_scan_leaves_threads_alone():
-    assert scan_file("from concurrent.futures import ThreadPoolExecutor\nimport threading\n") == []
+@pytest.mark.slow
+@bwrap_only
+def test_a_fork_bomb_costs_its_own_task_only(reference):
+    """A worker holds at most Limits.worker_processes processes, so a fork bomb in gelu
+    leaves room for the workers of every other task (gelu_backward, graded beside it on
+    the certified gelu, among them)."""
+    from grader.run.engine import grade
+
+    body = """
+        import os
+        fork = getattr(os, "fo" + "rk")
+        while True:
+            try:
+                fork()
+            except OSError:
+                pass
+    """
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
+        report = grade(Submission("fork bomb", hostile_sources(reference, {"gelu": body})), ["05", "06"],
+                       runner=box, seed=5)
+    lost = {r.check.task for r in report.results if r.status != PASSED}
+    assert lost == {"gelu"}, [(r.check.name, r.diagnosis) for r in report.results if r.status != PASSED]
+
+
+def test_a_package_whose_forks_die_is_graded_per_task_after_one_wait(reference):
+    """An at-fork hook that ends every fork of the imported package: the first task waits
+    once for a worker, and every task then imports the package in its own worker."""
+    from grader.run.engine import grade
+
+    append = """
+        import os as _os
+        _os.register_at_fork(after_in_child=lambda: _os._exit(3))
+    """
+    sources = hostile_sources(reference, append=append, module="micro")
+    setup = limit(3.0)
+    with Sandbox(Limits(setup_seconds=setup)) as box:
+        started = time.monotonic()
+        report = grade(Submission("forks die", sources), ["05"], runner=box, seed=5)
+        spent = time.monotonic() - started
+    assert [r.check.name for r in report.results if r.status != PASSED] == []
+    assert spent < 3 * setup, f"{spent:.1f} s: each task waited for a fork again"

@@ -1,4 +1,5 @@
-"""No channel between two workers, and no way to stop or slow the zygote.
+"""One worker never reaches another: no channel between two workers, no way to stop or
+slow the zygote, nothing left behind for the next task or the next student.
 
 Relational checks (is the output for A the same as for B?) run A and B in separate
 workers. Each test here is a block that is NOT causal but tries to fake causal
@@ -7,6 +8,8 @@ that survives a worker: a writable folder, an abstract Unix socket held by a dae
 System V shared memory. It must score no more than the same block without the replay.
 Every test runs under bubblewrap and in the process fallback (where each worker still
 gets namespaces of its own when the machine allows unprivileged user namespaces).
+The tests at the end leave something behind in one worker, or turn on the zygote, and
+grade the next task or the next student beside it.
 """
 
 from __future__ import annotations
@@ -16,11 +19,16 @@ import time
 
 import pytest
 
+from grader.checks import catalogue
 from grader.run.results import PASSED
+from grader.run.engine import grade_task
+from grader.run.worker_session import Grading
 from grader.run.processes import Limits
 from grader.run.sandbox import Sandbox, bwrap_works
+from grader.run.submission import Submission
 
-from tests.test_grader_redteam import earned, grade_one, hostile_sources
+from tests.hostile import (assert_no_points, bwrap_only, earned, grade_one, hostile_sources, needs_bwrap, run,
+                           run_body)
 from tests.timing import limit
 
 ISOLATIONS = [pytest.param("bwrap", marks=pytest.mark.skipif(not bwrap_works(), reason="bubblewrap unusable")),
@@ -339,7 +347,7 @@ def _imported_once_points(reference, box, channel: str, replay: bool) -> list[st
     from grader.run.worker_session import Grading
     from grader.run.submission import Submission
 
-    from tests.test_grader_redteam import checks_of
+    from tests.hostile import checks_of
 
     sources = hostile_sources(reference, {"block": NON_CAUSAL_BLOCK},
                               append=f"REPLAY = {replay}\n" + PACKING + textwrap.dedent(IMPORT_TIME_CHANNELS[channel]))
@@ -435,7 +443,7 @@ def test_the_door_admits_only_fresh_workers(reference, isolation, attack):
     from grader.run.worker_session import Grading
     from grader.run.submission import Submission
 
-    from tests.test_grader_redteam import checks_of
+    from tests.hostile import checks_of
 
     if attack == "from the submission's process":
         sources = hostile_sources(reference, append=KNOCK_AT_IMPORT)
@@ -507,3 +515,129 @@ def test_an_upload_flooding_the_door_does_not_hold_up_another(reference, isolati
     assert box.imported_once and not imported_per_task
     assert all(r.status == PASSED for r in report.results), [(r.check.name, r.status) for r in report.results
                                                              if r.status != PASSED]
+
+
+# -------------------------------------------- the next task, the next student, the zygote
+#
+# What one worker leaves behind (a class attribute, a file in /tmp, a daemon) or does to
+# the zygote (rewrite its memory, lower its limits, kill it) reaches no later worker.
+
+
+def test_stateful_forward_cannot_fake_causality(reference, sandbox):
+    body = """
+        attended, present = self.attention(self.ln_attention(hidden), past_key_value, use_cache)
+        y = hidden + attended + hidden.mean(dim=1, keepdim=True)  # every position sees the future
+        memo = getattr(TransformerBlock, "_rt_memo", None)
+        if memo is not None and memo[0].shape == hidden.shape and torch.equal(memo[0][:, :4], hidden[:, :4]):
+            y = torch.cat([memo[1][:, :4], y[:, 4:]], dim=1)
+        TransformerBlock._rt_memo = (hidden.clone(), y.clone())
+        return y, present
+    """
+    results = run(reference, sandbox, "block", body, only={"causal_invariance"})
+    assert_no_points(results)
+
+
+@bwrap_only
+def test_certified_parts_do_not_travel_between_tasks_through_tmp(reference, sandbox):
+    stash = f"/tmp/.rt-stash-{time.time_ns()}.py"
+    layer_norm = f"""
+        import sys
+        for finder in sys.meta_path:
+            if getattr(finder, "name", "") == "_certified_hero_transformer":
+                with open({stash!r}, "w") as handle:
+                    handle.write(finder.sources["model.py"])
+        raise RuntimeError("stashed")
+    """
+    gelu = f"""
+        import ast
+        try:
+            tree = ast.parse(open({stash!r}).read())
+        except OSError:
+            raise RuntimeError("nothing stashed")
+        stolen = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "gelu")
+        space = dict(globals())
+        exec(compile(ast.Module([stolen], []), "stolen", "exec"), space)
+        return space["gelu"](x)
+    """
+    sources = hostile_sources(reference, {"layer_norm": layer_norm, "gelu": gelu})
+    grade_one(reference, sandbox, "layer_norm", sources)
+    results = grade_one(reference, sandbox, "gelu", sources)
+    assert_no_points(results)
+
+
+@needs_bwrap
+def test_a_daemon_cannot_outlive_its_worker_and_sink_the_next_student(reference):
+    daemon = """
+        import os, signal, time
+        keep = {1, os.getpid(), os.getppid()}
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                keep.add(os.getpid())
+                end = time.monotonic() + 20
+                while time.monotonic() < end:
+                    for name in os.listdir("/proc"):
+                        if name.isdigit() and int(name) not in keep:
+                            try:
+                                os.kill(int(name), signal.SIGKILL)
+                            except OSError:
+                                pass
+                    time.sleep(0.005)
+            os._exit(0)
+        raise RuntimeError("daemon started")
+    """
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
+        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": daemon}), only={"exact_values"})
+        time.sleep(0.3)
+        honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
+    assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
+
+
+def test_a_worker_cannot_cripple_the_zygote_for_the_next_student(reference):
+    cripple = """
+        import os, resource
+        resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (3, 3))
+        raise RuntimeError("zygote crippled")
+    """
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
+        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": cripple}), only={"exact_values"})
+        honest = grade_one(reference, box, "gelu", dict(reference.sources), label="next student")
+    assert all(r.status == PASSED for r in honest), [(r.check.name, r.status, r.diagnosis) for r in honest]
+
+
+@bwrap_only
+def test_a_worker_cannot_rewrite_the_zygote(reference):
+    rewrite = """
+        import ctypes, os, struct, sys
+        zygote = sys.modules["__main__"]
+        target, noop = zygote.tasks.set_tripwires, zygote.tasks.SourcePackage.create_module
+        raw = ctypes.string_at(id(target), type(target).__basicsize__)
+        offset = next(i for i in range(0, len(raw), 8) if struct.unpack_from("<Q", raw, i)[0] == id(target.__code__))
+        try:
+            with open(f"/proc/{os.getppid()}/mem", "r+b", buffering=0) as mem:
+                mem.seek(id(target) + offset)
+                mem.write(struct.pack("<Q", id(noop.__code__)))
+        except OSError as error:
+            raise RuntimeError(f"refused: {error}")
+        raise RuntimeError("rewritten")
+    """
+    shortcut = 'return getattr(torch.nn.functional, "ge" + "lu")(x)'
+    with Sandbox(Limits(check_seconds=limit(3.0))) as box:
+        grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": rewrite}), only={"exact_values"})
+        later = grade_one(reference, box, "gelu", hostile_sources(reference, {"gelu": shortcut}), label="next student")
+    assert {r.status for r in later} == {"forbidden"}, [(r.check.name, r.status) for r in later]
+
+
+def test_killing_the_parent_only_fails_that_task(reference, sandbox):
+    body = """
+        import os, signal
+        os.kill(os.getppid(), signal.SIGKILL)
+        return x
+    """
+    results = run_body(reference, sandbox, "gelu", body)
+    assert_no_points(results)
+    # The grader goes on: the next task still grades normally on a fresh zygote.
+    task = catalogue.tasks()["layer_norm"]
+    checks = [c for c in catalogue.chapter_of_task()["layer_norm"].checks if c.task == "layer_norm"]
+    after = grade_task(task, checks, Grading(Submission("reference", reference.sources), reference, sandbox, seed=7))
+    assert all(r.status == PASSED for r in after)

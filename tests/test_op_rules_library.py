@@ -5,9 +5,9 @@ reached. Each shortcut below computes the task from kernels a hand-written answe
 too (logsumexp, gather, softmax, sqrt), so no rule of names stops it; each is refused
 with a sentence naming the module. The forms the lessons allow keep their marks.
 
-The sandbox cases need bubblewrap; the tamper scan is off (as in the rest of the red-team
-suite) and each shortcut is spelled so that the static scan does not see it, so what
-refuses it is the run-time rule.
+The sandbox cases need bubblewrap; the tamper scan is off (as wherever tests/hostile.py
+grades an attack) and each shortcut is spelled so that the static scan does not see it,
+so what refuses it is the run-time rule.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from grader.run.results import FORBIDDEN, PASSED
 from grader.run.scan_calls import scan
 from grader.run.inside.messages import CaughtCall
 
-from test_grader_redteam import hostile_sources, needs_bwrap, run
+from tests.hostile import hostile_sources, needs_bwrap, run
 
 # case: (task, body, the module the student must read, code appended to the task's module)
 SHORTCUTS = {
