@@ -204,6 +204,9 @@ def _recognisers(registry: dict, trusted_globals: set):
     is certified, whether globals are a certified module's, whether a frame runs one of
     the named trusted functions, and why a frame leads to certified code (None: it does not)."""
     starts, code_type, prefix, resumable = str.startswith, types.CodeType, CERTIFIED_PREFIX, _RESUMABLE
+    # The seal's own frames (the hook's, as a refused read's traceback holds it): their
+    # locals are what it guards with (the registry of certified globals).
+    seal_scope = globals()
 
     def certified(code) -> bool:
         return type(code) is code_type and starts(code.co_filename, prefix)
@@ -221,6 +224,8 @@ def _recognisers(registry: dict, trusted_globals: set):
         while frame is not None:
             if certified_globals(frame.f_globals):
                 return "a frame of the reference's code, or of code it called"
+            if frame.f_globals is seal_scope:
+                return "a frame of the seal's own"
             if frame.f_code.co_flags & resumable:
                 return "a generator's frame"
             frame = frame.f_back
