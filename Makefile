@@ -56,16 +56,8 @@ figures: $(STAMP)
 	$(PYTHON) -m grader.generate.figures
 
 student: $(STAMP)
-	$(PYTHON) -m grader.generate.consistency
-	$(PYTHON) -m grader.generate.promises
-	$(PYTHON) -m grader.generate.facts
-	$(PYTHON) -m grader.generate.forms
-	$(PYTHON) -m grader.generate.student_copy
-	$(PYTHON) -m grader.generate.lesson_tables
-	$(PYTHON) -m grader.generate.doc_totals
-	$(PYTHON) -m grader.generate.check_table
+	$(PYTHON) -m grader.generate
 	$(PYTHON) -m grader.qa.accuracy_page
-	$(PYTHON) -m grader.generate.notebooks
 
 check: $(STAMP)
 	$(PYTHON) -m grader check hero_transformer $(if $(CH),--chapters $(CH)) $(ARGS)
