@@ -133,14 +133,15 @@ class TimeLimit:
     def _late_yet(self) -> None:
         seconds = self.seconds
         if self.clock is not None and self._computed() >= seconds:
-            raise Late(WorkerStatus.TIMEOUT, f"it used its {seconds:g} s of processor time without answering (an endless "
-                                  f"loop, or far too slow)")
+            raise Late(WorkerStatus.TIMEOUT, f"it used its {seconds:g} s of processor time without answering "
+                                             f"(an endless loop, or far too slow)")
         now = time.monotonic()
         if now < self.cap:
             return
         if self.end is not None and now >= self.end:
-            raise Late(WorkerStatus.TIMEOUT, f"the grading time for this upload ran out while this check ran (after "
-                                  f"{now - self.started:.0f} s, in which it computed for {self.used:.1f} s)")
+            raise Late(WorkerStatus.TIMEOUT, f"the grading time for this upload ran out while this check ran "
+                                             f"(after {now - self.started:.0f} s, in which it computed for "
+                                             f"{self.used:.1f} s)")
         if self.clock is None:
             raise Late(WorkerStatus.TIMEOUT, f"no answer within {seconds:g} s (an endless loop, or far too slow)")
         elapsed, computed, waited = now - self.started, self.used, self.clock.waited()
@@ -150,17 +151,19 @@ class TimeLimit:
         else:
             waited, starved = None, computed >= self.COMPUTING_SHARE * elapsed
         if not starved and computed < self.BLOCKED_SHARE * elapsed:
-            raise Late(WorkerStatus.TIMEOUT, f"no answer within {elapsed:.0f} s, in which it computed for only {computed:.1f} s: "
-                                  f"it waits for something that never comes (a sleep, input(), a lock, a queue)")
+            raise Late(WorkerStatus.TIMEOUT, f"no answer within {elapsed:.0f} s, in which it computed for only "
+                                             f"{computed:.1f} s: it waits for something that never comes (a sleep, "
+                                             f"input(), a lock, a queue)")
         if self.caps:  # computing, slowed by the machine's load, or starved: it is given more time
             self.cap = self._capped(self.started + seconds * self.caps.pop(0))
             return
         if not starved:
-            raise Late(WorkerStatus.TIMEOUT, f"no answer within {elapsed:.0f} s, in which it computed for {computed:.1f} s "
-                                  f"(far too slow, or it waits on something between bursts of work)")
+            raise Late(WorkerStatus.TIMEOUT, f"no answer within {elapsed:.0f} s, in which it computed for "
+                                             f"{computed:.1f} s (far too slow, or it waits on something between "
+                                             f"bursts of work)")
         detail = f"; it spent {waited:.1f} s waiting for a processor" if waited is not None else ""
-        raise Late(WorkerStatus.BUSY, f"the machine was too busy: in {elapsed:.0f} s the process got {computed:.1f} s of "
-                           f"the {seconds:g} s of processor time it may use{detail}")
+        raise Late(WorkerStatus.BUSY, f"the machine was too busy: in {elapsed:.0f} s the process got "
+                                      f"{computed:.1f} s of the {seconds:g} s of processor time it may use{detail}")
 
 
 class Worker:
@@ -199,7 +202,7 @@ class Worker:
         except (EOFError, ConnectionError, BrokenPipeError, OSError, ValueError):
             self.kill()
             raise WorkerFailed(WorkerStatus.CRASHED, "the process running the code ended without answering "
-                               "(a crash, os._exit/sys.exit at import, or the memory limit)",
+                                                     "(a crash, os._exit/sys.exit at import, or the memory limit)",
                                self.output.text()) from None
         except wire.WireError as error:  # MessageError too: a message not of the kind or shape expected
             self.kill()
