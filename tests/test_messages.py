@@ -13,8 +13,9 @@ import torch
 
 from grader.run.inside import wire
 from grader.run.inside.messages import (Cause, CaughtCall, Exit, Failure, ForbiddenKind, LowPrecision,
-                                        MessageError, Operation, ProbeCall, ProbeReply, Ready, Region,
-                                        SetupFailed, TaskRequest, TaskRules, from_data, to_data)
+                                        MessageError, Operation, PartCall, PartReply, PartsRequest, ProbeCall,
+                                        ProbeReply, Ready, Region, SetupFailed, TaskRequest, TaskRules, from_data,
+                                        to_data)
 from grader.run.inside.wire import WireError
 
 
@@ -42,6 +43,11 @@ EVERY_KIND = [
                              line="B, T, C = x.shape", standard=True, trace=["hero/ln.py:12"], unpacked=3,
                              operation=Operation(op="aten.mm", tensors=[["float64", [2, 3]]], dtype=None)),
                tampered=None),
+    PartsRequest(certified={"model.py": "..."}, regions=[Region("gelu", "model", "gelu")],
+                 limits={"RLIMIT_AS": 1 << 30}),
+    PartCall(part="gelu", arguments={"__dict__": [["x", 1.5]]}, wrt=[0], grad_outputs=[None]),
+    PartReply(result=[1.0, None]),
+    PartReply(error=Failure(type="ValueError", message="token id 7 is outside the vocabulary", standard=True)),
 ]
 
 
@@ -81,6 +87,10 @@ def _reply(**fields):
     (_reply(error="it broke"), "a Failure"),
     ({"message": "ready", "certified": {"a": "b"}}, "a list"),
     ({"message": "task", "task": "gelu"}, "needs its field"),
+    ({"message": "part", "arguments": {}}, "needs its field 'part'"),
+    ({"message": "part", "part": "gelu", "arguments": {}, "wrt": ["0"]}, "an integer"),
+    ({"message": "part_reply", "error": "it broke"}, "a Failure"),
+    ({"message": "parts", "certified": {}, "regions": [{"task": "gelu"}]}, "needs its field"),
 ])
 def test_a_message_off_its_shape_is_refused_where_it_is_read(data, said):
     with pytest.raises(MessageError, match=said.replace("(", r"\(")):

@@ -128,6 +128,11 @@ class Task:
     # that raised (a Python call per operator): off for tasks whose probes train or
     # generate (thousands of operators), whose crashes are named without it.
     names_failing_operator: bool = True
+    # Whether the reference is a function of the values it is given (its arguments, and its
+    # object's tensors and settings), calling no other task's code and changing nothing:
+    # where another task builds on it, it runs in the certified parts' own process and the
+    # worker holds none of its code (grader/run/inside/parts.py).
+    pure: bool = False
 
 
 # Operator families, for the tasks' forbidden_ops.

@@ -5,6 +5,7 @@ expected values."""
 
 from __future__ import annotations
 
+import ast
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -12,7 +13,9 @@ from types import SimpleNamespace
 
 from grader import KIT_ROOT
 from grader.run.inside import wire
+from grader.run.inside.parts import CALL_ACROSS
 from grader.run.inside.sealed import guard_line
+from grader.parsing import parse
 from grader.regions import BEGIN, find_regions, package_sources, strip
 
 REFERENCE_PACKAGE = KIT_ROOT / "solutions" / "hero_transformer"
@@ -53,27 +56,38 @@ class Reference:
     def _text(self, rel: str, tasks: frozenset[str]) -> str:
         return strip(self.sources[rel], set(tasks & self._tasks_in[rel]))
 
-    def compiled_for(self, held, guards: "dict[str, tuple[str, ...]] | None" = None) -> dict[str, str]:
+    def compiled_for(self, held, guards: "dict[str, tuple[str, ...]] | None" = None,
+                     apart: frozenset = frozenset()) -> dict[str, str]:
         """The certified parts a worker receives: the regions of the tasks in `held`,
         every other region stripped (the worker installs none of them: the student's own
         code stands there). `guards` ({task: the tasks that may run it}): held regions
         that begin with a guard refusing any other task's probe (a worker shared by a
-        group, holding a part only some of its tasks build on), grader/run/inside/sealed.py."""
+        group, holding a part only some of its tasks build on), grader/run/inside/sealed.py.
+        `apart`: held parts that run in the parts' process (Task.pure): the worker gets
+        their guard and a call across (grader/run/inside/parts.py), never their code."""
         guards = {task: tuple(sorted(users)) for task, users in (guards or {}).items() if task in held}
-        key = (frozenset(held), tuple(sorted(guards.items())))
+        apart = frozenset(apart) & frozenset(held)
+        key = (frozenset(held), tuple(sorted(guards.items())), apart)
         if key not in self._certified:
             # Compiled per module, for what of it is held and guarded: most workers' keys
             # differ in a module or two.
             self._certified[key] = {rel: self._compiled_module(rel, frozenset(held) & self._tasks_in[rel],
                                                                tuple(sorted((t, u) for t, u in guards.items()
-                                                                            if t in self._tasks_in[rel])))
+                                                                            if t in self._tasks_in[rel])),
+                                                               apart & self._tasks_in[rel])
                                     for rel in self.sources}
         return self._certified[key]
 
-    def _compiled_module(self, rel: str, held: frozenset, guards: tuple) -> str:
-        key = (rel, held, guards)
+    def parts_apart(self, apart) -> dict[str, str]:
+        """What the parts' process receives: the regions of the `apart` tasks, every other
+        region stripped; no guard (no student code runs there)."""
+        return self.compiled_for(apart)
+
+    def _compiled_module(self, rel: str, held: frozenset, guards: tuple, apart: frozenset = frozenset()) -> str:
+        key = (rel, held, guards, apart)
         if key not in self._modules_compiled:
-            text = strip(_guarded(self.sources[rel], dict(guards)), set(self._tasks_in[rel] - held))
+            text = _called_across(self.sources[rel], rel, apart) if apart else self.sources[rel]
+            text = strip(_guarded(text, dict(guards)), set(self._tasks_in[rel] - held))
             self._modules_compiled[key] = wire.pack_code(text, f"certified/{rel}")
         return self._modules_compiled[key]
 
@@ -105,6 +119,32 @@ def _guarded(text: str, guards: dict[str, tuple[str, ...]]) -> str:
         out.append(guard_line(begin["indent"], begin["task"], guards[begin["task"]])
                    if begin and begin["task"] in guards else line)
     return "".join(out)
+
+
+def _called_across(text: str, rel: str, apart: frozenset) -> str:
+    """A module's text with the body of each `apart` region replaced by one call across:
+    the part's name and its arguments by name, which the function's signature (public, as
+    in the student's copy) gives."""
+    functions = {}
+
+    def visit(node, prefix):
+        for child in getattr(node, "body", ()):
+            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+                functions[prefix + child.name] = child
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(parse(text), "")
+    lines = text.splitlines(keepends=True)
+    for region in sorted((r for r in find_regions(text, rel) if r.task in apart), key=lambda r: -r.begin):
+        arguments = functions[region.qualname].args
+        if arguments.vararg or arguments.kwarg:
+            raise ValueError(f"{rel}:{region.qualname}: a part that runs apart (Task.pure) takes named "
+                             f"arguments only, not *args or **kwargs")
+        names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+        indent = BEGIN.match(lines[region.begin - 1])["indent"]
+        call = f'{indent}return {CALL_ACROSS}("{region.task}", {{{", ".join(f"{n!r}: {n}" for n in names)}}})\n'
+        lines[region.begin:region.end - 1] = [call]
+    return "".join(lines)
 
 
 _computed_facts: dict[str, object] = {}

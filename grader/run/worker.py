@@ -15,8 +15,8 @@ from typing import Callable
 
 from grader.run import cpu_clock
 from grader.run.inside import wire
-from grader.run.inside.messages import (Exit, ProbeCall, ProbeReply, Ready, SetupFailed, TaskRequest, WorkerStatus,
-                                        from_data, to_data)
+from grader.run.inside.messages import (Exit, Failure, PartCall, PartReply, ProbeCall, ProbeReply, Ready, SetupFailed,
+                                        TaskRequest, WorkerStatus, from_data, to_data)
 from grader.run.stopping import moment
 
 
@@ -103,6 +103,12 @@ class TimeLimit:
         self.cap = self._capped(self.started + seconds * self.caps.pop(0))
         self.used = 0.0
 
+    def pause(self, seconds: float) -> None:
+        """The process waited `seconds` for an answer of the grader's (a certified part's,
+        computed apart): no time it could have computed, so the limit moves on by as much."""
+        self.started += seconds
+        self.cap = self._capped(self.cap + seconds)
+
     def _capped(self, cap: float) -> float:
         return cap if self.end is None else min(cap, self.end)
 
@@ -182,16 +188,31 @@ class Worker:
         self.alive = True
         self.certified: tuple[str, ...] = ()  # the tasks whose reference it holds, as the grader vets them
         self.spent = 0.0  # processor seconds its exchanges used: charged to the upload's own budget
+        # The certified parts its probes may call across (grader/run/inside/parts.py), and
+        # the process that runs them, started at the first call.
+        self.apart: "PartsApart | None" = None
 
     def _exchange(self, message, timeout: float, *answers: type):
-        """Send `message` and read the answer, which must be a message of one of `answers`."""
+        """Send `message` and read the answer, which must be a message of one of `answers`;
+        a probe's calls of certified parts that run apart are answered meanwhile."""
         limit = TimeLimit(timeout, self.clock, self.grading_ends)
+        across = (PartCall,) if self.apart is not None and isinstance(message, ProbeCall) else ()
         try:
             self.channel.settimeout(timeout)
             wire.send(self.channel, to_data(message))
             if isinstance(message, ProbeCall):
                 moment("probe")  # the worker is at work on it
-            return from_data(limit.receive(self.channel), *answers)
+            answer = from_data(limit.receive(self.channel), *answers, *across)
+            while isinstance(answer, PartCall):
+                waited = time.monotonic()
+                reply = self._across(answer, timeout, message)
+                limit.pause(time.monotonic() - waited)
+                wire.send(self.channel, to_data(reply))
+                answer = from_data(limit.receive(self.channel), *answers, *across)
+            return answer
+        except WorkerFailed:  # the parts' process failed on what this worker's code gave a part
+            self.kill()
+            raise
         except Late as late:
             self.kill()
             raise WorkerFailed(late.status, late.reason, self.output.text()) from None
@@ -218,7 +239,30 @@ class Worker:
         """One probe's reply (messages.ProbeCall says what each field asks)."""
         return self._exchange(call, timeout, ProbeReply)
 
+    def _across(self, call: PartCall, timeout: float, probe: ProbeCall) -> PartReply:
+        """A certified part's answer, from the parts' process, to a call the worker's code
+        made: only of a part the probed task builds on. What the part computed is charged
+        to the upload, as the worker's own computing would be."""
+        if not self.apart.may_call(call.part, probe.task):
+            return PartReply(error=Failure(type="RuntimeError", message=f"no part {call.part[:40]!r} runs apart "
+                                                                        f"for this task"))
+        try:
+            process = self.apart.process()
+        except (OSError, WorkerFailed) as error:  # the machine had no process for it: the grader's failure
+            raise WorkerFailed(WorkerStatus.BUSY, f"no process could run the course's {call.part}: {error}") from None
+        before = process.spent
+        try:
+            return process._exchange(call, timeout, PartReply)
+        except WorkerFailed as failure:
+            self.apart.drop()
+            raise WorkerFailed(failure.status, f"the course's {call.part}, on what the code gave it: "
+                                               f"{failure.reason}", failure.output) from None
+        finally:
+            self.spent += max(0.0, process.spent - before)
+
     def kill(self, clean: bool = False):
+        if self.apart is not None:
+            self.apart.drop()
         if self.alive:
             self.alive = False
             if not self.end(clean):
@@ -228,6 +272,8 @@ class Worker:
                     pass
 
     def close(self):
+        if self.apart is not None:
+            self.apart.drop(clean=True)
         if self.alive:
             try:
                 self.channel.settimeout(1.0)
@@ -236,3 +282,31 @@ class Worker:
             except OSError:
                 clean = False
             self.kill(clean)
+
+
+class PartsApart:
+    """The certified parts a worker's probes call across (grader/run/inside/parts.py): which
+    they are, for which task (None: the worker's one task), and the process that runs them,
+    started by `start` (a ready Worker) at the first call and ended with the worker."""
+
+    def __init__(self, parts: dict[str, frozenset], start: Callable[[], "Worker"]):
+        self.parts = parts  # part -> the tasks whose probes may call it
+        self.start = start
+        self.running: "Worker | None" = None
+
+    def may_call(self, part: str, task: "str | None") -> bool:
+        users = self.parts.get(part)
+        return users is not None and (task is None or task in users)
+
+    def process(self) -> "Worker":
+        if self.running is None or not self.running.alive:
+            self.running = self.start()
+        return self.running
+
+    def drop(self, clean: bool = False) -> None:
+        running, self.running = self.running, None
+        if running is not None:
+            if clean:
+                running.close()
+            else:
+                running.kill()

@@ -25,8 +25,8 @@ from grader.run.dependencies import task_graph, worker_holdings
 from grader.run.feedback import (Audience, as_text, checked_reply, error_verdict, failure_texts, judge_answer,
                                  remote_failure)
 from grader.run.inside import op_rules, sealed
-from grader.run.inside.messages import (ProbeCall, ProbeReply, Region, SetupFailed, TaskRequest, TaskRules,
-                                        WorkerStatus)
+from grader.run.inside.messages import (PartsRequest, ProbeCall, ProbeReply, Ready, Region, SetupFailed, TaskRequest,
+                                        TaskRules, WorkerStatus)
 from grader.run.inside.tasks import standard_exceptions
 from grader.run.processes import Limits, Runner
 from grader.profile import PHASES
@@ -36,7 +36,7 @@ from grader.run.results import (COMPUTED, ERROR, FORBIDDEN, GRADER_FAILED, LOAD_
 from grader.run.schedule import own_worker_checks_first
 from grader.run.submission import Submission
 from grader.run.verdicts import kind_of_answer
-from grader.run.worker import TimeLimit, WorkerFailed
+from grader.run.worker import PartsApart, TimeLimit, WorkerFailed
 
 
 # ---------------------------------------------------------------------- the grading
@@ -130,7 +130,7 @@ def worker_request(task: Task, submission: Submission, reference: Reference | No
     return TaskRequest(
         task=task.name,
         student={} if imported else dict(submission.sources),
-        certified=reference.compiled_for(held, guards) if reference else None,
+        certified=reference.compiled_for(held, guards, runs_apart(held)) if reference else None,
         certify=sorted(held) if reference else [],
         regions=[Region(t.name, t.module, t.qualname) for t in catalogue.tasks().values()],
         needs=sorted({t.module for t in group}) if group else [task.module],
@@ -140,6 +140,37 @@ def worker_request(task: Task, submission: Submission, reference: Reference | No
         fresh=fresh,
     )
 
+
+
+def runs_apart(held) -> frozenset:
+    """The held parts that run in the certified parts' own process (Task.pure)."""
+    known = catalogue.tasks()
+    return frozenset(part for part in held if known[part].pure)
+
+
+def parts_apart(held, guards: dict, grading: Grading) -> "PartsApart | None":
+    """What a worker holding `held` calls across, and how its parts' process starts (a
+    fresh process of the runner's, set up with the parts' code and nothing of the upload's),
+    or None where it calls nothing across."""
+    apart = runs_apart(held)
+    if not apart or grading.reference is None:
+        return None
+    request = PartsRequest(certified=grading.reference.parts_apart(apart),
+                           regions=[Region(t.name, t.module, t.qualname) for t in catalogue.tasks().values()],
+                           limits=grading.runner.limits.rlimits(worker=True))
+
+    def start():
+        process = grading.runner.worker()
+        process.grading_ends = grading.deadline
+        ready = process.start(dataclasses.replace(request, certified=dict(request.certified)),
+                              grading.runner.limits.setup_seconds)
+        if not isinstance(ready, Ready):
+            process.kill()
+            raise OSError(f"the certified parts could not be set up: {ready.error.message[:200]}")
+        return process
+
+    users = {part: frozenset(user.removesuffix(sealed.PROBES_ONLY) for user in guards.get(part, ())) for part in apart}
+    return PartsApart(users, start)
 
 
 # ---------------------------------------------------------------------- starting a worker
@@ -165,6 +196,8 @@ def start_worker(task: Task, grading: Grading, fresh: bool = False, group: list[
         grading.charge(worker, spent_before)
     if isinstance(ready, SetupFailed):
         return None, _setup_failed(task, ready, worker, grading.audience)
+    if grading.reference is not None:
+        worker.apart = parts_apart(*holdings_of(group or [task]), grading)
     # What the grader sent, where the upload has the part's file: never the worker's own
     # list, which the code could shorten at will to say something in the report.
     held, _ = holdings_of(group or [task]) if grading.reference is not None else (frozenset(), {})

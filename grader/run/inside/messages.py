@@ -235,7 +235,47 @@ class ProbeReply:
         return self.error is None
 
 
-KINDS = {cls.MESSAGE: cls for cls in (TaskRequest, ProbeCall, Exit, Ready, SetupFailed, ProbeReply)}
+# ------------------------------------------------------------ the parts' process's messages
+
+
+@dataclass
+class PartsRequest:
+    """The parts' process's set-up (grader/run/inside/parts.py): the certified modules with
+    the regions of the parts that run apart, compiled; every task's region. Not frozen: the
+    compiled code leaves it once loaded."""
+
+    MESSAGE: ClassVar[str] = "parts"
+    certified: dict[str, str]
+    regions: list[Region]
+    limits: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartCall:
+    """A certified part called across, from a worker's probe to the parts' process by way
+    of the grader: its task, its arguments by name as packed values (parts.pack), and for
+    a gradient (`wrt`: the packed tensors, by their number, the gradient is of) the
+    gradients of the part's tensor outputs, packed (None where an output has none)."""
+
+    MESSAGE: ClassVar[str] = "part"
+    part: str
+    arguments: Any
+    wrt: list[int] = field(default_factory=list)
+    grad_outputs: Any = None
+
+
+@dataclass(frozen=True)
+class PartReply:
+    """A certified part's answer: its result packed, or the gradients asked for (packed,
+    None where an input has none), or the failure it raised."""
+
+    MESSAGE: ClassVar[str] = "part_reply"
+    result: Any = None
+    error: Failure | None = None
+
+
+KINDS = {cls.MESSAGE: cls for cls in (TaskRequest, ProbeCall, Exit, Ready, SetupFailed, ProbeReply, PartsRequest,
+                                      PartCall, PartReply)}
 
 
 # ------------------------------------------------------------------ encoding and decoding

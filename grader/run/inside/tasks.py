@@ -16,9 +16,10 @@ import linecache
 import sys
 import types
 
-from grader.run.inside import sealed, wire
+from grader.run.inside import parts, sealed, wire
 from grader.run.inside.messages import (CaughtCall, Cause, Exit, Failure, LowPrecision, MessageError, Operation,
-                                        ProbeCall, ProbeReply, Ready, SetupFailed, TaskRequest, from_data, to_data)
+                                        PartsRequest, ProbeCall, ProbeReply, Ready, SetupFailed, TaskRequest,
+                                        from_data, to_data)
 from grader.checks.course import Unfit
 from grader.run.inside.op_rules import ForbiddenCall
 
@@ -103,12 +104,19 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
     from grader.run.inside import op_rules
 
     SERVES_MANY[0] = many
+    # The line a certified part's call across takes (grader/run/inside/parts.py), bound now.
+    parts.LINE[:] = [channel, send, recv, _decode, _encode]
     while True:
         try:
-            request = _decode(recv(channel), TaskRequest, Exit)
+            request = _decode(recv(channel), TaskRequest, Exit, *(() if many else (PartsRequest,)))
         except (EOFError, MessageError):
             return
         if isinstance(request, Exit):
+            return
+        if isinstance(request, PartsRequest):  # this process runs certified parts, and no student code
+            if apply_limits is not None:
+                apply_limits(request.limits)
+            parts.serve(channel, send, recv, request, _decode, _encode, describe)
             return
         if apply_limits is not None:
             apply_limits(request.limits)
@@ -421,6 +429,7 @@ class SourcePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
         if self.name == CERTIFIED_PACKAGE:  # its globals known to the seal before it runs
             sys.audit(sealed.CERTIFIED_MODULE, module.__dict__)
+            module.__dict__[parts.CALL_ACROSS] = parts.call_part  # what a part that runs apart calls
         code = module_code(source, module.__file__)
         if self.name == STUDENT_PACKAGE:
             STUDENT_CODES.extend(sealed.nested_codes(code))

@@ -1,0 +1,260 @@
+"""Certified parts that run apart (grader/run/inside/parts.py): a worker grading a task
+that builds on pure parts only (chapter 06's residual backward: LayerNorm, GELU and three
+backward passes; chapter 05's feed-forward: GELU) holds none of their code, so the doors
+that no seal can close in a process (a read of memory through ctypes, a signal handler
+handed the running frame, gc.garbage under DEBUG_SAVEALL) find only the call across.
+Each door is shown to open (it finds certified frames or code: the stubs) and to find no
+reference in them. The crossing itself is checked against torch's gradcheck, and its
+wire against what a forged call may ask."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from grader.checks import catalogue
+from grader.mutants import apply, region_of
+from grader.run.engine import grade_task
+from grader.run.inside import parts
+from grader.run.inside.messages import PartCall, PartReply, from_data, to_data
+from grader.run.processes import Limits
+from grader.run.reference import Reference
+from grader.run.results import PASSED
+from grader.run.sandbox import Sandbox, bwrap_works
+from grader.run.submission import Submission
+from grader.run.worker_session import Grading, holdings_of, runs_apart
+
+sandboxed = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
+
+# What the reference's code of the parts the residual backward holds names, and a stub's
+# code never does: a door that hands out one of these handed out the reference.
+REFERENCE_NAMES = {"sqrt", "mean", "erf", "exp", "reshape", "sum", "centred", "inv_std", "normalised", "dgamma",
+                   "variance", "flat_grad", "cdf", "pdf"}
+
+
+@pytest.fixture(scope="module")
+def box():
+    from tests.timing import limit
+
+    with Sandbox(Limits(check_seconds=limit(20.0), memory_bytes=3 * 1024**3)) as sandbox:
+        yield sandbox
+
+
+def graded(reference, box, task_name: str, attack: str, seed: int = 11):
+    task = catalogue.tasks()[task_name]
+    _, body = region_of(reference.sources, task_name)
+    sources = apply(reference.sources, task.module, task_name, textwrap.dedent(attack) + body)
+    checks = [c for c in catalogue.chapter_of_task()[task_name].checks if c.task == task_name]
+    return grade_task(task, checks, Grading(Submission("attack", sources), reference, box, seed=seed),
+                      scan_for_tampering=False)
+
+
+def all_points(results):
+    assert results and all(r.status == PASSED for r in results), \
+        [(r.check.name, r.status, r.staff_diagnosis or r.diagnosis) for r in results if r.status != PASSED]
+
+
+def test_the_residual_backward_and_feed_forward_hold_only_parts_that_run_apart():
+    for task in ("residual_backward", "feedforward"):
+        held, _ = holdings_of([catalogue.tasks()[task]])
+        assert held and runs_apart(held) == held, (task, held)
+
+
+# ctypes reads a function's code pointer at its fixed offset, with no audit event: every
+# certified function of the worker is read so.
+READ_THROUGH_CTYPES = '''
+import sys as _rt_sys
+_rt_ct = getattr(_rt_sys, "mod" + "ules")["ct" + "ypes"]
+_rt_mod = _rt_sys.modules[layer_norm_backward.__module__]
+_rt_found = []
+for _rt_fn in (layer_norm_backward, gelu_backward, linear_backward, gelu, LayerNorm.__dict__["forward"]):
+    _rt_at = _rt_ct.cast(id(_rt_fn) + 6 * 8, _rt_ct.POINTER(_rt_ct.c_void_p))[0]  # PyFunctionObject.func_code
+    _rt_code = _rt_ct.cast(_rt_at, _rt_ct.py_object).value
+    if str(getattr(_rt_code, "co_filename", "")).startswith("certified/"):
+        _rt_found.append(_rt_code)
+if len(_rt_found) != 5:
+    raise KeyError("the door did not open: %d certified functions read" % len(_rt_found))
+_rt_seen = sorted({_rt_n for _rt_c in _rt_found for _rt_n in _rt_c.co_names + _rt_c.co_varnames} & REFERENCE_NAMES)
+if _rt_seen:
+    raise KeyError("ctypes read the reference's code: " + ",".join(_rt_seen))
+'''
+
+
+@sandboxed
+def test_ctypes_reads_no_reference_code_of_parts_that_run_apart(reference, box):
+    attack = f"REFERENCE_NAMES = set({sorted(REFERENCE_NAMES)!r})\n" + READ_THROUGH_CTYPES
+    all_points(graded(reference, box, "residual_backward", attack))
+
+
+# A real-time timer lands while the worker waits in the calls across: the handler is
+# handed the frames there, the stubs' among them.
+READ_THROUGH_A_SIGNAL = '''
+import importlib.util as _rt_iu
+_rt_sig = _rt_iu.module_from_spec(_rt_iu.find_spec("_sig" + "nal"))
+_rt_iu.find_spec("_sig" + "nal").loader.exec_module(_rt_sig)
+_rt_certified, _rt_seen = [0], set()
+def _rt_handler(signum, frame):
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("_certified"):
+            _rt_certified[0] += 1
+            _rt_seen.update(frame.f_locals)
+        frame = frame.f_back
+_rt_sig.signal(_rt_sig.SIGALRM, _rt_handler)
+_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0.0005, 0.0005)
+for _ in range(40):
+    layer_norm_backward(grad_out, x, gamma, eps)
+    _layer_norm(x, gamma, beta, eps)
+_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0, 0)
+_rt_sig.signal(_rt_sig.SIGALRM, _rt_sig.SIG_DFL)
+if not _rt_certified[0]:
+    raise KeyError("the door did not open: no certified frame was handed to the handler")
+if _rt_seen & REFERENCE_NAMES:
+    raise KeyError("a signal handler was handed the reference's frame: " + ",".join(sorted(_rt_seen & REFERENCE_NAMES)))
+'''
+
+
+@sandboxed
+def test_a_signal_handler_finds_no_reference_frame_of_parts_that_run_apart(reference, box):
+    attack = f"REFERENCE_NAMES = set({sorted(REFERENCE_NAMES)!r})\n" + READ_THROUGH_A_SIGNAL
+    all_points(graded(reference, box, "residual_backward", attack))
+
+
+# Under gc.DEBUG_SAVEALL a traceback through a part, made into a cycle, leaves its frames
+# in gc.garbage.
+READ_THROUGH_GC_GARBAGE = '''
+_rt_gc = __import__("g" + "c")
+_rt_gc.set_debug(_rt_gc.DEBUG_SAVEALL)
+_rt_kept = []
+try:
+    layer_norm_backward(grad_out, None, gamma, eps)
+except Exception as _rt_error:
+    _rt_error.cycle = _rt_error
+    _rt_kept.append(_rt_error)
+_rt_kept.clear()
+_rt_gc.collect()
+_rt_frames = [o for o in _rt_gc.garbage if type(o).__name__ == "frame"
+              and str(o.f_globals.get("__name__", "")).startswith("_certified")]
+_rt_gc.set_debug(0)
+_rt_gc.garbage.clear()
+if not _rt_frames:
+    raise KeyError("the door did not open: no certified frame in gc.garbage")
+_rt_seen = {name for frame in _rt_frames for name in frame.f_locals} & REFERENCE_NAMES
+if _rt_seen:
+    raise KeyError("gc.garbage holds the reference's frame: " + ",".join(sorted(_rt_seen)))
+'''
+
+
+@sandboxed
+def test_gc_garbage_holds_no_reference_frame_of_parts_that_run_apart(reference, box):
+    attack = f"REFERENCE_NAMES = set({sorted(REFERENCE_NAMES)!r})\n" + READ_THROUGH_GC_GARBAGE
+    all_points(graded(reference, box, "residual_backward", attack))
+
+
+@sandboxed
+def test_a_wrong_task_built_on_parts_apart_still_fails(reference, box):
+    """The crossing changes nothing of a verdict: a feed-forward without its GELU fails."""
+    results = graded(reference, box, "feedforward", "return self.fc2(self.fc1(x))\n")
+    assert any(r.status != PASSED for r in results)
+
+
+# ------------------------------------------------------------ the crossing itself
+
+
+@pytest.fixture()
+def line_to_the_reference(reference, monkeypatch):
+    """parts.LINE served in this process by the parts' process's own answer (_answer), on
+    the reference's modules, with every message through the wire's encoder and decoder."""
+    from grader.run.inside import wire
+
+    modules = vars(reference.modules)
+    where = {t.name: (t.module, t.qualname) for t in catalogue.tasks().values()}
+    pending = []
+
+    def send(_channel, data):
+        call = from_data(wire.decode(wire.json.dumps(wire.encode(data)).encode()), PartCall)
+        try:
+            pending.append(to_data(PartReply(result=parts._answer(call, modules, where))))
+        except Exception as error:  # noqa: BLE001
+            from grader.run.inside.tasks import describe
+
+            pending.append(to_data(PartReply(error=describe(error))))
+
+    def recv(_channel):
+        return wire.decode(wire.json.dumps(wire.encode(pending.pop())).encode())
+
+    # The reference's objects stand for the student's here: packed as the package's own.
+    monkeypatch.setattr(parts, "STUDENT_PACKAGE", "_reference_hero_transformer")
+    before = list(parts.LINE)
+    parts.LINE[:] = [None, send, recv, from_data, lambda message: to_data(message)]
+    yield
+    parts.LINE[:] = before
+
+
+def test_a_part_called_across_has_autograd_s_gradient(line_to_the_reference):
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: parts.call_part("gelu", {"x": t}), (x,))
+
+
+def test_a_method_called_across_has_the_gradient_of_its_object_s_parameters(line_to_the_reference, reference):
+    norm = reference.modules.model.LayerNorm(5).double()
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(5, dtype=torch.float64))
+        norm.bias.copy_(torch.randn(5, dtype=torch.float64))
+    x = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+
+    def across(t, weight, bias):
+        norm.weight, norm.bias = weight, bias
+        return parts.call_part("layer_norm", {"self": norm, "x": t})
+
+    weight = torch.nn.Parameter(norm.weight.detach().clone())
+    bias = torch.nn.Parameter(norm.bias.detach().clone())
+    assert torch.autograd.gradcheck(across, (x, weight, bias))
+    torch.testing.assert_close(across(x, weight, bias), norm.forward(x), rtol=0, atol=0)
+
+
+def test_a_part_s_failure_is_raised_as_its_standard_class(line_to_the_reference, reference):
+    embedding = reference.modules.model.TokenEmbedding(4, 3)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        parts.call_part("embedding", {"self": embedding, "idx": torch.tensor([[7]])})
+
+
+def test_an_argument_that_cannot_cross_is_named(line_to_the_reference):
+    with pytest.raises(TypeError, match="cannot be given a generator"):
+        parts.call_part("gelu", {"x": (i for i in range(3))})
+
+
+def test_packing_keeps_tuples_dicts_and_dtypes():
+    value = {"a": (1, 2.5, None), 3: [torch.float32, "s"], "t": torch.arange(3)}
+    tensors: list = []
+    back = parts.unpack(from_data(to_data(PartReply(result=parts.pack(value, tensors))), PartReply).result)
+    assert back["a"] == (1, 2.5, None) and back[3] == [torch.float32, "s"] and torch.equal(back["t"], value["t"])
+    assert len(tensors) == 1
+
+
+def test_a_call_of_a_part_the_task_does_not_hold_is_refused():
+    from grader.run.worker import PartsApart
+
+    apart = PartsApart({"gelu": frozenset({"feedforward"})}, start=lambda: None)
+    assert apart.may_call("gelu", None) and apart.may_call("gelu", "feedforward")
+    assert not apart.may_call("gelu", "block_init") and not apart.may_call("layer_norm", None)
+
+
+def test_the_worker_receives_no_code_of_a_part_that_runs_apart():
+    """What the grader sends the feed-forward's worker: the GELU's guard and its call
+    across, compiled; nothing of the reference's GELU."""
+    import marshal
+
+    from grader.run.inside import wire
+
+    reference = Reference.available()
+    held, guards = holdings_of([catalogue.tasks()["feedforward"]])
+    sent = reference.compiled_for(held, guards, runs_apart(held))
+    code = marshal.loads(wire.base64.b64decode(sent["model.py"][len(wire.COMPILED):]))
+    gelu = next(c for c in code.co_consts if getattr(c, "co_name", "") == "gelu")
+    assert "erf" not in gelu.co_names and parts.CALL_ACROSS in gelu.co_names
+    whole = reference.compiled_for(held, guards)
+    gelu_whole = next(c for c in marshal.loads(wire.base64.b64decode(whole["model.py"][len(wire.COMPILED):])).co_consts
+                      if getattr(c, "co_name", "") == "gelu")
+    assert "erf" in gelu_whole.co_names  # the same read finds the reference where the part runs in the worker
