@@ -1,11 +1,11 @@
 """Certified parts that run apart (grader/run/inside/parts.py): a worker grading a task
-that builds on pure parts only (chapter 06's residual backward: LayerNorm, GELU and three
-backward passes; chapter 05's feed-forward: GELU) holds none of their code, so the doors
-that no seal can close in a process (a read of memory through ctypes, a signal handler
-handed the running frame, gc.garbage under DEBUG_SAVEALL) find only the call across.
-Each door is shown to open (it finds certified frames or code: the stubs) and to find no
-reference in them. The crossing itself is checked against torch's gradcheck, and its
-wire against what a forged call may ask."""
+holds none of the code of a part that runs apart, so the doors that no seal can close in
+a process (a read of memory through ctypes, a signal handler handed the running frame,
+gc.garbage under DEBUG_SAVEALL) find only the call across. Each door is shown to open
+(it finds certified frames or code: the stubs) and to find no reference in them; the
+same attacks find the reference where the parts stay in the worker. The crossing itself
+is checked against torch's gradcheck, and its wire against what a forged call may ask.
+(tests/test_certified_parts.py opens the same doors in the block's worker.)"""
 
 from __future__ import annotations
 
@@ -56,8 +56,20 @@ def all_points(results):
         [(r.check.name, r.status, r.staff_diagnosis or r.diagnosis) for r in results if r.status != PASSED]
 
 
-def test_the_residual_backward_and_feed_forward_hold_only_parts_that_run_apart():
-    for task in ("residual_backward", "feedforward"):
+def test_which_workers_still_hold_reference_code():
+    """Every part runs apart but chapter 00's (Value's closures cannot cross) and those
+    that call the graded task back: attention's forward, where a head is graded, and
+    evaluate, where the training step is."""
+    keeping = {}
+    for name, task in catalogue.tasks().items():
+        held, _ = holdings_of([task])
+        if held - runs_apart(held):
+            keeping[name] = sorted(held - runs_apart(held))
+    micro = {name for name, task in catalogue.tasks().items() if task.module == "micro"}
+    assert set(keeping) == micro | {"split_heads", "merge_heads", "train_loop"}
+    assert keeping["split_heads"] == keeping["merge_heads"] == ["attention"]
+    assert keeping["train_loop"] == ["evaluate"]
+    for task in ("residual_backward", "feedforward", "block", "lm_forward", "evaluate", "generate"):
         held, _ = holdings_of([catalogue.tasks()[task]])
         assert held and runs_apart(held) == held, (task, held)
 
@@ -127,8 +139,8 @@ READ_THROUGH_GC_GARBAGE = '''
 _rt_gc = __import__("g" + "c")
 _rt_gc.set_debug(_rt_gc.DEBUG_SAVEALL)
 _rt_kept = []
-try:
-    layer_norm_backward(grad_out, None, gamma, eps)
+try:  # a gamma one too long: the part's frame holds its normalised rows by then
+    layer_norm_backward(grad_out, x, torch.ones(x.shape[-1] + 1, dtype=x.dtype), eps)
 except Exception as _rt_error:
     _rt_error.cycle = _rt_error
     _rt_kept.append(_rt_error)
@@ -164,25 +176,39 @@ def test_a_wrong_task_built_on_parts_apart_still_fails(reference, box):
 
 @pytest.fixture()
 def line_to_the_reference(reference, monkeypatch):
-    """parts.LINE served in this process by the parts' process's own answer (_answer), on
-    the reference's modules, with every message through the wire's encoder and decoder."""
-    from grader.run.inside import wire
+    """parts.LINE served in this process by the parts' process's own answer, on the
+    reference's regions as that process receives them (every pure-enough part, here under
+    a package name of the test's own), each message through the wire's encoder and decoder."""
+    import importlib
+    import sys
 
-    modules = vars(reference.modules)
-    where = {t.name: (t.module, t.qualname) for t in catalogue.tasks().values()}
+    from grader.run.inside import tasks, wire
+    from grader.run.inside.tasks import describe
+
+    apart = frozenset(t.name for t in catalogue.tasks().values() if t.crosses)
+    package = "_parts_apart_test"
+    finder = tasks.SourcePackage(package, dict(reference.parts_apart(apart)), "certified")
+    sys.meta_path.insert(0, finder)
+    try:
+        modules = {rel[:-3]: importlib.import_module(f"{package}.{rel[:-3]}")
+                   for rel in reference.sources if rel != "__init__.py" and "/" not in rel}
+    finally:
+        sys.meta_path.remove(finder)
+    where = {t.name: t.module for t in catalogue.tasks().values()}
     pending = []
 
-    def send(_channel, data):
-        call = from_data(wire.decode(wire.json.dumps(wire.encode(data)).encode()), PartCall)
-        try:
-            pending.append(to_data(PartReply(result=parts._answer(call, modules, where))))
-        except Exception as error:  # noqa: BLE001
-            from grader.run.inside.tasks import describe
+    def through_the_wire(data):
+        return wire.decode(wire.json.dumps(wire.encode(data)).encode())
 
+    def send(_channel, data):
+        call = from_data(through_the_wire(data), PartCall)
+        try:
+            pending.append(to_data(parts.answer(call, modules, where)))
+        except Exception as error:  # noqa: BLE001
             pending.append(to_data(PartReply(error=describe(error))))
 
     def recv(_channel):
-        return wire.decode(wire.json.dumps(wire.encode(pending.pop())).encode())
+        return through_the_wire(pending.pop())
 
     # The reference's objects stand for the student's here: packed as the package's own.
     monkeypatch.setattr(parts, "STUDENT_PACKAGE", "_reference_hero_transformer")
@@ -190,6 +216,8 @@ def line_to_the_reference(reference, monkeypatch):
     parts.LINE[:] = [None, send, recv, from_data, lambda message: to_data(message)]
     yield
     parts.LINE[:] = before
+    for name in [n for n in sys.modules if n.startswith(package)]:
+        del sys.modules[name]
 
 
 def test_a_part_called_across_has_autograd_s_gradient(line_to_the_reference):
@@ -214,6 +242,45 @@ def test_a_method_called_across_has_the_gradient_of_its_object_s_parameters(line
     torch.testing.assert_close(across(x, weight, bias), norm.forward(x), rtol=0, atol=0)
 
 
+def test_a_view_the_part_returns_is_a_view_here_too(line_to_the_reference, reference):
+    """split_heads returns a transposed view of its input: across, the answer is that view
+    of the worker's own tensor (same storage, same strides), so code that reads strides
+    (.view() on it raises) meets what it would meet in the worker, and autograd sees
+    through it."""
+    attention = reference.modules.model.CausalSelfAttention(reference.modules.model.Config(
+        vocab_size=5, block_size=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)).double()
+    x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
+    heads = parts.call_part("split_heads", {"self": attention, "x": x})
+    expected = attention.split_heads(x)
+    assert heads.stride() == expected.stride() and not heads.is_contiguous()
+    assert heads.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    torch.testing.assert_close(heads, expected, rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        heads.view(2, 3, 8)
+    heads.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones_like(x))
+
+
+def test_what_a_part_changes_is_changed_here(line_to_the_reference, reference):
+    """AdamW's step changes the parameters, its moments and its step counts in place, and
+    zero_grad clears the gradients: across, the worker's own objects change so."""
+    model = reference.modules
+    weight = torch.nn.Parameter(torch.randn(3, 4, dtype=torch.float64))
+    twin = torch.nn.Parameter(weight.detach().clone())
+    mine, theirs = model.train.AdamW([weight], lr=0.1), model.train.AdamW([twin], lr=0.1)
+    for _ in range(2):
+        for p in (weight, twin):
+            p.grad = torch.full_like(p, 0.5)
+        with torch.no_grad():  # as the step's stub is: @torch.no_grad() stays on the method in the worker
+            parts.call_part("adamw_step", {"self": mine})
+        theirs.step()
+    torch.testing.assert_close(weight, twin, rtol=0, atol=0)
+    torch.testing.assert_close(mine.exp_avg[0], theirs.exp_avg[0], rtol=0, atol=0)
+    assert mine.steps == theirs.steps == [2] and mine.params[0] is weight
+    parts.call_part("adamw_zero_grad", {"self": mine})
+    assert weight.grad is None
+
+
 def test_a_part_s_failure_is_raised_as_its_standard_class(line_to_the_reference, reference):
     embedding = reference.modules.model.TokenEmbedding(4, 3)
     with pytest.raises(ValueError, match="outside the vocabulary"):
@@ -221,16 +288,20 @@ def test_a_part_s_failure_is_raised_as_its_standard_class(line_to_the_reference,
 
 
 def test_an_argument_that_cannot_cross_is_named(line_to_the_reference):
-    with pytest.raises(TypeError, match="cannot be given a generator"):
-        parts.call_part("gelu", {"x": (i for i in range(3))})
+    with pytest.raises(TypeError, match="cannot be given a function"):
+        parts.call_part("gelu", {"x": lambda: 3})
 
 
-def test_packing_keeps_tuples_dicts_and_dtypes():
-    value = {"a": (1, 2.5, None), 3: [torch.float32, "s"], "t": torch.arange(3)}
-    tensors: list = []
-    back = parts.unpack(from_data(to_data(PartReply(result=parts.pack(value, tensors))), PartReply).result)
-    assert back["a"] == (1, 2.5, None) and back[3] == [torch.float32, "s"] and torch.equal(back["t"], value["t"])
-    assert len(tensors) == 1
+def test_packing_keeps_tuples_dicts_dtypes_and_what_is_shared():
+    from grader.run.inside import wire
+
+    shared = torch.arange(3)
+    value = {"a": (1, 2.5, None), 3: [torch.float32, "s"], "t": shared, "again": [shared]}
+    packer = parts.Packer()
+    data = wire.decode(wire.json.dumps(wire.encode(parts.Packer.pack(packer, value))).encode())
+    back = parts.Unpacker({}).unpack(data)
+    assert back["a"] == (1, 2.5, None) and back[3] == [torch.float32, "s"] and torch.equal(back["t"], shared)
+    assert back["again"][0] is back["t"] and len(packer.tensors) == 1
 
 
 def test_a_call_of_a_part_the_task_does_not_hold_is_refused():

@@ -128,11 +128,13 @@ class Task:
     # that raised (a Python call per operator): off for tasks whose probes train or
     # generate (thousands of operators), whose crashes are named without it.
     names_failing_operator: bool = True
-    # Whether the reference is a function of the values it is given (its arguments, and its
-    # object's tensors and settings), calling no other task's code and changing nothing:
-    # where another task builds on it, it runs in the certified parts' own process and the
-    # worker holds none of its code (grader/run/inside/parts.py).
-    pure: bool = False
+    # Whether what the reference takes, gives and changes can be carried as data (tensors,
+    # numbers, strings, containers, torch's generators and the package's and torch.nn's
+    # objects, by value): then, where everything it calls is held too, a worker that builds
+    # on it holds none of its code, and it runs in the certified parts' own process
+    # (grader/run/inside/parts.py). Not so for chapter 00's Value, whose operations leave
+    # closures on the objects they make.
+    crosses: bool = True
 
 
 # Operator families, for the tasks' forbidden_ops.

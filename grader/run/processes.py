@@ -11,6 +11,8 @@ engine asks of a runner:
     runner.threads            how many tasks the engine should grade at once on it
     runner.start()            begin booting (torch imports while the grader starts)
     runner.worker()           a fresh worker, ready for a task's request
+    runner.parts_process()    where it holds the reference: a fresh process for the
+                              certified parts that run apart (grader.run.inside.parts)
     runner.package(sources)   the package imported once, to fork workers from; or None
     runner.describe(...)      the report's sandbox line
     runner.close()

@@ -6,14 +6,16 @@ expected values."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
+import textwrap
 from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
 from grader import KIT_ROOT
 from grader.run.inside import wire
-from grader.run.inside.parts import CALL_ACROSS
+from grader.run.inside.parts import CALL_ACROSS, NOT_HELD, REGION_FUNCTION
 from grader.run.inside.sealed import guard_line
 from grader.parsing import parse
 from grader.regions import BEGIN, find_regions, package_sources, strip
@@ -35,6 +37,7 @@ class Reference:
         self._kept_code: dict[str, str] = {}
         self._certified: dict = {}
         self._modules_compiled: dict[tuple, str] = {}
+        self._parts: dict[frozenset, dict[str, str]] = {}
 
     @staticmethod
     def present() -> bool:
@@ -63,7 +66,7 @@ class Reference:
         code stands there). `guards` ({task: the tasks that may run it}): held regions
         that begin with a guard refusing any other task's probe (a worker shared by a
         group, holding a part only some of its tasks build on), grader/run/inside/sealed.py.
-        `apart`: held parts that run in the parts' process (Task.pure): the worker gets
+        `apart`: held parts that run in the parts' process (runs_apart): the worker gets
         their guard and a call across (grader/run/inside/parts.py), never their code."""
         guards = {task: tuple(sorted(users)) for task, users in (guards or {}).items() if task in held}
         apart = frozenset(apart) & frozenset(held)
@@ -79,9 +82,15 @@ class Reference:
         return self._certified[key]
 
     def parts_apart(self, apart) -> dict[str, str]:
-        """What the parts' process receives: the regions of the `apart` tasks, every other
-        region stripped; no guard (no student code runs there)."""
-        return self.compiled_for(apart)
+        """What the parts' process receives: the regions of the `apart` tasks, each also as
+        a function of its own, every other region stripped; no guard (no student code runs
+        there)."""
+        apart = frozenset(apart)
+        if apart not in self._parts:
+            self._parts[apart] = {
+                rel: wire.pack_code(_regions_as_functions(source, rel, apart), f"certified/{rel}")
+                for rel, source in self.sources.items()}
+        return self._parts[apart]
 
     def _compiled_module(self, rel: str, held: frozenset, guards: tuple, apart: frozenset = frozenset()) -> str:
         key = (rel, held, guards, apart)
@@ -121,10 +130,11 @@ def _guarded(text: str, guards: dict[str, tuple[str, ...]]) -> str:
     return "".join(out)
 
 
-def _called_across(text: str, rel: str, apart: frozenset) -> str:
-    """A module's text with the body of each `apart` region replaced by one call across:
-    the part's name and its arguments by name, which the function's signature (public, as
-    in the student's copy) gives."""
+def _regions_apart(text: str, rel: str, apart: frozenset) -> list:
+    """Each region of the `apart` tasks in `text`: (region, the names it is given, whether
+    it ends its function). The names are the function's arguments and what the function's
+    code before the region set that the region reads; what the region sets, the code after
+    it may not read (it stays in the parts' process)."""
     functions = {}
 
     def visit(node, prefix):
@@ -133,18 +143,56 @@ def _called_across(text: str, rel: str, apart: frozenset) -> str:
                 functions[prefix + child.name] = child
                 visit(child, f"{prefix}{child.name}.")
 
+    def names(nodes, context):
+        return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, context)}
+
     visit(parse(text), "")
+    found = []
+    for region in find_regions(text, rel):
+        if region.task not in apart:
+            continue
+        function = functions[region.qualname]
+        arguments = function.args
+        given = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+        given += [a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None]
+        before = [node for node in function.body if node.end_lineno < region.begin]
+        inside = [node for node in function.body if region.begin < node.lineno < region.end]
+        after = [node for node in function.body if node.lineno > region.end]
+        given += sorted((names(before, ast.Store) & names(inside, ast.Load)) - set(given))
+        left = names(inside, ast.Store) & names(after, ast.Load)
+        if left:
+            raise ValueError(f"{rel}:{region.qualname}: the code after region {region.task} reads "
+                             f"{sorted(left)}, which the region sets: it cannot run apart (Task.crosses)")
+        found.append((region, given, not after))
+    return found
+
+
+def _called_across(text: str, rel: str, apart: frozenset) -> str:
+    """A module's text with the body of each `apart` region replaced by one call across:
+    the part's name and what it is given, by name (the function's signature, public as in
+    the student's copy, and the names its code before the region set)."""
     lines = text.splitlines(keepends=True)
-    for region in sorted((r for r in find_regions(text, rel) if r.task in apart), key=lambda r: -r.begin):
-        arguments = functions[region.qualname].args
-        if arguments.vararg or arguments.kwarg:
-            raise ValueError(f"{rel}:{region.qualname}: a part that runs apart (Task.pure) takes named "
-                             f"arguments only, not *args or **kwargs")
-        names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+    for region, given, ends in sorted(_regions_apart(text, rel, apart), key=lambda found: -found[0].begin):
         indent = BEGIN.match(lines[region.begin - 1])["indent"]
-        call = f'{indent}return {CALL_ACROSS}("{region.task}", {{{", ".join(f"{n!r}: {n}" for n in names)}}})\n'
-        lines[region.begin:region.end - 1] = [call]
+        call = f'{CALL_ACROSS}("{region.task}", {{{", ".join(f"{n!r}: {n}" for n in given)}}})'
+        lines[region.begin:region.end - 1] = [f"{indent}{'return ' if ends else ''}{call}\n"]
     return "".join(lines)
+
+
+def _regions_as_functions(source: str, rel: str, apart: frozenset) -> str:
+    """What the parts' process runs of a module: its text with every region but the
+    `apart` ones stripped and raising NotHeld (a part that reached one is the kit's
+    mistake, never the student's), and each `apart` region also as a function of its own
+    (REGION_FUNCTION + task) of the names it is given."""
+    stripped = strip(source, {region.task for region in find_regions(source, rel)} - apart)
+    out = [re.sub(r'raise NotImplementedError\("(\w+)"\)', rf'raise {NOT_HELD}("\1")', stripped), "\n\n",
+           f"class {NOT_HELD}(LookupError):\n    pass\n"]
+    lines = source.splitlines()
+    for region, given, _ in _regions_apart(source, rel, apart):
+        body = textwrap.dedent("\n".join(lines[region.begin:region.end - 1])).strip("\n") or "pass"
+        out.append(f"\n\ndef {REGION_FUNCTION}{region.task}({', '.join(given)}):\n"
+                   + textwrap.indent(body, "    ") + "\n")
+    return "".join(out)
 
 
 _computed_facts: dict[str, object] = {}

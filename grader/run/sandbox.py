@@ -511,7 +511,17 @@ class Sandbox:
     START_ATTEMPTS, START_PAUSE = 3, 0.25
 
     def worker(self) -> Worker:
-        """A fresh worker, up and waiting for its task. One that never comes up found no
+        """A fresh worker, up and waiting for its task (_forked)."""
+        return self._forked()
+
+    def parts_process(self) -> Worker:
+        """A fresh process for the certified parts a worker calls across (grader/run/inside/
+        parts.py): forked from the zygote like a task's worker, never from an upload's
+        imported package, and told to serve parts instead of a task."""
+        return self._forked()
+
+    def _forked(self) -> Worker:
+        """A fresh child of the zygote, up and waiting for what it serves. One that never comes up found no
         room for a process (the machine's, or a limit the grader shares): it is asked for
         again, after a pause that doubles; OSError once START_ATTEMPTS have failed, so
         that the check is the grader's failure, never the submission's."""

@@ -15,6 +15,7 @@ from typing import Callable
 
 from grader.run import cpu_clock
 from grader.run.inside import wire
+from grader.run.inside.parts import NOT_HELD
 from grader.run.inside.messages import (Exit, Failure, PartCall, PartReply, ProbeCall, ProbeReply, Ready, SetupFailed,
                                         TaskRequest, WorkerStatus, from_data, to_data)
 from grader.run.stopping import moment
@@ -252,7 +253,12 @@ class Worker:
             raise WorkerFailed(WorkerStatus.BUSY, f"no process could run the course's {call.part}: {error}") from None
         before = process.spent
         try:
-            return process._exchange(call, timeout, PartReply)
+            reply = process._exchange(call, timeout, PartReply)
+            if reply.error is not None and reply.error.type == NOT_HELD:
+                # A part reached a task its process does not hold: the kit's routing, never the student's.
+                raise WorkerFailed(WorkerStatus.BUSY, f"the parts' process holds no {reply.error.message[:60]}, "
+                                                      f"which the course's {call.part} reached")
+            return reply
         except WorkerFailed as failure:
             self.apart.drop()
             raise WorkerFailed(failure.status, f"the course's {call.part}, on what the code gave it: "

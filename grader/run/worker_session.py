@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task, precision_known
 from grader.run.answers import Answers
-from grader.run.dependencies import task_graph, worker_holdings
+from grader.run.dependencies import calls_of, task_graph, worker_holdings
 from grader.run.feedback import (Audience, as_text, checked_reply, error_verdict, failure_texts, judge_answer,
                                  remote_failure)
 from grader.run.inside import op_rules, sealed
@@ -143,9 +143,11 @@ def worker_request(task: Task, submission: Submission, reference: Reference | No
 
 
 def runs_apart(held) -> frozenset:
-    """The held parts that run in the certified parts' own process (Task.pure)."""
-    known = catalogue.tasks()
-    return frozenset(part for part in held if known[part].pure)
+    """The held parts that run in the certified parts' own process: those that cross as
+    data (Task.crosses) and call nothing the worker does not hold too (a part that calls
+    the graded task's code, or a student's own part, stays in the worker, sealed)."""
+    known, held = catalogue.tasks(), frozenset(held)
+    return frozenset(part for part in held if known[part].crosses and (calls_of(part) or frozenset()) <= held)
 
 
 def parts_apart(held, guards: dict, grading: Grading) -> "PartsApart | None":
@@ -160,7 +162,7 @@ def parts_apart(held, guards: dict, grading: Grading) -> "PartsApart | None":
                            limits=grading.runner.limits.rlimits(worker=True))
 
     def start():
-        process = grading.runner.worker()
+        process = grading.runner.parts_process()
         process.grading_ends = grading.deadline
         ready = process.start(dataclasses.replace(request, certified=dict(request.certified)),
                               grading.runner.limits.setup_seconds)

@@ -32,7 +32,7 @@ NO_TORCH = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.exp", 
 
 
 def task_of(name, qualname, title):
-    return Task(name, "micro", qualname, title, forbidden=NO_TORCH)
+    return Task(name, "micro", qualname, title, forbidden=NO_TORCH, crosses=False)
 
 
 # ----------------------------------------------------------------------- helpers

@@ -253,24 +253,31 @@ class PartsRequest:
 @dataclass(frozen=True)
 class PartCall:
     """A certified part called across, from a worker's probe to the parts' process by way
-    of the grader: its task, its arguments by name as packed values (parts.pack), and for
-    a gradient (`wrt`: the packed tensors, by their number, the gradient is of) the
-    gradients of the part's tensor outputs, packed (None where an output has none)."""
+    of the grader: its task, what it is given by name as packed values (parts.Packer),
+    torch's random state and whether grad mode is on; and for a gradient (`wrt`: the
+    packed tensors, by number, the gradient is of) the gradients of the part's new tensors,
+    packed (None where one has none)."""
 
     MESSAGE: ClassVar[str] = "part"
     part: str
     arguments: Any
+    rng: Any = None
+    grad_enabled: bool = True
+    name_failure: bool = False  # note the operator that fails, as the probe does
     wrt: list[int] = field(default_factory=list)
     grad_outputs: Any = None
 
 
 @dataclass(frozen=True)
 class PartReply:
-    """A certified part's answer: its result packed, or the gradients asked for (packed,
-    None where an input has none), or the failure it raised."""
+    """A certified part's answer: its result packed (or the gradients asked for, None
+    where an input has none), what it changed of what it was given, and torch's random
+    state after it; or the failure it raised."""
 
     MESSAGE: ClassVar[str] = "part_reply"
     result: Any = None
+    changes: Any = None
+    rng: Any = None
     error: Failure | None = None
 
 

@@ -219,6 +219,9 @@ def _op_name(func) -> str:
 # dtypes of its tensors, a dtype it was asked for): what a student can act on when the
 # message, which the code could have chosen, is kept for course staff.
 FAILED_OP: list = []
+# Whether the probe running now notes the operator that fails (watching): a certified part
+# that runs apart is then asked to note its own (grader/run/inside/parts.py).
+NAMING_FAILURES: list = [False]
 
 
 def failed_operation(op: str, args, kwargs) -> dict:
@@ -306,7 +309,7 @@ class _DispatchRecorder(TorchDispatchMode):
             raise
 
 
-class _FailureRecorder(TorchDispatchMode):
+class FailureRecorder(TorchDispatchMode):
     """In a probe of a task with no operator rule: the operator that raises, noted."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -455,14 +458,14 @@ def _library_at_work(rules: Rules, frame) -> str:
 # TorchDispatchMode wraps the handler in torch._disable_dynamo, whose first call
 # imports torch._dynamo (about a second, in every forked worker). The sandbox never
 # compiles: let the wrapper find its answer already made.
-for _recorder in (_DispatchRecorder, _FailureRecorder, LowPrecision):
+for _recorder in (_DispatchRecorder, FailureRecorder, LowPrecision):
     _raw = getattr(_recorder.__torch_dispatch__, "__wrapped__", None)
     if _raw is not None:
         setattr(_raw, "__dynamo_disable", _raw)
 
 # The handlers, and the rule they consult, as imported before any student code ran:
 # replacing them on the class would blind the recorder.
-_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, _FailureRecorder, LowPrecision, _FunctionRecorder, _Watch,
+_HANDLERS = {cls: dict(vars(cls)) for cls in (_DispatchRecorder, FailureRecorder, LowPrecision, _FunctionRecorder, _Watch,
                                               Rules)}
 
 # ------------------------------------------------------------------ guards
@@ -583,12 +586,17 @@ def watching(rules: Rules, tripped: list, name_failure: bool = False):
     costs a Python call per operator of every probe."""
     if not rules:
         if name_failure:
-            with _FailureRecorder():
-                yield
+            with FailureRecorder():
+                NAMING_FAILURES[0] = True
+                try:
+                    yield
+                finally:
+                    NAMING_FAILURES[0] = False
         else:
             yield
         return
     _enforce(rules)
+    NAMING_FAILURES[0] = True
     watch = _Watch(rules, tripped)
     function_depth = torch._C._len_torch_function_stack()
     dispatch_depth = torch._C._len_torch_dispatch_stack()
@@ -597,6 +605,7 @@ def watching(rules: Rules, tripped: list, name_failure: bool = False):
         try:
             yield
         finally:
+            NAMING_FAILURES[0] = False
             _ACTIVE.remove(watch)
             while _LATE:  # refused while no probe ran (another thread, between probes)
                 watch.note(_LATE.pop(0))

@@ -1,190 +1,292 @@
 """Certified parts that run apart: the worker holds their guard and a call across, never
 their code.
 
-A part whose reference is a function of the values it is given (Task.pure: a GELU, a
-LayerNorm's forward, a backward by hand, a tokenizer's encode) runs in a process of its
-own, the parts' process, which the grader starts beside a worker the first time a probe
-calls such a part. No student code runs there, and the worker holds nothing of the part
-for a signal handler, the collector or a read of memory to find: its code is the
-worker's certified stub, `return __hero_part__("gelu", {"x": x})`
+A certified part runs in a process of its own, the parts' process, where everything it
+calls is held too and what it takes and changes can be carried as data (Task.crosses;
+grader/run/worker_session.py, runs_apart). The grader starts that process beside a
+worker the first time a probe calls such a part. No student code runs there, and the
+worker holds nothing of the part for a signal handler, the collector or a read of memory
+to find: its code in the worker is a stub, `return __hero_part__("gelu", {"x": x})`
 (grader/run/reference.py, _called_across), which begins with the part's guard like any
-certified part's (grader/run/inside/sealed.py), so the course's order and a group's
-tasks hold as before.
+certified part's (grader/run/inside/sealed.py), so the course's order and a group's tasks
+hold as before.
 
 A call crosses by value, by way of the grader, which checks every message as it passes
-(grader/run/worker.py): the arguments are packed here (`pack`: numbers, strings, tensors
-of torch's own classes, lists, tuples, dicts, and objects of the package's classes by
-their tensors and settings), the parts' process unpacks them onto its own classes, runs
-the part, and packs its result back. Where autograd wants the part's gradient, the call
-is a torch.autograd.Function whose backward crosses again: the parts' process runs the
-part once more on the same values and returns the gradients of the inputs asked for.
+(grader/run/worker.py):
+
+- the worker packs the arguments (`Packer`): numbers, strings, tensors of torch's own
+  classes (with their gradients), lists, tuples, dicts, a torch.Generator by its state,
+  and objects of the package's classes and of torch.nn's by their tensors, submodules
+  and settings; an object or tensor met twice is packed once, so what is shared stays
+  shared. torch's random state goes with them;
+- the parts' process rebuilds them on its own classes, runs the part's region, and
+  answers with the result and with what the part changed: tensors changed in place,
+  gradients set or cleared, attributes set or deleted on the objects it was given,
+  generators and torch's random state moved on. What it answers that it was given is
+  named by number, never copied;
+- the worker applies the changes to its own objects, and where autograd wants the
+  part's gradient (an input requires one and grad mode is on), the result's new tensors
+  are a node of the graph whose backward crosses too: the parts' process runs the part
+  again on the same values and random state, and returns the gradients asked for.
 """
 
 from __future__ import annotations
 
-import sys
 import types
 
 from grader.run.inside import wire
 from grader.run.inside.messages import PartCall, PartReply, PartsRequest
 
-# Tags of packed values that JSON has no word for.
-TUPLE, DICT, TENSOR, OBJECT, DTYPE = "__tuple__", "__dict__", "__t__", "__object__", "__dtype__"
 STUDENT_PACKAGE, CERTIFIED_PACKAGE = "hero_transformer", "_certified_hero_transformer"
 # The name under which a certified module finds call_part: set in its globals before it runs.
 CALL_ACROSS = "__hero_part__"
-_PLAIN_ATTRIBUTE = (bool, int, float, str, type(None))
+# The parts' process runs a part's region as a function of its own, named so; a region it
+# does not hold raises NOT_HELD there.
+REGION_FUNCTION, NOT_HELD = "__hero_region__", "HeroPartNotHeld"
+# Tags of packed values that JSON has no word for.
+TUPLE, DICT, ITER, TENSOR, VIEW, OBJECT, MODULE, GENERATOR, DTYPE, SAME, GIVEN = (
+    "__tuple__", "__dict__", "__iter__", "__t__", "__view__", "__object__", "__torch_module__", "__generator__",
+    "__dtype__", "__same__", "__given__")
+_TORCH_MODULES = "torch.nn.modules."
 
 
 class CannotCross(TypeError):
-    """An argument a certified part running apart cannot be given: said in the student's terms."""
+    """A value a certified part running apart cannot be given: said in the student's terms."""
 
 
 # ----------------------------------------------------------------------- packing
 
 
-def pack(value, tensors: list, budget=None, _depth: int = 0):
-    """`value` as plain data; each tensor is noted in `tensors` (its number in the data),
-    so that a gradient can name it."""
-    import torch
+class Packer:
+    """Values as plain data, each tensor and object numbered as first met (met again: a
+    reference to its number). `given`: the values of a call's arguments, by id, which an
+    answer names by their number instead of copying them."""
 
-    budget = budget if budget is not None else wire._Budget()
-    kind = type(value)
-    if value is None or kind in (bool, int, str):
-        return value
-    if kind is float:
-        return value if value == value and value not in (float("inf"), float("-inf")) else {"__float__": repr(value)}
-    if _depth > 32:
-        raise CannotCross("arguments nested more than 32 deep")
-    try:
-        budget.spend(containers=1)
-    except wire._TooLarge:
-        raise CannotCross(f"arguments of {wire.TOO_LARGE}") from None
-    if kind is list:
-        return [pack(item, tensors, budget, _depth + 1) for item in value]
-    if kind is tuple or kind is torch.Size:
-        return {TUPLE: [pack(item, tensors, budget, _depth + 1) for item in value]}
-    if kind is dict:
-        return {DICT: [[pack(k, tensors, budget, _depth + 1), pack(v, tensors, budget, _depth + 1)]
-                       for k, v in value.items()]}
-    if kind is torch.Tensor or kind is torch.nn.Parameter:
+    def __init__(self, given: "dict | None" = None, skip_uncrossable: bool = False, views: "dict | None" = None):
+        self.views = views or {}  # the storage of each tensor given, by address: an answer's views of them
+        self.tensors: list = []
+        self.objects: list = []
+        self.seen: dict = {}
+        self.given = given or {}
+        self.skip = skip_uncrossable  # an attribute that cannot cross is left behind, not refused
+        self.budget = wire.Budget()
+        self.keep: list = []  # what was packed, alive until the call ends (ids stay theirs)
+
+    def pack(self, value, depth: int = 0):
+        import torch
+
+        kind = type(value)
+        if value is None or kind in (bool, int, str):
+            return value
+        if kind is float:
+            return value if value - value == 0 else {"__float__": repr(value)}
+        if id(value) in self.given:
+            return {GIVEN: self.given[id(value)]}
+        if id(value) in self.seen:
+            return {SAME: self.seen[id(value)]}
+        if depth > 48:
+            raise CannotCross("values nested more than 48 deep")
+        self._spend(containers=1)
+        if kind is list:
+            return [self.pack(item, depth + 1) for item in value]
+        if kind is tuple or kind is torch.Size:
+            return {TUPLE: [self.pack(item, depth + 1) for item in value]}
+        if kind is dict:
+            return {DICT: [[self.pack(k, depth + 1), self.pack(v, depth + 1)] for k, v in value.items()]}
+        if kind is torch.dtype:
+            return {DTYPE: str(value).removeprefix("torch.")}
+        if kind is torch.Tensor or kind is torch.nn.Parameter:
+            return self._tensor(value, kind, depth)
+        if kind is torch.Generator:
+            return {GENERATOR: [self._number(value, self.objects), value.get_state()]}
+        if isinstance(value, (types.GeneratorType, map, filter, zip, enumerate)) or kind.__name__.endswith("iterator"):
+            # Consumed here as the part would consume it: a parameters() generator, most often.
+            return {ITER: [self.pack(item, depth + 1) for item in value]}
+        module = getattr(kind, "__module__", None)
+        if isinstance(module, str) and (module == STUDENT_PACKAGE or module.startswith(STUDENT_PACKAGE + ".")
+                                        or module == CERTIFIED_PACKAGE or module.startswith(CERTIFIED_PACKAGE + ".")):
+            number = self._number(value, self.objects)
+            short = module.split(".", 1)[1] if "." in module else ""
+            return {OBJECT: [number, short, kind.__qualname__, self._state(value, depth)]}
+        if isinstance(module, str) and module.startswith(_TORCH_MODULES) and isinstance(value, torch.nn.Module):
+            number = self._number(value, self.objects)
+            return {MODULE: [number, module, kind.__qualname__, self._state(value, depth)]}
+        raise CannotCross(f"a {kind.__name__}: the course's own parts take tensors, numbers, strings, lists, tuples "
+                          f"and dicts of those, generators of torch, and the package's and torch.nn's objects")
+
+    def _number(self, value, table: list) -> int:
+        number = len(self.tensors) + len(self.objects)
+        table.append(value)
+        self.seen[id(value)] = number
+        self.keep.append(value)
+        return number
+
+    def _spend(self, containers: int = 0, tensor_bytes: int = 0) -> None:
         try:
-            budget.spend(tensor_bytes=value.numel() * value.element_size())
-        except wire._TooLarge:
-            raise CannotCross(f"arguments of {wire.TOO_LARGE}") from None
-        tensors.append(value)
-        return {TENSOR: len(tensors) - 1, "v": value.detach(), "p": kind is torch.nn.Parameter,
-                "g": bool(value.requires_grad)}
-    if kind is torch.dtype:
-        return {DTYPE: str(value).removeprefix("torch.")}
-    module = getattr(kind, "__module__", "")
-    if isinstance(module, str) and (module == STUDENT_PACKAGE or module.startswith(STUDENT_PACKAGE + ".")):
-        return {OBJECT: [module[len(STUDENT_PACKAGE) + 1:], kind.__qualname__, _state(value, tensors, budget, _depth)]}
-    raise CannotCross(f"a {kind.__name__}: the course's own parts take tensors, numbers, strings, lists, tuples "
-                      f"and dicts of those, and the package's own objects")
+            self.budget.spend(containers=containers, tensor_bytes=tensor_bytes)
+        except wire.OverBudget:
+            raise CannotCross(f"values of {wire.TOO_LARGE}") from None
+
+    def _tensor(self, value, kind, depth: int) -> dict:
+        """A tensor by its values, with its layout where it is not the plain one (a view, a
+        transpose: code that reads its strides, as .view() does, meets the same ones), or,
+        in an answer, as a view of a tensor the call was given."""
+        layout = [value.storage_offset(), list(value.shape), list(value.stride())]
+        given = self.views.get(value.untyped_storage().data_ptr()) if value.numel() else None
+        if given is not None:
+            return {VIEW: [given, *layout]}
+        elements = value.untyped_storage().nbytes() // max(1, value.element_size())
+        plain = value.is_contiguous() and value.storage_offset() == 0 and value.numel() == elements
+        values = value.detach() if plain else value.detach().as_strided((elements,), (1,), 0)
+        self._spend(tensor_bytes=values.numel() * values.element_size())
+        number = self._number(value, self.tensors)
+        grad = value.grad if value.is_leaf else None
+        # Whether it requires a gradient, said of a leaf only: a tensor computed in the parts'
+        # process is a leaf where it arrives, joined to the graph there by call_part.
+        return {TENSOR: number, "v": values, "layout": None if plain else layout,
+                "p": kind is not type(value.detach()), "g": bool(value.requires_grad and value.is_leaf),
+                "grad": None if grad is None else self.pack(grad, depth + 1)}
+
+    def _state(self, value, depth: int) -> dict:
+        """An object as a part reads it: an nn.Module's parameters, buffers and submodules,
+        and its other attributes; nothing of the object's own code runs (its dict is read
+        directly). Where `skip`, an attribute that cannot cross is left behind (no part
+        that runs apart reads a function or a file its object holds)."""
+        import torch
+
+        attributes = object.__getattribute__(value, "__dict__")
+        if type(attributes) is not dict:
+            raise CannotCross(f"a {type(value).__name__} whose __dict__ is not a dict")
+        state: dict = {"attributes": {}}
+        if isinstance(value, torch.nn.Module):
+            for key in ("parameters", "buffers", "modules"):
+                registry = attributes.get(f"_{key}", {})
+                # (None too: a Linear without bias registers its bias as None.)
+                state[key] = {name: self.pack(item, depth + 1) for name, item in dict.items(registry)
+                              if type(name) is str}
+        for name, item in list(dict.items(attributes)):
+            if type(name) is not str or (name.startswith("_") and isinstance(value, torch.nn.Module)):
+                continue
+            try:
+                state["attributes"][name] = self.pack(item, depth + 1)
+            except CannotCross:
+                if not self.skip:
+                    raise
+        return state
 
 
-def _state(value, tensors: list, budget, depth: int) -> dict:
-    """An object of the package's classes, as a part reads it: its parameters and buffers
-    (an nn.Module's), and its attributes that are numbers, strings or lists, tuples and
-    dicts of them. Submodules and other objects stay behind (no part that runs apart reads
-    them); nothing of the object's own code runs, since its dict is read directly."""
-    import torch
+class Unpacker:
+    """Packed values rebuilt. `modules`: the package's modules (short name -> module) whose
+    classes objects are rebuilt on; `given`: the call's arguments by number (an answer's
+    references to them); `grad_of`: numbers of tensors made leaves that require a gradient."""
 
-    attributes = object.__getattribute__(value, "__dict__")
-    state = {"parameters": {}, "buffers": {}, "attributes": {}}
-    if isinstance(value, torch.nn.Module):
-        for key in ("parameters", "buffers"):
-            for name, tensor in dict.items(attributes.get(f"_{key}", {})):
-                if tensor is not None and type(name) is str:
-                    state[key][name] = pack(tensor, tensors, budget, depth + 1)
-    for name, item in list(dict.items(attributes)):
-        if type(name) is str and not name.startswith("_") and _plain(item):
-            state["attributes"][name] = pack(item, tensors, budget, depth + 1)
-    return state
+    def __init__(self, modules: dict, given: "dict | None" = None, grad_of=()):
+        self.modules, self.given, self.grad_of = modules, given or {}, set(grad_of)
+        self.made: dict = {}  # number -> what was rebuilt
+        self.views: set = set()  # ids of the views of given tensors made (autograd sees through them)
 
+    def unpack(self, data):
+        import torch
 
-def _plain(item, depth: int = 0) -> bool:
-    if type(item) in _PLAIN_ATTRIBUTE:
-        return True
-    if depth < 4 and type(item) in (list, tuple):
-        return all(_plain(x, depth + 1) for x in item)
-    if depth < 4 and type(item) is dict:
-        return all(type(k) in (str, int) and _plain(v, depth + 1) for k, v in item.items())
-    return False
-
-
-def unpack(data, modules: dict | None = None, grad_of: set | None = None, found: dict | None = None):
-    """Packed data as values. `modules`: the package's modules (short name -> module) whose
-    classes objects are rebuilt on; `grad_of`: the tensors (by number) to take a gradient
-    of, made leaves that require one; `found`: those tensors by number, as made here."""
-    import torch
-
-    if isinstance(data, list):
-        return [unpack(item, modules, grad_of, found) for item in data]
-    if not isinstance(data, dict):
+        if isinstance(data, list):
+            return [self.unpack(item) for item in data]
+        if not isinstance(data, dict):
+            return data
+        if TUPLE in data:
+            return tuple(self.unpack(item) for item in data[TUPLE])
+        if DICT in data:
+            return {self.unpack(k): self.unpack(v) for k, v in data[DICT]}
+        if ITER in data:
+            return iter([self.unpack(item) for item in data[ITER]])
+        if SAME in data:
+            return self.made[data[SAME]]
+        if GIVEN in data:
+            return self.given[data[GIVEN]]
+        if DTYPE in data:
+            dtype = getattr(torch, str(data[DTYPE]), None)
+            if not isinstance(dtype, torch.dtype):
+                raise wire.WireError(f"no dtype {data[DTYPE]!r}")
+            return dtype
+        if TENSOR in data:
+            return self._tensor(data)
+        if VIEW in data:
+            number, offset, size, stride = data[VIEW]
+            view = self.given[number].as_strided(size, stride, offset)
+            self.views.add(id(view))
+            return view
+        if GENERATOR in data:
+            number, state = data[GENERATOR]
+            generator = torch.Generator()
+            generator.set_state(state)
+            self.made[number] = generator
+            return generator
+        if OBJECT in data or MODULE in data:
+            return self._object(data)
         return data
-    if TUPLE in data:
-        return tuple(unpack(item, modules, grad_of, found) for item in data[TUPLE])
-    if DICT in data:
-        return {unpack(k, modules, grad_of, found): unpack(v, modules, grad_of, found) for k, v in data[DICT]}
-    if TENSOR in data:
-        tensor = data["v"]
+
+    def _tensor(self, data):
+        import torch
+
+        tensor, number = data["v"], data[TENSOR]
         if not isinstance(tensor, torch.Tensor):
             raise wire.WireError("a packed tensor without its values")
-        number = data[TENSOR]
+        if data.get("layout") is not None:
+            offset, size, stride = data["layout"]
+            tensor = tensor.as_strided(size, stride, offset).detach()
+        wanted = bool(data.get("g")) or number in self.grad_of
         if data.get("p"):
-            tensor = torch.nn.Parameter(tensor, requires_grad=bool(data.get("g")))
-        if grad_of and number in grad_of:
-            tensor = tensor.detach().requires_grad_(True) if not isinstance(tensor, torch.nn.Parameter) \
-                else torch.nn.Parameter(tensor.detach(), requires_grad=True)
-        if found is not None:
-            found[number] = tensor
+            tensor = torch.nn.Parameter(tensor, requires_grad=wanted)
+        elif wanted and tensor.is_floating_point():
+            tensor = tensor.requires_grad_(True)
+        self.made[number] = tensor
+        if data.get("grad") is not None:
+            tensor.grad = self.unpack(data["grad"])
         return tensor
-    if DTYPE in data:
-        dtype = getattr(torch, str(data[DTYPE]), None)
-        if not isinstance(dtype, torch.dtype):
-            raise wire.WireError(f"no dtype {data[DTYPE]!r}")
-        return dtype
-    if OBJECT in data:
-        return _rebuilt(data[OBJECT], modules or {}, grad_of, found)
-    raise wire.WireError("a packed value of no known kind")
+
+    def _object(self, data):
+        import torch
+
+        if OBJECT in data:
+            number, module, qualname, state = data[OBJECT]
+            owner = self.modules.get(module)
+        else:
+            number, module, qualname, state = data[MODULE]
+            if not (isinstance(module, str) and module.startswith(_TORCH_MODULES)):
+                raise wire.WireError(f"no torch module class in {str(module)[:60]!r}")
+            import importlib
+
+            owner = importlib.import_module(module)
+        for name in str(qualname).split("."):
+            owner = getattr(owner, name, None)
+        if not isinstance(owner, type):
+            raise wire.WireError(f"no class {str(qualname)[:60]!r} in {str(module)[:60]!r}")
+        made = owner.__new__(owner)
+        self.made[number] = made
+        if isinstance(made, torch.nn.Module):
+            torch.nn.Module.__init__(made)
+            registries = {key: object.__getattribute__(made, f"_{key}") for key in ("parameters", "buffers", "modules")}
+            for key, registry in registries.items():
+                for name, item in state.get(key, {}).items():
+                    registry[name] = self.unpack(item)
+        for name, item in state.get("attributes", {}).items():
+            object.__setattr__(made, name, self.unpack(item))
+        return made
 
 
-def _rebuilt(spec, modules: dict, grad_of, found):
-    """An object of the package's class `qualname` in `module`, as the parts' process has
-    the class: made without running its __init__, its state set as the worker read it."""
-    import torch
-
-    module, qualname, state = spec
-    owner = modules.get(module)
-    for name in str(qualname).split("."):
-        owner = getattr(owner, name, None)
-    if not isinstance(owner, type):
-        raise wire.WireError(f"no class {qualname!r} in the package's {module!r}")
-    made = owner.__new__(owner)
-    if isinstance(made, torch.nn.Module):
-        torch.nn.Module.__init__(made)
-        for name, tensor in state.get("parameters", {}).items():
-            value = unpack(tensor, modules, grad_of, found)
-            made.register_parameter(name, value if isinstance(value, torch.nn.Parameter)
-                                    else torch.nn.Parameter(value, requires_grad=value.requires_grad))
-        for name, tensor in state.get("buffers", {}).items():
-            made.register_buffer(name, unpack(tensor, modules, grad_of, found))
-    for name, value in state.get("attributes", {}).items():
-        object.__setattr__(made, name, unpack(value, modules, grad_of, found))
-    return made
-
-
-def _tensors_of(value, into: list) -> list:
-    """The tensors of a result, in order (a tensor, or lists and tuples of them)."""
+def _tensors_of(value, into: list, skip: set) -> list:
+    """The new tensors of a result, in order (a tensor, or lists, tuples and dicts of them;
+    `skip`: ids of tensors the call was given)."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        into.append(value)
+        if id(value) not in skip:
+            into.append(value)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _tensors_of(item, into)
+            _tensors_of(item, into, skip)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _tensors_of(item, into, skip)
     return into
 
 
@@ -196,32 +298,106 @@ LINE: list = []
 
 
 def call_part(part: str, arguments: dict):
-    """A certified part's call across, from its stub in the worker: its result, as the
-    part computed it in the parts' process. Where autograd wants the part's gradient (an
-    input requires one and grad mode is on), the call is a node of the graph whose
-    backward crosses too."""
+    """A certified part's call across, from its stub in the worker: its result as the part
+    computed it in the parts' process, with what it changed applied here."""
     import torch
 
-    tensors: list = []
+    packer = Packer(skip_uncrossable=True)
     try:
-        packed = pack(arguments, tensors)
+        packed = packer.pack(arguments)
     except CannotCross as error:
         raise CannotCross(f"the course's {part} runs in a process of its own and cannot be given {error}") from None
-    wrt = [i for i, tensor in enumerate(tensors) if tensor.requires_grad]
-    if not wrt or not torch.is_grad_enabled():
-        return _across(part, packed)
-    crossing = _Crossing(part, packed, wrt)
-    outputs = _CrossingFunction.apply(crossing, *(tensors[i] for i in wrt))
-    return crossing.rebuild(outputs)
+    from grader.run.inside import op_rules
+
+    rng = torch.get_rng_state()
+    reply = _across(PartCall(part=part, arguments=packed, rng=rng, grad_enabled=torch.is_grad_enabled(),
+                             name_failure=op_rules.NAMING_FAILURES[0]))
+    given = {n: v for n, v in enumerate(_numbered(packer))}
+    unpacker = Unpacker(_student_modules(), given)
+    result = unpacker.unpack(reply.result)
+    _apply(reply.changes, unpacker, given)
+    if reply.rng is not None:
+        torch.set_rng_state(reply.rng)
+    wrt = [n for n, tensor in enumerate(_numbered(packer)) if isinstance(tensor, torch.Tensor)
+           and tensor.requires_grad and tensor.is_floating_point()]
+    outputs = _tensors_of(result, [], {id(v) for v in given.values()} | unpacker.views)
+    outputs = [t for t in outputs if t.is_floating_point()]
+    if not wrt or not outputs or not torch.is_grad_enabled():
+        return result
+    # The part's new tensors, joined to the graph: their gradient crosses again.
+    crossing = _Crossing(part, packed, rng, wrt, outputs)
+    joined = _CrossingFunction.apply(crossing, *(given[n] for n in wrt))
+    joined = joined if isinstance(joined, tuple) else (joined,)
+    swap = {id(old): new for old, new in zip(outputs, joined)}
+    return _swapped(result, swap)
 
 
-def _across(part: str, packed, wrt=(), grad_outputs=None):
+def _numbered(packer: Packer) -> list:
+    """The packer's tensors and objects in number order."""
+    numbered = [None] * (len(packer.tensors) + len(packer.objects))
+    for value in (*packer.tensors, *packer.objects):
+        numbered[packer.seen[id(value)]] = value
+    return numbered
+
+
+def _student_modules() -> dict:
+    import sys
+
+    prefix = STUDENT_PACKAGE + "."
+    return {name[len(prefix):]: module for name, module in list(sys.modules.items())
+            if name.startswith(prefix) and module is not None}
+
+
+def _swapped(value, swap: dict):
+    if id(value) in swap:
+        return swap[id(value)]
+    if type(value) is list:
+        return [_swapped(item, swap) for item in value]
+    if type(value) is tuple:
+        return tuple(_swapped(item, swap) for item in value)
+    if type(value) is dict:
+        return {key: _swapped(item, swap) for key, item in value.items()}
+    return value
+
+
+def _apply(changes, unpacker: Unpacker, given: dict) -> None:
+    """What the part changed, done to the worker's own values: tensors changed in place,
+    gradients, attributes set or deleted, generators' states."""
+    import torch
+
+    if not changes:
+        return
+    with torch.no_grad():
+        for number, value in changes.get("tensors", []):
+            target, new = given[number], unpacker.unpack(value)
+            if target.shape == new.shape and target.dtype == new.dtype:
+                target.copy_(new)
+            else:
+                target.data = new
+    for number, grad in changes.get("grads", []):
+        given[number].grad = unpacker.unpack(grad)
+    for number, state in changes.get("objects", []):
+        target = given[number]
+        for name, value in state.get("set", {}).items():
+            setattr(target, name, unpacker.unpack(value))
+        for name in state.get("deleted", []):
+            delattr(target, name)
+    for number, state in changes.get("generators", []):
+        given[number].set_state(unpacker.unpack(state))
+
+
+def _across(call: PartCall) -> PartReply:
     channel, send, recv, decode, encode = LINE
-    send(channel, encode(PartCall(part=part, arguments=packed, wrt=list(wrt), grad_outputs=grad_outputs)))
+    send(channel, encode(call))
     reply = decode(recv(channel), PartReply)
     if reply.error is not None:
+        if reply.error.operation is not None and call.name_failure:  # the operator that failed, named here
+            from grader.run.inside import op_rules
+
+            operation = reply.error.operation
+            op_rules.FAILED_OP[:] = [{"op": operation.op, "tensors": operation.tensors, "dtype": operation.dtype}]
         raise _raised(reply.error)
-    return unpack(reply.result)
+    return reply
 
 
 def _raised(failure) -> BaseException:
@@ -241,39 +417,18 @@ def _raised(failure) -> BaseException:
 
 
 class _Crossing:
-    """One call across that autograd may ask the gradient of: its packed arguments are kept
-    to be sent again with the gradients of its outputs."""
+    """One call across that autograd may ask the gradient of: its packed arguments and
+    random state are kept, to run the part again with the gradients of its new tensors."""
 
-    def __init__(self, part: str, packed, wrt: list[int]):
-        self.part, self.packed, self.wrt = part, packed, wrt
-        self.result, self.layout = None, []
-
-    def forward(self) -> tuple:
-        self.result = _across(self.part, self.packed)
-        outputs = _tensors_of(self.result, [])
-        if not outputs:
-            raise TypeError(f"the course's {self.part} gave no tensor to take a gradient of")
-        return tuple(outputs)
-
-    def rebuild(self, outputs):
-        """The result, with its tensors replaced by the graph's outputs."""
-        remaining = list(outputs) if isinstance(outputs, tuple) else [outputs]
-
-        def swap(value):
-            import torch
-
-            if isinstance(value, torch.Tensor):
-                return remaining.pop(0)
-            if isinstance(value, (list, tuple)):
-                return type(value)(swap(item) for item in value)
-            return value
-
-        return swap(self.result)
+    def __init__(self, part: str, packed, rng, wrt: list[int], outputs: list):
+        self.part, self.packed, self.rng, self.wrt, self.outputs = part, packed, rng, wrt, outputs
 
     def backward(self, grads: tuple) -> list:
-        tensors: list = []
-        grad_outputs = [None if g is None else pack(g, tensors) for g in grads]
-        return list(_across(self.part, self.packed, self.wrt, grad_outputs))
+        packer = Packer()
+        grad_outputs = [None if g is None else packer.pack(g) for g in grads]
+        reply = _across(PartCall(part=self.part, arguments=self.packed, rng=self.rng, wrt=list(self.wrt),
+                                 grad_outputs=grad_outputs))
+        return list(Unpacker({}).unpack(reply.result))
 
 
 def _crossing_function():
@@ -283,7 +438,7 @@ def _crossing_function():
         @staticmethod
         def forward(ctx, crossing, *inputs):
             ctx.crossing = crossing
-            return crossing.forward()
+            return tuple(output.detach() for output in crossing.outputs)
 
         @staticmethod
         @torch.autograd.function.once_differentiable
@@ -309,55 +464,132 @@ _CrossingFunction = _LazyFunction()
 # ----------------------------------------------------- the parts' process's side
 
 
-def serve(channel, send, recv, request: PartsRequest, decode, encode, describe) -> None:
-    """Serve calls across until the grader closes the channel: load the certified modules,
-    then answer each PartCall with the part's result (or gradients), or its failure."""
-    from grader.run.inside import tasks
+def serve(channel, send, recv, request: PartsRequest, decode, encode, describe, load) -> None:
+    """Serve calls across until the grader closes the channel: load the certified modules
+    (`load`: tasks.load), then answer each PartCall with the part's result and changes (or
+    gradients), or its failure (`describe`: tasks.describe)."""
+    from grader.run.inside.messages import Ready
 
     compiled, request.certified = request.certified, None
-    modules = tasks.load(CERTIFIED_PACKAGE, compiled, "certified",
-                         sorted(k[:-3] for k in compiled if k.endswith(".py") and "/" not in k
-                                and k != "__init__.py"), {})
+    modules = load(CERTIFIED_PACKAGE, compiled, "certified",
+                   sorted(k[:-3] for k in compiled if k.endswith(".py") and "/" not in k and k != "__init__.py"), {})
     compiled.clear()
-    where = {region.task: (region.module, region.qualname) for region in request.regions}
-    send(channel, encode(_ready()))
+    where = {region.task: region.module for region in request.regions}
+    send(channel, encode(Ready()))
     while True:
         try:
             call = decode(recv(channel), PartCall)
         except (EOFError, OSError, wire.WireError):
             return
         try:
-            result = _answer(call, modules, where)
-            reply = PartReply(result=result)
+            reply = answer(call, modules, where)
         except BaseException as error:  # noqa: BLE001 - the part's failure, on the values it was given
             reply = PartReply(error=describe(error))
         send(channel, encode(reply))
 
 
-def _ready():
-    from grader.run.inside.messages import Ready
-
-    return Ready()
-
-
-def _answer(call: PartCall, modules: dict, where: dict):
+def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
+    """One call across, in the parts' process: the part's region run on the values given."""
     import torch
 
-    module, qualname = where[call.part]
-    function = modules[module]
-    for name in qualname.split("."):
-        function = vars(function)[name] if isinstance(function, (type, types.ModuleType)) else None
-    if not call.wrt:
-        with torch.no_grad():
-            return pack(function(**unpack(call.arguments, modules)), [])
-    found: dict = {}
-    arguments = unpack(call.arguments, modules, set(call.wrt), found)
+    function = vars(modules[where[call.part]]).get(REGION_FUNCTION + call.part)
+    if not callable(function):
+        raise wire.WireError(f"no part {call.part[:40]!r} runs apart here")
+    if call.rng is not None:
+        torch.set_rng_state(call.rng)
+    unpacker = Unpacker(modules, grad_of=call.wrt)
+    arguments = unpacker.unpack(call.arguments)
+    if not isinstance(arguments, dict):
+        raise wire.WireError("a part's arguments go by name")
+    if call.wrt:
+        return PartReply(result=_gradients(function, arguments, call, unpacker))
+    before = _snapshot(unpacker.made)
+    with torch.set_grad_enabled(call.grad_enabled):
+        if call.name_failure:
+            from grader.run.inside import op_rules
+
+            op_rules.FAILED_OP.clear()
+            with op_rules.FailureRecorder():
+                result = function(**arguments)
+        else:
+            result = function(**arguments)
+    given = {id(value): number for number, value in unpacker.made.items()}
+    storages = {value.untyped_storage().data_ptr(): number for number, value in unpacker.made.items()
+                if isinstance(value, torch.Tensor) and value.numel()}
+    packer = Packer(given=given, views=storages)
+    return PartReply(result=packer.pack(result), changes=_changes(before, unpacker.made, packer),
+                     rng=torch.get_rng_state())
+
+
+def _gradients(function, arguments: dict, call: PartCall, unpacker: Unpacker) -> list:
+    """The gradients of the given tensors numbered `call.wrt`, by the part run again with
+    the gradients of its new tensors (None where an input has none)."""
+    import torch
+
+    inputs = [unpacker.made[n] for n in call.wrt]
     with torch.enable_grad():
-        outputs = _tensors_of(function(**arguments), [])
-    grads = unpack(call.grad_outputs) if call.grad_outputs is not None else []
+        result = function(**arguments)
+    outputs = [t for t in _tensors_of(result, [], {id(v) for v in unpacker.made.values()}) if t.is_floating_point()]
+    grads = Unpacker({}).unpack(call.grad_outputs) if call.grad_outputs is not None else []
     pairs = [(out, grad) for out, grad in zip(outputs, grads) if grad is not None and out.requires_grad]
-    inputs = [found[i] for i in call.wrt]
     if not pairs:
-        return pack([None] * len(inputs), [])
+        return [None] * len(inputs)
     computed = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True)
-    return pack(list(computed), [])
+    return Packer().pack(list(computed))
+
+
+def _snapshot(made: dict) -> dict:
+    """What a call may change of the values it was given, as it stood before: each tensor's
+    version and gradient, each object's attributes by identity, each generator's state."""
+    import torch
+
+    before = {}
+    for number, value in made.items():
+        if isinstance(value, torch.Tensor):
+            grad = value.grad if value.is_leaf else None
+            before[number] = (value._version, id(grad), None if grad is None else grad._version)
+        elif isinstance(value, torch.Generator):
+            before[number] = value.get_state()
+        else:
+            before[number] = _attributes(value)
+    return before
+
+
+def _attributes(value) -> dict:
+    import torch
+
+    attributes = dict(object.__getattribute__(value, "__dict__"))
+    if isinstance(value, torch.nn.Module):
+        for key in ("_parameters", "_buffers", "_modules"):
+            attributes.update(attributes.pop(key, {}) or {})
+        attributes = {k: v for k, v in attributes.items() if not k.startswith("_")}
+    return {name: (id(item), item) for name, item in attributes.items()}
+
+
+def _changes(before: dict, made: dict, packer: Packer) -> dict:
+    """What the call changed of the values it was given (_snapshot's), packed."""
+    import torch
+
+    changes: dict = {"tensors": [], "grads": [], "objects": [], "generators": []}
+    for number, value in made.items():
+        was = before.get(number)
+        if isinstance(value, torch.Tensor):
+            grad = value.grad if value.is_leaf else None
+            if value._version != was[0]:  # its new values (a copy: not a view of what was given)
+                changes["tensors"].append([number, packer.pack(value.detach().clone())])
+            if id(grad) != was[1] or (grad is not None and grad._version != was[2]):
+                changes["grads"].append([number, None if grad is None else packer.pack(grad)])
+        elif isinstance(value, torch.Generator):
+            state = value.get_state()
+            if not torch.equal(state, was):
+                changes["generators"].append([number, packer.pack(state)])
+        else:
+            now = _attributes(value)
+            # Set anew, or a container, whose contents may have changed where it stands.
+            changed = {name: item for name, (ident, item) in now.items()
+                       if name not in was or was[name][0] != ident or type(item) in (list, dict)}
+            deleted = sorted(set(was) - set(now))
+            if changed or deleted:
+                changes["objects"].append([number, {"set": {name: packer.pack(item) for name, item in changed.items()},
+                                                    "deleted": deleted}])
+    return {key: value for key, value in changes.items() if value}

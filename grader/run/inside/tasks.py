@@ -116,7 +116,7 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
         if isinstance(request, PartsRequest):  # this process runs certified parts, and no student code
             if apply_limits is not None:
                 apply_limits(request.limits)
-            parts.serve(channel, send, recv, request, _decode, _encode, describe)
+            parts.serve(channel, send, recv, request, _decode, _encode, describe, load)
             return
         if apply_limits is not None:
             apply_limits(request.limits)

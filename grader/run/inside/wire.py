@@ -57,7 +57,7 @@ def encode(value, _depth=0):
     return {"__repr__": text}
 
 
-class _Budget:
+class Budget:
     """What one answer may still hold: containers (MAX_CONTAINERS) and tensor bytes (what
     fits a frame once base64 has grown it by a third)."""
 
@@ -68,10 +68,10 @@ class _Budget:
         self.containers -= containers
         self.tensor_bytes -= tensor_bytes
         if self.containers < 0 or self.tensor_bytes < 0:
-            raise _TooLarge
+            raise OverBudget
 
 
-class _TooLarge(Exception):
+class OverBudget(Exception):
     pass
 
 
@@ -83,8 +83,8 @@ def plain(value):
     """`_plain`, bounded: an answer over the wire's limits (TOO_LARGE) is said to be so,
     as the submission's failure, before it is encoded."""
     try:
-        return _plain(value, 0, _Budget())
-    except _TooLarge:
+        return _plain(value, 0, Budget())
+    except OverBudget:
         return {"__too_large__": TOO_LARGE}
 
 
@@ -137,7 +137,7 @@ def _plain(value, _depth, budget):
                         f"string, or a list, tuple or dict of those)>"}
 
 
-def _plain_dict(items: list, depth: int, budget: _Budget):
+def _plain_dict(items: list, depth: int, budget: Budget):
     budget.spend(containers=1)
     if all(type(key) is str or type(key) is int for key, _ in items):
         return {str(key): _plain(item, depth + 1, budget) for key, item in items}

@@ -24,7 +24,7 @@ from grader.checks.ch06_backward.common import (
 from grader.checks.facts import known_facts
 
 TASKS = [
-    Task("gelu_backward", "backward", "gelu_backward", "GELU's backward", pure=True,
+    Task("gelu_backward", "backward", "gelu_backward", "GELU's backward",
          forbidden=NO_AUTOGRAD, promises=ANY_LEADING, forbidden_methods=("backward",), no_autograd=True,
          forbidden_ops=BY_HAND_OPS + torch_library_except(NORMAL_CDF + NORMAL_DENSITY)),
 ]

@@ -21,7 +21,7 @@ from grader.checks.ch06_backward.common import (
 from grader.checks.facts import known_facts
 
 TASKS = [
-    Task("layer_norm_backward", "backward", "layer_norm_backward", "LayerNorm's backward", pure=True,
+    Task("layer_norm_backward", "backward", "layer_norm_backward", "LayerNorm's backward",
          forbidden=NO_AUTOGRAD, promises=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 

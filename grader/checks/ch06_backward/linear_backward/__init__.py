@@ -18,7 +18,7 @@ from grader.checks.ch06_backward.common import (
 from grader.checks.facts import known_facts
 
 TASKS = [
-    Task("linear_backward", "backward", "linear_backward", "the linear layer's backward", pure=True,
+    Task("linear_backward", "backward", "linear_backward", "the linear layer's backward",
          forbidden=NO_AUTOGRAD, promises=ANY_LEADING, forbidden_methods=("backward",), **BY_HAND),
 ]
 
