@@ -329,3 +329,24 @@ def test_the_worker_receives_no_code_of_a_part_that_runs_apart():
     gelu_whole = next(c for c in marshal.loads(wire.base64.b64decode(whole["model.py"][len(wire.COMPILED):])).co_consts
                       if getattr(c, "co_name", "") == "gelu")
     assert "erf" in gelu_whole.co_names  # the same read finds the reference where the part runs in the worker
+
+
+@pytest.mark.parametrize("forged", [
+    {"__torch_module__": [0, "torch.nn.modules.linear", "F", {}]},  # a module, not a class
+    {"__torch_module__": [0, "torch.nn.modules.linear", "torch.Tensor", {}]},  # reached through an import
+    {"__torch_module__": [0, "torch.nn.modules.linear", "Identity", {"attributes": {"__class__": 1}}]},
+    {"__torch_module__": [0, "torch.nn.modules.linear", "Identity", {"modules": {"inner": 3}}]},
+    {"__torch_module__": [0, "torch.nn.modules.linear", "Identity", {"parameters": {"a.b": None}}]},
+    {"__torch_module__": [0, "os", "system", {}]},
+    {"__object__": [0, "model", "Config.__init__", {}]},
+    {"__object__": [0, "model", "_init_weights", {}]},
+    {"__object__": [0, "model", "nn", {}]},
+])
+def test_a_forged_object_is_refused_where_it_is_rebuilt(forged, reference):
+    """What the parts' process rebuilds from a message is a class of the package's own
+    module or an nn.Module of torch.nn's, with plain attributes: nothing a forged message
+    names reaches further."""
+    from grader.run.inside import wire
+
+    with pytest.raises(wire.WireError):
+        parts.Unpacker({"model": reference.modules.model}).unpack(forged)

@@ -244,33 +244,68 @@ class Unpacker:
         return tensor
 
     def _object(self, data):
+        """An object of a class the receiving side has: of the package (in the parts'
+        process, the certified modules; in the worker, the student's), or an nn.Module of
+        torch's own. What a forged message names is looked up no further: a class defined
+        in that very module, a plain name, attributes that are no dunder, registries that
+        hold what they hold in torch."""
         import torch
 
         if OBJECT in data:
             number, module, qualname, state = data[OBJECT]
-            owner = self.modules.get(module)
+            found = self.modules.get(module)
+            owner = _class_in(found, qualname, getattr(found, "__name__", None))
         else:
             number, module, qualname, state = data[MODULE]
             if not (isinstance(module, str) and module.startswith(_TORCH_MODULES)):
                 raise wire.WireError(f"no torch module class in {str(module)[:60]!r}")
             import importlib
 
-            owner = importlib.import_module(module)
-        for name in str(qualname).split("."):
-            owner = getattr(owner, name, None)
-        if not isinstance(owner, type):
+            owner = _class_in(importlib.import_module(module), qualname, module)
+            if owner is not None and not issubclass(owner, torch.nn.Module):
+                owner = None
+        if owner is None or not isinstance(state, dict):
             raise wire.WireError(f"no class {str(qualname)[:60]!r} in {str(module)[:60]!r}")
         made = owner.__new__(owner)
         self.made[number] = made
         if isinstance(made, torch.nn.Module):
             torch.nn.Module.__init__(made)
-            registries = {key: object.__getattribute__(made, f"_{key}") for key in ("parameters", "buffers", "modules")}
-            for key, registry in registries.items():
-                for name, item in state.get(key, {}).items():
-                    registry[name] = self.unpack(item)
-        for name, item in state.get("attributes", {}).items():
+            kinds = {"parameters": torch.Tensor, "buffers": torch.Tensor, "modules": torch.nn.Module}
+            for key, kind in kinds.items():
+                registry = object.__getattribute__(made, f"_{key}")
+                for name, item in _named(state.get(key, {}), registry=True):
+                    value = self.unpack(item)
+                    if value is not None and not isinstance(value, kind):
+                        raise wire.WireError(f"a {key[:-1]} that is a {type(value).__name__}")
+                    registry[name] = value
+        for name, item in _named(state.get("attributes", {})):
             object.__setattr__(made, name, self.unpack(item))
         return made
+
+
+def _class_in(module, qualname, module_name):
+    """The class `qualname` defined in `module` itself (nested classes too), or None."""
+    if not isinstance(qualname, str) or not module_name:
+        return None
+    owner = module
+    for name in qualname.split("."):
+        if not name.isidentifier() or name.startswith("_"):
+            return None
+        owner = vars(owner).get(name) if isinstance(owner, (type, types.ModuleType)) else None
+    return owner if isinstance(owner, type) and owner.__module__ == module_name else None
+
+
+def _named(items, registry: bool = False) -> list:
+    """A state's (name, value) pairs, where every name is an identifier but a dunder (in
+    a module's registry, any name without a dot: a ModuleList's are "0", "1", ...)."""
+    if not isinstance(items, dict):
+        raise wire.WireError("an object's state is a dict by name")
+    for name in items:
+        fits = isinstance(name, str) and name and "." not in name if registry else \
+            isinstance(name, str) and name.isidentifier()
+        if not fits or name.startswith("__"):
+            raise wire.WireError(f"no attribute may be called {str(name)[:40]!r}")
+    return list(items.items())
 
 
 def _tensors_of(value, into: list, skip: set) -> list:
