@@ -242,6 +242,25 @@ def test_a_method_called_across_has_the_gradient_of_its_object_s_parameters(line
     torch.testing.assert_close(across(x, weight, bias), norm.forward(x), rtol=0, atol=0)
 
 
+def test_a_tensor_sent_once_is_kept_until_it_changes_however_it_changes(line_to_the_reference):
+    """Within a probe the parts' process keeps what it was sent; a tensor changed since,
+    in place or through .data (which leaves its version alone), is sent anew."""
+    x = torch.randn(4, 5, dtype=torch.float64)
+    sent = []
+    send = parts.LINE[1]
+    parts.LINE[1] = lambda channel, data: sent.append(data) or send(channel, data)
+    parts.forget()
+    first = parts.call_part("gelu", {"x": x})
+    again = parts.call_part("gelu", {"x": x})
+    x.data.add_(1.0)
+    moved = parts.call_part("gelu", {"x": x})
+    reference = torch.nn.functional.gelu
+    torch.testing.assert_close(first, again, rtol=0, atol=0)
+    torch.testing.assert_close(moved, reference(x), rtol=1e-12, atol=1e-12)
+    kept = ["kept" in data["arguments"]["__dict__"][0][1] for data in sent]
+    assert kept == [False, True, False]
+
+
 def test_a_view_the_part_returns_is_a_view_here_too(line_to_the_reference, reference):
     """split_heads returns a transposed view of its input: across, the answer is that view
     of the worker's own tensor (same storage, same strides), so code that reads strides

@@ -264,6 +264,7 @@ class PartCall:
     rng: Any = None
     grad_enabled: bool = True
     name_failure: bool = False  # note the operator that fails, as the probe does
+    epoch: int = 0  # tensors named as kept are kept for this epoch (parts.forget)
     wrt: list[int] = field(default_factory=list)
     grad_outputs: Any = None
 

@@ -62,8 +62,12 @@ class Packer:
     reference to its number). `given`: the values of a call's arguments, by id, which an
     answer names by their number instead of copying them."""
 
-    def __init__(self, given: "dict | None" = None, skip_uncrossable: bool = False, views: "dict | None" = None):
+    def __init__(self, given: "dict | None" = None, skip_uncrossable: bool = False, views: "dict | None" = None,
+                 kept: "dict | None" = None):
         self.views = views or {}  # the storage of each tensor given, by address: an answer's views of them
+        # The worker's tensors the parts' process keeps from earlier calls of this probe
+        # ({id: (key, tensor, stamp)}): one unchanged since is named by its key, not sent.
+        self.kept = kept
         self.tensors: list = []
         self.objects: list = []
         self.seen: dict = {}
@@ -135,17 +139,25 @@ class Packer:
         given = self.views.get(value.untyped_storage().data_ptr()) if value.numel() else None
         if given is not None:
             return {VIEW: [given, *layout]}
-        elements = value.untyped_storage().nbytes() // max(1, value.element_size())
-        plain = value.is_contiguous() and value.storage_offset() == 0 and value.numel() == elements
-        values = value.detach() if plain else value.detach().as_strided((elements,), (1,), 0)
-        self._spend(tensor_bytes=values.numel() * values.element_size())
         number = self._number(value, self.tensors)
         grad = value.grad if value.is_leaf else None
         # Whether it requires a gradient, said of a leaf only: a tensor computed in the parts'
         # process is a leaf where it arrives, joined to the graph there by call_part.
-        return {TENSOR: number, "v": values, "layout": None if plain else layout,
-                "p": kind is not type(value.detach()), "g": bool(value.requires_grad and value.is_leaf),
-                "grad": None if grad is None else self.pack(grad, depth + 1)}
+        packed = {TENSOR: number, "p": kind is not type(value.detach()), "g": bool(value.requires_grad and value.is_leaf),
+                  "grad": None if grad is None else self.pack(grad, depth + 1)}
+        if self.kept is not None:
+            stamp = _stamp(value)
+            known = self.kept.get(id(value))
+            if known is not None and known[1] is value and known[2] == stamp:
+                return {**packed, "kept": known[0]}
+            key = KEPT_KEYS[0] = KEPT_KEYS[0] + 1
+            self.kept[id(value)] = (key, value, stamp)
+            packed["keep"] = key
+        elements = value.untyped_storage().nbytes() // max(1, value.element_size())
+        plain = value.is_contiguous() and value.storage_offset() == 0 and value.numel() == elements
+        values = value.detach() if plain else value.detach().as_strided((elements,), (1,), 0)
+        self._spend(tensor_bytes=values.numel() * values.element_size())
+        return {**packed, "v": values, "layout": None if plain else layout}
 
     def _state(self, value, depth: int) -> dict:
         """An object as a part reads it: an nn.Module's parameters, buffers and submodules,
@@ -180,8 +192,12 @@ class Unpacker:
     classes objects are rebuilt on; `given`: the call's arguments by number (an answer's
     references to them); `grad_of`: numbers of tensors made leaves that require a gradient."""
 
-    def __init__(self, modules: dict, given: "dict | None" = None, grad_of=()):
+    def __init__(self, modules: dict, given: "dict | None" = None, grad_of=(), kept: "dict | None" = None,
+                 copies: bool = False):
         self.modules, self.given, self.grad_of = modules, given or {}, set(grad_of)
+        # In the parts' process: the tensors kept from earlier calls, by key; `copies`: use
+        # copies of them (a gradient's run, or a run again, must change none of them).
+        self.kept, self.copies = kept if kept is not None else {}, copies or bool(grad_of)
         self.made: dict = {}  # number -> what was rebuilt
         self.views: set = set()  # ids of the views of given tensors made (autograd sees through them)
 
@@ -227,20 +243,31 @@ class Unpacker:
     def _tensor(self, data):
         import torch
 
-        tensor, number = data["v"], data[TENSOR]
-        if not isinstance(tensor, torch.Tensor):
-            raise wire.WireError("a packed tensor without its values")
-        if data.get("layout") is not None:
-            offset, size, stride = data["layout"]
-            tensor = tensor.as_strided(size, stride, offset).detach()
+        number = data[TENSOR]
+        if "kept" in data:
+            tensor = self.kept.get(data["kept"])
+            if tensor is None:
+                raise wire.WireError("a tensor kept from an earlier call is no longer kept")
+        else:
+            tensor = data.get("v")
+            if not isinstance(tensor, torch.Tensor):
+                raise wire.WireError("a packed tensor without its values")
+            if data.get("layout") is not None:
+                offset, size, stride = data["layout"]
+                tensor = tensor.as_strided(size, stride, offset).detach()
+            if isinstance(data.get("keep"), int):
+                self.kept[data["keep"]] = tensor
+        if self.copies:
+            tensor = tensor.detach().clone()
         wanted = bool(data.get("g")) or number in self.grad_of
         if data.get("p"):
             tensor = torch.nn.Parameter(tensor, requires_grad=wanted)
-        elif wanted and tensor.is_floating_point():
-            tensor = tensor.requires_grad_(True)
+        elif tensor.is_floating_point() or tensor.is_complex():
+            tensor = tensor.detach().requires_grad_(wanted) if tensor.requires_grad != wanted else tensor
         self.made[number] = tensor
-        if data.get("grad") is not None:
-            tensor.grad = self.unpack(data["grad"])
+        grad = self.unpack(data["grad"]) if data.get("grad") is not None else None
+        if grad is not None or tensor.is_leaf:
+            tensor.grad = grad
         return tensor
 
     def _object(self, data):
@@ -330,6 +357,32 @@ def _tensors_of(value, into: list, skip: set) -> list:
 # (channel, send, recv, decode, encode): the worker's line to the grader, bound by
 # serve_tasks before any student code runs.
 LINE: list = []
+# The worker's tensors the parts' process keeps, for the probe running now (Packer.kept),
+# and the count that names them; EPOCH tells the parts' process when to forget its own.
+KEPT: dict = {}
+KEPT_KEYS: list = [0]
+EPOCH: list = [0]
+
+
+def forget() -> None:
+    """Before each probe, and after a part failed (what it kept may have changed there and
+    not here): nothing kept on either side."""
+    KEPT.clear()
+    EPOCH[0] += 1
+
+
+def _stamp(tensor) -> tuple:
+    """What says a tensor is as it was sent: its storage, layout, and a checksum of its
+    values (its version alone misses a change made through .data, which has its own)."""
+    import zlib
+
+    import torch
+
+    values = tensor.detach()
+    values = values if values.is_contiguous() else values.contiguous()
+    checksum = zlib.crc32(values.reshape(-1).view(torch.uint8).numpy()) if values.numel() else 0
+    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+            tuple(tensor.stride()), tensor.dtype, tensor.requires_grad, checksum)
 
 
 def call_part(part: str, arguments: dict):
@@ -337,7 +390,7 @@ def call_part(part: str, arguments: dict):
     computed it in the parts' process, with what it changed applied here."""
     import torch
 
-    packer = Packer(skip_uncrossable=True)
+    packer = Packer(skip_uncrossable=True, kept=KEPT)
     try:
         packed = packer.pack(arguments)
     except CannotCross as error:
@@ -346,11 +399,15 @@ def call_part(part: str, arguments: dict):
 
     rng = torch.get_rng_state()
     reply = _across(PartCall(part=part, arguments=packed, rng=rng, grad_enabled=torch.is_grad_enabled(),
-                             name_failure=op_rules.NAMING_FAILURES[0]))
+                             name_failure=op_rules.NAMING_FAILURES[0], epoch=EPOCH[0]))
     given = {n: v for n, v in enumerate(_numbered(packer))}
     unpacker = Unpacker(_student_modules(), given)
     result = unpacker.unpack(reply.result)
     _apply(reply.changes, unpacker, given)
+    for number, _ in (reply.changes or {}).get("tensors", []):  # changed alike on both sides: still kept
+        known = KEPT.get(id(given[number]))
+        if known is not None and known[1] is given[number]:
+            KEPT[id(given[number])] = (known[0], known[1], _stamp(known[1]))
     if reply.rng is not None:
         torch.set_rng_state(reply.rng)
     wrt = [n for n, tensor in enumerate(_numbered(packer)) if isinstance(tensor, torch.Tensor)
@@ -426,6 +483,7 @@ def _across(call: PartCall) -> PartReply:
     send(channel, encode(call))
     reply = decode(recv(channel), PartReply)
     if reply.error is not None:
+        forget()
         if reply.error.operation is not None and call.name_failure:  # the operator that failed, named here
             from grader.run.inside import op_rules
 
@@ -457,12 +515,13 @@ class _Crossing:
 
     def __init__(self, part: str, packed, rng, wrt: list[int], outputs: list):
         self.part, self.packed, self.rng, self.wrt, self.outputs = part, packed, rng, wrt, outputs
+        self.epoch = EPOCH[0]  # what the packed arguments name as kept is kept in this one
 
     def backward(self, grads: tuple) -> list:
         packer = Packer()
         grad_outputs = [None if g is None else packer.pack(g) for g in grads]
         reply = _across(PartCall(part=self.part, arguments=self.packed, rng=self.rng, wrt=list(self.wrt),
-                                 grad_outputs=grad_outputs))
+                                 grad_outputs=grad_outputs, epoch=self.epoch))
         return list(Unpacker({}).unpack(reply.result))
 
 
@@ -523,6 +582,12 @@ def serve(channel, send, recv, request: PartsRequest, decode, encode, describe, 
         send(channel, encode(reply))
 
 
+# In the parts' process: the tensors kept for the worker's probe running now, by key, and
+# that probe's epoch (a call of another epoch finds none kept).
+_KEPT: dict = {}
+_KEPT_EPOCH: list = [None]
+
+
 def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
     """One call across, in the parts' process: the part's region run on the values given."""
     import torch
@@ -530,30 +595,50 @@ def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
     function = vars(modules[where[call.part]]).get(REGION_FUNCTION + call.part)
     if not callable(function):
         raise wire.WireError(f"no part {call.part[:40]!r} runs apart here")
+    if call.epoch != _KEPT_EPOCH[0]:
+        _KEPT.clear()
+        _KEPT_EPOCH[0] = call.epoch
     if call.rng is not None:
         torch.set_rng_state(call.rng)
-    unpacker = Unpacker(modules, grad_of=call.wrt)
+    unpacker = Unpacker(modules, grad_of=call.wrt, kept=_KEPT)
     arguments = unpacker.unpack(call.arguments)
     if not isinstance(arguments, dict):
         raise wire.WireError("a part's arguments go by name")
     if call.wrt:
         return PartReply(result=_gradients(function, arguments, call, unpacker))
-    before = _snapshot(unpacker.made)
-    with torch.set_grad_enabled(call.grad_enabled):
-        if call.name_failure:
-            from grader.run.inside import op_rules
-
-            op_rules.FAILED_OP.clear()
-            with op_rules.FailureRecorder():
-                result = function(**arguments)
-        else:
+    before, rng = _snapshot(unpacker.made), torch.get_rng_state()
+    try:
+        with torch.set_grad_enabled(call.grad_enabled):
             result = function(**arguments)
+    except Exception:
+        if call.name_failure:  # the operator that failed, named by the part run again on copies
+            _failing_operator(function, call, modules)
+        raise
     given = {id(value): number for number, value in unpacker.made.items()}
     storages = {value.untyped_storage().data_ptr(): number for number, value in unpacker.made.items()
                 if isinstance(value, torch.Tensor) and value.numel()}
     packer = Packer(given=given, views=storages)
+    after = torch.get_rng_state()
     return PartReply(result=packer.pack(result), changes=_changes(before, unpacker.made, packer),
-                     rng=torch.get_rng_state())
+                     rng=None if torch.equal(after, rng) else after)
+
+
+def _failing_operator(function, call: PartCall, modules: dict) -> None:
+    """Run the part again on copies of what it was given, with the operator recorder on: the
+    operator that raises is noted (op_rules.FAILED_OP) for the failure's description."""
+    import torch
+
+    from grader.run.inside import op_rules
+
+    op_rules.FAILED_OP.clear()
+    if call.rng is not None:
+        torch.set_rng_state(call.rng)
+    try:
+        arguments = Unpacker(modules, kept=_KEPT, copies=True).unpack(call.arguments)
+        with torch.set_grad_enabled(call.grad_enabled), op_rules.FailureRecorder():
+            function(**arguments)
+    except Exception:  # noqa: BLE001 - the same failure, expected: only its operator is wanted
+        pass
 
 
 def _gradients(function, arguments: dict, call: PartCall, unpacker: Unpacker) -> list:

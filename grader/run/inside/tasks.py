@@ -166,6 +166,7 @@ def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, 
         tripped.clear()
         TAUGHT_LATER.clear()
         op_rules.FAILED_OP.clear()
+        parts.forget()
         probe_rules, disarm = rules, None
         try:
             grouped = request.group is not None
