@@ -6,6 +6,7 @@ reason. It knows nothing of the runner: how to end the process is given to it.""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import select
 import socket
@@ -69,6 +70,10 @@ class OutputTail:
         return head + (f"\n… ({skipped} characters skipped) …\n" if skipped > 0 else "") + tail
 
 
+# How a call across begins on the wire (messages.to_data puts the kind first).
+_PART_CALL = b'{"message": "part", '
+
+
 class TimeLimit:
     """One exchange's limit, in the processor time of the process that answers
     (grader.run.cpu_clock): the answer is late once that process has used `seconds`,
@@ -124,15 +129,17 @@ class TimeLimit:
             self.used = max(self.used, now - self.cpu_before)
         return self.used
 
-    def receive(self, channel: socket.socket):
-        """The next message on `channel`; Late once the limit is passed."""
+    def receive(self, channel: socket.socket, raw: bool = False):
+        """The next message on `channel` (`raw`: its frame's body, unread); Late once the
+        limit is passed."""
         try:
             while True:
                 readable, _, _ = select.select([channel], [], [],
                                                max(0.0, min(self.cap - time.monotonic(), self.LOOK_SECONDS)))
                 if readable:
                     # Its answer is written whole once encoded: reading it is the grader's own time.
-                    return wire.recv(channel, deadline=max(self.cap, time.monotonic() + self.seconds))
+                    body = wire.recv_frame(channel, deadline=max(self.cap, time.monotonic() + self.seconds))
+                    return body if raw else wire.decode(body)
                 self._late_yet()
         finally:
             self._computed()
@@ -203,14 +210,16 @@ class Worker:
             wire.send(self.channel, to_data(message))
             if isinstance(message, ProbeCall):
                 moment("probe")  # the worker is at work on it
-            answer = from_data(limit.receive(self.channel), *answers, *across)
-            while isinstance(answer, PartCall):
+            while True:
+                body = limit.receive(self.channel, raw=True)
+                if not (across and body.startswith(_PART_CALL)):
+                    return from_data(wire.decode(body), *answers)
+                # A call across, checked as JSON and passed on as it came: its tensors are
+                # the parts' process's to read, not the grader's.
                 waited = time.monotonic()
-                reply = self._across(answer, timeout, message)
+                reply = self._across(from_data(wire.decode(body, tensors=False), PartCall), body, timeout, message)
                 limit.pause(time.monotonic() - waited)
-                wire.send(self.channel, to_data(reply))
-                answer = from_data(limit.receive(self.channel), *answers, *across)
-            return answer
+                wire.send_frame(self.channel, reply)
         except WorkerFailed:  # the parts' process failed on what this worker's code gave a part
             self.kill()
             raise
@@ -233,6 +242,29 @@ class Worker:
         finally:
             self.spent += limit.used
 
+    def _relay(self, body: bytes, timeout: float) -> tuple[bytes, PartReply]:
+        """A call across passed on as it came, and the answer's body with the reply it
+        holds, checked as JSON (the parts' process's own exchange: its limits, its clock)."""
+        limit = TimeLimit(timeout, self.clock, self.grading_ends)
+        try:
+            self.channel.settimeout(timeout)
+            wire.send_frame(self.channel, body)
+            answer = limit.receive(self.channel, raw=True)
+            return answer, from_data(wire.decode(answer, tensors=False), PartReply)
+        except Late as late:
+            self.kill()
+            raise WorkerFailed(late.status, late.reason, self.output.text()) from None
+        except (socket.timeout, TimeoutError, EOFError, ConnectionError, OSError, ValueError):
+            self.kill()
+            raise WorkerFailed(WorkerStatus.CRASHED, "the process of the certified parts ended without answering",
+                               self.output.text()) from None
+        except wire.WireError as error:
+            self.kill()
+            raise WorkerFailed(WorkerStatus.GARBAGE, f"the process of the certified parts sent a malformed answer: "
+                                                     f"{error}", self.output.text()) from None
+        finally:
+            self.spent += limit.used
+
     def start(self, request: TaskRequest, timeout: float) -> "Ready | SetupFailed":
         return self._exchange(request, timeout, Ready, SetupFailed)
 
@@ -240,25 +272,26 @@ class Worker:
         """One probe's reply (messages.ProbeCall says what each field asks)."""
         return self._exchange(call, timeout, ProbeReply)
 
-    def _across(self, call: PartCall, timeout: float, probe: ProbeCall) -> PartReply:
-        """A certified part's answer, from the parts' process, to a call the worker's code
-        made: only of a part the probed task builds on. What the part computed is charged
-        to the upload, as the worker's own computing would be."""
+    def _across(self, call: PartCall, body: bytes, timeout: float, probe: ProbeCall) -> bytes:
+        """A certified part's answer (a frame's body), from the parts' process, to a call the
+        worker's code made: only of a part the probed task builds on. What the part
+        computed is charged to the upload, as the worker's own computing would be."""
         if not self.apart.may_call(call.part, probe.task):
-            return PartReply(error=Failure(type="RuntimeError", message=f"no part {call.part[:40]!r} runs apart "
-                                                                        f"for this task"))
+            refused = PartReply(error=Failure(type="RuntimeError", message=f"no part {call.part[:40]!r} runs "
+                                                                           f"apart for this task"))
+            return json.dumps(to_data(refused)).encode("utf-8")
         try:
             process = self.apart.process()
         except (OSError, WorkerFailed) as error:  # the machine had no process for it: the grader's failure
             raise WorkerFailed(WorkerStatus.BUSY, f"no process could run the course's {call.part}: {error}") from None
         before = process.spent
         try:
-            reply = process._exchange(call, timeout, PartReply)
+            answer, reply = process._relay(body, timeout)
             if reply.error is not None and reply.error.type == NOT_HELD:
                 # A part reached a task its process does not hold: the kit's routing, never the student's.
                 raise WorkerFailed(WorkerStatus.BUSY, f"the parts' process holds no {reply.error.message[:60]}, "
                                                       f"which the course's {call.part} reached")
-            return reply
+            return answer
         except WorkerFailed as failure:
             self.apart.drop()
             raise WorkerFailed(failure.status, f"the course's {call.part}, on what the code gave it: "

@@ -195,13 +195,15 @@ def _decode_tensor(spec):
     return torch.frombuffer(bytearray(raw), dtype=torch_dtype).reshape(shape).clone()
 
 
-def decode(body: bytes):
+def decode(body: bytes, tensors: bool = True):
+    """A frame's body as values; `tensors=False`: as JSON only, tensors left as their
+    encoded dicts (what a relay checks and passes on as it came)."""
     if body.count(b"[") + body.count(b"{") > MAX_CONTAINERS:
         raise WireError(f"a message with more than {MAX_CONTAINERS} lists and objects is refused")
     if body.count(b",") > MAX_ITEMS:
         raise WireError(f"a message with more than {MAX_ITEMS} items is refused")
     try:  # json.loads raises RecursionError on absurd nesting; that is garbage too
-        return json.loads(body.decode("utf-8"), object_hook=_decode_object)
+        return json.loads(body.decode("utf-8"), object_hook=_decode_object if tensors else None)
     except WireError:
         raise
     except (ValueError, TypeError, KeyError, RecursionError) as error:
@@ -303,7 +305,17 @@ def _recv_exact(sock, size: int, deadline: float | None = None) -> bytes:
 
 def recv(sock, deadline: float | None = None):
     """One message; with a deadline (time.monotonic()), TimeoutError once it passes."""
+    return decode(recv_frame(sock, deadline))
+
+
+def recv_frame(sock, deadline: float | None = None) -> bytes:
+    """One frame's body, unread."""
     (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
     if size > MAX_FRAME_BYTES:
         raise WireError(f"a {size}-byte message is over the {MAX_FRAME_BYTES}-byte limit")
-    return decode(_recv_exact(sock, size, deadline))
+    return _recv_exact(sock, size, deadline)
+
+
+def send_frame(sock, body: bytes) -> None:
+    """A body passed on as it came (a relay's)."""
+    sock.sendall(_HEADER.pack(len(body)) + body)
