@@ -369,3 +369,25 @@ def test_a_forged_object_is_refused_where_it_is_rebuilt(forged, reference):
 
     with pytest.raises(wire.WireError):
         parts.Unpacker({"model": reference.modules.model}).unpack(forged)
+
+
+@sandboxed
+def test_a_loop_of_calls_across_is_a_timeout(reference):
+    """What a part computes for the code counts as the code's own processor time: a loop of
+    calls across runs out of it as a loop of its own would, and is a timeout, never the
+    grader's failure."""
+    from tests.timing import limit
+
+    body = """
+        y = None
+        while True:
+            y = gelu(self.fc1(x))
+        return self.fc2(y)
+    """
+    task = catalogue.tasks()["feedforward"]
+    sources = apply(reference.sources, task.module, task.name, textwrap.dedent(body))
+    checks = [c for c in catalogue.chapter_of_task()["feedforward"].checks if c.task == "feedforward"][:1]
+    with Sandbox(Limits(check_seconds=limit(2.0))) as box:
+        results = grade_task(task, checks, Grading(Submission("loop", sources), reference, box, seed=3),
+                             scan_for_tampering=False)
+    assert [r.status for r in results] == ["timeout"], [(r.status, r.staff_diagnosis) for r in results]

@@ -109,11 +109,17 @@ class TimeLimit:
         self.cap = self._capped(self.started + seconds * self.caps.pop(0))
         self.used = 0.0
 
-    def pause(self, seconds: float) -> None:
+    def pause(self, seconds: float, computed: float = 0.0) -> None:
         """The process waited `seconds` for an answer of the grader's (a certified part's,
-        computed apart): no time it could have computed, so the limit moves on by as much."""
+        computed apart): no time it could have computed, so the caps move on by as much;
+        what was `computed` for it there counts as its own (a loop of calls across is as
+        late as a loop of its own)."""
         self.started += seconds
         self.cap = self._capped(self.cap + seconds)
+        if self.cpu_before is not None:
+            self.cpu_before -= computed
+        else:
+            self.used += computed
 
     def _capped(self, cap: float) -> float:
         return cap if self.end is None else min(cap, self.end)
@@ -216,9 +222,10 @@ class Worker:
                     return from_data(wire.decode(body), *answers)
                 # A call across, checked as JSON and passed on as it came: its tensors are
                 # the parts' process's to read, not the grader's.
-                waited = time.monotonic()
+                waited, spent = time.monotonic(), self.spent
                 reply = self._across(from_data(wire.decode(body, tensors=False), PartCall), body, timeout, message)
-                limit.pause(time.monotonic() - waited)
+                limit.pause(time.monotonic() - waited, computed=self.spent - spent)
+                self.spent = spent  # counted once, as the worker's own (limit.used)
                 wire.send_frame(self.channel, reply)
         except WorkerFailed:  # the parts' process failed on what this worker's code gave a part
             self.kill()
