@@ -357,9 +357,8 @@ def test_the_worker_receives_no_code_of_a_part_that_runs_apart():
     {"__torch_module__": [0, "torch.nn.modules.linear", "Identity", {"modules": {"inner": 3}}]},
     {"__torch_module__": [0, "torch.nn.modules.linear", "Identity", {"parameters": {"a.b": None}}]},
     {"__torch_module__": [0, "os", "system", {}]},
-    {"__object__": [0, "model", "Config.__init__", {}]},
-    {"__object__": [0, "model", "_init_weights", {}]},
-    {"__object__": [0, "model", "nn", {}]},
+    {"__object__": [0, [], {}]},
+    {"__object__": [0, [["model", "LayerNorm"]], {"attributes": {"__class__": 1}}]},
 ])
 def test_a_forged_object_is_refused_where_it_is_rebuilt(forged, reference):
     """What the parts' process rebuilds from a message is a class of the package's own
@@ -369,6 +368,29 @@ def test_a_forged_object_is_refused_where_it_is_rebuilt(forged, reference):
 
     with pytest.raises(wire.WireError):
         parts.Unpacker({"model": reference.modules.model}).unpack(forged)
+
+
+@pytest.mark.parametrize("lineage", [[["model", "Config.__init__"]], [["model", "_init_weights"]],
+                                     [["model", "nn"]], [["os", "system"]]])
+def test_a_class_the_parts_process_lacks_is_a_stand_in_that_holds_the_state(lineage, reference):
+    """A class of the code's own (a helper object a module keeps), or a name a forged
+    message makes up: an object that holds the state, of no class the message named."""
+    made = parts.Unpacker({"model": reference.modules.model}).unpack(
+        {"__object__": [0, lineage, {"attributes": {"size": 3}}]})
+    assert type(made).__name__ == "_Kept" and made.size == 3
+
+
+def test_a_class_of_the_code_s_own_is_rebuilt_as_the_course_s_it_derives_from(line_to_the_reference, reference):
+    """A LayerNorm subclass of the student's own is a LayerNorm across: the part runs."""
+    class MyLayerNorm(reference.modules.model.LayerNorm):
+        pass
+
+    MyLayerNorm.__module__ = "_reference_hero_transformer.model"
+    norm = MyLayerNorm(4).double()
+    norm.helper = type("Helper", (), {"__module__": "_reference_hero_transformer.model"})()
+    x = torch.randn(2, 4, dtype=torch.float64)
+    torch.testing.assert_close(parts.call_part("layer_norm", {"self": norm, "x": x}), norm.forward(x),
+                               rtol=0, atol=0)
 
 
 @sandboxed

@@ -107,11 +107,14 @@ class Packer:
             # Consumed here as the part would consume it: a parameters() generator, most often.
             return {ITER: [self.pack(item, depth + 1) for item in value]}
         module = getattr(kind, "__module__", None)
-        if isinstance(module, str) and (module == STUDENT_PACKAGE or module.startswith(STUDENT_PACKAGE + ".")
-                                        or module == CERTIFIED_PACKAGE or module.startswith(CERTIFIED_PACKAGE + ".")):
+        if _in_package(module):
             number = self._number(value, self.objects)
-            short = module.split(".", 1)[1] if "." in module else ""
-            return {OBJECT: [number, short, kind.__qualname__, self._state(value, depth)]}
+            # Its class and the package's classes it derives from, nearest first: the other
+            # side rebuilds it on the first it has (a class of the student's own that derives
+            # from the course's LayerNorm is a LayerNorm there).
+            lineage = [[_short(base.__module__), base.__qualname__] for base in kind.__mro__
+                       if _in_package(getattr(base, "__module__", None))]
+            return {OBJECT: [number, lineage, self._state(value, depth)]}
         if isinstance(module, str) and module.startswith(_TORCH_MODULES) and isinstance(value, torch.nn.Module):
             number = self._number(value, self.objects)
             return {MODULE: [number, module, kind.__qualname__, self._state(value, depth)]}
@@ -279,9 +282,19 @@ class Unpacker:
         import torch
 
         if OBJECT in data:
-            number, module, qualname, state = data[OBJECT]
-            found = self.modules.get(module)
-            owner = _class_in(found, qualname, getattr(found, "__name__", None))
+            number, lineage, state = data[OBJECT]
+            if not isinstance(lineage, list) or not lineage:
+                raise wire.WireError("an object without its class")
+            owner = module = qualname = None
+            for module, qualname in lineage:
+                found = self.modules.get(module) if isinstance(module, str) else None
+                owner = _class_in(found, qualname, getattr(found, "__name__", None))
+                if owner is not None:
+                    break
+            if owner is None:
+                # A class of the code's own, here unknown: an object that holds its state (a
+                # part that runs apart reads its tensors and settings only).
+                owner = _Kept if isinstance(state, dict) and "modules" not in state else _KEPT_MODULE()
         else:
             number, module, qualname, state = data[MODULE]
             if not (isinstance(module, str) and module.startswith(_TORCH_MODULES)):
@@ -308,6 +321,41 @@ class Unpacker:
         for name, item in _named(state.get("attributes", {})):
             object.__setattr__(made, name, self.unpack(item))
         return made
+
+
+class _Kept:
+    """Stands for an object of a class the parts' process does not have."""
+
+
+def _kept_module():
+    import torch
+
+    class KeptModule(torch.nn.Module):
+        """Stands for an nn.Module of a class the parts' process does not have."""
+
+    return KeptModule
+
+
+class _LazyClass:
+    def __init__(self, make):
+        self.make, self.made = make, None
+
+    def __call__(self):
+        if self.made is None:
+            self.made = self.make()
+        return self.made
+
+
+_KEPT_MODULE = _LazyClass(_kept_module)
+
+
+def _in_package(module) -> bool:
+    return isinstance(module, str) and any(module == package or module.startswith(package + ".")
+                                           for package in (STUDENT_PACKAGE, CERTIFIED_PACKAGE))
+
+
+def _short(module: str) -> str:
+    return module.split(".", 1)[1] if "." in module else ""
 
 
 def _class_in(module, qualname, module_name):
