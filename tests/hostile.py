@@ -95,3 +95,62 @@ def string_console():
     from rich.console import Console
 
     return Console(file=io.StringIO(), force_terminal=True, width=120)
+
+
+# ------------------------------------------- doors no audit hook closes (issue 51)
+
+
+def signal_handler_attack(calls: str, leaked: str) -> str:
+    """Code for a graded body: a real-time timer's handler (the _signal module made afresh
+    from its spec) gathers the local names of every certified frame it is handed while
+    `calls` run (lines at the body's level); raises where it was handed none (the door did
+    not open) or where `leaked`, an expression of the set `_rt_seen`, is not empty."""
+    return f'''
+import importlib.util as _rt_iu
+_rt_sig = _rt_iu.module_from_spec(_rt_iu.find_spec("_sig" + "nal"))
+_rt_iu.find_spec("_sig" + "nal").loader.exec_module(_rt_sig)
+_rt_certified, _rt_seen = [0], set()
+def _rt_handler(signum, frame):
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("_certified"):
+            _rt_certified[0] += 1
+            _rt_seen.update(frame.f_locals)
+        frame = frame.f_back
+_rt_sig.signal(_rt_sig.SIGALRM, _rt_handler)
+_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0.0005, 0.0005)
+{calls.strip()}
+_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0, 0)
+_rt_sig.signal(_rt_sig.SIGALRM, _rt_sig.SIG_DFL)
+if not _rt_certified[0]:
+    raise KeyError("the door did not open: no certified frame was handed to the handler")
+if {leaked}:
+    raise KeyError("a signal handler was handed a frame of the reference's: " + ",".join(sorted({leaked})))
+'''
+
+
+def gc_garbage_attack(failing_call: str, leaked: str) -> str:
+    """Code for a graded body: under gc.DEBUG_SAVEALL, the traceback of `failing_call` (one
+    line that raises inside a certified part), made into a cycle, leaves its frames in
+    gc.garbage; raises where no certified frame is there (the door did not open) or where
+    `leaked`, an expression of the set `_rt_seen` of their local names, is not empty."""
+    return f'''
+_rt_gc = __import__("g" + "c")
+_rt_gc.set_debug(_rt_gc.DEBUG_SAVEALL)
+_rt_kept = []
+try:
+    {failing_call.strip()}
+except Exception as _rt_error:
+    _rt_error.cycle = _rt_error
+    _rt_kept.append(_rt_error)
+_rt_kept.clear()
+_rt_gc.collect()
+_rt_frames = [o for o in _rt_gc.garbage
+              if type(o).__name__ == "frame" and str(o.f_globals.get("__name__", "")).startswith("_certified")]
+_rt_gc.set_debug(0)
+_rt_gc.garbage.clear()
+if not _rt_frames:
+    raise KeyError("the door did not open: no certified frame in gc.garbage")
+_rt_seen = {{name for frame in _rt_frames for name in frame.f_locals}}
+if {leaked}:
+    raise KeyError("gc.garbage holds a frame of the reference's: " + ",".join(sorted({leaked})))
+'''

@@ -40,6 +40,7 @@ from grader.run.report import results_json
 from grader.run.results import ERROR, FORBIDDEN, NOT_IMPLEMENTED, PASSED, GradeReport
 from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.submission import Submission
+from tests.hostile import gc_garbage_attack, signal_handler_attack
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
 
@@ -762,51 +763,14 @@ def test_ctypes_reads_no_reference_code(reference, box):
 
 
 # The timer runs in real time: it lands while the worker waits in a call across.
-READ_THROUGH_A_SIGNAL = '''
-import importlib.util as _rt_iu
-_rt_sig = _rt_iu.module_from_spec(_rt_iu.find_spec("_sig" + "nal"))
-_rt_iu.find_spec("_sig" + "nal").loader.exec_module(_rt_sig)
-_rt_certified, _rt_seen = [0], set()
-def _rt_handler(signum, frame):
-    while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith("_certified"):
-            _rt_certified[0] += 1
-            _rt_seen.update(frame.f_locals)
-        frame = frame.f_back
-_rt_sig.signal(_rt_sig.SIGALRM, _rt_handler)
-_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0.0005, 0.0005)
+READ_THROUGH_A_SIGNAL = signal_handler_attack("""
 for _ in range(20):
     self.attention(self.ln_attention(hidden), past_key_value, use_cache)
-_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0, 0)
-_rt_sig.signal(_rt_sig.SIGALRM, _rt_sig.SIG_DFL)
-if not _rt_certified[0]:
-    raise KeyError("the door did not open: no certified frame was handed to the handler")
-if _rt_seen - STUB_LOCALS:
-    raise KeyError("a signal handler was handed a frame of the reference's: " + ",".join(sorted(_rt_seen - STUB_LOCALS)))
-'''
+""", leaked="_rt_seen - STUB_LOCALS")
 
-# A traceback through a part, made into a cycle, leaves its frames in gc.garbage.
-READ_THROUGH_GC_GARBAGE = '''
-_rt_gc = __import__("g" + "c")
-_rt_gc.set_debug(_rt_gc.DEBUG_SAVEALL)
-_rt_kept = []
-try:  # a cache that fails to join the new keys: the part's frame holds q, k and v by then
-    self.attention(self.ln_attention(hidden), (None, None), use_cache)
-except Exception as _rt_error:
-    _rt_error.cycle = _rt_error
-    _rt_kept.append(_rt_error)
-_rt_kept.clear()
-_rt_gc.collect()
-_rt_frames = [o for o in _rt_gc.garbage
-              if type(o).__name__ == "frame" and str(o.f_globals.get("__name__", "")).startswith("_certified")]
-_rt_gc.set_debug(0)
-_rt_gc.garbage.clear()
-if not _rt_frames:
-    raise KeyError("the door did not open: no certified frame in gc.garbage")
-_rt_seen = {name for frame in _rt_frames for name in frame.f_locals} - STUB_LOCALS
-if _rt_seen:
-    raise KeyError("gc.garbage holds a frame of the reference's: " + ",".join(sorted(_rt_seen)))
-'''
+# A cache that fails to join the new keys: the part's frame holds q, k and v by then.
+READ_THROUGH_GC_GARBAGE = gc_garbage_attack("self.attention(self.ln_attention(hidden), (None, None), use_cache)",
+                                            leaked="_rt_seen - STUB_LOCALS")
 
 
 def test_a_signal_handler_finds_no_reference_frame(reference, box):

@@ -25,6 +25,7 @@ from grader.run.results import PASSED
 from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.submission import Submission
 from grader.run.worker_session import Grading, holdings_of, runs_apart
+from tests.hostile import gc_garbage_attack, signal_handler_attack
 
 sandboxed = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable on this machine")
 
@@ -102,29 +103,11 @@ def test_ctypes_reads_no_reference_code_of_parts_that_run_apart(reference, box):
 
 # A real-time timer lands while the worker waits in the calls across: the handler is
 # handed the frames there, the stubs' among them.
-READ_THROUGH_A_SIGNAL = '''
-import importlib.util as _rt_iu
-_rt_sig = _rt_iu.module_from_spec(_rt_iu.find_spec("_sig" + "nal"))
-_rt_iu.find_spec("_sig" + "nal").loader.exec_module(_rt_sig)
-_rt_certified, _rt_seen = [0], set()
-def _rt_handler(signum, frame):
-    while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith("_certified"):
-            _rt_certified[0] += 1
-            _rt_seen.update(frame.f_locals)
-        frame = frame.f_back
-_rt_sig.signal(_rt_sig.SIGALRM, _rt_handler)
-_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0.0005, 0.0005)
+READ_THROUGH_A_SIGNAL = signal_handler_attack("""
 for _ in range(40):
     layer_norm_backward(grad_out, x, gamma, eps)
     _layer_norm(x, gamma, beta, eps)
-_rt_sig.setitimer(_rt_sig.ITIMER_REAL, 0, 0)
-_rt_sig.signal(_rt_sig.SIGALRM, _rt_sig.SIG_DFL)
-if not _rt_certified[0]:
-    raise KeyError("the door did not open: no certified frame was handed to the handler")
-if _rt_seen & REFERENCE_NAMES:
-    raise KeyError("a signal handler was handed the reference's frame: " + ",".join(sorted(_rt_seen & REFERENCE_NAMES)))
-'''
+""", leaked="_rt_seen & REFERENCE_NAMES")
 
 
 @sandboxed
@@ -134,28 +117,10 @@ def test_a_signal_handler_finds_no_reference_frame_of_parts_that_run_apart(refer
 
 
 # Under gc.DEBUG_SAVEALL a traceback through a part, made into a cycle, leaves its frames
-# in gc.garbage.
-READ_THROUGH_GC_GARBAGE = '''
-_rt_gc = __import__("g" + "c")
-_rt_gc.set_debug(_rt_gc.DEBUG_SAVEALL)
-_rt_kept = []
-try:  # a gamma one too long: the part's frame holds its normalised rows by then
-    layer_norm_backward(grad_out, x, torch.ones(x.shape[-1] + 1, dtype=x.dtype), eps)
-except Exception as _rt_error:
-    _rt_error.cycle = _rt_error
-    _rt_kept.append(_rt_error)
-_rt_kept.clear()
-_rt_gc.collect()
-_rt_frames = [o for o in _rt_gc.garbage if type(o).__name__ == "frame"
-              and str(o.f_globals.get("__name__", "")).startswith("_certified")]
-_rt_gc.set_debug(0)
-_rt_gc.garbage.clear()
-if not _rt_frames:
-    raise KeyError("the door did not open: no certified frame in gc.garbage")
-_rt_seen = {name for frame in _rt_frames for name in frame.f_locals} & REFERENCE_NAMES
-if _rt_seen:
-    raise KeyError("gc.garbage holds the reference's frame: " + ",".join(sorted(_rt_seen)))
-'''
+# in gc.garbage. A gamma one too long: the part's frame holds its normalised rows by then.
+READ_THROUGH_GC_GARBAGE = gc_garbage_attack(
+    "layer_norm_backward(grad_out, x, torch.ones(x.shape[-1] + 1, dtype=x.dtype), eps)",
+    leaked="_rt_seen & REFERENCE_NAMES")
 
 
 @sandboxed
