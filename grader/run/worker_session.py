@@ -198,11 +198,11 @@ def start_worker(task: Task, grading: Grading, fresh: bool = False, group: list[
         grading.charge(worker, spent_before)
     if isinstance(ready, SetupFailed):
         return None, _setup_failed(task, ready, worker, grading.audience)
+    held, guards = holdings_of(group or [task]) if grading.reference is not None else (frozenset(), {})
     if grading.reference is not None:
-        worker.apart = parts_apart(*holdings_of(group or [task]), grading)
+        worker.apart = parts_apart(held, guards, grading)
     # What the grader sent, where the upload has the part's file: never the worker's own
     # list, which the code could shorten at will to say something in the report.
-    held, _ = holdings_of(group or [task]) if grading.reference is not None else (frozenset(), {})
     known = catalogue.tasks()
     worker.certified = tuple(sorted(t for t in held if f"{known[t].module}.py" in grading.submission.sources))
     return worker, None

@@ -32,6 +32,7 @@ A call crosses by value, by way of the grader, which checks every message as it 
 
 from __future__ import annotations
 
+import functools
 import types
 
 from grader.run.inside import wire
@@ -294,7 +295,7 @@ class Unpacker:
             if owner is None:
                 # A class of the code's own, here unknown: an object that holds its state (a
                 # part that runs apart reads its tensors and settings only).
-                owner = _Kept if isinstance(state, dict) and "modules" not in state else _KEPT_MODULE()
+                owner = _Kept if isinstance(state, dict) and "modules" not in state else _kept_module()
         else:
             number, module, qualname, state = data[MODULE]
             if not (isinstance(module, str) and module.startswith(_TORCH_MODULES)):
@@ -327,26 +328,16 @@ class _Kept:
     """Stands for an object of a class the parts' process does not have."""
 
 
-def _kept_module():
+@functools.cache
+def _kept_module() -> type:
+    """The stand-in for an nn.Module of a class the parts' process does not have (made at
+    first use: torch is imported where parts run, not where this module is)."""
     import torch
 
     class KeptModule(torch.nn.Module):
-        """Stands for an nn.Module of a class the parts' process does not have."""
+        pass
 
     return KeptModule
-
-
-class _LazyClass:
-    def __init__(self, make):
-        self.make, self.made = make, None
-
-    def __call__(self):
-        if self.made is None:
-            self.made = self.make()
-        return self.made
-
-
-_KEPT_MODULE = _LazyClass(_kept_module)
 
 
 def _in_package(module) -> bool:
@@ -466,7 +457,7 @@ def call_part(part: str, arguments: dict):
         return result
     # The part's new tensors, joined to the graph: their gradient crosses again.
     crossing = _Crossing(part, packed, rng, wrt, outputs)
-    joined = _CrossingFunction.apply(crossing, *(given[n] for n in wrt))
+    joined = _crossing_function().apply(crossing, *(given[n] for n in wrt))
     joined = joined if isinstance(joined, tuple) else (joined,)
     swap = {id(old): new for old, new in zip(outputs, joined)}
     return _swapped(result, swap)
@@ -573,7 +564,9 @@ class _Crossing:
         return list(Unpacker({}).unpack(reply.result))
 
 
-def _crossing_function():
+@functools.cache
+def _crossing_function() -> type:
+    """The autograd Function of a call across (made at first use, as _kept_module)."""
     import torch
 
     class CrossingFunction(torch.autograd.Function):
@@ -588,19 +581,6 @@ def _crossing_function():
             return (None, *ctx.crossing.backward(grads))
 
     return CrossingFunction
-
-
-class _LazyFunction:
-    def __init__(self):
-        self.function = None
-
-    def apply(self, *args):
-        if self.function is None:
-            self.function = _crossing_function()
-        return self.function.apply(*args)
-
-
-_CrossingFunction = _LazyFunction()
 
 
 # ----------------------------------------------------- the parts' process's side
