@@ -165,12 +165,20 @@ def line_to_the_reference(reference, monkeypatch):
     def through_the_wire(data):
         return wire.decode(wire.json.dumps(wire.encode(data)).encode())
 
+    # The parts' process's own random state: it is a process of its own.
+    held_there = [torch.Generator().manual_seed(99).get_state()]
+
     def send(_channel, data):
         call = from_data(through_the_wire(data), PartCall)
+        held_here = torch.get_rng_state()
+        torch.set_rng_state(held_there[0])
         try:
             pending.append(to_data(parts.answer(call, modules, where)))
         except Exception as error:  # noqa: BLE001
             pending.append(to_data(PartReply(error=describe(error))))
+        finally:
+            held_there[0] = torch.get_rng_state()
+            torch.set_rng_state(held_here)
 
     def recv(_channel):
         return through_the_wire(pending.pop())
@@ -224,6 +232,92 @@ def test_a_tensor_sent_once_is_kept_until_it_changes_however_it_changes(line_to_
     torch.testing.assert_close(moved, reference(x), rtol=1e-12, atol=1e-12)
     kept = ["kept" in data["arguments"]["__dict__"][0][1] for data in sent]
     assert kept == [False, True, False]
+
+
+def _forward_across(model, idx):
+    return parts.call_part("lm_forward", {"self": model, "idx": idx, "targets": None, "past_key_values": None,
+                                          "use_cache": False})
+
+
+def _counted(sent: list, tag: str) -> int:
+    import json
+
+    return json.dumps(sent[-1]["arguments"], default=lambda value: None).count(tag)
+
+
+def test_an_object_sent_once_is_named_by_key_until_anything_in_it_changes(line_to_the_reference, reference):
+    """Within a probe the parts' process keeps the objects it rebuilt too: one that packs
+    exactly as when it was kept is named by its key, its state neither sent nor rebuilt.
+    A change anywhere in it (a parameter through .data, a setting, a submodule swapped, a
+    mode) is sent, and the part computes on what the worker holds now."""
+    torch.manual_seed(3)
+    model_module = reference.modules.model
+    model = model_module.TransformerLM(model_module.Config(vocab_size=7, block_size=6, d_model=8, n_heads=2,
+                                                           n_layers=2, d_ff=16, dropout=0.0)).double().eval()
+    idx = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    sent = []
+    send = parts.LINE[1]
+    parts.LINE[1] = lambda channel, data: sent.append(data) or send(channel, data)
+    parts.forget()
+
+    def same_as_here():
+        across = _forward_across(model, idx)
+        with torch.no_grad():
+            here = model_module.TransformerLM.forward(model, idx)
+        torch.testing.assert_close(across[0], here[0], rtol=0, atol=0)
+
+    for _ in range(3):
+        same_as_here()
+    whole, named = _counted(sent, parts.OBJECT) + _counted(sent, parts.MODULE), _counted(sent, parts.KEPT_OBJECT)
+    assert named >= 20 and whole <= 8, (whole, named)  # only what a forward sets (last_attention) anew
+    changes = [lambda: model.head.weight.data.mul_(2.0),
+               lambda: setattr(model.ln_final, "eps", 0.5),
+               lambda: setattr(model.blocks[1], "ln_feedforward", model_module.LayerNorm(8).double()),
+               lambda: model.blocks[0].feedforward.train()]
+    for change in changes:
+        change()
+        same_as_here()
+        same_as_here()
+    assert _counted(sent, parts.KEPT_OBJECT) >= 20
+
+
+def test_a_value_met_earlier_in_the_call_is_never_hidden_in_a_kept_object(line_to_the_reference, reference):
+    """An object that names a value the call sent earlier (the same tensor given twice) is
+    sent whole, so the part sees that value as it is now, however it changed."""
+    norm = reference.modules.model.LayerNorm(5).double()
+    shared = torch.nn.Parameter(torch.randn(5, dtype=torch.float64))
+    norm.weight = shared
+    parts.forget()
+    for _ in range(3):
+        shared.data.mul_(-1.5)
+        across = parts.call_part("layer_norm", {"x": shared, "self": norm})
+        with torch.no_grad():
+            torch.testing.assert_close(across, norm.forward(shared), rtol=0, atol=0)
+
+
+def test_a_part_draws_from_the_worker_s_random_state_however_it_moved(line_to_the_reference, reference):
+    """torch's random state goes across only where it is not already there: the part draws
+    exactly what it would draw in the worker, call after call, after a reseed, and after
+    a gradient's run, which starts from an earlier state there."""
+    model_module = reference.modules.model
+    model = model_module.TransformerLM(model_module.Config(vocab_size=7, block_size=6, d_model=8, n_heads=2,
+                                                           n_layers=1, d_ff=16, dropout=0.5)).double().train()
+    idx = torch.tensor([[1, 2, 3]])
+    parts.forget()
+
+    def draws(run):
+        torch.manual_seed(5)
+        first, second = run(), run()
+        first.sum().backward()  # across, the part runs again from the first call's state
+        third = run()
+        torch.manual_seed(5)
+        return [value.detach() for value in (first, second, third, run(), torch.rand(1))]
+
+    across = draws(lambda: _forward_across(model, idx)[0])
+    here = draws(lambda: model_module.TransformerLM.forward(model, idx)[0])
+    for a, b in zip(across, here):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert not torch.equal(across[0], across[1])  # the dropout drew anew
 
 
 def test_a_view_the_part_returns_is_a_view_here_too(line_to_the_reference, reference):

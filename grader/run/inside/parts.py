@@ -45,9 +45,9 @@ CALL_ACROSS = "__hero_part__"
 # does not hold raises NOT_HELD there.
 REGION_FUNCTION, NOT_HELD = "__hero_region__", "HeroPartNotHeld"
 # Tags of packed values that JSON has no word for.
-TUPLE, DICT, ITER, TENSOR, VIEW, OBJECT, MODULE, GENERATOR, DTYPE, SAME, GIVEN = (
+TUPLE, DICT, ITER, TENSOR, VIEW, OBJECT, MODULE, GENERATOR, DTYPE, SAME, GIVEN, KEPT_OBJECT = (
     "__tuple__", "__dict__", "__iter__", "__t__", "__view__", "__object__", "__torch_module__", "__generator__",
-    "__dtype__", "__same__", "__given__")
+    "__dtype__", "__same__", "__given__", "__kept_object__")
 _TORCH_MODULES = "torch.nn.modules."
 
 
@@ -64,11 +64,16 @@ class Packer:
     answer names by their number instead of copying them."""
 
     def __init__(self, given: "dict | None" = None, skip_uncrossable: bool = False, views: "dict | None" = None,
-                 kept: "dict | None" = None):
+                 kept: "dict | None" = None, kept_objects: "dict | None" = None, keeps: "dict | None" = None):
         self.views = views or {}  # the storage of each tensor given, by address: an answer's views of them
-        # The worker's tensors the parts' process keeps from earlier calls of this probe
-        # ({id: (key, tensor, stamp)}): one unchanged since is named by its key, not sent.
-        self.kept = kept
+        # In the worker: the tensors the parts' process keeps from earlier calls of this probe
+        # ({id: (key, tensor, stamp)}), and the objects ({id: (key, object, packed state)}):
+        # one unchanged since is named by its key, not sent.
+        self.kept, self.kept_objects = kept, kept_objects
+        # In the parts' process: where the new tensors of an answer are kept, by key, for the
+        # worker to name them in later calls (None: none kept). `keeping` is off for copies.
+        self.keeps, self.keeping = keeps, True
+        self.fresh = 0  # values sent whole so far, or named by their number (SAME): see _object
         self.tensors: list = []
         self.objects: list = []
         self.seen: dict = {}
@@ -88,6 +93,7 @@ class Packer:
         if id(value) in self.given:
             return {GIVEN: self.given[id(value)]}
         if id(value) in self.seen:
+            self.fresh += 1
             return {SAME: self.seen[id(value)]}
         if depth > 48:
             raise CannotCross("values nested more than 48 deep")
@@ -103,6 +109,7 @@ class Packer:
         if kind is torch.Tensor or kind is torch.nn.Parameter:
             return self._tensor(value, kind, depth)
         if kind is torch.Generator:
+            self.fresh += 1
             return {GENERATOR: [self._number(value, self.objects), value.get_state()]}
         if isinstance(value, (types.GeneratorType, map, filter, zip, enumerate)) or kind.__name__.endswith("iterator"):
             # Consumed here as the part would consume it: a parameters() generator, most often.
@@ -115,12 +122,31 @@ class Packer:
             # from the course's LayerNorm is a LayerNorm there).
             lineage = [[_short(base.__module__), base.__qualname__] for base in kind.__mro__
                        if _in_package(getattr(base, "__module__", None))]
-            return {OBJECT: [number, lineage, self._state(value, depth)]}
+            return self._object(value, number, lambda state: {OBJECT: [number, lineage, state]}, depth)
         if isinstance(module, str) and module.startswith(_TORCH_MODULES) and isinstance(value, torch.nn.Module):
             number = self._number(value, self.objects)
-            return {MODULE: [number, module, kind.__qualname__, self._state(value, depth)]}
+            return self._object(value, number, lambda state: {MODULE: [number, module, kind.__qualname__, state]},
+                                depth)
         raise CannotCross(f"a {kind.__name__}: the course's own parts take tensors, numbers, strings, lists, tuples "
                           f"and dicts of those, generators of torch, and the package's and torch.nn's objects")
+
+    def _object(self, value, number: int, packed, depth: int) -> dict:
+        """An object packed by its state, or, where the parts' process keeps it from an
+        earlier call of this probe and it packs exactly as it did then, named by its key:
+        its state is read either way (what changed since must be seen), but sent and
+        rebuilt only when changed. An object whose state sends anything whole (a tensor
+        changed) or names a value met earlier in the call (SAME: the kept one would hold
+        its own) is sent whole."""
+        fresh = self.fresh
+        whole = packed(self._state(value, depth))
+        if self.kept_objects is None or self.fresh != fresh:
+            return whole
+        known = self.kept_objects.get(id(value))
+        if known is not None and known[1] is value and known[2] == whole:
+            return {KEPT_OBJECT: [number, known[0]]}
+        key = KEPT_KEYS[0] = KEPT_KEYS[0] + 1
+        self.kept_objects[id(value)] = (key, value, whole)
+        return {**whole, "keep": key}
 
     def _number(self, value, table: list) -> int:
         number = len(self.tensors) + len(self.objects)
@@ -157,6 +183,12 @@ class Packer:
             key = KEPT_KEYS[0] = KEPT_KEYS[0] + 1
             self.kept[id(value)] = (key, value, stamp)
             packed["keep"] = key
+        elif self.keeps is not None and self.keeping:
+            # Kept here under a key of the parts' process's own (negative: never the worker's).
+            key = _PARTS_KEYS[0] = _PARTS_KEYS[0] - 1
+            self.keeps[key] = value.detach()
+            packed["keep"] = key
+        self.fresh += 1
         elements = value.untyped_storage().nbytes() // max(1, value.element_size())
         plain = value.is_contiguous() and value.storage_offset() == 0 and value.numel() == elements
         values = value.detach() if plain else value.detach().as_strided((elements,), (1,), 0)
@@ -196,14 +228,25 @@ class Unpacker:
     classes objects are rebuilt on; `given`: the call's arguments by number (an answer's
     references to them); `grad_of`: numbers of tensors made leaves that require a gradient."""
 
-    def __init__(self, modules: dict, given: "dict | None" = None, grad_of=(), kept: "dict | None" = None,
-                 copies: bool = False):
-        self.modules, self.given, self.grad_of = modules, given or {}, set(grad_of)
-        # In the parts' process: the tensors kept from earlier calls, by key; `copies`: use
-        # copies of them (a gradient's run, or a run again, must change none of them).
+    def __init__(self, modules, given: "dict | None" = None, grad_of=(), kept: "dict | None" = None,
+                 copies: bool = False, kept_objects: "dict | None" = None, register=None):
+        # (`modules` may be a function that finds them: read only where an object comes.)
+        self._modules, self.given, self.grad_of = modules, given or {}, set(grad_of)
+        # In the parts' process: the tensors kept from earlier calls, by key, and the objects
+        # ({key: (packed, object, what its unpacking made)}); `copies`: use copies of them
+        # (a gradient's run, or a run again, must change none of them).
         self.kept, self.copies = kept if kept is not None else {}, copies or bool(grad_of)
+        self.kept_objects = kept_objects if kept_objects is not None else {}
+        # In the worker: called with (key, tensor) for each tensor the parts' process keeps.
+        self.register = register
         self.made: dict = {}  # number -> what was rebuilt
         self.views: set = set()  # ids of the views of given tensors made (autograd sees through them)
+
+    @property
+    def modules(self) -> dict:
+        if callable(self._modules):
+            self._modules = self._modules()
+        return self._modules
 
     def unpack(self, data):
         import torch
@@ -241,8 +284,29 @@ class Unpacker:
             self.made[number] = generator
             return generator
         if OBJECT in data or MODULE in data:
-            return self._object(data)
+            return self._kept_object(data)
+        if KEPT_OBJECT in data:
+            number, key = data[KEPT_OBJECT]
+            known = self.kept_objects.get(key)
+            if known is None:
+                raise wire.WireError("an object kept from an earlier call is no longer kept")
+            packed, made, subtree = known
+            if self.copies:  # rebuilt anew from what was sent, its tensors copies
+                return self.unpack(packed)
+            self.made.update(subtree)
+            return made
         return data
+
+    def _kept_object(self, data):
+        """An object rebuilt (_object), and kept where the worker asks (Packer._object), with
+        the values numbered within it: named by its key later, it stands for all of them."""
+        first = len(self.made)
+        made = self._object(data)
+        key = data.get("keep")
+        if isinstance(key, int) and not self.copies:
+            packed = {k: v for k, v in data.items() if k != "keep"}
+            self.kept_objects[key] = (packed, made, dict(list(self.made.items())[first:]))
+        return made
 
     def _tensor(self, data):
         import torch
@@ -259,7 +323,7 @@ class Unpacker:
             if data.get("layout") is not None:
                 offset, size, stride = data["layout"]
                 tensor = tensor.as_strided(size, stride, offset).detach()
-            if isinstance(data.get("keep"), int):
+            if isinstance(data.get("keep"), int) and self.register is None and not self.copies:
                 self.kept[data["keep"]] = tensor
         if self.copies:
             tensor = tensor.detach().clone()
@@ -272,6 +336,8 @@ class Unpacker:
         grad = self.unpack(data["grad"]) if data.get("grad") is not None else None
         if grad is not None or tensor.is_leaf:
             tensor.grad = grad
+        if self.register is not None and isinstance(data.get("keep"), int):
+            self.register(data["keep"], tensor)
         return tensor
 
     def _object(self, data):
@@ -399,15 +465,27 @@ LINE: list = []
 # The worker's tensors the parts' process keeps, for the probe running now (Packer.kept),
 # and the count that names them; EPOCH tells the parts' process when to forget its own.
 KEPT: dict = {}
+KEPT_OBJECTS: dict = {}
 KEPT_KEYS: list = [0]
 EPOCH: list = [0]
+# torch's random state as the parts' process holds it after the last call of this epoch
+# (None: not known there yet): a call whose state is the same sends none.
+RNG: list = [None]
 
 
 def forget() -> None:
     """Before each probe, and after a part failed (what it kept may have changed there and
     not here): nothing kept on either side."""
     KEPT.clear()
+    KEPT_OBJECTS.clear()
+    RNG[0] = None
     EPOCH[0] += 1
+
+
+def _keep(key: int, tensor) -> None:
+    """A tensor of an answer that the parts' process keeps under `key`: named so while it
+    stays as it came."""
+    KEPT[id(tensor)] = (key, tensor, _stamp(tensor))
 
 
 def _stamp(tensor) -> tuple:
@@ -429,7 +507,7 @@ def call_part(part: str, arguments: dict):
     computed it in the parts' process, with what it changed applied here."""
     import torch
 
-    packer = Packer(skip_uncrossable=True, kept=KEPT)
+    packer = Packer(skip_uncrossable=True, kept=KEPT, kept_objects=KEPT_OBJECTS)
     try:
         packed = packer.pack(arguments)
     except CannotCross as error:
@@ -437,10 +515,13 @@ def call_part(part: str, arguments: dict):
     from grader.run.inside import op_rules
 
     rng = torch.get_rng_state()
-    reply = _across(PartCall(part=part, arguments=packed, rng=rng, grad_enabled=torch.is_grad_enabled(),
+    known = RNG[0] is not None and torch.equal(rng, RNG[0])
+    RNG[0] = None  # unknown, should the call fail
+    reply = _across(PartCall(part=part, arguments=packed, rng=None if known else rng,
+                             grad_enabled=torch.is_grad_enabled(),
                              name_failure=op_rules.NAMING_FAILURES[0], epoch=EPOCH[0]))
     given = {n: v for n, v in enumerate(_numbered(packer))}
-    unpacker = Unpacker(_student_modules(), given)
+    unpacker = Unpacker(_student_modules, given, register=_keep)
     result = unpacker.unpack(reply.result)
     _apply(reply.changes, unpacker, given)
     for number, _ in (reply.changes or {}).get("tensors", []):  # changed alike on both sides: still kept
@@ -449,6 +530,7 @@ def call_part(part: str, arguments: dict):
             KEPT[id(given[number])] = (known[0], known[1], _stamp(known[1]))
     if reply.rng is not None:
         torch.set_rng_state(reply.rng)
+    RNG[0] = rng if reply.rng is None else reply.rng
     wrt = [n for n, tensor in enumerate(_numbered(packer)) if isinstance(tensor, torch.Tensor)
            and tensor.requires_grad and tensor.is_floating_point()]
     outputs = _tensors_of(result, [], {id(v) for v in given.values()} | unpacker.views)
@@ -613,7 +695,9 @@ def serve(channel, send, recv, request: PartsRequest, decode, encode, describe, 
 # In the parts' process: the tensors kept for the worker's probe running now, by key, and
 # that probe's epoch (a call of another epoch finds none kept).
 _KEPT: dict = {}
+_KEPT_OBJECTS: dict = {}
 _KEPT_EPOCH: list = [None]
+_PARTS_KEYS: list = [0]
 
 
 def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
@@ -624,16 +708,23 @@ def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
     if not callable(function):
         raise wire.WireError(f"no part {call.part[:40]!r} runs apart here")
     if call.epoch != _KEPT_EPOCH[0]:
+        if call.rng is None:
+            raise wire.WireError("the first call of a probe comes with torch's random state")
         _KEPT.clear()
+        _KEPT_OBJECTS.clear()
         _KEPT_EPOCH[0] = call.epoch
+    held = torch.get_rng_state()  # (None in a call: the state the last call left here)
     if call.rng is not None:
         torch.set_rng_state(call.rng)
-    unpacker = Unpacker(modules, grad_of=call.wrt, kept=_KEPT)
+    unpacker = Unpacker(modules, grad_of=call.wrt, kept=_KEPT, kept_objects=_KEPT_OBJECTS)
     arguments = unpacker.unpack(call.arguments)
     if not isinstance(arguments, dict):
         raise wire.WireError("a part's arguments go by name")
     if call.wrt:
-        return PartReply(result=_gradients(function, arguments, call, unpacker))
+        try:
+            return PartReply(result=_gradients(function, arguments, call, unpacker))
+        finally:  # the worker's state is where its last forward call left it, not where this run did
+            torch.set_rng_state(held)
     before, rng = _snapshot(unpacker.made), torch.get_rng_state()
     try:
         with torch.set_grad_enabled(call.grad_enabled):
@@ -645,7 +736,7 @@ def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
     given = {id(value): number for number, value in unpacker.made.items()}
     storages = {value.untyped_storage().data_ptr(): number for number, value in unpacker.made.items()
                 if isinstance(value, torch.Tensor) and value.numel()}
-    packer = Packer(given=given, views=storages)
+    packer = Packer(given=given, views=storages, keeps=_KEPT)
     after = torch.get_rng_state()
     return PartReply(result=packer.pack(result), changes=_changes(before, unpacker.made, packer),
                      rng=None if torch.equal(after, rng) else after)
@@ -662,7 +753,7 @@ def _failing_operator(function, call: PartCall, modules: dict) -> None:
     if call.rng is not None:
         torch.set_rng_state(call.rng)
     try:
-        arguments = Unpacker(modules, kept=_KEPT, copies=True).unpack(call.arguments)
+        arguments = Unpacker(modules, kept=_KEPT, kept_objects=_KEPT_OBJECTS, copies=True).unpack(call.arguments)
         with torch.set_grad_enabled(call.grad_enabled), op_rules.FailureRecorder():
             function(**arguments)
     except Exception:  # noqa: BLE001 - the same failure, expected: only its operator is wanted
@@ -723,14 +814,18 @@ def _changes(before: dict, made: dict, packer: Packer) -> dict:
         was = before.get(number)
         if isinstance(value, torch.Tensor):
             grad = value.grad if value.is_leaf else None
-            if value._version != was[0]:  # its new values (a copy: not a view of what was given)
+            if value._version != was[0]:  # its new values (a copy: not a view of what was given, nor kept)
+                packer.keeping = False
                 changes["tensors"].append([number, packer.pack(value.detach().clone())])
+                packer.keeping = True
             if id(grad) != was[1] or (grad is not None and grad._version != was[2]):
                 changes["grads"].append([number, None if grad is None else packer.pack(grad)])
         elif isinstance(value, torch.Generator):
             state = value.get_state()
             if not torch.equal(state, was):
+                packer.keeping = False
                 changes["generators"].append([number, packer.pack(state)])
+                packer.keeping = True
         else:
             now = _attributes(value)
             # Set anew, or a container, whose contents may have changed where it stands.

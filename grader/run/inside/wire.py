@@ -187,7 +187,7 @@ def _decode_tensor(spec):
     torch_dtype = getattr(torch, dtype)
     raw = base64.b64decode(data, validate=True)
     count = math.prod(shape)
-    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+    itemsize = torch_dtype.itemsize
     if len(raw) != count * itemsize:
         raise WireError("tensor bytes do not match its shape")
     if count == 0:

@@ -99,18 +99,19 @@ def probe_generate(ns, sizes, state, prompt, max_new_tokens, seed, temperature=1
 
 def _at_each_position(model, ids, fed):
     """{position: the last logits} of ids[:, fed] fed after the cache of ids[:, :fed], had it
-    sat at each position but `fed` (the certified model's parts, run one by one)."""
+    sat at each position but `fed` (the certified model's parts). Every position is worked
+    out at once, as a batch row of its own: a row of L copies of the token gets each
+    position's embedding in one call, and each row then meets the same cache."""
     cache = model(ids[:, :fed], use_cache=True)[2]
-    token = model.token_embedding(ids[:, fed:fed + 1])
-    found = {}
-    for position in range(model.cfg.block_size):
-        if position == fed:
-            continue
-        hidden = model.embedding_dropout(model.position_embedding(token, position))
-        for block, past in zip(model.blocks, cache):
-            hidden, _ = block(hidden, past, False)
-        found[position] = model.head(model.ln_final(hidden))[:, -1]
-    return found
+    token = model.token_embedding(ids[:, fed:fed + 1])  # [B, 1, d]
+    B, L = token.shape[0], model.cfg.block_size
+    placed = model.position_embedding(token.expand(B, L, token.shape[-1]), 0)  # row p: at position p
+    hidden = model.embedding_dropout(placed.transpose(0, 1).reshape(L * B, 1, -1))  # rows (position, b)
+    for block, past in zip(model.blocks, cache):
+        repeated = tuple(t.repeat(L, *([1] * (t.dim() - 1))) for t in past)
+        hidden, _ = block(hidden, repeated, False)
+    logits = model.head(model.ln_final(hidden))[:, -1].reshape(L, B, -1)
+    return {position: logits[position] for position in range(L) if position != fed}
 
 
 def pair_of(out, prompt, V, what="generate(..., return_logits=True)"):
