@@ -21,7 +21,7 @@ from grader.run.inside import parts
 from grader.run.inside.messages import PartCall, PartReply, from_data, to_data
 from grader.run.processes import Limits
 from grader.run.reference import Reference
-from grader.run.results import PASSED
+from grader.run.results import FAILED, PASSED
 from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.submission import Submission
 from grader.run.worker_session import Grading, holdings_of, runs_apart
@@ -58,21 +58,41 @@ def all_points(results):
 
 
 def test_which_workers_still_hold_reference_code():
-    """Every part runs apart but chapter 00's (Value's closures cannot cross) and those
-    that call the graded task back: attention's forward, where a head is graded, and
-    evaluate, where the training step is."""
+    """Every part runs apart but chapter 00's, whose Values cross one operation at a time
+    (Task.crosses); a part that reaches the graded task calls it back instead of being
+    kept in the worker."""
     keeping = {}
     for name, task in catalogue.tasks().items():
         held, _ = holdings_of([task])
         if held - runs_apart(held):
             keeping[name] = sorted(held - runs_apart(held))
     micro = {name for name, task in catalogue.tasks().items() if task.module == "micro"}
-    assert set(keeping) == micro | {"split_heads", "merge_heads", "train_loop"}
-    assert keeping["split_heads"] == keeping["merge_heads"] == ["attention"]
-    assert keeping["train_loop"] == ["evaluate"]
-    for task in ("residual_backward", "feedforward", "block", "lm_forward", "evaluate", "generate"):
+    assert set(keeping) == micro
+    for task in ("split_heads", "merge_heads", "train_loop", "residual_backward", "feedforward", "block",
+                 "lm_forward", "evaluate", "generate"):
         held, _ = holdings_of([catalogue.tasks()[task]])
         assert held and runs_apart(held) == held, (task, held)
+
+
+def test_a_part_that_reaches_the_graded_task_calls_it_back(reference, box):
+    """split_heads' worker holds attention's forward apart; run there, that forward
+    reaches split_heads, which the parts' process does not hold: it calls the worker
+    back, whose code of split_heads (the upload's) answers. So attention's checks, run in
+    that worker, pass on the reference's split_heads and fail on a wrong one, with the
+    wrong one's own mistake named."""
+    task = catalogue.tasks()["split_heads"]
+    checks = [c for c in catalogue.chapter_of_task()["attention"].checks if c.task == "attention" and not c.hidden]
+
+    def graded_with(split_heads_body):
+        sources = apply(reference.sources, task.module, "split_heads", split_heads_body)
+        return grade_task(task, checks, Grading(Submission("calls back", sources), reference, box, seed=5),
+                          scan_for_tampering=False)
+
+    _, right = region_of(reference.sources, "split_heads")
+    all_points(graded_with(right))
+    wrong = graded_with("B, T, _ = x.shape\nreturn x.reshape(B, self.n_heads, T, self.d_head)\n")
+    assert any(r.status != PASSED for r in wrong), [(r.check.name, r.status) for r in wrong]
+    assert all(r.status in (PASSED, FAILED) for r in wrong), [(r.check.name, r.status, r.diagnosis) for r in wrong]
 
 
 # ctypes reads a function's code pointer at its fixed offset, with no audit event: every

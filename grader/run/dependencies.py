@@ -264,21 +264,6 @@ def worker_holdings(tasks=None) -> dict[str, tuple[str, ...]]:
 
 
 @lru_cache(maxsize=None)
-def calls_of(task_name: str) -> "frozenset[str] | None":
-    """The tasks a part's reference region builds or calls, directly, through the
-    package's functions and methods that are no task, or through the tasks it calls in
-    turn; None without a reference. A part runs apart only where its worker holds all of
-    them too (grader/run/worker_session.py, runs_apart)."""
-    reference = Reference.available()
-    if reference is None:
-        return None
-    bodies, imports = _reference_parts(reference)
-    task = catalogue.tasks()[task_name]
-    helpers = {**_helpers(reference), **_methods(reference)}
-    return _closure(bodies[task_name], {task_name}, {task.module}, bodies, imports, helpers, operators=True)
-
-
-@lru_cache(maxsize=None)
 def _held_parts(reference: Reference, task_name: str) -> tuple[str, ...]:
     return _parts_run(reference, task_name, hidden=True)
 

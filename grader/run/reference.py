@@ -81,16 +81,16 @@ class Reference:
                                     for rel in self.sources}
         return self._certified[key]
 
-    def parts_apart(self, apart) -> dict[str, str]:
+    def parts_apart(self, apart, back=frozenset()) -> dict[str, str]:
         """What the parts' process receives: the regions of the `apart` tasks, each also as
-        a function of its own, every other region stripped; no guard (no student code runs
-        there)."""
-        apart = frozenset(apart)
-        if apart not in self._parts:
-            self._parts[apart] = {
-                rel: wire.pack_code(_regions_as_functions(source, rel, apart), f"certified/{rel}")
+        a function of its own; the functions of the `back` tasks as calls back to the
+        worker; every other region stripped; no guard (no student code runs there)."""
+        key = (frozenset(apart), frozenset(back))
+        if key not in self._parts:
+            self._parts[key] = {
+                rel: wire.pack_code(_regions_as_functions(source, rel, *key), f"certified/{rel}")
                 for rel, source in self.sources.items()}
-        return self._parts[apart]
+        return self._parts[key]
 
     def _compiled_module(self, rel: str, held: frozenset, guards: tuple, apart: frozenset = frozenset()) -> str:
         key = (rel, held, guards, apart)
@@ -179,12 +179,14 @@ def _called_across(text: str, rel: str, apart: frozenset) -> str:
     return "".join(lines)
 
 
-def _regions_as_functions(source: str, rel: str, apart: frozenset) -> str:
+def _regions_as_functions(source: str, rel: str, apart: frozenset, back: frozenset = frozenset()) -> str:
     """What the parts' process runs of a module: its text with every region but the
     `apart` ones stripped and raising NotHeld (a part that reached one is the kit's
-    mistake, never the student's), and each `apart` region also as a function of its own
+    mistake, never the student's), the function of each `back` task a call back to the
+    worker (_called_back), and each `apart` region also as a function of its own
     (REGION_FUNCTION + task) of the names it is given."""
-    stripped = strip(source, {region.task for region in find_regions(source, rel)} - apart)
+    calling_back = _called_back(source, rel, back - apart)
+    stripped = strip(calling_back, {region.task for region in find_regions(calling_back, rel)} - apart)
     out = [re.sub(r'raise NotImplementedError\("(\w+)"\)', rf'raise {NOT_HELD}("\1")', stripped), "\n\n",
            f"class {NOT_HELD}(LookupError):\n    pass\n"]
     lines = source.splitlines()
@@ -193,6 +195,35 @@ def _regions_as_functions(source: str, rel: str, apart: frozenset) -> str:
         out.append(f"\n\ndef {REGION_FUNCTION}{region.task}({', '.join(given)}):\n"
                    + textwrap.indent(body, "    ") + "\n")
     return "".join(out)
+
+
+def _called_back(text: str, rel: str, back: frozenset) -> str:
+    """A module's text with the whole body of each `back` task's function one call back to
+    the worker: the task's name and its arguments, in the signature's order (the worker
+    calls its own code of the task with them, a method on the object given as self). A
+    function with *args or **kwargs is left raising NotHeld."""
+    functions = {}
+
+    def visit(node, prefix):
+        for child in getattr(node, "body", ()):
+            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+                functions[prefix + child.name] = child
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(parse(text), "")
+    lines = text.splitlines(keepends=True)
+    regions = [r for r in find_regions(text, rel) if r.task in back] if back else []
+    for region in sorted(regions, key=lambda r: -r.begin):
+        function = functions.get(region.qualname)
+        arguments = function.args if function is not None else None
+        if arguments is None or arguments.vararg is not None or arguments.kwarg is not None:
+            continue
+        given = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+        first = function.body[0]
+        indent = " " * first.col_offset
+        call = f'{CALL_ACROSS}("{region.task}", {{{", ".join(f"{n!r}: {n}" for n in given)}}})'
+        lines[min(first.lineno, region.begin) - 1:max(function.end_lineno, region.end)] = [f"{indent}return {call}\n"]
+    return "".join(lines)
 
 
 _computed_facts: dict[str, object] = {}

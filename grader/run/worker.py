@@ -205,6 +205,7 @@ class Worker:
         # The certified parts its probes may call across (grader/run/inside/parts.py), and
         # the process that runs them, started at the first call.
         self.apart: "PartsApart | None" = None
+        self.serves_parts = False  # a parts' process (PartsApart.process), not a task's worker
 
     def _exchange(self, message, timeout: float, *answers: type):
         """Send `message` and read the answer, which must be a message of one of `answers`;
@@ -249,28 +250,31 @@ class Worker:
         finally:
             self.spent += limit.used
 
-    def _relay(self, body: bytes, timeout: float) -> tuple[bytes, PartReply]:
-        """A call across passed on as it came, and the answer's body with the reply it
-        holds, checked as JSON (the parts' process's own exchange: its limits, its clock)."""
+    def _heard(self, timeout: float, *kinds: type):
+        """The next message of a conversation of calls across (its frame's body, and what
+        it says, read as JSON only: its tensors are the other side's to read), which must
+        be of one of `kinds`, within this process's own limit."""
         limit = TimeLimit(timeout, self.clock, self.grading_ends)
         try:
             self.channel.settimeout(timeout)
-            wire.send_frame(self.channel, body)
-            answer = limit.receive(self.channel, raw=True)
-            return answer, from_data(wire.decode(answer, tensors=False), PartReply)
+            body = limit.receive(self.channel, raw=True)
+            return body, from_data(wire.decode(body, tensors=False), *kinds)
         except Late as late:
             self.kill()
             raise WorkerFailed(late.status, late.reason, self.output.text()) from None
         except (socket.timeout, TimeoutError, EOFError, ConnectionError, OSError, ValueError):
             self.kill()
-            raise WorkerFailed(WorkerStatus.CRASHED, "the process of the certified parts ended without answering",
+            raise WorkerFailed(WorkerStatus.CRASHED, f"{self._role()} ended without answering",
                                self.output.text()) from None
         except wire.WireError as error:
             self.kill()
-            raise WorkerFailed(WorkerStatus.GARBAGE, f"the process of the certified parts sent a malformed answer: "
-                                                     f"{error}", self.output.text()) from None
+            raise WorkerFailed(WorkerStatus.GARBAGE, f"{self._role()} sent a malformed answer: {error}",
+                               self.output.text()) from None
         finally:
             self.spent += limit.used
+
+    def _role(self) -> str:
+        return "the process of the certified parts" if self.serves_parts else "the process running the code"
 
     def start(self, request: TaskRequest, timeout: float) -> "Ready | SetupFailed":
         return self._exchange(request, timeout, Ready, SetupFailed)
@@ -284,27 +288,63 @@ class Worker:
         worker's code made: only of a part the probed task builds on. What the part
         computed is charged to the upload, as the worker's own computing would be."""
         if not self.apart.may_call(call.part, probe.task):
-            refused = PartReply(error=Failure(type="RuntimeError", message=f"no part {call.part[:40]!r} runs "
-                                                                           f"apart for this task"))
-            return json.dumps(to_data(refused)).encode("utf-8")
+            return self._refused(call)
         try:
             process = self.apart.process()
         except (OSError, WorkerFailed) as error:  # the machine had no process for it: the grader's failure
             raise WorkerFailed(WorkerStatus.BUSY, f"no process could run the course's {call.part}: {error}") from None
         before = process.spent
         try:
-            answer, reply = process._relay(body, timeout)
-            if reply.error is not None and reply.error.type == NOT_HELD:
-                # A part reached a task its process does not hold: the kit's routing, never the student's.
-                raise WorkerFailed(WorkerStatus.BUSY, f"the parts' process holds no {reply.error.message[:60]}, "
-                                                      f"which the course's {call.part} reached")
-            return answer
+            return self._conversation(process, body, timeout, probe)
         except WorkerFailed as failure:
             self.apart.drop()
             raise WorkerFailed(failure.status, f"the course's {call.part}, on what the code gave it: "
                                                f"{failure.reason}", failure.output) from None
         finally:
             self.spent += max(0.0, process.spent - before)
+
+    def _conversation(self, process: "Worker", body: bytes, timeout: float, probe: ProbeCall) -> bytes:
+        """The worker's call across, passed on, and every message until its answer: a
+        certified part may call back a task the worker holds no part of (its code is the
+        student's), whose code may call across in turn, and so on; each message passed on
+        as it came, checked first. `waiting` holds who made each call still unanswered:
+        the other side of the innermost one talks next."""
+        wire.send_frame(process.channel, body)
+        waiting = ["worker"]
+        while True:
+            if waiting[-1] == "worker":  # the parts' process answers, or calls back
+                said, message = process._heard(timeout, PartReply, PartCall)
+                if isinstance(message, PartCall):
+                    if message.part not in self.apart.back:
+                        raise WorkerFailed(WorkerStatus.BUSY, f"the parts' process called back "
+                                                              f"{message.part[:40]!r}, which the worker does not "
+                                                              f"run as the student's own")
+                    waiting.append("parts")
+                else:
+                    if message.error is not None and message.error.type == NOT_HELD:
+                        # A part reached a task neither process holds: the kit's routing, never the student's.
+                        raise WorkerFailed(WorkerStatus.BUSY, f"the parts' process holds no "
+                                                              f"{message.error.message[:60]}")
+                    waiting.pop()
+                    if not waiting:
+                        return said
+                wire.send_frame(self.channel, said)
+            else:  # the worker answers a call back, or calls across from within it
+                said, message = self._heard(timeout, PartReply, PartCall)
+                if isinstance(message, PartCall):
+                    if not self.apart.may_call(message.part, probe.task):
+                        wire.send_frame(self.channel, self._refused(message))
+                        continue
+                    waiting.append("worker")
+                else:
+                    waiting.pop()
+                wire.send_frame(process.channel, said)
+
+    @staticmethod
+    def _refused(call: PartCall) -> bytes:
+        refused = PartReply(error=Failure(type="RuntimeError", message=f"no part {call.part[:40]!r} runs "
+                                                                       f"apart for this task"))
+        return json.dumps(to_data(refused)).encode("utf-8")
 
     def kill(self, clean: bool = False):
         if self.apart is not None:
@@ -335,8 +375,9 @@ class PartsApart:
     they are, for which task (None: the worker's one task), and the process that runs them,
     started by `start` (a ready Worker) at the first call and ended with the worker."""
 
-    def __init__(self, parts: dict[str, frozenset], start: Callable[[], "Worker"]):
+    def __init__(self, parts: dict[str, frozenset], start: Callable[[], "Worker"], back: frozenset = frozenset()):
         self.parts = parts  # part -> the tasks whose probes may call it
+        self.back = back  # the tasks a part may call back: the worker's own code of them answers
         self.start = start
         self.running: "Worker | None" = None
 
@@ -347,6 +388,7 @@ class PartsApart:
     def process(self) -> "Worker":
         if self.running is None or not self.running.alive:
             self.running = self.start()
+            self.running.serves_parts = True
         return self.running
 
     def drop(self, clean: bool = False) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task, precision_known
 from grader.run.answers import Answers
-from grader.run.dependencies import calls_of, task_graph, worker_holdings
+from grader.run.dependencies import task_graph, worker_holdings
 from grader.run.feedback import (Audience, as_text, checked_reply, error_verdict, failure_texts, judge_answer,
                                  remote_failure)
 from grader.run.inside import op_rules, sealed
@@ -143,11 +143,18 @@ def worker_request(task: Task, submission: Submission, reference: Reference | No
 
 
 def runs_apart(held) -> frozenset:
-    """The held parts that run in the certified parts' own process: those that cross as
-    data (Task.crosses) and call nothing the worker does not hold too (a part that calls
-    the graded task's code, or a student's own part, stays in the worker, sealed)."""
-    known, held = catalogue.tasks(), frozenset(held)
-    return frozenset(part for part in held if known[part].crosses and (calls_of(part) or frozenset()) <= held)
+    """The held parts that run in the certified parts' own process: those whose values
+    cross as data (Task.crosses). A part that reaches a task the worker holds no part of
+    (the graded task's code, or a student's own part) calls it back: the worker's code of
+    it answers (grader/run/inside/parts.py)."""
+    known = catalogue.tasks()
+    return frozenset(part for part in held if known[part].crosses)
+
+
+def called_back(held) -> frozenset:
+    """The tasks a worker holding `held` answers calls back of: every task whose values
+    cross that it holds no part of (its code there is the student's own)."""
+    return frozenset(name for name, task in catalogue.tasks().items() if task.crosses and name not in held)
 
 
 def parts_apart(held, guards: dict, grading: Grading) -> "PartsApart | None":
@@ -157,7 +164,8 @@ def parts_apart(held, guards: dict, grading: Grading) -> "PartsApart | None":
     apart = runs_apart(held)
     if not apart or grading.reference is None:
         return None
-    request = PartsRequest(certified=grading.reference.parts_apart(apart),
+    back = called_back(held)
+    request = PartsRequest(certified=grading.reference.parts_apart(apart, back),
                            regions=[Region(t.name, t.module, t.qualname) for t in catalogue.tasks().values()],
                            limits=grading.runner.limits.rlimits(worker=True))
 
@@ -172,7 +180,7 @@ def parts_apart(held, guards: dict, grading: Grading) -> "PartsApart | None":
         return process
 
     users = {part: frozenset(user.removesuffix(sealed.PROBES_ONLY) for user in guards.get(part, ())) for part in apart}
-    return PartsApart(users, start)
+    return PartsApart(users, start, back)
 
 
 # ---------------------------------------------------------------------- starting a worker

@@ -78,6 +78,7 @@ class Packer:
         self.objects: list = []
         self.seen: dict = {}
         self.given = given or {}
+        self.named_given: set = set()  # the numbers of the given values named (GIVEN)
         self.skip = skip_uncrossable  # an attribute that cannot cross is left behind, not refused
         self.budget = wire.Budget()
         self.keep: list = []  # what was packed, alive until the call ends (ids stay theirs)
@@ -91,6 +92,7 @@ class Packer:
         if kind is float:
             return value if value - value == 0 else {"__float__": repr(value)}
         if id(value) in self.given:
+            self.named_given.add(self.given[id(value)])
             return {GIVEN: self.given[id(value)]}
         if id(value) in self.seen:
             self.fresh += 1
@@ -239,6 +241,7 @@ class Unpacker:
         self.kept_objects = kept_objects if kept_objects is not None else {}
         # In the worker: called with (key, tensor) for each tensor the parts' process keeps.
         self.register = register
+        self.outer = False  # `given` are the values of the call this one calls back from
         self.made: dict = {}  # number -> what was rebuilt
         self.views: set = set()  # ids of the views of given tensors made (autograd sees through them)
 
@@ -264,7 +267,12 @@ class Unpacker:
         if SAME in data:
             return self.made[data[SAME]]
         if GIVEN in data:
-            return self.given[data[GIVEN]]
+            value = self.given.get(data[GIVEN]) if isinstance(data[GIVEN], int) else None
+            if value is None:
+                raise wire.WireError(f"no given value {str(data[GIVEN])[:20]}")
+            if self.outer:  # a call back's argument that the call it answers was given: named so in the answer
+                self.made[_outer(data[GIVEN])] = value
+            return value
         if DTYPE in data:
             dtype = getattr(torch, str(data[DTYPE]), None)
             if not isinstance(dtype, torch.dtype):
@@ -471,6 +479,17 @@ EPOCH: list = [0]
 # torch's random state as the parts' process holds it after the last call of this epoch
 # (None: not known there yet): a call whose state is the same sends none.
 RNG: list = [None]
+# How this side answers a call that comes to it (in the worker: a call back, answered by
+# the worker's own code of the task, answer_back; in the parts' process: a part), how it
+# words a failure, and the modules an answer's objects are rebuilt on (a function that
+# finds them). Bound by serve_tasks or serve before anything else runs.
+HERE: list = [None]
+DESCRIBE: list = [None]
+MODULES_HERE: list = [None]
+# The calls this side made and awaits, innermost last (their values by number: what a call
+# back names), and the calls it is answering (what each was given, by number).
+_CALLS_OUT: list = []
+_ANSWERING: list = []
 
 
 def forget() -> None:
@@ -503,25 +522,35 @@ def _stamp(tensor) -> tuple:
 
 
 def call_part(part: str, arguments: dict):
-    """A certified part's call across, from its stub in the worker: its result as the part
-    computed it in the parts' process, with what it changed applied here."""
+    """A part's call across: from a certified part's stub in the worker, to the parts'
+    process; or, in the parts' process, from a certified part that reached a task it does
+    not hold, back to the worker, whose own code of that task answers (a call back). Its
+    result as the other side computed it, with what it changed applied here."""
     import torch
 
-    packer = Packer(skip_uncrossable=True, kept=KEPT, kept_objects=KEPT_OBJECTS)
+    from grader.run.inside import op_rules
+
+    # Within an answer (a call back, or a call the worker's code makes while answering
+    # one), what that answer was given is named, not sent; nothing is kept (KEPT is the
+    # probe's, for calls the worker's own code makes).
+    answering = _ANSWERING[-1] if _ANSWERING else None
+    outer = {id(value): number for number, value in answering.items()} if answering is not None else None
+    keeping = answering is None
+    packer = Packer(given=outer, skip_uncrossable=True, kept=KEPT if keeping else None,
+                    kept_objects=KEPT_OBJECTS if keeping else None)
     try:
         packed = packer.pack(arguments)
     except CannotCross as error:
         raise CannotCross(f"the course's {part} runs in a process of its own and cannot be given {error}") from None
-    from grader.run.inside import op_rules
-
+    given = {n: v for n, v in enumerate(_numbered(packer))}
+    given.update({_outer(number): answering[number] for number in packer.named_given})
     rng = torch.get_rng_state()
-    known = RNG[0] is not None and torch.equal(rng, RNG[0])
+    known = keeping and RNG[0] is not None and torch.equal(rng, RNG[0])
     RNG[0] = None  # unknown, should the call fail
     reply = _across(PartCall(part=part, arguments=packed, rng=None if known else rng,
                              grad_enabled=torch.is_grad_enabled(),
-                             name_failure=op_rules.NAMING_FAILURES[0], epoch=EPOCH[0]))
-    given = {n: v for n, v in enumerate(_numbered(packer))}
-    unpacker = Unpacker(_student_modules, given, register=_keep)
+                             name_failure=op_rules.NAMING_FAILURES[0], epoch=EPOCH[0]), given)
+    unpacker = Unpacker(MODULES_HERE[0] or _student_modules, given, register=_keep if keeping else None)
     result = unpacker.unpack(reply.result)
     _apply(reply.changes, unpacker, given)
     for number, _ in (reply.changes or {}).get("tensors", []):  # changed alike on both sides: still kept
@@ -530,7 +559,8 @@ def call_part(part: str, arguments: dict):
             KEPT[id(given[number])] = (known[0], known[1], _stamp(known[1]))
     if reply.rng is not None:
         torch.set_rng_state(reply.rng)
-    RNG[0] = rng if reply.rng is None else reply.rng
+    if keeping:
+        RNG[0] = rng if reply.rng is None else reply.rng
     wrt = [n for n, tensor in enumerate(_numbered(packer)) if isinstance(tensor, torch.Tensor)
            and tensor.requires_grad and tensor.is_floating_point()]
     outputs = _tensors_of(result, [], {id(v) for v in given.values()} | unpacker.views)
@@ -538,11 +568,17 @@ def call_part(part: str, arguments: dict):
     if not wrt or not outputs or not torch.is_grad_enabled():
         return result
     # The part's new tensors, joined to the graph: their gradient crosses again.
-    crossing = _Crossing(part, packed, rng, wrt, outputs)
+    crossing = _Crossing(part, packed, rng, wrt, outputs, given)
     joined = _crossing_function().apply(crossing, *(given[n] for n in wrt))
     joined = joined if isinstance(joined, tuple) else (joined,)
     swap = {id(old): new for old, new in zip(outputs, joined)}
     return _swapped(result, swap)
+
+
+def _outer(number: int) -> int:
+    """How a call back and its answer number a value of the call it calls back from:
+    negative, apart from its own values' numbers."""
+    return -number - 1
 
 
 def _numbered(packer: Packer) -> list:
@@ -599,10 +635,22 @@ def _apply(changes, unpacker: Unpacker, given: dict) -> None:
         given[number].set_state(unpacker.unpack(state))
 
 
-def _across(call: PartCall) -> PartReply:
+def _across(call: PartCall, given: dict) -> PartReply:
+    """Send `call` and wait for its reply, answering meanwhile each call that comes back
+    (a part that reaches code this side holds: HERE). `given`: the call's values by
+    number, what a call back names."""
     channel, send, recv, decode, encode = LINE
     send(channel, encode(call))
-    reply = decode(recv(channel), PartReply)
+    _CALLS_OUT.append(given)
+    try:
+        while True:
+            message = decode(recv(channel), PartReply, PartCall)
+            if isinstance(message, PartReply):
+                reply = message
+                break
+            send(channel, encode(_answered(message)))
+    finally:
+        _CALLS_OUT.pop()
     if reply.error is not None:
         forget()
         if reply.error.operation is not None and call.name_failure:  # the operator that failed, named here
@@ -612,6 +660,15 @@ def _across(call: PartCall) -> PartReply:
             op_rules.FAILED_OP[:] = [{"op": operation.op, "tensors": operation.tensors, "dtype": operation.dtype}]
         raise _raised(reply.error)
     return reply
+
+
+def _answered(call: PartCall) -> PartReply:
+    """A call that came to this side while it waited on its own, answered by HERE (or its
+    failure, as DESCRIBE words it)."""
+    try:
+        return HERE[0](call)
+    except BaseException as error:  # noqa: BLE001 - the failure is the caller's to raise
+        return PartReply(error=DESCRIBE[0](error))
 
 
 def _raised(failure) -> BaseException:
@@ -634,15 +691,16 @@ class _Crossing:
     """One call across that autograd may ask the gradient of: its packed arguments and
     random state are kept, to run the part again with the gradients of its new tensors."""
 
-    def __init__(self, part: str, packed, rng, wrt: list[int], outputs: list):
+    def __init__(self, part: str, packed, rng, wrt: list[int], outputs: list, given: dict):
         self.part, self.packed, self.rng, self.wrt, self.outputs = part, packed, rng, wrt, outputs
+        self.given = given  # the call's values by number, as a call back names them
         self.epoch = EPOCH[0]  # what the packed arguments name as kept is kept in this one
 
     def backward(self, grads: tuple) -> list:
         packer = Packer()
         grad_outputs = [None if g is None else packer.pack(g) for g in grads]
         reply = _across(PartCall(part=self.part, arguments=self.packed, rng=self.rng, wrt=list(self.wrt),
-                                 grad_outputs=grad_outputs, epoch=self.epoch))
+                                 grad_outputs=grad_outputs, epoch=self.epoch), self.given)
         return list(Unpacker({}).unpack(reply.result))
 
 
@@ -671,7 +729,8 @@ def _crossing_function() -> type:
 def serve(channel, send, recv, request: PartsRequest, decode, encode, describe, load) -> None:
     """Serve calls across until the grader closes the channel: load the certified modules
     (`load`: tasks.load), then answer each PartCall with the part's result and changes (or
-    gradients), or its failure (`describe`: tasks.describe)."""
+    gradients), or its failure (`describe`: tasks.describe). A part that reaches a task
+    the worker's code answers calls it back (call_part, on this same line)."""
     from grader.run.inside.messages import Ready
 
     compiled, request.certified = request.certified, None
@@ -679,21 +738,19 @@ def serve(channel, send, recv, request: PartsRequest, decode, encode, describe, 
                    sorted(k[:-3] for k in compiled if k.endswith(".py") and "/" not in k and k != "__init__.py"), {})
     compiled.clear()
     where = {region.task: region.module for region in request.regions}
+    LINE[:] = [channel, send, recv, decode, encode]
+    HERE[0], DESCRIBE[0], MODULES_HERE[0] = (lambda call: answer(call, modules, where)), describe, modules
     send(channel, encode(Ready()))
     while True:
         try:
             call = decode(recv(channel), PartCall)
         except (EOFError, OSError, wire.WireError):
             return
-        try:
-            reply = answer(call, modules, where)
-        except BaseException as error:  # noqa: BLE001 - the part's failure, on the values it was given
-            reply = PartReply(error=describe(error))
-        send(channel, encode(reply))
+        send(channel, encode(_answered(call)))
 
 
-# In the parts' process: the tensors kept for the worker's probe running now, by key, and
-# that probe's epoch (a call of another epoch finds none kept).
+# On the side that answers calls: the tensors kept for the caller's probe running now, by
+# key, the objects, and that probe's epoch (a call of another epoch finds none kept).
 _KEPT: dict = {}
 _KEPT_OBJECTS: dict = {}
 _KEPT_EPOCH: list = [None]
@@ -702,11 +759,44 @@ _PARTS_KEYS: list = [0]
 
 def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
     """One call across, in the parts' process: the part's region run on the values given."""
-    import torch
-
-    function = vars(modules[where[call.part]]).get(REGION_FUNCTION + call.part)
+    function = vars(modules[where[call.part]]).get(REGION_FUNCTION + call.part) if call.part in where else None
     if not callable(function):
         raise wire.WireError(f"no part {call.part[:40]!r} runs apart here")
+    return _run(call, lambda arguments: function(**arguments), modules, keep=True)
+
+
+# In the worker: each task's module and qualified name (TaskRequest.regions), for a call back.
+REGIONS: dict = {}
+
+
+def answer_back(call: PartCall) -> PartReply:
+    """A call back, in the worker: the worker's own code of the task (the student's: the
+    worker holds no part of it) run on the values given, under the probe's rules like any
+    of its code. A method is called on the object given as self, as the part that called
+    it back would have (a subclass's own method, if it has one); its arguments go by
+    position, as the course's signature orders them."""
+    place = REGIONS.get(call.part)
+    if place is None:
+        raise wire.WireError(f"no task {call.part[:40]!r} to call back")
+    module_name, qualname = place
+    owner, _, name = qualname.rpartition(".")
+
+    def run(arguments: dict):
+        values = list(arguments.values())
+        if owner:
+            return getattr(values[0], name)(*values[1:])
+        return getattr(_student_modules()[module_name], name)(*values)
+
+    return _run(call, run, _student_modules, keep=False)
+
+
+def _run(call: PartCall, run, modules, keep: bool) -> PartReply:
+    """A call answered: its values rebuilt (on `modules`' classes), `run` on them, and the
+    result, with what the run changed of them and of torch's random state; or, for a
+    gradient, the gradients asked for. `keep`: the answer's new tensors are kept for the
+    caller to name later (only the parts' process keeps: a call back's answer is by value)."""
+    import torch
+
     if call.epoch != _KEPT_EPOCH[0]:
         if call.rng is None:
             raise wire.WireError("the first call of a probe comes with torch's random state")
@@ -716,33 +806,46 @@ def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
     held = torch.get_rng_state()  # (None in a call: the state the last call left here)
     if call.rng is not None:
         torch.set_rng_state(call.rng)
-    unpacker = Unpacker(modules, grad_of=call.wrt, kept=_KEPT, kept_objects=_KEPT_OBJECTS)
+    unpacker = _unpacker(modules, call)
     arguments = unpacker.unpack(call.arguments)
     if not isinstance(arguments, dict):
         raise wire.WireError("a part's arguments go by name")
-    if call.wrt:
-        try:
-            return PartReply(result=_gradients(function, arguments, call, unpacker))
-        finally:  # the worker's state is where its last forward call left it, not where this run did
-            torch.set_rng_state(held)
-    before, rng = _snapshot(unpacker.made), torch.get_rng_state()
+    _ANSWERING.append(unpacker.made)
     try:
-        with torch.set_grad_enabled(call.grad_enabled):
-            result = function(**arguments)
-    except Exception:
-        if call.name_failure:  # the operator that failed, named by the part run again on copies
-            _failing_operator(function, call, modules)
-        raise
+        if call.wrt:
+            try:
+                return PartReply(result=_gradients(run, arguments, call, unpacker))
+            finally:  # the caller's state is where its last forward call left it, not where this run did
+                torch.set_rng_state(held)
+        before, rng = _snapshot(unpacker.made), torch.get_rng_state()
+        try:
+            with torch.set_grad_enabled(call.grad_enabled):
+                result = run(arguments)
+        except Exception:
+            if call.name_failure:  # the operator that failed, named by the part run again on copies
+                _failing_operator(run, call, modules)
+            raise
+    finally:
+        _ANSWERING.pop()
     given = {id(value): number for number, value in unpacker.made.items()}
     storages = {value.untyped_storage().data_ptr(): number for number, value in unpacker.made.items()
                 if isinstance(value, torch.Tensor) and value.numel()}
-    packer = Packer(given=given, views=storages, keeps=_KEPT)
+    packer = Packer(given=given, views=storages, keeps=_KEPT if keep else None)
     after = torch.get_rng_state()
     return PartReply(result=packer.pack(result), changes=_changes(before, unpacker.made, packer),
                      rng=None if torch.equal(after, rng) else after)
 
 
-def _failing_operator(function, call: PartCall, modules: dict) -> None:
+def _unpacker(modules, call: PartCall, copies: bool = False) -> Unpacker:
+    """The unpacker of a call's values: what it names of the call this side awaits (a call
+    back names what its caller's call gave it) comes from there."""
+    unpacker = Unpacker(modules, _CALLS_OUT[-1] if _CALLS_OUT else None, grad_of=call.wrt, kept=_KEPT,
+                        kept_objects=_KEPT_OBJECTS, copies=copies)
+    unpacker.outer = bool(_CALLS_OUT)
+    return unpacker
+
+
+def _failing_operator(run, call: PartCall, modules) -> None:
     """Run the part again on copies of what it was given, with the operator recorder on: the
     operator that raises is noted (op_rules.FAILED_OP) for the failure's description."""
     import torch
@@ -753,21 +856,21 @@ def _failing_operator(function, call: PartCall, modules: dict) -> None:
     if call.rng is not None:
         torch.set_rng_state(call.rng)
     try:
-        arguments = Unpacker(modules, kept=_KEPT, kept_objects=_KEPT_OBJECTS, copies=True).unpack(call.arguments)
+        arguments = _unpacker(modules, call, copies=True).unpack(call.arguments)
         with torch.set_grad_enabled(call.grad_enabled), op_rules.FailureRecorder():
-            function(**arguments)
+            run(arguments)
     except Exception:  # noqa: BLE001 - the same failure, expected: only its operator is wanted
         pass
 
 
-def _gradients(function, arguments: dict, call: PartCall, unpacker: Unpacker) -> list:
+def _gradients(run, arguments: dict, call: PartCall, unpacker: Unpacker) -> list:
     """The gradients of the given tensors numbered `call.wrt`, by the part run again with
     the gradients of its new tensors (None where an input has none)."""
     import torch
 
     inputs = [unpacker.made[n] for n in call.wrt]
     with torch.enable_grad():
-        result = function(**arguments)
+        result = run(arguments)
     outputs = [t for t in _tensors_of(result, [], {id(v) for v in unpacker.made.values()}) if t.is_floating_point()]
     grads = Unpacker({}).unpack(call.grad_outputs) if call.grad_outputs is not None else []
     pairs = [(out, grad) for out, grad in zip(outputs, grads) if grad is not None and out.requires_grad]

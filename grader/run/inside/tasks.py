@@ -104,8 +104,10 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
     from grader.run.inside import op_rules
 
     SERVES_MANY[0] = many
-    # The line a certified part's call across takes (grader/run/inside/parts.py), bound now.
+    # The line a certified part's call across takes (grader/run/inside/parts.py), and how a
+    # call back is answered and its failure worded, bound now.
     parts.LINE[:] = [channel, send, recv, _decode, _encode]
+    parts.HERE[0], parts.DESCRIBE[0] = parts.answer_back, describe
     while True:
         try:
             request = _decode(recv(channel), TaskRequest, Exit, *(() if many else (PartsRequest,)))
@@ -209,6 +211,8 @@ def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, 
 def _set_up(channel, send, request: TaskRequest, encode) -> types.SimpleNamespace | None:
     """The hybrid the task is graded on, after telling the grader it is ready; None, after
     telling the grader why, where it could not be built."""
+    parts.REGIONS.clear()
+    parts.REGIONS.update({region.task: (region.module, region.qualname) for region in request.regions})
     try:
         namespace = build_namespace(request)
     except BaseException as error:  # noqa: BLE001 - any failure is the submission's
