@@ -157,6 +157,8 @@ def torch_library_except(building_blocks: tuple[str, ...] = ()) -> tuple[str, ..
     """forbidden_ops patterns: torch's library, judged by where each operator is issued
     (grader/run/inside/op_rules.py), but for what is fair in every task and the task's
     `building_blocks` (patterns of torch's code, on module and qualified name)."""
+    if not all(isinstance(pattern, str) for pattern in building_blocks):
+        raise TypeError("building blocks are patterns of torch's code, as strings")
     return (LIBRARY,) + tuple(f"!{pattern}" for pattern in building_blocks)
 
 

@@ -36,6 +36,7 @@ import inspect
 import itertools
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -432,6 +433,7 @@ def _scan_inside(reference_root: Path, allowed: dict[str, str], chapters: list[s
         case = record(ns, check, task)
         if case is None:
             continue
+        fresh = _Copies()
         for rel, name, function in candidates:
             if (rel, name, task.name) in seen or _is_probe(function) or _allowed(rel, name, allowed) \
                     or rel in DATA_READERS:
@@ -439,8 +441,7 @@ def _scan_inside(reference_root: Path, allowed: dict[str, str], chapters: list[s
             for how, args, kwargs in itertools.islice(_bindings(function, case), 4):
                 try:
                     with time_limit(CALL_SECONDS):
-                        forbidden, result = _forbidden_ran(task, function, copy.deepcopy(args),
-                                                           copy.deepcopy(kwargs))
+                        forbidden, result = _forbidden_ran(task, function, *fresh(args, kwargs))
                 except Exception:  # noqa: BLE001 - what does not run on these inputs computes nothing here
                     continue
                 if not forbidden and _answers_it(result, case, [*args, *kwargs.values()]):
@@ -454,6 +455,26 @@ def _scan_inside(reference_root: Path, allowed: dict[str, str], chapters: list[s
             findings.append(AnswerFinding(probe_path, check.probe.__name__, check.name,
                                           "as the probe, with the task's answer moved"))
     return findings
+
+
+class _Copies:
+    """Fresh copies of a case's arguments for each call (a candidate may change what it is
+    given), made from one pickle of them per binding: a model of Values is thousands of
+    objects, which unpickling rebuilds far faster than deepcopy walks them. What does not
+    pickle is deep-copied."""
+
+    def __init__(self):
+        self.pickled: dict = {}
+
+    def __call__(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        key = (tuple(map(id, args)), tuple((name, id(value)) for name, value in kwargs.items()))
+        if key not in self.pickled:
+            try:
+                self.pickled[key] = pickle.dumps((args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # noqa: BLE001 - a lambda, a generator, a tensor in a graph: copied the slow way
+                self.pickled[key] = None
+        blob = self.pickled[key]
+        return pickle.loads(blob) if blob is not None else (copy.deepcopy(args), copy.deepcopy(kwargs))
 
 
 def _perturbed(value):

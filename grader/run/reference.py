@@ -37,7 +37,7 @@ class Reference:
         self._kept_code: dict[str, str] = {}
         self._certified: dict = {}
         self._modules_compiled: dict[tuple, str] = {}
-        self._parts: dict[frozenset, dict[str, str]] = {}
+        self._parts: dict[tuple, str] = {}  # (module, apart, back) -> its code for a parts' process
 
     @staticmethod
     def present() -> bool:
@@ -85,11 +85,17 @@ class Reference:
         """What the parts' process receives: the regions of the `apart` tasks, each also as
         a function of its own; the functions of the `back` tasks as calls back to the
         worker; every other region stripped; no guard (no student code runs there)."""
-        key = (frozenset(apart), frozenset(back))
+        apart, back = frozenset(apart), frozenset(back)
+        # Compiled per module, for what of it runs apart or is called back: most parts'
+        # processes differ in a module or two.
+        return {rel: self._parts_module(rel, apart & self._tasks_in[rel], back & self._tasks_in[rel])
+                for rel in self.sources}
+
+    def _parts_module(self, rel: str, apart: frozenset, back: frozenset) -> str:
+        key = (rel, apart, back)
         if key not in self._parts:
-            self._parts[key] = {
-                rel: wire.pack_code(_regions_as_functions(source, rel, *key), f"certified/{rel}")
-                for rel, source in self.sources.items()}
+            self._parts[key] = wire.pack_code(_regions_as_functions(self.sources[rel], rel, apart, back),
+                                              f"certified/{rel}")
         return self._parts[key]
 
     def _compiled_module(self, rel: str, held: frozenset, guards: tuple, apart: frozenset = frozenset()) -> str:

@@ -200,8 +200,10 @@ class Rules:
         return verdict
 
 
-def _matcher(patterns):
-    """One compiled test for a tuple of fnmatch patterns (case-sensitive)."""
+@functools.lru_cache(maxsize=256)
+def _matcher(patterns: tuple):
+    """One compiled test for a tuple of fnmatch patterns (case-sensitive), compiled once
+    per tuple: every probe makes its rules anew from the same few tuples."""
     if not patterns:
         return lambda name: False
     return re.compile("|".join(f"(?:{translate(p)})" for p in patterns)).match

@@ -171,9 +171,10 @@ def _where_banned(found) -> list[str]:
     known = {task.qualname for task in catalogue.tasks().values() if task.module == "micro"}
     said = []
     for entry in found:
-        match = re.fullmatch(r"(torch|numpy) \(in ([\w.]+)\)", str(entry))
+        entry = entry if isinstance(entry, str) else ""  # the probe finds names; anything else says nothing
+        match = re.fullmatch(r"(torch|numpy) \(in ([\w.]+)\)", entry)
         if match and match[2] in known:
-            said.append(str(entry))
+            said.append(entry)
         else:
-            said.extend(name for name in ("torch", "numpy") if name in str(entry))
+            said.extend(name for name in ("torch", "numpy") if name in entry)
     return sorted(set(said)) or ["a library other than math and random"]
