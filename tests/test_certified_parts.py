@@ -785,9 +785,9 @@ def test_gc_garbage_holds_no_reference_frame(reference, box):
     all_points(grade(reference, box, "block", upload(reference, {"block": attack + body})))
 
 
-# Chapter 00's Value operations leave closures on the objects they make, which cannot
-# cross as data (Task.crosses): they still run in the worker, sealed against Python's own
-# doors only, and ctypes reads them there.
+# Chapter 00's Value operations do not run apart (Task.crosses: one call per operation,
+# thousands a forward, each on Values that reach the graph built so far): they still run
+# in the worker, sealed against Python's own doors only, and ctypes reads them there.
 READ_A_VALUE_OPERATION_THROUGH_CTYPES = '''
 import sys as _rt_sys
 _rt_ct = getattr(_rt_sys, "mod" + "ules")["ct" + "ypes"]
@@ -799,8 +799,9 @@ if set(getattr(_rt_code, "co_names", ())) - STUB_NAMES:
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: chapter 00's Value operations run in the worker (their closures cannot "
-                                       "cross as data), where ctypes reads any memory without an audit event")
+@pytest.mark.xfail(strict=True, reason="HOLE: chapter 00's Value operations run in the worker (called one at a time, "
+                                       "thousands a forward, they do not run apart), where ctypes reads any memory "
+                                       "without an audit event")
 def test_ctypes_reads_no_value_operation_of_chapter_00(reference, box):
     _, body = region_of(reference.sources, "micro_value_add")
     attack = f"STUB_NAMES = {STUB_NAMES!r}\n" + READ_A_VALUE_OPERATION_THROUGH_CTYPES

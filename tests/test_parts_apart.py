@@ -21,7 +21,7 @@ from grader.run.inside import parts
 from grader.run.inside.messages import PartCall, PartReply, from_data, to_data
 from grader.run.processes import Limits
 from grader.run.reference import Reference
-from grader.run.results import FAILED, PASSED
+from grader.run.results import FAILED, PASSED, TIMEOUT
 from grader.run.sandbox import Sandbox, bwrap_works
 from grader.run.submission import Submission
 from grader.run.worker_session import Grading, holdings_of, runs_apart
@@ -492,3 +492,20 @@ def test_a_loop_of_calls_across_is_a_timeout(reference):
         results = grade_task(task, checks, Grading(Submission("loop", sources), reference, box, seed=3),
                              scan_for_tampering=False)
     assert [r.status for r in results] == ["timeout"], [(r.status, r.staff_diagnosis) for r in results]
+
+
+def test_code_that_spins_while_answering_a_call_back_is_a_timeout_of_its_own(reference):
+    """A call back runs the worker's code under the probe's rules and limit: a split_heads
+    that never returns, reached from attention's forward in the parts' process, is the
+    check's timeout, said as the code's own, never the course's part's or the grader's."""
+    from tests.timing import limit
+
+    task = catalogue.tasks()["split_heads"]
+    sources = apply(reference.sources, task.module, task.name, "while True:\n    pass\n")
+    checks = [c for c in catalogue.chapter_of_task()["attention"].checks if c.task == "attention"][:1]
+    with Sandbox(Limits(check_seconds=limit(2.0))) as box:
+        results = grade_task(task, checks, Grading(Submission("spins", sources), reference, box, seed=3),
+                             scan_for_tampering=False)
+    assert [r.status for r in results] == [TIMEOUT], [(r.status, r.staff_diagnosis) for r in results]
+    said = results[0].staff_diagnosis or results[0].diagnosis or ""
+    assert "the course's" not in said and "regrade" not in said, said

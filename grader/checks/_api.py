@@ -128,12 +128,12 @@ class Task:
     # that raised (a Python call per operator): off for tasks whose probes train or
     # generate (thousands of operators), whose crashes are named without it.
     names_failing_operator: bool = True
-    # Whether what the reference takes, gives and changes can be carried as data (tensors,
-    # numbers, strings, containers, torch's generators and the package's and torch.nn's
-    # objects, by value): then, where everything it calls is held too, a worker that builds
-    # on it holds none of its code, and it runs in the certified parts' own process
-    # (grader/run/inside/parts.py). Not so for chapter 00's Value, whose operations leave
-    # closures on the objects they make.
+    # Whether the reference runs in the certified parts' own process (grader/run/inside/
+    # parts.py), its values carried as data (tensors, numbers, strings, containers, torch's
+    # generators and the package's and torch.nn's objects): then a worker that builds on it
+    # holds none of its code. Not so for chapter 00's Value: its operations are called one
+    # at a time, thousands of times a forward, each on Values that reach the whole graph
+    # built so far, which no call can carry in time.
     crosses: bool = True
 
 

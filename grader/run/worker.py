@@ -298,6 +298,8 @@ class Worker:
             return self._conversation(process, body, timeout, probe)
         except WorkerFailed as failure:
             self.apart.drop()
+            if not self.alive:  # the worker's own failure, answering a call back: said as it is
+                raise
             raise WorkerFailed(failure.status, f"the course's {call.part}, on what the code gave it: "
                                                f"{failure.reason}", failure.output) from None
         finally:
