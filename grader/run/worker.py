@@ -250,10 +250,12 @@ class Worker:
         finally:
             self.spent += limit.used
 
-    def _heard(self, timeout: float, *kinds: type):
+    def _heard(self, timeout: float, *kinds: type, charged: bool = True):
         """The next message of a conversation of calls across (its frame's body, and what
         it says, read as JSON only: its tensors are the other side's to read), which must
-        be of one of `kinds`, within this process's own limit."""
+        be of one of `kinds`, within this process's own limit. `charged`: what the process
+        computed meanwhile is added to `spent` (not for the worker answering a call back:
+        its own clock counts that time against its probe already)."""
         limit = TimeLimit(timeout, self.clock, self.grading_ends)
         try:
             self.channel.settimeout(timeout)
@@ -271,7 +273,7 @@ class Worker:
             raise WorkerFailed(WorkerStatus.GARBAGE, f"{self._role()} sent a malformed answer: {error}",
                                self.output.text()) from None
         finally:
-            self.spent += limit.used
+            self.spent += limit.used if charged else 0.0
 
     def _role(self) -> str:
         return "the process of the certified parts" if self.serves_parts else "the process running the code"
@@ -332,7 +334,7 @@ class Worker:
                         return said
                 wire.send_frame(self.channel, said)
             else:  # the worker answers a call back, or calls across from within it
-                said, message = self._heard(timeout, PartReply, PartCall)
+                said, message = self._heard(timeout, PartReply, PartCall, charged=False)
                 if isinstance(message, PartCall):
                     if not self.apart.may_call(message.part, probe.task):
                         wire.send_frame(self.channel, self._refused(message))

@@ -267,7 +267,7 @@ class Unpacker:
         if SAME in data:
             return self.made[data[SAME]]
         if GIVEN in data:
-            value = self.given.get(data[GIVEN]) if isinstance(data[GIVEN], int) else None
+            value = self.given.get(data[GIVEN]) if isinstance(data[GIVEN], (int, str)) else None
             if value is None:
                 raise wire.WireError(f"no given value {str(data[GIVEN])[:20]}")
             if self.outer:  # a call back's argument that the call it answers was given: named so in the answer
@@ -575,10 +575,11 @@ def call_part(part: str, arguments: dict):
     return _swapped(result, swap)
 
 
-def _outer(number: int) -> int:
-    """How a call back and its answer number a value of the call it calls back from:
-    negative, apart from its own values' numbers."""
-    return -number - 1
+def _outer(number: "int | str") -> str:
+    """How a call back and its answer name a value of the call it calls back from (a name
+    of its own: "^3" is that call's value 3, "^^3" its caller's), apart from the call's
+    own numbered values."""
+    return f"^{number}"
 
 
 def _numbered(packer: Packer) -> list:
