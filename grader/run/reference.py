@@ -136,23 +136,26 @@ def _guarded(text: str, guards: dict[str, tuple[str, ...]]) -> str:
     return "".join(out)
 
 
+def _defined(tree: ast.AST, prefix: str = "", into: "dict | None" = None) -> dict:
+    """Every function and class a module defines, at any depth, by qualified name."""
+    into = {} if into is None else into
+    for child in getattr(tree, "body", ()):
+        if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+            into[prefix + child.name] = child
+            _defined(child, f"{prefix}{child.name}.", into)
+    return into
+
+
 def _regions_apart(text: str, rel: str, apart: frozenset) -> list:
     """Each region of the `apart` tasks in `text`: (region, the names it is given, whether
     it ends its function). The names are the function's arguments and what the function's
     code before the region set that the region reads; what the region sets, the code after
     it may not read (it stays in the parts' process)."""
-    functions = {}
-
-    def visit(node, prefix):
-        for child in getattr(node, "body", ()):
-            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
-                functions[prefix + child.name] = child
-                visit(child, f"{prefix}{child.name}.")
+    functions = _defined(parse(text))
 
     def names(nodes, context):
         return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, context)}
 
-    visit(parse(text), "")
     found = []
     for region in find_regions(text, rel):
         if region.task not in apart:
@@ -208,15 +211,7 @@ def _called_back(text: str, rel: str, back: frozenset) -> str:
     the worker: the task's name and its arguments, in the signature's order (the worker
     calls its own code of the task with them, a method on the object given as self). A
     function with *args or **kwargs is left raising NotHeld."""
-    functions = {}
-
-    def visit(node, prefix):
-        for child in getattr(node, "body", ()):
-            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
-                functions[prefix + child.name] = child
-                visit(child, f"{prefix}{child.name}.")
-
-    visit(parse(text), "")
+    functions = _defined(parse(text))
     lines = text.splitlines(keepends=True)
     regions = [r for r in find_regions(text, rel) if r.task in back] if back else []
     for region in sorted(regions, key=lambda r: -r.begin):
