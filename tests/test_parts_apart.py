@@ -340,6 +340,40 @@ def test_a_part_draws_from_the_worker_s_random_state_however_it_moved(line_to_th
     assert not torch.equal(across[0], across[1])  # the dropout drew anew
 
 
+def _two_adamws(reference):
+    torch.manual_seed(0)
+    weight = torch.nn.Parameter(torch.randn(3, 4, dtype=torch.float64))
+    twin = torch.nn.Parameter(weight.detach().clone())
+    AdamW = reference.modules.train.AdamW
+    return weight, twin, AdamW([weight], lr=0.1), AdamW([twin], lr=0.1)
+
+
+def test_an_object_the_part_changed_is_never_named_by_a_key_of_before(line_to_the_reference, reference):
+    """The parts' process keeps an object as the part left it. Set back in the worker to
+    what it was when kept (a step count rewound, the same gradient tensor given again
+    after zero_grad), it must still be sent: the part computes on what the worker holds."""
+    weight, twin, mine, theirs = _two_adamws(reference)
+    gradient = torch.full_like(weight, 0.5)
+    parts.forget()
+    for rewind in (False, True):
+        weight.grad, twin.grad = gradient, gradient.clone()
+        for _ in range(2):
+            with torch.no_grad():
+                parts.call_part("adamw_step", {"self": mine})
+            theirs.step()
+        if rewind:
+            mine.steps, theirs.steps = [1], [1]
+        parts.call_part("adamw_zero_grad", {"self": mine})
+        theirs.zero_grad()
+    weight.grad, twin.grad = gradient, gradient.clone()
+    with torch.no_grad():
+        parts.call_part("adamw_step", {"self": mine})
+    theirs.step()
+    assert mine.steps == theirs.steps, (mine.steps, theirs.steps)
+    torch.testing.assert_close(weight, twin, rtol=0, atol=0)
+    torch.testing.assert_close(mine.exp_avg_sq[0], theirs.exp_avg_sq[0], rtol=0, atol=0)
+
+
 def test_a_view_the_part_returns_is_a_view_here_too(line_to_the_reference, reference):
     """split_heads returns a transposed view of its input: across, the answer is that view
     of the worker's own tensor (same storage, same strides), so code that reads strides
@@ -505,6 +539,31 @@ def test_code_that_spins_while_answering_a_call_back_is_a_timeout_of_its_own(ref
     checks = [c for c in catalogue.chapter_of_task()["attention"].checks if c.task == "attention"][:1]
     with Sandbox(Limits(check_seconds=limit(2.0))) as box:
         results = grade_task(task, checks, Grading(Submission("spins", sources), reference, box, seed=3),
+                             scan_for_tampering=False)
+    assert [r.status for r in results] == [TIMEOUT], [(r.status, r.staff_diagnosis) for r in results]
+    said = results[0].staff_diagnosis or results[0].diagnosis or ""
+    assert "the course's" not in said and "regrade" not in said, said
+
+
+def test_a_loop_of_calls_across_inside_a_call_back_is_a_timeout_of_its_own(reference):
+    """A call back and every call across its code makes are one conversation, within the
+    probe's limit: split_heads' code that builds attentions for ever (each __init__ a call
+    across) while it answers a call back runs out of the probe's time, as the code's own
+    timeout."""
+    from tests.timing import limit
+
+    body = """
+        import sys
+        model = sys.modules[type(self).__module__]
+        config = model.Config(vocab_size=5, block_size=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+        while True:
+            model.CausalSelfAttention(config)
+    """
+    task = catalogue.tasks()["split_heads"]
+    sources = apply(reference.sources, task.module, task.name, textwrap.dedent(body))
+    checks = [c for c in catalogue.chapter_of_task()["attention"].checks if c.task == "attention"][:1]
+    with Sandbox(Limits(check_seconds=limit(2.0))) as box:
+        results = grade_task(task, checks, Grading(Submission("loops", sources), reference, box, seed=3),
                              scan_for_tampering=False)
     assert [r.status for r in results] == [TIMEOUT], [(r.status, r.staff_diagnosis) for r in results]
     said = results[0].staff_diagnosis or results[0].diagnosis or ""

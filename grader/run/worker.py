@@ -98,8 +98,12 @@ class TimeLimit:
     # How often the clock is read while an answer is awaited.
     LOOK_SECONDS = 0.1
 
-    def __init__(self, seconds: float, clock, end: "float | None" = None):
+    def __init__(self, seconds: float, clock, end: "float | None" = None, cpu_seconds: "float | None" = None):
         self.seconds = seconds
+        # The processor time allowed, where less than `seconds` is left of a larger limit
+        # (a conversation of calls across, within its probe's): the wall-clock caps stay
+        # those of `seconds`, so a process starved by a busy machine is not "busy" sooner.
+        self.cpu_seconds = seconds if cpu_seconds is None else cpu_seconds
         self.end = end  # time.monotonic() of the upload's own end: no cap goes past it
         self.cpu_before = clock.cpu() if clock is not None else None
         self.clock = clock if self.cpu_before is not None else None
@@ -120,6 +124,16 @@ class TimeLimit:
             self.cpu_before -= computed
         else:
             self.used += computed
+
+    def left(self, computed: float = 0.0) -> float:
+        """The processor seconds the process has left, with `computed` more counted as its
+        own (a conversation's, so far); Late once none are left. Without a clock, wall
+        seconds since the limit began."""
+        used = (self._computed() if self.clock is not None else time.monotonic() - self.started) + computed
+        if used >= self.seconds:
+            raise Late(WorkerStatus.TIMEOUT, f"it used its {self.seconds:g} s of processor time without answering "
+                                             f"(an endless loop, or far too slow)")
+        return self.seconds - used
 
     def _capped(self, cap: float) -> float:
         return cap if self.end is None else min(cap, self.end)
@@ -152,7 +166,7 @@ class TimeLimit:
 
     def _late_yet(self) -> None:
         seconds = self.seconds
-        if self.clock is not None and self._computed() >= seconds:
+        if self.clock is not None and self._computed() >= self.cpu_seconds:
             raise Late(WorkerStatus.TIMEOUT, f"it used its {seconds:g} s of processor time without answering "
                                              f"(an endless loop, or far too slow)")
         now = time.monotonic()
@@ -224,7 +238,7 @@ class Worker:
                 # A call across, checked as JSON and passed on as it came: its tensors are
                 # the parts' process's to read, not the grader's.
                 waited, spent = time.monotonic(), self.spent
-                reply = self._across(from_data(wire.decode(body, tensors=False), PartCall), body, timeout, message)
+                reply = self._across(from_data(wire.decode(body, tensors=False), PartCall), body, limit, message)
                 limit.pause(time.monotonic() - waited, computed=self.spent - spent)
                 self.spent = spent  # counted once, as the worker's own (limit.used)
                 wire.send_frame(self.channel, reply)
@@ -250,13 +264,14 @@ class Worker:
         finally:
             self.spent += limit.used
 
-    def _heard(self, timeout: float, *kinds: type, charged: bool = True):
+    def _heard(self, timeout: float, *kinds: type, charged: bool = True, cpu_seconds: "float | None" = None):
         """The next message of a conversation of calls across (its frame's body, and what
         it says, read as JSON only: its tensors are the other side's to read), which must
         be of one of `kinds`, within this process's own limit. `charged`: what the process
         computed meanwhile is added to `spent` (not for the worker answering a call back:
-        its own clock counts that time against its probe already)."""
-        limit = TimeLimit(timeout, self.clock, self.grading_ends)
+        its own clock counts that time against its probe already). `cpu_seconds`: what is
+        left of the processor time, where less than `timeout`."""
+        limit = TimeLimit(timeout, self.clock, self.grading_ends, cpu_seconds)
         try:
             self.channel.settimeout(timeout)
             body = limit.receive(self.channel, raw=True)
@@ -285,10 +300,11 @@ class Worker:
         """One probe's reply (messages.ProbeCall says what each field asks)."""
         return self._exchange(call, timeout, ProbeReply)
 
-    def _across(self, call: PartCall, body: bytes, timeout: float, probe: ProbeCall) -> bytes:
+    def _across(self, call: PartCall, body: bytes, limit: "TimeLimit", probe: ProbeCall) -> bytes:
         """A certified part's answer (a frame's body), from the parts' process, to a call the
         worker's code made: only of a part the probed task builds on. What the part
-        computed is charged to the upload, as the worker's own computing would be."""
+        computed is charged to the upload, as the worker's own computing would be, within
+        the probe's `limit`."""
         if not self.apart.may_call(call.part, probe.task):
             return self._refused(call)
         try:
@@ -297,7 +313,7 @@ class Worker:
             raise WorkerFailed(WorkerStatus.BUSY, f"no process could run the course's {call.part}: {error}") from None
         before = process.spent
         try:
-            return self._conversation(process, body, timeout, probe)
+            return self._conversation(process, body, limit, probe)
         except WorkerFailed as failure:
             self.apart.drop()
             if not self.alive:  # the worker's own failure, answering a call back: said as it is
@@ -307,17 +323,23 @@ class Worker:
         finally:
             self.spent += max(0.0, process.spent - before)
 
-    def _conversation(self, process: "Worker", body: bytes, timeout: float, probe: ProbeCall) -> bytes:
+    def _conversation(self, process: "Worker", body: bytes, limit: "TimeLimit", probe: ProbeCall) -> bytes:
         """The worker's call across, passed on, and every message until its answer: a
         certified part may call back a task the worker holds no part of (its code is the
         student's), whose code may call across in turn, and so on; each message passed on
         as it came, checked first. `waiting` holds who made each call still unanswered:
-        the other side of the innermost one talks next."""
+        the other side of the innermost one talks next. The whole of it is within the
+        probe's limit: what both processes compute counts, and each wait gets what is left."""
         wire.send_frame(process.channel, body)
         waiting = ["worker"]
+        before = process.spent
+
+        def left() -> float:
+            return limit.left(computed=process.spent - before)
+
         while True:
             if waiting[-1] == "worker":  # the parts' process answers, or calls back
-                said, message = process._heard(timeout, PartReply, PartCall)
+                said, message = process._heard(limit.seconds, PartReply, PartCall, cpu_seconds=left())
                 if isinstance(message, PartCall):
                     if message.part not in self.apart.back:
                         raise WorkerFailed(WorkerStatus.BUSY, f"the parts' process called back "
@@ -334,7 +356,7 @@ class Worker:
                         return said
                 wire.send_frame(self.channel, said)
             else:  # the worker answers a call back, or calls across from within it
-                said, message = self._heard(timeout, PartReply, PartCall, charged=False)
+                said, message = self._heard(limit.seconds, PartReply, PartCall, charged=False, cpu_seconds=left())
                 if isinstance(message, PartCall):
                     if not self.apart.may_call(message.part, probe.task):
                         wire.send_frame(self.channel, self._refused(message))

@@ -74,6 +74,7 @@ class Packer:
         # worker to name them in later calls (None: none kept). `keeping` is off for copies.
         self.keeps, self.keeping = keeps, True
         self.fresh = 0  # values sent whole so far, or named by their number (SAME): see _object
+        self.spans: dict = {}  # object's number -> the first number after all it holds
         self.tensors: list = []
         self.objects: list = []
         self.seen: dict = {}
@@ -141,6 +142,9 @@ class Packer:
         its own) is sent whole."""
         fresh = self.fresh
         whole = packed(self._state(value, depth))
+        # The numbers given within it (itself and all it holds): what a change the call
+        # reports must reach to make it stale (call_part, _stale).
+        self.spans[number] = len(self.tensors) + len(self.objects)
         if self.kept_objects is None or self.fresh != fresh:
             return whole
         known = self.kept_objects.get(id(value))
@@ -553,6 +557,8 @@ def call_part(part: str, arguments: dict):
     unpacker = Unpacker(MODULES_HERE[0] or _student_modules, given, register=_keep if keeping else None)
     result = unpacker.unpack(reply.result)
     _apply(reply.changes, unpacker, given)
+    if keeping and reply.changes:
+        _stale(reply.changes, packer, given)
     for number, _ in (reply.changes or {}).get("tensors", []):  # changed alike on both sides: still kept
         known = KEPT.get(id(given[number]))
         if known is not None and known[1] is given[number]:
@@ -573,6 +579,22 @@ def call_part(part: str, arguments: dict):
     joined = joined if isinstance(joined, tuple) else (joined,)
     swap = {id(old): new for old, new in zip(outputs, joined)}
     return _swapped(result, swap)
+
+
+def _stale(changes: dict, packer: Packer, given: dict) -> None:
+    """The kept objects the part changed, or changed anything within (an attribute, a
+    gradient, a tensor's values), are no longer named by key: the parts' process holds
+    them as the part left them, and what is compared with is what was sent before. They
+    are sent whole next time, and kept anew."""
+    changed = sorted({number for kind in changes.values() for number, _ in kind if isinstance(number, int)})
+    if not changed:
+        return
+    import bisect
+
+    for number, end in packer.spans.items():
+        at = bisect.bisect_left(changed, number)
+        if at < len(changed) and changed[at] < end:
+            KEPT_OBJECTS.pop(id(given[number]), None)
 
 
 def _outer(number: "int | str") -> str:
