@@ -568,3 +568,22 @@ def test_a_loop_of_calls_across_inside_a_call_back_is_a_timeout_of_its_own(refer
     assert [r.status for r in results] == [TIMEOUT], [(r.status, r.staff_diagnosis) for r in results]
     said = results[0].staff_diagnosis or results[0].diagnosis or ""
     assert "the course's" not in said and "regrade" not in said, said
+
+
+def test_only_a_part_the_kit_routed_wrong_is_the_kit_s_failure(reference):
+    """In the parts' process, a task that never runs apart (chapter 00's Value) is reached
+    only through values the code gave a part: a TypeError, the code's. A task called back
+    that could not be is the kit's routing (HeroPartNotHeld, "regrade")."""
+    from grader.run.reference import _regions_as_functions
+    from grader.run.worker_session import called_back
+
+    held = frozenset({"gelu", "layer_norm"})
+    namespace: dict = {}
+    exec(compile(_regions_as_functions(reference.sources["micro.py"], "micro.py", held, called_back(held)),
+                 "micro.py", "exec"), namespace)
+    value = namespace["Value"].__new__(namespace["Value"])
+    value.data = 2.0
+    with pytest.raises(TypeError, match="only where the code runs"):
+        value * 3.0
+    text = _regions_as_functions(reference.sources["model.py"], "model.py", frozenset(), frozenset({"gelu"}))
+    assert '__hero_part__("gelu"' in text and parts.NOT_HELD not in text.split(f"class {parts.NOT_HELD}")[0]

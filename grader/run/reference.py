@@ -190,13 +190,23 @@ def _called_across(text: str, rel: str, apart: frozenset) -> str:
 
 def _regions_as_functions(source: str, rel: str, apart: frozenset, back: frozenset = frozenset()) -> str:
     """What the parts' process runs of a module: its text with every region but the
-    `apart` ones stripped and raising NotHeld (a part that reached one is the kit's
-    mistake, never the student's), the function of each `back` task a call back to the
-    worker (_called_back), and each `apart` region also as a function of its own
-    (REGION_FUNCTION + task) of the names it is given."""
+    `apart` ones stripped, the function of each `back` task a call back to the worker
+    (_called_back), and each `apart` region also as a function of its own
+    (REGION_FUNCTION + task) of the names it is given. A stripped region raises: NotHeld
+    for a `back` task that could not be called back (a part that reached it is the kit's
+    mistake, never the student's); a TypeError for a task that never runs apart (chapter
+    00's: only values the code gave a part reach it, and that is the code's mistake)."""
     calling_back = _called_back(source, rel, back - apart)
     stripped = strip(calling_back, {region.task for region in find_regions(calling_back, rel)} - apart)
-    out = [re.sub(r'raise NotImplementedError\("(\w+)"\)', rf'raise {NOT_HELD}("\1")', stripped), "\n\n",
+
+    def raised(match) -> str:
+        task = match[1]
+        if task in back:
+            return f'raise {NOT_HELD}("{task}")'
+        return (f'raise TypeError("the course\'s parts that run apart cannot run {task}: they were given an object '
+                f'whose {task} runs only where the code runs")')
+
+    out = [re.sub(r'raise NotImplementedError\("(\w+)"\)', raised, stripped), "\n\n",
            f"class {NOT_HELD}(LookupError):\n    pass\n"]
     lines = source.splitlines()
     for region, given, _ in _regions_apart(source, rel, apart):
