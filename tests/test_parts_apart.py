@@ -528,42 +528,31 @@ def test_a_loop_of_calls_across_is_a_timeout(reference):
     assert [r.status for r in results] == ["timeout"], [(r.status, r.staff_diagnosis) for r in results]
 
 
-def test_code_that_spins_while_answering_a_call_back_is_a_timeout_of_its_own(reference):
-    """A call back runs the worker's code under the probe's rules and limit: a split_heads
-    that never returns, reached from attention's forward in the parts' process, is the
-    check's timeout, said as the code's own, never the course's part's or the grader's."""
+SPINS = "while True:\n    pass\n"
+# split_heads' code that builds attentions for ever, each __init__ a call across.
+BUILDS_ATTENTIONS_FOR_EVER = """
+import sys
+model = sys.modules[type(self).__module__]
+config = model.Config(vocab_size=5, block_size=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+while True:
+    model.CausalSelfAttention(config)
+"""
+
+
+@pytest.mark.parametrize("body", [SPINS, BUILDS_ATTENTIONS_FOR_EVER], ids=["spins", "calls_across_for_ever"])
+def test_code_that_never_ends_while_answering_a_call_back_is_a_timeout_of_its_own(reference, body):
+    """A call back runs the worker's code under the probe's rules and limit, and the call
+    back with every call across its code makes is one conversation within the probe's
+    processor time: a split_heads that never returns, reached from attention's forward in
+    the parts' process, is the check's timeout, said as the code's own, never the course's
+    part's or the grader's."""
     from tests.timing import limit
 
     task = catalogue.tasks()["split_heads"]
-    sources = apply(reference.sources, task.module, task.name, "while True:\n    pass\n")
+    sources = apply(reference.sources, task.module, task.name, body)
     checks = [c for c in catalogue.chapter_of_task()["attention"].checks if c.task == "attention"][:1]
     with Sandbox(Limits(check_seconds=limit(2.0))) as box:
-        results = grade_task(task, checks, Grading(Submission("spins", sources), reference, box, seed=3),
-                             scan_for_tampering=False)
-    assert [r.status for r in results] == [TIMEOUT], [(r.status, r.staff_diagnosis) for r in results]
-    said = results[0].staff_diagnosis or results[0].diagnosis or ""
-    assert "the course's" not in said and "regrade" not in said, said
-
-
-def test_a_loop_of_calls_across_inside_a_call_back_is_a_timeout_of_its_own(reference):
-    """A call back and every call across its code makes are one conversation, within the
-    probe's limit: split_heads' code that builds attentions for ever (each __init__ a call
-    across) while it answers a call back runs out of the probe's time, as the code's own
-    timeout."""
-    from tests.timing import limit
-
-    body = """
-        import sys
-        model = sys.modules[type(self).__module__]
-        config = model.Config(vocab_size=5, block_size=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)
-        while True:
-            model.CausalSelfAttention(config)
-    """
-    task = catalogue.tasks()["split_heads"]
-    sources = apply(reference.sources, task.module, task.name, textwrap.dedent(body))
-    checks = [c for c in catalogue.chapter_of_task()["attention"].checks if c.task == "attention"][:1]
-    with Sandbox(Limits(check_seconds=limit(2.0))) as box:
-        results = grade_task(task, checks, Grading(Submission("loops", sources), reference, box, seed=3),
+        results = grade_task(task, checks, Grading(Submission("never ends", sources), reference, box, seed=3),
                              scan_for_tampering=False)
     assert [r.status for r in results] == [TIMEOUT], [(r.status, r.staff_diagnosis) for r in results]
     said = results[0].staff_diagnosis or results[0].diagnosis or ""
