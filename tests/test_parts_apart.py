@@ -57,21 +57,17 @@ def all_points(results):
         [(r.check.name, r.status, r.staff_diagnosis or r.diagnosis) for r in results if r.status != PASSED]
 
 
-def test_which_workers_still_hold_reference_code():
-    """Every part runs apart but chapter 00's, whose Values cross one operation at a time
-    (Task.crosses); a part that reaches the graded task calls it back instead of being
-    kept in the worker."""
-    keeping = {}
+def test_no_worker_holds_reference_code():
+    """Every part runs apart, chapter 00's Value operations too (their Values cross node by
+    node); a part that reaches the graded task calls it back instead of being kept in the
+    worker."""
     for name, task in catalogue.tasks().items():
         held, _ = holdings_of([task])
-        if held - runs_apart(held):
-            keeping[name] = sorted(held - runs_apart(held))
-    micro = {name for name, task in catalogue.tasks().items() if task.module == "micro"}
-    assert set(keeping) == micro
+        assert runs_apart(held) == held, (name, sorted(held - runs_apart(held)))
     for task in ("split_heads", "merge_heads", "train_loop", "residual_backward", "feedforward", "block",
-                 "lm_forward", "evaluate", "generate"):
+                 "lm_forward", "evaluate", "generate", "micro_loss", "micro_value_add", "micro_sample"):
         held, _ = holdings_of([catalogue.tasks()[task]])
-        assert held and runs_apart(held) == held, (task, held)
+        assert held, task
 
 
 def test_a_part_that_reaches_the_graded_task_calls_it_back(reference, box):
@@ -560,19 +556,14 @@ def test_code_that_never_ends_while_answering_a_call_back_is_a_timeout_of_its_ow
 
 
 def test_only_a_part_the_kit_routed_wrong_is_the_kit_s_failure(reference):
-    """In the parts' process, a task that never runs apart (chapter 00's Value) is reached
-    only through values the code gave a part: a TypeError, the code's. A task called back
-    that could not be is the kit's routing (HeroPartNotHeld, "regrade")."""
+    """In the parts' process, a task the worker runs as the code's own is a call back (chapter
+    00's Value operations too, reached from a part given the code's Values); only a task
+    called back that could not be is the kit's routing (HeroPartNotHeld, "regrade")."""
     from grader.run.reference import _regions_as_functions
     from grader.run.worker_session import called_back
 
     held = frozenset({"gelu", "layer_norm"})
-    namespace: dict = {}
-    exec(compile(_regions_as_functions(reference.sources["micro.py"], "micro.py", held, called_back(held)),
-                 "micro.py", "exec"), namespace)
-    value = namespace["Value"].__new__(namespace["Value"])
-    value.data = 2.0
-    with pytest.raises(TypeError, match="only where the code runs"):
-        value * 3.0
+    micro = _regions_as_functions(reference.sources["micro.py"], "micro.py", held, called_back(held))
+    assert '__hero_part__("micro_value_mul", {\'self\': self, \'other\': other})' in micro
     text = _regions_as_functions(reference.sources["model.py"], "model.py", frozenset(), frozenset({"gelu"}))
     assert '__hero_part__("gelu"' in text and parts.NOT_HELD not in text.split(f"class {parts.NOT_HELD}")[0]

@@ -130,11 +130,17 @@ class Task:
     names_failing_operator: bool = True
     # Whether the reference runs in the certified parts' own process (grader/run/inside/
     # parts.py), its values carried as data (tensors, numbers, strings, containers, torch's
-    # generators and the package's and torch.nn's objects): then a worker that builds on it
-    # holds none of its code. Not so for chapter 00's Value: its operations are called one
-    # at a time, thousands of times a forward, each on Values that reach the whole graph
-    # built so far, which no call can carry in time.
+    # generators, the package's and torch.nn's objects, and chapter 00's Values node by
+    # node): then a worker that builds on it holds none of its code.
     crosses: bool = True
+    # Whether the part reads and sets the whole graph below the Values it is given (chapter
+    # 00's backward): every node goes with the call, not only those the parts' process has
+    # not met yet.
+    walks_graph: bool = False
+    # Whether the part's answer is a function of the numbers it is given (chapter 00's
+    # operations, softmax, RMSNorm, one attention head: the Values' data, never their
+    # graph or grads) and changes none of them: a probe asks it once for the same numbers.
+    numbers_only: bool = False
 
 
 # Operator families, for the tasks' forbidden_ops.

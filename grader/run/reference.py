@@ -101,7 +101,7 @@ class Reference:
     def _compiled_module(self, rel: str, held: frozenset, guards: tuple, apart: frozenset = frozenset()) -> str:
         key = (rel, held, guards, apart)
         if key not in self._modules_compiled:
-            text = _called_across(self.sources[rel], rel, apart) if apart else self.sources[rel]
+            text = _called_across(self.sources[rel], rel, apart, _crossing_modes()) if apart else self.sources[rel]
             text = strip(_guarded(text, dict(guards)), set(self._tasks_in[rel] - held))
             self._modules_compiled[key] = wire.pack_code(text, f"certified/{rel}")
         return self._modules_compiled[key]
@@ -176,14 +176,27 @@ def _regions_apart(text: str, rel: str, apart: frozenset) -> list:
     return found
 
 
-def _called_across(text: str, rel: str, apart: frozenset) -> str:
+def _crossing_modes() -> dict:
+    """How each part's values cross, where not as usual: "graph" for a part that reads and
+    sets the whole graph below the Values it is given (Task.walks_graph), "numbers" for one
+    whose answer depends on their numbers only (Task.numbers_only)."""
+    from grader.checks import catalogue
+
+    return {name: "graph" if task.walks_graph else "numbers" for name, task in catalogue.tasks().items()
+            if task.walks_graph or task.numbers_only}
+
+
+def _called_across(text: str, rel: str, apart: frozenset, modes: "dict | None" = None) -> str:
     """A module's text with the body of each `apart` region replaced by one call across:
     the part's name and what it is given, by name (the function's signature, public as in
-    the student's copy, and the names its code before the region set)."""
+    the student's copy, and the names its code before the region set), and how its values
+    cross where not as usual (`modes`, _crossing_modes)."""
     lines = text.splitlines(keepends=True)
     for region, given, ends in sorted(_regions_apart(text, rel, apart), key=lambda found: -found[0].begin):
         indent = BEGIN.match(lines[region.begin - 1])["indent"]
-        call = f'{CALL_ACROSS}("{region.task}", {{{", ".join(f"{n!r}: {n}" for n in given)}}})'
+        mode = (modes or {}).get(region.task)
+        whole = f", {mode!r}" if mode else ""
+        call = f'{CALL_ACROSS}("{region.task}", {{{", ".join(f"{n!r}: {n}" for n in given)}}}{whole})'
         lines[region.begin:region.end - 1] = [f"{indent}{'return ' if ends else ''}{call}\n"]
     return "".join(lines)
 

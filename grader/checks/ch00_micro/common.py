@@ -31,8 +31,9 @@ NO_TORCH = ("torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.exp", 
             "torch.autograd.grad", "torch.autograd.backward")
 
 
-def task_of(name, qualname, title):
-    return Task(name, "micro", qualname, title, forbidden=NO_TORCH, crosses=False)
+def task_of(name, qualname, title, walks_graph=False, numbers_only=False):
+    return Task(name, "micro", qualname, title, forbidden=NO_TORCH, walks_graph=walks_graph,
+                numbers_only=numbers_only)
 
 
 # ----------------------------------------------------------------------- helpers

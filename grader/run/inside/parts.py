@@ -33,6 +33,7 @@ A call crosses by value, by way of the grader, which checks every message as it 
 from __future__ import annotations
 
 import functools
+import math
 import types
 
 from grader.run.inside import wire
@@ -48,6 +49,19 @@ REGION_FUNCTION, NOT_HELD = "__hero_region__", "HeroPartNotHeld"
 TUPLE, DICT, ITER, TENSOR, VIEW, OBJECT, MODULE, GENERATOR, DTYPE, SAME, GIVEN, KEPT_OBJECT = (
     "__tuple__", "__dict__", "__iter__", "__t__", "__view__", "__object__", "__torch_module__", "__generator__",
     "__dtype__", "__same__", "__given__", "__kept_object__")
+# Chapter 00's scalar Values: one node of the graph (VALUE), or the new nodes a value
+# brings, children first (VALUES).
+VALUE, VALUES = "__value__", "__values__"
+# A list or dict of them sent whole and kept under a key (CONTAINER), or named by that key
+# while it holds the same Values with the same data and grads (KEPT_CONTAINER).
+CONTAINER, KEPT_CONTAINER = "__container__", "__kept_container__"
+# A list of Values all kept, by their keys, data and grads (Packer._kept_row).
+KEPT_ROW = "__kept_row__"
+# The fewest Values a container holds to be kept: smaller ones are sent each time.
+KEPT_CONTAINER_SIZE = 16
+# The class chapter 00's graph is made of (module, qualified name): its objects cross node
+# by node (Packer._values), never through their attributes.
+VALUE_CLASS = ("micro", "Value")
 _TORCH_MODULES = "torch.nn.modules."
 
 
@@ -81,6 +95,15 @@ class Packer:
         self.given = given or {}
         self.named_given: set = set()  # the numbers of the given values named (GIVEN)
         self.skip = skip_uncrossable  # an attribute that cannot cross is left behind, not refused
+        # Chapter 00's Values: in the worker, those the parts' process keeps from earlier calls
+        # ({id: (key, value, children, local grads)}), and what they are by key; in the parts'
+        # process, the keys of the Values it keeps ({id: key}). `whole_graphs`: every node below
+        # a Value is sent (a part that walks the graph, backward), not only the new ones.
+        self.kept_values: "dict | None" = None
+        self.value_keys: "dict | None" = None
+        self.whole_graphs = False
+        self.sent_new: set = set()
+        self.whole_containers: set = set()  # ids of the containers being sent whole
         self.budget = wire.Budget()
         self.keep: list = []  # what was packed, alive until the call ends (ids stay theirs)
 
@@ -101,7 +124,15 @@ class Packer:
         if depth > 48:
             raise CannotCross("values nested more than 48 deep")
         self._spend(containers=1)
+        if (kind is list or kind is dict) and self.kept_values is not None and not self.whole_graphs:
+            kept = self._container(value)
+            if kept is not None:
+                return kept
         if kind is list:
+            if self.kept_values is not None and not self.whole_graphs and len(value) >= KEPT_CONTAINER_SIZE:
+                row = self._kept_row(value)
+                if row is not None:
+                    return row
             return [self.pack(item, depth + 1) for item in value]
         if kind is tuple or kind is torch.Size:
             return {TUPLE: [self.pack(item, depth + 1) for item in value]}
@@ -119,6 +150,8 @@ class Packer:
             return {ITER: [self.pack(item, depth + 1) for item in value]}
         module = getattr(kind, "__module__", None)
         if _in_package(module):
+            if _value_lineage(kind) is not None:
+                return self._values(value)
             number = self._number(value, self.objects)
             # Its class and the package's classes it derives from, nearest first: the other
             # side rebuilds it on the first it has (a class of the student's own that derives
@@ -153,6 +186,122 @@ class Packer:
         key = KEPT_KEYS[0] = KEPT_KEYS[0] + 1
         self.kept_objects[id(value)] = (key, value, whole)
         return {**whole, "keep": key}
+
+    def _values(self, root) -> dict:
+        """A chapter 00 Value and the nodes below it that the other side does not have yet,
+        children first, each a node of its own (never nested: a graph may be thousands
+        deep). A node the other side keeps from an earlier call of this probe, built of the
+        same children, is named by its key; its data and grad are always sent (they are
+        what code changes: Adam's step, a zero_grad). `whole_graphs`: its nodes are sent
+        too, every one of the graph (a part that walks it reads and sets them all)."""
+        records, order, stack, met = [], [], [(root, False)], set()
+        while stack:
+            node, below_done = stack.pop()
+            if below_done:
+                order.append(node)
+                continue
+            if id(node) in met or id(node) in self.seen or id(node) in self.given:
+                continue
+            met.add(id(node))
+            stack.append((node, True))
+            if self.whole_graphs or self._kept_value(node) is None:
+                for child in reversed(tuple(getattr(node, "_children", ()))):
+                    # (A kept child, in a part that does not walk the graph, is named by its key.)
+                    if id(child) not in met and _value_lineage(type(child)) is not None \
+                            and (self.whole_graphs or self._kept_value(child) is None):
+                        stack.append((child, False))
+        for node in order:
+            records.append(self._node(node))
+        if not records:
+            return self.pack(root)
+        return records[0] if len(records) == 1 else {VALUES: records}
+
+    def _container(self, value) -> "dict | None":
+        """A list or dict of chapter 00's Values (a model's tables, its cache) named by the key
+        the parts' process keeps it by, where it holds the same Values, with the same data
+        and grads, as when sent; else sent whole to be kept (None: too small, or it holds
+        something other than Values, numbers and containers of them)."""
+        if id(value) in self.whole_containers:
+            return None
+        signature = _graph_signature(value)
+        if signature is None or signature[1] < KEPT_CONTAINER_SIZE:
+            return None
+        known = KEPT_CONTAINERS.get(id(value))
+        if known is not None and known[1] is value and known[2] == signature[0]:
+            return {KEPT_CONTAINER: known[0]}
+        self.whole_containers.add(id(value))
+        whole = self.pack(value)
+        key = KEPT_KEYS[0] = KEPT_KEYS[0] + 1
+        KEPT_CONTAINERS[id(value)] = (key, value, signature[0], signature[2])
+        return {CONTAINER: [key, whole]}
+
+    def _child(self, child):
+        """A child of a node sent: a number (this call's values from 0 up, a value the call
+        was given below 0), or a given value's name."""
+        if _value_lineage(type(child)) is None:
+            raise CannotCross(f"a Value whose children are not all Values (one is a {type(child).__name__})")
+        if id(child) in self.given:
+            number = self.given[id(child)]
+            self.named_given.add(number)
+            return -1 - number if type(number) is int else {GIVEN: number}
+        if id(child) in self.seen:
+            return self.seen[id(child)]
+        return {"k": self._kept_value(child)}
+
+    def _kept_row(self, values: list) -> "dict | None":
+        """A list of Values the other side keeps, none met yet in this call: their keys, data
+        and grads as three lists (a model's parameters, sent again after a step)."""
+        keys, data, grads = [], [], []
+        for node in values:
+            key = self._kept_value(node) if _value_lineage(type(node)) is not None else None
+            if key is None or id(node) in self.seen or id(node) in self.given:
+                return None
+            value, grad = getattr(node, "data", None), getattr(node, "grad", None)
+            if type(value) is not float or type(grad) is not float or value - value != 0 or grad - grad != 0:
+                return None
+            keys.append(key)
+            data.append(value)
+            grads.append(grad)
+        self._spend(containers=1)
+        return {KEPT_ROW: [keys, data, grads]}
+
+    def _kept_value(self, node):
+        """The key the other side keeps `node` by, where it is built as it was then."""
+        if self.kept_values is not None:
+            known = self.kept_values.get(id(node))
+            if known is not None and known[1] is node and getattr(node, "_children", None) is known[2] \
+                    and getattr(node, "_local_grads", None) is known[3]:
+                return known[0]
+        elif self.value_keys is not None:
+            return self.value_keys.get(id(node))
+        return None
+
+    def _node(self, node) -> dict:
+        self._spend(containers=1)
+        key = self._kept_value(node)
+        if key is not None and self.whole_graphs:
+            # Kept, but a node below it was sent anew: the other side rebuilds it on that one.
+            if any(id(child) in self.sent_new for child in tuple(getattr(node, "_children", ()))):
+                key = None
+        number = self._number(node, self.objects)
+        data, grad = self.pack(getattr(node, "data", None)), self.pack(getattr(node, "grad", None))
+        if key is not None:
+            return {VALUE: [number, key, data, grad]}
+        self.fresh += 1
+        self.sent_new.add(id(node))
+        children = tuple(getattr(node, "_children", ()))
+        local_grads = tuple(getattr(node, "_local_grads", ()))
+        record = {VALUE: [number, _value_lineage(type(node)), data, grad,
+                          [self._child(child) for child in children], [self.pack(g) for g in local_grads]]}
+        if self.kept_values is not None:
+            key = KEPT_KEYS[0] = KEPT_KEYS[0] + 1
+            _keep_value(key, node)
+            record["keep"] = key
+        elif self.value_keys is not None and self.keeping:
+            key = _PARTS_KEYS[0] = _PARTS_KEYS[0] - 1
+            _keep_part_value(key, node)
+            record["keep"] = key
+        return record
 
     def _number(self, value, table: list) -> int:
         number = len(self.tensors) + len(self.objects)
@@ -235,7 +384,8 @@ class Unpacker:
     references to them); `grad_of`: numbers of tensors made leaves that require a gradient."""
 
     def __init__(self, modules, given: "dict | None" = None, grad_of=(), kept: "dict | None" = None,
-                 copies: bool = False, kept_objects: "dict | None" = None, register=None):
+                 copies: bool = False, kept_objects: "dict | None" = None, register=None,
+                 kept_values: "dict | None" = None, keep_value=None):
         # (`modules` may be a function that finds them: read only where an object comes.)
         self._modules, self.given, self.grad_of = modules, given or {}, set(grad_of)
         # In the parts' process: the tensors kept from earlier calls, by key, and the objects
@@ -245,6 +395,12 @@ class Unpacker:
         self.kept_objects = kept_objects if kept_objects is not None else {}
         # In the worker: called with (key, tensor) for each tensor the parts' process keeps.
         self.register = register
+        # Chapter 00's Values kept by key (on this side: the worker's, or the parts' process's),
+        # and what keeps a new one the other side asks to be kept (None: none is kept).
+        self.kept_values = kept_values if kept_values is not None else {}
+        self.keep_value = keep_value
+        self.kept_containers = _KEPT_CONTAINERS  # (the parts' process's: only it keeps containers)
+        self.containers: list = []  # (key, container) of those this call names or sends to keep
         self.outer = False  # `given` are the values of the call this one calls back from
         self.made: dict = {}  # number -> what was rebuilt
         self.views: set = set()  # ids of the views of given tensors made (autograd sees through them)
@@ -295,6 +451,38 @@ class Unpacker:
             generator.set_state(state)
             self.made[number] = generator
             return generator
+        if CONTAINER in data:
+            key, whole = data[CONTAINER] if isinstance(data[CONTAINER], list) and len(data[CONTAINER]) == 2 \
+                else (None, None)
+            if not isinstance(key, int) or not isinstance(whole, (list, dict)):
+                raise wire.WireError("a container to keep not as containers are sent")
+            made = self.unpack(whole)
+            if not isinstance(made, (list, dict)):
+                raise wire.WireError("a container to keep that is no list or dict")
+            if self.keep_value is not None:
+                self.kept_containers[key] = made
+            self.containers.append((key, made))
+            return made
+        if KEPT_CONTAINER in data:
+            key = data[KEPT_CONTAINER]
+            made = self.kept_containers.get(key) if isinstance(key, int) else None
+            if made is None:
+                raise wire.WireError("a container kept from an earlier call is no longer kept")
+            self.containers.append((key, made))
+            return made
+        if KEPT_ROW in data:
+            return self._kept_row(data[KEPT_ROW])
+        if VALUES in data:
+            records = data[VALUES]
+            if not isinstance(records, list) or not records:
+                raise wire.WireError("nodes of a graph without any node")
+            for record in records:
+                made = self.unpack(record) if isinstance(record, dict) and VALUE in record else None
+                if made is None:
+                    raise wire.WireError("nodes of a graph that are no node")
+            return made
+        if VALUE in data:
+            return self._value(data)
         if OBJECT in data or MODULE in data:
             return self._kept_object(data)
         if KEPT_OBJECT in data:
@@ -308,6 +496,80 @@ class Unpacker:
             self.made.update(subtree)
             return made
         return data
+
+    def _value(self, data):
+        """A node of chapter 00's graph (Packer._values): one kept from an earlier call, with
+        its data and grad as they are now, or a new one made by this side's Value(data,
+        children, local_grads) (in the worker, the code's own class, as the part's code
+        would have made it there)."""
+        fields = data[VALUE]
+        if not isinstance(fields, list) or len(fields) not in (4, 6) or not isinstance(fields[0], int):
+            raise wire.WireError("a node of a graph not as nodes are sent")
+        number, value, grad = fields[0], self.unpack(fields[2]), self.unpack(fields[3])
+        if len(fields) == 4:
+            node = self.kept_values.get(fields[1]) if isinstance(fields[1], int) else None
+            if node is None:
+                raise wire.WireError("a Value kept from an earlier call is no longer kept")
+            for name, now in (("data", value), ("grad", grad)):
+                if getattr(node, name, None) != now:
+                    setattr(node, name, now)
+        else:
+            lineage, children, local_grads = fields[1], fields[4], fields[5]
+            owner = self._class_of(lineage) if isinstance(lineage, list) else None
+            if owner is None or _value_lineage(owner) is None or not isinstance(children, list) \
+                    or not isinstance(local_grads, list):
+                raise wire.WireError("a node of a graph of no Value class")
+            children = tuple(self._child(child) for child in children)
+            local_grads = tuple(self.unpack(local) for local in local_grads)
+            node = owner(value, children, local_grads)
+            if getattr(node, "grad", None) != grad:
+                node.grad = grad
+            if isinstance(data.get("keep"), int) and self.keep_value is not None and not self.copies:
+                self.keep_value(data["keep"], node)
+        self.made[number] = node
+        return node
+
+    def _kept_row(self, row) -> list:
+        keys, data, grads = row if isinstance(row, list) and len(row) == 3 else (None, None, None)
+        if not (isinstance(keys, list) and isinstance(data, list) and isinstance(grads, list)
+                and len(keys) == len(data) == len(grads)):
+            raise wire.WireError("a row of kept Values not as rows are sent")
+        made = []
+        for key, value, grad in zip(keys, data, grads):
+            node = self.kept_values.get(key) if type(key) is int else None
+            if node is None or type(value) is not float or type(grad) is not float:
+                raise wire.WireError("a row of kept Values names one no longer kept")
+            if node.data != value:
+                node.data = value
+            if node.grad != grad:
+                node.grad = grad
+            made.append(node)
+        return made
+
+    def _child(self, reference):
+        """A node's child as Packer._child names it."""
+        if type(reference) is int:
+            found = self.made.get(reference) if reference >= 0 else self.given.get(-1 - reference)
+        elif isinstance(reference, dict) and "k" in reference:
+            found = self.kept_values.get(reference["k"]) if type(reference["k"]) is int else None
+        else:
+            found = self.unpack(reference) if isinstance(reference, dict) and GIVEN in reference else None
+        if found is None:
+            raise wire.WireError(f"no node {str(reference)[:20]} for a child")
+        return found
+
+    def _class_of(self, lineage: list):
+        """The first class of `lineage` ([module, qualified name], nearest first) that this
+        side's package defines, or None."""
+        for entry in lineage:
+            if not (isinstance(entry, list) and len(entry) == 2):
+                return None
+            module, qualname = entry
+            found = self.modules.get(module) if isinstance(module, str) else None
+            owner = _class_in(found, qualname, getattr(found, "__name__", None))
+            if owner is not None:
+                return owner
+        return None
 
     def _kept_object(self, data):
         """An object rebuilt (_object), and kept where the worker asks (Packer._object), with
@@ -418,6 +680,54 @@ def _kept_module() -> type:
     return KeptModule
 
 
+def _graph_signature(value):
+    """(what a container of chapter 00's Values is now, how many Values it holds, the
+    Values) where it holds only Values, numbers, strings, None and containers of them; else
+    None. What it is: its kinds, lengths and keys, and each Value's identity, data and grad."""
+    signature, values, stack = [], [], [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is list and item and _VALUE_LINEAGES.get(type(item[0])) and \
+                all(type(node) is type(item[0]) for node in item):  # a row of Values: read at once
+            signature.append((kind, len(item)))
+            signature.extend([(id(node), getattr(node, "data", None), getattr(node, "grad", None)) for node in item])
+            values.extend(item)
+        elif kind is list or kind is tuple:
+            signature.append((kind, len(item)))
+            stack.extend(reversed(item))
+        elif kind is dict:
+            signature.append((kind, tuple(item)))
+            stack.extend(reversed(list(item.values())))
+        elif item is None or kind is float or kind is int or kind is str or kind is bool:
+            signature.append(item)
+        elif _value_lineage(kind) is not None:
+            signature.append((id(item), getattr(item, "data", None), getattr(item, "grad", None)))
+            values.append(item)
+        else:
+            return None
+        if len(signature) > 1_000_000:
+            return None
+    return tuple(signature), len(values), values
+
+
+_VALUE_LINEAGES: dict = {}
+
+
+def _value_lineage(kind: type) -> "list | None":
+    """A class's lineage in the package ([module, qualified name], nearest first) where it
+    is (or derives from) chapter 00's Value, else None."""
+    if kind is float or kind is int or kind is bool:
+        return None
+    found = _VALUE_LINEAGES.get(kind, False)
+    if found is False:
+        lineage = [[_short(base.__module__), base.__qualname__] for base in kind.__mro__
+                   if _in_package(getattr(base, "__module__", None))]
+        found = lineage if list(VALUE_CLASS) in lineage else None
+        _VALUE_LINEAGES[kind] = found
+    return found
+
+
 def _in_package(module) -> bool:
     return isinstance(module, str) and any(module == package or module.startswith(package + ".")
                                            for package in (STUDENT_PACKAGE, CERTIFIED_PACKAGE))
@@ -478,6 +788,15 @@ LINE: list = []
 # and the count that names them; EPOCH tells the parts' process when to forget its own.
 KEPT: dict = {}
 KEPT_OBJECTS: dict = {}
+# Chapter 00's Values the parts' process keeps ({id: (key, value, children, local grads)}),
+# and each by its key.
+KEPT_VALUES: dict = {}
+KEPT_VALUES_BY_KEY: dict = {}
+# Containers of Values the parts' process keeps ({id: (key, container, signature, its Values)}).
+KEPT_CONTAINERS: dict = {}
+# What parts whose answers depend on numbers only answered this probe, by what they were
+# asked (_numbers_asked): asked again, they are not called.
+ANSWERED: dict = {}
 KEPT_KEYS: list = [0]
 EPOCH: list = [0]
 # torch's random state as the parts' process holds it after the last call of this epoch
@@ -501,6 +820,10 @@ def forget() -> None:
     not here): nothing kept on either side."""
     KEPT.clear()
     KEPT_OBJECTS.clear()
+    KEPT_VALUES.clear()
+    KEPT_VALUES_BY_KEY.clear()
+    KEPT_CONTAINERS.clear()
+    ANSWERED.clear()
     RNG[0] = None
     EPOCH[0] += 1
 
@@ -509,6 +832,13 @@ def _keep(key: int, tensor) -> None:
     """A tensor of an answer that the parts' process keeps under `key`: named so while it
     stays as it came."""
     KEPT[id(tensor)] = (key, tensor, _stamp(tensor))
+
+
+def _keep_value(key: int, node) -> None:
+    """A Value the parts' process keeps under `key`: named so while it is built of the same
+    children and local gradients (its data and grad are sent each time)."""
+    KEPT_VALUES[id(node)] = (key, node, getattr(node, "_children", None), getattr(node, "_local_grads", None))
+    KEPT_VALUES_BY_KEY[key] = node
 
 
 def _stamp(tensor) -> tuple:
@@ -525,7 +855,7 @@ def _stamp(tensor) -> tuple:
             tuple(tensor.stride()), tensor.dtype, tensor.requires_grad, checksum)
 
 
-def call_part(part: str, arguments: dict):
+def call_part(part: str, arguments: dict, mode: "str | None" = None):
     """A part's call across: from a certified part's stub in the worker, to the parts'
     process; or, in the parts' process, from a certified part that reached a task it does
     not hold, back to the worker, whose own code of that task answers (a call back). Its
@@ -542,6 +872,11 @@ def call_part(part: str, arguments: dict):
     keeping = answering is None
     packer = Packer(given=outer, skip_uncrossable=True, kept=KEPT if keeping else None,
                     kept_objects=KEPT_OBJECTS if keeping else None)
+    asked = _numbers_asked(part, arguments) if mode == "numbers" and keeping else None
+    if asked is not None and asked[0] in ANSWERED:
+        return _answered_before(ANSWERED[asked[0]], asked[1])
+    packer.kept_values = KEPT_VALUES if keeping else None
+    packer.whole_graphs = mode == "graph"
     try:
         packed = packer.pack(arguments)
     except CannotCross as error:
@@ -554,11 +889,15 @@ def call_part(part: str, arguments: dict):
     reply = _across(PartCall(part=part, arguments=packed, rng=None if known else rng,
                              grad_enabled=torch.is_grad_enabled(),
                              name_failure=op_rules.NAMING_FAILURES[0], epoch=EPOCH[0]), given)
-    unpacker = Unpacker(MODULES_HERE[0] or _student_modules, given, register=_keep if keeping else None)
+    unpacker = Unpacker(MODULES_HERE[0] or _student_modules, given, register=_keep if keeping else None,
+                        kept_values=KEPT_VALUES_BY_KEY, keep_value=_keep_value if keeping else None)
     result = unpacker.unpack(reply.result)
     _apply(reply.changes, unpacker, given)
     if keeping and reply.changes:
         _stale(reply.changes, packer, given)
+        dropped = {entry[0] for entry in reply.changes.get("dropped", [])}
+        for ident in [i for i, known in KEPT_CONTAINERS.items() if known[0] in dropped]:
+            del KEPT_CONTAINERS[ident]
     for number, _ in (reply.changes or {}).get("tensors", []):  # changed alike on both sides: still kept
         known = KEPT.get(id(given[number]))
         if known is not None and known[1] is given[number]:
@@ -567,6 +906,8 @@ def call_part(part: str, arguments: dict):
         torch.set_rng_state(reply.rng)
     if keeping:
         RNG[0] = rng if reply.rng is None else reply.rng
+    if asked is not None and not reply.changes and reply.rng is None:
+        _remember(asked, reply.result, given)
     wrt = [n for n, tensor in enumerate(_numbered(packer)) if isinstance(tensor, torch.Tensor)
            and tensor.requires_grad and tensor.is_floating_point()]
     outputs = _tensors_of(result, [], {id(v) for v in given.values()} | unpacker.views)
@@ -581,12 +922,91 @@ def call_part(part: str, arguments: dict):
     return _swapped(result, swap)
 
 
+def _numbers_asked(part: str, arguments: dict):
+    """What a part whose answer depends on numbers only (Task.numbers_only) is asked: its
+    name with the numbers of the Values and the plain values it is given, in their places
+    (hashable: the key of ANSWERED), and the Values in the order met; or None where it is
+    given anything else."""
+    values, places = [], {}
+
+    def asked(value, depth=0):
+        kind = type(value)
+        if value is None or kind in (bool, int, str):
+            return (kind.__name__, value)
+        if kind is float:
+            return ("float", value, math.copysign(1.0, value))  # (-0.0 is no 0.0 here)
+        if depth > 8:
+            raise LookupError
+        if kind is list or kind is tuple:
+            return (kind.__name__, tuple(asked(item, depth + 1) for item in value))
+        if kind is dict:
+            return ("dict", tuple((asked(k, depth + 1), asked(v, depth + 1)) for k, v in value.items()))
+        if _value_lineage(kind) is None:
+            raise LookupError
+        if id(value) not in places:
+            places[id(value)] = len(values)
+            values.append(value)
+        data = getattr(value, "data", None)
+        if type(data) is not float:
+            raise LookupError
+        return ("Value", places[id(value)], data, math.copysign(1.0, data))
+
+    try:
+        return (part, asked(arguments)), values
+    except (LookupError, RecursionError):
+        return None
+
+
+def _remember(asked, result, given: dict) -> None:
+    """A part's answer to numbers asked, kept for the rest of the probe: with each value it
+    names of the call by its place among the Values asked (it must name no other)."""
+    places = {id(value): place for place, value in enumerate(asked[1])}
+    numbered = {number: places[id(value)] for number, value in given.items() if id(value) in places}
+    named = set()
+    if _names_only_given(result, named) and named <= set(numbered):
+        ANSWERED[asked[0]] = (result, numbered)
+
+
+def _names_only_given(packed, named: set) -> bool:
+    """Whether a packed answer names nothing kept (only values of its own, or given ones,
+    collected in `named`)."""
+    if isinstance(packed, list):
+        return all(_names_only_given(item, named) for item in packed)
+    if not isinstance(packed, dict):
+        return True
+    if VALUE in packed:
+        fields = packed[VALUE]
+        if len(fields) != 6:
+            return False
+        for child in fields[4]:
+            if type(child) is not int:
+                return False
+            if child < 0:
+                named.add(-1 - child)
+        return True
+    if GIVEN in packed:
+        named.add(packed[GIVEN])
+        return True
+    if any(tag in packed for tag in (KEPT_OBJECT, KEPT_CONTAINER, TENSOR, VIEW, OBJECT, MODULE, CONTAINER)):
+        return False
+    return all(_names_only_given(item, named) for item in packed.values())
+
+
+def _answered_before(remembered, values: list):
+    """An answer remembered (_remember) for the Values now asked: made anew here, nothing
+    of it kept by the parts' process."""
+    result, numbered = remembered
+    given = {number: values[place] for number, place in numbered.items()}
+    return Unpacker(MODULES_HERE[0] or _student_modules, given, kept_values=KEPT_VALUES_BY_KEY).unpack(result)
+
+
 def _stale(changes: dict, packer: Packer, given: dict) -> None:
     """The kept objects the part changed, or changed anything within (an attribute, a
     gradient, a tensor's values), are no longer named by key: the parts' process holds
     them as the part left them, and what is compared with is what was sent before. They
     are sent whole next time, and kept anew."""
-    changed = sorted({number for kind in changes.values() for number, _ in kind if isinstance(number, int)})
+    changed = sorted({entry[0] for name, kind in changes.items() if name != "dropped" for entry in kind
+                      if isinstance(entry[0], int)})
     if not changed:
         return
     import bisect
@@ -613,11 +1033,19 @@ def _numbered(packer: Packer) -> list:
 
 
 def _student_modules() -> dict:
+    """The package's modules by short name, found again only when a module was imported
+    or dropped since (chapter 00 calls across thousands of times a check)."""
     import sys
 
-    prefix = STUDENT_PACKAGE + "."
-    return {name[len(prefix):]: module for name, module in list(sys.modules.items())
-            if name.startswith(prefix) and module is not None}
+    seen = (len(sys.modules), STUDENT_PACKAGE)
+    if _STUDENT_MODULES[0] != seen:
+        prefix = STUDENT_PACKAGE + "."
+        _STUDENT_MODULES[:] = [seen, {name[len(prefix):]: module for name, module in list(sys.modules.items())
+                                      if name.startswith(prefix) and module is not None}]
+    return _STUDENT_MODULES[1]
+
+
+_STUDENT_MODULES: list = [None, {}]
 
 
 def _swapped(value, swap: dict):
@@ -656,6 +1084,8 @@ def _apply(changes, unpacker: Unpacker, given: dict) -> None:
             delattr(target, name)
     for number, state in changes.get("generators", []):
         given[number].set_state(unpacker.unpack(state))
+    for number, data, grad in changes.get("values", []):
+        given[number].data, given[number].grad = unpacker.unpack(data), unpacker.unpack(grad)
 
 
 def _across(call: PartCall, given: dict) -> PartReply:
@@ -778,6 +1208,15 @@ _KEPT: dict = {}
 _KEPT_OBJECTS: dict = {}
 _KEPT_EPOCH: list = [None]
 _PARTS_KEYS: list = [0]
+# Chapter 00's Values kept, by key, and each one's key by its id.
+_KEPT_VALUES: dict = {}
+_VALUE_KEYS: dict = {}
+_KEPT_CONTAINERS: dict = {}
+
+
+def _keep_part_value(key: int, node) -> None:
+    _KEPT_VALUES[key] = node
+    _VALUE_KEYS[id(node)] = key
 
 
 def answer(call: PartCall, modules: dict, where: dict) -> PartReply:
@@ -825,11 +1264,14 @@ def _run(call: PartCall, run, modules, keep: bool) -> PartReply:
             raise wire.WireError("the first call of a probe comes with torch's random state")
         _KEPT.clear()
         _KEPT_OBJECTS.clear()
+        _KEPT_VALUES.clear()
+        _VALUE_KEYS.clear()
+        _KEPT_CONTAINERS.clear()
         _KEPT_EPOCH[0] = call.epoch
     held = torch.get_rng_state()  # (None in a call: the state the last call left here)
     if call.rng is not None:
         torch.set_rng_state(call.rng)
-    unpacker = _unpacker(modules, call)
+    unpacker = _unpacker(modules, call, keep=keep)
     arguments = unpacker.unpack(call.arguments)
     if not isinstance(arguments, dict):
         raise wire.WireError("a part's arguments go by name")
@@ -841,6 +1283,7 @@ def _run(call: PartCall, run, modules, keep: bool) -> PartReply:
             finally:  # the caller's state is where its last forward call left it, not where this run did
                 torch.set_rng_state(held)
         before, rng = _snapshot(unpacker.made), torch.get_rng_state()
+        containers = [(key, made, _Held(made)) for key, made in unpacker.containers]
         try:
             with torch.set_grad_enabled(call.grad_enabled):
                 result = run(arguments)
@@ -854,16 +1297,27 @@ def _run(call: PartCall, run, modules, keep: bool) -> PartReply:
     storages = {value.untyped_storage().data_ptr(): number for number, value in unpacker.made.items()
                 if isinstance(value, torch.Tensor) and value.numel()}
     packer = Packer(given=given, views=storages, keeps=_KEPT if keep else None)
+    packer.value_keys = _VALUE_KEYS if keep else None
     after = torch.get_rng_state()
-    return PartReply(result=packer.pack(result), changes=_changes(before, unpacker.made, packer),
-                     rng=None if torch.equal(after, rng) else after)
+    packed = packer.pack(result)  # (first: what the changes name of it was numbered here)
+    changes = _changes(before, unpacker.made, packer)
+    # A kept container the part changed (a cache appended to) is kept no longer: the
+    # worker's, changed alike by what the answer sets, is sent whole next time.
+    dropped = [key for key, made, held in containers if not held.same(_Held(made))]
+    for key in dropped:
+        _KEPT_CONTAINERS.pop(key, None)
+    if dropped:
+        changes["dropped"] = [[key] for key in dropped]
+    return PartReply(result=packed, changes=changes, rng=None if torch.equal(after, rng) else after)
 
 
-def _unpacker(modules, call: PartCall, copies: bool = False) -> Unpacker:
+def _unpacker(modules, call: PartCall, copies: bool = False, keep: bool = False) -> Unpacker:
     """The unpacker of a call's values: what it names of the call this side awaits (a call
-    back names what its caller's call gave it) comes from there."""
+    back names what its caller's call gave it) comes from there. `keep`: this side keeps
+    the Values the caller asks it to (the parts' process)."""
     unpacker = Unpacker(modules, _CALLS_OUT[-1] if _CALLS_OUT else None, grad_of=call.wrt, kept=_KEPT,
-                        kept_objects=_KEPT_OBJECTS, copies=copies)
+                        kept_objects=_KEPT_OBJECTS, copies=copies, kept_values=_KEPT_VALUES,
+                        keep_value=_keep_part_value if keep and not copies else None)
     unpacker.outer = bool(_CALLS_OUT)
     return unpacker
 
@@ -915,6 +1369,8 @@ def _snapshot(made: dict) -> dict:
             before[number] = (value._version, id(grad), None if grad is None else grad._version)
         elif isinstance(value, torch.Generator):
             before[number] = value.get_state()
+        elif _value_lineage(type(value)) is not None:
+            before[number] = (getattr(value, "data", None), getattr(value, "grad", None))
         else:
             before[number] = _attributes(value)
     return before
@@ -928,14 +1384,38 @@ def _attributes(value) -> dict:
         for key in ("_parameters", "_buffers", "_modules"):
             attributes.update(attributes.pop(key, {}) or {})
         attributes = {k: v for k, v in attributes.items() if not k.startswith("_")}
-    return {name: (id(item), item) for name, item in attributes.items()}
+    return {name: (id(item), item, _contents(item)) for name, item in attributes.items()}
+
+
+class _Held:
+    """What a container held when a call began: its kind, and its items themselves (held,
+    so no id is reused meanwhile), containers within as _Held too."""
+
+    __slots__ = ("kind", "keys", "items")
+
+    def __init__(self, item, depth: int = 0):
+        self.kind = type(item) if depth < 8 else None  # deeper: never the same (sent again)
+        self.keys = list(item) if type(item) is dict else None
+        values = item.values() if type(item) is dict else item
+        self.items = [_Held(x, depth + 1) if type(x) in (list, tuple, dict) else x for x in values]
+
+    def same(self, other) -> bool:
+        """Whether `other` holds the very same items (by identity, never by ==)."""
+        return (isinstance(other, _Held) and self.kind is not None and self.kind is other.kind
+                and self.keys == other.keys and len(self.items) == len(other.items)
+                and all(a.same(b) if isinstance(a, _Held) else a is b for a, b in zip(self.items, other.items)))
+
+
+def _contents(item):
+    """What a container holds (_Held), or None for anything else."""
+    return _Held(item) if type(item) in (list, tuple, dict) else None
 
 
 def _changes(before: dict, made: dict, packer: Packer) -> dict:
     """What the call changed of the values it was given (_snapshot's), packed."""
     import torch
 
-    changes: dict = {"tensors": [], "grads": [], "objects": [], "generators": []}
+    changes: dict = {"tensors": [], "grads": [], "objects": [], "generators": [], "values": []}
     for number, value in made.items():
         was = before.get(number)
         if isinstance(value, torch.Tensor):
@@ -946,6 +1426,10 @@ def _changes(before: dict, made: dict, packer: Packer) -> dict:
                 packer.keeping = True
             if id(grad) != was[1] or (grad is not None and grad._version != was[2]):
                 changes["grads"].append([number, None if grad is None else packer.pack(grad)])
+        elif _value_lineage(type(value)) is not None:
+            now = (getattr(value, "data", None), getattr(value, "grad", None))
+            if now != was:
+                changes["values"].append([number, packer.pack(now[0]), packer.pack(now[1])])
         elif isinstance(value, torch.Generator):
             state = value.get_state()
             if not torch.equal(state, was):
@@ -954,9 +1438,10 @@ def _changes(before: dict, made: dict, packer: Packer) -> dict:
                 packer.keeping = True
         else:
             now = _attributes(value)
-            # Set anew, or a container, whose contents may have changed where it stands.
-            changed = {name: item for name, (ident, item) in now.items()
-                       if name not in was or was[name][0] != ident or type(item) in (list, dict)}
+            # Set anew, or a container whose contents changed where it stands.
+            changed = {name: item for name, (ident, item, contents) in now.items()
+                       if name not in was or was[name][0] != ident
+                       or (contents is not None and not contents.same(was[name][2]))}
             deleted = sorted(set(was) - set(now))
             if changed or deleted:
                 changes["objects"].append([number, {"set": {name: packer.pack(item) for name, item in changed.items()},

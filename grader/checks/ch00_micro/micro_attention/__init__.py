@@ -12,7 +12,7 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import NEAR, all_close, data_of, kind_of, off_by, task_of, values_of
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_attention", "attention_head", "one attention head for one position")]
+TASKS = [task_of("micro_attention", "attention_head", "one attention head for one position", numbers_only=True)]
 
 
 def probe_attention(ns, query, keys, values, c=None, e=None):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from grader.checks._api import check
 from grader.checks.ch00_micro.common import close_enough, task_of
 
-TASKS = [task_of("micro_backward", "Value.backward", "backward: the chain rule over the graph")]
+TASKS = [task_of("micro_backward", "Value.backward", "backward: the chain rule over the graph", walks_graph=True)]
 
 
 # The public graphs are built with the Value constructor alone (its children and their

@@ -12,7 +12,7 @@ from grader.checks._api import check, constant, standard_message
 from grader.checks.ch00_micro.common import NEAR, all_close, grid_confusion, off_by, probe_vector_function, task_of
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_rmsnorm", "rmsnorm", "RMSNorm without gain")]
+TASKS = [task_of("micro_rmsnorm", "rmsnorm", "RMSNorm without gain", numbers_only=True)]
 
 
 def probe_rmsnorm(ns, x, w=None):

@@ -13,7 +13,7 @@ from grader.checks.ch00_micro.common import (NEAR, all_close, grid_confusion, is
                                              task_of)
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_softmax", "softmax", "a stable softmax")]
+TASKS = [task_of("micro_softmax", "softmax", "a stable softmax", numbers_only=True)]
 
 
 def probe_softmax(ns, logits, w=None):

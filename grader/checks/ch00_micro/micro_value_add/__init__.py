@@ -10,7 +10,7 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, task_of, value_cases
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_value_add", "Value.__add__", "Value: a + b")]
+TASKS = [task_of("micro_value_add", "Value.__add__", "Value: a + b", numbers_only=True)]
 
 
 @check("value_and_gradients", 2, "a + b, a + 2.5, 2.5 + a and a + a: right values, local gradients 1 (a + a gives 2)",

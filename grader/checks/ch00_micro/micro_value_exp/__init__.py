@@ -10,7 +10,7 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, task_of, value_cases
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_value_exp", "Value.exp", "Value: exp")]
+TASKS = [task_of("micro_value_exp", "Value.exp", "Value: exp", numbers_only=True)]
 
 
 @check("value_and_gradient", 2, "exp(x) at 0.7, -1.3, 2.0: value and gradient both exp(x)",

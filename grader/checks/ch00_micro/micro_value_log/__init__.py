@@ -10,7 +10,7 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, task_of, value_cases
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_value_log", "Value.log", "Value: log")]
+TASKS = [task_of("micro_value_log", "Value.log", "Value: log", numbers_only=True)]
 
 
 @check("value_and_gradient", 2, "log(x) at 2.5, 0.3, 1.0: value log x, gradient 1/x",

@@ -10,7 +10,7 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, task_of, value_cases
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_value_pow", "Value.__pow__", "Value: a ** k")]
+TASKS = [task_of("micro_value_pow", "Value.__pow__", "Value: a ** k", numbers_only=True)]
 
 
 @check("power_rule", 2, "x ** k for k = 3, 2.5, -1, -0.5, 0.5: value x^k, gradient k * x^(k-1)",

@@ -10,7 +10,7 @@ from grader.checks._api import check
 from grader.checks.ch00_micro.common import judge_ops, probe_value_ops, task_of, value_cases
 from grader.checks.facts import known_facts
 
-TASKS = [task_of("micro_value_relu", "Value.relu", "Value: relu")]
+TASKS = [task_of("micro_value_relu", "Value.relu", "Value: relu", numbers_only=True)]
 
 
 # One judge for both, declared in the lesson's order (value_and_gradient before at_zero).
