@@ -9,6 +9,7 @@ is checked against torch's gradcheck, and its wire against what a forged call ma
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 import pytest
@@ -201,6 +202,8 @@ def line_to_the_reference(reference, monkeypatch):
 
     # The reference's objects stand for the student's here: packed as the package's own.
     monkeypatch.setattr(parts, "STUDENT_PACKAGE", "_reference_hero_transformer")
+    monkeypatch.setattr(parts, "CERTIFIED_PACKAGE", package)  # (its Values are chapter 00's there)
+    monkeypatch.setattr(parts, "_VALUE_LINEAGES", {})
     before = list(parts.LINE)
     parts.LINE[:] = [None, send, recv, from_data, lambda message: to_data(message)]
     yield
@@ -567,3 +570,123 @@ def test_only_a_part_the_kit_routed_wrong_is_the_kit_s_failure(reference):
     assert '__hero_part__("micro_value_mul", {\'self\': self, \'other\': other})' in micro
     text = _regions_as_functions(reference.sources["model.py"], "model.py", frozenset(), frozenset({"gelu"}))
     assert '__hero_part__("gelu"' in text and parts.NOT_HELD not in text.split(f"class {parts.NOT_HELD}")[0]
+
+
+# ---------------------------------------------------------- chapter 00's Values
+
+
+def _value_ops(micro, monkeypatch, sent: "list | None" = None):
+    """The reference's Value with its operations and backward called across, as a worker's
+    stubs call them (grader/run/reference.py, _called_across); `sent` collects each call."""
+    Value = micro.Value
+    if sent is not None:
+        send = parts.LINE[1]
+        parts.LINE[1] = lambda channel, data: sent.append(data) or send(channel, data)
+    for name, task in (("__add__", "micro_value_add"), ("__mul__", "micro_value_mul")):
+        monkeypatch.setattr(Value, name, lambda self, other, task=task: parts.call_part(
+            task, {"self": self, "other": Value.lift(other)}, "numbers"))
+    monkeypatch.setattr(Value, "__pow__", lambda self, k: parts.call_part(
+        "micro_value_pow", {"self": self, "exponent": k}, "numbers"))
+    for name in ("exp", "log", "relu"):
+        monkeypatch.setattr(Value, name, lambda self, name=name: parts.call_part(
+            f"micro_value_{name}", {"self": self}, "numbers"))
+    monkeypatch.setattr(Value, "backward", lambda self: parts.call_part("micro_backward", {"self": self}, "graph"))
+    return Value
+
+
+def _graph(Value, leaves, depth: int):
+    """A graph that reuses nodes and runs `depth` deep (deeper than Python's recursion limit)."""
+    a, b, c = leaves
+    x = (a * b + a.exp()) * c.relu() - (b ** 2).log() / a
+    for step in range(depth):
+        x = x * 0.999 + a * (0.001 if step % 2 else -0.001)
+    return x
+
+
+def test_backward_across_fills_every_grad_of_a_deep_graph_as_the_reference_does(line_to_the_reference, reference,
+                                                                                monkeypatch):
+    """Values cross node by node: a graph 1,500 deep built by operations called across, then
+    its backward called across (every node goes with it), gives the data and grads the
+    reference gives in one process, leaves used twice included."""
+    micro = reference.modules.micro
+    here = [micro.Value(x) for x in (0.7, -1.3, 2.1)]
+    expected = _graph(micro.Value, here, 1500)
+    expected.backward()
+    parts.forget()
+    Value = _value_ops(micro, monkeypatch)
+    there = [Value(x) for x in (0.7, -1.3, 2.1)]
+    crossed = _graph(Value, there, 1500)
+    crossed.backward()
+    assert type(crossed) is Value and crossed.data == pytest.approx(expected.data, rel=1e-12)
+    assert [v.grad for v in there] == pytest.approx([v.grad for v in here], rel=1e-9)
+    assert crossed._children[0]._children[0]._children[0] is not None  # the graph is the worker's own
+
+
+def test_a_value_changed_here_is_changed_there_and_a_step_s_grads_come_back(line_to_the_reference, reference,
+                                                                             monkeypatch):
+    """What code changes of a Value kept by the parts' process (Adam's data, a zero grad) is
+    sent with it; what backward changes there is changed here."""
+    micro = reference.modules.micro
+    parts.forget()
+    Value = _value_ops(micro, monkeypatch)
+    w = Value(0.5)
+    loss = (w * 3.0) ** 2
+    loss.backward()
+    assert w.grad == pytest.approx(2 * 1.5 * 3.0)
+    w.data, w.grad = -2.0, 0.0  # a step, and zero_grad, here only
+    loss = (w * 3.0) ** 2
+    loss.backward()
+    assert loss.data == pytest.approx(36.0) and w.grad == pytest.approx(2 * -6.0 * 3.0)
+
+
+def test_the_same_numbers_asked_again_are_answered_here_with_the_new_values(line_to_the_reference, reference,
+                                                                             monkeypatch):
+    """A part whose answer depends on numbers only (Task.numbers_only) is called once per
+    probe for the same numbers: asked again, its answer is made here, on the Values given
+    now; other numbers, or -0.0 for 0.0, are asked anew."""
+    micro = reference.modules.micro
+    parts.forget()
+    sent = []
+    Value = _value_ops(micro, monkeypatch, sent)
+    a, b = Value(1.5), Value(-2.0)
+    first = a * b
+    c, d = Value(1.5), Value(-2.0)
+    again = c * d
+    assert len(sent) == 1
+    assert again is not first and again._children == (c, d) and again.data == -3.0
+    assert again._local_grads == first._local_grads == (-2.0, 1.5)
+    other = Value(1.5) * Value(-2.5)
+    zero = Value(0.0) * Value(1.0), Value(-0.0) * Value(1.0)
+    assert len(sent) == 4 and other.data == -3.75
+    assert [math.copysign(1.0, z.data) for z in zero] == [1.0, -1.0]
+    again.backward()
+    assert (c.grad, d.grad) == (-2.0, 1.5) and a.grad == 0.0
+
+
+def test_a_model_s_tables_are_sent_once_and_its_forward_across_matches_the_reference(line_to_the_reference,
+                                                                                    reference, monkeypatch):
+    """MicroGPT's forward across, position after position: its tables are sent once and named
+    by key after (a parameter changed here is sent again), the cache it appends to comes back,
+    and the logits are the reference's."""
+    micro = reference.modules.micro
+    expected_model = micro.MicroGPT(7, n_embd=8, n_head=2, block_size=4, seed=3)
+    expected_model.start_sequence()
+    expected = [[v.data for v in expected_model.forward(t, pos)] for pos, t in enumerate((6, 2, 4))]
+    parts.forget()
+    sent = []
+    _value_ops(micro, monkeypatch, sent)
+    model = micro.MicroGPT(7, n_embd=8, n_head=2, block_size=4, seed=3)
+    model.start_sequence()
+    crossed = []
+    for pos, t in enumerate((6, 2, 4)):
+        sent.clear()
+        crossed.append([v.data for v in parts.call_part("micro_forward", {"self": model, "token_id": t, "pos": pos})])
+        # (912 parameters: every one sent at first, none after; the cache's few Values are.)
+        assert (_counted(sent, parts.VALUE) >= 912) == (pos == 0), (pos, _counted(sent, parts.VALUE))
+    assert crossed == [pytest.approx(row, rel=1e-12) for row in expected]
+    assert model.cache_length() == 3 and len(model.cache[0]["keys"]) == 3
+    model.state["wte"][0][0].data += 1.0  # a table changed here: sent again, what changed of it
+    model.start_sequence()
+    sent.clear()
+    parts.call_part("micro_forward", {"self": model, "token_id": 0, "pos": 0})
+    assert 0 < _counted(sent, parts.VALUE) < 100

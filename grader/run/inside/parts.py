@@ -249,12 +249,13 @@ class Packer:
         return {"k": self._kept_value(child)}
 
     def _kept_row(self, values: list) -> "dict | None":
-        """A list of Values the other side keeps, none met yet in this call: their keys, data
-        and grads as three lists (a model's parameters, sent again after a step)."""
+        """A list of Values the other side keeps (those sent earlier in this call too, kept as
+        they arrived): their keys, data and grads as three lists (a model's parameters, sent
+        again after a step)."""
         keys, data, grads = [], [], []
         for node in values:
             key = self._kept_value(node) if _value_lineage(type(node)) is not None else None
-            if key is None or id(node) in self.seen or id(node) in self.given:
+            if key is None or id(node) in self.given:
                 return None
             value, grad = getattr(node, "data", None), getattr(node, "grad", None)
             if type(value) is not float or type(grad) is not float or value - value != 0 or grad - grad != 0:
