@@ -690,3 +690,40 @@ def test_a_model_s_tables_are_sent_once_and_its_forward_across_matches_the_refer
     sent.clear()
     parts.call_part("micro_forward", {"self": model, "token_id": 0, "pos": 0})
     assert 0 < _counted(sent, parts.VALUE) < 100
+
+
+def _names_loss(micro, model, ids, forward, softmax):
+    model.start_sequence()
+    losses = [-softmax(forward(model, ids[pos], pos))[ids[pos + 1]].log() for pos in range(len(ids) - 1)]
+    return micro.vsum(losses) / len(losses)
+
+
+def test_a_loss_over_forward_across_has_the_reference_s_gradients_however_grads_were_reset_here(
+        line_to_the_reference, reference, monkeypatch):
+    """Forward's answer is its logits with their graph left in the parts' process (ghosts:
+    data and grad here, the graph there by key); backward across walks that graph and sets
+    every parameter's grad here. A grad reset here between two passes (a step's zero_grad)
+    is sent before backward runs: the second pass's grads are the first's, not twice them."""
+    micro = reference.modules.micro
+    ids = [6, 0, 3, 2, 6]
+    expected_model = micro.MicroGPT(7, n_embd=8, n_head=2, block_size=8, seed=5)
+    _names_loss(micro, expected_model, ids, micro.MicroGPT.forward, micro.softmax).backward()
+    expected = [p.grad for p in expected_model.params]
+    parts.forget()
+    _value_ops(micro, monkeypatch)
+
+    def forward(model, token_id, pos):
+        return parts.call_part("micro_forward", {"self": model, "token_id": token_id, "pos": pos})
+
+    def softmax(logits):
+        return parts.call_part("micro_softmax", {"logits": logits}, "numbers")
+
+    model = micro.MicroGPT(7, n_embd=8, n_head=2, block_size=8, seed=5)
+    model.start_sequence()
+    assert all(logit._children == () for logit in forward(model, 6, 0))  # their graph stayed there
+    for _ in range(2):
+        loss = _names_loss(micro, model, ids, forward, softmax)
+        loss.backward()
+        assert [p.grad for p in model.params] == pytest.approx(expected, rel=1e-9, abs=1e-15)
+        for p in model.params:
+            p.grad = 0.0

@@ -265,6 +265,13 @@ class PartCall:
     grad_enabled: bool = True
     name_failure: bool = False  # note the operator that fails, as the probe does
     epoch: int = 0  # tensors named as kept are kept for this epoch (parts.forget)
+    # How chapter 00's Values cross: "graph" for a part that walks the graph below those given
+    # (Task.walks_graph), "numbers" for one whose answer depends on their numbers only
+    # (Task.numbers_only: its answer's graph is sent whole, to be remembered), else None.
+    mode: "str | None" = None
+    # Chapter 00's Values kept by the parts' process that the worker changed since it sent
+    # them, where the part walks the graph: [keys, data, grads].
+    values: Any = None
     wrt: list[int] = field(default_factory=list)
     grad_outputs: Any = None
 

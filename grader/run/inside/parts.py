@@ -102,6 +102,9 @@ class Packer:
         self.kept_values: "dict | None" = None
         self.value_keys: "dict | None" = None
         self.whole_graphs = False
+        # In the parts' process's answers: a new Value whose children are new too is sent
+        # without them (a ghost): its graph stays there, named by its key (Packer._ghost).
+        self.ghosts = False
         self.sent_new: set = set()
         self.whole_containers: set = set()  # ids of the containers being sent whole
         self.budget = wire.Budget()
@@ -194,6 +197,8 @@ class Packer:
         same children, is named by its key; its data and grad are always sent (they are
         what code changes: Adam's step, a zero_grad). `whole_graphs`: its nodes are sent
         too, every one of the graph (a part that walks it reads and sets them all)."""
+        if self.ghosts:
+            return self._ghost(root)
         records, order, stack, met = [], [], [(root, False)], set()
         while stack:
             node, below_done = stack.pop()
@@ -215,6 +220,19 @@ class Packer:
         if not records:
             return self.pack(root)
         return records[0] if len(records) == 1 else {VALUES: records}
+
+    def _ghost(self, node) -> dict:
+        """A Value of an answer of the parts' process: sent with its children where all of them
+        are values the worker has (an operation's result: its operands), else as a ghost,
+        with its data and grad only. The graph below a ghost stays here, kept: what walks it
+        (backward, called across) finds it by the ghost's key; what the worker's code reads
+        of it is its data."""
+        key = self._kept_value(node)
+        if key is None:
+            for child in tuple(getattr(node, "_children", ())):
+                if id(child) not in self.given and id(child) not in self.seen and self._kept_value(child) is None:
+                    return self._node(node, ghost=True)
+        return self._node(node)
 
     def _container(self, value) -> "dict | None":
         """A list or dict of chapter 00's Values (a model's tables, its cache) named by the key
@@ -277,7 +295,7 @@ class Packer:
             return self.value_keys.get(id(node))
         return None
 
-    def _node(self, node) -> dict:
+    def _node(self, node, ghost: bool = False) -> dict:
         self._spend(containers=1)
         key = self._kept_value(node)
         if key is not None and self.whole_graphs:
@@ -287,13 +305,16 @@ class Packer:
         number = self._number(node, self.objects)
         data, grad = self.pack(getattr(node, "data", None)), self.pack(getattr(node, "grad", None))
         if key is not None:
+            if self.kept_values is not None:
+                _synced(node)
             return {VALUE: [number, key, data, grad]}
         self.fresh += 1
         self.sent_new.add(id(node))
         children = tuple(getattr(node, "_children", ()))
         local_grads = tuple(getattr(node, "_local_grads", ()))
-        record = {VALUE: [number, _value_lineage(type(node)), data, grad,
-                          [self._child(child) for child in children], [self.pack(g) for g in local_grads]]}
+        record = {VALUE: [number, _value_lineage(type(node)), data, grad, None, None] if ghost else
+                  [number, _value_lineage(type(node)), data, grad, [self._child(child) for child in children],
+                   [self.pack(g) for g in local_grads]]}
         if self.kept_values is not None:
             key = KEPT_KEYS[0] = KEPT_KEYS[0] + 1
             _keep_value(key, node)
@@ -301,6 +322,7 @@ class Packer:
         elif self.value_keys is not None and self.keeping:
             key = _PARTS_KEYS[0] = _PARTS_KEYS[0] - 1
             _keep_part_value(key, node)
+            _SENT_VALUES.add(key)
             record["keep"] = key
         return record
 
@@ -517,6 +539,8 @@ class Unpacker:
         else:
             lineage, children, local_grads = fields[1], fields[4], fields[5]
             owner = self._class_of(lineage) if isinstance(lineage, list) else None
+            if children is None and local_grads is None and isinstance(data.get("keep"), int):
+                children = local_grads = []  # a ghost: its graph stays in the parts' process
             if owner is None or _value_lineage(owner) is None or not isinstance(children, list) \
                     or not isinstance(local_grads, list):
                 raise wire.WireError("a node of a graph of no Value class")
@@ -527,6 +551,8 @@ class Unpacker:
                 node.grad = grad
             if isinstance(data.get("keep"), int) and self.keep_value is not None and not self.copies:
                 self.keep_value(data["keep"], node)
+        if self.keep_value is _keep_value:
+            _synced(node)
         self.made[number] = node
         return node
 
@@ -689,10 +715,10 @@ def _graph_signature(value):
     while stack:
         item = stack.pop()
         kind = type(item)
-        if kind is list and item and _VALUE_LINEAGES.get(type(item[0])) and \
-                all(type(node) is type(item[0]) for node in item):  # a row of Values: read at once
-            signature.append((kind, len(item)))
-            signature.extend([(id(node), getattr(node, "data", None), getattr(node, "grad", None)) for node in item])
+        row = _row_of_values(item) if kind is list else None
+        if row is not None:  # a row of Values: read at once
+            signature.append((kind, len(item), tuple(map(id, item)), tuple([getattr(n, "data", None) for n in item]),
+                              tuple([getattr(n, "grad", None) for n in item])))
             values.extend(item)
         elif kind is list or kind is tuple:
             signature.append((kind, len(item)))
@@ -710,6 +736,18 @@ def _graph_signature(value):
         if len(signature) > 1_000_000:
             return None
     return tuple(signature), len(values), values
+
+
+def _row_of_values(item: list) -> "type | None":
+    """The class of a non-empty list's items where all are Values of that one class whose
+    == is identity, else None."""
+    first = type(item[0]) if item else None
+    if first is None or not _VALUE_LINEAGES.get(first) or first.__eq__ is not object.__eq__:
+        return None
+    for node in item:
+        if type(node) is not first:
+            return None
+    return first
 
 
 _VALUE_LINEAGES: dict = {}
@@ -837,9 +875,36 @@ def _keep(key: int, tensor) -> None:
 
 def _keep_value(key: int, node) -> None:
     """A Value the parts' process keeps under `key`: named so while it is built of the same
-    children and local gradients (its data and grad are sent each time)."""
-    KEPT_VALUES[id(node)] = (key, node, getattr(node, "_children", None), getattr(node, "_local_grads", None))
+    children and local gradients (its data and grad are sent each time it is sent), with
+    its data and grad as the parts' process last had them (_changed_values)."""
+    KEPT_VALUES[id(node)] = [key, node, getattr(node, "_children", None), getattr(node, "_local_grads", None),
+                             getattr(node, "data", None), getattr(node, "grad", None)]
     KEPT_VALUES_BY_KEY[key] = node
+
+
+def _synced(node) -> None:
+    """`node`'s data and grad are as the parts' process has them now."""
+    known = KEPT_VALUES.get(id(node))
+    if known is not None and known[1] is node:
+        known[4], known[5] = getattr(node, "data", None), getattr(node, "grad", None)
+
+
+def _changed_values(sent: dict) -> "list | None":
+    """The kept Values whose data or grad the worker changed since the parts' process had
+    them, but those sent in this call (`sent`: ids): what a part that walks the graph may
+    reach below its ghosts (a parameter a step changed). [keys, data, grads], or None."""
+    keys, data, grads = [], [], []
+    for ident, known in KEPT_VALUES.items():
+        if ident in sent:
+            continue
+        node = known[1]
+        now = (getattr(node, "data", None), getattr(node, "grad", None))
+        if now != (known[4], known[5]):
+            keys.append(known[0])
+            data.append(now[0])
+            grads.append(now[1])
+            known[4], known[5] = now
+    return [keys, data, grads] if keys else None
 
 
 def _stamp(tensor) -> tuple:
@@ -887,9 +952,11 @@ def call_part(part: str, arguments: dict, mode: "str | None" = None):
     rng = torch.get_rng_state()
     known = keeping and RNG[0] is not None and torch.equal(rng, RNG[0])
     RNG[0] = None  # unknown, should the call fail
+    changed = _changed_values({id(v) for v in packer.objects}) if mode == "graph" and keeping else None
     reply = _across(PartCall(part=part, arguments=packed, rng=None if known else rng,
                              grad_enabled=torch.is_grad_enabled(),
-                             name_failure=op_rules.NAMING_FAILURES[0], epoch=EPOCH[0]), given)
+                             name_failure=op_rules.NAMING_FAILURES[0], epoch=EPOCH[0],
+                             mode=mode if mode in ("graph", "numbers") else None, values=changed), given)
     unpacker = Unpacker(MODULES_HERE[0] or _student_modules, given, register=_keep if keeping else None,
                         kept_values=KEPT_VALUES_BY_KEY, keep_value=_keep_value if keeping else None)
     result = unpacker.unpack(reply.result)
@@ -977,7 +1044,7 @@ def _names_only_given(packed, named: set) -> bool:
         return True
     if VALUE in packed:
         fields = packed[VALUE]
-        if len(fields) != 6:
+        if len(fields) != 6 or fields[4] is None:  # (kept, or a ghost: their graphs are kept there)
             return False
         for child in fields[4]:
             if type(child) is not int:
@@ -1006,8 +1073,8 @@ def _stale(changes: dict, packer: Packer, given: dict) -> None:
     gradient, a tensor's values), are no longer named by key: the parts' process holds
     them as the part left them, and what is compared with is what was sent before. They
     are sent whole next time, and kept anew."""
-    changed = sorted({entry[0] for name, kind in changes.items() if name != "dropped" for entry in kind
-                      if isinstance(entry[0], int)})
+    changed = sorted({entry[0] for name, kind in changes.items() if name not in ("dropped", "kept_values")
+                      for entry in kind if isinstance(entry[0], int)})
     if not changed:
         return
     import bisect
@@ -1087,6 +1154,13 @@ def _apply(changes, unpacker: Unpacker, given: dict) -> None:
         given[number].set_state(unpacker.unpack(state))
     for number, data, grad in changes.get("values", []):
         given[number].data, given[number].grad = unpacker.unpack(data), unpacker.unpack(grad)
+        _synced(given[number])
+    keys, data, grads = changes.get("kept_values") or ([], [], [])
+    for key, value, grad in zip(keys, data, grads):  # below a ghost: named by key
+        node = KEPT_VALUES_BY_KEY.get(key)
+        if node is not None:
+            node.data, node.grad = unpacker.unpack(value), unpacker.unpack(grad)
+            _synced(node)
 
 
 def _across(call: PartCall, given: dict) -> PartReply:
@@ -1213,6 +1287,7 @@ _PARTS_KEYS: list = [0]
 _KEPT_VALUES: dict = {}
 _VALUE_KEYS: dict = {}
 _KEPT_CONTAINERS: dict = {}
+_SENT_VALUES: set = set()  # the keys of the Values made here that the worker has too
 
 
 def _keep_part_value(key: int, node) -> None:
@@ -1268,10 +1343,13 @@ def _run(call: PartCall, run, modules, keep: bool) -> PartReply:
         _KEPT_VALUES.clear()
         _VALUE_KEYS.clear()
         _KEPT_CONTAINERS.clear()
+        _SENT_VALUES.clear()
         _KEPT_EPOCH[0] = call.epoch
     held = torch.get_rng_state()  # (None in a call: the state the last call left here)
     if call.rng is not None:
         torch.set_rng_state(call.rng)
+    if call.values is not None:
+        _set_values(call.values)
     unpacker = _unpacker(modules, call, keep=keep)
     arguments = unpacker.unpack(call.arguments)
     if not isinstance(arguments, dict):
@@ -1285,6 +1363,7 @@ def _run(call: PartCall, run, modules, keep: bool) -> PartReply:
                 torch.set_rng_state(held)
         before, rng = _snapshot(unpacker.made), torch.get_rng_state()
         containers = [(key, made, _Held(made)) for key, made in unpacker.containers]
+        below = _below(unpacker.made) if call.mode == "graph" and keep else {}
         try:
             with torch.set_grad_enabled(call.grad_enabled):
                 result = run(arguments)
@@ -1299,17 +1378,56 @@ def _run(call: PartCall, run, modules, keep: bool) -> PartReply:
                 if isinstance(value, torch.Tensor) and value.numel()}
     packer = Packer(given=given, views=storages, keeps=_KEPT if keep else None)
     packer.value_keys = _VALUE_KEYS if keep else None
+    packer.ghosts = keep and call.mode != "numbers"  # (a small graph, sent whole to be remembered)
     after = torch.get_rng_state()
     packed = packer.pack(result)  # (first: what the changes name of it was numbered here)
     changes = _changes(before, unpacker.made, packer)
     # A kept container the part changed (a cache appended to) is kept no longer: the
     # worker's, changed alike by what the answer sets, is sent whole next time.
+    changed_below = [(key, node) for key, (node, was) in below.items()
+                     if (getattr(node, "data", None), getattr(node, "grad", None)) != was]
+    if changed_below:
+        changes["kept_values"] = [[key for key, _ in changed_below],
+                                  [packer.pack(node.data) for _, node in changed_below],
+                                  [packer.pack(node.grad) for _, node in changed_below]]
     dropped = [key for key, made, held in containers if not held.same(_Held(made))]
     for key in dropped:
         _KEPT_CONTAINERS.pop(key, None)
     if dropped:
         changes["dropped"] = [[key] for key in dropped]
     return PartReply(result=packed, changes=changes, rng=None if torch.equal(after, rng) else after)
+
+
+def _set_values(values) -> None:
+    """The data and grads the worker changed of Values kept here (_changed_values)."""
+    keys, data, grads = values if isinstance(values, list) and len(values) == 3 else (None, None, None)
+    if not (isinstance(keys, list) and isinstance(data, list) and isinstance(grads, list)):
+        raise wire.WireError("changed Values not as they are sent")
+    for key, value, grad in zip(keys, data, grads):
+        node = _KEPT_VALUES.get(key) if type(key) is int else None
+        if node is None or type(value) not in (float, int) or type(grad) not in (float, int):
+            raise wire.WireError("a changed Value no longer kept")
+        node.data, node.grad = float(value), float(grad)
+
+
+def _below(made: dict) -> dict:
+    """The Values below those a call was given that the worker has too (by key: made there,
+    or sent there) but was not sent now, with their data and grads: what a part that walks
+    the graph changes of them is reported by key."""
+    given = {id(value) for value in made.values()}
+    stack = [value for value in made.values() if _value_lineage(type(value)) is not None]
+    met, found = set(given), {}
+    while stack:
+        node = stack.pop()
+        for child in getattr(node, "_children", ()):
+            if id(child) in met or _value_lineage(type(child)) is None:
+                continue
+            met.add(id(child))
+            stack.append(child)
+            key = _VALUE_KEYS.get(id(child))
+            if key is not None and (key > 0 or key in _SENT_VALUES):
+                found[key] = (child, (child.data, child.grad))
+    return found
 
 
 def _unpacker(modules, call: PartCall, copies: bool = False, keep: bool = False) -> Unpacker:
@@ -1392,19 +1510,25 @@ class _Held:
     """What a container held when a call began: its kind, and its items themselves (held,
     so no id is reused meanwhile), containers within as _Held too."""
 
-    __slots__ = ("kind", "keys", "items")
+    __slots__ = ("kind", "keys", "items", "row")
 
     def __init__(self, item, depth: int = 0):
         self.kind = type(item) if depth < 8 else None  # deeper: never the same (sent again)
         self.keys = list(item) if type(item) is dict else None
+        # A row of Values whose == is identity: copied and compared at once.
+        self.row = type(item) is list and _row_of_values(item) is not None
         values = item.values() if type(item) is dict else item
-        self.items = [_Held(x, depth + 1) if type(x) in (list, tuple, dict) else x for x in values]
+        self.items = item[:] if self.row else [_Held(x, depth + 1) if type(x) in (list, tuple, dict) else x
+                                               for x in values]
 
     def same(self, other) -> bool:
         """Whether `other` holds the very same items (by identity, never by ==)."""
-        return (isinstance(other, _Held) and self.kind is not None and self.kind is other.kind
-                and self.keys == other.keys and len(self.items) == len(other.items)
-                and all(a.same(b) if isinstance(a, _Held) else a is b for a, b in zip(self.items, other.items)))
+        if not (isinstance(other, _Held) and self.kind is not None and self.kind is other.kind
+                and self.keys == other.keys and len(self.items) == len(other.items) and self.row == other.row):
+            return False
+        if self.row:
+            return self.items == other.items
+        return all(a.same(b) if isinstance(a, _Held) else a is b for a, b in zip(self.items, other.items))
 
 
 def _contents(item):

@@ -30,6 +30,17 @@ class WireError(Exception):
 
 def encode(value, _depth=0):
     """Turn results into JSON-ready data; anything unknown becomes a short repr."""
+    kind = type(value)  # (exact types first: a part's call is mostly these, thousands deep)
+    if kind is float:
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if value is None or kind is str or kind is int or kind is bool:
+        return value
+    if _depth > 64:
+        return {"__repr__": "<nested too deeply>"}
+    if kind is list or kind is tuple:
+        return [encode(v, _depth + 1) for v in value]
+    if kind is dict:
+        return {k if type(k) is str else str(k): encode(v, _depth + 1) for k, v in value.items()}
     if _depth > 64:
         return {"__repr__": "<nested too deeply>"}
     if value is None or isinstance(value, (bool, int, str)):
