@@ -28,6 +28,14 @@ A call crosses by value, by way of the grader, which checks every message as it 
   part's gradient (an input requires one and grad mode is on), the result's new tensors
   are a node of the graph whose backward crosses too: the parts' process runs the part
   again on the same values and random state, and returns the gradients asked for.
+
+Chapter 00's scalar Values cross node by node (Packer._values): data, grad, local
+gradients and children by number, each node once per probe, then by key. A list or dict
+of them is kept by key while unchanged (Packer._container); forward's and a layer's
+answers leave their graph in the parts' process, the worker's nodes of them ghosts
+(Packer._ghost) that backward across finds by key (Task.walks_graph); and a part whose
+answer depends on numbers only is asked once per probe for the same numbers
+(_numbers_asked, Task.numbers_only).
 """
 
 from __future__ import annotations
