@@ -538,18 +538,21 @@ while True:
 """
 
 
-@pytest.mark.parametrize("body", [SPINS, BUILDS_ATTENTIONS_FOR_EVER], ids=["spins", "calls_across_for_ever"])
-def test_code_that_never_ends_while_answering_a_call_back_is_a_timeout_of_its_own(reference, body):
+@pytest.mark.parametrize("graded, checked, body", [("split_heads", "attention", SPINS),
+                                                   ("split_heads", "attention", BUILDS_ATTENTIONS_FOR_EVER),
+                                                   ("micro_block", "micro_block", SPINS)],
+                         ids=["spins", "calls_across_for_ever", "chapter_00_spins"])
+def test_code_that_never_ends_while_answering_a_call_back_is_a_timeout_of_its_own(reference, graded, checked, body):
     """A call back runs the worker's code under the probe's rules and limit, and the call
     back with every call across its code makes is one conversation within the probe's
     processor time: a split_heads that never returns, reached from attention's forward in
-    the parts' process, is the check's timeout, said as the code's own, never the course's
-    part's or the grader's."""
+    the parts' process (or chapter 00's block, from MicroGPT.forward there), is the check's
+    timeout, said as the code's own, never the course's part's or the grader's."""
     from tests.timing import limit
 
-    task = catalogue.tasks()["split_heads"]
+    task = catalogue.tasks()[graded]
     sources = apply(reference.sources, task.module, task.name, body)
-    checks = [c for c in catalogue.chapter_of_task()["attention"].checks if c.task == "attention"][:1]
+    checks = [c for c in catalogue.chapter_of_task()[checked].checks if c.task == checked][:1]
     with Sandbox(Limits(check_seconds=limit(2.0))) as box:
         results = grade_task(task, checks, Grading(Submission("never ends", sources), reference, box, seed=3),
                              scan_for_tampering=False)

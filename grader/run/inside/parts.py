@@ -289,6 +289,8 @@ class Packer:
             keys.append(key)
             data.append(value)
             grads.append(grad)
+        for node in values:
+            _synced(node)
         self._spend(containers=1)
         return {KEPT_ROW: [keys, data, grads]}
 
