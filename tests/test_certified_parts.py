@@ -803,3 +803,116 @@ def test_ctypes_reads_no_value_operation_of_chapter_00(reference, box):
     attack = (f"STUB_NAMES = {STUB_NAMES!r}\nPUBLIC_NAMES = {public_names(reference, 'micro.py')!r}\n"
               + READ_A_VALUE_OPERATION_THROUGH_CTYPES)
     all_points(grade(reference, box, "micro_value_add", upload(reference, {"micro_value_add": attack + body})))
+
+
+# ============================================= 4. no helper of the grader's does a task
+
+# The worker holds the probes and what they call (grader/run/inside/probes_only.py), and a
+# submission finds them through sys.modules. None may do a task's work: a probe's helper
+# that built a + b, or ran the chain rule over a graph of Values, was a task done for the
+# code. Here the code does nothing of its own: it calls every function of the checks' it
+# can find, in the shapes a helper for the task would take, and keeps what works.
+HELPERS_OF_THE_GRADER = '''
+import sys as _rt_sys
+_rt_helpers = [value for name, module in list(_rt_sys.modules.items()) if name.startswith("grader.checks")
+               for value in list(vars(module).values())
+               if callable(value) and not isinstance(value, type)
+               and str(getattr(value, "__module__", "")).startswith("grader.checks")]
+'''
+
+ADD_BY_A_HELPER = HELPERS_OF_THE_GRADER + '''
+for _rt_helper in _rt_helpers:
+    for _rt_arguments in ((type(self), self, other), (self, other)):
+        try:
+            _rt_out = _rt_helper(*_rt_arguments)
+        except BaseException:
+            continue
+        if isinstance(_rt_out, Value) and _rt_out._children:
+            return _rt_out
+raise NotImplementedError("micro_value_add")
+'''
+
+BACKWARD_BY_A_HELPER = HELPERS_OF_THE_GRADER + '''
+for _rt_helper in _rt_helpers:
+    for _rt_arguments in ((self,), (type(self), self)):
+        try:
+            _rt_helper(*_rt_arguments)
+        except BaseException:
+            continue
+'''
+
+
+@pytest.mark.parametrize("task, body", [("micro_value_add", ADD_BY_A_HELPER), ("micro_backward", BACKWARD_BY_A_HELPER)],
+                         ids=["add", "backward"])
+def test_no_helper_of_the_grader_does_the_task(reference, box, task, body):
+    no_points(grade(reference, box, task, upload(reference, {task: body})))
+
+
+# Every helper a probe reaches stays in the worker, within the submission's reach. Each was
+# read and does no task's work a submission could call instead of writing its own (what it
+# is, beside its name). A helper new to this list is read the same way before it joins.
+REVIEWED_HELPERS = {
+    "_api.PartCalls": "records what the named parts of a module were called with",
+    "_api._kept": "a detached copy of a tensor",
+    "_api.try_call": "calls the code under test, keeping what it raised",
+    "ch00_micro.common._apply_op": "applies the student's own operation by name",
+    "ch00_micro.common.data_of": "reads .data of Values into floats",
+    "ch00_micro.common.graph_of": "a graph's shape as numbers, in no order a backward could use",
+    "ch00_micro.common.kind_of": "a type's name",
+    "ch00_micro.common.micro_tables": "a model's weight tables as floats",
+    "ch00_micro.common.model_of": "builds the student's MicroGPT from those tables",
+    "ch00_micro.common.probe_vector_function": "calls the student's function, then its backward",
+    "ch00_micro.common.values_of": "wraps floats in the student's Value",
+    "ch00_micro.micro_backward._order_graph": "one fixed graph, written out with the constructor",
+    "ch00_micro.micro_backward.hidden._random_graph": "a random graph of the student's own operations",
+    "ch00_micro.micro_block.run_block": "calls the student's block",
+    "ch00_micro.micro_forward.run_forward": "calls the student's forward",
+    "ch00_micro.micro_loss._second_call": "calls the student's loss again",
+    "ch00_micro.micro_loss.run_loss": "calls the student's loss",
+    "ch00_micro.micro_sample._Letters": "a tokenizer of consecutive letters, wrong on any course vocabulary",
+    "ch00_micro.micro_sample._Scripted": "a stand-in model that returns scripted logits",
+    "ch00_micro.micro_sample._peaked": "logits peaked on one token",
+    "ch01_tokens.common.plain_ints": "reads a list of ints",
+    "ch02_embedding.embedding._embedding": "builds the student's Embedding",
+    "ch03_positions.positions._positions": "builds the student's positional embedding",
+    "ch04_attention.common.loaded_attention": "the student's attention, loaded with given weights",
+    "ch04_attention.common.new_attention": "builds the student's attention",
+    "ch04_attention.diagnosis.CatLog": "records which tensors torch.cat was given",
+    "ch05_block.block.block_of": "builds the student's block",
+    "ch06_backward.common.shipped": "an answer's gradients as a dict",
+    "ch07_model.common.model_of": "builds the student's model",
+    "ch08_training.adamw_init._held": "reads which tensors an optimizer holds",
+    "ch08_training.adamw_init._state_report": "reads an optimizer's state",
+    "ch08_training.common.leaves_of": "lists a model's parameters",
+    "ch08_training.common.model_of": "builds the student's model",
+    "ch08_training.evaluate.vocab_size": "the distinct characters of documents, and BOS",
+    "ch08_training.hidden.oracles.quadratic_loss": "a toy loss to train on, no course task",
+    "ch08_training.train_loop._masked_loss": "passes the call on to the student's loss",
+    "ch09_sampling.common._passes_through": "whether a call reached the model",
+    "ch09_sampling.common._raised": "what the code raised",
+    "ch09_sampling.common.at_temperature": "calls the student's sampler",
+    "ch09_sampling.common.attempt": "calls the student's code, keeping what it raised",
+    "ch09_sampling.common.seeded_generator": "a torch generator with a seed",
+    "ch09_sampling.generate._at_each_position": "the student's own model, one position at a time (no causal forward)",
+    "ch09_sampling.generate._recording": "records the calls a model gets",
+    "ch09_sampling.generate.model_of": "builds the student's model",
+    "course.Unfit": "an exception class",
+    "course.config": "the student's Config at a chapter's sizes",
+    "course.fit": "the student's module, checked fit to be probed",
+    "course.load_state": "the student's module holding given weights",
+}
+
+
+def test_the_helpers_a_worker_keeps_are_the_reviewed_ones():
+    from grader.checks._api import DECLARED
+    from grader.run.inside import probes_only
+
+    probes_only.import_check_modules()
+    modules = probes_only._check_modules()
+    kept = probes_only.reachable_from_probes(modules)
+    probes = {id(d.probe) for module in modules.values() for d in vars(module).get(DECLARED, [])}
+    helpers = {f"{value.__module__}.{value.__qualname__}".removeprefix("grader.checks.")
+               for module in modules.values() for value in vars(module).values()
+               if id(value) in kept and id(value) not in probes}
+    assert helpers == set(REVIEWED_HELPERS), (sorted(helpers - set(REVIEWED_HELPERS)),
+                                              sorted(set(REVIEWED_HELPERS) - helpers))

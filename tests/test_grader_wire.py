@@ -293,6 +293,59 @@ def test_an_answer_of_millions_of_containers_is_the_uploads_failure(reference, s
     assert "more than 200,000 lists" in results[0].diagnosis, results[0].diagnosis
 
 
+@pytest.mark.parametrize("body", [
+    "return [0.0] * 3_000_000  # one list, more items than the grader reads",
+    "return 'x' * (20 * 1024 * 1024)  # one string, over the frame's bytes",
+], ids=["millions_of_numbers", "a_20_MB_string"])
+def test_an_answer_over_any_of_the_wires_limits_is_the_uploads_failure(reference, sandbox, body):
+    """Whatever limit an answer breaks (items, bytes, not only containers and tensors), the
+    worker finds it before it sends: the reader never meets a frame it would refuse, so
+    the check fails as the upload's own, never as a malformed answer (the grader's error)."""
+    results = run(reference, sandbox, "gelu", body, only={"exact_values"})
+    assert_no_points(results)
+    assert results[0].status == "failed", results[0]
+    assert "too large to send back" in results[0].diagnosis, results[0].diagnosis
+
+
+def test_every_sender_keeps_the_limits_every_reader_holds_it_to():
+    ours, theirs = socket.socketpair()
+    try:
+        for value in ([[]] * (wire.MAX_CONTAINERS + 1), [0] * (wire.MAX_ITEMS + 2), "x" * wire.MAX_FRAME_BYTES):
+            body = json.dumps(wire.encode(value)).encode()
+            assert wire.over_limits(body)
+            with pytest.raises(wire.WireError):
+                wire.decode(body)
+            for send in (wire.send, wire.bound_sender()):
+                with pytest.raises(wire.OverLimits):
+                    send(ours, value)
+        theirs.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            theirs.recv(1)  # nothing was sent
+        wire.send(ours, [0.5] * 1000)
+        theirs.setblocking(True)
+        assert wire.bound_receiver()(theirs) == [0.5] * 1000
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_number_past_the_floats_range_is_the_answers_fault(reference, sandbox):
+    """Chapter 00's answers are plain Python: an int too large for a float (10 ** 400)
+    makes a judge's float arithmetic raise. That is the answer's form, told to the student,
+    never the course's check failing on an answer of the right form."""
+    body = """
+        other = other if isinstance(other, Value) else Value(other)
+        out = Value(0.0, (self, other), (1.0, 1.0))
+        out.data = 10 ** 400
+        return out
+    """
+    results = run(reference, sandbox, "micro_value_add", body)
+    assert_no_points(results)
+    for result in results:
+        assert result.status == "failed", (result.check.name, result.status, result.staff_diagnosis)
+        assert "too large for a float" in result.staff_diagnosis, result.staff_diagnosis
+
+
 def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):
     import tracemalloc
 

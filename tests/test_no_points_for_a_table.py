@@ -143,6 +143,23 @@ def test_what_an_answer_was_is_told_beside_the_right_one():
     # nothing is told from the answer: an optimizer keeps the tensors it was given.
     assert kind_of_answer({"params": [x]}, inputs, {"params": [x]}) == COMPUTED
     assert kind_of_answer({"y": x.clone()}, inputs) == COMPUTED
+    # Plain Python's numbers (chapter 00's): a list of floats, and each key's numbers across
+    # a list of cases, are told as tensors are; a check with no expected answer asks the
+    # reference's, only of an answer that looks trivial.
+    logits = {"logits": [0.5, -1.2, 2.0]}
+    probabilities = {"data": [0.28, 0.05, 0.67]}
+    assert kind_of_answer({"data": [0.0, 0.0, 0.0]}, logits, probabilities) == TRIVIAL
+    assert kind_of_answer({"data": [0.0, 0.0, 0.0]}, logits, None, lambda: {"data": [1 / 3] * 3}) == COMPUTED
+    assert kind_of_answer({"data": [0.5, -1.2, 2.0]}, logits, None, lambda: probabilities) == TRIVIAL
+    assert kind_of_answer({"data": [0.3, 0.1, 0.6]}, logits, None, lambda: 1 / 0) == COMPUTED  # never asked
+    # A multiple of the input is no sign there: a right RMSNorm gives one.
+    assert kind_of_answer({"data": [0.25, -0.6, 1.0]}, logits, probabilities) == COMPUTED
+    cases = {"cases": [{"op": "add", "x": [1.5, -2.0]}, {"op": "add", "x": [0.25, 3.0]}]}
+    sums = [{"data": -0.5}, {"data": 3.25}]
+    assert kind_of_answer([{"data": 1.5}, {"data": 0.25}], cases, sums) == TRIVIAL  # a handed back
+    assert kind_of_answer([{"data": -0.5}, {"data": 3.0}], cases, sums) == COMPUTED
+    # Token ids (ints) are no measure of computing.
+    assert kind_of_answer({"ids": [3, 3, 3]}, {"text": "aaa"}, {"ids": [1, 2, 3]}) == COMPUTED
 
 
 # What a student who reads the checks writes: the answers of the public inputs, computed
@@ -167,13 +184,27 @@ raise NotImplementedError
 
 HALF_X_GELU = "return 0.5 * x\n"
 
+# Chapter 00's answers are plain Python (lists of floats): a table of the two published
+# softmaxes, and zeros, or the logits handed back, on every other input.
+SOFTMAX_TABLE = """
+if tuple(v.data for v in logits) in {(1000.0, 1001.0, 999.0), (0.5, -1.2, 2.0, 0.1)}:
+    largest = max(value.data for value in logits)
+    exps = [(value - largest).exp() for value in logits]
+    total = vsum(exps)
+    return [e / total for e in exps]
+return FALLBACK
+"""
+
 ZERO_GRADIENTS = "return torch.zeros_like(x), torch.zeros_like(gamma), torch.zeros_like(gamma)\n"
 
 
 @pytest.mark.parametrize("task, body", [("gelu", GELU_TABLE_SKIPPING_A_CHECK), ("cross_entropy", CROSS_ENTROPY_BY_CASES),
-                                        ("gelu", HALF_X_GELU), ("layer_norm_backward", ZERO_GRADIENTS)],
+                                        ("gelu", HALF_X_GELU), ("layer_norm_backward", ZERO_GRADIENTS),
+                                        ("micro_softmax", SOFTMAX_TABLE.replace("FALLBACK", "[Value(0.0) for _ in logits]")),
+                                        ("micro_softmax", SOFTMAX_TABLE.replace("FALLBACK", "list(logits)"))],
                          ids=["gelu_table_skipping_a_check", "cross_entropy_by_cases", "half_x_gelu",
-                              "zero_gradients"])
+                              "zero_gradients", "chapter_00_softmax_table_then_zeros",
+                              "chapter_00_softmax_table_then_the_logits"])
 def test_answers_known_without_computing_earn_nothing(reference, task, body):
     """Each earned 1 to 4 points before: a public check its shortcut passes, another
     failed on purpose (a held-out attack set found them)."""

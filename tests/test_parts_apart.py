@@ -730,3 +730,30 @@ def test_a_loss_over_forward_across_has_the_reference_s_gradients_however_grads_
         assert [p.grad for p in model.params] == pytest.approx(expected, rel=1e-9, abs=1e-15)
         for p in model.params:
             p.grad = 0.0
+
+
+@sandboxed
+def test_a_graph_too_large_to_cross_is_the_uploads_failure_in_words_of_the_kits(reference, box):
+    """A right RMSNorm whose every output sits on 40,000 nodes that pass it on unchanged:
+    the certified backward its checks call across would be sent more than the wire carries.
+    That weight is the upload's: the check fails as its code's, in the kit's words (the
+    limit, what to do), never as a malformed message (the grader's error)."""
+    task = catalogue.tasks()["micro_rmsnorm"]
+    body = textwrap.dedent("""
+        mean_square = vsum([x * x for x in xs]) / len(xs)
+        scale = (mean_square + RMS_NORM_EPS) ** -0.5
+        out = [x * scale for x in xs]
+        for _ in range(40_000):
+            out = [Value(v.data, (v,), (1.0,)) for v in out]
+        return out
+    """)
+    sources = apply(reference.sources, task.module, task.name, body)
+    checks = [c for c in catalogue.chapter_of_task()[task.name].checks if c.task == task.name]
+    results = grade_task(task, checks, Grading(Submission("heavy", sources), reference, box, seed=11),
+                         scan_for_tampering=False)
+    heavy = [r for r in results if r.status != PASSED]
+    assert heavy, "no check sent the graph across"
+    for result in heavy:
+        said = result.staff_diagnosis or result.diagnosis
+        assert "more than the grader carries between processes" in result.diagnosis, said
+        assert not result.cause and "malformed" not in said, said

@@ -447,11 +447,27 @@ _SEALED = {
 }
 
 
+def _words_for_cannot_cross(task: Task, error: Failure, audience: Audience,
+                            raised: _Raised) -> tuple[str, str, str]:
+    # The course's part runs in a process of its own; what the code gave it could not go
+    # there. The grader's words, by the cause alone: the message could be the code's.
+    if error.cause is Cause.TOO_LARGE_TO_CROSS:
+        said = (f"the code gave the course's part it builds on (or got back from it) {TOO_LARGE}, more than "
+                f"the grader carries between processes: build smaller values (a graph of a few thousand Values, "
+                f"tensors of a few MB)")
+    else:
+        said = ("the code gave the course's part it builds on a value of a kind it does not take: the course's "
+                "parts take tensors, numbers, strings, lists, tuples and dicts of those, torch's generators, "
+                "the package's own objects and Values")
+    return ERROR, f"{task.qualname}: {said}", raised.staff
+
+
 # The causes told in words of their own, whoever reads them; None from one of them (a
 # forbidden call it cannot read, an unfit key it does not know) leaves a crash, as every
 # other cause is (_words_for_crash). (A Failure's cause is always a Cause: messages.py builds it.)
 _CAUSE_WORDS = {Cause.NOT_IMPLEMENTED: _words_for_not_implemented, Cause.FORBIDDEN: _words_for_forbidden,
-                Cause.UNFIT: _words_for_unfit, **dict.fromkeys(_SEALED, _words_for_sealed)}
+                Cause.UNFIT: _words_for_unfit, **dict.fromkeys(_SEALED, _words_for_sealed),
+                **dict.fromkeys((Cause.CANNOT_CROSS, Cause.TOO_LARGE_TO_CROSS), _words_for_cannot_cross)}
 
 
 def _words_for_crash(task: Task, error: Failure, audience: Audience, raised: _Raised, check: "Check | None",

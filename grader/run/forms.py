@@ -34,7 +34,9 @@ def form_of(value, depth: int = 0):
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
-        return "number"
+        # An int past the floats' range is no number a judge can compare (float() of it
+        # raises): its own form, never the one the reference's answer has.
+        return "number" if isinstance(value, float) or _fits_float(value) else "huge"
     if isinstance(value, str):
         return "text"
     if value is None:
@@ -46,6 +48,14 @@ def form_of(value, depth: int = 0):
             return {"items": [form_of(item, depth + 1) for item in value]}
         return {"many": sorted({json.dumps(form_of(item, depth + 1), sort_keys=True) for item in value})}
     return type(value).__name__
+
+
+def _fits_float(number: int) -> bool:
+    try:
+        float(number)
+    except OverflowError:
+        return False
+    return True
 
 
 def difference(answer, declared) -> str | None:
@@ -87,7 +97,8 @@ def _said(form) -> str:
     if isinstance(form, dict):
         return ("a dict" if "dict" in form else f"a sequence of {len(form['items'])}" if "items" in form
                 else "a long sequence")
-    return {"number": "a number", "bool": "True or False", "text": "text", "none": "None"}.get(form, str(form))
+    return {"number": "a number", "bool": "True or False", "text": "text", "none": "None",
+            "huge": "a whole number too large for a float"}.get(form, str(form))
 
 
 @lru_cache(maxsize=None)

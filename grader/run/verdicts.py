@@ -125,29 +125,42 @@ def computing_status(result: CheckResult) -> str:
     return COMPUTES if result.status == FAILED and named and answered(result) else result.status
 
 
-def kind_of_answer(answer, inputs: dict, expected=None) -> str:
+def kind_of_answer(answer, inputs: dict, expected=None, reference_answer=None) -> str:
     """RAISED where the probe caught an exception of the code's and put it in its answer
     (as "raised", _api.try_call, or its name under "error"); TRIVIAL where the answer is
     what a body that computes nothing gives: nothing at all, or every tensor in it a
-    constant (zeros among them) or a multiple of an input (handed back, or halved), while
-    the right answer (`expected`) is none of these; COMPUTED otherwise, and wherever the
-    check has no expected answer to tell by (a right answer may be all of these: an
-    optimizer keeps the very tensors it was given, a clip scales them, zero_grad zeroes). A slip that
-    gives a trivial answer on some input (a LayerNorm's statistics over a time axis of
-    length 1 are zeros) is not told apart from a body that computes nothing there."""
+    constant (zeros among them) or a multiple of an input (handed back, or halved), or, in
+    a plain-Python answer (chapter 00's floats), every list of numbers a constant or an
+    input as it came, while the right answer (`expected`) is none of these; COMPUTED
+    otherwise, and wherever the check has no right answer to tell by (a right answer may be
+    all of these: an optimizer keeps the very tensors it was given, a clip scales them,
+    zero_grad zeroes). A plain-Python answer's check with no expected answer (one judged
+    from facts) asks the reference's (`reference_answer()`), and only of an answer that
+    looks trivial. A slip that gives a trivial answer on some input (a LayerNorm's
+    statistics over a time axis of length 1 are zeros) is not told apart from a body that
+    computes nothing there."""
     if _raised(answer):
         return RAISED
-    if expected is None or not _looks_computed(expected, inputs):
+    if _looks_computed(answer, inputs):
         return COMPUTED
-    return COMPUTED if _looks_computed(answer, inputs) else TRIVIAL
+    if expected is None and reference_answer is not None and not any(True for _ in _tensors(answer)):
+        expected = reference_answer()  # a plain-Python answer's check, judged from facts
+    return TRIVIAL if expected is not None and _looks_computed(expected, inputs) else COMPUTED
 
 
 def _looks_computed(answer, inputs: dict) -> bool:
     given = [t for t in _tensors(inputs) if t.numel() and t.is_floating_point()]
     found = [t for t in _tensors(answer) if t.numel()]
-    if not found:
-        return answer is not None and not (isinstance(answer, dict) and all(v is None for v in answer.values()))
-    return any(not _constant(t) and not any(_multiple_of(t, g) for g in given) for t in found)
+    if found:
+        return any(not _constant(t) and not any(_multiple_of(t, g) for g in given) for t in found)
+    numbers = list(_numbers(answer))
+    if numbers:
+        # Plain Python's (chapter 00's): constant, or an input handed back as it came. Not a
+        # multiple: a right RMSNorm is one, and a slip in its gradient gives another.
+        known = list(_numbers(inputs, ints_too=True))
+        return any(not _constant(t) and not any(t.shape == g.shape and torch.equal(t, g) for g in known)
+                   for t in numbers)
+    return answer is not None and not (isinstance(answer, dict) and all(v is None for v in answer.values()))
 
 
 def _raised(value, depth: int = 0) -> bool:
@@ -184,6 +197,52 @@ def _tensors(value, depth: int = 0):
     elif depth < 4 and isinstance(value, (list, tuple)):
         for item in value[:64]:
             yield from _tensors(item, depth + 1)
+
+
+def _numbers(value, depth: int = 0, ints_too: bool = False):
+    """The numbers of a plain-Python answer, as float64 tensors: each list of numbers, and
+    across a list of cases (dicts) each key's numbers and each place of its lists of
+    numbers, as a column. Only lists with a float among them: token ids (ints) are no
+    measure of computing; in the inputs (`ints_too`), numbers all the same."""
+    if depth < 4 and isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item, depth + 1, ints_too)
+    elif depth < 4 and isinstance(value, (list, tuple)):
+        head = value[:64]
+        numbers = _as_floats(head, ints_too)
+        if numbers is not None:
+            yield numbers
+            return
+        if len(head) > 1 and all(isinstance(item, dict) for item in head):
+            yield from _columns(head, ints_too)
+        for item in head:
+            yield from _numbers(item, depth + 1, ints_too)
+
+
+def _as_floats(items, ints_too: bool = False) -> "torch.Tensor | None":
+    """Numbers, a float among them (or not, `ints_too`), as a float64 tensor; None for
+    anything else."""
+    if not items or not all(type(item) in (int, float) for item in items) \
+            or not (ints_too or any(type(item) is float for item in items)):
+        return None
+    try:
+        return torch.tensor(items, dtype=torch.float64)
+    except (OverflowError, RuntimeError):  # an int past the floats' range
+        return None
+
+
+def _columns(cases: list, ints_too: bool):
+    """Across cases (dicts), each key's numbers, and each place of its lists of numbers."""
+    for key in cases[0]:
+        items = [case.get(key) for case in cases]
+        column = _as_floats(items, ints_too)
+        if column is not None:
+            yield column
+        elif all(isinstance(item, (list, tuple)) and len(item) == len(items[0]) for item in items):
+            for place in range(min(len(items[0]), 8)):
+                column = _as_floats([item[place] for item in items], ints_too)
+                if column is not None:
+                    yield column
 
 
 def gated(result: CheckResult, statuses: dict[str, str], drawn_failing: tuple[str, ...] = ()) -> CheckResult:

@@ -18,13 +18,15 @@ import threading
 import time
 from dataclasses import dataclass
 
+import torch
+
 from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task, precision_known
 from grader.run.answers import Answers
 from grader.run.dependencies import task_graph, worker_holdings
 from grader.run.feedback import (Audience, as_text, checked_reply, error_verdict, failure_texts, judge_answer,
                                  remote_failure)
-from grader.run.inside import op_rules, sealed
+from grader.run.inside import op_rules, sealed, wire
 from grader.run.inside.messages import (PartsRequest, ProbeCall, ProbeReply, Ready, Region, SetupFailed, TaskRequest,
                                         TaskRules, WorkerStatus)
 from grader.run.inside.tasks import standard_exceptions
@@ -424,7 +426,23 @@ class TaskRun:
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
                            on_own_parts=isinstance(diagnosis, OwnPartsVerdict), verdict=verdict,
                            # read only where a check failed (answered, _trivial): not on every pass
-                           answer=COMPUTED if status == PASSED else kind_of_answer(reply.result, inputs, expected))
+                           answer=COMPUTED if status == PASSED else kind_of_answer(
+                               reply.result, inputs, expected, lambda: self._reference_answer(check, inputs)))
+
+    def _reference_answer(self, check: Check, inputs: dict):
+        """The probe's answer on the reference, in the grader's own process, for a check that
+        declares no expected answer (one judged from facts): what tells a trivial answer from
+        a right one that looks so (kind_of_answer). None where it cannot be had."""
+        reference = self.grading.reference
+        if reference is None or check.separately or check.parts:
+            return None
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                return wire.plain(check.probe(reference.modules,
+                                              **{k: v for k, v in inputs.items() if not k.startswith("_")}))
+        except Exception:  # noqa: BLE001 - no answer to tell by: the answer counts as computed
+            return None
 
     def call(self, check: Check, sent: dict, own: bool = False) -> ProbeReply:
         if self.worker is None and self.setup_failure is None and self.shared is not None and not own:

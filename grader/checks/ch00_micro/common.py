@@ -40,7 +40,13 @@ def task_of(name, qualname, title, walks_graph=False, numbers_only=False):
 
 
 def is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite float, or an int within the floats' range (math.isfinite raises past it)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def close_enough(a: float, b: float, tol: float = TOL) -> bool:
@@ -95,10 +101,11 @@ def kind_of(value) -> str:
 
 # ------------------------------------------------------ the Value's operations
 # One probe serves a + b, a * b, a ** k, exp, log and relu: it builds Values, applies the
-# op, runs the kit's own chain rule (never the student's backward, which is a task of its
-# own) and returns the value and the input gradients. The
-# judge compares them with the hand-computed truth and names the classic mistake a wrong
-# gradient reproduces; on the public checks' inputs both are data the kit computed.
+# op and returns the value and the graph it built, as data. The judge runs the kit's own
+# chain rule over that graph (never the student's backward, which is a task of its own),
+# compares the value and the input gradients with the hand-computed truth and names the
+# classic mistake a wrong gradient reproduces; on the public checks' inputs both are data
+# the kit computed.
 
 
 # The one-input methods are called by name (getattr), and so spelt in these tables: the
@@ -123,34 +130,57 @@ def _apply_op(op, xs, k):
     }[op]()
 
 
-def chain_rule(root) -> None:
-    """The kit's own reverse pass over a graph of the lesson's Values, read from each
-    node's `_children` and `_local_grads` (the class's given fields, no task's code): so an
-    operation's local derivatives are judged without the student's `backward`, and a
-    wrong derivative is blamed on the operation, never on a right backward."""
-    order, seen, stack = [], set(), [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        stack += [(child, False) for child in node._children]
-    grads = {id(node): 0.0 for node in order}
-    grads[id(root)] = 1.0
-    for node in reversed(order):
-        for child, local in zip(node._children, node._local_grads):
-            grads[id(child)] += float(local) * grads[id(node)]
-    for node in order:
-        node.grad = grads[id(node)]
+GRAPH_NODES = 10_000  # far more than any one operation's result is built of
+
+
+def graph_of(root, inputs) -> dict:
+    """The graph below an operation's result as plain data, for the judge's own chain rule
+    (grads_of): each node's children, by number, and its local gradients, nodes numbered
+    as met from the root outwards, and the number of each input. The numbers say nothing
+    of the order a backward pass needs (a node may be met before a node that uses it), and
+    nothing of the graph but its shape is left here: the worker holds no backward pass a
+    submission could call instead of writing its own."""
+    number, nodes, queue = {id(root): 0}, [], [root]
+    while len(nodes) < len(queue):
+        node = queue[len(nodes)]
+        children = []
+        for child in node._children:
+            if id(child) not in number:
+                if len(queue) == GRAPH_NODES:
+                    return {"nodes_over": GRAPH_NODES}
+                number[id(child)] = len(queue)
+                queue.append(child)
+            children.append(number[id(child)])
+        nodes.append([children, [float(local) for local in node._local_grads]])
+    return {"nodes": nodes, "inputs": [number.get(id(x)) for x in inputs]}
+
+
+def grads_of(graph: dict) -> list:
+    """The inputs' gradients of the root of a graph graph_of wrote, by the chain rule, in
+    the grader's own process: so an operation's local derivatives are judged without the
+    student's `backward` (a task of its own), and a wrong derivative is blamed on the
+    operation, never on a right backward."""
+    nodes = graph["nodes"]
+    order, done, stack = [], set(), [(0, False)]
+    while stack:  # children before parents, without recursion
+        at, below_done = stack.pop()
+        if below_done:
+            order.append(at)
+        elif at not in done:
+            done.add(at)
+            stack.append((at, True))
+            stack += [(child, False) for child in nodes[at][0]]
+    grads = [0.0] * len(nodes)
+    grads[0] = 1.0
+    for at in reversed(order):
+        for child, local in zip(*nodes[at]):
+            grads[child] += local * grads[at]
+    return [0.0 if at is None else grads[at] for at in graph["inputs"]]
 
 
 def probe_value_ops(ns, cases):
-    """Builds each case's Values, applies its operation, runs the kit's own chain rule over
-    the graph it built (chain_rule), and returns the value and the inputs' gradients."""
+    """Builds each case's Values, applies its operation, and returns the value and the graph
+    it built (graph_of), whose chain rule the judge runs (grads_of)."""
     Value = ns.micro.Value
     out = []
     for case in cases:
@@ -167,8 +197,7 @@ def probe_value_ops(ns, cases):
         if any(isinstance(local, str) for local in getattr(y, "_local_grads", ())):
             out.append({"label": True})  # micrograd's Value takes an operation label where this one's derivatives go
             continue
-        chain_rule(y)
-        out.append({"data": y.data, "grads": [x.grad for x in xs]})
+        out.append({"data": y.data, "graph": graph_of(y, xs)})
     return out
 
 
@@ -204,6 +233,10 @@ def judge_ops(out, cases, reveal: bool, facts) -> "str | None":
         if "label" in got:
             return (f"{expr} gives the new Value text where its local derivatives go, as micrograd's Value takes "
                     f"an operation label there: the third argument is one number per child, ∂(result)/∂(child)")
+        if "nodes_over" in got["graph"]:
+            return (f"{expr}{where} built a graph of more than {GRAPH_NODES:,} Values: one operation makes one "
+                    f"new Value, whose children are its operands")
+        got = {**got, "grads": grads_of(got["graph"])}
         value, grads = said["value"], said["grads"]
         if op == "relu" and x[0] < 0 and close_enough(got["data"], x[0]):
             return f"relu of a negative input{where} gave the input back: relu(x) = max(0, x)"

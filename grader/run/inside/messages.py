@@ -46,6 +46,8 @@ class Cause(str, enum.Enum):
     UNFIT = "unfit"  # a probe's own finding that the answer cannot be probed (Failure.unfit)
     EXIT = "exit"  # the code called sys.exit
     MISSING_MODULE = "missing_module"  # the upload lacks the task's module (Failure.missing_module)
+    CANNOT_CROSS = "cannot_cross"  # a certified part running apart was given what cannot cross to it
+    TOO_LARGE_TO_CROSS = "too_large_to_cross"  # ... values, or an answer, over the wire's limits
 
 
 class ForbiddenKind(str, enum.Enum):

@@ -74,7 +74,13 @@ _TORCH_MODULES = "torch.nn.modules."
 
 
 class CannotCross(TypeError):
-    """A value a certified part running apart cannot be given: said in the student's terms."""
+    """A value a certified part running apart cannot be given: said in the student's terms
+    (the grader words it by its class, Cause.CANNOT_CROSS, never by its message)."""
+
+
+class TooLargeToCross(CannotCross):
+    """Values, or a part's answer, over the wire's limits (wire.TOO_LARGE): the upload's
+    weight, its own failure (Cause.TOO_LARGE_TO_CROSS)."""
 
 
 # ----------------------------------------------------------------------- packing
@@ -347,7 +353,7 @@ class Packer:
         try:
             self.budget.spend(containers=containers, tensor_bytes=tensor_bytes)
         except wire.OverBudget:
-            raise CannotCross(f"values of {wire.TOO_LARGE}") from None
+            raise TooLargeToCross(f"values of {wire.TOO_LARGE}") from None
 
     def _tensor(self, value, kind, depth: int) -> dict:
         """A tensor by its values, with its layout where it is not the plain one (a view, a
@@ -956,7 +962,7 @@ def call_part(part: str, arguments: dict, mode: "str | None" = None):
     try:
         packed = packer.pack(arguments)
     except CannotCross as error:
-        raise CannotCross(f"the course's {part} runs in a process of its own and cannot be given {error}") from None
+        raise type(error)(f"the course's {part} runs in a process of its own and cannot be given {error}") from None
     given = {n: v for n, v in enumerate(_numbered(packer))}
     given.update({_outer(number): answering[number] for number in packer.named_given})
     rng = torch.get_rng_state()
@@ -1178,7 +1184,12 @@ def _across(call: PartCall, given: dict) -> PartReply:
     (a part that reaches code this side holds: HERE). `given`: the call's values by
     number, what a call back names."""
     channel, send, recv, decode, encode = LINE
-    send(channel, encode(call))
+    try:
+        send(channel, encode(call))
+    except wire.OverLimits:
+        forget()  # what the packing kept, the other side never received
+        raise TooLargeToCross(f"the course's {call.part} runs in a process of its own and cannot be given values "
+                              f"of {wire.TOO_LARGE}") from None
     _CALLS_OUT.append(given)
     try:
         while True:
@@ -1186,7 +1197,7 @@ def _across(call: PartCall, given: dict) -> PartReply:
             if isinstance(message, PartReply):
                 reply = message
                 break
-            send(channel, encode(_answered(message)))
+            _send_answer(channel, send, encode, _answered(message))
     finally:
         _CALLS_OUT.pop()
     if reply.error is not None:
@@ -1198,6 +1209,16 @@ def _across(call: PartCall, given: dict) -> PartReply:
             op_rules.FAILED_OP[:] = [{"op": operation.op, "tensors": operation.tensors, "dtype": operation.dtype}]
         raise _raised(reply.error)
     return reply
+
+
+def _send_answer(channel, send, encode, reply: PartReply) -> None:
+    """A call's answer sent; one over the wire's limits is the caller's failure, as an
+    answer of that size would be anywhere: it is told so, and nothing else is sent."""
+    try:
+        send(channel, encode(reply))
+    except wire.OverLimits:
+        failure = TooLargeToCross(f"the answer holds {wire.TOO_LARGE}, more than can cross between processes")
+        send(channel, encode(PartReply(error=DESCRIBE[0](failure))))
 
 
 def _answered(call: PartCall) -> PartReply:
@@ -1216,6 +1237,10 @@ def _raised(failure) -> BaseException:
 
     import torch
 
+    from grader.run.inside.messages import Cause
+
+    if failure.cause is Cause.TOO_LARGE_TO_CROSS:  # an answer too large to come back
+        return TooLargeToCross(failure.message)
     kind = getattr(builtins, failure.type, None) or getattr(torch, failure.type, None)
     if not (isinstance(kind, type) and issubclass(kind, Exception)):
         kind = RuntimeError
@@ -1284,7 +1309,7 @@ def serve(channel, send, recv, request: PartsRequest, decode, encode, describe, 
             call = decode(recv(channel), PartCall)
         except (EOFError, OSError, wire.WireError):
             return
-        send(channel, encode(_answered(call)))
+        _send_answer(channel, send, encode, _answered(call))
 
 
 # On the side that answers calls: the tensors kept for the caller's probe running now, by

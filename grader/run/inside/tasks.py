@@ -148,7 +148,8 @@ def serve_tasks(channel, send, recv, apply_limits=None, many: bool = False, prep
             return
 
 
-def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, decode, encode) -> None:
+def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, decode, encode,
+               _over_limits=wire.OverLimits, _too_large=wire.TOO_LARGE) -> None:
     from grader.run.inside import op_rules
 
     namespace = _set_up(channel, send, request, encode)
@@ -205,7 +206,12 @@ def _serve_one(channel, send, recv, request: TaskRequest, rules, tripped: list, 
         reply = _reply(result, error, low, tripped)
         sys.stdout.flush()
         sys.stderr.flush()
-        send(channel, encode(reply))
+        try:
+            send(channel, encode(reply))
+        except _over_limits:
+            # An answer over what the grader reads is the code's own failure, said as one
+            # (its budget spent encoding it): nothing was sent, and this is.
+            send(channel, encode(_reply({"__too_large__": _too_large}, None, low, tripped)))
 
 
 def _set_up(channel, send, request: TaskRequest, encode) -> types.SimpleNamespace | None:
@@ -326,6 +332,8 @@ def cause_of(error: BaseException, forbidden: "CaughtCall | None") -> Cause:
         return Cause.EXIT
     if isinstance(error, MissingModule):
         return Cause.MISSING_MODULE
+    if isinstance(error, parts.CannotCross):
+        return Cause.TOO_LARGE_TO_CROSS if isinstance(error, parts.TooLargeToCross) else Cause.CANNOT_CROSS
     return Cause.RAISED
 
 

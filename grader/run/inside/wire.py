@@ -28,6 +28,25 @@ class WireError(Exception):
     """The other side sent something that is not a well-formed frame."""
 
 
+class OverLimits(Exception):
+    """A message this side would send is over the limits the other side reads by (its
+    bytes, its lists and objects, its items): refused before it is sent, as the sender's
+    failure, so the reader never meets it (`over_limits`)."""
+
+
+def over_limits(body: bytes) -> "str | None":
+    """What a frame's body breaks of the limits every reader holds it to, in words; None
+    where it keeps them. The one test both sides apply: a sender before it sends, a reader
+    before it decodes."""
+    if len(body) > MAX_FRAME_BYTES:
+        return f"a {len(body)}-byte message is over the {MAX_FRAME_BYTES}-byte limit"
+    if body.count(b"[") + body.count(b"{") > MAX_CONTAINERS:
+        return f"a message with more than {MAX_CONTAINERS} lists and objects is refused"
+    if body.count(b",") > MAX_ITEMS:
+        return f"a message with more than {MAX_ITEMS} items is refused"
+    return None
+
+
 def encode(value, _depth=0):
     """Turn results into JSON-ready data; anything unknown becomes a short repr."""
     kind = type(value)  # (exact types first: a part's call is mostly these, thousands deep)
@@ -69,16 +88,20 @@ def encode(value, _depth=0):
 
 
 class Budget:
-    """What one answer may still hold: containers (MAX_CONTAINERS) and tensor bytes (what
-    fits a frame once base64 has grown it by a third)."""
+    """What one answer may still hold: containers (MAX_CONTAINERS), items (MAX_ITEMS) and
+    tensor bytes (what fits a frame once base64 has grown it by a third). What it does not
+    count (the bytes of numbers and text) the sender checks once the answer is encoded
+    (`over_limits`)."""
 
     def __init__(self):
-        self.containers, self.tensor_bytes = MAX_CONTAINERS - 1, MAX_FRAME_BYTES * 3 // 4 - 64 * 1024
+        self.containers, self.items = MAX_CONTAINERS - 1, MAX_ITEMS - 1
+        self.tensor_bytes = MAX_FRAME_BYTES * 3 // 4 - 64 * 1024
 
-    def spend(self, containers: int = 0, tensor_bytes: int = 0) -> None:
+    def spend(self, containers: int = 0, tensor_bytes: int = 0, items: int = 0) -> None:
         self.containers -= containers
         self.tensor_bytes -= tensor_bytes
-        if self.containers < 0 or self.tensor_bytes < 0:
+        self.items -= items
+        if self.containers < 0 or self.tensor_bytes < 0 or self.items < 0:
             raise OverBudget
 
 
@@ -86,8 +109,8 @@ class OverBudget(Exception):
     pass
 
 
-TOO_LARGE = (f"more than {MAX_CONTAINERS:,} lists and dicts, or more than {MAX_FRAME_BYTES * 3 // 4 >> 20} MB "
-             f"of tensors")
+TOO_LARGE = (f"more than {MAX_CONTAINERS:,} lists and dicts, {MAX_ITEMS:,} items, {MAX_FRAME_BYTES >> 20} MB "
+             f"in all or {MAX_FRAME_BYTES * 3 // 4 >> 20} MB of tensors")
 
 
 def plain(value):
@@ -117,7 +140,7 @@ def _plain(value, _depth, budget):
     if _depth > 64:
         return {"__repr__": "<nested too deeply>"}
     if kind is list or kind is tuple:
-        budget.spend(containers=1)
+        budget.spend(containers=1, items=len(value))
         return [_plain(item, _depth + 1, budget) for item in kind.__iter__(value)]
     if kind is dict:
         return _plain_dict(list(dict.items(value)), _depth, budget)
@@ -140,8 +163,9 @@ def _plain(value, _depth, budget):
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, (list, tuple, torch.Size)):
-        budget.spend(containers=1)
-        return [_plain(item, _depth + 1, budget) for item in list(value)]
+        items = list(value)
+        budget.spend(containers=1, items=len(items))
+        return [_plain(item, _depth + 1, budget) for item in items]
     if isinstance(value, dict):
         return _plain_dict(list(value.items()), _depth, budget)
     return {"__repr__": f"<an object of the type {kind.__name__}, which is not plain data (a tensor, a number, a "
@@ -149,7 +173,7 @@ def _plain(value, _depth, budget):
 
 
 def _plain_dict(items: list, depth: int, budget: Budget):
-    budget.spend(containers=1)
+    budget.spend(containers=1, items=len(items))
     if all(type(key) is str or type(key) is int for key, _ in items):
         return {str(key): _plain(item, depth + 1, budget) for key, item in items}
     return {"__repr__": "<a dict whose keys are not all strings or ints>"}
@@ -209,10 +233,9 @@ def _decode_tensor(spec):
 def decode(body: bytes, tensors: bool = True):
     """A frame's body as values; `tensors=False`: as JSON only, tensors left as their
     encoded dicts (what a relay checks and passes on as it came)."""
-    if body.count(b"[") + body.count(b"{") > MAX_CONTAINERS:
-        raise WireError(f"a message with more than {MAX_CONTAINERS} lists and objects is refused")
-    if body.count(b",") > MAX_ITEMS:
-        raise WireError(f"a message with more than {MAX_ITEMS} items is refused")
+    broken = over_limits(body)
+    if broken:
+        raise WireError(broken)
     try:  # json.loads raises RecursionError on absurd nesting; that is garbage too
         return json.loads(body.decode("utf-8"), object_hook=_decode_object if tensors else None)
     except WireError:
@@ -246,7 +269,11 @@ class TooLarge(Opaque):
 
 
 def send(sock, value) -> None:
+    """One message; OverLimits, with nothing sent, where the reader would refuse it."""
     body = json.dumps(encode(value), allow_nan=False).encode("utf-8")
+    broken = over_limits(body)
+    if broken:
+        raise OverLimits(broken)
     sock.sendall(_HEADER.pack(len(body)) + body)
 
 
@@ -274,10 +301,13 @@ def module_code(text: str, filename: str):
 def bound_sender():
     """send() with json, struct and encode bound now: code that later replaces them
     (json.dumps, wire.encode) does not change what this function sends."""
-    dumps, pack, to_data = json.dumps, _HEADER.pack, encode
+    dumps, pack, to_data, broken_by, over = json.dumps, _HEADER.pack, encode, over_limits, OverLimits
 
     def send_bound(sock, value) -> None:
         body = dumps(to_data(value), allow_nan=False).encode("utf-8")
+        broken = broken_by(body)
+        if broken:
+            raise over(broken)
         sock.sendall(pack(len(body)) + body)
 
     return send_bound
@@ -286,12 +316,17 @@ def bound_sender():
 def bound_receiver():
     """recv() with json and the decoders bound now, for the same reason."""
     loads, unpack, size, hook, exact = json.loads, _HEADER.unpack, _HEADER.size, _decode_object, _recv_exact
+    broken_by, error = over_limits, WireError
 
     def recv_bound(sock, deadline: float | None = None):
         (length,) = unpack(exact(sock, size, deadline))
         if length > MAX_FRAME_BYTES:
-            raise WireError(f"a {length}-byte message is over the {MAX_FRAME_BYTES}-byte limit")
-        return loads(exact(sock, length, deadline).decode("utf-8"), object_hook=hook)
+            raise error(f"a {length}-byte message is over the {MAX_FRAME_BYTES}-byte limit")
+        body = exact(sock, length, deadline)
+        broken = broken_by(body)
+        if broken:
+            raise error(broken)
+        return loads(body.decode("utf-8"), object_hook=hook)
 
     return recv_bound
 

@@ -14,39 +14,32 @@ from grader.checks.ch00_micro.common import close_enough, task_of
 TASKS = [task_of("micro_backward", "Value.backward", "backward: the chain rule over the graph", walks_graph=True)]
 
 
-# The public graphs are built with the Value constructor alone (its children and their
-# local derivatives given), never with the student's + and *: backward is judged on its
-# own, and a wrong primitive is named on the primitive (its checks read the graph with
-# the kit's own chain rule), not on backward.
-
-
-def _add(Value, a, b):
-    b = b if isinstance(b, Value) else Value(b)
-    return Value(a.data + b.data, (a, b), (1.0, 1.0))
-
-
-def _mul(Value, a, b):
-    b = b if isinstance(b, Value) else Value(b)
-    return Value(a.data * b.data, (a, b), (b.data, a.data))
+# The public graphs are built with the Value constructor alone (each node's data, children
+# and local derivatives written out here), never with the student's + and *: backward is
+# judged on its own, and a wrong primitive is named on the primitive (its checks read the
+# graph with the kit's own chain rule), not on backward. No helper here computes a + b or
+# a * b: the worker holds the probes, and a probe's helper is within the submission's reach.
 
 
 def _order_graph(Value, x0):
     """w = a * b with a = b * b + 1 and b = 3x: b is reached along a short and a long
     path, so b may push its grad to x only after the longer path has reached b."""
-    x = Value(x0)
-    b = _mul(Value, x, 3.0)
-    c = _mul(Value, b, b)
-    a = _add(Value, c, 1.0)
-    return x, _mul(Value, a, b)
+    x, three, one = Value(x0), Value(3.0), Value(1.0)
+    b = Value(3.0 * x0, (x, three), (3.0, x0))
+    c = Value(b.data * b.data, (b, b), (b.data, b.data))
+    a = Value(c.data + 1.0, (c, one), (1.0, 1.0))
+    return x, Value(a.data * b.data, (a, b), (b.data, a.data))
 
 
 def probe_backward_reuse(ns):
     Value = ns.micro.Value
     x = Value(3.0)
-    y = _add(Value, _mul(Value, x, x), x)  # y = x*x + x: dy/dx = 2x + 1 = 7
+    square = Value(9.0, (x, x), (3.0, 3.0))
+    y = Value(12.0, (square, x), (1.0, 1.0))  # y = x*x + x: dy/dx = 2x + 1 = 7
     y.backward()
     first = {"x": x.grad, "root": y.grad}
-    _mul(Value, x, 2.0).backward()  # leaf grads accumulate across graphs: 7 + 2
+    two = Value(2.0)
+    Value(6.0, (x, two), (2.0, 3.0)).backward()  # x * 2: leaf grads accumulate across graphs, 7 + 2
     return {**first, "x_after_second": x.grad}
 
 
@@ -73,9 +66,9 @@ def probe_backward_order(ns, x0):
     x, w = _order_graph(ns.micro.Value, x0)
     w.backward()
     Value = ns.micro.Value
-    u = Value(x0)
-    z = _mul(Value, u, 2.0)
-    _mul(Value, z, z).backward()  # z reached twice: dw/du = 2z * 2 = 8u
+    u, two = Value(x0), Value(2.0)
+    z = Value(2.0 * x0, (u, two), (2.0, x0))
+    Value(z.data * z.data, (z, z), (z.data, z.data)).backward()  # z reached twice: dw/du = 2z * 2 = 8u
     return {"w": w.data, "x_grad": x.grad, "shared": u.grad}
 
 
@@ -102,8 +95,9 @@ def probe_backward_deep(ns, depth):
     Value = ns.micro.Value
     x = Value(1.0)
     y = x
-    for _ in range(depth):
-        y = _add(Value, y, _mul(Value, x, 1.0))
+    for step in range(depth):  # y = y + x * 1.0
+        x_once = Value(1.0, (x, Value(1.0)), (1.0, 1.0))
+        y = Value(step + 2.0, (y, x_once), (1.0, 1.0))
     try:
         y.backward()
     except RecursionError:
