@@ -346,6 +346,53 @@ def test_a_number_past_the_floats_range_is_the_answers_fault(reference, sandbox)
         assert "too large for a float" in result.staff_diagnosis, result.staff_diagnosis
 
 
+def test_an_answer_cannot_pass_for_the_wires_own_objects():
+    """A dict an answer holds is its own: one with a key the wire's objects are told by is
+    named, not sent as it is; a tensor the reader cannot build is a malformed message (never
+    torch's own error in the grader); an int of more digits than JSON writes is named."""
+    forged = {"__tensor__": ["float64", [0, 2 ** 62, 2 ** 62], ""]}
+    for key in wire.RESERVED_KEYS:
+        sent = wire.decode(json.dumps(wire.encode(wire.plain({"y": {key: "x"}}))).encode())
+        assert isinstance(sent["y"], wire.Opaque) and "reserve" in repr(sent["y"]), key
+    with pytest.raises(wire.WireError):
+        wire.decode(json.dumps(forged).encode())
+    with pytest.raises(wire.WireError):
+        wire.decode(json.dumps({"__tensor__": ["float64", [2 ** 40] * 3, ""]}).encode())
+    assert isinstance(wire.decode(json.dumps(wire.encode(wire.plain([10 ** 5000]))).encode())[0], wire.Opaque)
+    ours, theirs = socket.socketpair()
+    try:
+        with pytest.raises(wire.OverLimits):
+            wire.send(ours, [10 ** 5000])
+    finally:
+        ours.close()
+        theirs.close()
+
+
+# Answers of the declared form (a tensor with so many axes, a number) that a judge cannot
+# read: the reference's own answer to the same inputs tells the answer's fault (a shape,
+# NaN) from the check's.
+JUDGES_CANNOT_READ = {
+    "gelu_one_short": ("gelu", """
+        y = 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        return y if float(x.reshape(-1)[0]) < 0 else y[..., :-1]
+    """, "has shape"),
+    "embedding_of_nans": ("embedding", """
+        return torch.full((*idx.shape, self.weight.shape[1]), float("nan"), dtype=self.weight.dtype)
+    """, "NaN"),
+}
+
+
+@pytest.mark.parametrize("case", list(JUDGES_CANNOT_READ))
+def test_an_answer_a_judge_cannot_read_is_the_answers_fault_where_the_reference_tells(reference, sandbox, case):
+    task, body, said = JUDGES_CANNOT_READ[case]
+    results = run(reference, sandbox, task, body)
+    assert any(r.status != PASSED for r in results)
+    told = [r for r in results if said in r.staff_diagnosis]
+    assert told, [(r.check.name, r.status, r.staff_diagnosis[:200]) for r in results]
+    for result in results:
+        assert "report it to course staff" not in result.diagnosis, (result.check.name, result.staff_diagnosis)
+
+
 def test_a_small_frame_cannot_blow_up_the_graders_memory(reference, sandbox):
     import tracemalloc
 

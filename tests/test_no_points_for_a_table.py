@@ -176,6 +176,19 @@ if key in table:
 return x
 """
 
+GELU_TABLE_THEN_ZEROS = GELU_TABLE_SKIPPING_A_CHECK.replace("return x\n", "return torch.zeros_like(x)\n")
+
+# A fallback that breaks the grader's reading of the answer (a dict the wire's own objects
+# are told by) is no computation either.
+ADD_TABLE_THEN_A_FORGED_TENSOR = """
+if (self.data, getattr(other, "data", other)) in {(1.5, -2.25), (1.5, 2.5), (-0.75, 2.5), (1.5, 1.5)}:
+    other = other if isinstance(other, Value) else Value(other)
+    return Value(self.data + other.data, (self, other), (1.0, 1.0))
+out = Value(0.0, (self, self), (0.0, 0.0))
+out.data = {"__tensor__": ["float64", [0, 2 ** 62, 2 ** 62], ""]}
+return out
+"""
+
 CROSS_ENTROPY_BY_CASES = """
 if bool((logits == 0).all()):
     return torch.tensor(math.log(logits.shape[-1]), dtype=logits.dtype)
@@ -201,10 +214,13 @@ ZERO_GRADIENTS = "return torch.zeros_like(x), torch.zeros_like(gamma), torch.zer
 @pytest.mark.parametrize("task, body", [("gelu", GELU_TABLE_SKIPPING_A_CHECK), ("cross_entropy", CROSS_ENTROPY_BY_CASES),
                                         ("gelu", HALF_X_GELU), ("layer_norm_backward", ZERO_GRADIENTS),
                                         ("micro_softmax", SOFTMAX_TABLE.replace("FALLBACK", "[Value(0.0) for _ in logits]")),
-                                        ("micro_softmax", SOFTMAX_TABLE.replace("FALLBACK", "list(logits)"))],
+                                        ("micro_softmax", SOFTMAX_TABLE.replace("FALLBACK", "list(logits)")),
+                                        ("gelu", GELU_TABLE_THEN_ZEROS),
+                                        ("micro_value_add", ADD_TABLE_THEN_A_FORGED_TENSOR)],
                          ids=["gelu_table_skipping_a_check", "cross_entropy_by_cases", "half_x_gelu",
                               "zero_gradients", "chapter_00_softmax_table_then_zeros",
-                              "chapter_00_softmax_table_then_the_logits"])
+                              "chapter_00_softmax_table_then_the_logits", "gelu_table_then_zeros",
+                              "chapter_00_add_table_then_a_forged_tensor"])
 def test_answers_known_without_computing_earn_nothing(reference, task, body):
     """Each earned 1 to 4 points before: a public check its shortcut passes, another
     failed on purpose (a held-out attack set found them)."""

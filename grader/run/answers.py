@@ -13,13 +13,19 @@ from grader.profile import PHASES
 from grader.run.reference import Reference
 from grader.run.stopping import joined, result_of
 
+# The reference runs in the grader's own process on several threads (expected values worked
+# out ahead, a reference answer asked for a verdict): one at a time, so that what one run
+# seeds and draws from torch's global generator is never another's.
+REFERENCE_RUNS = threading.Lock()
+
+
 def inputs_and_expected(check: Check, seed: int, reference: Reference | None) -> tuple[dict, object]:
     """A check's inputs, drawn from the grading's seed and the check's name (so the same
     whenever and on whichever thread they are drawn), and the reference's answer to them."""
     generator = torch.Generator().manual_seed(seed + sum(map(ord, check.name)))
     with PHASES.phase("inputs"):
         inputs = check.make_inputs(generator)
-    with PHASES.phase("expected values"):
+    with PHASES.phase("expected values"), REFERENCE_RUNS:
         expected = check.expect(reference.modules, inputs) if (check.expect and reference) else None
     return inputs, expected
 

@@ -21,7 +21,7 @@ from grader.checks import facts
 from grader.checks.facts import MissingFacts
 from grader.run.inside import op_rules, syscall_filter
 from grader.run.inside.messages import CaughtCall, Cause, Failure, ForbiddenKind, Operation, ProbeReply, WorkerStatus
-from grader.run.forms import declared, difference
+from grader.run.forms import declared, difference, unlike
 from grader.run.inside.wire import TOO_LARGE, Opaque, RemoteError, TooLarge
 from grader.run.reference import Reference, facts_computed_here
 from grader.run.results import ERROR, FAILED, FORBIDDEN, NOT_IMPLEMENTED, PASSED
@@ -715,7 +715,7 @@ def _forbidden_call_text(code: CaughtCall, task: Task) -> str:
 
 
 def judge_answer(check: Check, task: Task, reply: ProbeReply, inputs: dict, expected,
-                 audience: Audience) -> tuple[str, str, str, dict | None]:
+                 audience: Audience, reference=None) -> tuple[str, str, str, dict | None]:
     """(status, what the student sees, what staff see, the verdict) of one reply (checked_reply)."""
     if reply.forbidden_calls:
         called = forbidden_code(reply.forbidden_calls[0])
@@ -742,7 +742,7 @@ def judge_answer(check: Check, task: Task, reply: ProbeReply, inputs: dict, expe
             if isinstance(diagnosis, SetAside):
                 diagnosis = _with_that_fixed(check, diagnosis, result, inputs, expected)
     except Exception as error:  # noqa: BLE001 - the answer's form says whose fault it is
-        status, shown, staff = judge_failure(check, result, error, audience)
+        status, shown, staff = judge_failure(check, result, error, audience, reference)
         return status, shown, staff, ({"kind": "deviation", "task": task.name} if status == FAILED else None)
     if diagnosis is None:
         return PASSED, "", "", None
@@ -769,11 +769,14 @@ def _with_that_fixed(check: Check, first: SetAside, result, inputs: dict, expect
     return OwnPartsVerdict(joined) if isinstance(second, OwnPartsVerdict) else joined
 
 
-def judge_failure(check: Check, result, error: Exception, audience: Audience) -> tuple[str, str, str]:
-    """A judge that raised: on an answer of the probe's declared form (grader/run/forms.py)
-    the course's check is at fault, and the student is asked to report it; on an answer of
-    another form, the answer is, and the student is told where it departs. Where no form
-    was declared, the answer is taken to be at fault, as a judge reads it."""
+def judge_failure(check: Check, result, error: Exception, audience: Audience,
+                  reference=None) -> tuple[str, str, str]:
+    """A judge that raised: on an answer of another form than the probe's declared one
+    (grader/run/forms.py), or one that departs from the reference's answer to the same
+    inputs in what a form does not hold (`reference()`: a shape, NaN, a length), the answer
+    is at fault, and the student is told where it departs; on an answer like the
+    reference's in all of these, the course's check is, and the student is asked to report
+    it. Where no form was declared, the answer is taken to be at fault, as a judge reads it."""
     raised = f"{type(error).__name__}: {as_text(error, 300)}"
     if isinstance(error, MissingFacts):
         said = (f"the course's check {check.name} lacks the data it judges with: report it to course staff "
@@ -781,6 +784,9 @@ def judge_failure(check: Check, result, error: Exception, audience: Audience) ->
         return ERROR, said, f"{said} ({raised})\n{_judge_trace(error)}"
     form = declared(check)
     departs = difference(result, form) if form is not None else None
+    if form is not None and departs is None and reference is not None:
+        right = reference()
+        departs = unlike(result, right) if right is not None else None
     if form is not None and departs is None:
         said = (f"the course's check {check.name} failed on an answer of the right form: report it to course "
                 f"staff; it says nothing about your code")

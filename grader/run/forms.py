@@ -12,6 +12,7 @@ public check's in forms.json, which the release ships, a hidden check's in hidde
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -99,6 +100,46 @@ def _said(form) -> str:
                 else "a long sequence")
     return {"number": "a number", "bool": "True or False", "text": "text", "none": "None",
             "huge": "a whole number too large for a float"}.get(form, str(form))
+
+
+def unlike(answer, reference, place: str = "the output", depth: int = 0) -> "str | None":
+    """Where an answer of the right form departs from the reference's answer to the same
+    inputs in what a form does not hold: a tensor's shape, NaN or infinity where the
+    reference has none, a length, a number no float holds. None where nothing does: a
+    judge that raised on such an answer is the course's check at fault."""
+    if depth > 8:
+        return None
+    if isinstance(answer, torch.Tensor) and isinstance(reference, torch.Tensor):
+        if answer.shape != reference.shape:
+            return f"{place} has shape {tuple(answer.shape)} where it should have {tuple(reference.shape)}"
+        if _non_finite(answer) and not _non_finite(reference):
+            return f"{place} holds NaN or infinity"
+        return None
+    if isinstance(answer, dict) and isinstance(reference, dict):
+        for key in reference:
+            if key in answer:
+                found = unlike(answer[key], reference[key], f"{place}[{key!r}]", depth + 1)
+                if found:
+                    return found
+        return None
+    if isinstance(answer, (list, tuple)) and isinstance(reference, (list, tuple)):
+        if len(answer) != len(reference):
+            return f"{place} holds {len(answer)} items where it should hold {len(reference)}"
+        for i, (a, b) in enumerate(zip(answer[:256], reference[:256])):
+            found = unlike(a, b, f"{place}[{i}]", depth + 1)
+            if found:
+                return found
+        return None
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool) and isinstance(reference, float):
+        if isinstance(answer, float) and not math.isfinite(answer) and math.isfinite(reference):
+            return f"{place} is {answer!r}"
+        if isinstance(answer, int) and abs(answer) > 1e150 > abs(reference):
+            return f"{place} is a whole number of about {int(answer.bit_length() * 0.30103) + 1} digits"
+    return None
+
+
+def _non_finite(tensor) -> bool:
+    return bool(tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all())
 
 
 @lru_cache(maxsize=None)

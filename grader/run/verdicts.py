@@ -53,6 +53,7 @@ import torch
 from grader.checks import catalogue
 from grader.checks._api import NOTHING_COMPUTED, Check
 from grader.run.dependencies import build_order
+from grader.run.inside.wire import Opaque
 from grader.run.results import (COMPUTED, ERROR, FAILED, FORBIDDEN, LOAD_FAILED, NOT_IMPLEMENTED, PASSED, RAISED,
                                 TIMEOUT, TRIVIAL, WAITING, CheckResult, with_slots)
 
@@ -134,22 +135,34 @@ def kind_of_answer(answer, inputs: dict, expected=None, reference_answer=None) -
     input as it came, while the right answer (`expected`) is none of these; COMPUTED
     otherwise, and wherever the check has no right answer to tell by (a right answer may be
     all of these: an optimizer keeps the very tensors it was given, a clip scales them,
-    zero_grad zeroes). A plain-Python answer's check with no expected answer (one judged
-    from facts) asks the reference's (`reference_answer()`), and only of an answer that
-    looks trivial. A slip that gives a trivial answer on some input (a LayerNorm's
+    zero_grad zeroes). A check with no expected answer (one judged from facts) may ask the
+    reference's (`reference_answer()`; the grader offers it to hidden checks, whose verdict
+    is what *published inputs only* reads), and only of an answer of constants (or, in
+    plain Python, an input as it came). A slip that gives a trivial answer on some input (a LayerNorm's
     statistics over a time axis of length 1 are zeros) is not told apart from a body that
     computes nothing there."""
     if _raised(answer):
         return RAISED
     if _looks_computed(answer, inputs):
         return COMPUTED
-    if expected is None and reference_answer is not None and not any(True for _ in _tensors(answer)):
-        expected = reference_answer()  # a plain-Python answer's check, judged from facts
-    return TRIVIAL if expected is not None and _looks_computed(expected, inputs) else COMPUTED
+    if expected is not None:
+        return TRIVIAL if _looks_computed(expected, inputs) else COMPUTED
+    # A check judged from facts: the reference's answer tells, of an answer that is nothing
+    # but constants (a multiple of an input, which a right clip or optimizer gives, is not
+    # told apart without the check's own expected answer).
+    if reference_answer is None or _looks_computed(answer, inputs, multiples=False):
+        return COMPUTED
+    right = reference_answer()
+    return TRIVIAL if right is not None and _looks_computed(right, inputs) else COMPUTED
 
 
-def _looks_computed(answer, inputs: dict) -> bool:
-    given = [t for t in _tensors(inputs) if t.numel() and t.is_floating_point()]
+def _looks_computed(answer, inputs: dict, multiples: bool = True) -> bool:
+    """Whether an answer shows computing: anything but constants and (`multiples`) its
+    tensors' multiples of an input; in plain Python, anything but constants and an input
+    as it came."""
+    if _nothing_plain(answer):
+        return False  # an object sent back by its type alone is no sign of computing
+    given = [t for t in _tensors(inputs) if t.numel() and t.is_floating_point()] if multiples else []
     found = [t for t in _tensors(answer) if t.numel()]
     if found:
         return any(not _constant(t) and not any(_multiple_of(t, g) for g in given) for t in found)
@@ -187,6 +200,17 @@ def _multiple_of(tensor, given) -> bool:
     return bool(torch.allclose(scale * a, b, rtol=1e-12, atol=1e-12))
 
 
+def _nothing_plain(value, depth: int = 0) -> bool:
+    """Every leaf of an answer an object the wire could only name (Opaque, TooLarge)."""
+    if isinstance(value, Opaque):
+        return True
+    if depth < 4 and isinstance(value, dict) and value:
+        return all(_nothing_plain(item, depth + 1) for item in value.values())
+    if depth < 4 and isinstance(value, (list, tuple)) and value:
+        return all(_nothing_plain(item, depth + 1) for item in value[:64])
+    return False
+
+
 def _tensors(value, depth: int = 0):
     """Every tensor in plain data (dicts, lists, tuples), a few levels deep."""
     if isinstance(value, torch.Tensor):
@@ -204,10 +228,10 @@ def _numbers(value, depth: int = 0, ints_too: bool = False):
     across a list of cases (dicts) each key's numbers and each place of its lists of
     numbers, as a column. Only lists with a float among them: token ids (ints) are no
     measure of computing; in the inputs (`ints_too`), numbers all the same."""
-    if depth < 4 and isinstance(value, dict):
+    if depth < 8 and isinstance(value, dict):
         for item in value.values():
             yield from _numbers(item, depth + 1, ints_too)
-    elif depth < 4 and isinstance(value, (list, tuple)):
+    elif depth < 8 and isinstance(value, (list, tuple)):
         head = value[:64]
         numbers = _as_floats(head, ints_too)
         if numbers is not None:

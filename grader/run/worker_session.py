@@ -13,6 +13,7 @@ makes the results count; grader/run/engine.py ties the three.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import threading
 import time
@@ -22,7 +23,7 @@ import torch
 
 from grader.checks import catalogue
 from grader.checks._api import OWN_PARTS, Check, OwnPartsVerdict, Task, precision_known
-from grader.run.answers import Answers
+from grader.run.answers import REFERENCE_RUNS, Answers
 from grader.run.dependencies import task_graph, worker_holdings
 from grader.run.feedback import (Audience, as_text, checked_reply, error_verdict, failure_texts, judge_answer,
                                  remote_failure)
@@ -33,7 +34,7 @@ from grader.run.inside.tasks import standard_exceptions
 from grader.run.processes import Limits, Runner
 from grader.profile import PHASES
 from grader.run.reference import Reference
-from grader.run.results import (COMPUTED, ERROR, FORBIDDEN, GRADER_FAILED, LOAD_FAILED, NOT_IMPLEMENTED, PASSED,
+from grader.run.results import (COMPUTED, ERROR, FAILED, FORBIDDEN, GRADER_FAILED, LOAD_FAILED, NOT_IMPLEMENTED, PASSED,
                                 RUNNER_FAILED, TIMEOUT, CheckResult)
 from grader.run.schedule import own_worker_checks_first
 from grader.run.submission import Submission
@@ -411,9 +412,17 @@ class TaskRun:
         return CheckResult(check, status, **failure_texts(failure, self.audience), verdict=verdict)
 
     def _judged(self, check: Check, sent: dict, reply: ProbeReply, inputs: dict, expected) -> CheckResult:
+        asked: list = []
+
+        def reference():
+            """The reference's answer to these inputs, worked out once, where asked."""
+            if not asked:
+                asked.append(self._reference_answer(check, inputs))
+            return asked[0]
+
         with PHASES.phase("judges"), precision_known() as leaned:
             status, diagnosis, staff, verdict = judge_answer(check, self.task, reply, inputs, expected,
-                                                             self.audience)
+                                                             self.audience, reference)
         if leaned and reply.answered and not (check.separately or check.parts):
             # A judge leaned on float32's precision: whether the code computed in float32 is
             # asked of what ran, and the answer judged again knowing it (_api, precision_known).
@@ -421,26 +430,28 @@ class TaskRun:
             if ran is not None:
                 with PHASES.phase("judges"), precision_known(ran):
                     status, diagnosis, staff, verdict = judge_answer(check, self.task, reply, inputs, expected,
-                                                                     self.audience)
+                                                                     self.audience, reference)
         certified = self.worker.certified if self.worker is not None else self.last_certified
         return CheckResult(check, status, str(diagnosis), certified=certified, staff_diagnosis=staff,
                            on_own_parts=isinstance(diagnosis, OwnPartsVerdict), verdict=verdict,
                            # read only where a check failed (answered, _trivial): not on every pass
                            answer=COMPUTED if status == PASSED else kind_of_answer(
-                               reply.result, inputs, expected, lambda: self._reference_answer(check, inputs)))
+                               reply.result, inputs, expected, reference if check.hidden and status == FAILED else None))
 
     def _reference_answer(self, check: Check, inputs: dict):
-        """The probe's answer on the reference, in the grader's own process, for a check that
-        declares no expected answer (one judged from facts): what tells a trivial answer from
-        a right one that looks so (kind_of_answer). None where it cannot be had."""
+        """The probe's answer on the reference, in the grader's own process: what tells a
+        trivial answer from a right one that looks so (kind_of_answer), and a wrong answer
+        of the right form from a check at fault (feedback.judge_failure). None where it
+        cannot be had."""
         reference = self.grading.reference
         if reference is None or check.separately or check.parts:
             return None
         try:
-            with torch.random.fork_rng(devices=[]):
+            with REFERENCE_RUNS, torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)
-                return wire.plain(check.probe(reference.modules,
-                                              **{k: v for k, v in inputs.items() if not k.startswith("_")}))
+                answer = check.probe(reference.modules, **{k: v for k, v in inputs.items() if not k.startswith("_")})
+                # As a worker's answer arrives: plain data, read back as the grader reads it.
+                return wire.decode(json.dumps(wire.encode(wire.plain(answer)), allow_nan=False).encode("utf-8"))
         except Exception:  # noqa: BLE001 - no answer to tell by: the answer counts as computed
             return None
 

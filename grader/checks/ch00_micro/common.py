@@ -318,7 +318,7 @@ def tables_fingerprint(tables) -> "dict | None":
     another order or shape, changes them far beyond a tolerance; drawn by the same
     code on another platform, where random.gauss (built on libm's log, cos and sin)
     may land an ulp away, they move only in their last bits. None for tables that are
-    not lists of rows of numbers."""
+    not lists of rows of numbers (or of numbers too large to sum as floats)."""
     try:
         fingerprint = {}
         for name, rows in tables.items():
@@ -329,7 +329,7 @@ def tables_fingerprint(tables) -> "dict | None":
             fingerprint[str(name)] = [len(rows), n, math.fsum(flat), math.fsum(x * x for x in flat),
                                       math.fsum((k + 1) / n * x for k, x in enumerate(flat))]
         return fingerprint
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, OverflowError):  # an int whose square no float holds
         return None
 
 

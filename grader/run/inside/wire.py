@@ -20,6 +20,8 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 MAX_CONTAINERS = 200_000
 # And each item of them (a number, a string) is another: bounded by the commas between them.
 MAX_ITEMS = 2_000_000
+# JSON writes an int in decimal, and Python refuses more than 4,300 digits.
+_LONGEST_INT_BITS = 13_000
 _HEADER = struct.Struct(">Q")
 _DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
@@ -133,6 +135,8 @@ def _plain(value, _depth, budget):
     could be computed as they are read), and an object of any other type is named by its
     type, never by a repr of its own."""
     kind = type(value)
+    if kind is int and value.bit_length() > _LONGEST_INT_BITS:
+        return {"__repr__": "<a whole number of more than 4,000 digits>"}
     if value is None or kind is bool or kind is int or kind is str:
         return value
     if kind is float:
@@ -157,7 +161,7 @@ def _plain(value, _depth, budget):
     # Subclasses of plain types (numpy's float64, a named tuple, an OrderedDict, the
     # submission's own): read through their own methods, under the rules, into exact ones.
     if isinstance(value, int):
-        return int(value)
+        return _plain(int(value), _depth + 1, budget)
     if isinstance(value, float):
         return _plain(float(value), _depth + 1, budget)
     if isinstance(value, str):
@@ -172,11 +176,18 @@ def _plain(value, _depth, budget):
                         f"string, or a list, tuple or dict of those)>"}
 
 
+# The keys the wire's own objects are told by (_decode_object): an answer's dict holding
+# one would be read as the wire's, so it is not sent as it is.
+RESERVED_KEYS = frozenset({"__tensor__", "__float__", "__exception__", "__repr__", "__too_large__"})
+
+
 def _plain_dict(items: list, depth: int, budget: Budget):
     budget.spend(containers=1, items=len(items))
-    if all(type(key) is str or type(key) is int for key, _ in items):
-        return {str(key): _plain(item, depth + 1, budget) for key, item in items}
-    return {"__repr__": "<a dict whose keys are not all strings or ints>"}
+    if not all(type(key) is str or type(key) is int for key, _ in items):
+        return {"__repr__": "<a dict whose keys are not all strings or ints>"}
+    if any(key in RESERVED_KEYS for key, _ in items):
+        return {"__repr__": "<a dict with a key the grader's messages reserve (such as '__tensor__')>"}
+    return {str(key): _plain(item, depth + 1, budget) for key, item in items}
 
 
 def _tensor(value) -> dict:
@@ -219,15 +230,22 @@ def _decode_tensor(spec):
         raise WireError(f"dtype {dtype!r} is not accepted")
     if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
         raise WireError("a tensor shape must be a list of non-negative integers")
+    if len(shape) > 64 or any(n > MAX_FRAME_BYTES for n in shape):
+        raise WireError("a tensor shape beyond any frame")
     torch_dtype = getattr(torch, dtype)
+    if not isinstance(data, str):
+        raise WireError("tensor bytes must be text")
     raw = base64.b64decode(data, validate=True)
     count = math.prod(shape)
     itemsize = torch_dtype.itemsize
     if len(raw) != count * itemsize:
         raise WireError("tensor bytes do not match its shape")
-    if count == 0:
-        return torch.empty(shape, dtype=torch_dtype)
-    return torch.frombuffer(bytearray(raw), dtype=torch_dtype).reshape(shape).clone()
+    try:
+        if count == 0:
+            return torch.empty(shape, dtype=torch_dtype)
+        return torch.frombuffer(bytearray(raw), dtype=torch_dtype).reshape(shape).clone()
+    except (RuntimeError, ValueError, OverflowError) as error:  # a shape torch refuses
+        raise WireError(f"a tensor torch cannot build: {str(error)[:200]}") from None
 
 
 def decode(body: bytes, tensors: bool = True):
@@ -270,7 +288,10 @@ class TooLarge(Opaque):
 
 def send(sock, value) -> None:
     """One message; OverLimits, with nothing sent, where the reader would refuse it."""
-    body = json.dumps(encode(value), allow_nan=False).encode("utf-8")
+    try:
+        body = json.dumps(encode(value), allow_nan=False).encode("utf-8")
+    except ValueError as error:  # an int of more digits than Python writes
+        raise OverLimits(f"a value that cannot be written: {str(error)[:200]}") from None
     broken = over_limits(body)
     if broken:
         raise OverLimits(broken)
@@ -304,7 +325,10 @@ def bound_sender():
     dumps, pack, to_data, broken_by, over = json.dumps, _HEADER.pack, encode, over_limits, OverLimits
 
     def send_bound(sock, value) -> None:
-        body = dumps(to_data(value), allow_nan=False).encode("utf-8")
+        try:
+            body = dumps(to_data(value), allow_nan=False).encode("utf-8")
+        except ValueError as error:  # an int of more digits than Python writes
+            raise over(f"a value that cannot be written: {str(error)[:200]}") from None
         broken = broken_by(body)
         if broken:
             raise over(broken)
