@@ -354,6 +354,10 @@ def test_an_answer_cannot_pass_for_the_wires_own_objects():
     for key in wire.RESERVED_KEYS:
         sent = wire.decode(json.dumps(wire.encode(wire.plain({"y": {key: "x"}}))).encode())
         assert isinstance(sent["y"], wire.Opaque) and "reserve" in repr(sent["y"]), key
+    from grader.run.forms import difference, form_of
+
+    said = difference({"y": sent["y"]}, form_of({"y": 1.0}))
+    assert "not plain data" in said and "Opaque" not in said, said  # the kit's words, no class of its own
     with pytest.raises(wire.WireError):
         wire.decode(json.dumps(forged).encode())
     with pytest.raises(wire.WireError):

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from grader.run.inside.wire import Opaque
+
 FORMS_FILE = "forms.json"
 CHECKS_FOLDER = Path(__file__).resolve().parent.parent / "checks"
 # A sequence longer than this is described by the kinds its items take, not item by item.
@@ -42,6 +44,8 @@ def form_of(value, depth: int = 0):
         return "text"
     if value is None:
         return "none"
+    if isinstance(value, Opaque):  # sent back by its type alone (wire.plain): no class name of the code's
+        return "opaque"
     if isinstance(value, dict):
         return {"dict": {str(key): form_of(item, depth + 1) for key, item in sorted(value.items(), key=str)}}
     if isinstance(value, (list, tuple)):
@@ -99,7 +103,8 @@ def _said(form) -> str:
         return ("a dict" if "dict" in form else f"a sequence of {len(form['items'])}" if "items" in form
                 else "a long sequence")
     return {"number": "a number", "bool": "True or False", "text": "text", "none": "None",
-            "huge": "a whole number too large for a float"}.get(form, str(form))
+            "huge": "a whole number too large for a float",
+            "opaque": "an object that is not plain data"}.get(form, str(form))
 
 
 def unlike(answer, reference, place: str = "the output", depth: int = 0) -> "str | None":
